@@ -1,0 +1,141 @@
+"""Kernelscope's server: HTTP and Server-Sent Events around the compiler.
+
+`create_app(config)` builds a Flask app with two blueprints: `api` (compile jobs, event
+streams, traces, samples, health, highlighting) and `pages` (the web UI and `/t/<id>`).
+Compiles never run in this process: each one is a sandboxed worker process running the
+compiler CLI (server/worker.py, server/sandbox.py). Finished traces are stored in SQLite
+(server/store.py). docs/server.md describes the API, the sandbox and the configuration.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from flask import Flask
+
+from server import api, pages
+from server.errors import register_error_handlers
+from server.jobs import JobManager
+from server.sandbox import Limits, SandboxSpec, default_readonly_paths, probe_isolation
+from server.state import EXTENSION, AppState
+from server.store import TraceStore
+from server.worker import WorkerSettings, run_job
+
+__all__ = ["create_app", "serve"]
+
+REPO_DIR = Path(__file__).resolve().parent.parent
+
+
+def default_database() -> str:
+    data_home = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+    return str(Path(data_home) / "kernelscope" / "traces.sqlite3")
+
+
+def default_config() -> dict[str, Any]:
+    webui = REPO_DIR / "webui"
+    if not webui.is_dir():
+        webui = Path(__file__).resolve().parent / "static"  # an installed wheel's copy
+    return {
+        "DATABASE": default_database(),
+        "MAX_JOBS": 2,  # workers running at once
+        "QUEUE_SIZE": 8,  # jobs waiting; beyond that POST /api/compile answers 503
+        "JOB_TIMEOUT_S": 120,  # wall clock per job
+        "CPU_LIMIT_S": 300,  # RLIMIT_CPU per worker process (all its threads)
+        "MEMORY_LIMIT_MB": 4096,  # RLIMIT_DATA per worker process
+        "FILE_SIZE_LIMIT_MB": 256,  # RLIMIT_FSIZE: largest file a worker may write
+        "SCRATCH_LIMIT_MB": 1024,  # all files in the job's scratch directory together
+        "PROCESS_LIMIT": 512,  # RLIMIT_NPROC (threads included) for the sandbox uid
+        "OUTPUT_LIMIT_MB": 16,  # worker stdout (the event stream)
+        "MAX_CODE_BYTES": 64 * 1024,
+        "MAX_CONTENT_LENGTH": 1 << 20,
+        "HEARTBEAT_S": 2.0,
+        "JOB_RETENTION_S": 900,  # finished jobs stay streamable this long
+        "WORKER_CMD": [sys.executable, "-m", "compiler", "compile"],
+        "WORKER_THREADS": min(os.cpu_count() or 1, 16),  # OMP_NUM_THREADS in the worker
+        "WORKER_ENV": {},  # extra environment variables for the worker
+        "ISOLATION": "auto",  # "auto", "bubblewrap" (required) or "rlimits-only"
+        "SANDBOX_UID": 65534,  # the uid/gid workers drop to when the server runs as root
+        "SANDBOX_GID": 65534,
+        "EXTRA_RO_PATHS": [],  # more host paths the sandbox shows read-only
+        "SCRATCH_ROOT": None,  # where scratch directories are made (None: the system tmp)
+        "REPO_DIR": str(REPO_DIR),
+        "WEBUI_DIR": str(webui),
+        "SAMPLES_DIR": str(REPO_DIR / "samples"),
+        "TRUSTED_HOSTS": None,
+    }
+
+
+def _sandbox_spec(cfg: dict[str, Any]) -> SandboxSpec:
+    repo = Path(cfg["REPO_DIR"])
+    db = str(Path(cfg["DATABASE"]).resolve())
+    return SandboxSpec(
+        readonly=default_readonly_paths(repo, cfg["EXTRA_RO_PATHS"]),
+        hidden=(os.path.dirname(db),),
+        masked=(db, db + "-wal", db + "-shm", db + "-journal"),
+        env={str(k): str(v) for k, v in cfg["WORKER_ENV"].items()},
+        threads=int(cfg["WORKER_THREADS"]),
+    )
+
+
+def create_app(config: dict[str, Any] | None = None) -> Flask:
+    """The app factory. `config` overrides the defaults of `default_config()`."""
+    app = Flask(__name__, static_folder=None)
+    app.config.from_mapping(default_config())
+    if config:
+        app.config.from_mapping(config)
+    cfg = app.config
+    limits = Limits.from_config(cfg)
+    spec = _sandbox_spec(cfg)
+    repo = Path(cfg["REPO_DIR"])
+    isolation = probe_isolation(
+        cfg["ISOLATION"], spec, limits, repo, int(cfg["SANDBOX_UID"]), int(cfg["SANDBOX_GID"])
+    )
+    for note in isolation.notes:
+        app.logger.warning("sandbox: %s", note)
+    settings = WorkerSettings(
+        command=tuple(cfg["WORKER_CMD"]),
+        isolation=isolation,
+        spec=spec,
+        limits=limits,
+        repo_dir=repo,
+        scratch_root=cfg["SCRATCH_ROOT"],
+    )
+    store = TraceStore(cfg["DATABASE"])
+    jobs = JobManager(
+        lambda job: run_job(job, settings, store),
+        int(cfg["MAX_JOBS"]),
+        int(cfg["QUEUE_SIZE"]),
+        float(cfg["JOB_RETENTION_S"]),
+    )
+    app.extensions[EXTENSION] = AppState(
+        store, jobs, settings, Path(cfg["WEBUI_DIR"]), Path(cfg["SAMPLES_DIR"])
+    )
+    app.register_blueprint(api.bp)
+    app.register_blueprint(pages.bp)
+    register_error_handlers(app)
+    return app
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def serve(
+    host: str = "127.0.0.1", port: int = 8765, config: dict[str, Any] | None = None
+) -> None:
+    """Run the app on a threaded server: one thread per connection, no stream timeout."""
+    from werkzeug.serving import run_simple
+
+    config = dict(config or {})
+    if host in LOOPBACK and "TRUSTED_HOSTS" not in config:
+        # A page on another site that rebinds its DNS name to 127.0.0.1 is refused.
+        config["TRUSTED_HOSTS"] = ["localhost", "127.0.0.1", "::1", "[::1]"]
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    app = create_app(config)
+    state: AppState = app.extensions[EXTENSION]
+    mode = state.settings.isolation.mode
+    print(f"Kernelscope on http://{host}:{port}/  (sandbox: {mode})", flush=True)
+    run_simple(host, port, app, threaded=True, use_reloader=False, use_debugger=False)

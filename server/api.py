@@ -1,0 +1,189 @@
+"""The JSON API (`/api/...`): compile jobs, their event streams, traces, samples, health.
+
+In: HTTP requests from the web UI, the VS Code extension and scripts. Out: JSON, or a
+stream of StageEvents (SSE or NDJSON). docs/server.md documents every route.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from flask import Blueprint, Response, current_app, jsonify, request
+
+from server import highlight as hl
+from server import info
+from server.errors import ApiError
+from server.jobs import Busy, Job, JobRequest
+from server.state import app_state
+from server.streams import SSE_HEADERS, ndjson, sse
+
+bp = Blueprint("api", __name__, url_prefix="/api")
+
+DEVICE = re.compile(r"^(cpu|cuda(:\d{1,2})?)$")
+ENTRY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,199}$")
+BACKENDS = ("auto", "cpp", "triton")
+BOOL_OPTIONS = ("fusion", "inductor")
+MAX_INPUTS_BYTES = 16 * 1024
+MAX_HIGHLIGHT_BYTES = 1 << 20
+
+
+def _json_body() -> dict[str, Any]:
+    if not request.is_json:
+        raise ApiError("expected a JSON body (Content-Type: application/json)")
+    body = request.get_json(silent=True)
+    if body is None:
+        raise ApiError("the body is not valid JSON")
+    if not isinstance(body, dict):
+        raise ApiError("the body must be a JSON object")
+    return body
+
+
+def parse_options(raw: Any) -> dict[str, Any]:
+    """{device, backend, fusion, inductor} with defaults; backend "auto" resolved."""
+    raw = {} if raw is None else raw
+    if not isinstance(raw, dict):
+        raise ApiError("options must be an object")
+    unknown = sorted(set(raw) - {"device", "backend", *BOOL_OPTIONS})
+    if unknown:
+        raise ApiError(f"unknown option(s): {', '.join(unknown)}")
+    device = raw.get("device", "cpu")
+    if not isinstance(device, str) or not DEVICE.match(device):
+        raise ApiError("options.device must be 'cpu' or 'cuda'")
+    backend = raw.get("backend", "auto")
+    if backend not in BACKENDS:
+        raise ApiError(f"options.backend must be one of {', '.join(BACKENDS)}")
+    if backend == "auto":
+        backend = "cpp" if device == "cpu" else "triton"
+    opts: dict[str, Any] = {"device": device, "backend": backend}
+    for name, default in (("fusion", True), ("inductor", False)):
+        value = raw.get(name, default)
+        if not isinstance(value, bool):
+            raise ApiError(f"options.{name} must be true or false")
+        opts[name] = value
+    return opts
+
+
+def parse_compile(body: dict[str, Any], max_code_bytes: int) -> JobRequest:
+    code = body.get("code")
+    if not isinstance(code, str) or not code.strip():
+        raise ApiError("'code' is required: the PyTorch snippet to compile")
+    if len(code.encode("utf-8", errors="replace")) > max_code_bytes:
+        raise ApiError(f"'code' is too large (limit {max_code_bytes // 1024} KiB)")
+    entry = body.get("entry")
+    if entry is not None and (not isinstance(entry, str) or not ENTRY.match(entry)):
+        raise ApiError("'entry' must be a Python name such as 'model' or 'Net.forward'")
+    inputs = body.get("inputs")
+    if inputs is not None and len(json.dumps(inputs)) > MAX_INPUTS_BYTES:
+        raise ApiError(f"'inputs' is too large (limit {MAX_INPUTS_BYTES // 1024} KiB)")
+    return JobRequest(code, parse_options(body.get("options")), entry or None, inputs)
+
+
+@bp.post("/compile")
+def compile_() -> tuple[Response, int]:
+    job_request = parse_compile(_json_body(), current_app.config["MAX_CODE_BYTES"])
+    try:
+        job = app_state().jobs.submit(job_request)
+    except Busy:
+        raise ApiError("busy, try again", 503) from None
+    urls = {"events": f"/api/jobs/{job.id}/events", "status": f"/api/jobs/{job.id}"}
+    return jsonify({"job_id": job.id, **urls}), 202
+
+
+def _job(job_id: str) -> Job:
+    job = app_state().jobs.get(job_id)
+    if job is None:
+        raise ApiError(f"no job {job_id!r} (jobs are forgotten after a while; traces are not)", 404)
+    return job
+
+
+@bp.get("/jobs/<job_id>")
+def job_status(job_id: str) -> Response:
+    return jsonify(_job(job_id).status())
+
+
+def _start() -> int:
+    """Where a (re)connecting client resumes: after Last-Event-ID, else from the start."""
+    last = request.headers.get("Last-Event-ID") or request.args.get("after")
+    try:
+        return int(last) + 1 if last is not None else 0
+    except ValueError:
+        raise ApiError("Last-Event-ID must be an event's seq") from None
+
+
+def _stream(job: Job, fmt: str) -> Response:
+    start = _start()
+    if job.finished and start >= len(job.events):
+        # Tells an EventSource that reconnected after `done` to stop reconnecting.
+        return Response(status=204)
+    heartbeat = float(current_app.config["HEARTBEAT_S"])
+    events = job.subscribe(start, heartbeat)
+    if fmt == "ndjson":
+        return Response(ndjson(events), mimetype="application/x-ndjson")
+    return Response(sse(events), mimetype="text/event-stream", headers=SSE_HEADERS)
+
+
+@bp.get("/jobs/<job_id>/events")
+def job_events(job_id: str) -> Response:
+    fmt = request.args.get("format", "sse")
+    if fmt not in ("sse", "ndjson"):
+        raise ApiError("format must be 'sse' or 'ndjson'")
+    return _stream(_job(job_id), fmt)
+
+
+@bp.get("/jobs/<job_id>/events.ndjson")
+def job_events_ndjson(job_id: str) -> Response:
+    return _stream(_job(job_id), "ndjson")
+
+
+@bp.get("/traces/<trace_id>")
+def trace(trace_id: str) -> Response:
+    found = app_state().store.get(trace_id)
+    if found is None:
+        raise ApiError(f"no trace {trace_id!r}", 404)
+    return jsonify(found)
+
+
+@bp.get("/samples")
+def samples() -> Response:
+    return jsonify({"samples": info.list_samples(app_state().samples_dir)})
+
+
+@bp.get("/health")
+def health() -> Response:
+    state = app_state()
+    return jsonify(
+        {
+            "ok": True,
+            "devices": state.devices(),
+            "versions": info.versions(),
+            "isolation": state.settings.isolation.mode,
+            "sandbox": state.settings.isolation.to_json(),
+            "limits": vars(state.settings.limits),
+            "jobs": state.jobs.stats(),
+            "traces": state.store.count(),
+        }
+    )
+
+
+@bp.post("/highlight")
+def highlight() -> Response:
+    body = _json_body()
+    code, language = body.get("code"), body.get("language", "python")
+    if not isinstance(code, str):
+        raise ApiError("'code' must be a string")
+    if len(code) > MAX_HIGHLIGHT_BYTES:
+        raise ApiError("'code' is too large to highlight")
+    if language not in hl.LEXERS:
+        raise ApiError(f"'language' must be one of {', '.join(hl.LEXERS)}")
+    return jsonify({"html": hl.highlight(code, language), "language": language})
+
+
+@bp.get("/highlight.css")
+def highlight_css() -> Response:
+    try:
+        css = hl.stylesheet(request.args.get("style", "default"))
+    except ValueError as exc:
+        raise ApiError(str(exc)) from None
+    return Response(css, mimetype="text/css", headers={"Cache-Control": "max-age=3600"})

@@ -1,0 +1,220 @@
+"""Compile jobs: their event logs, the bounded queue, and the supervisor threads.
+
+In: a validated `JobRequest` from `POST /api/compile`. Out: a `Job` whose events grow as
+the worker reports stages; any number of subscribers read them (late ones get a replay).
+
+Threads here only supervise subprocesses: `MAX_JOBS` threads take jobs from a queue of
+`QUEUE_SIZE` and hand each to the runner (server/worker.py), which starts the sandboxed
+worker and publishes what it prints. A full queue is answered "busy, try again".
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+SCHEMA_VERSION = 1
+log = logging.getLogger(__name__)
+
+
+class Busy(Exception):
+    """The queue is full."""
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    code: str
+    options: dict[str, Any]  # device, backend, fusion, inductor (validated by the API)
+    entry: str | None = None
+    inputs: Any = None
+
+    def trace_options(self) -> dict[str, Any]:
+        """What the permalink stores next to the code."""
+        out = dict(self.options)
+        if self.entry is not None:
+            out["entry"] = self.entry
+        if self.inputs is not None:
+            out["inputs"] = self.inputs
+        return out
+
+
+@dataclass
+class Job:
+    """One compile: its request and the events published so far (the log only grows)."""
+
+    id: str
+    request: JobRequest
+    created: float = field(default_factory=time.time)
+    state: str = "queued"  # queued, running, finished
+    events: list[dict[str, Any]] = field(default_factory=list)
+    listeners: int = 0
+    finished_at: float | None = None
+    _cond: threading.Condition = field(default_factory=threading.Condition, repr=False)
+
+    def publish(self, stage: str, data: dict[str, Any], ms: float = 0.0) -> dict[str, Any]:
+        """Append one event (seq is assigned here) and wake every subscriber."""
+        with self._cond:
+            if self.finished:
+                raise RuntimeError(f"job {self.id} already finished")
+            event = {
+                "schema": SCHEMA_VERSION,
+                "seq": len(self.events),
+                "stage": stage,
+                "ms": ms,
+                "data": data,
+            }
+            self.events.append(event)
+            if stage == "done":
+                self.state = "finished"
+                self.finished_at = time.time()
+            self._cond.notify_all()
+            return event
+
+    @property
+    def finished(self) -> bool:
+        return bool(self.events) and self.events[-1]["stage"] == "done"
+
+    @property
+    def last_stage(self) -> str | None:
+        stages = [e["stage"] for e in self.events if e["stage"] not in ("error", "done")]
+        return stages[-1] if stages else None
+
+    def set_state(self, state: str) -> None:
+        with self._cond:
+            self.state = state
+            self._cond.notify_all()
+
+    def wait(self, start: int, timeout: float) -> tuple[list[dict[str, Any]], bool]:
+        """Events from index `start` on (waiting up to `timeout` for some), and finished?"""
+        with self._cond:
+            if len(self.events) <= start and not self.finished:
+                self._cond.wait(timeout)
+            return self.events[start:], self.finished
+
+    def subscribe(self, start: int, heartbeat_s: float) -> Iterator[dict[str, Any] | None]:
+        """Yield events from `start` until `done`; None every `heartbeat_s` of silence."""
+        with self._cond:
+            self.listeners += 1
+        try:
+            pos = start
+            while True:
+                batch, finished = self.wait(pos, heartbeat_s)
+                yield from batch
+                pos += len(batch)
+                if finished and pos >= len(self.events):
+                    return
+                if not batch:
+                    yield None
+        finally:
+            with self._cond:
+                self.listeners -= 1
+
+    def status(self) -> dict[str, Any]:
+        done = self.events[-1]["data"] if self.finished else {}
+        return {
+            "id": self.id,
+            "state": self.state,
+            "events": len(self.events),
+            "ok": done.get("ok"),
+            "trace_id": done.get("trace_id"),
+        }
+
+
+Runner = Callable[[Job], None]
+
+
+class JobManager:
+    """A registry of jobs plus a bounded queue drained by `max_jobs` supervisor threads."""
+
+    def __init__(
+        self, runner: Runner, max_jobs: int, queue_size: int, retention_s: float = 900.0
+    ) -> None:
+        self.runner = runner
+        self.max_jobs = max(1, max_jobs)
+        self.queue: queue.Queue[Job | None] = queue.Queue(maxsize=max(1, queue_size))
+        self.retention_s = retention_s
+        self.jobs: dict[str, Job] = {}
+        self.running = 0
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+
+    def submit(self, request: JobRequest) -> Job:
+        """Queue a job or raise Busy; supervisor threads start on the first submit."""
+        job = Job(secrets.token_urlsafe(9), request)
+        with self._lock:
+            self._prune()
+            self._start_threads()
+            try:
+                self.queue.put_nowait(job)
+            except queue.Full:
+                raise Busy() from None
+            self.jobs[job.id] = job
+        return job
+
+    def get(self, job_id: str) -> Job | None:
+        with self._lock:
+            return self.jobs.get(job_id)
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {
+                "running": self.running,
+                "queued": self.queue.qsize(),
+                "max_jobs": self.max_jobs,
+                "queue_size": self.queue.maxsize,
+            }
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Stop the supervisor threads after the jobs in hand (tests call this)."""
+        with self._lock:
+            threads, self._threads = self._threads, []
+        for _ in threads:
+            self.queue.put(None)
+        for thread in threads:
+            thread.join(timeout)
+
+    def _start_threads(self) -> None:
+        while len(self._threads) < self.max_jobs:
+            thread = threading.Thread(
+                target=self._loop, name=f"kernelscope-job-{len(self._threads)}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
+    def _loop(self) -> None:
+        while True:
+            job = self.queue.get()
+            if job is None:
+                return
+            with self._lock:
+                self.running += 1
+            try:
+                job.set_state("running")
+                self.runner(job)
+            except Exception:
+                log.exception("job %s: the runner failed", job.id)
+            finally:
+                with self._lock:
+                    self.running -= 1
+                if not job.finished:
+                    job.publish(
+                        "error",
+                        {"stage": job.last_stage or "source", "kind": "sandbox",
+                         "message": "the job supervisor failed; see the server log"},
+                    )  # fmt: skip
+                    job.publish("done", {"ok": False})
+
+    def _prune(self) -> None:
+        """Forget finished jobs older than the retention time (their traces are stored)."""
+        cutoff = time.time() - self.retention_s
+        stale = [
+            k for k, j in self.jobs.items() if j.finished_at is not None and j.finished_at < cutoff
+        ]
+        for key in stale:
+            del self.jobs[key]

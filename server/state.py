@@ -1,0 +1,44 @@
+"""The per-app state every view reads: store, jobs, sandbox settings, folders.
+
+It lives in `app.extensions["kernelscope"]`, so two apps in one process (as the tests make)
+never share anything.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flask import current_app
+
+from server import info
+from server.jobs import JobManager
+from server.store import TraceStore
+from server.worker import WorkerSettings
+
+EXTENSION = "kernelscope"
+
+
+@dataclass
+class AppState:
+    store: TraceStore
+    jobs: JobManager
+    settings: WorkerSettings
+    webui_dir: Path
+    samples_dir: Path
+    _devices: dict[str, Any] | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def devices(self) -> dict[str, Any]:
+        """The host's devices, probed once (nvidia-smi can take a moment)."""
+        with self._lock:
+            if self._devices is None:
+                self._devices = info.devices()
+            return self._devices
+
+
+def app_state() -> AppState:
+    state: AppState = current_app.extensions[EXTENSION]
+    return state

@@ -1,0 +1,125 @@
+"""The permalink store: finished traces in SQLite, under content-derived ids.
+
+In: a finished job (code, options, every event). Out: its trace id, and later the trace
+JSON `{id, created, code, options, events}` for `/api/traces/<id>` and `/t/<id>`.
+
+One connection per call (SQLite connections must not cross threads), WAL mode so readers
+never block the writer, `synchronous=FULL` so a stored trace survives a crash. Rows are
+only ever inserted, never updated: the same content always maps to the same id.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import sqlite3
+import string
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+ALPHABET = string.digits + string.ascii_letters
+ID_LENGTH = 12
+ID_PATTERN = re.compile(r"^[0-9A-Za-z]{10,32}$")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS traces (
+    id       TEXT PRIMARY KEY,
+    created  TEXT NOT NULL,
+    ok       INTEGER NOT NULL,
+    code     TEXT NOT NULL,
+    options  TEXT NOT NULL,
+    events   TEXT NOT NULL
+);
+"""
+
+
+def base62(data: bytes) -> str:
+    n = int.from_bytes(data, "big")
+    out = []
+    while n:
+        n, rem = divmod(n, 62)
+        out.append(ALPHABET[rem])
+    return "".join(reversed(out)) or "0"
+
+
+def trace_id(code: str, options: dict[str, Any], events: list[dict[str, Any]]) -> str:
+    """base62(sha256(content)), first 12 characters (about 71 bits)."""
+    blob = json.dumps(
+        {"code": code, "options": options, "events": events}, sort_keys=True, separators=(",", ":")
+    )
+    return base62(hashlib.sha256(blob.encode()).digest())[:ID_LENGTH]
+
+
+class TraceStore:
+    """Stores and returns traces; safe to share between threads (it holds only a path)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with self._connect() as conn:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.executescript(SCHEMA)
+        # The worker sandbox cannot see this file; where it runs without namespaces, the
+        # permissions keep an unprivileged worker uid out.
+        os.chmod(self.path, 0o600)
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        try:
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA busy_timeout=30000")
+            yield conn
+        finally:
+            conn.close()
+
+    def put(
+        self, code: str, options: dict[str, Any], events: list[dict[str, Any]], ok: bool
+    ) -> str:
+        """Store a finished trace. `events` ends with `done`, whose trace_id is filled in."""
+        ident = trace_id(code, options, events)
+        stored = [dict(e) for e in events]
+        if stored and stored[-1].get("stage") == "done":
+            stored[-1] = {**stored[-1], "data": {**stored[-1]["data"], "trace_id": ident}}
+        created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        with self._connect() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO traces (id, created, ok, code, options, events)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (ident, created, int(ok), code, json.dumps(options), json.dumps(stored)),
+            )
+        return ident
+
+    def get(self, ident: str) -> dict[str, Any] | None:
+        if not ID_PATTERN.match(ident):
+            return None
+        with self._connect() as conn:
+            row = conn.execute(
+                "SELECT id, created, ok, code, options, events FROM traces WHERE id = ?", (ident,)
+            ).fetchone()
+        if row is None:
+            return None
+        return {
+            "id": row[0],
+            "created": row[1],
+            "ok": bool(row[2]),
+            "code": row[3],
+            "options": json.loads(row[4]),
+            "events": json.loads(row[5]),
+        }
+
+    def exists(self, ident: str) -> bool:
+        if not ID_PATTERN.match(ident):
+            return False
+        with self._connect() as conn:
+            row = conn.execute("SELECT 1 FROM traces WHERE id = ?", (ident,)).fetchone()
+        return row is not None
+
+    def count(self) -> int:
+        with self._connect() as conn:
+            return int(conn.execute("SELECT count(*) FROM traces").fetchone()[0])

@@ -1,0 +1,336 @@
+"""Run one job: start the sandboxed compiler CLI, relay its NDJSON, enforce the limits.
+
+In: a `Job` (code and options). Out: the job's events, published as they arrive, always
+ending with `done`; when the worker dies without `done` (timeout, signal, memory, a limit),
+an `error` event names what happened first. The finished trace goes to the `TraceStore`
+and its id into the `done` event.
+
+The worker is `WORKER_CMD <scratch>/snippet.py --json --device D --backend B [--no-fusion]
+[--inductor] [--entry NAME] [--inputs FILE]`; it prints one StageEvent per line
+(docs/events.md). Lines that are not JSON objects (a snippet writing to fd 1) are dropped,
+and `seq` is renumbered here, so a snippet cannot break the stream's shape.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import select
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from server.jobs import Job
+from server.sandbox import (
+    Isolation,
+    Limits,
+    SandboxSpec,
+    make_launch,
+    make_scratch,
+    remove_scratch,
+)
+from server.store import TraceStore
+
+log = logging.getLogger(__name__)
+MiB = 1 << 20
+MAX_SCRATCH_FILES = 20000
+STDERR_TAIL = 4000
+SIGNAL_NAMES: dict[int, str] = {
+    signal.SIGSEGV: "SIGSEGV (segmentation fault)",
+    signal.SIGBUS: "SIGBUS (bus error)",
+    signal.SIGILL: "SIGILL (illegal instruction)",
+    signal.SIGFPE: "SIGFPE (arithmetic fault)",
+    signal.SIGABRT: "SIGABRT (abort)",
+    signal.SIGKILL: "SIGKILL",
+    signal.SIGTERM: "SIGTERM",
+}
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """Everything a job runner needs, built once per app from its config."""
+
+    command: tuple[str, ...]
+    isolation: Isolation
+    spec: SandboxSpec
+    limits: Limits
+    repo_dir: Path
+    scratch_root: str | None = None
+    grace_s: float = 2.0  # how long a worker may linger after `done` before it is killed
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Why reading stopped: `done` arrived (its data), or a limit/EOF (reason)."""
+
+    done: dict[str, Any] | None = None
+    reason: str | None = None  # "timeout", "output", "scratch", or None for EOF
+
+
+def worker_argv(settings: WorkerSettings, job: Job, scratch: str) -> list[str]:
+    opts = job.request.options
+    argv = [*settings.command, f"{scratch}/snippet.py", "--json"]
+    argv += ["--device", str(opts["device"]), "--backend", str(opts["backend"])]
+    if not opts.get("fusion", True):
+        argv.append("--no-fusion")
+    if opts.get("inductor", False):
+        argv.append("--inductor")
+    if job.request.entry:
+        argv += ["--entry", job.request.entry]
+    if job.request.inputs is not None:
+        argv += ["--inputs", f"{scratch}/inputs.json"]
+    return argv
+
+
+def run_job(job: Job, settings: WorkerSettings, store: TraceStore) -> None:
+    """The JobManager's runner: one sandboxed worker from start to `done`."""
+    iso = settings.isolation
+    scratch = make_scratch(settings.scratch_root, iso)
+    try:
+        _write_inputs(job, scratch, iso)
+        launch = make_launch(
+            iso,
+            lambda view: worker_argv(settings, job, view),
+            scratch,
+            settings.spec,
+            settings.limits,
+            settings.repo_dir,
+        )
+        with tempfile.TemporaryFile() as stderr:
+            proc = subprocess.Popen(
+                launch.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                env=launch.env,
+                cwd=launch.cwd,
+                start_new_session=True,
+                preexec_fn=launch.preexec,
+                user=launch.user,
+                group=launch.group,
+                extra_groups=[] if launch.user is not None else None,
+            )
+            outcome = Outcome()
+            try:
+                outcome = supervise(proc, job, settings.limits, scratch)
+                if outcome.done is not None:
+                    finish(job, store, outcome.done)
+            finally:
+                stop(proc, settings.grace_s if outcome.done is not None else 0.0)
+            if outcome.done is None:
+                tail = _tail(stderr)
+                code = _exit_signal(proc.returncode, iso)
+                job.publish("error", explain(outcome.reason, code, tail, job, settings.limits))
+                finish(job, store, {"ok": False})
+    finally:
+        remove_scratch(scratch)
+
+
+def _write_inputs(job: Job, scratch: Path, iso: Isolation) -> None:
+    files = {"snippet.py": job.request.code}
+    if job.request.inputs is not None:
+        files["inputs.json"] = json.dumps(job.request.inputs)
+    for name, text in files.items():
+        path = scratch / name
+        path.write_text(text, encoding="utf-8")
+        if iso.uid is not None:
+            os.chown(path, iso.uid, iso.gid if iso.gid is not None else -1)
+
+
+def supervise(proc: subprocess.Popen[bytes], job: Job, limits: Limits, scratch: Path) -> Outcome:
+    """Relay the worker's events until `done`, EOF, or a limit is hit."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    deadline = time.monotonic() + limits.wall_s
+    next_check = time.monotonic() + 1.0
+    pending, total = b"", 0
+    while True:
+        now = time.monotonic()
+        if now >= deadline:
+            return Outcome(reason="timeout")
+        if now >= next_check:
+            if scratch_exceeded(scratch, limits.scratch_mb * MiB):
+                return Outcome(reason="scratch")
+            next_check = now + 1.0
+        ready, _, _ = select.select([fd], [], [], min(0.5, deadline - now))
+        if not ready:
+            continue
+        chunk = os.read(fd, 1 << 16)
+        total += len(chunk)
+        if total > limits.output_mb * MiB:
+            return Outcome(reason="output")
+        lines = (pending + chunk).split(b"\n")
+        pending = lines.pop() if chunk else b""
+        for line in lines:
+            event = parse_event(line)
+            if event is None:
+                continue
+            if event["stage"] == "done":
+                return Outcome(done=event["data"])
+            job.publish(event["stage"], normalize(event, limits), event["ms"])
+        if not chunk:
+            return Outcome()
+
+
+def parse_event(line: bytes) -> dict[str, Any] | None:
+    """A StageEvent from one NDJSON line, or None for anything else."""
+    line = line.strip()
+    if not line.startswith(b"{"):
+        return None
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    stage = obj.get("stage") if isinstance(obj, dict) else None
+    if not isinstance(stage, str) or not stage or len(stage) > 40:
+        return None
+    data = obj.get("data")
+    ms = obj.get("ms")
+    return {
+        "stage": stage,
+        "data": data if isinstance(data, dict) else {"value": data},
+        "ms": float(ms) if isinstance(ms, (int, float)) and ms >= 0 else 0.0,
+    }
+
+
+def normalize(event: dict[str, Any], limits: Limits) -> dict[str, Any]:
+    """An `exception` error that is really the memory limit says so."""
+    data = event["data"]
+    message = str(data.get("message", ""))
+    if event["stage"] == "error" and data.get("kind") == "exception" and "MemoryError" in message:
+        return {**data, "kind": "memory", "message": f"{_memory_message(limits)} ({message})"}
+    return data
+
+
+def scratch_exceeded(scratch: Path, max_bytes: int) -> bool:
+    """Is the scratch tree over its byte or file budget? Stops counting early."""
+    used, files = 0, 0
+    stack = [str(scratch)]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            files += 1
+            if files > MAX_SCRATCH_FILES:
+                return True
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(entry.path)
+                else:
+                    used += entry.stat(follow_symlinks=False).st_blocks * 512
+            except OSError:
+                continue
+            if used > max_bytes:
+                return True
+    return False
+
+
+def stop(proc: subprocess.Popen[bytes], grace_s: float) -> None:
+    """Let the worker exit for `grace_s`, then kill its process group.
+
+    With bubblewrap the group holds the namespace's pid 1, and when it dies the kernel kills
+    every process left in the namespace, including any that called setsid().
+    """
+    if grace_s > 0:
+        try:
+            proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        log.error("worker %d did not die after SIGKILL", proc.pid)
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def finish(job: Job, store: TraceStore, done: dict[str, Any]) -> None:
+    """Store the trace, then publish `done` with its trace_id."""
+    ok = bool(done.get("ok", False)) and not any(e["stage"] == "error" for e in job.events)
+    data = {**done, "ok": ok}
+    data.pop("trace_id", None)
+    closing = {"schema": 1, "seq": len(job.events), "stage": "done", "ms": 0.0, "data": data}
+    try:
+        opts = job.request.trace_options()
+        data["trace_id"] = store.put(job.request.code, opts, [*job.events, closing], ok)
+    except Exception:
+        log.exception("job %s: could not store the trace", job.id)
+        data["store_error"] = "the trace could not be stored"
+    job.publish("done", data)
+
+
+def _exit_signal(returncode: int | None, iso: Isolation) -> int | None:
+    """The signal that killed the worker (bubblewrap reports it as 128 + signal)."""
+    if returncode is None:
+        return None
+    if returncode < 0:
+        return -returncode
+    if iso.mode == "bubblewrap" and 128 < returncode < 128 + 65:
+        return returncode - 128
+    return None
+
+
+def _tail(stderr: IO[bytes]) -> str:
+    stderr.seek(0, os.SEEK_END)
+    size = stderr.tell()
+    stderr.seek(max(0, size - STDERR_TAIL))
+    return stderr.read().decode("utf-8", errors="replace").strip()
+
+
+def _memory_message(limits: Limits) -> str:
+    return f"Out of memory: the job went over its {limits.memory_mb} MiB memory limit"
+
+
+def explain(
+    reason: str | None, sig: int | None, stderr: str, job: Job, limits: Limits
+) -> dict[str, Any]:
+    """The `error` event for a worker that stopped without `done`."""
+    stage = job.last_stage or "source"
+    during = f"during the {stage} stage"
+    kind, message = "killed", ""
+    if reason == "timeout":
+        kind = "timeout"
+        message = f"Timed out: the job ran longer than {limits.wall_s:g} s ({during}) and was stopped"
+    elif reason == "output":
+        kind = "sandbox"
+        message = f"Stopped: the job printed more than {limits.output_mb} MiB of output"
+    elif reason == "scratch":
+        kind = "sandbox"
+        message = (
+            f"Stopped: the job wrote more than {limits.scratch_mb} MiB or "
+            f"{MAX_SCRATCH_FILES} files to its scratch directory"
+        )
+    elif sig == signal.SIGXCPU:
+        kind = "timeout"
+        message = f"Timed out: the job used more than {limits.cpu_s} s of CPU time ({during})"
+    elif sig == signal.SIGXFSZ:
+        kind = "sandbox"
+        message = f"Stopped: the job wrote a file larger than {limits.file_mb} MiB"
+    elif "MemoryError" in stderr or "std::bad_alloc" in stderr:
+        kind, message = "memory", _memory_message(limits)
+    elif sig == signal.SIGKILL:
+        message = f"The worker was killed by SIGKILL {during} (most likely out of memory)"
+    elif sig is not None:
+        name = SIGNAL_NAMES.get(sig, f"signal {sig}")
+        message = (
+            f"The worker crashed with {name} {during}: the snippet or a generated kernel "
+            "touched memory it must not"
+        )
+    elif stderr.startswith("bwrap:"):
+        kind, message = "sandbox", f"The sandbox could not start: {stderr.splitlines()[0]}"
+    else:
+        kind = "exception"
+        last = stderr.splitlines()[-1] if stderr else "no output"
+        message = f"The worker stopped {during} without finishing: {last}"
+    return {"stage": stage, "kind": kind, "message": message, "line": None, "traceback": stderr}
