@@ -88,6 +88,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     if config:
         app.config.from_mapping(config)
     cfg = app.config
+    store = TraceStore(cfg["DATABASE"])  # before the sandbox probe: it hides this folder
     limits = Limits.from_config(cfg)
     spec = _sandbox_spec(cfg)
     repo = Path(cfg["REPO_DIR"])
@@ -104,7 +105,6 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         repo_dir=repo,
         scratch_root=cfg["SCRATCH_ROOT"],
     )
-    store = TraceStore(cfg["DATABASE"])
     jobs = JobManager(
         lambda job: run_job(job, settings, store),
         int(cfg["MAX_JOBS"]),

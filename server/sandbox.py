@@ -22,6 +22,7 @@ could remount the read-only views.
 from __future__ import annotations
 
 import glob
+import json
 import os
 import resource
 import shutil
@@ -103,10 +104,23 @@ class SandboxSpec:
     threads: int = 4
 
 
+def python_paths(repo_dir: Path) -> list[str]:
+    """The directories a worker's Python imports from (its sys.path, .pth files included)."""
+    probe = "import json, sys; print(json.dumps([p for p in sys.path if p]))"
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(repo_dir)}
+    with tempfile.TemporaryDirectory() as cwd:
+        done = subprocess.run(
+            [sys.executable, "-c", probe], env=env, cwd=cwd, capture_output=True, timeout=60
+        )
+    if done.returncode != 0:
+        return [p for p in sys.path[1:] if p]
+    return [str(p) for p in json.loads(done.stdout)]
+
+
 def default_readonly_paths(repo_dir: Path, extra: Iterable[str] = ()) -> tuple[str, ...]:
-    """The Python installation (prefixes and sys.path) and the repository."""
+    """The Python installation (prefixes and the worker's sys.path) and the repository."""
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, str(repo_dir)}
-    paths |= {p for p in sys.path if p and os.path.isdir(p)}
+    paths |= {os.path.dirname(p) if p.endswith(".zip") else p for p in python_paths(repo_dir)}
     paths |= set(extra)
     paths |= {os.path.realpath(p) for p in paths}
     return tuple(sorted(os.path.abspath(p) for p in paths if os.path.exists(p)))

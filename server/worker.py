@@ -148,7 +148,7 @@ def supervise(proc: subprocess.Popen[bytes], job: Job, limits: Limits, scratch: 
     fd = proc.stdout.fileno()
     deadline = time.monotonic() + limits.wall_s
     next_check = time.monotonic() + 1.0
-    pending, total = b"", 0
+    pending, total = bytearray(), 0
     while True:
         now = time.monotonic()
         if now >= deadline:
@@ -164,8 +164,12 @@ def supervise(proc: subprocess.Popen[bytes], job: Job, limits: Limits, scratch: 
         total += len(chunk)
         if total > limits.output_mb * MiB:
             return Outcome(reason="output")
-        lines = (pending + chunk).split(b"\n")
-        pending = lines.pop() if chunk else b""
+        cut = chunk.rfind(b"\n")
+        if cut < 0 and chunk:
+            pending += chunk
+            continue
+        lines = bytes(pending + chunk[: cut + 1] if chunk else pending).split(b"\n")
+        pending = bytearray(chunk[cut + 1 :] if chunk else b"")
         for line in lines:
             event = parse_event(line)
             if event is None:
