@@ -1,0 +1,1 @@
+"""Capture: TorchDynamo + AOTAutograd turn user code into ATen FX graphs."""

@@ -1,0 +1,82 @@
+"""Our decomposition table: core ATen, and below it where that lets us fuse.
+
+softmax, log_softmax, layer_norm, batch_norm, gelu, silu, var_mean, ... are decomposed
+into the pointwise ops and reductions they are made of, so the scheduler can fuse their
+pieces with their neighbours. Matrix products and convolutions stay whole (they go to
+vendor libraries as extern kernels).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+from torch._decomp import core_aten_decompositions, get_decompositions
+
+aten = torch.ops.aten
+
+BELOW_CORE = [
+    aten._softmax,
+    aten._log_softmax,
+    aten.native_layer_norm,
+    aten.native_batch_norm,
+    aten._native_batch_norm_legit,
+    aten._native_batch_norm_legit_no_training,
+    aten._native_batch_norm_legit_functional,
+    aten.native_group_norm,
+    aten.gelu,
+    aten.silu,
+    aten.hardtanh,
+    aten.hardswish,
+    aten.hardsigmoid,
+    aten.leaky_relu,
+    aten.elu,
+    aten.softplus,
+    aten.mish,
+    aten.logsumexp,
+    aten.std,
+    aten.std_mean,
+    aten.mse_loss,
+    aten.nll_loss_forward,
+    aten._log_softmax_backward_data,
+    aten._softmax_backward_data,
+    aten.native_layer_norm_backward,
+    aten.gelu_backward,
+    aten.threshold_backward,
+    aten.sigmoid_backward,
+    aten.tanh_backward,
+    aten.silu_backward,
+    aten.addcmul,
+    aten.addcdiv,
+    aten.lerp,
+    aten.masked_fill,
+    aten.max.dim,
+    aten.min.dim,
+    aten.embedding_dense_backward,
+]
+
+# Core decompositions we undo: we lower these directly and better.
+KEEP_WHOLE = [
+    aten.addmm,
+    aten.mm,
+    aten.bmm,
+    aten.convolution,
+    aten.embedding,
+    aten.index_select,
+    aten.gather,
+    aten.clamp_min,
+    aten.clamp_max,
+    aten.rsqrt,
+    aten.var_mean,
+]
+
+
+@functools.lru_cache(maxsize=1)
+def decomposition_table() -> dict[Any, Any]:
+    table = dict(core_aten_decompositions())
+    table.update(get_decompositions(BELOW_CORE))
+    for packet in KEEP_WHOLE:
+        for name in packet.overloads():
+            table.pop(getattr(packet, name), None)
+    return table

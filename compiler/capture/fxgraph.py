@@ -1,0 +1,80 @@
+"""FX graph to JSON, with each node's user source line recovered from its stack trace."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import torch
+import torch.fx
+
+from compiler.ir.handlers import dtype_name
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+
+
+def source_line(node: torch.fx.Node, filename: str | None) -> int | None:
+    """The innermost frame of the user's file in the node's stack trace."""
+    trace = node.meta.get("stack_trace") or ""
+    line = None
+    for m in _FRAME.finditer(trace):
+        path = m.group("file")
+        if filename is not None:
+            if path == filename:
+                line = int(m.group("line"))
+        elif "/torch/" not in path and "/compiler/" not in path:
+            line = int(m.group("line"))
+    return line
+
+
+def node_lines(gm: torch.fx.GraphModule, filename: str | None) -> dict[str, int | None]:
+    return {n.name: source_line(n, filename) for n in gm.graph.nodes}
+
+
+def target_name(target: Any) -> str:
+    if isinstance(target, str):
+        return target
+    if hasattr(target, "_schema"):
+        ns, name = target._schema.name.split("::")
+        return f"{ns}.{name}.{target._overloadname}"
+    return getattr(target, "__name__", str(target))
+
+
+def _meta(node: torch.fx.Node) -> dict[str, Any]:
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor):
+        return {"shape": [int(s) for s in val.shape], "stride": [int(s) for s in val.stride()],
+                "dtype": dtype_name(val.dtype)}
+    if isinstance(val, (list, tuple)):
+        parts = [v for v in val if isinstance(v, torch.Tensor)]
+        return {"shape": [[int(s) for s in v.shape] for v in parts],
+                "dtype": [dtype_name(v.dtype) for v in parts], "stride": None}
+    return {"shape": None, "stride": None, "dtype": None}
+
+
+def _arg_text(a: Any) -> str:
+    if isinstance(a, torch.fx.Node):
+        return a.name
+    if isinstance(a, (list, tuple)):
+        return "[" + ", ".join(_arg_text(x) for x in a) + "]"
+    return repr(a)
+
+
+def graph_json(gm: torch.fx.GraphModule, gid: int, lines: dict[str, int | None],
+               code_lines: list[str]) -> dict[str, Any]:
+    nodes, edges = [], []
+    for n in gm.graph.nodes:
+        line = lines.get(n.name)
+        nodes.append({
+            "name": n.name,
+            "op": n.op,
+            "target": target_name(n.target),
+            "args": [_arg_text(a) for a in n.args],
+            "line": line,
+            "source": code_lines[line - 1].strip() if line and line <= len(code_lines) else None,
+            **_meta(n),
+        })
+        for inp in n.all_input_nodes:
+            edges.append([inp.name, n.name])
+    return {"id": gid, "name": f"graph{gid}", "code": gm.code.strip(), "nodes": nodes,
+            "edges": edges}

@@ -1,0 +1,1 @@
+"""Code generation: one kernel per fused group (Triton or C++), plus a Python wrapper."""

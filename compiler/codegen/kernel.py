@@ -1,0 +1,254 @@
+"""The part of kernel generation that Triton and C++ share.
+
+A kernel is an ops handler: codegen installs it and calls each node's inner_fn, and the
+ops calls come back here as generated lines (CSE'd per block). Loads are resolved in
+three ways: a buffer from memory (an input pointer); a reduction computed earlier in
+this kernel (its register); or a pointwise buffer computed in this kernel, which is
+recomputed at the requested index by calling its inner_fn again (CSE makes that free
+when the index is the one just computed).
+
+Reduction kernels run in segments: consecutive nodes that can share one loop over the
+reduction dimension, split where a node needs a reduction result from the current loop.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import sympy
+import torch
+
+from compiler.codegen.common import RINDEX, XINDEX, KernelPlan, Lines, Scope, Var
+from compiler.ir.indexing import FloorDiv, ModularIndexing, decompose, simplify_index, sym
+from compiler.ir.nodes import ComputedBuffer, Reduction
+from compiler.ir.ops import Handler, result_dtype, use_handler
+from compiler.schedule.nodes import SchedNode
+
+
+class KernelCodegen(Handler):
+    index_prefix = {"x": "x", "r": "r"}
+
+    def __init__(self, plan: KernelPlan, persistent: bool) -> None:
+        self.plan = plan
+        self.persistent = persistent
+        self.args = plan.arg_names()
+        self.prologue = Lines()  # index variables that depend on xindex only
+        self.body = Lines()
+        self.scope = Scope(self.body)
+        self.kernel_scope = self.scope
+        self.index_scope: dict[str, str] = {}  # printed subterm -> variable, x-domain
+        self.reductions: dict[str, Var] = {}
+        self.node: SchedNode | None = None
+        self.masks: list[Var] = []
+        self.counter = 0
+        self.icounter = {"x": 0, "r": 0}
+        self.r_index_lines: Lines | None = None  # where r-domain index vars go
+        self.r_index_scope: dict[str, str] = {}
+
+    # -- backend hooks ------------------------------------------------------------------
+    def fmt(self, name: str, args: Sequence[Var]) -> str:
+        raise NotImplementedError
+
+    def fmt_constant(self, value: Any, dtype: torch.dtype) -> str:
+        raise NotImplementedError
+
+    def fmt_cast(self, x: Var, dtype: torch.dtype) -> str:
+        raise NotImplementedError
+
+    def fmt_index(self, expr: sympy.Expr) -> str:
+        raise NotImplementedError
+
+    def load_external(self, name: str, index: sympy.Expr) -> Var:
+        raise NotImplementedError
+
+    def store(self, name: str, index: sympy.Expr, value: Var) -> None:
+        raise NotImplementedError
+
+    def reduce(self, node: SchedNode, value: Var) -> Var:
+        raise NotImplementedError
+
+    def masked_body(self, mask: Var, body: Callable[[], Any], other: Any) -> Var:
+        raise NotImplementedError
+
+    # -- emission -----------------------------------------------------------------------
+    def new_var(self, prefix: str = "tmp") -> str:
+        name = f"{prefix}{self.counter}"
+        self.counter += 1
+        return name
+
+    def emit(self, expr: str, dtype: torch.dtype, domain: str) -> Var:
+        key = f"{expr}::{dtype}"
+        hit = self.scope.get(key)
+        if hit is not None:
+            return hit
+        var = Var(self.new_var(), dtype, domain)
+        self.scope.cache[key] = var
+        self.write_assign(var, expr)
+        return var
+
+    def write_assign(self, var: Var, expr: str) -> None:
+        self.scope.lines.write(f"{var.name} = {expr}", self.origins(), self.buffer_names())
+
+    def origins(self) -> tuple[str, ...]:
+        return (self.origin,) if self.origin else ()
+
+    def buffer_names(self) -> tuple[str, ...]:
+        return (self.node.name,) if self.node is not None else ()
+
+    def index_var(self, term: sympy.Expr) -> sympy.Symbol:
+        """Name an index subterm (`xindex % 64`) once, in the block its domain needs."""
+        domain = "r" if RINDEX in term.free_symbols else "x"
+        table = self.r_index_scope if domain == "r" else self.index_scope
+        text = self.fmt_index(term)
+        if text not in table:
+            name = f"{self.index_prefix[domain]}{self.icounter[domain]}"
+            self.icounter[domain] += 1
+            table[text] = name
+            target = self.r_index_lines if domain == "r" else self.prologue
+            assert target is not None
+            self.write_index_var(target, name, text)
+        return sym(table[text])
+
+    def write_index_var(self, lines: Lines, name: str, text: str) -> None:
+        lines.write(f"{name} = {text}")
+
+    def name_subterms(self, expr: sympy.Expr) -> sympy.Expr:
+        expr = simplify_index(expr)
+        terms = sorted(expr.atoms(FloorDiv, ModularIndexing), key=str)
+        return expr.xreplace({t: self.index_var(t) for t in terms})
+
+    # -- ops ----------------------------------------------------------------------------
+    def load(self, name: str, index: Any) -> Var:
+        if name in self.reductions:
+            return self.reductions[name]
+        written = self.plan.written
+        if name in written and isinstance(written[name].data, Reduction):
+            raise RuntimeError(f"{name} read before its reduction ran")
+        if name in written:
+            return self.recompute(written[name], simplify_index(index))
+        return self.load_external(name, simplify_index(index))
+
+    def recompute(self, buf: ComputedBuffer, flat: sympy.Expr) -> Var:
+        lay = buf.layout
+        order = sorted(range(len(lay.size)), key=lambda k: -lay.stride[k])
+        coords: list[Any] = [sympy.Integer(0)] * len(lay.size)
+        dims = [k for k in order if lay.size[k] != 1]
+        for pos, k in enumerate(dims):
+            st, sz = lay.stride[k], lay.size[k]
+            base = flat - lay.offset
+            coords[k] = FloorDiv(base, st) if pos == 0 else ModularIndexing(base, st, sz)
+        assert buf.data is not None
+        return buf.data.inner_fn(coords)
+
+    def constant(self, value: Any, dtype: torch.dtype) -> Var:
+        return self.emit(self.fmt_constant(value, dtype), dtype, "x")
+
+    def index_expr(self, expr: Any, dtype: torch.dtype) -> Var:
+        expr = self.name_subterms(sympy.sympify(expr))
+        domain = "r" if any(str(s).startswith("r") for s in expr.free_symbols) else "x"
+        return self.emit(self.fmt_index_value(expr, dtype), dtype, domain)
+
+    def fmt_index_value(self, expr: sympy.Expr, dtype: torch.dtype) -> str:
+        raise NotImplementedError
+
+    def to_dtype(self, x: Var, dtype: torch.dtype) -> Var:
+        if x.dtype == dtype:
+            return x
+        return self.emit(self.fmt_cast(x, dtype), dtype, x.domain)
+
+    def where(self, cond: Var, a: Var, b: Var) -> Var:
+        return self.emit(self.fmt("where", [cond, a, b]), result_dtype("where", a.dtype, b.dtype),
+                         _domain(cond, a, b))
+
+    def masked(self, mask: Var, body: Callable[[], Any], other: float) -> Var:
+        return self.masked_body(mask, body, other)
+
+    def indirect_indexing(self, x: Var, size: int) -> sympy.Symbol:
+        return sym(x.name)
+
+    def _unary(self, name: str, x: Var) -> Var:
+        return self.emit(self.fmt(name, [x]), result_dtype(name, x.dtype), x.domain)
+
+    def _binary(self, name: str, a: Var, b: Var) -> Var:
+        return self.emit(self.fmt(name, [a, b]), result_dtype(name, a.dtype, b.dtype),
+                         _domain(a, b))
+
+    # -- nodes --------------------------------------------------------------------------
+    def node_vars(self, node: SchedNode) -> tuple[list[Any], list[Any]]:
+        """The node's loop variables as expressions of xindex and rindex."""
+        data = node.buffer.data  # type: ignore[attr-defined]
+        if isinstance(data, Reduction):
+            return (decompose(XINDEX, list(data.ranges)),
+                    decompose(RINDEX, list(data.reduction_ranges)))
+        ranges = list(data.ranges)
+        if self.plan.kind == "pointwise" or node.numel == self.plan.xnumel:
+            return decompose(XINDEX, ranges), []
+        acc, split = 1, None
+        for k in range(len(ranges) + 1):
+            if acc == self.plan.xnumel:
+                split = k
+                break
+            if k < len(ranges):
+                acc *= ranges[k]
+        if split is not None:
+            return decompose(XINDEX, ranges[:split]) + decompose(RINDEX, ranges[split:]), []
+        return decompose(XINDEX * self.plan.rnumel + RINDEX, ranges), []
+
+    def codegen_node(self, node: SchedNode) -> None:
+        self.node = node
+        buf = node.buffer
+        assert isinstance(buf, ComputedBuffer) and buf.data is not None
+        xs, rs = self.node_vars(node)
+        with use_handler(self):
+            if isinstance(buf.data, Reduction):
+                value = buf.data.inner_fn(xs, rs)
+                result = self.reduce(node, self._as_var(value, buf.data.src_dtype))
+                self.reductions[node.name] = result
+                if node.name in self.plan.stores:
+                    self.store_reduction(node, buf.layout.index(xs), result)
+            else:
+                value = self._as_var(buf.data.inner_fn(xs), buf.dtype)
+                if node.name in self.plan.stores:
+                    self.store(node.name, simplify_index(buf.layout.index(xs)), value)
+        self.node = None
+
+    def store_reduction(self, node: SchedNode, index: sympy.Expr, value: Var) -> None:
+        self.store(node.name, simplify_index(index), value)
+
+    def _as_var(self, value: Any, dtype: torch.dtype) -> Var:
+        if isinstance(value, Var):
+            return value
+        return self.constant(value, dtype)
+
+    def segments(self) -> list[tuple[str, list[SchedNode]]]:
+        """Split nodes into ("loop", nodes) runs over rindex and ("x", nodes) epilogues."""
+        out: list[tuple[str, list[SchedNode]]] = []
+        red_deps = self._reduction_deps()
+        for node in self.plan.nodes:
+            domain = "x" if node.kind == "pointwise" and node.numel == self.plan.xnumel else "r"
+            if domain == "x":
+                out.append(("x", [node]))
+                continue
+            if out and out[-1][0] == "loop":
+                current = {n.name for n in out[-1][1] if n.kind == "reduction"}
+                if not (red_deps[node.name] & current):
+                    out[-1][1].append(node)
+                    continue
+            out.append(("loop", [node]))
+        return out
+
+    def _reduction_deps(self) -> dict[str, set[str]]:
+        """For each node, the in-kernel reductions it needs (directly or through others)."""
+        deps: dict[str, set[str]] = {}
+        kinds = {n.name: n.kind for n in self.plan.nodes}
+        for node in self.plan.nodes:
+            acc: set[str] = set()
+            for r in node.reads:
+                if r in kinds:
+                    acc |= {r} if kinds[r] == "reduction" else deps.get(r, set())
+            deps[node.name] = acc
+        return deps
+
+
+def _domain(*vs: Var) -> str:
+    return "r" if any(v.domain == "r" for v in vs) else "x"

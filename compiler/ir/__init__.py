@@ -1,0 +1,1 @@
+"""IR: layouts, buffers, Pointwise/Reduction loop bodies, ops handlers, sympy indexing."""

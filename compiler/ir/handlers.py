@@ -1,0 +1,193 @@
+"""Three readers of an inner_fn: text, JSON tree, and the buffers it reads.
+
+Each is an ops handler (see ops.py). `describe(node)` runs a loop body under all three
+and returns what the `lowering` event carries for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import sympy
+import torch
+
+from compiler.ir.indexing import index_vars, pexpr, sym
+from compiler.ir.nodes import Pointwise, Reduction
+from compiler.ir.ops import Handler, use_handler
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+class PrintHandler(Handler):
+    """Prints an inner_fn as straight-line code, one op per line (CSE'd)."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.cache: dict[str, str] = {}
+
+    def _emit(self, expr: str) -> str:
+        if expr in self.cache:
+            return self.cache[expr]
+        var = f"tmp{len(self.cache)}"
+        self.cache[expr] = var
+        note = f"  # {self.origin}" if self.origin else ""
+        self.lines.append(f"{var} = {expr}{note}")
+        return var
+
+    def load(self, name: str, index: Any) -> str:
+        return self._emit(f"load({name}, {pexpr(index)})")
+
+    def constant(self, value: Any, dtype: torch.dtype) -> str:
+        return self._emit(f"constant({value!r}, {dtype_name(dtype)})")
+
+    def index_expr(self, expr: Any, dtype: torch.dtype) -> str:
+        return self._emit(f"index_expr({pexpr(expr)}, {dtype_name(dtype)})")
+
+    def to_dtype(self, x: str, dtype: torch.dtype) -> str:
+        return self._emit(f"to_dtype({x}, {dtype_name(dtype)})")
+
+    def where(self, cond: str, a: str, b: str) -> str:
+        return self._emit(f"where({cond}, {a}, {b})")
+
+    def masked(self, mask: str, body: Callable[[], Any], other: float) -> str:
+        inner = body()
+        return self._emit(f"masked({mask}, {inner}, {other!r})")
+
+    def indirect_indexing(self, x: str, size: int) -> sympy.Symbol:
+        return sym(f"{x}")
+
+    def _unary(self, name: str, x: str) -> str:
+        return self._emit(f"{name}({x})")
+
+    def _binary(self, name: str, a: str, b: str) -> str:
+        return self._emit(f"{name}({a}, {b})")
+
+
+class TreeHandler(Handler):
+    """Builds the expression tree as nested JSON-ready dicts."""
+
+    def _node(self, op: str, args: list[Any], **extra: Any) -> dict[str, Any]:
+        node: dict[str, Any] = {"op": op, "args": args, **extra}
+        if self.origin:
+            node["origin"] = self.origin
+        return node
+
+    def load(self, name: str, index: Any) -> dict[str, Any]:
+        return self._node("load", [], buffer=name, index=pexpr(index))
+
+    def constant(self, value: Any, dtype: torch.dtype) -> dict[str, Any]:
+        return self._node("constant", [], value=_json_number(value), dtype=dtype_name(dtype))
+
+    def index_expr(self, expr: Any, dtype: torch.dtype) -> dict[str, Any]:
+        return self._node("index_expr", [], expr=pexpr(expr), dtype=dtype_name(dtype))
+
+    def to_dtype(self, x: Any, dtype: torch.dtype) -> dict[str, Any]:
+        return self._node("to_dtype", [x], dtype=dtype_name(dtype))
+
+    def where(self, cond: Any, a: Any, b: Any) -> dict[str, Any]:
+        return self._node("where", [cond, a, b])
+
+    def masked(self, mask: Any, body: Callable[[], Any], other: float) -> dict[str, Any]:
+        return self._node("masked", [mask, body()], other=_json_number(other))
+
+    def indirect_indexing(self, x: Any, size: int) -> sympy.Symbol:
+        self.indirect = getattr(self, "indirect", []) + [x]
+        return sym(f"indirect{len(self.indirect) - 1}")
+
+    def _unary(self, name: str, x: Any) -> dict[str, Any]:
+        return self._node(name, [x])
+
+    def _binary(self, name: str, a: Any, b: Any) -> dict[str, Any]:
+        return self._node(name, [a, b])
+
+
+def _json_number(v: Any) -> Any:
+    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+        return str(v)
+    if isinstance(v, bool):
+        return v
+    return v if isinstance(v, (int, float)) else str(v)
+
+
+@dataclass
+class Read:
+    buffer: str
+    index: sympy.Expr
+
+
+@dataclass
+class DepsHandler(Handler):
+    """Records every (buffer, index) an inner_fn loads; values are placeholders."""
+
+    reads: list[Read] = field(default_factory=list)
+    indirect: int = 0
+
+    def load(self, name: str, index: Any) -> None:
+        self.reads.append(Read(name, sympy.sympify(index)))
+
+    def constant(self, value: Any, dtype: torch.dtype) -> None:
+        return None
+
+    def index_expr(self, expr: Any, dtype: torch.dtype) -> None:
+        return None
+
+    def to_dtype(self, x: Any, dtype: torch.dtype) -> None:
+        return None
+
+    def where(self, cond: Any, a: Any, b: Any) -> None:
+        return None
+
+    def masked(self, mask: Any, body: Callable[[], Any], other: float) -> None:
+        body()
+
+    def indirect_indexing(self, x: Any, size: int) -> sympy.Symbol:
+        self.indirect += 1
+        return sym(f"indirect{self.indirect - 1}")
+
+    def _unary(self, name: str, x: Any) -> None:
+        return None
+
+    def _binary(self, name: str, a: Any, b: Any) -> None:
+        return None
+
+
+def call_body(node: Pointwise | Reduction, handler: Handler) -> tuple[list[sympy.Symbol], Any]:
+    """Run a loop body on symbolic loop variables under `handler`."""
+    idx = index_vars("i", len(node.ranges))
+    with use_handler(handler):
+        if isinstance(node, Reduction):
+            ridx = index_vars("r", len(node.reduction_ranges))
+            return idx + ridx, node.inner_fn(idx, ridx)
+        return idx, node.inner_fn(idx)
+
+
+def reads_of(node: Pointwise | Reduction) -> list[Read]:
+    deps = DepsHandler()
+    call_body(node, deps)
+    return deps.reads
+
+
+def describe(node: Pointwise | Reduction) -> dict[str, Any]:
+    """Text, tree and reads of a loop body, as the lowering event shows them."""
+    printer = PrintHandler()
+    variables, result = call_body(node, printer)
+    body = [f"def inner_fn({', '.join(map(str, variables))}):"]
+    body += [f"    {line}" for line in printer.lines]
+    tree_handler = TreeHandler()
+    _, tree = call_body(node, tree_handler)
+    if isinstance(node, Reduction):
+        body.append(f"    return reduction({node.reduction_type}, {result})")
+        tree = {"op": "reduction", "reduction_type": node.reduction_type, "args": [tree]}
+    else:
+        body.append(f"    return {result}")
+    seen: dict[tuple[str, str], None] = {}
+    for r in reads_of(node):
+        seen[(r.buffer, pexpr(r.index))] = None
+    return {
+        "text": "\n".join(body),
+        "tree": tree,
+        "reads": [{"buffer": b, "index": i} for b, i in seen],
+    }

@@ -1,0 +1,268 @@
+"""Indexing: every sympy expression in the compiler is made and simplified here.
+
+Loop variables are non-negative integer symbols (`i0, i1, ...` for output dims, `r0, ...`
+for reduction dims). Index expressions are sympy expressions over them. Integer division
+and modulo use two small sympy functions, FloorDiv and ModularIndexing, that print
+cleanly in Triton (`//`, `%`) and C++ (`/`, `%`).
+
+`merge_loops` is the loop simplification that turns `64*i0 + i1` over sizes (16, 64)
+into `j` over (1024,), so contiguous kernels stay one-dimensional.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable, Sequence
+
+import sympy
+from sympy.printing.str import StrPrinter
+
+Expr = sympy.Expr
+
+
+@functools.lru_cache(maxsize=None)
+def sym(name: str) -> sympy.Symbol:
+    return sympy.Symbol(name, integer=True, nonnegative=True)
+
+
+def index_vars(prefix: str, n: int) -> list[sympy.Symbol]:
+    return [sym(f"{prefix}{i}") for i in range(n)]
+
+
+class FloorDiv(sympy.Function):
+    """base // divisor for non-negative integers."""
+
+    is_integer = True
+    nargs = (2,)
+
+    @classmethod
+    def eval(cls, base: Expr, divisor: Expr) -> Expr | None:
+        if divisor == 1:
+            return base
+        if base == 0:
+            return sympy.Integer(0)
+        if base.is_Integer and divisor.is_Integer:
+            return sympy.Integer(int(base) // int(divisor))
+        if isinstance(base, FloorDiv):
+            return FloorDiv(base.args[0], base.args[1] * divisor)
+        return None
+
+
+class ModularIndexing(sympy.Function):
+    """(base // divisor) % modulus for non-negative integers."""
+
+    is_integer = True
+    nargs = (3,)
+
+    @classmethod
+    def eval(cls, base: Expr, divisor: Expr, modulus: Expr) -> Expr | None:
+        if modulus == 1 or base == 0:
+            return sympy.Integer(0)
+        if base.is_Integer and divisor.is_Integer and modulus.is_Integer:
+            return sympy.Integer((int(base) // int(divisor)) % int(modulus))
+        return None
+
+
+def linear_stride(expr: Expr, var: sympy.Symbol) -> Expr | None:
+    """Coefficient of `var` if `expr` is linear in it, else None."""
+    if var not in expr.free_symbols:
+        return sympy.Integer(0)
+    expanded = sympy.expand(expr)
+    coeff = expanded.coeff(var)
+    if var in coeff.free_symbols or var in (expanded - coeff * var).free_symbols:
+        return None
+    return coeff
+
+
+def contiguous_strides(size: Sequence[int]) -> list[int]:
+    strides, acc = [], 1
+    for s in reversed(size):
+        strides.append(acc)
+        acc *= int(s)
+    return list(reversed(strides))
+
+
+def strided_index(index: Sequence[Expr], stride: Sequence[int], offset: int = 0) -> Expr:
+    return sympy.Integer(offset) + sum(
+        (i * s for i, s in zip(index, stride) if s != 0), sympy.Integer(0)
+    )
+
+
+def merge_loops(
+    sizes: Sequence[int], exprs: Sequence[Expr], var_names: Sequence[sympy.Symbol]
+) -> tuple[list[int], Callable[[Expr, Sequence[Expr]], Expr]]:
+    """Merge adjacent loop dims that every index expression walks contiguously.
+
+    Returns the new sizes and `rewrite(expr, new_vars)`, which re-expresses an index
+    written over the old variables in the new ones. Size-1 dims disappear.
+    """
+    groups: list[list[int]] = [[k] for k in range(len(sizes)) if sizes[k] != 1]
+    merged = True
+    while merged and len(groups) > 1:
+        merged = False
+        for g in range(len(groups) - 1, 0, -1):
+            outer, inner = groups[g - 1], groups[g]
+            if _mergeable(sizes, exprs, var_names, outer[-1], inner[0], inner):
+                groups[g - 1] = outer + inner
+                del groups[g]
+                merged = True
+                break
+    new_sizes = [_prod(sizes[k] for k in grp) for grp in groups]
+    dropped = {var_names[k]: 0 for k in range(len(sizes)) if sizes[k] == 1}
+
+    def rewrite(expr: Expr, new_vars: Sequence[Expr]) -> Expr:
+        expr = sympy.sympify(expr).subs(dropped)
+        subs: dict[sympy.Symbol, Expr] = {}
+        linear_part: Expr = sympy.Integer(0)
+        for grp, v in zip(groups, new_vars):
+            if len(grp) == 1:
+                subs[var_names[grp[0]]] = v
+                continue
+            stride = linear_stride(expr, var_names[grp[-1]])
+            assert stride is not None, "merged loops must be linear"
+            linear_part += stride * v
+            for k in grp:
+                subs[var_names[k]] = sympy.Integer(0)
+        return sympy.expand(expr.subs(subs, simultaneous=True) + linear_part)
+
+    return new_sizes, rewrite
+
+
+def _mergeable(
+    sizes: Sequence[int],
+    exprs: Sequence[Expr],
+    var_names: Sequence[sympy.Symbol],
+    outer: int,
+    inner_first: int,
+    inner_group: list[int],
+) -> bool:
+    inner_size = _prod(sizes[k] for k in inner_group)
+    for e in exprs:
+        so = linear_stride(e, var_names[outer])
+        si = linear_stride(e, var_names[inner_first])
+        if so is None or si is None or sympy.simplify(so - si * inner_size) != 0:
+            return False
+    return True
+
+
+def _prod(values: Sequence[int] | object) -> int:
+    out = 1
+    for v in values:  # type: ignore[attr-defined]
+        out *= int(v)
+    return out
+
+
+def decompose(flat: Expr, sizes: Sequence[int]) -> list[Expr]:
+    """Row-major coordinates of flat position `flat` in a loop nest of `sizes`."""
+    out: list[Expr] = []
+    inner = _prod(sizes)
+    for k, s in enumerate(sizes):
+        inner //= int(s)
+        if k == 0:
+            out.append(FloorDiv(flat, inner))
+        else:
+            out.append(ModularIndexing(flat, inner, s))
+    return out
+
+
+def simplify(expr: Expr) -> Expr:
+    return sympy.expand(expr)
+
+
+class IndexPrinter(StrPrinter):
+    """Prints index expressions the way our kernels and IR text show them."""
+
+    floordiv = "//"
+
+    def _print_FloorDiv(self, e: FloorDiv) -> str:
+        a, b = e.args
+        return f"({self._print(a)} {self.floordiv} {self._print(b)})"
+
+    def _print_ModularIndexing(self, e: ModularIndexing) -> str:
+        a, d, m = e.args
+        base = self._print(a) if d == 1 else f"({self._print(a)} {self.floordiv} {self._print(d)})"
+        return f"({base} % {self._print(m)})"
+
+    def _print_Mul(self, e: sympy.Mul) -> str:
+        c, rest = e.as_coeff_Mul()
+        if c == -1:
+            return f"-{self._print(rest)}"
+        if c != 1:
+            return f"{self._print(c)}*{self._print(rest)}"
+        return "*".join(self._print(a) for a in e.args)
+
+    def _print_Add(self, e: sympy.Add, order: str | None = None) -> str:
+        terms = sorted(e.args, key=lambda t: (t.is_number, str(t)))
+        out = self._print(terms[0])
+        for t in terms[1:]:
+            s = self._print(t)
+            out += f" - {s[1:]}" if s.startswith("-") else f" + {s}"
+        return out
+
+
+class CppIndexPrinter(IndexPrinter):
+    floordiv = "/"
+
+    def _print_Integer(self, e: sympy.Integer) -> str:
+        v = int(e)
+        return f"{v}L" if abs(v) > 2**31 - 1 else str(v)
+
+
+def pexpr(expr: Expr) -> str:
+    return IndexPrinter().doprint(sympy.sympify(expr))
+
+
+def cexpr(expr: Expr) -> str:
+    return CppIndexPrinter().doprint(sympy.sympify(expr))
+
+
+def _as_mod(atom: Expr) -> tuple[Expr, Expr, Expr] | None:
+    """View an index atom as ModularIndexing(base, divisor, modulus); modulus oo = none."""
+    if isinstance(atom, ModularIndexing):
+        return atom.args[0], atom.args[1], atom.args[2]
+    if isinstance(atom, FloorDiv):
+        return atom.args[0], atom.args[1], sympy.oo
+    if isinstance(atom, sympy.Symbol):
+        return atom, sympy.Integer(1), sympy.oo
+    return None
+
+
+def _from_mod(base: Expr, div: Expr, mod: Expr) -> Expr:
+    if mod is sympy.oo:
+        return FloorDiv(base, div)
+    return ModularIndexing(base, div, mod)
+
+
+def join_dimensions(expr: Expr) -> Expr:
+    """Fold c*a*(x//(d*a)) + c*((x//d) % a) back into c*(x//d), and friends.
+
+    Splitting a flat index into coordinates and multiplying by contiguous strides gives
+    these sums; folding them makes contiguous accesses print as plain `xindex`.
+    """
+    expr = sympy.expand(expr)
+    changed = True
+    while changed and isinstance(expr, sympy.Add):
+        changed = False
+        terms = [t.as_coeff_Mul() for t in expr.args]
+        for i, (c1, a1) in enumerate(terms):
+            m1 = _as_mod(a1)
+            if m1 is None or m1[2] is sympy.oo:
+                continue
+            for j, (c2, a2) in enumerate(terms):
+                m2 = _as_mod(a2)
+                if i == j or m2 is None or m2[0] != m1[0]:
+                    continue
+                if m2[1] == m1[1] * m1[2] and c2 == c1 * m1[2]:
+                    joined = c1 * _from_mod(m1[0], m1[1], m2[2] * m1[2]
+                                            if m2[2] is not sympy.oo else sympy.oo)
+                    rest = [c * a for k, (c, a) in enumerate(terms) if k not in (i, j)]
+                    expr = sympy.expand(sympy.Add(joined, *rest))
+                    changed = True
+                    break
+            if changed:
+                break
+    return expr
+
+
+def simplify_index(expr: Expr) -> Expr:
+    return join_dimensions(sympy.expand(sympy.sympify(expr)))

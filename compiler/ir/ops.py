@@ -1,0 +1,146 @@
+"""The ops-handler protocol: how a define-by-run `inner_fn` is read.
+
+An IR loop body is a plain Python function `inner_fn(index)` that calls `ops.load`,
+`ops.add`, `ops.exp`, ... The calls go to whichever handler is installed by
+`use_handler(h)`: the same function is printed, turned into a JSON tree, scanned for the
+buffers it reads, interpreted with torch, or emitted as Triton or C++, just by installing
+a different handler. This contextvar is the only implicit state in the compiler.
+
+Every handler also keeps `origin`, the FX node whose lowering built the op being called;
+lowerings wrap their inner_fns with `with_origin`, so generated code knows which source
+line each line came from.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+from typing import Any, Callable, Iterator
+
+import torch
+
+# The ops an inner_fn may call, by arity. Every handler implements all of them (the base
+# class routes them to `_unary`/`_binary`/`_ternary` so simple handlers stay short).
+UNARY_OPS = (
+    "neg abs exp exp2 expm1 log log1p log2 sqrt rsqrt sin cos tan tanh sigmoid erf "
+    "floor ceil trunc round reciprocal sign logical_not isnan isinf relu asin acos atan "
+    "sinh cosh bitwise_not"
+).split()
+BINARY_OPS = (
+    "add sub mul truediv floordiv mod fmod pow maximum minimum eq ne lt le gt ge "
+    "logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor atan2"
+).split()
+COMPARISONS = frozenset("eq ne lt le gt ge logical_and logical_or logical_xor".split())
+REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "all")
+
+_current: contextvars.ContextVar[Handler] = contextvars.ContextVar("kernelscope_ops")
+
+
+class Handler:
+    """Base class: subclasses implement the primitives; `origin` tracks provenance."""
+
+    origin: str | None = None
+
+    # -- primitives every handler defines -------------------------------------------
+    def load(self, name: str, index: Any) -> Any:
+        raise NotImplementedError
+
+    def constant(self, value: Any, dtype: torch.dtype) -> Any:
+        raise NotImplementedError
+
+    def index_expr(self, expr: Any, dtype: torch.dtype) -> Any:
+        raise NotImplementedError
+
+    def to_dtype(self, x: Any, dtype: torch.dtype) -> Any:
+        raise NotImplementedError
+
+    def where(self, cond: Any, a: Any, b: Any) -> Any:
+        raise NotImplementedError
+
+    def masked(self, mask: Any, body: Callable[[], Any], other: float) -> Any:
+        """body() evaluated only where mask holds; `other` elsewhere (cat, padding)."""
+        raise NotImplementedError
+
+    def indirect_indexing(self, x: Any, size: int) -> Any:
+        """Turn a loaded integer value into a sympy symbol usable inside an index."""
+        raise NotImplementedError
+
+    def _unary(self, name: str, x: Any) -> Any:
+        raise NotImplementedError
+
+    def _binary(self, name: str, a: Any, b: Any) -> Any:
+        raise NotImplementedError
+
+
+def _make_unary(name: str) -> Callable[[Handler, Any], Any]:
+    def op(self: Handler, x: Any) -> Any:
+        return self._unary(name, x)
+
+    op.__name__ = name
+    return op
+
+
+def _make_binary(name: str) -> Callable[[Handler, Any, Any], Any]:
+    def op(self: Handler, a: Any, b: Any) -> Any:
+        return self._binary(name, a, b)
+
+    op.__name__ = name
+    return op
+
+
+for _n in UNARY_OPS:
+    setattr(Handler, _n, _make_unary(_n))
+for _n in BINARY_OPS:
+    setattr(Handler, _n, _make_binary(_n))
+
+
+class _OpsProxy:
+    """`ops.add(a, b)` calls `add` on the handler installed by `use_handler`."""
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        handler = _current.get(None)
+        if handler is None:
+            raise RuntimeError(f"ops.{name} called outside `use_handler`")
+        return getattr(handler, name)
+
+
+ops = _OpsProxy()
+
+
+@contextlib.contextmanager
+def use_handler(handler: Handler) -> Iterator[Handler]:
+    token = _current.set(handler)
+    try:
+        yield handler
+    finally:
+        _current.reset(token)
+
+
+def current_handler() -> Handler:
+    return _current.get()
+
+
+def with_origin(fn: Callable[..., Any], origin: str) -> Callable[..., Any]:
+    """Wrap an inner_fn so every op it issues is attributed to FX node `origin`."""
+
+    def traced(*args: Any) -> Any:
+        handler = _current.get()
+        saved = handler.origin
+        handler.origin = origin
+        try:
+            return fn(*args)
+        finally:
+            handler.origin = saved
+
+    traced.__wrapped__ = fn  # type: ignore[attr-defined]
+    return traced
+
+
+def result_dtype(name: str, *dtypes: torch.dtype) -> torch.dtype:
+    """dtype of an op's result, given its operands' dtypes."""
+    if name in COMPARISONS or name in ("isnan", "isinf", "logical_not"):
+        return torch.bool
+    out = dtypes[0]
+    for d in dtypes[1:]:
+        out = torch.promote_types(out, d)
+    return out

@@ -1,0 +1,301 @@
+"""GraphLowering: walk the ATen FX graph once and build IR buffers.
+
+In: a GraphModule from AOTAutograd (ATen ops, shapes in `node.meta["val"]`) and the
+example inputs. Out: a `LoweredGraph`, the ordered list of buffers (inputs, computed
+loop bodies, extern calls) plus the graph outputs as strided views of them.
+
+Values stay `Lazy` (inlined into their consumers) until something forces them into a
+buffer; every such decision is recorded as the buffer's `realized` reason.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.fx
+
+from compiler.ir.handlers import PrintHandler, call_body
+from compiler.ir.indexing import contiguous_strides
+from compiler.ir.nodes import (
+    Buffer,
+    ComputedBuffer,
+    ExternKernel,
+    ExternOutput,
+    InputBuffer,
+    Layout,
+    Lazy,
+    Pointwise,
+    Reduction,
+    Stored,
+    TensorValue,
+)
+from compiler.ir.ops import with_origin
+from compiler.lowering.registry import find_lowering, load_all
+
+MAX_INLINE_ORIGINS = 24  # realize a value once this many FX nodes are inlined into it
+
+
+class Unsupported(Exception):
+    """The graph uses something this compiler cannot handle at all (e.g. dynamic shapes)."""
+
+
+@dataclass
+class Fallback:
+    op: str
+    node: str
+    buffer: str
+    reason: str
+
+
+@dataclass
+class LoweredGraph:
+    inputs: list[InputBuffer]
+    buffers: list[Buffer]
+    outputs: list[Stored | Any]  # Stored views, or python scalars returned as-is
+    fallbacks: list[Fallback]
+    device: str
+    lines: dict[str, int | None] = field(default_factory=dict)
+
+    def buffer(self, name: str) -> Buffer:
+        for b in self.inputs + self.buffers:
+            if b.name == name:
+                return b
+        raise KeyError(name)
+
+    def output_names(self) -> set[str]:
+        return {o.buffer.name for o in self.outputs if isinstance(o, Stored)}
+
+
+def device_of(t: Any) -> str:
+    return "cuda" if t.device.type == "cuda" else t.device.type
+
+
+class GraphLowering:
+    def __init__(
+        self,
+        gm: torch.fx.GraphModule,
+        example_inputs: Sequence[Any],
+        lines: dict[str, int | None] | None = None,
+        split_reductions: bool = True,
+    ) -> None:
+        load_all()
+        self.gm = gm
+        self.example_inputs = list(example_inputs)
+        self.lines = lines or {}
+        self.split_reductions = split_reductions
+        self.buffers: list[Buffer] = []
+        self.inputs: list[InputBuffer] = []
+        self.fallbacks: list[Fallback] = []
+        self.env: dict[torch.fx.Node, Any] = {}
+        self.current: torch.fx.Node | None = None
+        self.device = "cpu"
+        self._counter = 0
+
+    # -- the walk --------------------------------------------------------------------
+    def run(self) -> LoweredGraph:
+        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        for node, example in zip(placeholders, self.example_inputs):
+            self.env[node] = self._input(node, example)
+        outputs: list[Any] = []
+        for node in self.gm.graph.nodes:
+            self.current = node
+            if node.op == "call_function":
+                self.env[node] = self._call(node)
+            elif node.op == "output":
+                outs = node.args[0] if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
+                outputs = [self._output(o) for o in outs]
+            elif node.op == "get_attr":
+                self.env[node] = self._constant(node)
+        self.current = None
+        return LoweredGraph(self.inputs, self.buffers, outputs, self.fallbacks, self.device,
+                            self.lines)
+
+    def _input(self, node: torch.fx.Node, example: Any) -> Any:
+        if not isinstance(example, torch.Tensor):
+            if isinstance(example, torch.SymInt):
+                raise Unsupported("dynamic shapes (symbolic sizes) are not supported")
+            return example
+        if any(isinstance(s, torch.SymInt) for s in example.shape):
+            raise Unsupported("dynamic shapes (symbolic sizes) are not supported")
+        self.device = device_of(example)
+        layout = Layout(self.device, example.dtype, tuple(example.shape),
+                        tuple(example.stride()), 0)
+        buf = InputBuffer(node.name, layout)
+        self.inputs.append(buf)
+        return Stored(buf, layout)
+
+    def _constant(self, node: torch.fx.Node) -> Any:
+        raise Unsupported(f"graph constant {node.target!r} (get_attr) is not supported")
+
+    def _call(self, node: torch.fx.Node) -> Any:
+        args = torch.fx.map_arg(node.args, lambda n: self.env[n])
+        kwargs = torch.fx.map_arg(node.kwargs, lambda n: self.env[n])
+        if node.target is operator.getitem:
+            return args[0][args[1]]
+        lowering = find_lowering(node.target)
+        if lowering is None:
+            return self.extern(node.target, args, kwargs, fallback=True,
+                               reason="no lowering for this op")
+        result = lowering(self, *args, **kwargs)
+        if isinstance(result, Lazy):
+            result = self._maybe_realize(node, result)
+        return result
+
+    def _maybe_realize(self, node: torch.fx.Node, value: Lazy) -> TensorValue:
+        users = len(node.users)
+        if len(value.origins) > MAX_INLINE_ORIGINS:
+            return self.realize(value, f"{len(value.origins)} ops inlined; stored to bound size")
+        if users > 1 and not _is_cheap(value):
+            return self.realize(value, f"used by {users} consumers")
+        return value
+
+    def _output(self, out: Any) -> Any:
+        if not isinstance(out, torch.fx.Node):
+            return out
+        value = self.env[out]
+        if isinstance(value, Lazy):
+            val = out.meta.get("val")
+            stride = tuple(val.stride()) if isinstance(val, torch.Tensor) else None
+            self.current = out
+            return self.realize(value, "graph output", stride=stride)
+        return value
+
+    # -- helpers for lowerings --------------------------------------------------------
+    def new_name(self) -> str:
+        name = f"buf{self._counter}"
+        self._counter += 1
+        return name
+
+    def out_meta(self) -> Any:
+        return self.current.meta.get("val") if self.current is not None else None
+
+    def node_name(self) -> str:
+        return self.current.name if self.current is not None else "?"
+
+    def lazy(
+        self,
+        inner_fn: Callable[..., Any],
+        size: Sequence[int],
+        dtype: torch.dtype,
+        inputs: Sequence[Any] = (),
+    ) -> Lazy:
+        origin = self.node_name()
+        origins = frozenset([origin]).union(
+            *[v.origins for v in inputs if isinstance(v, Lazy)]
+        )
+        device = next((v.device for v in inputs if isinstance(v, TensorValue)), self.device)
+        node = Pointwise(device, dtype, with_origin(inner_fn, origin),
+                         tuple(int(s) for s in size), origins)
+        return Lazy(node)
+
+    def realize(self, value: TensorValue, reason: str,
+                stride: Sequence[int] | None = None) -> Stored:
+        if isinstance(value, Stored):
+            return value
+        assert isinstance(value, Lazy)
+        size = value.size
+        if stride is None or not _dense_permutation(size, stride):
+            stride = contiguous_strides(size)
+        layout = Layout(value.device, value.dtype, tuple(size), tuple(int(s) for s in stride))
+        buf = ComputedBuffer(self.new_name(), layout, value.origins, value.node, reason)
+        self.buffers.append(buf)
+        return Stored(buf, layout)
+
+    def reduction_buffer(self, node: Reduction, size: Sequence[int], reason: str) -> Stored:
+        layout = Layout.contiguous(node.device, node.dtype, size)
+        buf = ComputedBuffer(self.new_name(), layout, node.origins, node, reason)
+        self.buffers.append(buf)
+        return Stored(buf, layout)
+
+    def make_reduction(
+        self,
+        inner_fn: Callable[..., Any],
+        ranges: Sequence[int],
+        reduction_ranges: Sequence[int],
+        reduction_type: str,
+        dtype: torch.dtype,
+        src_dtype: torch.dtype,
+        inputs: Sequence[Any] = (),
+    ) -> Reduction:
+        origin = self.node_name()
+        origins = frozenset([origin]).union(
+            *[v.origins for v in inputs if isinstance(v, Lazy)]
+        )
+        device = next((v.device for v in inputs if isinstance(v, TensorValue)), self.device)
+        return Reduction(device, dtype, with_origin(inner_fn, origin),
+                         tuple(int(r) for r in ranges),
+                         tuple(int(r) for r in reduction_ranges),
+                         reduction_type, src_dtype, origins)
+
+    def extern(self, op: Any, args: Any, kwargs: dict[str, Any], fallback: bool,
+               reason: str = "") -> Any:
+        """Call ATen for this op on realized inputs; outputs follow the FX meta."""
+        def as_arg(v: Any) -> Any:
+            if isinstance(v, TensorValue):
+                stored = self.realize(v, f"input to extern {_op_name(op)}")
+                return stored.as_arg()
+            return v
+
+        targs = tuple(torch.fx.node.map_aggregate(args, as_arg))
+        tkwargs = dict(torch.fx.node.map_aggregate(kwargs, as_arg))
+        meta = self.out_meta()
+        name = self.new_name()
+        origins = frozenset([self.node_name()])
+        if isinstance(meta, torch.Tensor):
+            layout = _layout_of(meta)
+            buf = ExternKernel(name, layout, origins, op, targs, tkwargs, [], fallback)
+            self.buffers.append(buf)
+            result: Any = Stored(buf, layout)
+        else:
+            metas = list(meta) if isinstance(meta, (list, tuple)) else []
+            placeholder = Layout(self.device, torch.uint8, (0,), (1,))
+            buf = ExternKernel(name, placeholder, origins, op, targs, tkwargs, [], fallback)
+            self.buffers.append(buf)
+            items: list[Any] = []
+            for i, m in enumerate(metas):
+                if isinstance(m, torch.Tensor):
+                    lay = _layout_of(m)
+                    child = ExternOutput(self.new_name(), lay, origins, name, i)
+                    buf.outputs.append(child.name)
+                    self.buffers.append(child)
+                    items.append(Stored(child, lay))
+                else:
+                    items.append(m)
+            result = tuple(items)
+        if fallback:
+            self.fallbacks.append(Fallback(_op_name(op), self.node_name(), name, reason))
+        return result
+
+
+def _op_name(op: Any) -> str:
+    return str(op).removeprefix("aten::") if not hasattr(op, "_schema") else (
+        f"aten.{op._schema.name.split('::')[-1]}.{op._overloadname}"
+    )
+
+
+def _layout_of(t: torch.Tensor) -> Layout:
+    if any(isinstance(s, torch.SymInt) for s in t.shape):
+        raise Unsupported("dynamic shapes (symbolic sizes) are not supported")
+    return Layout(device_of(t), t.dtype, tuple(t.shape), tuple(t.stride()),
+                  int(t.storage_offset()))
+
+
+def _dense_permutation(size: Sequence[int], stride: Sequence[int]) -> bool:
+    """True if `stride` lays `size` out densely in some dim order (no gaps, no overlap)."""
+    dims = sorted((st, sz) for sz, st in zip(size, stride) if sz != 1)
+    expected = 1
+    for st, sz in dims:
+        if st != expected:
+            return False
+        expected *= sz
+    return True
+
+
+def _is_cheap(value: Lazy) -> bool:
+    """A value that is one load (or a constant) is re-read, never stored."""
+    printer = PrintHandler()
+    call_body(value.node, printer)
+    return len(printer.lines) <= 1

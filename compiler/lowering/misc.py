@@ -1,0 +1,166 @@
+"""Constants, iota, cat, padding, and the ops we deliberately hand to ATen (extern).
+
+Matrix products and convolutions go to cuBLAS/cuDNN (or MKL/oneDNN on the CPU) through
+ExternKernel; their bias and activation epilogues stay lazy so they fuse into the
+pointwise kernel that follows.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import sympy
+import torch
+
+from compiler.ir.nodes import Index, TensorValue
+from compiler.ir.ops import ops
+from compiler.lowering.pointwise import broadcast_loader, upcast
+from compiler.lowering.registry import aten, prims, register_lowering
+
+
+def _meta(g: Any) -> torch.Tensor:
+    return g.out_meta()
+
+
+@register_lowering(aten.full.default, aten.full_like, aten.zeros_like, aten.ones_like,
+                   aten.scalar_tensor, aten.zeros.default, aten.ones.default,
+                   aten.new_zeros, aten.new_ones, aten.new_full, prims.full)
+def full(g: Any, *args: Any, **kwargs: Any) -> Any:
+    meta = _meta(g)
+    target = g.current.target.overloadpacket.__name__
+    if target in ("zeros_like", "zeros", "new_zeros"):
+        value: Any = 0
+    elif target in ("ones_like", "ones", "new_ones"):
+        value = 1
+    elif target == "scalar_tensor":
+        value = args[0]
+    else:
+        value = args[1] if target in ("full", "full_like", "new_full") else kwargs["fill_value"]
+    dtype = meta.dtype
+    return g.lazy(lambda idx: ops.constant(value, dtype), tuple(meta.shape), dtype)
+
+
+@register_lowering(aten.arange.start_step, aten.arange.default, aten.arange.start,
+                   prims.iota)
+def arange(g: Any, *args: Any, **kwargs: Any) -> Any:
+    meta = _meta(g)
+    target = g.current.target
+    if target is prims.iota.default:
+        start, step = kwargs.get("start", 0), kwargs.get("step", 1)
+    elif len(args) >= 2:
+        start, step = args[0], (args[2] if len(args) > 2 else kwargs.get("step", 1))
+    else:
+        start, step = 0, 1
+    dtype = meta.dtype
+
+    def inner(idx: Index) -> Any:
+        if dtype.is_floating_point or isinstance(start, float) or isinstance(step, float):
+            i = ops.to_dtype(ops.index_expr(idx[0], torch.int64), dtype)
+            return ops.add(ops.constant(start, dtype), ops.mul(i, ops.constant(step, dtype)))
+        return ops.index_expr(start + step * idx[0], dtype)
+
+    return g.lazy(inner, tuple(meta.shape), dtype)
+
+
+@register_lowering(aten.cat)
+def cat(g: Any, tensors: Sequence[Any], dim: int = 0) -> Any:
+    meta = _meta(g)
+    size = tuple(meta.shape)
+    dim = dim + len(size) if dim < 0 else dim
+    dtype = meta.dtype
+    parts = [t for t in tensors if isinstance(t, TensorValue) and t.numel() > 0]
+    offsets, acc = [], 0
+    for t in parts:
+        offsets.append(acc)
+        acc += t.size[dim]
+    loaders = [t.loader() for t in parts]
+
+    def inner(idx: Index) -> Any:
+        i = ops.index_expr(idx[dim], torch.int64)
+        result = None
+        for k in reversed(range(len(parts))):
+            shifted = list(idx)
+            shifted[dim] = idx[dim] - offsets[k]
+            load = loaders[k]
+            part_dtype = parts[k].dtype
+
+            def body(load: Any = load, shifted: list[Any] = shifted, pd: Any = part_dtype) -> Any:
+                v = load(shifted)
+                return ops.to_dtype(v, dtype) if pd != dtype else v
+
+            if result is None:
+                result = body()
+                continue
+            end = offsets[k] + parts[k].size[dim]
+            inside = ops.lt(i, ops.constant(end, torch.int64))
+            result = ops.where(inside, ops.masked(inside, body, 0), result)
+        return result
+
+    return g.lazy(inner, size, dtype, parts)
+
+
+@register_lowering(aten.constant_pad_nd)
+def constant_pad_nd(g: Any, x: TensorValue, pad: Sequence[int], value: float = 0.0) -> Any:
+    meta = _meta(g)
+    size = tuple(meta.shape)
+    nd = len(size)
+    load = x.loader()
+    pads = [(0, 0)] * nd
+    for k in range(len(pad) // 2):
+        pads[nd - 1 - k] = (pad[2 * k], pad[2 * k + 1])
+    dtype = meta.dtype
+
+    def inner(idx: Index) -> Any:
+        src, conds = [], []
+        for k, (lo, _hi) in enumerate(pads):
+            src.append(idx[k] - lo)
+            if pads[k] != (0, 0):
+                pos = ops.index_expr(idx[k] - lo, torch.int64)
+                conds.append(ops.ge(pos, ops.constant(0, torch.int64)))
+                conds.append(ops.lt(pos, ops.constant(x.size[k], torch.int64)))
+        if not conds:
+            return load(src)
+        mask = conds[0]
+        for c in conds[1:]:
+            mask = ops.logical_and(mask, c)
+        return ops.where(mask, ops.masked(mask, lambda: load(src), value),
+                         ops.constant(value, dtype))
+
+    return g.lazy(inner, size, dtype, [x])
+
+
+# -- extern by design: vendor libraries do these best --------------------------------
+
+@register_lowering(aten.mm, aten.bmm, aten.convolution, aten._convolution,
+                   aten.baddbmm, aten._scaled_dot_product_flash_attention,
+                   aten._scaled_dot_product_efficient_attention,
+                   aten._scaled_dot_product_cudnn_attention)
+def vendor(g: Any, *args: Any, **kwargs: Any) -> Any:
+    return g.extern(g.current.target, args, kwargs, fallback=False)
+
+
+@register_lowering(aten.addmm)
+def addmm(g: Any, bias: Any, a: Any, b: Any, beta: Any = 1, alpha: Any = 1) -> Any:
+    """mm in cuBLAS; the bias add stays lazy so it fuses with whatever follows."""
+    meta = _meta(g)
+    saved = g.current.meta.get("val")
+    product = g.extern(aten.mm.default, (a, b), {}, fallback=False)
+    g.current.meta["val"] = saved
+    size, dtype = tuple(meta.shape), meta.dtype
+    cd = upcast(dtype)
+    lb, lp = broadcast_loader(bias, size, cd), broadcast_loader(product, size, cd)
+
+    def inner(idx: Index) -> Any:
+        p = lp(idx)
+        if alpha != 1:
+            p = ops.mul(p, ops.constant(alpha, cd))
+        bv = lb(idx)
+        if beta != 1:
+            bv = ops.mul(bv, ops.constant(beta, cd))
+        r = ops.add(p, bv)
+        return ops.to_dtype(r, dtype) if dtype != cd else r
+
+    return g.lazy(inner, size, dtype, [bias, product])
+
+
+__all__ = ["full", "cat", "sympy"]

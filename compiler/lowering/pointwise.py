@@ -1,0 +1,238 @@
+"""Pointwise lowerings: most are one line, `fn` applied elementwise with broadcasting.
+
+Inputs are loaded at the broadcast index, converted to the compute dtype (float32 for
+16-bit floats, as eager's kernels do internally), combined, and converted to the output
+dtype that the FX node's metadata records.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+import torch
+
+from compiler.ir.nodes import Index, TensorValue
+from compiler.ir.ops import ops
+from compiler.lowering.registry import aten, prims, register_lowering
+
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def upcast(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype in LOW_PRECISION else dtype
+
+
+def compute_dtype(out: torch.dtype, args: Sequence[Any]) -> torch.dtype:
+    if out != torch.bool:
+        return upcast(out)
+    tensors = [a.dtype for a in args if isinstance(a, TensorValue)]
+    dtype = tensors[0] if tensors else torch.float32
+    for d in tensors[1:]:
+        dtype = torch.promote_types(dtype, d)
+    if any(isinstance(a, float) for a in args) and not dtype.is_floating_point:
+        dtype = torch.float32
+    return upcast(dtype)
+
+
+def broadcast_loader(
+    value: Any, size: Sequence[int], dtype: torch.dtype
+) -> Callable[[Index], Any]:
+    """Loader of `value` at an index of the broadcast output shape `size`."""
+    if not isinstance(value, TensorValue):
+        return lambda idx: ops.constant(value, dtype)
+    load, vsize = value.loader(), value.size
+    lead = len(size) - len(vsize)
+
+    def loader(idx: Index) -> Any:
+        sub = [0 if vsize[k] == 1 and size[lead + k] != 1 else idx[lead + k]
+               for k in range(len(vsize))]
+        x = load(sub)
+        return ops.to_dtype(x, dtype) if value.dtype != dtype else x
+
+    return loader
+
+
+def pointwise(g: Any, fn: Callable[..., Any], *args: Any,
+              dtype: torch.dtype | None = None) -> Any:
+    """Build a Lazy value computing fn(*loaded args) at each output index."""
+    meta = g.out_meta()
+    size = tuple(meta.shape)
+    out_dtype = dtype or meta.dtype
+    cdtype = compute_dtype(out_dtype, args)
+    loaders = [broadcast_loader(a, size, cdtype) for a in args]
+
+    def inner_fn(idx: Index) -> Any:
+        result = fn(*[ld(idx) for ld in loaders])
+        return ops.to_dtype(result, out_dtype) if out_dtype != cdtype else result
+
+    return g.lazy(inner_fn, size, out_dtype, [a for a in args if isinstance(a, TensorValue)])
+
+
+def _register_simple(op_name: str, *targets: Any) -> None:
+    def lowering(g: Any, *args: Any, **kwargs: Any) -> Any:
+        return pointwise(g, lambda *v: getattr(ops, op_name)(*v), *args)
+
+    register_lowering(*targets)(lowering)
+
+
+for _name in ("exp exp2 expm1 log log1p log2 sqrt rsqrt sin cos tan tanh sigmoid erf floor "
+              "ceil trunc reciprocal sign neg abs asin acos atan sinh cosh").split():
+    _register_simple(_name, getattr(aten, _name))
+for _name in ("maximum minimum atan2").split():
+    _register_simple(_name, getattr(aten, _name))
+for _name in ("eq ne lt le gt ge").split():
+    _register_simple(_name, getattr(aten, _name))
+for _name in ("logical_and logical_or logical_xor logical_not").split():
+    _register_simple(_name, getattr(aten, _name))
+for _name in ("bitwise_and bitwise_or bitwise_xor bitwise_not").split():
+    _register_simple(_name, getattr(aten, _name))
+_register_simple("isnan", aten.isnan)
+_register_simple("isinf", aten.isinf)
+_register_simple("round", aten.round.default)
+_register_simple("fmod", aten.fmod)
+
+
+@register_lowering(aten.add, prims.add)
+def add(g: Any, a: Any, b: Any, alpha: Any = 1) -> Any:
+    if alpha != 1:
+        return pointwise(g, lambda x, y, s: ops.add(x, ops.mul(y, s)), a, b, alpha)
+    return pointwise(g, ops.add, a, b)
+
+
+@register_lowering(aten.sub, prims.sub)
+def sub(g: Any, a: Any, b: Any, alpha: Any = 1) -> Any:
+    if alpha != 1:
+        return pointwise(g, lambda x, y, s: ops.sub(x, ops.mul(y, s)), a, b, alpha)
+    return pointwise(g, ops.sub, a, b)
+
+
+@register_lowering(aten.rsub)
+def rsub(g: Any, a: Any, b: Any, alpha: Any = 1) -> Any:
+    return sub(g, b, a, alpha)
+
+
+@register_lowering(aten.mul, prims.mul)
+def mul(g: Any, a: Any, b: Any) -> Any:
+    return pointwise(g, ops.mul, a, b)
+
+
+@register_lowering(aten.div.Tensor, aten.div.Scalar, aten.true_divide, prims.div)
+def div(g: Any, a: Any, b: Any) -> Any:
+    return pointwise(g, ops.truediv, a, b)
+
+
+@register_lowering(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def div_mode(g: Any, a: Any, b: Any, rounding_mode: str | None = None) -> Any:
+    if rounding_mode == "floor":
+        if not g.out_meta().dtype.is_floating_point:
+            return pointwise(g, ops.floordiv, a, b)
+        return pointwise(g, lambda x, y: ops.floor(ops.truediv(x, y)), a, b)
+    if rounding_mode == "trunc":
+        return pointwise(g, lambda x, y: ops.trunc(ops.truediv(x, y)), a, b)
+    return pointwise(g, ops.truediv, a, b)
+
+
+@register_lowering(aten.remainder)
+def remainder(g: Any, a: Any, b: Any) -> Any:
+    # Python semantics: the result takes the sign of the divisor.
+    def fn(x: Any, y: Any) -> Any:
+        r = ops.fmod(x, y)
+        zero = ops.constant(0, torch.float32)
+        fix = ops.logical_and(ops.ne(r, zero), ops.ne(ops.lt(r, zero), ops.lt(y, zero)))
+        return ops.where(fix, ops.add(r, y), r)
+
+    return pointwise(g, fn, a, b)
+
+
+@register_lowering(aten.pow)
+def pow_(g: Any, a: Any, b: Any) -> Any:
+    if isinstance(b, (int, float)) and not isinstance(b, bool):
+        if b == 2:
+            return pointwise(g, lambda x: ops.mul(x, x), a)
+        if b == 3:
+            return pointwise(g, lambda x: ops.mul(ops.mul(x, x), x), a)
+        if b == 0.5:
+            return pointwise(g, ops.sqrt, a)
+        if b == -0.5:
+            return pointwise(g, ops.rsqrt, a)
+        if b == -1:
+            return pointwise(g, ops.reciprocal, a)
+        if b == 1:
+            return pointwise(g, lambda x: x, a)
+    return pointwise(g, ops.pow, a, b)
+
+
+@register_lowering(aten.relu)
+def relu(g: Any, a: Any) -> Any:
+    return pointwise(g, ops.relu, a)
+
+
+@register_lowering(aten.clamp, aten.clamp_min, aten.clamp_max)
+def clamp(g: Any, a: Any, lo: Any = None, hi: Any = None) -> Any:
+    name = g.current.target.overloadpacket.__name__ if g.current is not None else "clamp"
+    if name == "clamp_max":
+        lo, hi = None, lo
+    args = [a] + [v for v in (lo, hi) if v is not None]
+
+    def fn(x: Any, *bounds: Any) -> Any:
+        it = iter(bounds)
+        if lo is not None:
+            x = ops.maximum(x, next(it))
+        if hi is not None:
+            x = ops.minimum(x, next(it))
+        return x
+
+    return pointwise(g, fn, *args)
+
+
+@register_lowering(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf,
+                   aten.where.Scalar, prims.where)
+def where(g: Any, cond: Any, a: Any, b: Any) -> Any:
+    meta = g.out_meta()
+    size, out = tuple(meta.shape), meta.dtype
+    cd = upcast(out)
+    lc = broadcast_loader(cond, size, torch.bool)
+    la, lb = broadcast_loader(a, size, cd), broadcast_loader(b, size, cd)
+
+    def inner_fn(idx: Index) -> Any:
+        r = ops.where(lc(idx), la(idx), lb(idx))
+        return ops.to_dtype(r, out) if out != cd else r
+
+    return g.lazy(inner_fn, size, out, [v for v in (cond, a, b) if isinstance(v, TensorValue)])
+
+
+@register_lowering(aten._to_copy, aten.clone, aten.lift_fresh_copy, aten.copy.default,
+                   prims.convert_element_type, aten.alias, aten.detach, aten.contiguous)
+def to_copy(g: Any, a: Any, *args: Any, **kwargs: Any) -> Any:
+    target = g.current.target if g.current is not None else None
+    if target is aten.copy.default:
+        a = args[0]  # copy(self, src): the result is src's values in self's shape
+    meta = g.out_meta()
+    if isinstance(meta, torch.Tensor) and meta.device.type != _dev(a):
+        return g.extern(target, (a, *args), kwargs, fallback=True,
+                        reason="copy between devices")
+    return pointwise(g, lambda x: x, a)
+
+
+def _dev(v: Any) -> str:
+    return v.device if isinstance(v, TensorValue) else "cpu"
+
+
+@register_lowering(aten.fill.Scalar)
+def fill(g: Any, a: Any, value: Any) -> Any:
+    return pointwise(g, lambda: ops.constant(value, upcast(g.out_meta().dtype)))
+
+
+@register_lowering(aten.gelu)
+def gelu(g: Any, a: Any, approximate: str = "none") -> Any:
+    def fn(x: Any) -> Any:
+        c = lambda v: ops.constant(v, torch.float32)  # noqa: E731
+        if approximate == "tanh":
+            inner = ops.mul(c(math.sqrt(2 / math.pi)),
+                            ops.add(x, ops.mul(c(0.044715), ops.mul(ops.mul(x, x), x))))
+            return ops.mul(ops.mul(c(0.5), x), ops.add(c(1.0), ops.tanh(inner)))
+        return ops.mul(ops.mul(c(0.5), x),
+                       ops.add(c(1.0), ops.erf(ops.mul(x, c(1 / math.sqrt(2))))))
+
+    return pointwise(g, fn, a)

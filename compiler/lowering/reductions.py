@@ -1,0 +1,250 @@
+"""Reduction lowerings: sum, mean, amax, amin, prod, any, all, argmax, argmin, var.
+
+Every reduction becomes a `Reduction` loop body and is stored to a buffer; its input is
+inlined (a pointwise prologue costs nothing). mean and var are built from sums, so the
+scheduler can put a whole layer norm in one kernel. A long reduction with few outputs
+is split in two passes so that the first one keeps the whole device busy.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import sympy
+import torch
+
+from compiler.ir.indexing import decompose
+from compiler.ir.nodes import Index, Stored, TensorValue
+from compiler.ir.ops import ops
+from compiler.lowering.pointwise import upcast
+from compiler.lowering.registry import aten, prims, register_lowering
+
+SPLIT_MAX_OUTPUTS = 64  # split only when a reduction has at most this many outputs
+SPLIT_MIN_RNUMEL = 16384  # ... and at least this many elements per output
+SPLIT_CHUNK = 4096  # elements each program of the first pass reduces
+COMBINE = {"sum": "sum", "prod": "prod", "max": "max", "min": "min", "any": "any",
+           "all": "all"}
+
+
+def _dims(dims: Any, ndim: int) -> list[int]:
+    if dims is None or dims == [] or dims == ():
+        return list(range(ndim))
+    if isinstance(dims, int):
+        dims = [dims]
+    return sorted({d + ndim if d < 0 else d for d in dims})
+
+
+def identity(rtype: str, dtype: torch.dtype) -> Any:
+    if rtype in ("sum", "any"):
+        return False if dtype == torch.bool else 0
+    if rtype in ("prod", "all"):
+        return True if dtype == torch.bool else 1
+    if rtype in ("max", "argmax"):
+        return float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
+    if rtype in ("min", "argmin"):
+        return float("inf") if dtype.is_floating_point else torch.iinfo(dtype).max
+    raise ValueError(rtype)
+
+
+def reduce(g: Any, x: TensorValue, dims: Any, keepdim: bool, rtype: str,
+           out_dtype: torch.dtype | None = None, src_dtype: torch.dtype | None = None
+           ) -> Stored:
+    """Reduce `x` over `dims`; the result is a stored buffer of the keepdim shape."""
+    ndim = len(x.size)
+    rdims = _dims(dims, ndim)
+    out_size = [1 if k in rdims else x.size[k] for k in range(ndim)]
+    rranges = [x.size[k] for k in rdims]
+    out_dtype = out_dtype or x.dtype
+    src = src_dtype or (x.dtype if rtype.startswith("arg") else upcast(out_dtype))
+    load = x.loader()
+
+    def full_index(idx: Index, ridx: Index) -> list[Any]:
+        full, it = list(idx), iter(ridx)
+        for k in rdims:
+            full[k] = next(it)
+        return full
+
+    def value(full: list[Any]) -> Any:
+        v = load(full)
+        return ops.to_dtype(v, src) if x.dtype != src else v
+
+    rnumel = 1
+    for r in rranges:
+        rnumel *= r
+    numel = 1
+    for s in out_size:
+        numel *= s
+    if (g.split_reductions and rtype in COMBINE and numel <= SPLIT_MAX_OUTPUTS
+            and rnumel >= SPLIT_MIN_RNUMEL and x.device != "cpu"):
+        stored = _split(g, x, out_size, rranges, rtype, src, out_dtype, value, full_index,
+                        rnumel)
+    else:
+        node = g.make_reduction(lambda idx, ridx: value(full_index(idx, ridx)),
+                                out_size, rranges, rtype, out_dtype, src, [x])
+        stored = g.reduction_buffer(node, out_size, "reduction")
+    if keepdim:
+        return stored
+    return stored.with_view([s for k, s in enumerate(out_size) if k not in rdims],
+                            [st for k, st in enumerate(stored.view.stride) if k not in rdims],
+                            stored.view.offset)
+
+
+def _split(g: Any, x: TensorValue, out_size: list[int], rranges: list[int], rtype: str,
+           src: torch.dtype, out_dtype: torch.dtype, value: Any, full_index: Any,
+           rnumel: int) -> Stored:
+    splits = max(2, min(1024, -(-rnumel // SPLIT_CHUNK)))
+    chunk = -(-rnumel // splits)
+    exact = chunk * splits == rnumel
+    ident = identity(rtype, src)
+
+    def partial(idx: Index, ridx: Index) -> Any:
+        flat = idx[-1] * chunk + ridx[0]
+        body = lambda: value(full_index(idx[:-1], decompose(flat, rranges)))  # noqa: E731
+        if exact:
+            return body()
+        inside = ops.lt(ops.index_expr(flat, torch.int64), ops.constant(rnumel, torch.int64))
+        return ops.masked(inside, body, ident)
+
+    node1 = g.make_reduction(partial, out_size + [splits], [chunk], rtype, src, src, [x])
+    how = f"split reduction: {rnumel} = {splits} x {chunk}"
+    first = g.reduction_buffer(node1, out_size + [splits], f"{how} (pass 1 of 2)")
+    load1 = first.loader()
+    node2 = g.make_reduction(lambda idx, ridx: load1(list(idx) + [ridx[0]]), out_size,
+                             [splits], COMBINE[rtype], out_dtype, src, [])
+    return g.reduction_buffer(node2, out_size, f"{how} (pass 2 of 2)")
+
+
+def _out_dtype(g: Any) -> torch.dtype:
+    meta = g.out_meta()
+    return (meta[0] if isinstance(meta, (tuple, list)) else meta).dtype
+
+
+@register_lowering(aten.sum.dim_IntList, aten.sum.default, prims.sum)
+def sum_(g: Any, x: TensorValue, dims: Any = None, keepdim: bool = False,
+         dtype: torch.dtype | None = None, **kw: Any) -> Stored:
+    return reduce(g, x, dims, keepdim, "sum", _out_dtype(g))
+
+
+@register_lowering(aten.prod.dim_int, aten.prod.default)
+def prod(g: Any, x: TensorValue, dim: Any = None, keepdim: bool = False, **kw: Any) -> Stored:
+    return reduce(g, x, dim, keepdim, "prod", _out_dtype(g))
+
+
+@register_lowering(aten.amax, prims.amax)
+def amax(g: Any, x: TensorValue, dims: Any = None, keepdim: bool = False) -> Stored:
+    return reduce(g, x, dims, keepdim, "max", _out_dtype(g))
+
+
+@register_lowering(aten.amin, prims.amin)
+def amin(g: Any, x: TensorValue, dims: Any = None, keepdim: bool = False) -> Stored:
+    return reduce(g, x, dims, keepdim, "min", _out_dtype(g))
+
+
+@register_lowering(aten.any.dim, aten.any.dims, aten.any.default)
+def any_(g: Any, x: TensorValue, dim: Any = None, keepdim: bool = False) -> Stored:
+    return reduce(g, x, dim, keepdim, "any", torch.bool, torch.bool)
+
+
+@register_lowering(aten.all.dim, aten.all.dims, aten.all.default)
+def all_(g: Any, x: TensorValue, dim: Any = None, keepdim: bool = False) -> Stored:
+    return reduce(g, x, dim, keepdim, "all", torch.bool, torch.bool)
+
+
+@register_lowering(aten.argmax, aten.argmin)
+def argmax(g: Any, x: TensorValue, dim: int | None = None, keepdim: bool = False) -> Any:
+    rtype = "argmax" if g.current.target.overloadpacket is aten.argmax else "argmin"
+    if dim is None:
+        from compiler.lowering.views import remap
+
+        n = x.numel()
+        flat = remap(g, x, [n], lambda idx: decompose(idx[0], list(x.size)))
+        out = reduce(g, flat, [0], False, rtype, torch.int64, x.dtype)
+        return out.with_view([1] * len(x.size), [0] * len(x.size), 0) if keepdim else out
+    return reduce(g, x, [dim], keepdim, rtype, torch.int64, x.dtype)
+
+
+@register_lowering(aten.mean.dim, aten.mean.default)
+def mean(g: Any, x: TensorValue, dims: Any = None, keepdim: bool = False,
+         dtype: torch.dtype | None = None) -> Any:
+    out = _out_dtype(g)
+    total = reduce(g, x, dims, keepdim, "sum", upcast(out), upcast(out))
+    n = _count(x, dims)
+    return _scale(g, total, 1.0 / n, out)
+
+
+def _count(x: TensorValue, dims: Any) -> int:
+    n = 1
+    for k in _dims(dims, len(x.size)):
+        n *= x.size[k]
+    return n
+
+
+def _scale(g: Any, total: Stored, factor: float, out: torch.dtype) -> Any:
+    load = total.loader()
+    cd = total.dtype
+
+    def inner(idx: Index) -> Any:
+        v = ops.mul(load(idx), ops.constant(factor, cd))
+        return ops.to_dtype(v, out) if out != cd else v
+
+    return g.lazy(inner, total.size, out, [])
+
+
+def variance(g: Any, x: TensorValue, dims: Any, correction: float, keepdim: bool
+             ) -> tuple[Any, Any]:
+    """(var, mean) from two sums: mean first, then the sum of squared deviations."""
+    out = x.dtype
+    acc = upcast(out)
+    n = _count(x, dims)
+    total = reduce(g, x, dims, True, "sum", acc, acc)
+    mean_keep = _scale(g, total, 1.0 / n, acc)
+    load_x, load_m = x.loader(), mean_keep.loader()
+    rdims = _dims(dims, len(x.size))
+
+    def sq_dev(idx: Index) -> Any:
+        m_idx = [sympy.Integer(0) if k in rdims else i for k, i in enumerate(idx)]
+        xv = load_x(idx)
+        xv = ops.to_dtype(xv, acc) if x.dtype != acc else xv
+        d = ops.sub(xv, load_m(m_idx))
+        return ops.mul(d, d)
+
+    dev = g.lazy(sq_dev, x.size, acc, [x, mean_keep])
+    ssq = reduce(g, dev, dims, keepdim, "sum", acc, acc)
+    dof = n - correction
+    var = _scale(g, ssq, 1.0 / dof if dof > 0 else float("nan"), out)
+    mean_out = _scale(g, total, 1.0 / n, out)
+    if not keepdim:
+        from compiler.lowering.views import remap
+
+        keep = [s for k, s in enumerate(x.size) if k not in rdims]
+        inner = mean_out
+
+        def drop(idx: Index) -> list[Any]:
+            it = iter(idx)
+            return [sympy.Integer(0) if k in rdims else next(it) for k in range(len(x.size))]
+
+        mean_out = remap(g, inner, keep, drop)
+    return var, mean_out
+
+
+@register_lowering(aten.var.correction, aten.var.dim, prims.var)
+def var(g: Any, x: TensorValue, dims: Any = None, unbiased: Any = None,
+        keepdim: bool = False, *, correction: Any = None) -> Any:
+    return variance(g, x, dims, _correction(unbiased, correction), keepdim)[0]
+
+
+@register_lowering(aten.var_mean.correction, aten.var_mean.dim)
+def var_mean(g: Any, x: TensorValue, dims: Any = None, unbiased: Any = None,
+             keepdim: bool = False, *, correction: Any = None) -> Any:
+    return variance(g, x, dims, _correction(unbiased, correction), keepdim)
+
+
+def _correction(unbiased: Any, correction: Any) -> float:
+    if correction is not None:
+        return float(correction)
+    if isinstance(unbiased, bool):
+        return 1.0 if unbiased else 0.0
+    return 1.0
+
+
+__all__ = ["reduce", "identity", "Sequence"]

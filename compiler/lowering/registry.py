@@ -1,0 +1,38 @@
+"""The lowering table: `@register_lowering(aten.add)` maps ATen ops to IR builders.
+
+A lowering is `fn(g, *args, **kwargs)`: `g` is the GraphLowering driving this graph
+(passed explicitly; there is no global graph), tensors arrive as `TensorValue`s and it
+returns a TensorValue (or a tuple of them). Lowerings never emit code.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+LoweringFn = Callable[..., Any]
+LOWERINGS: dict[Any, LoweringFn] = {}
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+
+def register_lowering(*ops: Any) -> Callable[[LoweringFn], LoweringFn]:
+    def decorator(fn: LoweringFn) -> LoweringFn:
+        for op in ops:
+            LOWERINGS[op] = fn
+        return fn
+
+    return decorator
+
+
+def find_lowering(target: Any) -> LoweringFn | None:
+    if target in LOWERINGS:
+        return LOWERINGS[target]
+    packet = getattr(target, "overloadpacket", None)
+    return LOWERINGS.get(packet) if packet is not None else None
+
+
+def load_all() -> None:
+    """Import the modules whose decorators fill the table."""
+    from compiler.lowering import indexing, misc, pointwise, reductions, views  # noqa: F401

@@ -1,0 +1,49 @@
+"""Compile options: one frozen dataclass, passed explicitly to every stage.
+
+There is no global config module: whoever starts a compile builds a CompileOptions and
+hands it down. `from_mapping` accepts the loose dicts that arrive from the CLI, the HTTP
+API and `torch.compile(..., options={...})`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+
+@dataclass(frozen=True)
+class CompileOptions:
+    device: str = "cpu"  # "cpu" or "cuda": where the snippet's tensors live
+    backend: str = "auto"  # "cpp", "triton" or "auto" (triton on cuda, cpp on cpu)
+    fusion: bool = True  # vertical and horizontal fusion in the scheduler
+    memory_reuse: bool = True  # reuse dead buffers in the memory plan
+    split_reductions: bool = True  # two-kernel reductions when few outputs, long rows
+    persistent_rblock: int = 4096  # rows up to this long run as persistent reductions
+    inductor: bool = False  # also time torch.compile's own Inductor in `profile`
+    profile: bool = True  # time eager and compiled code where that means something
+    check: bool = True  # compare compiled outputs against eager in `run`
+    atol: float = 1e-4
+    rtol: float = 1e-4
+    cache_dir: str | None = None  # on-disk compile cache; None: ~/.cache/kernelscope
+    entry: str | None = None  # snippet entry point override
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> CompileOptions:
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - names)
+        if unknown:
+            raise ValueError(f"unknown compile option(s): {', '.join(unknown)}")
+        return cls(**dict(values))
+
+    def resolved_backend(self) -> str:
+        if self.backend != "auto":
+            return self.backend
+        return "triton" if self.device.startswith("cuda") else "cpp"
+
+    def to_json(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["extra"] = dict(self.extra)
+        out["backend"] = self.resolved_backend()
+        return out

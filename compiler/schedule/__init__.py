@@ -1,0 +1,1 @@
+"""Scheduling: dependencies, fusion into kernels, order, and the memory plan."""

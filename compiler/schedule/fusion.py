@@ -1,0 +1,239 @@
+"""Fusion: group scheduler nodes into kernels, recording every decision as data.
+
+A kernel iterates over `numel` x `rnumel` points. Pointwise nodes of `numel` N join a
+reduction kernel of (X, R) when N == X * R (they run over the reduction's input, as
+softmax's final divide does) or N == X (they run once per output, as an epilogue).
+Inside a kernel a node reads another node's pointwise result by recomputing it (CSE
+makes that free when the index matches); it reads a reduction's result from registers,
+so that read must be at the same output position.
+
+Candidates are pairs that share a buffer: vertical (one writes what the other reads,
+score 2x the bytes saved) or horizontal (both read the same buffer). They are tried best
+first; each try is recorded with its outcome and reason (decisions are what the UI shows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from compiler.ir.indexing import index_vars
+from compiler.schedule.nodes import SchedNode, canonical
+
+MAX_DECISIONS = 5000
+
+
+@dataclass
+class Group:
+    nodes: list[SchedNode]
+
+    @property
+    def label(self) -> str:
+        return "+".join(n.name for n in self.nodes)
+
+    @property
+    def order(self) -> int:
+        return min(n.order for n in self.nodes)
+
+    @property
+    def kind(self) -> str:
+        kinds = {n.kind for n in self.nodes}
+        if "extern" in kinds:
+            return "extern"
+        return "reduction" if "reduction" in kinds else "pointwise"
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        for n in self.nodes:
+            if n.kind == "reduction":
+                return n.numel, n.rnumel
+        return self.nodes[0].numel, 1
+
+    def writes(self) -> set[str]:
+        return {w for n in self.nodes for w in n.writes}
+
+    def reads(self) -> set[str]:
+        return {r for n in self.nodes for r in n.reads}
+
+
+@dataclass
+class Decision:
+    node1: str
+    node2: str
+    fused: bool
+    kind: str
+    reason: str
+    score: int
+
+    def to_json(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+@dataclass
+class FusionResult:
+    groups: list[Group]
+    decisions: list[Decision] = field(default_factory=list)
+
+
+def fuse(nodes: list[SchedNode], sizes: dict[str, int], enabled: bool = True) -> FusionResult:
+    """Greedy fusion: best-scoring legal pair first, until nothing more fuses."""
+    groups = [Group([n]) for n in nodes]
+    result = FusionResult(groups)
+    tried: set[tuple[str, str]] = set()
+    while len(result.decisions) < MAX_DECISIONS:
+        fused = False
+        for a, b, kind, score in _candidates(result.groups, sizes):
+            if (a.label, b.label) in tried:
+                continue
+            tried.add((a.label, b.label))
+            ok, reason = (False, "fusion is turned off") if not enabled else \
+                can_fuse(a, b, kind, result.groups)
+            result.decisions.append(Decision(a.label, b.label, ok, kind, reason, score))
+            if ok:
+                result.groups = _merge(result.groups, a, b)
+                fused = True
+                break
+        if not fused:
+            break
+    return result
+
+
+def _candidates(groups: list[Group], sizes: dict[str, int]
+                ) -> list[tuple[Group, Group, str, int]]:
+    out = []
+    for i, a in enumerate(groups):
+        wa, ra = a.writes(), a.reads()
+        for b in groups[i + 1:]:
+            shared_dep = wa & b.reads()
+            if shared_dep:
+                out.append((a, b, "vertical", 2 * sum(sizes.get(n, 0) for n in shared_dep)))
+                continue
+            shared_in = ra & b.reads()
+            if shared_in:
+                out.append((a, b, "horizontal", sum(sizes.get(n, 0) for n in shared_in)))
+    out.sort(key=lambda c: (-c[3], c[0].order, c[1].order))
+    return out
+
+
+def can_fuse(a: Group, b: Group, kind: str, groups: list[Group]) -> tuple[bool, str]:
+    if a.kind == "extern" or b.kind == "extern":
+        ext = a if a.kind == "extern" else b
+        return False, f"{ext.label} is an extern call (runs in ATen, not in our kernel)"
+    devs = {n.buffer.device for n in a.nodes + b.nodes}
+    if len(devs) > 1:
+        return False, "nodes are on different devices"
+    ok, why = _shapes_compatible(a.shape, b.shape)
+    if not ok:
+        return False, why
+    path = _path_through_other(a, b, groups)
+    if path:
+        return False, f"{b.label} depends on {a.label} through {path} (fusing makes a cycle)"
+    ok, why = _reduction_reads_ok(a, b)
+    if not ok:
+        return False, why
+    if kind == "vertical":
+        shared = sorted(a.writes() & b.reads())
+        return True, f"{b.label} reads {', '.join(shared)}; computed in the same loop"
+    shared = sorted(a.reads() & b.reads())
+    return True, f"both read {', '.join(shared)}; loaded once"
+
+
+def _shapes_compatible(s1: tuple[int, int], s2: tuple[int, int]) -> tuple[bool, str]:
+    if s1 == s2:
+        return True, ""
+    (n1, r1), (n2, r2) = s1, s2
+    if r1 > 1 and r2 > 1:
+        return False, f"different reductions: {n1}x{r1} vs {n2}x{r2}"
+    if r1 == 1 and r2 == 1:
+        return False, f"different sizes: {n1} vs {n2} elements"
+    (x, r), n = (s1, n2) if r1 > 1 else (s2, n1)
+    if n in (x * r, x):
+        return True, ""
+    return False, f"{n} elements fit neither the reduction's {x}x{r} inputs nor its {x} outputs"
+
+
+def _path_through_other(a: Group, b: Group, groups: list[Group]) -> str | None:
+    """Name a group C with a -> ... -> C -> ... -> b, if there is one."""
+    consumers: dict[int, list[Group]] = {}
+    for g in groups:
+        consumers[id(g)] = [h for h in groups if h is not g and g.writes() & h.reads()]
+    stack = [c for c in consumers[id(a)] if c is not b]
+    seen: set[int] = set()
+    while stack:
+        g = stack.pop()
+        if id(g) in seen:
+            continue
+        seen.add(id(g))
+        if g.writes() & b.reads():
+            return g.label
+        stack.extend(c for c in consumers[id(g)] if c is not b)
+    return None
+
+
+def _reduction_reads_ok(a: Group, b: Group) -> tuple[bool, str]:
+    """Every read of an in-kernel reduction result must be at the reader's own output."""
+    nodes = a.nodes + b.nodes
+    reductions = {n.name: n for n in nodes if n.kind == "reduction"}
+    if not reductions:
+        return True, ""
+    x, r = next(n for n in nodes if n.kind == "reduction").numel, \
+        next(n for n in nodes if n.kind == "reduction").rnumel
+    for reader in nodes:
+        for name, indexes in reader.reads.items():
+            if name not in reductions or reader is reductions[name]:
+                continue
+            red = reductions[name]
+            want = canonical(red.write_index(), index_vars("i", len(red.ranges)),
+                             list(red.ranges))
+            for index in indexes:
+                got = _x_view(reader, index, x, r)
+                if got is None or got != want:
+                    return False, (f"{reader.name} reads reduction {name} at another row "
+                                   f"({index}), not the one it computes")
+    return True, ""
+
+
+def _x_view(reader: SchedNode, index: Any, x: int, r: int) -> Any:
+    """The read index as a function of the reader's output position, if it is one."""
+    ranges = list(reader.ranges)
+    variables = index_vars("i", len(ranges))
+    if reader.kind == "reduction" or reader.numel == x:
+        if any(str(s).startswith("r") for s in index.free_symbols):
+            return None
+        return canonical(index, variables, ranges)
+    acc, split = 1, None
+    for k, s in enumerate(ranges):
+        if acc == x:
+            split = k
+            break
+        acc *= s
+    if split is None and acc == x:
+        split = len(ranges)
+    if split is None or any(v in index.free_symbols for v in variables[split:]):
+        return None
+    return canonical(index, variables[:split], ranges[:split])
+
+
+def _merge(groups: list[Group], a: Group, b: Group) -> list[Group]:
+    merged = Group(sorted(a.nodes + b.nodes, key=lambda n: n.order))
+    rest = [g for g in groups if g is not a and g is not b] + [merged]
+    return _toposort(rest)
+
+
+def _toposort(groups: list[Group]) -> list[Group]:
+    """Order groups so producers come first, preferring original program order."""
+    remaining = sorted(groups, key=lambda g: g.order)
+    done: list[Group] = []
+    written: set[str] = set()
+    all_writes = {w for g in groups for w in g.writes()}
+    while remaining:
+        for g in remaining:
+            needs = (g.reads() - g.writes()) & all_writes
+            if needs <= written:
+                done.append(g)
+                written |= g.writes()
+                remaining.remove(g)
+                break
+        else:
+            raise RuntimeError("cycle among fused groups")
+    return done

@@ -1,0 +1,110 @@
+"""Memory plan: buffer lifetimes over the kernel order, reuse of dead buffers, peak.
+
+In: the ordered kernels (each with the buffers it writes and reads), the graph outputs
+and the buffers fusion removed. Out: one `BufferPlan` per stored buffer (bytes, first
+and last step, which dead buffer's storage it takes) and the peak bytes with and
+without reuse. The wrapper allocates, reuses and frees exactly as this plan says.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from compiler.ir.nodes import Buffer, ExternKernel, ExternOutput
+
+
+@dataclass
+class BufferPlan:
+    name: str
+    bytes: int
+    first: int
+    last: int
+    output: bool
+    allocated_by: str  # "wrapper" or "extern" (ATen allocates its own result)
+    reused_from: str | None = None
+    storage: str = ""  # the buffer whose allocation this one ends up using
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "bytes": self.bytes, "first": self.first,
+                "last": self.last, "output": self.output, "reused_from": self.reused_from,
+                "allocated_by": self.allocated_by}
+
+
+@dataclass
+class MemoryPlan:
+    buffers: list[BufferPlan]
+    frees: dict[int, list[str]] = field(default_factory=dict)  # after step i: del these
+    peak_bytes: int = 0
+    peak_bytes_no_reuse: int = 0
+
+    def plan_of(self, name: str) -> BufferPlan | None:
+        return next((b for b in self.buffers if b.name == name), None)
+
+
+def plan_memory(
+    steps: list[tuple[list[str], set[str]]],  # per kernel: (writes, reads)
+    buffers: dict[str, Buffer],
+    outputs: set[str],
+    removed: set[str],
+    reuse: bool = True,
+) -> MemoryPlan:
+    last_use: dict[str, int] = {}
+    first: dict[str, int] = {}
+    for i, (writes, reads) in enumerate(steps):
+        for w in writes:
+            first.setdefault(w, i)
+            last_use.setdefault(w, i)
+        for r in reads:
+            last_use[r] = i
+    end = len(steps)
+    plans: list[BufferPlan] = []
+    pool: list[BufferPlan] = []  # dead storages free for reuse
+    by_name: dict[str, BufferPlan] = {}
+    frees: dict[int, list[str]] = {}
+    for i, (writes, _reads) in enumerate(steps):
+        for w in writes:
+            if w in removed or w not in buffers:
+                continue
+            buf = buffers[w]
+            extern = isinstance(buf, (ExternKernel, ExternOutput))
+            plan = BufferPlan(w, buf.layout.nbytes(), i, end if w in outputs else last_use[w],
+                              w in outputs, "extern" if extern else "wrapper", storage=w)
+            if reuse and not extern:
+                match = next((p for p in pool if _same_storage(buffers[p.name], buf)), None)
+                if match is not None:
+                    pool.remove(match)
+                    plan.reused_from = match.name
+                    plan.storage = match.storage
+            plans.append(plan)
+            by_name[w] = plan
+        for plan in list(by_name.values()):
+            if plan.last == i and not plan.output:
+                pool.append(plan)
+                frees.setdefault(i, []).append(plan.name)
+                del by_name[plan.name]
+    peak, peak_no_reuse = _peaks(plans, end)
+    # Reused storage stays allocated: only storages never taken over are freed.
+    taken = {p.reused_from for p in plans if p.reused_from}
+    frees = {i: [n for n in names if n not in taken] for i, names in frees.items()}
+    return MemoryPlan(plans, {i: n for i, n in frees.items() if n}, peak, peak_no_reuse)
+
+
+def _same_storage(old: Buffer, new: Buffer) -> bool:
+    a, b = old.layout, new.layout
+    return (a.device == b.device and a.dtype == b.dtype
+            and a.storage_numel() == b.storage_numel())
+
+
+def _peaks(plans: list[BufferPlan], end: int) -> tuple[int, int]:
+    """Peak live bytes per step, with storages shared by reuse and without."""
+    peak = peak_no_reuse = 0
+    storage_span: dict[str, tuple[int, int, int]] = {}
+    for p in plans:
+        lo, hi, size = storage_span.get(p.storage, (p.first, p.last, p.bytes))
+        storage_span[p.storage] = (min(lo, p.first), max(hi, p.last), max(size, p.bytes))
+    for step in range(end + 1):
+        live = sum(s for lo, hi, s in storage_span.values() if lo <= step <= hi)
+        live_no = sum(p.bytes for p in plans if p.first <= step <= p.last)
+        peak, peak_no_reuse = max(peak, live), max(peak_no_reuse, live_no)
+    return peak, peak_no_reuse

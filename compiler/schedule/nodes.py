@@ -1,0 +1,91 @@
+"""Scheduler nodes: one per buffer that a kernel (or an extern call) writes.
+
+Each node knows what it reads (buffer names and index expressions, from running its
+loop body under the dependency handler), what it writes, and its iteration space:
+`numel` output elements, each reducing `rnumel` inputs (1 for pointwise).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy
+
+from compiler.ir.handlers import reads_of
+from compiler.ir.indexing import index_vars, merge_loops
+from compiler.ir.nodes import Buffer, ComputedBuffer, ExternKernel, ExternOutput, Reduction
+from compiler.lowering.graph import LoweredGraph
+
+
+@dataclass
+class SchedNode:
+    buffer: Buffer
+    order: int
+    kind: str  # "pointwise" | "reduction" | "extern"
+    numel: int
+    rnumel: int
+    reads: dict[str, list[sympy.Expr]] = field(default_factory=dict)
+    writes: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.buffer.name
+
+    @property
+    def ranges(self) -> tuple[int, ...]:
+        data = self.buffer.data if isinstance(self.buffer, ComputedBuffer) else None
+        return data.ranges if data is not None else ()
+
+    def write_index(self) -> sympy.Expr:
+        return self.buffer.layout.index(index_vars("i", len(self.ranges)))
+
+
+def build_nodes(graph: LoweredGraph) -> list[SchedNode]:
+    nodes: list[SchedNode] = []
+    by_parent: dict[str, SchedNode] = {}
+    for buf in graph.buffers:
+        if isinstance(buf, ExternOutput):
+            by_parent[buf.parent].writes.append(buf.name)
+            continue
+        if isinstance(buf, ExternKernel):
+            node = SchedNode(buf, len(nodes), "extern", buf.layout.numel(), 1)
+            node.reads = {name: [] for name in _extern_inputs(buf)}
+            node.writes = [buf.name]
+            by_parent[buf.name] = node
+            nodes.append(node)
+            continue
+        assert isinstance(buf, ComputedBuffer) and buf.data is not None
+        data = buf.data
+        is_red = isinstance(data, Reduction)
+        node = SchedNode(buf, len(nodes), "reduction" if is_red else "pointwise",
+                         data.numel(), data.rnumel() if is_red else 1)
+        for read in reads_of(data):
+            node.reads.setdefault(read.buffer, []).append(read.index)
+        node.writes = [buf.name]
+        nodes.append(node)
+    return nodes
+
+
+def _extern_inputs(buf: ExternKernel) -> list[str]:
+    from compiler.ir.nodes import TensorArg
+
+    names: list[str] = []
+
+    def visit(a: object) -> None:
+        if isinstance(a, TensorArg):
+            names.append(a.name)
+        elif isinstance(a, (list, tuple)):
+            for x in a:
+                visit(x)
+
+    visit(buf.args)
+    visit(list(buf.kwargs.values()))
+    return names
+
+
+def canonical(expr: sympy.Expr, variables: list[sympy.Symbol], sizes: list[int]
+              ) -> tuple[tuple[int, ...], sympy.Expr]:
+    """An index over a loop nest, with contiguous dims merged and variables renamed."""
+    new_sizes, rewrite = merge_loops(sizes, [expr], variables)
+    cvars = index_vars("c", len(new_sizes))
+    return tuple(new_sizes), rewrite(expr, cvars)
