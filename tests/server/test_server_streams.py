@@ -1,0 +1,165 @@
+"""Event streams, replay, resume and permalinks, driven by the fast fake worker."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+
+from conftest import AppFactory, compile_events, state, stream, submit
+from flask.testing import FlaskClient
+
+from server.jobs import Job, JobRequest
+from server.sandbox import Limits
+from server.store import TraceStore, trace_id
+from server.streams import parse_sse
+from server.worker import explain, normalize, parse_event
+
+STAGES = ["source", "capture", "lowering", "scheduling", "memory", "codegen", "compile", "run",
+          "profile", "done"]  # fmt: skip
+
+
+def test_sse_stream_has_every_stage_then_done_with_trace_id(client: FlaskClient) -> None:
+    job_id = submit(client, "x = 1\n")
+    response = client.get(f"/api/jobs/{job_id}/events")
+    assert response.mimetype == "text/event-stream"
+    assert response.headers["Cache-Control"] == "no-cache"
+    body = response.get_data(as_text=True)
+    assert "\n\nid: 0\ndata: {" in "\n\n" + body
+    events = [json.loads(line[6:]) for line in body.splitlines() if line.startswith("data: ")]
+    assert [e["stage"] for e in events] == STAGES
+    assert [e["seq"] for e in events] == list(range(len(STAGES)))
+    assert all(e["schema"] == 1 for e in events)
+    done = events[-1]["data"]
+    assert done["ok"] is True and len(done["trace_id"]) == 12
+
+
+def test_ndjson_stream_matches_sse(client: FlaskClient) -> None:
+    job_id = submit(client, "x = 1\n")
+    sse_events = stream(client, job_id)
+    both = [
+        client.get(f"/api/jobs/{job_id}/events?format=ndjson"),
+        client.get(f"/api/jobs/{job_id}/events.ndjson"),
+    ]
+    for response in both:
+        assert response.mimetype == "application/x-ndjson"
+        lines = [json.loads(x) for x in response.get_data(as_text=True).splitlines() if x]
+        assert lines == sse_events
+
+
+def test_heartbeats_while_a_stage_runs(make_app: AppFactory) -> None:
+    client = make_app(HEARTBEAT_S=0.1).test_client()
+    job_id = submit(client, "# fake-sleep: 0.3\nx = 1\n")
+    body = client.get(f"/api/jobs/{job_id}/events").get_data(as_text=True)
+    assert ": heartbeat\n\n" in body
+    assert body.endswith("\n\n")
+    assert [e["stage"] for e in parse_sse(body)] == STAGES
+
+
+def test_late_subscriber_gets_a_replay_and_can_resume(client: FlaskClient) -> None:
+    job_id = submit(client, "x = 1\n")
+    first = stream(client, job_id)
+    assert stream(client, job_id) == first
+    resumed = client.get(f"/api/jobs/{job_id}/events", headers={"Last-Event-ID": "6"})
+    tail = [json.loads(x[6:]) for x in resumed.get_data(as_text=True).splitlines()
+            if x.startswith("data: ")]  # fmt: skip
+    assert tail == first[7:]
+    # An EventSource reconnecting after `done` gets 204, which stops it reconnecting.
+    after_done = client.get(f"/api/jobs/{job_id}/events", headers={"Last-Event-ID": "9"})
+    assert after_done.status_code == 204
+    bad = client.get(f"/api/jobs/{job_id}/events", headers={"Last-Event-ID": "x"})
+    assert bad.status_code == 400
+
+
+def test_job_status(client: FlaskClient) -> None:
+    job_id = submit(client, "x = 1\n")
+    done = stream(client, job_id)[-1]["data"]
+    status = client.get(f"/api/jobs/{job_id}").get_json()
+    assert status == {"id": job_id, "state": "finished", "events": 10, "ok": True,
+                      "trace_id": done["trace_id"]}  # fmt: skip
+
+
+def test_trace_survives_a_restart(make_app: AppFactory) -> None:
+    first = make_app()
+    events = compile_events(first.test_client(), "y = 2\n", fusion=False)
+    ident = events[-1]["data"]["trace_id"]
+    state(first).jobs.shutdown()
+    again = make_app().test_client()  # a new app on the same database file
+    trace = again.get(f"/api/traces/{ident}").get_json()
+    assert trace["id"] == ident and trace["code"] == "y = 2\n"
+    assert trace["options"] == {"device": "cpu", "backend": "cpp", "fusion": False,
+                                "inductor": False}  # fmt: skip
+    assert trace["events"] == events
+    assert trace["created"].endswith("+00:00")
+
+
+def test_failed_jobs_are_stored_too(client: FlaskClient) -> None:
+    events = compile_events(client, "raise ValueError('nope')\n")
+    assert [e["stage"] for e in events] == ["source", "error", "done"]
+    ident = events[-1]["data"]["trace_id"]
+    trace = client.get(f"/api/traces/{ident}").get_json()
+    assert trace["ok"] is False and trace["events"][1]["data"]["kind"] == "exception"
+
+
+def test_store_ids_are_content_derived_and_inserts_never_overwrite(tmp_path) -> None:
+    store = TraceStore(tmp_path / "t.sqlite3")
+    events = [{"schema": 1, "seq": 0, "stage": "done", "ms": 0.0, "data": {"ok": True}}]
+    a = store.put("x = 1", {"device": "cpu"}, events, True)
+    b = store.put("x = 1", {"device": "cpu"}, events, True)
+    c = store.put("x = 2", {"device": "cpu"}, events, True)
+    assert a == b == trace_id("x = 1", {"device": "cpu"}, events) and a != c
+    assert len(a) == 12 and a.isalnum()
+    assert store.count() == 2
+    assert store.get(a)["events"][0]["data"]["trace_id"] == a
+    mode = sqlite3.connect(tmp_path / "t.sqlite3").execute("PRAGMA journal_mode").fetchone()
+    assert mode[0] == "wal"
+    assert store.get("bad id!") is None
+
+
+def test_stdout_noise_and_forged_seq_are_dropped_or_renumbered(client: FlaskClient) -> None:
+    code = (
+        "import os\nprint('hello from the snippet')\n"
+        "os.write(1, b'not json\\n{\"broken\": \\n')\n"
+        "os.write(1, b'{\"schema\":1,\"seq\":99,\"stage\":\"capture\",\"ms\":-5,\"data\":[1]}\\n')\n"
+    )
+    events = compile_events(client, code)
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    forged = events[1]
+    assert forged["stage"] == "capture" and forged["ms"] == 0.0
+    assert forged["data"] == {"value": [1]}
+    assert events[-1]["data"]["ok"] is True
+
+
+def test_parse_event_accepts_only_stage_events() -> None:
+    assert parse_event(b'{"stage": "run", "ms": 2, "data": {"ok": true}}') == {
+        "stage": "run", "ms": 2.0, "data": {"ok": True}}  # fmt: skip
+    for line in (b"", b"hello", b"[1, 2]", b'{"stage": 3}', b'{"data": {}}', b"{bad"):
+        assert parse_event(line) is None
+
+
+def test_memory_errors_from_the_compiler_are_named() -> None:
+    event = {"stage": "error", "data": {"kind": "exception", "message": "MemoryError: "}}
+    assert normalize(event, Limits(memory_mb=100))["kind"] == "memory"
+    other = {"stage": "error", "data": {"kind": "exception", "message": "ValueError: x"}}
+    assert normalize(other, Limits())["kind"] == "exception"
+
+
+def test_explain_names_what_happened() -> None:
+    job = Job("j", JobRequest("x", {"device": "cpu", "backend": "cpp"}))
+    job.publish("source", {})
+    limits = Limits(wall_s=7, cpu_s=9, file_mb=3, output_mb=2)
+    cases = {
+        ("timeout", None, ""): ("timeout", "ran longer than 7 s (during the source stage)"),
+        ("output", None, ""): ("sandbox", "more than 2 MiB of output"),
+        ("scratch", None, ""): ("sandbox", "scratch directory"),
+        (None, signal.SIGXCPU, ""): ("timeout", "9 s of CPU time"),
+        (None, signal.SIGXFSZ, ""): ("sandbox", "larger than 3 MiB"),
+        (None, signal.SIGSEGV, ""): ("killed", "SIGSEGV (segmentation fault)"),
+        (None, signal.SIGKILL, ""): ("killed", "SIGKILL"),
+        (None, None, "Traceback\nMemoryError"): ("memory", "memory limit"),
+        (None, None, "bwrap: Can't mkdir"): ("sandbox", "could not start"),
+        (None, None, "boom"): ("exception", "without finishing: boom"),
+    }
+    for (reason, sig, stderr), (kind, words) in cases.items():
+        data = explain(reason, sig, stderr, job, limits)
+        assert data["kind"] == kind and words in data["message"], (reason, sig, data)
