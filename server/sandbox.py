@@ -26,6 +26,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -276,6 +277,27 @@ def make_launch(
         worker(str(scratch)), env, str(scratch), rlimit_preexec(limits, nproc),
         user=iso.uid, group=iso.gid,
     )  # fmt: skip
+
+
+def kill_strays(scratch: Path, passes: int = 10) -> int:
+    """Without namespaces, kill processes that left the job's process group (setsid, double
+    fork) but still carry its environment (HOME=<scratch>). Best effort: a process that
+    exec()s with a fresh environment escapes this; bubblewrap's pid namespace does not."""
+    marker = f"HOME={scratch}".encode()
+    total = 0
+    for _ in range(passes):  # strays may fork while we look
+        killed = 0
+        for entry in glob.glob("/proc/[0-9]*/environ"):
+            try:
+                if marker in Path(entry).read_bytes().split(b"\0"):
+                    os.kill(int(entry.split("/")[2]), signal.SIGKILL)
+                    killed += 1
+            except (OSError, ValueError):
+                continue
+        total += killed
+        if not killed:
+            break
+    return total
 
 
 def make_scratch(root: str | None, iso: Isolation) -> Path:

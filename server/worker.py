@@ -30,6 +30,7 @@ from server.sandbox import (
     Isolation,
     Limits,
     SandboxSpec,
+    kill_strays,
     make_launch,
     make_scratch,
     remove_scratch,
@@ -122,6 +123,8 @@ def run_job(job: Job, settings: WorkerSettings, store: TraceStore) -> None:
                     finish(job, store, outcome.done)
             finally:
                 stop(proc, settings.grace_s if outcome.done is not None else 0.0)
+                if iso.mode != "bubblewrap":
+                    kill_strays(scratch)
             if outcome.done is None:
                 tail = _tail(stderr)
                 code = _exit_signal(proc.returncode, iso)
