@@ -123,9 +123,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def serve(
-    host: str = "127.0.0.1", port: int = 8765, config: dict[str, Any] | None = None
-) -> None:
+def serve(host: str = "127.0.0.1", port: int = 8765, config: dict[str, Any] | None = None) -> None:
     """Run the app on a threaded server: one thread per connection, no stream timeout."""
     from werkzeug.serving import run_simple
 

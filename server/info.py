@@ -36,8 +36,11 @@ def gpus() -> list[dict[str, Any]]:
         try:
             done = subprocess.run(
                 [smi, "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"],
-                capture_output=True, text=True, timeout=10,
-            )  # fmt: skip
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
             rows = [r.split(",") for r in done.stdout.splitlines() if r.strip()]
             if done.returncode == 0:
                 return [{"name": r[0].strip(), "memory_mb": _int(r[-1])} for r in rows]
@@ -45,7 +48,9 @@ def gpus() -> list[dict[str, Any]]:
             pass
     found = []
     for info in sorted(glob.glob("/proc/driver/nvidia/gpus/*/information")):
-        fields = dict(line.split(":", 1) for line in Path(info).read_text().splitlines() if ":" in line)
+        fields = dict(
+            line.split(":", 1) for line in Path(info).read_text().splitlines() if ":" in line
+        )
         found.append({"name": fields.get("Model", "NVIDIA GPU").strip(), "memory_mb": None})
     return found
 

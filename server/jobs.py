@@ -205,9 +205,12 @@ class JobManager:
                 if not job.finished:
                     job.publish(
                         "error",
-                        {"stage": job.last_stage or "source", "kind": "sandbox",
-                         "message": "the job supervisor failed; see the server log"},
-                    )  # fmt: skip
+                        {
+                            "stage": job.last_stage or "source",
+                            "kind": "sandbox",
+                            "message": "the job supervisor failed; see the server log",
+                        },
+                    )
                     job.publish("done", {"ok": False})
 
     def _prune(self) -> None:

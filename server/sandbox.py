@@ -111,7 +111,12 @@ def python_paths(repo_dir: Path) -> list[str]:
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(repo_dir)}
     with tempfile.TemporaryDirectory() as cwd:
         done = subprocess.run(
-            [sys.executable, "-c", probe], env=env, cwd=cwd, capture_output=True, timeout=60
+            [sys.executable, "-c", probe],
+            check=False,
+            env=env,
+            cwd=cwd,
+            capture_output=True,
+            timeout=60,
         )
     if done.returncode != 0:
         return [p for p in sys.path[1:] if p]
@@ -147,9 +152,7 @@ def _ancestors(path: str) -> list[str]:
     return [str(p) for p in reversed(list(parts)) if str(p) != "/"]
 
 
-def bwrap_args(
-    bwrap: str, scratch: Path, spec: SandboxSpec, as_root: bool
-) -> list[str]:
+def bwrap_args(bwrap: str, scratch: Path, spec: SandboxSpec, as_root: bool) -> list[str]:
     """The bubblewrap command line, up to (not including) the worker argv."""
     args = [bwrap, "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
@@ -179,16 +182,12 @@ def bwrap_args(
     args += ["--dev", "/dev", "--proc", "/proc"]
     for node in sorted(glob.glob("/dev/nvidia*")):
         args += ["--dev-bind", node, node]
-    args += [
-        "--bind", str(scratch), INNER_SCRATCH,
-        "--bind", str(scratch / "tmp"), "/tmp",
-        "--bind", str(scratch / "shm"), "/dev/shm",
-        "--remount-ro", "/dev",
-        "--remount-ro", "/",
-        "--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
-        "--unshare-cgroup-try", "--die-with-parent",
-        "--chdir", INNER_SCRATCH, "--clearenv",
-    ]  # fmt: skip
+    writable = ((scratch, INNER_SCRATCH), (scratch / "tmp", "/tmp"), (scratch / "shm", "/dev/shm"))
+    for source, dest in writable:
+        args += ["--bind", str(source), dest]
+    args += ["--remount-ro", "/dev", "--remount-ro", "/"]
+    args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
+    args += ["--unshare-cgroup-try", "--die-with-parent", "--chdir", INNER_SCRATCH, "--clearenv"]
     if not as_root:
         args += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
     return args
@@ -271,12 +270,15 @@ def make_launch(
         nproc = limits.processes if drop else count_user_tasks(os.getuid()) + limits.processes
         return Launch(argv, {}, str(scratch), rlimit_preexec(limits, nproc))
     env = worker_env(str(scratch), spec, repo_dir)
-    uid = iso.uid if drop else os.getuid()
-    nproc = limits.processes if drop else count_user_tasks(uid) + limits.processes
+    nproc = limits.processes if drop else count_user_tasks(os.getuid()) + limits.processes
     return Launch(
-        worker(str(scratch)), env, str(scratch), rlimit_preexec(limits, nproc),
-        user=iso.uid, group=iso.gid,
-    )  # fmt: skip
+        worker(str(scratch)),
+        env,
+        str(scratch),
+        rlimit_preexec(limits, nproc),
+        user=iso.uid,
+        group=iso.gid,
+    )
 
 
 def kill_strays(scratch: Path, passes: int = 10) -> int:
@@ -333,10 +335,18 @@ def _probe(iso: Isolation, spec: SandboxSpec, limits: Limits, repo_dir: Path) ->
             iso, lambda _s: [sys.executable, "-c", "pass"], scratch, spec, limits, repo_dir
         )
         done = subprocess.run(
-            launch.argv, env=launch.env, cwd=launch.cwd, capture_output=True,
-            timeout=30, preexec_fn=launch.preexec, user=launch.user, group=launch.group,
-            extra_groups=[] if launch.user is not None else None, start_new_session=True,
-        )  # fmt: skip
+            launch.argv,
+            check=False,
+            env=launch.env,
+            cwd=launch.cwd,
+            capture_output=True,
+            timeout=30,
+            preexec_fn=launch.preexec,
+            user=launch.user,
+            group=launch.group,
+            extra_groups=[] if launch.user is not None else None,
+            start_new_session=True,
+        )
         if done.returncode == 0:
             return None
         return done.stderr.decode(errors="replace").strip()[-300:] or f"exit {done.returncode}"
@@ -356,9 +366,7 @@ def probe_isolation(
     setpriv = shutil.which("setpriv")
     if preference in ("auto", "bubblewrap") and bwrap:
         drop = as_root and setpriv is not None
-        iso = Isolation(
-            "bubblewrap", bwrap, setpriv, uid if drop else None, gid if drop else None
-        )
+        iso = Isolation("bubblewrap", bwrap, setpriv, uid if drop else None, gid if drop else None)
         why = _probe(iso, spec, limits, repo_dir)
         if why is None:
             if as_root and not drop:

@@ -18,7 +18,7 @@ import sqlite3
 import string
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +86,7 @@ class TraceStore:
         stored = [dict(e) for e in events]
         if stored and stored[-1].get("stage") == "done":
             stored[-1] = {**stored[-1], "data": {**stored[-1]["data"], "trace_id": ident}}
-        created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        created = datetime.now(UTC).isoformat(timespec="seconds")
         with self._connect() as conn:
             conn.execute(
                 "INSERT OR IGNORE INTO traces (id, created, ok, code, options, events)"

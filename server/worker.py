@@ -111,7 +111,7 @@ def run_job(job: Job, settings: WorkerSettings, store: TraceStore) -> None:
                 env=launch.env,
                 cwd=launch.cwd,
                 start_new_session=True,
-                preexec_fn=launch.preexec,
+                preexec_fn=launch.preexec,  # noqa: PLW1509 - only setrlimit calls
                 user=launch.user,
                 group=launch.group,
                 extra_groups=[] if launch.user is not None else None,
@@ -308,7 +308,9 @@ def explain(
     kind, message = "killed", ""
     if reason == "timeout":
         kind = "timeout"
-        message = f"Timed out: the job ran longer than {limits.wall_s:g} s ({during}) and was stopped"
+        message = (
+            f"Timed out: the job ran longer than {limits.wall_s:g} s ({during}) and was stopped"
+        )
     elif reason == "output":
         kind = "sandbox"
         message = f"Stopped: the job printed more than {limits.output_mb} MiB of output"

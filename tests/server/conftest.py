@@ -24,9 +24,9 @@ REPO = HERE.parent.parent
 if str(REPO) not in sys.path:  # `pytest` run without the package installed
     sys.path.insert(0, str(REPO))
 
-from server import create_app  # noqa: E402
-from server.state import AppState  # noqa: E402
-from server.streams import parse_sse  # noqa: E402
+from server import create_app
+from server.state import AppState
+from server.streams import parse_sse
 
 FAKE_WORKER = [sys.executable, str(HERE / "fake_worker.py")]
 REAL_WORKER = [sys.executable, "-m", "compiler", "compile"]

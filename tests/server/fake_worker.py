@@ -34,23 +34,45 @@ def main(argv: list[str]) -> int:
     p.add_argument("--entry")
     p.add_argument("--inputs")
     args = p.parse_args(argv)
-    code = open(args.file, encoding="utf-8").read()
+    with open(args.file, encoding="utf-8") as f:
+        code = f.read()
     match = re.search(r"#\s*fake-sleep:\s*([0-9.]+)", code)
     pause = float(match.group(1)) if match else 0.0
     options = {"fusion": not args.no_fusion, "inductor": args.inductor}
-    seq = emit(0, "source", {"code": code, "filename": "snippet.py", "entry": args.entry,
-                             "device": args.device, "backend": args.backend, "options": options})
+    seq = emit(
+        0,
+        "source",
+        {
+            "code": code,
+            "filename": "snippet.py",
+            "entry": args.entry,
+            "device": args.device,
+            "backend": args.backend,
+            "options": options,
+        },
+    )
     try:
-        exec(compile(code, "snippet.py", "exec"), {"__name__": "__snippet__"})
+        exec(compile(code, "snippet.py", "exec"), {"__name__": "__snippet__"})  # noqa: S102
     except SyntaxError as exc:
-        seq = emit(seq, "error", {"stage": "source", "kind": "syntax", "message": str(exc),
-                                  "line": exc.lineno})
+        seq = emit(
+            seq,
+            "error",
+            {"stage": "source", "kind": "syntax", "message": str(exc), "line": exc.lineno},
+        )
         emit(seq, "done", {"ok": False})
         return 0
     except BaseException as exc:  # noqa: BLE001 - the snippet may raise anything
-        seq = emit(seq, "error", {"stage": "capture", "kind": "exception",
-                                  "message": f"{type(exc).__name__}: {exc}", "line": None,
-                                  "traceback": traceback.format_exc()})
+        seq = emit(
+            seq,
+            "error",
+            {
+                "stage": "capture",
+                "kind": "exception",
+                "message": f"{type(exc).__name__}: {exc}",
+                "line": None,
+                "traceback": traceback.format_exc(),
+            },
+        )
         emit(seq, "done", {"ok": False})
         return 0
     for stage in STAGES:

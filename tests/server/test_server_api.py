@@ -39,7 +39,9 @@ def test_compile_rejects_code_over_the_cap(client: FlaskClient) -> None:
 
 def test_compile_needs_a_json_object(client: FlaskClient) -> None:
     cases = [
-        client.post("/api/compile", data="code=x", content_type="application/x-www-form-urlencoded"),
+        client.post(
+            "/api/compile", data="code=x", content_type="application/x-www-form-urlencoded"
+        ),
         client.post("/api/compile", data="{not json", content_type="application/json"),
         client.post("/api/compile", json=["x = 1"]),
     ]
@@ -50,9 +52,7 @@ def test_compile_needs_a_json_object(client: FlaskClient) -> None:
 
 
 def test_body_over_max_content_length_is_json_413(client: FlaskClient) -> None:
-    response = client.post(
-        "/api/compile", data="x" * (2 << 20), content_type="application/json"
-    )
+    response = client.post("/api/compile", data="x" * (2 << 20), content_type="application/json")
     assert response.status_code == 413
     assert response.is_json and "error" in response.get_json()
 
@@ -65,8 +65,14 @@ def test_options_get_defaults_and_auto_backend(client: FlaskClient) -> None:
 
 
 def test_unknown_things_answer_json_404(client: FlaskClient) -> None:
-    for url in ("/api/jobs/nope", "/api/jobs/nope/events", "/api/traces/AAAAAAAAAAAA",
-                "/api/traces/../../etc", "/t/AAAAAAAAAAAA", "/no/such/page"):
+    for url in (
+        "/api/jobs/nope",
+        "/api/jobs/nope/events",
+        "/api/traces/AAAAAAAAAAAA",
+        "/api/traces/../../etc",
+        "/t/AAAAAAAAAAAA",
+        "/no/such/page",
+    ):
         response = client.get(url)
         assert response.status_code == 404, url
         assert response.is_json and "error" in response.get_json(), url

@@ -24,8 +24,7 @@ def test_twenty_concurrent_compiles_complete_or_get_busy(make_app: AppFactory) -
     app = make_app(MAX_JOBS=2, QUEUE_SIZE=4, JOB_TIMEOUT_S=60)
     results: dict[int, object] = {}
     threads = [
-        threading.Thread(target=_one_client, args=(app, i, results), daemon=True)
-        for i in range(20)
+        threading.Thread(target=_one_client, args=(app, i, results), daemon=True) for i in range(20)
     ]
     for thread in threads:
         thread.start()

@@ -138,7 +138,9 @@ def test_two_hundred_children_are_all_killed(client: FlaskClient) -> None:
 def test_fork_bomb(client: FlaskClient, hostile_app: Flask) -> None:
     if not nproc_enforced(hostile_app):
         pytest.skip("the worker runs as root here, so RLIMIT_NPROC cannot bound a fork bomb")
-    code = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    code = (
+        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    )
     _, error = run(client, code)
     assert error["kind"] in ("timeout", "exception", "killed"), error
     assert wait_until(lambda: not sandbox_processes(), timeout=30), sandbox_processes()[:5]
@@ -197,7 +199,9 @@ def test_database_is_out_of_reach(client: FlaskClient, hostile_app: Flask) -> No
     if not (namespaced(hostile_app) or nproc_enforced(hostile_app)):
         pytest.skip("without bubblewrap a root worker can read any file")
     database = str(state(hostile_app).store.path)
-    code = f"data = open({database!r}, 'rb').read()\nraise SystemExit(f'read {{len(data)}} bytes')\n"
+    code = (
+        f"data = open({database!r}, 'rb').read()\nraise SystemExit(f'read {{len(data)}} bytes')\n"
+    )
     _, error = run(client, code)
     assert "FileNotFoundError" in error["message"] or "PermissionError" in error["message"]
     assert state(hostile_app).store.count() > 0  # and it is intact
@@ -211,11 +215,7 @@ def test_files_outside_scratch_are_invisible(
     secret = tmp_path / "secret.txt"
     secret.write_text("the server's secret")
     home = os.path.expanduser("~")
-    code = (
-        "import os\n"
-        f"print(os.listdir({home!r}))\n"
-        f"print(open({str(secret)!r}).read())\n"
-    )
+    code = f"import os\nprint(os.listdir({home!r}))\nprint(open({str(secret)!r}).read())\n"
     _, error = run(client, code)
     assert "FileNotFoundError" in error["message"] or "PermissionError" in error["message"]
 

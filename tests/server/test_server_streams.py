@@ -15,8 +15,18 @@ from server.store import TraceStore, trace_id
 from server.streams import parse_sse
 from server.worker import explain, normalize, parse_event
 
-STAGES = ["source", "capture", "lowering", "scheduling", "memory", "codegen", "compile", "run",
-          "profile", "done"]  # fmt: skip
+STAGES = [
+    "source",
+    "capture",
+    "lowering",
+    "scheduling",
+    "memory",
+    "codegen",
+    "compile",
+    "run",
+    "profile",
+    "done",
+]
 
 
 def test_sse_stream_has_every_stage_then_done_with_trace_id(client: FlaskClient) -> None:
@@ -61,8 +71,11 @@ def test_late_subscriber_gets_a_replay_and_can_resume(client: FlaskClient) -> No
     first = stream(client, job_id)
     assert stream(client, job_id) == first
     resumed = client.get(f"/api/jobs/{job_id}/events", headers={"Last-Event-ID": "6"})
-    tail = [json.loads(x[6:]) for x in resumed.get_data(as_text=True).splitlines()
-            if x.startswith("data: ")]  # fmt: skip
+    tail = [
+        json.loads(x[6:])
+        for x in resumed.get_data(as_text=True).splitlines()
+        if x.startswith("data: ")
+    ]
     assert tail == first[7:]
     # An EventSource reconnecting after `done` gets 204, which stops it reconnecting.
     after_done = client.get(f"/api/jobs/{job_id}/events", headers={"Last-Event-ID": "9"})
@@ -75,8 +88,13 @@ def test_job_status(client: FlaskClient) -> None:
     job_id = submit(client, "x = 1\n")
     done = stream(client, job_id)[-1]["data"]
     status = client.get(f"/api/jobs/{job_id}").get_json()
-    assert status == {"id": job_id, "state": "finished", "events": 10, "ok": True,
-                      "trace_id": done["trace_id"]}  # fmt: skip
+    assert status == {
+        "id": job_id,
+        "state": "finished",
+        "events": 10,
+        "ok": True,
+        "trace_id": done["trace_id"],
+    }
 
 
 def test_trace_survives_a_restart(make_app: AppFactory) -> None:
@@ -87,8 +105,12 @@ def test_trace_survives_a_restart(make_app: AppFactory) -> None:
     again = make_app().test_client()  # a new app on the same database file
     trace = again.get(f"/api/traces/{ident}").get_json()
     assert trace["id"] == ident and trace["code"] == "y = 2\n"
-    assert trace["options"] == {"device": "cpu", "backend": "cpp", "fusion": False,
-                                "inductor": False}  # fmt: skip
+    assert trace["options"] == {
+        "device": "cpu",
+        "backend": "cpp",
+        "fusion": False,
+        "inductor": False,
+    }
     assert trace["events"] == events
     assert trace["created"].endswith("+00:00")
 
@@ -120,7 +142,7 @@ def test_stdout_noise_and_forged_seq_are_dropped_or_renumbered(client: FlaskClie
     code = (
         "import os\nprint('hello from the snippet')\n"
         "os.write(1, b'not json\\n{\"broken\": \\n')\n"
-        "os.write(1, b'{\"schema\":1,\"seq\":99,\"stage\":\"capture\",\"ms\":-5,\"data\":[1]}\\n')\n"
+        'os.write(1, b\'{"schema":1,"seq":99,"stage":"capture","ms":-5,"data":[1]}\\n\')\n'
     )
     events = compile_events(client, code)
     assert [e["seq"] for e in events] == list(range(len(events)))
@@ -132,7 +154,10 @@ def test_stdout_noise_and_forged_seq_are_dropped_or_renumbered(client: FlaskClie
 
 def test_parse_event_accepts_only_stage_events() -> None:
     assert parse_event(b'{"stage": "run", "ms": 2, "data": {"ok": true}}') == {
-        "stage": "run", "ms": 2.0, "data": {"ok": True}}  # fmt: skip
+        "stage": "run",
+        "ms": 2.0,
+        "data": {"ok": True},
+    }
     for line in (b"", b"hello", b"[1, 2]", b'{"stage": 3}', b'{"data": {}}', b"{bad"):
         assert parse_event(line) is None
 
