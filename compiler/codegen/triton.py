@@ -52,6 +52,17 @@ FORMATS = {
     "where": "tl.where({0}, {1}, {2})",
 }
 
+# Under TRITON_INTERPRET=1 libdevice is not available: the same math from tl primitives.
+INTERPRET_FORMATS = {
+    "tanh": "(2.0 * tl.sigmoid(2.0 * {0}) - 1.0)", "pow": "tl.exp({1} * tl.log({0}))",
+    "expm1": "(tl.exp({0}) - 1.0)", "log1p": "tl.log(1.0 + {0})",
+    "tan": "(tl.sin({0}) / tl.cos({0}))",
+    "trunc": "tl.where({0} >= 0, tl.floor({0}), tl.ceil({0}))",
+    "fmod": "({0} - {1} * tl.where({0} / {1} >= 0, tl.floor({0} / {1}), tl.ceil({0} / {1})))",
+    "round": "tl.floor({0} + 0.5)",
+    "sinh": "(0.5 * (tl.exp({0}) - tl.exp(-{0})))", "cosh": "(0.5 * (tl.exp({0}) + tl.exp(-{0})))",
+}
+
 REDUCE = {"sum": "tl.sum({0}, 1)", "max": "tl.max({0}, 1)", "min": "tl.min({0}, 1)",
           "prod": "tl.reduce({0}, 1, _prod)", "any": "tl.max({0}.to(tl.int8), 1) != 0",
           "all": "tl.min({0}.to(tl.int8), 1) != 0"}
@@ -85,14 +96,16 @@ def literal(value: Any, dtype: torch.dtype) -> str:
 
 
 class TritonKernelCodegen(KernelCodegen):
-    def __init__(self, plan: KernelPlan, persistent: bool, rblock: int) -> None:
+    def __init__(self, plan: KernelPlan, persistent: bool, rblock: int,
+                 interpret: bool = False) -> None:
         super().__init__(plan, persistent)
         self.rblock = rblock
+        self.formats = {**FORMATS, **INTERPRET_FORMATS} if interpret else FORMATS
         self.pre: Lines | None = None
         self.post: Lines | None = None
 
     def fmt(self, name: str, args: Sequence[Var]) -> str:
-        return FORMATS[name].format(*[a.name for a in args])
+        return self.formats[name].format(*[a.name for a in args])
 
     def fmt_constant(self, value: Any, dtype: torch.dtype) -> str:
         return literal(value, dtype)
@@ -101,9 +114,6 @@ class TritonKernelCodegen(KernelCodegen):
         return Var(literal(value, dtype), dtype, "x")
 
     def fmt_cast(self, x: Var, dtype: torch.dtype) -> str:
-        if _is_literal(x):
-            return literal(float(x.name.replace("float(", "").strip("')(")) if "float" in
-                           x.name else x.name, dtype)
         return f"{x.name}.to({TL_DTYPE[dtype]})"
 
     def to_dtype(self, x: Var, dtype: torch.dtype) -> Var:
@@ -349,10 +359,10 @@ def block_config(plan: KernelPlan, persistent_limit: int) -> dict[str, Any]:
             "grid": (-(-plan.xnumel // xblock),)}
 
 
-def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int
-                    ) -> TritonKernel:
+def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
+                    interpret: bool = False) -> TritonKernel:
     cfg = block_config(plan, persistent_limit)
-    gen = TritonKernelCodegen(plan, cfg["persistent"], cfg["RBLOCK"])
+    gen = TritonKernelCodegen(plan, cfg["persistent"], cfg["RBLOCK"], interpret)
     lines = gen.generate(header)
     meta = {"XBLOCK": cfg["XBLOCK"]}
     numels = [plan.xnumel]

@@ -98,10 +98,14 @@ class _OpsProxy:
     """`ops.add(a, b)` calls `add` on the handler installed by `use_handler`."""
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
-        handler = _current.get(None)
-        if handler is None:
-            raise RuntimeError(f"ops.{name} called outside `use_handler`")
-        return getattr(handler, name)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            handler = _current.get(None)
+            if handler is None:
+                raise RuntimeError(f"ops.{name} called outside `use_handler`")
+            return getattr(handler, name)(*args, **kwargs)
+
+        call.__name__ = name
+        return call
 
 
 ops = _OpsProxy()

@@ -1,0 +1,289 @@
+"""C++ kernels for the CPU: an OpenMP-parallel loop over outputs, inner loops over the
+reduction, scalar code that g++ vectorizes (`omp simd` where the loop allows it).
+
+Every kernel is an `extern "C"` function of raw pointers; the wrapper calls it through
+ctypes. 16-bit floats are computed in float: `_Float16` converts implicitly, bfloat16
+goes through two small helpers.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import sympy
+import torch
+
+from compiler.codegen.common import KernelPlan, Lines, Scope, Var
+from compiler.codegen.kernel import KernelCodegen
+from compiler.ir.indexing import cexpr
+from compiler.lowering.reductions import identity
+from compiler.schedule.nodes import SchedNode
+
+C_TYPE = {
+    torch.float32: "float", torch.float64: "double", torch.float16: "_Float16",
+    torch.bfloat16: "uint16_t", torch.int64: "int64_t", torch.int32: "int32_t",
+    torch.int16: "int16_t", torch.int8: "int8_t", torch.uint8: "uint8_t", torch.bool: "bool",
+}
+
+PRELUDE = r"""#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+template <typename T> static inline T ks_max(T a, T b) { return (a != a || a > b) ? a : b; }
+template <typename T> static inline T ks_min(T a, T b) { return (a != a || a < b) ? a : b; }
+template <typename T> static inline T ks_floordiv(T a, T b) {
+  T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static inline float ks_bf16_to_float(uint16_t v) {
+  uint32_t bits = static_cast<uint32_t>(v) << 16; float f; std::memcpy(&f, &bits, 4); return f;
+}
+static inline uint16_t ks_float_to_bf16(float f) {
+  uint32_t bits; std::memcpy(&bits, &f, 4);
+  if (f != f) return 0x7fc0;
+  bits += 0x7fff + ((bits >> 16) & 1);  // round to nearest even
+  return static_cast<uint16_t>(bits >> 16);
+}
+"""
+
+FORMATS = {
+    "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "truediv": "{0} / {1}",
+    "floordiv": "ks_floordiv({0}, {1})", "mod": "{0} % {1}", "fmod": "std::fmod({0}, {1})",
+    "pow": "std::pow({0}, {1})", "maximum": "ks_max({0}, {1})", "minimum": "ks_min({0}, {1})",
+    "atan2": "std::atan2({0}, {1})",
+    "eq": "{0} == {1}", "ne": "{0} != {1}", "lt": "{0} < {1}", "le": "{0} <= {1}",
+    "gt": "{0} > {1}", "ge": "{0} >= {1}",
+    "logical_and": "{0} && {1}", "logical_or": "{0} || {1}", "logical_xor": "{0} != {1}",
+    "bitwise_and": "{0} & {1}", "bitwise_or": "{0} | {1}", "bitwise_xor": "{0} ^ {1}",
+    "logical_not": "!{0}", "bitwise_not": "~{0}",
+    "neg": "-{0}", "abs": "std::abs({0})", "exp": "std::exp({0})", "exp2": "std::exp2({0})",
+    "expm1": "std::expm1({0})", "log": "std::log({0})", "log1p": "std::log1p({0})",
+    "log2": "std::log2({0})", "sqrt": "std::sqrt({0})",
+    "rsqrt": "1 / std::sqrt({0})", "sin": "std::sin({0})", "cos": "std::cos({0})",
+    "tan": "std::tan({0})", "tanh": "std::tanh({0})",
+    "sigmoid": "1 / (1 + std::exp(-{0}))", "erf": "std::erf({0})",
+    "floor": "std::floor({0})", "ceil": "std::ceil({0})", "trunc": "std::trunc({0})",
+    "round": "std::nearbyint({0})", "reciprocal": "1 / {0}",
+    "sign": "(({0} > 0) - ({0} < 0))", "isnan": "std::isnan({0})",
+    "isinf": "std::isinf({0})", "relu": "ks_max({0}, decltype({0})(0))",
+    "asin": "std::asin({0})", "acos": "std::acos({0})", "atan": "std::atan({0})",
+    "sinh": "std::sinh({0})", "cosh": "std::cosh({0})",
+    "where": "{0} ? {1} : {2}",
+}
+COMBINE = {"sum": "{0} + {1}", "max": "ks_max({0}, {1})", "min": "ks_min({0}, {1})",
+           "prod": "{0} * {1}", "any": "{0} || {1}", "all": "{0} && {1}"}
+OMP_OP = {"sum": "+", "max": "max", "min": "min", "prod": "*"}
+
+
+@dataclass
+class CppKernel:
+    name: str
+    source: str
+    line_map: list[dict[str, Any]]
+    args: list[str] = field(default_factory=list)
+
+
+def compute_type(dtype: torch.dtype) -> str:
+    return "float" if dtype in (torch.float16, torch.bfloat16) else C_TYPE[dtype]
+
+
+def literal(value: Any, dtype: torch.dtype) -> str:
+    ctype = compute_type(dtype)
+    if dtype == torch.bool:
+        return "true" if value else "false"
+    if dtype.is_floating_point:
+        v = float(value)
+        if math.isinf(v):
+            sign = "" if v > 0 else "-"
+            return f"{sign}std::numeric_limits<{ctype}>::infinity()"
+        if math.isnan(v):
+            return f"std::numeric_limits<{ctype}>::quiet_NaN()"
+        return f"static_cast<{ctype}>({v!r})"
+    return f"static_cast<{ctype}>({int(value)})"
+
+
+class CppKernelCodegen(KernelCodegen):
+    def __init__(self, plan: KernelPlan) -> None:
+        super().__init__(plan, persistent=False)
+        self.pre: Lines | None = None
+        self.post: Lines | None = None
+        self.simd: list[str] = []  # omp reduction clauses of the open loop
+
+    def fmt(self, name: str, args: Sequence[Var]) -> str:
+        return FORMATS[name].format(*[a.name for a in args])
+
+    def fmt_constant(self, value: Any, dtype: torch.dtype) -> str:
+        return literal(value, dtype)
+
+    def constant(self, value: Any, dtype: torch.dtype) -> Var:
+        return Var(literal(value, dtype), dtype, "x")
+
+    def fmt_cast(self, x: Var, dtype: torch.dtype) -> str:
+        return f"static_cast<{compute_type(dtype)}>({x.name})"
+
+    def fmt_index(self, expr: sympy.Expr) -> str:
+        return cexpr(expr)
+
+    def fmt_index_value(self, expr: sympy.Expr, dtype: torch.dtype) -> str:
+        return f"static_cast<{compute_type(dtype)}>({cexpr(expr)})"
+
+    def write_assign(self, var: Var, expr: str) -> None:
+        self.scope.lines.write(f"auto {var.name} = {expr};", self.origins(), self.buffer_names())
+
+    def write_index_var(self, lines: Lines, name: str, text: str) -> None:
+        lines.write(f"const int64_t {name} = {text};")
+
+    def load_external(self, name: str, index: sympy.Expr) -> Var:
+        index = self.name_subterms(index)
+        buf = self.plan.buffers[name]
+        expr = f"{self.args[name]}[{cexpr(index)}]"
+        if buf.dtype == torch.bfloat16:
+            expr = f"ks_bf16_to_float({expr})"
+        elif buf.dtype == torch.float16:
+            expr = f"static_cast<float>({expr})"
+        domain = "r" if any(str(s).startswith("r") for s in index.free_symbols) else "x"
+        return self.emit(expr, buf.dtype, domain)
+
+    def store(self, name: str, index: sympy.Expr, value: Var) -> None:
+        index = self.name_subterms(index)
+        dtype = self.plan.buffers[name].dtype
+        v = value.name
+        if dtype == torch.bfloat16:
+            v = f"ks_float_to_bf16({v})"
+        elif value.dtype != dtype or dtype == torch.float16:
+            v = f"static_cast<{C_TYPE[dtype]}>({v})"
+        lines = self.post if (self.post is not None and value.domain == "x"
+                              and self.plan.kind == "reduction") else self.scope.lines
+        lines.write(f"{self.args[name]}[{cexpr(index)}] = {v};",
+                    self.origins() or tuple(sorted(self.plan.written[name].origins)), (name,))
+
+    def masked_body(self, mask: Var, body: Callable[[], Any], other: Any) -> Var:
+        outer = self.scope
+        inner_lines = Lines()
+        self.scope = Scope(inner_lines, outer)
+        try:
+            value = body()
+        finally:
+            self.scope = outer
+        if not isinstance(value, Var):
+            value = self.constant(value, torch.float32)
+        var = Var(self.new_var(), value.dtype, "r" if "r" in (mask.domain, value.domain) else "x")
+        lines = outer.lines
+        lines.write(f"{compute_type(value.dtype)} {var.name} = {literal(other, value.dtype)};",
+                    self.origins())
+        lines.write(f"if ({mask.name}) {{")
+        with lines.indent():
+            lines.extend(inner_lines)
+            lines.write(f"{var.name} = {value.name};", self.origins())
+        lines.write("}")
+        return var
+
+    def reduce(self, node: SchedNode, value: Var) -> Var:
+        assert self.pre is not None and self.post is not None
+        data = node.buffer.data  # type: ignore[attr-defined]
+        rtype, src = data.reduction_type, value.dtype
+        origins = self.origins() or tuple(sorted(node.buffer.origins))
+        ctype = compute_type(src)
+        result = Var(self.new_var(), node.buffer.dtype, "x")
+        acc = f"acc_{result.name}"
+        self.pre.write(f"{ctype} {acc} = {literal(identity(rtype, src), src)};", origins,
+                       (node.name,))
+        lines = self.scope.lines
+        if rtype in ("argmax", "argmin"):
+            cmp = ">" if rtype == "argmax" else "<"
+            self.pre.write(f"int64_t {acc}_idx = 0;", origins, (node.name,))
+            lines.write(f"if ({value.name} {cmp} {acc} || ({acc}_idx == 0 && rindex == 0)) "
+                        f"{{ {acc} = {value.name}; {acc}_idx = rindex; }}", origins, (node.name,))
+            self.post.write(f"auto {result.name} = {acc}_idx;", origins, (node.name,))
+            self.simd.append("")  # comparisons with a branch: no simd clause
+            return result
+        lines.write(f"{acc} = {COMBINE[rtype].format(acc, value.name)};", origins, (node.name,))
+        self.post.write(f"auto {result.name} = {acc};", origins, (node.name,))
+        self.simd.append(f"reduction({OMP_OP[rtype]}:{acc})" if rtype in OMP_OP else "")
+        return result
+
+    # -- assembling the kernel ----------------------------------------------------------
+    def generate(self, header: list[str]) -> Lines:
+        plan = self.plan
+        out = Lines()
+        params = [f"const {C_TYPE[plan.buffers[b].dtype]}* __restrict__ {self.args[b]}"
+                  for b in plan.inputs]
+        params += [f"{C_TYPE[plan.buffers[b].dtype]}* __restrict__ {self.args[b]}"
+                   for b in plan.stores]
+        out.write(f'extern "C" void {plan.name}({", ".join(params)})')
+        out.write("{")
+        with out.indent():
+            for h in header:
+                out.write(f"// {h}")
+            body = self._pointwise_body() if plan.kind == "pointwise" else self._reduction_body()
+            out.extend(body)
+        out.write("}")
+        return out
+
+    def _pointwise_body(self) -> Lines:
+        for node in self.plan.nodes:
+            self.codegen_node(node)
+        out = Lines()
+        if self.plan.xnumel >= 4096:
+            out.write("#pragma omp parallel for simd")
+        out.write(f"for (int64_t xindex = 0; xindex < {self.plan.xnumel}; xindex++)")
+        out.write("{")
+        with out.indent():
+            out.extend(self.prologue)
+            out.extend(self.body)
+        out.write("}")
+        return out
+
+    def _reduction_body(self) -> Lines:
+        inner = Lines()
+        single_row = self.plan.xnumel == 1
+        for kind, nodes in self.segments():
+            if kind == "x":
+                self.scope = Scope(inner, self.kernel_scope)
+                self.pre = self.post = None
+                for node in nodes:
+                    self.codegen_node(node)
+                continue
+            self.pre, loop, self.post = Lines(), Lines(), Lines()
+            self.r_index_lines, self.r_index_scope = Lines(), {}
+            self.scope = Scope(loop, self.kernel_scope)
+            self.simd = []
+            for node in nodes:
+                self.codegen_node(node)
+            inner.extend(self.pre)
+            clauses = [c for c in self.simd if c]
+            plain = all(self.simd) and self.simd
+            stores = any(n.name in self.plan.stores and n.kind != "reduction" for n in nodes)
+            if single_row and plain and not stores and self.plan.rnumel >= 4096:
+                inner.write(f"#pragma omp parallel for {' '.join(clauses)}")
+            elif plain or (not self.simd):
+                inner.write(f"#pragma omp simd {' '.join(clauses)}".rstrip())
+            inner.write(f"for (int64_t rindex = 0; rindex < {self.plan.rnumel}; rindex++)")
+            inner.write("{")
+            with inner.indent():
+                inner.extend(self.r_index_lines)
+                inner.extend(loop)
+            inner.write("}")
+            inner.extend(self.post)
+            self.pre = self.post = None
+        out = Lines()
+        if not single_row:
+            out.write("#pragma omp parallel for")
+        out.write(f"for (int64_t xindex = 0; xindex < {self.plan.xnumel}; xindex++)")
+        out.write("{")
+        with out.indent():
+            out.extend(self.prologue)
+            out.extend(inner)
+        out.write("}")
+        return out
+
+
+def generate_cpp(plan: KernelPlan, header: list[str]) -> CppKernel:
+    gen = CppKernelCodegen(plan)
+    lines = gen.generate(header)
+    line_map = [{"line": i + 1, "origins": list(ln.origins), "buffers": list(ln.buffers)}
+                for i, ln in enumerate(lines.lines) if ln.origins or ln.buffers]
+    return CppKernel(plan.name, lines.text(), line_map, plan.inputs + plan.stores)

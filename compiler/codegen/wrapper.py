@@ -1,0 +1,140 @@
+"""The Python wrapper: allocate, launch, free, return.
+
+The wrapper is built as a list of lines from the schedule and the memory plan, the way
+the plan says: `AllocLine`s before the kernel that first writes a buffer (or a reuse of
+a dead buffer's storage), the kernel or extern call, `del` after a buffer's last use.
+Each line remembers which kernel it launches, for the `codegen` event's line map.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from compiler.codegen.common import Lines
+from compiler.ir.nodes import ExternKernel, ExternOutput, Stored, TensorArg
+from compiler.lowering.graph import LoweredGraph
+from compiler.schedule.memory import MemoryPlan
+from compiler.schedule.scheduler import Schedule
+
+TRITON_IMPORTS = """import triton
+import triton.language as tl
+try:
+    from triton.language.extra import libdevice
+except ImportError:  # older Triton
+    from triton.language.extra.cuda import libdevice
+
+
+@triton.jit
+def _prod(a, b):
+    return a * b
+"""
+
+
+def _pyval(v: Any) -> str:
+    if isinstance(v, TensorArg):
+        if v.is_plain():
+            return v.name
+        return f"reinterpret({v.name}, {tuple(v.size)}, {tuple(v.stride)}, {v.offset})"
+    if isinstance(v, torch.dtype):
+        return str(v)
+    if isinstance(v, torch.device):
+        return f"device({str(v)!r})"
+    if isinstance(v, (list, tuple)):
+        inner = ", ".join(_pyval(x) for x in v)
+        return f"[{inner}]" if isinstance(v, list) else f"({inner}{',' if len(v) == 1 else ''})"
+    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+        return f"float({str(v)!r})"
+    if isinstance(v, (torch.layout, torch.memory_format)):
+        return str(v)
+    return repr(v)
+
+
+def _op_path(op: Any) -> str:
+    if hasattr(op, "_schema"):
+        ns, name = op._schema.name.split("::")
+        return f"torch.ops.{ns}.{name}.{op._overloadname}"
+    return f"torch.ops.{op}"
+
+
+def generate_wrapper(graph: LoweredGraph, sched: Schedule, memory: MemoryPlan,
+                     backend: str, kernel_sources: list[str], launches: dict[str, str],
+                     lib_path: str | None) -> tuple[str, list[dict[str, Any]]]:
+    out = Lines()
+    out.write(f"# Kernelscope wrapper ({backend}): {len(sched.steps)} steps")
+    out.write("import torch")
+    out.write("from compiler.runtime.support import cpp_kernel, device, empty_strided, ptr, "
+              "reinterpret")
+    if backend == "triton":
+        for line in TRITON_IMPORTS.splitlines():
+            out.write(line)
+        for src in kernel_sources:
+            out.write("")
+            out.write("")
+            for line in src.rstrip().splitlines():
+                out.write(line)
+    else:
+        out.write("from compiler.runtime.cpp_build import load_library")
+        out.write("")
+        out.write(f"_lib = load_library({lib_path!r})")
+        for step in sched.steps:
+            if step.plan is not None:
+                n = len(step.plan.inputs) + len(step.plan.stores)
+                out.write(f"{step.name} = cpp_kernel(_lib, {step.name!r}, {n})")
+    out.write("")
+    out.write("")
+    out.write("def call(args):")
+    with out.indent():
+        names = [b.name for b in graph.inputs]
+        if names:
+            out.write(f"{', '.join(names)}, = args")
+        out.write("args.clear()")
+        for i, step in enumerate(sched.steps):
+            _write_allocations(out, sched, memory, step.writes(), step.name)
+            if step.plan is not None:
+                out.write(launches[step.name], (), (step.name,))
+            else:
+                _write_extern(out, sched, step)
+            for name in memory.frees.get(i, []):
+                out.write(f"del {name}")
+        out.write(f"return ({''.join(_output(o) + ', ' for o in graph.outputs)})")
+    source = out.text()
+    line_map = [{"line": i + 1, "kernel": ln.buffers[0]}
+                for i, ln in enumerate(out.lines) if ln.buffers]
+    return source, line_map
+
+
+def _write_allocations(out: Lines, sched: Schedule, memory: MemoryPlan, writes: list[str],
+                       step: str) -> None:
+    for name in writes:
+        plan = memory.plan_of(name)
+        if plan is None or plan.allocated_by != "wrapper":
+            continue
+        lay = sched.buffers[name].layout
+        if plan.reused_from:
+            out.write(f"{name} = reinterpret({plan.reused_from}, {tuple(lay.size)}, "
+                      f"{tuple(lay.stride)}); del {plan.reused_from}  # reuse")
+        else:
+            out.write(f"{name} = empty_strided({tuple(lay.size)}, {tuple(lay.stride)}, "
+                      f"device={lay.device!r}, dtype={lay.dtype})")
+
+
+def _write_extern(out: Lines, sched: Schedule, step: Any) -> None:
+    ext: ExternKernel = step.extern
+    args = ", ".join(_pyval(a) for a in ext.args)
+    kwargs = "".join(f", {k}={_pyval(v)}" for k, v in ext.kwargs.items())
+    if ext.kwargs and not args:
+        kwargs = kwargs[2:]
+    out.write(f"{ext.name} = {_op_path(ext.op)}({args}{kwargs})", (), (step.name,))
+    for child in ext.outputs:
+        buf = sched.buffers[child]
+        assert isinstance(buf, ExternOutput)
+        out.write(f"{child} = {ext.name}[{buf.item}]")
+
+
+def _output(o: Any) -> str:
+    if isinstance(o, Stored):
+        arg = o.as_arg()
+        return _pyval(arg)
+    return _pyval(o)

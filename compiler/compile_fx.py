@@ -1,0 +1,234 @@
+"""One FX graph down the pipeline: lower, schedule, plan memory, generate, build.
+
+`GraphWork` carries one graph's artifacts from stage to stage; each stage function fills
+in its part and returns the JSON its event carries for this graph. `compile_fx` runs
+them all (the torch.compile backend path); `pipeline.py` runs them one stage at a time
+across all graphs so each stage can be reported as it finishes.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+import torch.fx
+
+from compiler.codegen.cpp import PRELUDE, generate_cpp
+from compiler.codegen.triton import generate_triton
+from compiler.codegen.wrapper import generate_wrapper
+from compiler.capture.fxgraph import node_lines, target_name
+from compiler.ir.handlers import describe, dtype_name
+from compiler.ir.indexing import index_vars, pexpr
+from compiler.ir.nodes import ComputedBuffer, ExternKernel, ExternOutput, Reduction
+from compiler.lowering.graph import GraphLowering, LoweredGraph
+from compiler.options import CompileOptions
+from compiler.runtime import loader
+from compiler.schedule.memory import MemoryPlan, plan_memory
+from compiler.schedule.scheduler import Schedule, schedule, schedule_json
+
+
+@dataclass
+class GraphWork:
+    gid: int
+    gm: torch.fx.GraphModule
+    example_inputs: list[Any]
+    options: CompileOptions
+    filename: str | None = None
+    code_lines: list[str] = field(default_factory=list)
+    lines: dict[str, int | None] = field(default_factory=dict)
+    op_names: dict[str, str] = field(default_factory=dict)
+    backend: str = "cpp"
+    lowered: LoweredGraph | None = None
+    sched: Schedule | None = None
+    memory: MemoryPlan | None = None
+    kernels: list[Any] = field(default_factory=list)
+    wrapper: str = ""
+    wrapper_line_map: list[dict[str, Any]] = field(default_factory=list)
+    cpp_source: str = ""
+    compiled: loader.CompiledGraph | None = None
+
+    def __post_init__(self) -> None:
+        self.lines = node_lines(self.gm, self.filename)
+        self.op_names = {n.name: _op_short(n.target) for n in self.gm.graph.nodes
+                         if n.op == "call_function"}
+
+    def describe_origin(self, name: str) -> str:
+        line = self.lines.get(name)
+        if line is None:
+            return name
+        text = self.code_lines[line - 1].strip() if line <= len(self.code_lines) else ""
+        return f"{name} (line {line}: {text})" if text else f"{name} (line {line})"
+
+    def origin_lines(self, origins: Any) -> list[int]:
+        return sorted({ln for o in origins if (ln := self.lines.get(o)) is not None})
+
+
+def _op_short(target: Any) -> str:
+    return target_name(target).split(".")[1] if "." in target_name(target) else \
+        target_name(target)
+
+
+def choose_backend(options: CompileOptions, device: str) -> str:
+    if device == "cuda":
+        if options.backend == "cpp":
+            raise ValueError("the C++ backend runs on the CPU; use --backend triton for cuda")
+        return "triton"
+    return "triton" if options.backend == "triton" else "cpp"
+
+
+# -- stages ------------------------------------------------------------------------------
+def lower(work: GraphWork) -> dict[str, Any]:
+    lowering = GraphLowering(work.gm, work.example_inputs, work.lines,
+                             split_reductions=work.options.split_reductions)
+    work.lowered = lowered = lowering.run()
+    work.backend = choose_backend(work.options, lowered.device)
+    buffers = [_buffer_json(work, b) for b in lowered.buffers]
+    return {
+        "id": work.gid,
+        "buffers": buffers,
+        "inputs": [{"name": b.name, "size": list(b.layout.size), "stride": list(b.layout.stride),
+                    "dtype": dtype_name(b.dtype)} for b in lowered.inputs],
+        "outputs": sorted(lowered.output_names()),
+        "fallbacks": [{"op": f.op, "node": f.node, "buffer": f.buffer, "reason": f.reason,
+                       "line": work.lines.get(f.node)} for f in lowered.fallbacks],
+    }
+
+
+def _buffer_json(work: GraphWork, b: Any) -> dict[str, Any]:
+    lay = b.layout
+    out: dict[str, Any] = {
+        "name": b.name, "kind": b.kind, "size": list(lay.size), "stride": list(lay.stride),
+        "dtype": dtype_name(lay.dtype), "device": lay.device,
+        "origins": sorted(b.origins), "lines": work.origin_lines(b.origins),
+    }
+    if isinstance(b, ComputedBuffer) and b.data is not None:
+        data = b.data
+        red = isinstance(data, Reduction)
+        out.update(describe(data))
+        out.update({
+            "ranges": list(data.ranges),
+            "reduction_ranges": list(data.reduction_ranges) if red else [],
+            "reduction_type": data.reduction_type if red else None,
+            "write_index": pexpr(lay.index(index_vars("i", len(data.ranges)))),
+            "realized": b.realized,
+        })
+    elif isinstance(b, ExternKernel):
+        out["extern"] = {"op": target_name(b.op), "fallback": b.fallback,
+                         "args": [_arg_text(a) for a in b.args]}
+        out["realized"] = "extern call" if not b.fallback else "fallback to ATen"
+    elif isinstance(b, ExternOutput):
+        out["extern_output"] = {"parent": b.parent, "item": b.item}
+    return out
+
+
+def _arg_text(a: Any) -> str:
+    name = getattr(a, "name", None)
+    if name is not None and hasattr(a, "size"):
+        return name
+    if isinstance(a, (list, tuple)):
+        return "[" + ", ".join(_arg_text(x) for x in a) + "]"
+    return repr(a)
+
+
+def schedule_stage(work: GraphWork) -> dict[str, Any]:
+    assert work.lowered is not None
+    work.sched = schedule(work.lowered, work.backend, work.options.fusion,
+                          work.options.persistent_rblock, work.op_names)
+    return {"id": work.gid, **schedule_json(work.sched, work.lines)}
+
+
+def memory_stage(work: GraphWork) -> dict[str, Any]:
+    assert work.lowered is not None and work.sched is not None
+    sched, lowered = work.sched, work.lowered
+    steps = [(s.writes(), s.reads()) for s in sched.steps]
+    keep = set(lowered.output_names())
+    for s in sched.steps:  # ATen fallbacks may return views of their inputs: keep them
+        if s.extern is not None and s.extern.fallback:
+            keep |= s.reads() | set(s.writes())
+    work.memory = mem = plan_memory(steps, sched.buffers, keep, sched.removed,
+                                    work.options.memory_reuse)
+    for p in mem.buffers:
+        p.output = p.name in lowered.output_names()
+    return {"id": work.gid, "steps": [s.name for s in sched.steps],
+            "buffers": [p.to_json() for p in mem.buffers],
+            "peak_bytes": mem.peak_bytes, "peak_bytes_no_reuse": mem.peak_bytes_no_reuse,
+            "frees": {str(k): v for k, v in mem.frees.items()}}
+
+
+def codegen_stage(work: GraphWork) -> dict[str, Any]:
+    assert work.sched is not None and work.memory is not None and work.lowered is not None
+    interpret = work.backend == "triton" and work.lowered.device == "cpu"
+    kernels, launches, sources = [], {}, []
+    for step in work.sched.steps:
+        if step.plan is None:
+            continue
+        header = _header(work, step)
+        if work.backend == "triton":
+            k = generate_triton(step.plan, header, work.options.persistent_rblock, interpret)
+            meta = "".join(f", {m}={v}" for m, v in k.meta.items())
+            launches[step.name] = (f"{k.name}[{k.grid}]({', '.join(k.args)}, "
+                                   f"{', '.join(map(str, k.numels))}{meta}, "
+                                   f"num_warps={k.num_warps})")
+        else:
+            k = generate_cpp(step.plan, header)
+            launches[step.name] = f"{k.name}({', '.join(f'ptr({a})' for a in k.args)})"
+        kernels.append(k)
+        sources.append(k.source)
+    lib_path = None
+    if work.backend == "cpp":
+        work.cpp_source = PRELUDE + "\n" + "\n".join(sources)
+        lib_path = loader.cpp_library_path(work.cpp_source, work.options)
+    work.kernels = kernels
+    work.wrapper, work.wrapper_line_map = generate_wrapper(
+        work.lowered, work.sched, work.memory, work.backend, sources, launches, lib_path)
+    return {
+        "id": work.gid, "backend": work.backend, "triton_interpret": interpret,
+        "kernels": [{"name": k.name, "language": "python" if work.backend == "triton" else "cpp",
+                     "source": k.source, "line_map": _with_lines(work, k.line_map)}
+                    for k in kernels],
+        "wrapper": {"source": work.wrapper, "line_map": work.wrapper_line_map},
+    }
+
+
+def _header(work: GraphWork, step: Any) -> list[str]:
+    plan = step.plan
+    shape = f"{plan.xnumel} elements" if plan.kind == "pointwise" else \
+        f"{plan.xnumel} rows x {plan.rnumel}"
+    return [f"{plan.name}: {plan.kind}, {shape}",
+            f"buffers: {', '.join(n.name for n in plan.nodes)}"
+            + (f" (stored: {', '.join(plan.stores)})" if plan.stores else ""),
+            "fuses: " + "; ".join(work.describe_origin(o) for o in plan.origins)]
+
+
+def _with_lines(work: GraphWork, line_map: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**e, "lines": work.origin_lines(e["origins"])} for e in line_map]
+
+
+def build_stage(work: GraphWork, warmup: bool = True) -> dict[str, Any]:
+    work.compiled = compiled = loader.load_graph(work.wrapper, work.cpp_source, work.backend,
+                                                 work.options)
+    kernels = []
+    if warmup:
+        kernels = loader.warmup(compiled, work.example_inputs,
+                                [k.name for k in work.kernels])
+    return {"id": work.gid, "ms": compiled.ms, "cache_hit": compiled.cache_hit,
+            "path": str(compiled.path), "build_ms": compiled.build_ms, "kernels": kernels}
+
+
+def compile_fx(gm: torch.fx.GraphModule, example_inputs: list[Any],
+               options: CompileOptions, filename: str | None = None, gid: int = 0
+               ) -> Callable[..., Any]:
+    """Everything at once: the backend's path. Returns fn(*args) -> list of outputs."""
+    work = GraphWork(gid, gm, list(example_inputs), options, filename)
+    lower(work)
+    schedule_stage(work)
+    memory_stage(work)
+    codegen_stage(work)
+    build_stage(work, warmup=False)
+    assert work.compiled is not None
+    return work.compiled
+
+
+__all__ = ["GraphWork", "compile_fx", "os"]

@@ -1,0 +1,1 @@
+"""Runtime: the compile cache, building and loading kernels, timing, reference interpreter."""

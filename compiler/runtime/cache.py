@@ -1,0 +1,49 @@
+"""On-disk compile cache, keyed by generated source, options and tool versions.
+
+Generated wrappers and C++ libraries are written once under the cache directory and
+found again by content hash: recompiling the same graph costs a file lookup.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+from pathlib import Path
+
+import torch
+
+
+def cache_root(configured: str | None = None) -> Path:
+    root = configured or os.environ.get("KERNELSCOPE_CACHE")
+    path = Path(root) if root else Path.home() / ".cache" / "kernelscope"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def versions_key() -> str:
+    try:
+        import triton
+
+        tv = triton.__version__
+    except ImportError:
+        tv = "none"
+    return f"torch={torch.__version__};triton={tv};py={platform.python_version()}"
+
+
+def content_key(*parts: str) -> str:
+    h = hashlib.sha256()
+    for p in (*parts, versions_key()):
+        h.update(p.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:20]
+
+
+def write_once(path: Path, text: str) -> bool:
+    """Write `text` to `path` atomically unless it is already there; True if it was."""
+    if path.exists():
+        return True
+    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+    return False

@@ -1,0 +1,82 @@
+"""Timing kernels in place: proxies swapped into a wrapper module's globals.
+
+The wrapper looks kernels up as module globals at call time, so replacing them with
+proxies (for one call, then putting them back) times each launch without touching the
+generated code. On CUDA a launch is bracketed by events; on the CPU by a clock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Iterator
+
+import torch
+
+
+@dataclass
+class KernelTiming:
+    name: str
+    calls: list[float] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        first = self.calls[0] if self.calls else None
+        return {"name": self.name, "ms": round(first, 3) if first is not None else None,
+                **self.info}
+
+
+class _Timed:
+    def __init__(self, fn: Any, record: KernelTiming, cuda: bool) -> None:
+        self.fn, self.record, self.cuda = fn, record, cuda
+
+    def __getitem__(self, grid: Any) -> Any:
+        launcher = self.fn[grid]
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            return self._time(launcher, args, kwargs)
+
+        return run
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._time(self.fn, args, kwargs)
+
+    def _time(self, fn: Any, args: Any, kwargs: Any) -> Any:
+        if self.cuda:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        result = fn(*args, **kwargs)
+        if self.cuda:
+            torch.cuda.synchronize()
+        self.record.calls.append((time.perf_counter() - start) * 1000)
+        if result is not None and not self.record.info:
+            self.record.info = _compiled_info(result)
+        return result
+
+
+def _compiled_info(result: Any) -> dict[str, Any]:
+    info: dict[str, Any] = {}
+    for key, attr in (("registers", "n_regs"), ("spills", "n_spills")):
+        value = getattr(result, attr, None)
+        if isinstance(value, int):
+            info[key] = value
+    shared = getattr(getattr(result, "metadata", None), "shared", None)
+    if isinstance(shared, int):
+        info["shared_bytes"] = shared
+    return info
+
+
+@contextlib.contextmanager
+def instrument(module: ModuleType, names: list[str]) -> Iterator[dict[str, KernelTiming]]:
+    cuda = torch.cuda.is_available()
+    saved = {n: getattr(module, n) for n in names if hasattr(module, n)}
+    records = {n: KernelTiming(n) for n in saved}
+    try:
+        for n, fn in saved.items():
+            setattr(module, n, _Timed(fn, records[n], cuda))
+        yield records
+    finally:
+        for n, fn in saved.items():
+            setattr(module, n, fn)

@@ -1,0 +1,126 @@
+"""The scheduler: nodes -> fused groups -> named kernels in execution order.
+
+In: a LoweredGraph. Out: a `Schedule`: for each step, either a fused kernel (a
+KernelPlan for codegen) or an extern call, plus the fusion decisions and the buffers
+that fusion keeps out of memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from compiler.codegen.common import KernelPlan
+from compiler.ir.nodes import Buffer, ExternKernel
+from compiler.lowering.graph import LoweredGraph
+from compiler.schedule.fusion import Decision, Group, fuse
+from compiler.schedule.nodes import SchedNode, build_nodes
+
+
+@dataclass
+class Step:
+    name: str
+    kind: str  # "pointwise" | "reduction" | "extern"
+    group: Group
+    plan: KernelPlan | None = None  # None for extern steps
+
+    @property
+    def extern(self) -> ExternKernel | None:
+        buf = self.group.nodes[0].buffer
+        return buf if isinstance(buf, ExternKernel) else None
+
+    def writes(self) -> list[str]:
+        return [w for n in self.group.nodes for w in n.writes]
+
+    def reads(self) -> set[str]:
+        return self.group.reads() - set(self.writes())
+
+
+@dataclass
+class Schedule:
+    steps: list[Step]
+    decisions: list[Decision]
+    removed: set[str]
+    buffers: dict[str, Buffer] = field(default_factory=dict)
+
+
+def kernel_prefix(backend: str, kind: str, rnumel: int, persistent_limit: int) -> str:
+    if kind == "pointwise":
+        return f"{backend}_poi"
+    if backend == "triton" and rnumel <= persistent_limit:
+        return "triton_per"
+    return f"{backend}_red"
+
+
+def schedule(graph: LoweredGraph, backend: str, fusion: bool = True,
+             persistent_limit: int = 4096, op_names: dict[str, str] | None = None) -> Schedule:
+    nodes = build_nodes(graph)
+    buffers = {b.name: b for b in graph.inputs + graph.buffers}
+    sizes = {name: b.layout.nbytes() for name, b in buffers.items()}
+    result = fuse(nodes, sizes, enabled=fusion)
+    outputs = graph.output_names()
+    removed = _removed(result.groups, outputs)
+    steps: list[Step] = []
+    op_names = op_names or {}
+    for i, group in enumerate(result.groups):
+        kind = group.kind
+        ops = _op_names(group.nodes, op_names)
+        if kind == "extern":
+            ext = group.nodes[0].buffer
+            assert isinstance(ext, ExternKernel)
+            steps.append(Step(f"extern_{_short(ext.op)}_{i}", kind, group))
+            continue
+        x, r = group.shape
+        name = f"{kernel_prefix(backend, kind, r, persistent_limit)}_fused_{'_'.join(ops)}_{i}"
+        stores = [n.name for n in group.nodes if n.name not in removed]
+        plan = KernelPlan(name, kind, x, r, group.nodes, buffers, stores)
+        steps.append(Step(name, kind, group, plan))
+    return Schedule(steps, result.decisions, removed, buffers)
+
+
+def _removed(groups: list[Group], outputs: set[str]) -> set[str]:
+    """Buffers produced and consumed inside one kernel, and nowhere else."""
+    readers: dict[str, set[int]] = {}
+    for gi, g in enumerate(groups):
+        for r in g.reads():
+            readers.setdefault(r, set()).add(gi)
+    removed = set()
+    for gi, g in enumerate(groups):
+        if g.kind == "extern":
+            continue
+        for n in g.nodes:
+            if n.name not in outputs and readers.get(n.name, set()) <= {gi}:
+                removed.add(n.name)
+    return removed
+
+
+def _op_names(nodes: list[SchedNode], op_names: dict[str, str]) -> list[str]:
+    seen: list[str] = []
+    position = {name: i for i, name in enumerate(op_names)}
+    for n in nodes:
+        for origin in sorted(n.buffer.origins, key=lambda o: position.get(o, len(position))):
+            op = op_names.get(origin, origin.rstrip("0123456789_"))
+            if op not in seen:
+                seen.append(op)
+    return seen[:5] or ["kernel"]
+
+
+def _short(op: Any) -> str:
+    name = getattr(op, "__name__", str(op))
+    return name.split(".")[0]
+
+
+def schedule_json(s: Schedule, lines: dict[str, int | None]) -> dict[str, Any]:
+    kernels = []
+    for step in s.steps:
+        origins = sorted({o for n in step.group.nodes for o in n.buffer.origins})
+        x, r = step.group.shape
+        kernels.append({
+            "name": step.name, "kind": step.kind,
+            "buffers": [n.name for n in step.group.nodes],
+            "numel": x, "rnumel": r, "origins": origins,
+            "lines": sorted({ln for o in origins if (ln := lines.get(o)) is not None}),
+            "reads": sorted(step.reads()), "writes": step.writes(),
+        })
+    return {"kernels": kernels, "decisions": [d.to_json() for d in s.decisions],
+            "removed_buffers": sorted(s.removed)}
