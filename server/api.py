@@ -157,7 +157,7 @@ def health() -> Response:
         {
             "ok": True,
             "devices": state.devices(),
-            "versions": info.versions(),
+            "versions": info.versions(state.settings.repo_dir),
             "isolation": state.settings.isolation.mode,
             "sandbox": state.settings.isolation.to_json(),
             "limits": vars(state.settings.limits),

@@ -11,6 +11,7 @@ import ast
 import glob
 import importlib.metadata
 import platform
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -19,13 +20,17 @@ from typing import Any
 PACKAGES = ("torch", "triton", "flask", "pygments", "kernelscope")
 
 
-def versions() -> dict[str, str | None]:
+def versions(repo_dir: Path | None = None) -> dict[str, str | None]:
     out: dict[str, str | None] = {"python": platform.python_version()}
     for name in PACKAGES:
         try:
             out[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:
             out[name] = None
+    if out["kernelscope"] is None and repo_dir is not None:  # a checkout, not installed
+        init = repo_dir / "compiler" / "__init__.py"
+        found = re.search(r'__version__ = "([^"]+)"', init.read_text()) if init.exists() else None
+        out["kernelscope"] = found.group(1) if found else None
     return out
 
 

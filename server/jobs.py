@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SCHEMA_VERSION = 1
+MAX_FINISHED_JOBS = 200
 log = logging.getLogger(__name__)
 
 
@@ -214,10 +215,13 @@ class JobManager:
                     job.publish("done", {"ok": False})
 
     def _prune(self) -> None:
-        """Forget finished jobs older than the retention time (their traces are stored)."""
+        """Forget finished jobs past the retention time, or beyond the newest
+        MAX_FINISHED_JOBS (their traces are stored; their events can be megabytes)."""
+        finished = sorted(
+            (j.finished_at, k) for k, j in self.jobs.items() if j.finished_at is not None
+        )
         cutoff = time.time() - self.retention_s
-        stale = [
-            k for k, j in self.jobs.items() if j.finished_at is not None and j.finished_at < cutoff
-        ]
-        for key in stale:
-            del self.jobs[key]
+        excess = len(finished) - MAX_FINISHED_JOBS
+        for index, (finished_at, key) in enumerate(finished):
+            if finished_at < cutoff or index < excess:
+                del self.jobs[key]

@@ -188,3 +188,13 @@ def test_explain_names_what_happened() -> None:
     for (reason, sig, stderr), (kind, words) in cases.items():
         data = explain(reason, sig, stderr, job, limits)
         assert data["kind"] == kind and words in data["message"], (reason, sig, data)
+
+
+def test_finished_jobs_are_forgotten_but_traces_stay(client: FlaskClient, app) -> None:
+    manager = state(app).jobs
+    job_id = submit(client, "x = 1\n")
+    ident = stream(client, job_id)[-1]["data"]["trace_id"]
+    manager.retention_s = 0
+    submit(client, "x = 2\n")  # pruning happens on submit
+    assert client.get(f"/api/jobs/{job_id}").status_code == 404
+    assert client.get(f"/api/traces/{ident}").status_code == 200
