@@ -1,0 +1,84 @@
+// The server's HTTP API as the UI uses it. The event stream is read with fetch (not
+// EventSource) so a dropped connection ends the stream instead of silently replaying it.
+
+export class ApiError extends Error {
+  constructor(message, status, kind = "server") {
+    super(message);
+    this.status = status;
+    this.kind = kind;
+  }
+}
+
+async function request(method, url, body) {
+  let res;
+  try {
+    res = await fetch(url, {
+      method,
+      headers: body ? { "Content-Type": "application/json" } : {},
+      body: body ? JSON.stringify(body) : undefined,
+    });
+  } catch (err) {
+    throw new ApiError(`cannot reach the server (${err.message})`, 0, "network");
+  }
+  const text = await res.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch { data = null; }
+  if (!res.ok) {
+    const message = data?.error || data?.message || text.slice(0, 300) || res.statusText;
+    const kind = res.status === 429 || res.status === 503 ? "busy" : "server";
+    throw new ApiError(`${message} (HTTP ${res.status})`, res.status, data?.kind || kind);
+  }
+  return data;
+}
+
+export const getSamples = () => request("GET", "/api/samples");
+export const getHealth = () => request("GET", "/api/health");
+export const getTrace = (id) => request("GET", `/api/traces/${encodeURIComponent(id)}`);
+export const startCompile = (code, options) => request("POST", "/api/compile", { code, options });
+
+const highlightCache = new Map();
+
+// Pygments HTML for `code`, or null when the server cannot highlight it.
+export function highlight(code, language) {
+  const key = `${language}\u0000${code}`;
+  if (!highlightCache.has(key)) {
+    highlightCache.set(key, request("POST", "/api/highlight", { code, language })
+      .then((r) => r?.html ?? null)
+      .catch(() => null));
+  }
+  return highlightCache.get(key);
+}
+
+// Yields the StageEvents of a job as they arrive, through its final `done`.
+export async function* jobEvents(jobId, signal) {
+  let res;
+  try {
+    res = await fetch(`/api/jobs/${encodeURIComponent(jobId)}/events`, {
+      headers: { Accept: "text/event-stream" }, signal,
+    });
+  } catch (err) {
+    throw new ApiError(`cannot open the event stream (${err.message})`, 0, "network");
+  }
+  if (!res.ok) throw new ApiError(`event stream failed (HTTP ${res.status})`, res.status);
+  const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  let data = [];
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += value;
+    let nl;
+    while ((nl = buffer.indexOf("\n")) >= 0) {
+      const line = buffer.slice(0, nl).replace(/\r$/, "");
+      buffer = buffer.slice(nl + 1);
+      if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      else if (line === "" && data.length) {
+        const event = JSON.parse(data.join("\n"));
+        data = [];
+        yield event;
+        if (event.stage === "done") { reader.cancel().catch(() => {}); return; }
+      }
+    }
+  }
+  throw new ApiError("the event stream ended before the job finished", 0, "network");
+}

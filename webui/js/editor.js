@@ -1,0 +1,137 @@
+// The snippet editor: CodeMirror 6 with Python highlighting and line numbers, plus the
+// provenance layer: coloured backgrounds for lines that produced code, a stronger mark for
+// the selected lines, a red mark for the line an error names, and hover/click reporting.
+
+import {
+  EditorState, StateEffect, StateField, Compartment, RangeSetBuilder, EditorView, Decoration,
+  keymap, lineNumbers, highlightActiveLine, highlightActiveLineGutter, drawSelection,
+  defaultKeymap, history, historyKeymap, indentWithTab, HighlightStyle, syntaxHighlighting,
+  indentOnInput, bracketMatching, tags as t, python,
+} from "../vendor/codemirror.js";
+import { lineColour } from "./provenance.js";
+
+const highlightStyle = HighlightStyle.define([
+  { tag: t.keyword, color: "#c792ea" },
+  { tag: [t.controlKeyword, t.moduleKeyword, t.operatorKeyword], color: "#c792ea" },
+  { tag: [t.definition(t.variableName), t.function(t.definition(t.variableName))],
+    color: "#82aaff" },
+  { tag: [t.function(t.variableName), t.function(t.propertyName)], color: "#82aaff" },
+  { tag: t.propertyName, color: "#b2ccd6" },
+  { tag: [t.string, t.special(t.string)], color: "#c3e88d" },
+  { tag: [t.number, t.bool, t.null], color: "#f78c6c" },
+  { tag: t.comment, color: "#697098", fontStyle: "italic" },
+  { tag: [t.className, t.definition(t.className)], color: "#ffcb6b" },
+  { tag: t.self, color: "#ff5370" },
+  { tag: [t.operator, t.punctuation], color: "#89ddff" },
+]);
+
+const theme = EditorView.theme({
+  "&": { height: "100%", backgroundColor: "var(--bg-code)", color: "var(--fg)" },
+  ".cm-scroller": { fontFamily: "var(--mono)", fontSize: "13px", lineHeight: "1.55" },
+  ".cm-content": { caretColor: "#ffcc00" },
+  ".cm-gutters": { backgroundColor: "var(--bg-code)", color: "var(--fg-dim)", border: "none" },
+  ".cm-activeLine": { backgroundColor: "rgba(255,255,255,0.035)" },
+  ".cm-activeLineGutter": { backgroundColor: "transparent", color: "var(--fg)" },
+  "&.cm-focused .cm-selectionBackground, .cm-selectionBackground, ::selection":
+    { backgroundColor: "rgba(130,170,255,0.25)" },
+  "&.cm-focused": { outline: "none" },
+}, { dark: true });
+
+// The provenance decorations: {lines: Set, selected: Set, error: line|null}.
+const setMarks = StateEffect.define();
+const marksField = StateField.define({
+  create: () => Decoration.none,
+  update(decos, tr) {
+    for (const e of tr.effects) if (e.is(setMarks)) return buildDecos(tr.state, e.value);
+    return decos.map(tr.changes);
+  },
+  provide: (f) => EditorView.decorations.from(f),
+});
+
+function buildDecos(state, { lines, selected, error }) {
+  const builder = new RangeSetBuilder();
+  for (let n = 1; n <= state.doc.lines; n++) {
+    const classes = [];
+    if (lines.has(n)) classes.push("ks-pv");
+    if (selected.has(n)) classes.push("ks-hl");
+    if (error === n) classes.push("ks-err");
+    if (!classes.length) continue;
+    const attrs = { class: classes.join(" "), "data-line": String(n) };
+    if (lines.has(n)) attrs.style = `--pc: ${lineColour(n)}`;
+    builder.add(state.doc.line(n).from, state.doc.line(n).from, Decoration.line({ attributes: attrs }));
+  }
+  return builder.finish();
+}
+
+export class Editor {
+  constructor(parent, { onHoverLine, onClickLine, onRun }) {
+    this.readOnly = new Compartment();
+    this.marks = { lines: new Set(), selected: new Set(), error: null };
+    this.hoverLine = null;
+    const lineAt = (view, event) => {
+      const pos = view.posAtCoords({ x: event.clientX, y: event.clientY });
+      return pos === null ? null : view.state.doc.lineAt(pos).number;
+    };
+    this.view = new EditorView({
+      parent,
+      state: EditorState.create({
+        doc: "",
+        extensions: [
+          lineNumbers(), highlightActiveLineGutter(), history(), drawSelection(),
+          indentOnInput(), bracketMatching(), highlightActiveLine(), python(),
+          syntaxHighlighting(highlightStyle), theme, marksField,
+          EditorState.tabSize.of(4),
+          this.readOnly.of([]),
+          keymap.of([
+            { key: "Mod-Enter", run: () => { onRun(); return true; } },
+            ...defaultKeymap, ...historyKeymap, indentWithTab,
+          ]),
+          EditorView.domEventHandlers({
+            mousemove: (event, view) => {
+              const line = lineAt(view, event);
+              if (line !== this.hoverLine) {
+                this.hoverLine = line;
+                onHoverLine(line);
+              }
+            },
+            mouseleave: () => {
+              this.hoverLine = null;
+              onHoverLine(null);
+            },
+            click: (event, view) => onClickLine(lineAt(view, event)),
+          }),
+        ],
+      }),
+    });
+  }
+
+  get code() {
+    return this.view.state.doc.toString();
+  }
+
+  set code(text) {
+    this.view.dispatch({ changes: { from: 0, to: this.view.state.doc.length, insert: text } });
+  }
+
+  setReadOnly(flag) {
+    this.view.dispatch({ effects: this.readOnly.reconfigure(
+      flag ? [EditorState.readOnly.of(true), EditorView.editable.of(false)] : []) });
+    this.view.dom.classList.toggle("ks-readonly", flag);
+  }
+
+  // Updates the provenance marks; each argument left undefined keeps its value.
+  mark({ lines, selected, error } = {}) {
+    if (lines !== undefined) this.marks.lines = lines;
+    if (selected !== undefined) this.marks.selected = selected;
+    if (error !== undefined) this.marks.error = error;
+    this.view.dispatch({ effects: setMarks.of(this.marks) });
+  }
+
+  revealLine(n) {
+    if (n < 1 || n > this.view.state.doc.lines) return;
+    const line = this.view.state.doc.line(n);
+    this.view.dispatch({ selection: { anchor: line.from },
+      effects: EditorView.scrollIntoView(line.from, { y: "center" }) });
+    this.view.focus();
+  }
+}

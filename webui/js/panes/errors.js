@@ -1,0 +1,30 @@
+// The error banner: an `error` event (or a failure to reach the server) shown with its
+// kind, stage, message and source line; the traceback folded underneath.
+
+import { h, clear } from "../dom.js";
+
+export class ErrorBanner {
+  constructor({ onLine }) {
+    this.onLine = onLine;
+    this.el = h("div.error-banner", { hidden: true, role: "alert" });
+  }
+
+  reset() {
+    this.el.hidden = true;
+    clear(this.el);
+  }
+
+  show({ kind, stage, message, line, traceback, kernel }) {
+    this.el.hidden = false;
+    clear(this.el,
+      h("div.error-head",
+        h("span.error-kind", kind ?? "error"),
+        stage ? h("span.error-stage", `in ${stage}`) : null,
+        kernel ? h("span.error-stage", `kernel ${kernel}`) : null,
+        line ? h("a.error-line", { href: "#", onclick: (e) => { e.preventDefault(); this.onLine(line); } },
+          `line ${line}`) : null,
+        h("button.close", { title: "Dismiss", onclick: () => { this.el.hidden = true; } }, "×")),
+      h("div.error-message", message ?? ""),
+      traceback ? h("details", h("summary", "traceback"), h("pre", traceback)) : null);
+  }
+}

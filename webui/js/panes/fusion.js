@@ -1,0 +1,100 @@
+// Fusion pane: the kernels the scheduler formed (in execution order, with their buffers)
+// and every fusion decision it tried, accepted or refused, with its reason and score.
+
+import { h, clear, empty, badge, fmtBytes } from "../dom.js";
+import { lineColour, fromBuffer, fromKernel, union } from "../provenance.js";
+
+export class FusionPane {
+  id = "fusion";
+  title = "Fusion";
+
+  constructor(ctx) {
+    this.ctx = ctx;
+    this.el = h("div.pane-body.fusion-pane");
+    this.rows = [];
+    this.reset();
+  }
+
+  reset() {
+    this.rows = [];
+    delete this.el.dataset.filled;
+    clear(this.el, empty("Kernels and fusion decisions appear here after scheduling."));
+  }
+
+  update(trace, stage) {
+    if (stage === "scheduling") this.render(trace);
+  }
+
+  hoverable(row, selectionOf) {
+    row.addEventListener("mouseenter", () => this.ctx.hover(selectionOf()));
+    row.addEventListener("mouseleave", () => this.ctx.unhover());
+    row.addEventListener("click", () => this.ctx.pin(selectionOf()));
+    return row;
+  }
+
+  render(trace) {
+    this.rows = [];
+    const sections = trace.graphs("scheduling").map((g) => {
+      const accepted = g.decisions.filter((d) => d.fused).length;
+      return h("section",
+        h("h3", `Graph ${g.id} · ${g.kernels.length} kernels`,
+          h("span.hint", `${g.decisions.length} fusions tried: ${accepted} accepted, ` +
+            `${g.decisions.length - accepted} refused`)),
+        h("h4", "Kernels, in execution order"), this.kernelTable(g),
+        h("h4", "Fusion decisions, in the order tried"), this.decisionTable(g),
+        g.removed_buffers?.length
+          ? h("p.note", `Never stored (produced and consumed inside one kernel): ${g.removed_buffers.join(", ")}`)
+          : null);
+    });
+    clear(this.el, sections);
+    this.el.dataset.filled = "true";
+    this.select(this.ctx.current());
+  }
+
+  kernelTable(g) {
+    const rows = g.kernels.map((k, i) => {
+      const tr = h("tr", { dataset: { kernel: `${g.id}:${k.name}` } },
+        h("td.num", i),
+        h("td", h("span.chip", { style: { "--kc": this.ctx.kernelColour(g.id, k.name) } }, k.name),
+          h("div.origins", `FX: ${k.origins.join(", ")}`)),
+        h("td", badge(k.kind, k.kind)),
+        h("td.num", k.rnumel > 1 ? `${k.numel} × ${k.rnumel}` : k.numel),
+        h("td", k.buffers.join(", ")),
+        h("td", k.lines.map((l) => h("span.line-chip", { style: { "--pc": lineColour(l) } }, l))));
+      this.rows.push({ tr, kernel: `${g.id}:${k.name}` });
+      return this.hoverable(tr, () => fromKernel(this.ctx.index(), g.id, k.name));
+    });
+    return h("table.grid",
+      h("thead", h("tr", ["#", "kernel (FX nodes)", "kind", "numel", "buffers", "lines"]
+        .map((c) => h("th", c)))),
+      h("tbody", rows));
+  }
+
+  decisionTable(g) {
+    if (!g.decisions.length) return h("p.note", "No fusion was tried.");
+    const rows = g.decisions.map((d, i) => {
+      const tr = h(`tr.${d.fused ? "accepted" : "refused"}`,
+        h("td.num", i + 1),
+        h("td", h("code", d.node1), " + ", h("code", d.node2)),
+        h("td", d.kind ?? ""),
+        h("td", d.fused ? badge("fused", "ok") : badge("refused", "bad")),
+        h("td.wrap", d.reason ?? ""),
+        h("td.num", d.score === null || d.score === undefined ? "–" : fmtBytes(d.score)));
+      this.rows.push({ tr, buffers: [`${g.id}:${d.node1}`, `${g.id}:${d.node2}`] });
+      return this.hoverable(tr, () => union(fromBuffer(this.ctx.index(), g.id, d.node1),
+        fromBuffer(this.ctx.index(), g.id, d.node2)));
+    });
+    return h("table.grid.decisions",
+      h("thead", h("tr", ["#", "pair", "kind", "result", "reason", "saves"]
+        .map((c) => h("th", c)))),
+      h("tbody", rows));
+  }
+
+  select(sel) {
+    for (const row of this.rows) {
+      const on = row.kernel ? sel.kernels.has(row.kernel)
+        : row.buffers.some((b) => sel.buffers.has(b));
+      row.tr.classList.toggle("hl", on);
+    }
+  }
+}

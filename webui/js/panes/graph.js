@@ -1,0 +1,258 @@
+// Graph pane: the FX graph of each captured graph (capture.graphs[].nodes/edges) and the
+// fused-kernel graph (scheduling kernels, edges from the buffers each kernel reads), both
+// laid out top-down by dagre. FX nodes are coloured by the kernel that computes them;
+// clicking a node shows its details and pins its provenance.
+
+import { h, clear, empty, shape } from "../dom.js";
+import { fromNode, fromKernel, fromBuffer } from "../provenance.js";
+
+const STYLE = [
+  { selector: "node", style: {
+    "background-color": "data(colour)", label: "data(label)", color: "#0b0e14",
+    "font-family": "DejaVu Sans Mono, Menlo, Consolas, monospace", "font-size": 11,
+    "text-wrap": "wrap", "text-valign": "center", "text-halign": "center",
+    shape: "round-rectangle", width: "data(w)", height: "data(hgt)",
+    "border-width": 1, "border-color": "#0d1117" } },
+  { selector: "node.io", style: { "background-color": "#2a3142", "border-color": "#6b7489",
+    "border-style": "dashed", "border-width": 1, color: "#c9cfdb" } },
+  { selector: "edge", style: {
+    width: 1.3, "line-color": "#4b5468", "target-arrow-color": "#4b5468",
+    "target-arrow-shape": "triangle", "curve-style": "bezier", "arrow-scale": 0.8,
+    label: "data(label)", "font-size": 9, color: "#9aa3b8",
+    "font-family": "DejaVu Sans Mono, Menlo, Consolas, monospace",
+    "text-background-color": "#10141c", "text-background-opacity": 1,
+    "text-background-padding": 2 } },
+  { selector: ".dim", style: { opacity: 0.28 } },
+  { selector: "node.hl", style: { "border-width": 3, "border-color": "#ffd166", opacity: 1 } },
+  { selector: "edge.hl", style: { "line-color": "#ffd166", "target-arrow-color": "#ffd166",
+    opacity: 1 } },
+  { selector: "node:selected", style: { "border-width": 3, "border-color": "#ffffff" } },
+];
+
+// Below this zoom labels cannot be read; a long graph is shown from its top instead.
+const MIN_READABLE_ZOOM = 0.8;
+
+const LAYOUT = { name: "dagre", rankDir: "TB", nodeSep: 18, rankSep: 34, edgeSep: 8,
+  padding: 16, animate: false };
+
+const short = (target) => String(target ?? "").replace(/^aten\./, "").replace(/\.default$/, "");
+
+function box(label) {
+  const lines = label.split("\n");
+  return { w: Math.max(...lines.map((l) => l.length)) * 6.9 + 18, hgt: lines.length * 14 + 12 };
+}
+
+export class GraphPane {
+  id = "graph";
+  title = "Graph";
+
+  constructor(ctx) {
+    this.ctx = ctx;
+    this.graphId = 0;
+    this.pick = h("select.graph-pick", { onchange: () => this.showGraph(Number(this.pick.value)) });
+    this.fxEl = h("div.cy");
+    this.kEl = h("div.cy");
+    this.details = h("div.details");
+    this.breaks = h("div.breaks");
+    this.el = h("div.pane-body.graph-pane");
+    this.reset();
+  }
+
+  reset() {
+    this.fx?.destroy();
+    this.kg?.destroy();
+    this.fx = this.kg = null;
+    this.trace = null;
+    delete this.el.dataset.filled;
+    clear(this.el, empty("The FX graph appears here after capture."));
+  }
+
+  update(trace, stage) {
+    this.trace = trace;
+    if (stage === "capture") this.build(trace);
+    if ((stage === "lowering" || stage === "scheduling") && trace.has("capture")) {
+      this.showGraph(this.graphId);
+    }
+  }
+
+  build(trace) {
+    const graphs = trace.graphs("capture");
+    clear(this.pick, graphs.map((g) => h("option", { value: g.id }, `graph ${g.id}`)));
+    const data = trace.data("capture");
+    clear(this.breaks, (data.graph_breaks ?? []).map((b) =>
+      h("div.break", h("b", "graph break"), ` line ${b.line ?? "?"}: ${b.reason}`)));
+    clear(this.el,
+      h("div.graph-col",
+        h("div.graph-title", "FX graph", graphs.length > 1 ? this.pick : null,
+          h("span.hint", "ATen ops · colour = kernel")),
+        this.fxEl, this.breaks),
+      h("div.graph-col.narrow",
+        h("div.graph-title", "Fused kernels", h("span.hint", "edges = buffers read")),
+        this.kEl, this.details));
+    this.showGraph(graphs[0]?.id ?? 0);
+    this.el.dataset.filled = "true";
+  }
+
+  async showGraph(id) {
+    this.graphId = id;
+    const cytoscape = await this.ctx.cytoscape();
+    const trace = this.trace;
+    const g = trace.graph("capture", id);
+    if (!g) return;
+    this.fx?.destroy();
+    this.fx = cytoscape({ container: this.fxEl, elements: this.fxElements(trace, g),
+      style: STYLE, layout: LAYOUT, minZoom: 0.1, maxZoom: 3 });
+    this.wire(this.fx, (node) => fromNode(this.ctx.index(), id, node.id()));
+    this.kg?.destroy();
+    this.kg = null;
+    if (trace.graph("scheduling", id)) {
+      this.kg = cytoscape({ container: this.kEl, elements: this.kernelElements(trace, id),
+        style: STYLE, layout: LAYOUT, minZoom: 0.1, maxZoom: 3 });
+      this.wire(this.kg, (node) => node.data("kind") === "kernel"
+        ? fromKernel(this.ctx.index(), id, node.id())
+        : fromBuffer(this.ctx.index(), id, node.id()));
+    }
+    this.select(this.ctx.current());
+    this.shown();
+  }
+
+  fxElements(trace, g) {
+    const nodeKernel = new Map();
+    for (const k of trace.graph("scheduling", g.id)?.kernels ?? []) {
+      for (const o of k.origins) if (!nodeKernel.has(o)) nodeKernel.set(o, k.name);
+    }
+    const nodes = g.nodes.map((n) => {
+      const io = n.op !== "call_function";
+      const label = io ? n.name : `${n.name}\n${short(n.target)}`;
+      const kernel = nodeKernel.get(n.name);
+      const colour = kernel ? this.ctx.kernelColour(g.id, kernel) : "#3a4256";
+      return { group: "nodes", classes: io ? "io" : "",
+        data: { id: n.name, label, colour, kind: "fx", node: n, kernel, ...box(label) } };
+    });
+    const edges = g.edges.map(([a, b], i) =>
+      ({ group: "edges", data: { id: `e${i}`, source: a, target: b, label: "" } }));
+    return [...nodes, ...edges];
+  }
+
+  kernelElements(trace, gid) {
+    const sched = trace.graph("scheduling", gid);
+    const low = trace.graph("lowering", gid);
+    const producer = new Map();
+    const nodes = [];
+    for (const inp of low?.inputs ?? []) {
+      producer.set(inp.name, inp.name);
+      nodes.push({ group: "nodes", classes: "io", data: { id: inp.name, label: inp.name,
+        kind: "input", colour: "#2a3142", info: inp, ...box(inp.name) } });
+    }
+    for (const k of sched.kernels) {
+      k.buffers.forEach((b) => producer.set(b, k.name));
+      const label = `${k.name}\n${k.kind} · ${k.buffers.join(", ")}`;
+      nodes.push({ group: "nodes", data: { id: k.name, label, kind: "kernel", info: k,
+        colour: this.ctx.kernelColour(gid, k.name), ...box(label) } });
+    }
+    const buffers = new Map((low?.buffers ?? []).map((b) => [b.name, b]));
+    const edges = new Map();
+    for (const k of sched.kernels) {
+      for (const b of k.buffers) {
+        for (const r of buffers.get(b)?.reads ?? []) {
+          const from = producer.get(r.buffer);
+          if (!from || from === k.name) continue;
+          const id = `${from}->${k.name}:${r.buffer}`;
+          edges.set(id, { group: "edges", data: { id, source: from, target: k.name,
+            label: r.buffer, buffer: r.buffer } });
+        }
+      }
+    }
+    for (const out of low?.outputs ?? []) {
+      const from = producer.get(out);
+      if (!from) continue;
+      const id = `out:${out}`;
+      nodes.push({ group: "nodes", classes: "io", data: { id, label: `output ${out}`,
+        kind: "output", colour: "#2a3142", ...box(`output ${out}`) } });
+      edges.set(id, { group: "edges", data: { id: `${id}:e`, source: from, target: id,
+        label: out } });
+    }
+    return [...nodes, ...edges.values()];
+  }
+
+  wire(cy, selectionOf) {
+    cy.on("mouseover", "node", (e) => this.ctx.hover(selectionOf(e.target)));
+    cy.on("mouseout", "node", () => this.ctx.unhover());
+    cy.on("tap", "node", (e) => {
+      this.showDetails(e.target.data());
+      this.ctx.pin(selectionOf(e.target));
+    });
+    cy.on("tap", (e) => { if (e.target === cy) this.ctx.clearPin(); });
+  }
+
+  showDetails(d) {
+    const rows = [];
+    const row = (k, v) => rows.push(h("tr", h("th", k), h("td", v ?? "–")));
+    if (d.kind === "fx") {
+      const n = d.node;
+      row("node", n.name);
+      row("op", n.op);
+      row("target", n.target);
+      row("args", JSON.stringify(n.args));
+      row("shape", shape(n.shape));
+      row("dtype", n.dtype);
+      row("stride", shape(n.stride));
+      row("line", n.line ? `${n.line}: ${n.source ?? ""}` : "–");
+      row("kernel", d.kernel);
+    } else if (d.kind === "kernel") {
+      const k = d.info;
+      row("kernel", k.name);
+      row("kind", k.kind);
+      row("numel", `${k.numel}${k.rnumel > 1 ? ` × ${k.rnumel} (reduction)` : ""}`);
+      row("buffers", k.buffers.join(", "));
+      row("FX nodes", k.origins.join(", "));
+      row("lines", k.lines.join(", "));
+    } else if (d.info) {
+      row("input", d.info.name);
+      row("shape", shape(d.info.size));
+      row("dtype", d.info.dtype);
+      row("stride", shape(d.info.stride));
+    }
+    clear(this.details, h("table.kv", rows));
+  }
+
+  shown() {
+    for (const cy of [this.fx, this.kg]) {
+      if (!cy) continue;
+      cy.resize();
+      cy.fit(undefined, 16);
+      if (cy.zoom() < MIN_READABLE_ZOOM) {
+        const box = cy.elements().boundingBox();
+        cy.zoom(MIN_READABLE_ZOOM);
+        cy.pan({ x: cy.width() / 2 - ((box.x1 + box.x2) / 2) * MIN_READABLE_ZOOM,
+          y: 16 - box.y1 * MIN_READABLE_ZOOM });
+      }
+    }
+  }
+
+  select(sel) {
+    const gid = this.graphId;
+    const active = sel.nodes.size + sel.kernels.size + sel.buffers.size > 0;
+    this.fx?.batch(() => {
+      this.fx.elements().removeClass("hl dim");
+      if (!active) return;
+      const hit = this.fx.nodes().filter((n) => sel.nodes.has(`${gid}:${n.id()}`));
+      hit.addClass("hl");
+      hit.edgesWith(hit).addClass("hl");
+      this.fx.elements().not(hit).not(hit.edgesWith(hit)).addClass("dim");
+    });
+    this.kg?.batch(() => {
+      this.kg.elements().removeClass("hl dim");
+      if (!active) return;
+      const hit = this.kg.nodes().filter((n) => sel.kernels.has(`${gid}:${n.id()}`));
+      hit.addClass("hl");
+      this.kg.edges().filter((e) => sel.buffers.has(`${gid}:${e.data("buffer")}`)).addClass("hl");
+      this.kg.elements().not(".hl").addClass("dim");
+    });
+  }
+
+  // For tests and the console: which FX nodes are marked now.
+  highlighted() {
+    return this.fx ? this.fx.nodes(".hl").map((n) => n.id()) : [];
+  }
+}

@@ -1,0 +1,108 @@
+// IR pane: every buffer lowering produced (lowering.graphs[].buffers) as a card with its
+// expression tree drawn as a tree, its text form, the indices it reads and writes, and why
+// it was realized; plus the ops that fell back to ATen.
+
+import { h, clear, empty, badge, shape } from "../dom.js";
+import { treeSvg } from "./irtree.js";
+import { lineColour, fromBuffer, fromNode } from "../provenance.js";
+
+export class IrPane {
+  id = "ir";
+  title = "IR";
+
+  constructor(ctx) {
+    this.ctx = ctx;
+    this.el = h("div.pane-body.ir-pane");
+    this.cards = new Map();
+    this.reset();
+  }
+
+  reset() {
+    this.cards.clear();
+    delete this.el.dataset.filled;
+    clear(this.el, empty("IR buffers appear here after lowering."));
+  }
+
+  update(trace, stage) {
+    if (stage === "lowering" || (stage === "scheduling" && trace.has("lowering"))) {
+      this.render(trace);
+    }
+  }
+
+  render(trace) {
+    this.cards.clear();
+    const kernelOf = new Map(trace.kernels().flatMap((k) =>
+      k.buffers.map((b) => [`${k.gid}:${b}`, k.name])));
+    const removed = new Set(trace.graphs("scheduling").flatMap((g) =>
+      (g.removed_buffers ?? []).map((b) => `${g.id}:${b}`)));
+    const sections = trace.graphs("lowering").map((g) => h("section.ir-graph",
+      h("h3", `Graph ${g.id}`, h("span.legend", h("i.load"), "load", h("i.const"), "constant",
+        h("i.op"), "op"), h("span.hint",
+        `inputs ${g.inputs.map((i) => `${i.name} ${shape(i.size)}`).join(", ")} · ` +
+        `outputs ${g.outputs.join(", ")}`)),
+      this.fallbacks(g),
+      g.buffers.map((b) => this.card(g.id, b, kernelOf.get(`${g.id}:${b.name}`),
+        removed.has(`${g.id}:${b.name}`)))));
+    clear(this.el, sections);
+    this.el.dataset.filled = "true";
+    this.select(this.ctx.current());
+  }
+
+  fallbacks(g) {
+    const list = g.fallbacks ?? [];
+    if (!list.length) return h("div.fallbacks.none", "No op fell back to ATen.");
+    return h("div.fallbacks", h("b", `${list.length} op${list.length > 1 ? "s" : ""} fell back to ATen`),
+      h("ul", list.map((f) => h("li", h("code", f.op), ` (node ${f.node}, line ${f.line ?? "?"}` +
+        `${f.buffer ? `, ${f.buffer}` : ""})`))));
+  }
+
+  card(gid, b, kernel, removed) {
+    const select = () => fromBuffer(this.ctx.index(), gid, b.name);
+    const nodeSel = (origin) => origin ? fromNode(this.ctx.index(), gid, origin) : select();
+    const head = h("div.card-head",
+      h("span.bname", b.name), badge(b.kind, b.kind),
+      h("span.meta", `${b.dtype} ${shape(b.size)} stride ${shape(b.stride)}`),
+      b.reduction_type ? badge(`${b.reduction_type} over ${shape(b.reduction_ranges)}`) : null,
+      kernel ? h("span.chip", { style: { "--kc": this.ctx.kernelColour(gid, kernel) } }, kernel) : null,
+      removed ? badge("never stored", "ok") : null);
+    head.addEventListener("mouseenter", () => this.ctx.hover(select()));
+    head.addEventListener("mouseleave", () => this.ctx.unhover());
+    head.addEventListener("click", () => this.ctx.pin(select()));
+    const tree = b.tree
+      ? h("div.tree-wrap", treeSvg(b.tree,
+        (origin) => origin ? this.ctx.hover(nodeSel(origin)) : this.ctx.unhover(),
+        (origin) => this.ctx.pin(nodeSel(origin))))
+      : h("div.tree-wrap.none", b.extern ? `ATen call: ${b.extern.op}(${(b.extern.args ?? []).join(", ")})`
+        : "no expression tree");
+    const facts = h("table.kv",
+      h("tr", h("th", "realized"), h("td", b.realized ?? "–")),
+      h("tr", h("th", "FX nodes"), h("td", (b.origins ?? []).join(", ") || "–")),
+      h("tr", h("th", "lines"), h("td", (b.lines ?? []).map((l) =>
+        h("span.line-chip", { style: { "--pc": lineColour(l) } }, l)))),
+      h("tr", h("th", "ranges"), h("td", `${shape(b.ranges)}${b.reduction_ranges?.length
+        ? ` × ${shape(b.reduction_ranges)}` : ""}`)),
+      h("tr", h("th", "writes"), h("td", h("code", b.write_index ?? "–"))),
+      (b.reads ?? []).map((r, i) => h("tr", h("th", i ? "" : "reads"),
+        h("td", h("code", `${r.buffer}[${r.index}]`)))));
+    const card = h("article.ir-card", { dataset: { buffer: b.name, graph: gid } }, head,
+      h("div.card-body", tree, h("div.card-side", facts, h("pre.ir-text", b.text ?? ""))));
+    if (b.lines?.length) card.style.setProperty("--pc", lineColour(b.lines[0]));
+    this.cards.set(`${gid}:${b.name}`, card);
+    return card;
+  }
+
+  select(sel) {
+    for (const [key, card] of this.cards) {
+      card.classList.toggle("hl", sel.buffers.has(key));
+      const gid = card.dataset.graph;
+      for (const g of card.querySelectorAll("g.tn")) {
+        g.classList.toggle("hl", !!g.dataset.origin && sel.nodes.has(`${gid}:${g.dataset.origin}`));
+      }
+    }
+  }
+
+  scrollToSelection() {
+    [...this.cards.values()].find((c) => c.classList.contains("hl"))
+      ?.scrollIntoView({ block: "nearest", behavior: "smooth" });
+  }
+}

@@ -1,0 +1,132 @@
+// Memory pane: the buffer plan (memory.graphs[]) as a lifetime chart. Columns are the
+// kernels in execution order, each buffer a bar from the kernel that writes it to the last
+// one that reads it. A buffer that takes over a dead buffer's storage shares its colour and
+// is joined to it by a dashed link. Below: live bytes per step and the peak with and
+// without reuse.
+
+import { h, clear, empty, fmtBytes } from "../dom.js";
+import { fromBuffer, fromKernel } from "../provenance.js";
+
+const SLOT_HUES = [205, 30, 140, 280, 350, 60, 175, 250, 100, 320];
+const ROW_H = 22;
+const COL_W = 74;
+const LABEL_W = 120;
+const HEAD_H = 84;
+
+export class MemoryPane {
+  id = "memory";
+  title = "Memory";
+
+  constructor(ctx) {
+    this.ctx = ctx;
+    this.el = h("div.pane-body.memory-pane");
+    this.bars = new Map();
+    this.reset();
+  }
+
+  reset() {
+    this.bars.clear();
+    delete this.el.dataset.filled;
+    clear(this.el, empty("The buffer plan appears here after memory planning."));
+  }
+
+  update(trace, stage) {
+    if (stage === "memory") this.render(trace);
+  }
+
+  render(trace) {
+    this.bars.clear();
+    clear(this.el, trace.graphs("memory").map((g) => h("section",
+      h("h3", `Graph ${g.id}`, h("span.hint", `${g.buffers.length} buffers over ${g.steps.length} kernels`)),
+      this.peaks(g), this.chart(g),
+      h("details.plan", h("summary", "Allocation plan"),
+        h("pre.code-plain", (g.lines ?? []).join("\n"))))));
+    this.el.dataset.filled = "true";
+    this.select(this.ctx.current());
+  }
+
+  peaks(g) {
+    const max = Math.max(g.peak_bytes_no_reuse ?? 0, g.peak_bytes ?? 0, 1);
+    const saved = g.peak_bytes_no_reuse ? 1 - g.peak_bytes / g.peak_bytes_no_reuse : 0;
+    const bar = (label, bytes, cls) => h("div.hbar-row",
+      h("span.hbar-label", label),
+      h("span.hbar-track", h(`span.hbar.${cls}`, { style: { width: `${(100 * bytes) / max}%` } })),
+      h("span.hbar-value", fmtBytes(bytes)));
+    return h("div.peaks",
+      bar("peak with reuse", g.peak_bytes, "good"),
+      bar("peak without reuse", g.peak_bytes_no_reuse, "base"),
+      h("div.note", saved > 0 ? `Reuse saves ${(saved * 100).toFixed(0)}% of peak memory.`
+        : "Reuse does not lower the peak here."));
+  }
+
+  // Storage slots: a buffer that reuses another takes its slot (and colour).
+  slots(g) {
+    const slot = new Map();
+    let next = 0;
+    for (const b of g.buffers) {
+      slot.set(b.name, b.reused_from && slot.has(b.reused_from) ? slot.get(b.reused_from) : next++);
+    }
+    return slot;
+  }
+
+  chart(g) {
+    const slot = this.slots(g);
+    const width = LABEL_W + g.steps.length * COL_W + 80;
+    const live = g.steps.map((_, s) => g.buffers
+      .filter((b) => b.first <= s && s <= b.last).reduce((n, b) => n + b.bytes, 0));
+    const maxLive = Math.max(...live, 1);
+    const liveTop = HEAD_H + g.buffers.length * ROW_H + 14;
+    const height = liveTop + 64;
+    const x = (step) => LABEL_W + step * COL_W;
+    const heads = g.steps.map((name, s) => {
+      const t = h("g.step", h("title", name),
+        h("rect.col", { x: x(s), y: 0, width: COL_W, height: liveTop - 6 }),
+        h("rect.kswatch", { x: x(s) + 6, y: HEAD_H - 14, width: COL_W - 12, height: 5, rx: 2,
+          style: `fill: ${this.ctx.kernelColour(g.id, name)}` }),
+        h("text.step-label", { transform: `translate(${x(s) + COL_W / 2 - 4},${HEAD_H - 20}) rotate(-35)` },
+          name.length > 22 ? `${name.slice(0, 21)}…` : name));
+      t.addEventListener("mouseenter", () => this.ctx.hover(fromKernel(this.ctx.index(), g.id, name)));
+      t.addEventListener("mouseleave", () => this.ctx.unhover());
+      return t;
+    });
+    const rows = g.buffers.map((b, i) => {
+      const y = HEAD_H + i * ROW_H;
+      const hue = SLOT_HUES[slot.get(b.name) % SLOT_HUES.length];
+      const bar = h("g.mbar", { dataset: { buffer: b.name } },
+        h("title", `${b.name}: ${fmtBytes(b.bytes)}, live ${g.steps[b.first]} → ${g.steps[b.last]}` +
+          `${b.reused_from ? `, reuses ${b.reused_from}'s storage` : ""}${b.output ? ", graph output" : ""}`),
+        h("text.row-label", { x: 8, y: y + 15 }, b.name, b.output ? " (out)" : ""),
+        h("rect", { x: x(b.first) + 4, y: y + 3, width: (b.last - b.first + 1) * COL_W - 8,
+          height: ROW_H - 6, rx: 4, style: `fill: hsl(${hue} 60% 45%); stroke: hsl(${hue} 70% 65%)` }),
+        h("text.bytes", { x: x(b.last + 1) + 6, y: y + 15 }, fmtBytes(b.bytes)));
+      bar.addEventListener("mouseenter", () => this.ctx.hover(fromBuffer(this.ctx.index(), g.id, b.name)));
+      bar.addEventListener("mouseleave", () => this.ctx.unhover());
+      bar.addEventListener("click", () => this.ctx.pin(fromBuffer(this.ctx.index(), g.id, b.name)));
+      this.bars.set(`${g.id}:${b.name}`, bar);
+      return bar;
+    });
+    const links = g.buffers.filter((b) => b.reused_from).map((b) => {
+      const j = g.buffers.findIndex((o) => o.name === b.reused_from);
+      if (j < 0) return null;
+      const from = g.buffers[j];
+      const x1 = x(from.last + 1) - 4, y1 = HEAD_H + j * ROW_H + ROW_H / 2;
+      const x2 = x(b.first) + 4, y2 = HEAD_H + g.buffers.indexOf(b) * ROW_H + ROW_H / 2;
+      return h("g.reuse", h("title", `${b.name} reuses ${from.name}'s storage`),
+        h("path", { d: `M${x1},${y1} C${x1 + 24},${y1} ${x2 - 24},${y2} ${x2},${y2}` }),
+        h("text", { x: (x1 + x2) / 2 + 4, y: (y1 + y2) / 2 - 3 }, "reuse"));
+    });
+    const liveBars = live.map((bytes, s) => {
+      const hgt = (40 * bytes) / maxLive;
+      return h("g.live", h("title", `${fmtBytes(bytes)} live during ${g.steps[s]}`),
+        h("rect", { x: x(s) + 10, y: liveTop + 44 - hgt, width: COL_W - 20, height: hgt, rx: 2 }),
+        h("text", { x: x(s) + COL_W / 2, y: liveTop + 58, "text-anchor": "middle" }, fmtBytes(bytes)));
+    });
+    return h("div.chart-wrap", h("svg.lifetimes", { width, height, viewBox: `0 0 ${width} ${height}` },
+      heads, rows, links,
+      h("text.row-label", { x: 8, y: liveTop + 30 }, "live bytes"), liveBars));
+  }
+
+  select(sel) {
+    for (const [key, bar] of this.bars) bar.classList.toggle("hl", sel.buffers.has(key));
+  }
+}

@@ -1,0 +1,116 @@
+// Timings pane: whether the compiled code matched eager (run), how fast it ran against
+// eager and Inductor (profile totals), each kernel's time and achieved bandwidth against
+// the device's measured peak, and what building the kernels cost (compile).
+
+import { h, clear, empty, badge, fmtMs, fmtBytes, fmtNum, shape } from "../dom.js";
+import { fromKernel } from "../provenance.js";
+import { STAGES } from "../trace.js";
+
+export class TimingsPane {
+  id = "timings";
+  title = "Timings";
+
+  constructor(ctx) {
+    this.ctx = ctx;
+    this.el = h("div.pane-body.timings-pane");
+    this.rows = new Map();
+    this.reset();
+  }
+
+  reset() {
+    this.rows.clear();
+    delete this.el.dataset.filled;
+    clear(this.el, empty("Correctness and timings appear here after the kernels run."));
+  }
+
+  update(trace, stage) {
+    if (["compile", "run", "profile"].includes(stage)) this.render(trace);
+  }
+
+  render(trace) {
+    this.rows.clear();
+    clear(this.el,
+      trace.has("run") ? this.run(trace.data("run")) : null,
+      trace.has("profile") ? this.profile(trace.data("profile")) : null,
+      trace.has("compile") ? this.compile(trace) : null,
+      this.stages(trace));
+    if (trace.has("profile")) this.el.dataset.filled = "true";
+    this.select(this.ctx.current());
+  }
+
+  run(run) {
+    return h("section",
+      h("h3", "Correctness", run.ok ? badge("pass", "ok") : badge("fail", "bad"),
+        h("span.hint", `against eager, atol ${run.atol} rtol ${run.rtol}`)),
+      h("table.grid", h("thead", h("tr", ["output", "shape", "dtype", "max abs err",
+        "max rel err", ""].map((c) => h("th", c)))),
+      h("tbody", run.outputs.map((o) => h("tr",
+        h("td.num", o.index), h("td", shape(o.shape)), h("td", o.dtype),
+        h("td.num", fmtNum(o.max_abs_err)), h("td.num", fmtNum(o.max_rel_err)),
+        h("td", o.ok ? badge("pass", "ok") : badge("fail", "bad")))))));
+  }
+
+  profile(p) {
+    if (!p.measured) {
+      return h("section", h("h3", "Performance"),
+        h("div.notice", h("b", "Not measured. "), p.reason ?? "no reason given"));
+    }
+    const totals = [["eager", p.eager_ms, "base"], ["kernelscope", p.kernelscope_ms, "good"],
+      ["inductor", p.inductor_ms, "alt"]].filter(([, ms]) => ms !== null && ms !== undefined);
+    const max = Math.max(...totals.map(([, ms]) => ms));
+    const speedup = (ms) => p.eager_ms && ms ? `${(p.eager_ms / ms).toFixed(2)}× eager` : "";
+    const kmax = Math.max(...p.kernels.map((k) => k.ms), 1e-9);
+    return h("section",
+      h("h3", "Performance", h("span.hint", `${p.device ?? ""}${p.peak_gbps ? ` · measured peak ${fmtNum(p.peak_gbps)} GB/s` : ""}`)),
+      h("div.bars", totals.map(([label, ms, cls]) => h("div.hbar-row", { dataset: { total: label } },
+        h("span.hbar-label", label),
+        h("span.hbar-track", h(`span.hbar.${cls}`, { style: { width: `${(100 * ms) / max}%` } })),
+        h("span.hbar-value", fmtMs(ms), h("small", label === "eager" ? "" : ` ${speedup(ms)}`))))),
+      h("table.grid.kernels", h("thead", h("tr", ["kernel", "time", "bandwidth (bar: % of peak)"]
+        .map((c) => h("th", c)))),
+      h("tbody", p.kernels.map((k) => this.kernelRow(k, kmax, p.peak_gbps)))));
+  }
+
+  kernelRow(k, kmax, peak) {
+    const gid = this.ctx.index().kernels.find((x) => x.name === k.name)?.gid ?? 0;
+    const pct = k.pct_peak ?? (peak && k.gbps ? (100 * k.gbps) / peak : null);
+    const tr = h("tr", { title: `${k.name}: ${fmtBytes(k.bytes)} moved in ${fmtMs(k.ms)}` },
+      h("td", h("span.chip", { style: { "--kc": this.ctx.kernelColour(gid, k.name) } }, k.name)),
+      h("td", h("div.barcell", h("span.mini-track", h("span.mini.good", { style: { width: `${(100 * k.ms) / kmax}%` } })),
+        h("span.mini-val", fmtMs(k.ms)))),
+      h("td", h("div.barcell", h("span.mini-track.peak", h("span.mini.bw", { style: { width: `${Math.min(pct ?? 0, 100)}%` } })),
+        h("span.mini-val", k.gbps !== null && k.gbps !== undefined
+          ? `${fmtNum(k.gbps)} GB/s${pct !== null ? ` · ${pct.toFixed(0)}%` : ""}` : "–"))));
+    tr.addEventListener("mouseenter", () => this.ctx.hover(fromKernel(this.ctx.index(), gid, k.name)));
+    tr.addEventListener("mouseleave", () => this.ctx.unhover());
+    this.rows.set(`${gid}:${k.name}`, tr);
+    return tr;
+  }
+
+  compile(trace) {
+    return h("section", h("h3", "Build"), trace.graphs("compile").map((g) => h("div",
+      h("p.note", `graph ${g.id}: ${fmtMs(g.ms)}${g.cache_hit ? " (cache hit)" : ""}` +
+        `${g.path ? ` · ${g.path}` : ""}`),
+      h("table.grid", h("thead", h("tr", ["kernel", "build", "cache", "registers", "spills", "shared"]
+        .map((c) => h("th", c)))),
+      h("tbody", g.kernels.map((k) => h("tr",
+        h("td", k.name), h("td.num", fmtMs(k.ms)), h("td", k.cache_hit ? "hit" : "miss"),
+        h("td.num", k.registers ?? "–"), h("td.num", k.spills ?? "–"),
+        h("td.num", k.shared_bytes !== undefined ? fmtBytes(k.shared_bytes) : "–"))))))));
+  }
+
+  stages(trace) {
+    const done = STAGES.filter((s) => trace.has(s));
+    if (!done.length) return null;
+    const max = Math.max(...done.map((s) => trace.ms(s) ?? 0), 1e-9);
+    return h("section", h("h3", "Stages", h("span.hint", "wall time of each compiler stage")),
+      h("div.bars", done.map((s) => h("div.hbar-row",
+        h("span.hbar-label", s),
+        h("span.hbar-track", h("span.hbar.stage", { style: { width: `${(100 * (trace.ms(s) ?? 0)) / max}%` } })),
+        h("span.hbar-value", fmtMs(trace.ms(s)))))));
+  }
+
+  select(sel) {
+    for (const [key, tr] of this.rows) tr.classList.toggle("hl", sel.kernels.has(key));
+  }
+}

@@ -1,0 +1,191 @@
+// Provenance: which FX nodes, IR buffers, kernels and kernel lines come from which line of
+// the user's code, and back. Built only from the ids docs/events.md defines (node `line`,
+// buffer `lines`/`origins`, kernel `lines`/`origins`/`buffers`, codegen `line_map`).
+//
+// A selection is a set of keys per kind. Keys carry the graph id because FX node and
+// buffer names are unique only within a graph: "0:add", "0:buf1", "0:kernel_name",
+// kernel lines "0:kernel_name:7", wrapper lines "0:wrapper:12".
+//
+// Colours follow Compiler Explorer: every source line that produced something gets a
+// stable colour, used as a background for that line and everything that came from it.
+// (Comma syntax for hsl(): cytoscape does not parse the space-separated form.)
+
+const LINE_HUES = [210, 140, 35, 280, 0, 175, 55, 320, 95, 245];
+const KERNEL_HUES = [200, 30, 130, 290, 350, 60, 170, 250, 100, 10];
+
+export const lineColour = (line) => `hsl(${LINE_HUES[(line - 1) % LINE_HUES.length]}, 75%, 60%)`;
+export const kernelColour = (i) => `hsl(${KERNEL_HUES[i % KERNEL_HUES.length]}, 65%, 55%)`;
+
+export function emptySelection() {
+  return { lines: new Set(), nodes: new Set(), buffers: new Set(), kernels: new Set(),
+    klines: new Set() };
+}
+
+export const isEmpty = (sel) => !sel || Object.values(sel).every((s) => s.size === 0);
+
+// Everything the selection functions need, flattened once per trace update.
+export function buildIndex(trace) {
+  const index = { nodes: [], buffers: [], kernels: [], klines: [], wlines: [],
+    kernelColour: new Map(), sourceLines: new Set() };
+  for (const g of trace.graphs("capture")) {
+    for (const n of g.nodes) index.nodes.push({ gid: g.id, name: n.name, line: n.line });
+  }
+  for (const g of trace.graphs("lowering")) {
+    for (const b of g.buffers) {
+      index.buffers.push({ gid: g.id, name: b.name, lines: b.lines ?? [],
+        origins: b.origins ?? [] });
+    }
+  }
+  trace.kernels().forEach((k, i) => {
+    index.kernels.push({ gid: k.gid, name: k.name, lines: k.lines ?? [],
+      origins: k.origins ?? [], buffers: k.buffers ?? [] });
+    index.kernelColour.set(`${k.gid}:${k.name}`, kernelColour(i));
+  });
+  for (const g of trace.graphs("codegen")) {
+    for (const k of g.kernels) {
+      for (const e of k.line_map ?? []) {
+        index.klines.push({ gid: g.id, kernel: k.name, line: e.line, lines: e.lines ?? [],
+          origins: e.origins ?? [], buffers: e.buffers ?? [] });
+      }
+    }
+    for (const e of g.wrapper?.line_map ?? []) {
+      index.wlines.push({ gid: g.id, line: e.line, kernel: e.kernel });
+    }
+  }
+  for (const x of [...index.buffers, ...index.kernels, ...index.klines]) {
+    x.lines.forEach((l) => index.sourceLines.add(l));
+  }
+  index.nodes.forEach((n) => n.line && index.sourceLines.add(n.line));
+  return index;
+}
+
+function collect(index, { lines = [], nodes = [], buffers = [], kernels = [], klines = [] }) {
+  const sel = emptySelection();
+  lines.forEach((l) => l !== null && l !== undefined && sel.lines.add(l));
+  nodes.forEach((k) => sel.nodes.add(k));
+  buffers.forEach((k) => sel.buffers.add(k));
+  kernels.forEach((k) => sel.kernels.add(k));
+  klines.forEach((k) => sel.klines.add(k));
+  for (const w of index.wlines) {
+    if (sel.kernels.has(`${w.gid}:${w.kernel}`)) sel.klines.add(`${w.gid}:wrapper:${w.line}`);
+  }
+  return sel;
+}
+
+const key = (x) => `${x.gid}:${x.name}`;
+const klineKey = (x) => `${x.gid}:${x.kernel}:${x.line}`;
+
+export function fromSourceLine(index, line) {
+  return collect(index, {
+    lines: [line],
+    nodes: index.nodes.filter((n) => n.line === line).map(key),
+    buffers: index.buffers.filter((b) => b.lines.includes(line)).map(key),
+    kernels: index.kernels.filter((k) => k.lines.includes(line)).map(key),
+    klines: index.klines.filter((e) => e.lines.includes(line)).map(klineKey),
+  });
+}
+
+export function fromKernelLine(index, gid, kernel, line) {
+  const e = index.klines.find((x) => x.gid === gid && x.kernel === kernel && x.line === line);
+  if (!e) return collect(index, { kernels: [`${gid}:${kernel}`] });
+  return collect(index, {
+    lines: e.lines,
+    nodes: e.origins.map((n) => `${gid}:${n}`),
+    buffers: e.buffers.map((b) => `${gid}:${b}`),
+    kernels: [`${gid}:${kernel}`],
+    klines: [klineKey(e)],
+  });
+}
+
+export function fromWrapperLine(index, gid, line) {
+  const w = index.wlines.find((x) => x.gid === gid && x.line === line);
+  return w ? fromKernel(index, gid, w.kernel) : emptySelection();
+}
+
+export function fromNode(index, gid, name) {
+  const node = index.nodes.find((n) => n.gid === gid && n.name === name);
+  const mine = (x) => x.gid === gid && x.origins.includes(name);
+  return collect(index, {
+    lines: node?.line ? [node.line] : [],
+    nodes: [`${gid}:${name}`],
+    buffers: index.buffers.filter(mine).map(key),
+    kernels: index.kernels.filter(mine).map(key),
+    klines: index.klines.filter(mine).map(klineKey),
+  });
+}
+
+export function fromBuffer(index, gid, name) {
+  const b = index.buffers.find((x) => x.gid === gid && x.name === name);
+  const mine = (x) => x.gid === gid && x.buffers.includes(name);
+  return collect(index, {
+    lines: b?.lines ?? [],
+    nodes: (b?.origins ?? []).map((n) => `${gid}:${n}`),
+    buffers: [`${gid}:${name}`],
+    kernels: index.kernels.filter(mine).map(key),
+    klines: index.klines.filter(mine).map(klineKey),
+  });
+}
+
+export function fromKernel(index, gid, name) {
+  const k = index.kernels.find((x) => x.gid === gid && x.name === name);
+  return collect(index, {
+    lines: k?.lines ?? [],
+    nodes: (k?.origins ?? []).map((n) => `${gid}:${n}`),
+    buffers: (k?.buffers ?? []).map((b) => `${gid}:${b}`),
+    kernels: [`${gid}:${name}`],
+  });
+}
+
+export function union(a, b) {
+  const sel = emptySelection();
+  for (const kind of Object.keys(sel)) {
+    a[kind].forEach((x) => sel[kind].add(x));
+    b[kind].forEach((x) => sel[kind].add(x));
+  }
+  return sel;
+}
+
+// The hover/pin state every pane listens to. Hover wins while it lasts; a click pins.
+export class SelectionBus {
+  constructor() {
+    this.hovered = null;
+    this.pinned = null;
+    this.listeners = [];
+  }
+
+  subscribe(fn) {
+    this.listeners.push(fn);
+  }
+
+  get current() {
+    return this.hovered ?? this.pinned ?? emptySelection();
+  }
+
+  hover(sel) {
+    this.hovered = sel;
+    this.emit();
+  }
+
+  unhover() {
+    if (this.hovered === null) return;
+    this.hovered = null;
+    this.emit();
+  }
+
+  pin(sel) {
+    this.pinned = sel;
+    this.hovered = null;
+    this.emit();
+  }
+
+  clear() {
+    this.hovered = null;
+    this.pinned = null;
+    this.emit();
+  }
+
+  emit() {
+    const sel = this.current;
+    for (const fn of this.listeners) fn(sel);
+  }
+}

@@ -1,0 +1,54 @@
+// A trace: the StageEvents of one compile, in order, as docs/events.md defines them.
+// Panes read stages from here; nothing else in the UI knows how events arrive.
+
+export const STAGES = ["source", "capture", "lowering", "scheduling", "memory", "codegen",
+  "compile", "run", "profile"];
+
+export class Trace {
+  constructor() {
+    this.events = [];
+    this.byStage = new Map();
+    this.error = null;
+    this.done = null;
+  }
+
+  // Adds one event; returns false for a duplicate (same seq seen before).
+  add(event) {
+    if (this.events.some((e) => e.seq === event.seq)) return false;
+    this.events.push(event);
+    this.byStage.set(event.stage, event);
+    if (event.stage === "error") this.error = event.data;
+    if (event.stage === "done") this.done = event.data;
+    return true;
+  }
+
+  data(stage) {
+    return this.byStage.get(stage)?.data ?? null;
+  }
+
+  ms(stage) {
+    return this.byStage.get(stage)?.ms ?? null;
+  }
+
+  has(stage) {
+    return this.byStage.has(stage);
+  }
+
+  // The per-graph entries of a stage that carries `graphs` (capture .. compile).
+  graphs(stage) {
+    return this.data(stage)?.graphs ?? [];
+  }
+
+  graph(stage, id) {
+    return this.graphs(stage).find((g) => g.id === id) ?? null;
+  }
+
+  get traceId() {
+    return this.done?.trace_id ?? null;
+  }
+
+  // Kernels across all graphs, in execution order, each with its graph id.
+  kernels() {
+    return this.graphs("scheduling").flatMap((g) => g.kernels.map((k) => ({ ...k, gid: g.id })));
+  }
+}
