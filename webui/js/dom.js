@@ -70,6 +70,8 @@ export function fmtNum(x, digits = 3) {
   return Number(x.toPrecision(digits)).toString();
 }
 
+export const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+
 export const shape = (s) => (s ? `[${s.join(", ")}]` : "–");
 
 // A placeholder shown in a pane until its stage arrives.

@@ -200,7 +200,8 @@ function editCopy() {
 async function loadSamples() {
   let samples = [];
   try {
-    samples = await getSamples();
+    const answer = await getSamples();
+    samples = Array.isArray(answer) ? answer : answer?.samples ?? [];
   } catch (err) {
     console.warn("no samples", err);
   }
@@ -220,10 +221,15 @@ async function showHealth() {
   try {
     const health = await getHealth();
     el.className = "server ok";
-    const bits = [health.isolation && `isolation: ${health.isolation}`,
-      health.devices && `devices: ${[].concat(health.devices).map((d) => d.name ?? d).join(", ")}`];
-    el.title = bits.filter(Boolean).join(" · ") || "server is up";
-    el.textContent = "server";
+    const devices = health.devices ?? {};
+    const gpu = devices.gpu ?? (devices.cuda ? "cuda" : null);
+    el.title = [health.isolation && `isolation: ${health.isolation}`, gpu && `GPU: ${gpu}`,
+      health.versions?.torch && `torch ${health.versions.torch}`].filter(Boolean).join(" · ")
+      || "server is up";
+    el.textContent = gpu ? `server · ${gpu}` : "server · cpu only";
+    if (devices.cuda === false) {
+      $("opt-device").querySelector("option[value=cuda]").textContent = "cuda (none here)";
+    }
   } catch {
     el.className = "server bad";
     el.textContent = "server unreachable";

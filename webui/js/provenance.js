@@ -10,7 +10,7 @@
 // stable colour, used as a background for that line and everything that came from it.
 // (Comma syntax for hsl(): cytoscape does not parse the space-separated form.)
 
-const LINE_HUES = [210, 140, 35, 280, 0, 175, 55, 320, 95, 245];
+const LINE_HUES = [210, 30, 140, 330, 60, 260, 170, 0, 95, 290];
 const KERNEL_HUES = [200, 30, 130, 290, 350, 60, 170, 250, 100, 10];
 
 export const lineColour = (line) => `hsl(${LINE_HUES[(line - 1) % LINE_HUES.length]}, 75%, 60%)`;

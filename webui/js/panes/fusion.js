@@ -1,7 +1,7 @@
 // Fusion pane: the kernels the scheduler formed (in execution order, with their buffers)
 // and every fusion decision it tried, accepted or refused, with its reason and score.
 
-import { h, clear, empty, badge, fmtBytes } from "../dom.js";
+import { h, clear, empty, badge, fmtBytes, plural } from "../dom.js";
 import { lineColour, fromBuffer, fromKernel, union } from "../provenance.js";
 
 export class FusionPane {
@@ -37,8 +37,8 @@ export class FusionPane {
     const sections = trace.graphs("scheduling").map((g) => {
       const accepted = g.decisions.filter((d) => d.fused).length;
       return h("section",
-        h("h3", `Graph ${g.id} · ${g.kernels.length} kernels`,
-          h("span.hint", `${g.decisions.length} fusions tried: ${accepted} accepted, ` +
+        h("h3", `Graph ${g.id} · ${plural(g.kernels.length, "kernel")}`,
+          h("span.hint", `${plural(g.decisions.length, "fusion")} tried: ${accepted} accepted, ` +
             `${g.decisions.length - accepted} refused`)),
         h("h4", "Kernels, in execution order"), this.kernelTable(g),
         h("h4", "Fusion decisions, in the order tried"), this.decisionTable(g),

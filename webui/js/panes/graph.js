@@ -35,7 +35,11 @@ const MIN_READABLE_ZOOM = 0.8;
 const LAYOUT = { name: "dagre", rankDir: "TB", nodeSep: 18, rankSep: 34, edgeSep: 8,
   padding: 16, animate: false };
 
-const short = (target) => String(target ?? "").replace(/^aten\./, "").replace(/\.default$/, "");
+// "aten.mul.Tensor" -> "mul": the overload adds nothing on a graph node.
+const short = (target) => {
+  const parts = String(target ?? "").split(".");
+  return parts[0] === "aten" && parts.length > 1 ? parts[1] : parts.join(".");
+};
 
 function box(label) {
   const lines = label.split("\n");
@@ -123,7 +127,8 @@ export class GraphPane {
     }
     const nodes = g.nodes.map((n) => {
       const io = n.op !== "call_function";
-      const label = io ? n.name : `${n.name}\n${short(n.target)}`;
+      const op = short(n.target);
+      const label = io || op === n.name ? n.name : `${n.name}\n${op}`;
       const kernel = nodeKernel.get(n.name);
       const colour = kernel ? this.ctx.kernelColour(g.id, kernel) : "#3a4256";
       return { group: "nodes", classes: io ? "io" : "",

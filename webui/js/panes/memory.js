@@ -4,7 +4,7 @@
 // is joined to it by a dashed link. Below: live bytes per step and the peak with and
 // without reuse.
 
-import { h, clear, empty, fmtBytes } from "../dom.js";
+import { h, clear, empty, fmtBytes, plural } from "../dom.js";
 import { fromBuffer, fromKernel } from "../provenance.js";
 
 const SLOT_HUES = [205, 30, 140, 280, 350, 60, 175, 250, 100, 320];
@@ -37,7 +37,7 @@ export class MemoryPane {
   render(trace) {
     this.bars.clear();
     clear(this.el, trace.graphs("memory").map((g) => h("section",
-      h("h3", `Graph ${g.id}`, h("span.hint", `${g.buffers.length} buffers over ${g.steps.length} kernels`)),
+      h("h3", `Graph ${g.id}`, h("span.hint", `${plural(g.buffers.length, "buffer")} over ${plural(g.steps.length, "kernel")}`)),
       this.peaks(g), this.chart(g),
       h("details.plan", h("summary", "Allocation plan"),
         h("pre.code-plain", (g.lines ?? []).join("\n"))))));
@@ -71,9 +71,11 @@ export class MemoryPane {
 
   chart(g) {
     const slot = this.slots(g);
+    const lastStep = Math.max(g.steps.length - 1, 0);
+    const span = (b) => [Math.min(b.first, lastStep), Math.min(Math.max(b.last, b.first), lastStep)];
     const width = LABEL_W + g.steps.length * COL_W + 80;
     const live = g.steps.map((_, s) => g.buffers
-      .filter((b) => b.first <= s && s <= b.last).reduce((n, b) => n + b.bytes, 0));
+      .filter((b) => span(b)[0] <= s && s <= span(b)[1]).reduce((n, b) => n + b.bytes, 0));
     const maxLive = Math.max(...live, 1);
     const liveTop = HEAD_H + g.buffers.length * ROW_H + 14;
     const height = liveTop + 64;
@@ -84,21 +86,22 @@ export class MemoryPane {
         h("rect.kswatch", { x: x(s) + 6, y: HEAD_H - 14, width: COL_W - 12, height: 5, rx: 2,
           style: `fill: ${this.ctx.kernelColour(g.id, name)}` }),
         h("text.step-label", { transform: `translate(${x(s) + COL_W / 2 - 4},${HEAD_H - 20}) rotate(-35)` },
-          name.length > 22 ? `${name.slice(0, 21)}…` : name));
+          name.length > 20 ? `${name.slice(0, 19)}…` : name));
       t.addEventListener("mouseenter", () => this.ctx.hover(fromKernel(this.ctx.index(), g.id, name)));
       t.addEventListener("mouseleave", () => this.ctx.unhover());
       return t;
     });
     const rows = g.buffers.map((b, i) => {
+      const [first, last] = span(b);
       const y = HEAD_H + i * ROW_H;
       const hue = SLOT_HUES[slot.get(b.name) % SLOT_HUES.length];
       const bar = h("g.mbar", { dataset: { buffer: b.name } },
-        h("title", `${b.name}: ${fmtBytes(b.bytes)}, live ${g.steps[b.first]} → ${g.steps[b.last]}` +
+        h("title", `${b.name}: ${fmtBytes(b.bytes)}, live ${g.steps[first]} → ${g.steps[last]}` +
           `${b.reused_from ? `, reuses ${b.reused_from}'s storage` : ""}${b.output ? ", graph output" : ""}`),
         h("text.row-label", { x: 8, y: y + 15 }, b.name, b.output ? " (out)" : ""),
-        h("rect", { x: x(b.first) + 4, y: y + 3, width: (b.last - b.first + 1) * COL_W - 8,
+        h("rect", { x: x(first) + 4, y: y + 3, width: (last - first + 1) * COL_W - 8,
           height: ROW_H - 6, rx: 4, style: `fill: hsl(${hue} 60% 45%); stroke: hsl(${hue} 70% 65%)` }),
-        h("text.bytes", { x: x(b.last + 1) + 6, y: y + 15 }, fmtBytes(b.bytes)));
+        h("text.bytes", { x: x(last + 1) + 6, y: y + 15 }, fmtBytes(b.bytes)));
       bar.addEventListener("mouseenter", () => this.ctx.hover(fromBuffer(this.ctx.index(), g.id, b.name)));
       bar.addEventListener("mouseleave", () => this.ctx.unhover());
       bar.addEventListener("click", () => this.ctx.pin(fromBuffer(this.ctx.index(), g.id, b.name)));
@@ -109,8 +112,8 @@ export class MemoryPane {
       const j = g.buffers.findIndex((o) => o.name === b.reused_from);
       if (j < 0) return null;
       const from = g.buffers[j];
-      const x1 = x(from.last + 1) - 4, y1 = HEAD_H + j * ROW_H + ROW_H / 2;
-      const x2 = x(b.first) + 4, y2 = HEAD_H + g.buffers.indexOf(b) * ROW_H + ROW_H / 2;
+      const x1 = x(span(from)[1] + 1) - 4, y1 = HEAD_H + j * ROW_H + ROW_H / 2;
+      const x2 = x(span(b)[0]) + 4, y2 = HEAD_H + g.buffers.indexOf(b) * ROW_H + ROW_H / 2;
       return h("g.reuse", h("title", `${b.name} reuses ${from.name}'s storage`),
         h("path", { d: `M${x1},${y1} C${x1 + 24},${y1} ${x2 - 24},${y2} ${x2},${y2}` }),
         h("text", { x: (x1 + x2) / 2 + 4, y: (y1 + y2) / 2 - 3 }, "reuse"));

@@ -34,7 +34,7 @@ export class TimingsPane {
       trace.has("profile") ? this.profile(trace.data("profile")) : null,
       trace.has("compile") ? this.compile(trace) : null,
       this.stages(trace));
-    if (trace.has("profile")) this.el.dataset.filled = "true";
+    if (trace.has("run") || trace.has("profile")) this.el.dataset.filled = "true";
     this.select(this.ctx.current());
   }
 

@@ -1,0 +1,62 @@
+"""Helpers the browser tests share: what a user does on the page, and what they see."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from playwright.sync_api import Page
+
+PANES = ["code", "graph", "ir", "fusion", "memory", "timings"]
+
+
+def open_explorer(page: Page, path: str = "/") -> None:
+    page.goto(path)
+    page.wait_for_selector("body[data-ready=true]")
+
+
+def compile_and_wait(page: Page, timeout_s: float = 30) -> None:
+    """Clicks Compile and waits for the job's `done` event."""
+    page.click("#compile")
+    wait_done(page, timeout_s)
+
+
+def wait_done(page: Page, timeout_s: float = 30) -> None:
+    page.wait_for_function("window.kernelscope.state.trace.done !== null",
+                           timeout=timeout_s * 1000)
+
+
+def wait_panes_filled(page: Page, panes: list[str] = PANES, timeout_s: float = 10) -> None:
+    for pane in panes:
+        page.wait_for_selector(f"[data-pane={pane}][data-filled=true]", state="attached",
+                               timeout=timeout_s * 1000)
+
+
+def show_tab(page: Page, tab: str) -> None:
+    page.click(f".tab[data-tab={tab}]")
+    page.wait_for_selector(f"[data-pane={tab}]:not([hidden])")
+
+
+def editor_line(page: Page, n: int) -> Any:
+    return page.locator(".cm-content .cm-line").nth(n - 1)
+
+
+def hover_editor_line(page: Page, n: int) -> None:
+    editor_line(page, n).hover(position={"x": 8, "y": 5})
+
+
+def highlighted_kernel_lines(page: Page) -> list[str]:
+    return page.eval_on_selector_all(".code-pane .cl.hl[data-key]",
+                                     "els => els.map(e => e.dataset.key)")
+
+
+def kernel_sources(page: Page) -> dict[str, str]:
+    """Kernel name -> the source text shown in the Code pane."""
+    return page.evaluate("""() => Object.fromEntries(
+        [...document.querySelectorAll('.code-pane section.kernel[data-kernel]')]
+          .filter(s => s.querySelector('.code'))
+          .map(s => [s.dataset.kernel,
+                     [...s.querySelectorAll('.cl .ct')].map(c => c.textContent).join('\\n')]))""")
+
+
+def trace_stages(page: Page) -> list[str]:
+    return page.evaluate("window.kernelscope.state.trace.events.map(e => e.stage)")
