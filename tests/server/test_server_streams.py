@@ -7,6 +7,7 @@ import signal
 import sqlite3
 
 from conftest import AppFactory, compile_events, state, stream, submit
+from flask import Flask
 from flask.testing import FlaskClient
 
 from server.jobs import Job, JobRequest
@@ -190,7 +191,7 @@ def test_explain_names_what_happened() -> None:
         assert data["kind"] == kind and words in data["message"], (reason, sig, data)
 
 
-def test_finished_jobs_are_forgotten_but_traces_stay(client: FlaskClient, app) -> None:
+def test_finished_jobs_are_forgotten_but_traces_stay(client: FlaskClient, app: Flask) -> None:
     manager = state(app).jobs
     job_id = submit(client, "x = 1\n")
     ident = stream(client, job_id)[-1]["data"]["trace_id"]

@@ -1,0 +1,89 @@
+"""End to end through the real compiler CLI: the add+relu sample on the CPU (C++ backend),
+streamed as SSE and as NDJSON, stored, and read back after a restart."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import REAL_WORKER, REPO, add_relu_code, needs_real_cli, state, stream, submit
+from flask import Flask
+
+from server import create_app
+
+pytestmark = needs_real_cli
+
+STAGES = ["source", "capture", "lowering", "scheduling", "memory", "codegen", "compile", "run",
+          "profile", "done"]  # fmt: skip
+
+
+def config(root: Path) -> dict[str, Any]:
+    return {
+        "DATABASE": str(root / "traces.sqlite3"),
+        "WORKER_CMD": REAL_WORKER,
+        "JOB_TIMEOUT_S": 240,
+        "WORKER_THREADS": 2,
+    }
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("e2e")
+
+
+@pytest.fixture(scope="module")
+def app(root: Path) -> Iterator[Flask]:
+    app = create_app(config(root))
+    yield app
+    state(app).jobs.shutdown()
+
+
+@pytest.fixture(scope="module")
+def compiled(app: Flask) -> tuple[str, list[dict[str, Any]]]:
+    """One real compile of the add+relu sample, read over SSE."""
+    client = app.test_client()
+    job_id = submit(client, add_relu_code(), device="cpu", backend="cpp")
+    return job_id, stream(client, job_id)
+
+
+def test_sse_stream_of_a_real_compile(compiled: tuple[str, list[dict[str, Any]]]) -> None:
+    _, events = compiled
+    errors = [e["data"] for e in events if e["stage"] == "error"]
+    assert not errors, errors
+    assert [e["stage"] for e in events] == STAGES
+    assert [e["seq"] for e in events] == list(range(len(STAGES)))
+    assert all(e["schema"] == 1 for e in events)
+    source = events[0]["data"]
+    assert source["device"] == "cpu" and source["backend"] == "cpp"
+    kernels = [k for g in events[5]["data"]["graphs"] for k in g["kernels"]]
+    assert kernels and all(k["language"] == "cpp" for k in kernels)
+    done = events[-1]["data"]
+    assert done["ok"] is True and len(done["trace_id"]) == 12
+
+
+def test_ndjson_replays_the_same_events(
+    app: Flask, compiled: tuple[str, list[dict[str, Any]]]
+) -> None:
+    job_id, events = compiled
+    assert stream(app.test_client(), job_id, fmt="ndjson") == events
+
+
+def test_trace_survives_restart_and_has_a_page(
+    app: Flask, root: Path, compiled: tuple[str, list[dict[str, Any]]]
+) -> None:
+    _, events = compiled
+    ident = events[-1]["data"]["trace_id"]
+    state(app).jobs.shutdown()
+    restarted = create_app(config(root))
+    try:
+        client = restarted.test_client()
+        trace = client.get(f"/api/traces/{ident}").get_json()
+        assert trace["events"] == events and trace["code"] == add_relu_code()
+        assert trace["options"]["backend"] == "cpp"
+        if (REPO / "webui" / "index.html").exists():
+            page = client.get(f"/t/{ident}")
+            assert page.status_code == 200 and page.mimetype == "text/html"
+    finally:
+        state(restarted).jobs.shutdown()
