@@ -88,7 +88,8 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
 
     @app.get("/api/health")
     def health() -> Response:
-        return jsonify({"ok": True, "stub": True, "devices": ["cpu"]})
+        return jsonify({"ok": True, "stub": True, "isolation": "none (stub)",
+                        "devices": {"cuda": True, "gpu": "stub GPU"}})
 
     @app.get("/api/samples")
     def samples() -> Response:

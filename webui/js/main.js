@@ -79,9 +79,12 @@ function options() {
     fusion: $("opt-fusion").checked, inductor: $("opt-inductor").checked };
 }
 
+// Sets the option controls; values the controls do not offer (backend "auto") are skipped.
 function setOptions(opts = {}) {
-  if (opts.device) $("opt-device").value = opts.device;
-  if (opts.backend) $("opt-backend").value = opts.backend;
+  for (const [id, value] of [["opt-device", opts.device], ["opt-backend", opts.backend]]) {
+    const select = $(id);
+    if (value && [...select.options].some((o) => o.value === value)) select.value = value;
+  }
   if (opts.fusion !== undefined) $("opt-fusion").checked = !!opts.fusion;
   if (opts.inductor !== undefined) $("opt-inductor").checked = !!opts.inductor;
 }
@@ -178,6 +181,8 @@ async function openPermalink(id) {
     $("permalink-info").textContent =
       `Read-only trace ${trace.id ?? id}${trace.created ? ` · created ${new Date(trace.created).toLocaleString()}` : ""}`;
     for (const event of trace.events ?? []) handle(event, false);
+    const source = state.trace.data("source");
+    if (source) setOptions({ device: source.device, backend: source.backend });
     setShare(trace.id ?? id);
   } catch (err) {
     banner.show({ kind: err.status === 404 ? "not found" : err.kind ?? "client",
@@ -228,7 +233,9 @@ async function showHealth() {
       || "server is up";
     el.textContent = gpu ? `server · ${gpu}` : "server · cpu only";
     if (devices.cuda === false) {
-      $("opt-device").querySelector("option[value=cuda]").textContent = "cuda (none here)";
+      const cuda = $("opt-device").querySelector("option[value=cuda]");
+      cuda.disabled = true;
+      cuda.title = "this server has no GPU";
     }
   } catch {
     el.className = "server bad";
