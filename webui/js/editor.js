@@ -37,7 +37,7 @@ const theme = EditorView.theme({
   "&.cm-focused": { outline: "none" },
 }, { dark: true });
 
-// The provenance decorations: {lines: Set, selected: Set, error: line|null}.
+// The provenance decorations: {lines: Set, selected: Set, error: line|null, breaks: Set}.
 const setMarks = StateEffect.define();
 const marksField = StateField.define({
   create: () => Decoration.none,
@@ -48,13 +48,14 @@ const marksField = StateField.define({
   provide: (f) => EditorView.decorations.from(f),
 });
 
-function buildDecos(state, { lines, selected, error }) {
+function buildDecos(state, { lines, selected, error, breaks }) {
   const builder = new RangeSetBuilder();
   for (let n = 1; n <= state.doc.lines; n++) {
     const classes = [];
     if (lines.has(n)) classes.push("ks-pv");
     if (selected.has(n)) classes.push("ks-hl");
     if (error === n) classes.push("ks-err");
+    if (breaks.has(n)) classes.push("ks-break");
     if (!classes.length) continue;
     const attrs = { class: classes.join(" "), "data-line": String(n) };
     if (lines.has(n)) attrs.style = `--pc: ${lineColour(n)}`;
@@ -66,7 +67,7 @@ function buildDecos(state, { lines, selected, error }) {
 export class Editor {
   constructor(parent, { onHoverLine, onClickLine, onRun }) {
     this.readOnly = new Compartment();
-    this.marks = { lines: new Set(), selected: new Set(), error: null };
+    this.marks = { lines: new Set(), selected: new Set(), error: null, breaks: new Set() };
     this.hoverLine = null;
     const lineAt = (view, event) => {
       const pos = view.posAtCoords({ x: event.clientX, y: event.clientY });
@@ -120,8 +121,9 @@ export class Editor {
   }
 
   // Updates the provenance marks; each argument left undefined keeps its value.
-  mark({ lines, selected, error } = {}) {
+  mark({ lines, selected, error, breaks } = {}) {
     if (lines !== undefined) this.marks.lines = lines;
+    if (breaks !== undefined) this.marks.breaks = breaks;
     if (selected !== undefined) this.marks.selected = selected;
     if (error !== undefined) this.marks.error = error;
     this.view.dispatch({ effects: setMarks.of(this.marks) });

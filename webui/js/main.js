@@ -95,7 +95,7 @@ function reset() {
   bus.clear();
   banner.reset();
   status.reset();
-  editor.mark({ lines: new Set(), selected: new Set(), error: null });
+  editor.mark({ lines: new Set(), selected: new Set(), error: null, breaks: new Set() });
   for (const pane of panes) pane.reset();
   tabs.refresh();
   setShare(null);
@@ -111,6 +111,9 @@ function handle(event, live) {
     editor.mark({ error: event.data.line ?? null });
   }
   if (event.stage === "done") setShare(event.data.trace_id ?? null);
+  if (event.stage === "capture") {
+    editor.mark({ breaks: new Set((event.data.graph_breaks ?? []).map((b) => b.line)) });
+  }
   for (const pane of panes) pane.update(trace, event.stage);
   editor.mark({ lines: state.index.sourceLines });
   bus.emit();

@@ -37,11 +37,17 @@ export class CodePane {
     this.headers.clear();
     const sections = [];
     for (const g of trace.graphs("codegen")) {
-      const scheduled = trace.graph("scheduling", g.id)?.kernels ?? [];
-      for (const k of scheduled.filter((k) => k.kind === "extern")) {
-        if (!g.kernels.some((c) => c.name === k.name)) sections.push(this.externSection(g.id, k));
+      // Execution order (scheduling), with extern calls in place; then anything unscheduled.
+      const generated = new Map(g.kernels.map((k) => [k.name, k]));
+      for (const k of trace.graph("scheduling", g.id)?.kernels ?? []) {
+        if (generated.has(k.name)) {
+          sections.push(this.kernelSection(g.id, generated.get(k.name)));
+          generated.delete(k.name);
+        } else if (k.kind === "extern") {
+          sections.push(this.externSection(g.id, k));
+        }
       }
-      for (const k of g.kernels) sections.push(this.kernelSection(g.id, k));
+      for (const k of generated.values()) sections.push(this.kernelSection(g.id, k));
       if (g.wrapper) sections.push(this.wrapperSection(g.id, g.wrapper));
     }
     const toc = h("div.toc", trace.graphs("codegen").flatMap((g) => g.kernels.map((k) =>
@@ -89,8 +95,8 @@ export class CodePane {
 
   externSection(gid, k) {
     return h("section.kernel.extern", { dataset: { kernel: k.name, graph: gid } },
-      this.header(gid, k.name, "extern", `lines ${k.lines.join(", ")}`),
-      h("div.note", `Calls ATen (${k.origins.join(", ")}); no generated source.`));
+      this.header(gid, k.name, "extern",
+        `calls ATen for ${k.origins.join(", ")} · lines ${k.lines.join(", ") || "–"}`));
   }
 
   wrapperSection(gid, wrapper) {

@@ -31,6 +31,8 @@ const STYLE = [
 
 // Below this zoom labels cannot be read; a long graph is shown from its top instead.
 const MIN_READABLE_ZOOM = 0.8;
+// Above this a small graph looks blown up; it is centred at this zoom instead.
+const MAX_FIT_ZOOM = 1.25;
 
 const LAYOUT = { name: "dagre", rankDir: "TB", nodeSep: 18, rankSep: 34, edgeSep: 8,
   padding: 16, animate: false };
@@ -226,7 +228,10 @@ export class GraphPane {
       if (!cy) continue;
       cy.resize();
       cy.fit(undefined, 16);
-      if (cy.zoom() < MIN_READABLE_ZOOM) {
+      if (cy.zoom() > MAX_FIT_ZOOM) {
+        cy.zoom(MAX_FIT_ZOOM);
+        cy.center();
+      } else if (cy.zoom() < MIN_READABLE_ZOOM) {
         const box = cy.elements().boundingBox();
         cy.zoom(MIN_READABLE_ZOOM);
         cy.pan({ x: cy.width() / 2 - ((box.x1 + box.x2) / 2) * MIN_READABLE_ZOOM,
