@@ -1,0 +1,58 @@
+"""Timing and kernel counting, the same way for eager, Kernelscope and Inductor.
+
+On a GPU, time is triton.testing.do_bench's median (it flushes L2 between calls), and
+kernels are the CUDA kernel events torch.profiler records per call. On a CPU, time is the
+median of a wall-clock loop and kernels are not counted.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def median_ms(fn: Callable[[], Any], device: str, warmup: int = 25, rep: int = 100) -> float:
+    """Median milliseconds per call; warmup and rep are milliseconds, as in do_bench."""
+    if device.startswith("cuda"):
+        from triton.testing import do_bench
+
+        return float(do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
+    return _cpu_median_ms(fn, warmup, rep)
+
+
+def _cpu_median_ms(fn: Callable[[], Any], warmup: int, rep: int) -> float:
+    fn()
+    start = time.perf_counter()
+    while (time.perf_counter() - start) * 1e3 < warmup:
+        fn()
+    samples: list[float] = []
+    start = time.perf_counter()
+    while len(samples) < 5 or (time.perf_counter() - start) * 1e3 < rep:
+        t0 = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(samples)
+
+
+def count_kernels(fn: Callable[[], Any], device: str, calls: int = 3) -> int | None:
+    """CUDA kernels launched per call (copies and memsets not counted); None off the GPU."""
+    if not device.startswith("cuda"):
+        return None
+    import torch
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    kernels = [
+        e
+        for e in prof.events()
+        if e.device_type == DeviceType.CUDA and not e.name.startswith(("Memcpy", "Memset"))
+    ]
+    return round(len(kernels) / calls)
