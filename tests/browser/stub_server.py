@@ -3,7 +3,7 @@
 It serves webui/ exactly where the real server does and answers the same API from the
 recorded fixture trace (fixtures/softmax_block.json), so the UI can be tested without the
 compiler. A snippet that does not parse streams a `syntax` error; one containing `raise`
-streams two stages and then an `exception` error, as the compiler would.
+streams its `source` stage and then an `exception` error in capture, as the compiler would.
 
     python tests/browser/stub_server.py   # http://127.0.0.1:8766
 """
@@ -53,9 +53,9 @@ def events_for(code: str, options: dict[str, Any]) -> list[dict[str, Any]]:
                                    "traceback": f'  File "snippet.py", line {e.lineno}\n'})]
     if "raise" in code:
         line = next(i for i, t in enumerate(code.splitlines(), 1) if "raise" in t)
-        head = copy.deepcopy(fixture[:2])
+        head = copy.deepcopy(fixture[:1])
         head[0]["data"]["code"] = code
-        return head + [event(2, "error", {
+        return head + [event(1, "error", {
             "stage": "capture", "kind": "exception", "line": line,
             "message": "RuntimeError: shape mismatch: [64] vs [32]",
             "traceback": f'Traceback (most recent call last):\n  File "snippet.py", line '

@@ -36,9 +36,9 @@ def real_server(tmp_path: Path) -> Iterator[LiveServer]:
     server = LiveServer(app)
     yield server
     server.close()
-    jobs = app.extensions.get("kernelscope")
-    if jobs is not None:
-        jobs.jobs.shutdown()
+    state = app.extensions.get("kernelscope")
+    if state is not None:
+        state.jobs.shutdown()
 
 
 def pick_sample(page: Page) -> str:

@@ -111,7 +111,10 @@ export class GraphPane {
     this.wire(this.fx, (node) => fromNode(this.ctx.index(), id, node.id()));
     this.kg?.destroy();
     this.kg = null;
-    if (trace.graph("scheduling", id)) {
+    clear(this.kEl);
+    if (!trace.graph("scheduling", id)) {
+      this.kEl.append(empty("Kernels appear here after scheduling."));
+    } else {
       this.kg = cytoscape({ container: this.kEl, elements: this.kernelElements(trace, id),
         style: STYLE, layout: LAYOUT, minZoom: 0.1, maxZoom: 3 });
       this.wire(this.kg, (node) => node.data("kind") === "kernel"
