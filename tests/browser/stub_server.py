@@ -94,19 +94,19 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
     @app.get("/api/samples")
     def samples() -> Response:
         fixture = load_fixture()
-        return jsonify([
+        return jsonify({"samples": [
             {"name": "softmax_block", "title": "GEMM + GELU + softmax",
              "code": fixture["code"]},
             {"name": "syntax_error", "title": "A syntax error", "code": BROKEN},
             {"name": "raises", "title": "A snippet that raises", "code": RAISES},
-        ])
+        ]})
 
     @app.post("/api/compile")
-    def compile_job() -> Response:
+    def compile_job() -> tuple[Response, int]:
         body = request.get_json(force=True)
         job_id = f"job{next(ids)}"
         jobs[job_id] = {"code": body.get("code", ""), "options": body.get("options", {})}
-        return jsonify({"job_id": job_id})
+        return jsonify({"job_id": job_id, "events": f"/api/jobs/{job_id}/events"}), 202
 
     @app.get("/api/jobs/<job_id>/events")
     def job_events(job_id: str) -> Response:
