@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import statistics
 import time
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -46,10 +47,12 @@ def count_kernels(fn: Callable[[], Any], device: str, calls: int = 3) -> int | N
 
     fn()
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(calls):
-            fn()
-        torch.cuda.synchronize()
+    with warnings.catch_warnings():  # "Profiler clears events at the end of each cycle"
+        warnings.simplefilter("ignore", UserWarning)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                fn()
+            torch.cuda.synchronize()
     kernels = [
         e
         for e in prof.events()
