@@ -23,18 +23,34 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 SCREENSHOTS = REPO / "artifacts" / "screenshots"
 CHROMIUM = os.environ.get("KERNELSCOPE_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
-VIEWPORT = {"width": 1600, "height": 950}
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+VIEWPORT_SIZE = (1600, 950)
 
 for path in (HERE, REPO):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
 try:
-    from playwright.sync_api import Browser, BrowserContext, Page, sync_playwright
+    from playwright.sync_api import Browser, BrowserContext, Page, ViewportSize, sync_playwright
+
+    HAVE_PLAYWRIGHT = True
 except ImportError:  # the tests skip with a reason below
-    sync_playwright = None
+    HAVE_PLAYWRIGHT = False
+
+# Uncaught errors and rejected promises on a page, read back by page_errors().
+CATCH_ERRORS = """
+window.__errors = [];
+addEventListener("error", (e) => window.__errors.push(String(e.message)));
+addEventListener("unhandledrejection", (e) => window.__errors.push(String(e.reason)));
+"""
 
 
 class LiveServer:
@@ -56,7 +72,7 @@ class LiveServer:
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
-    if sync_playwright is None:
+    if not HAVE_PLAYWRIGHT:
         pytest.skip("playwright is not installed (pip install playwright)")
     if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
         pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
@@ -77,24 +93,29 @@ def stub() -> Iterator[LiveServer]:
 
 def offline_context(browser: Browser, base_url: str) -> BrowserContext:
     """A context that reaches only `base_url`: every other request is aborted."""
-    context = browser.new_context(viewport=VIEWPORT, base_url=base_url)
-    context.route("**/*", lambda route: route.continue_()
-                  if route.request.url.startswith(base_url) else route.abort())
+    width, height = VIEWPORT_SIZE
+    context = browser.new_context(
+        viewport=ViewportSize(width=width, height=height), base_url=base_url
+    )
+    context.add_init_script(CATCH_ERRORS)
+    context.route(
+        "**/*",
+        lambda route: (
+            route.continue_() if route.request.url.startswith(base_url) else route.abort()
+        ),
+    )
     return context
 
 
 @pytest.fixture
 def new_page(browser: Browser) -> Iterator[Callable[[str], Page]]:
-    """new_page(base_url) opens a fresh offline page; console errors are collected."""
+    """new_page(base_url) opens a fresh offline page."""
     contexts: list[BrowserContext] = []
 
     def make(base_url: str) -> Page:
         context = offline_context(browser, base_url)
         contexts.append(context)
-        page = context.new_page()
-        page.errors = []  # type: ignore[attr-defined]
-        page.on("pageerror", lambda e: page.errors.append(str(e)))  # type: ignore[attr-defined]
-        return page
+        return context.new_page()
 
     yield make
     for context in contexts:
@@ -104,6 +125,12 @@ def new_page(browser: Browser) -> Iterator[Callable[[str], Page]]:
 @pytest.fixture
 def page(new_page: Callable[[str], Page], stub: LiveServer) -> Page:
     return new_page(stub.url)
+
+
+def page_errors(page: Page) -> list[str]:
+    """Uncaught errors on the page so far."""
+    errors: list[str] = page.evaluate("window.__errors")
+    return errors
 
 
 def screenshot(page: Page, name: str) -> Path:

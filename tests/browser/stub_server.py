@@ -29,9 +29,11 @@ WEBUI = ROOT / "webui"
 FIXTURE = Path(__file__).with_name("fixtures") / "softmax_block.json"
 
 BROKEN = "import torch\n\n\ndef f(x):\n    return x +\n"
-RAISES = ("import torch\n\n\ndef f(x):\n    y = x.sin()\n"
-          "    raise RuntimeError(\"shape mismatch: [64] vs [32]\")\n    return y\n\n\n"
-          "x = torch.randn(64)\n")
+RAISES = (
+    "import torch\n\n\ndef f(x):\n    y = x.sin()\n"
+    '    raise RuntimeError("shape mismatch: [64] vs [32]")\n    return y\n\n\n'
+    "x = torch.randn(64)\n"
+)
 
 
 def load_fixture() -> dict[str, Any]:
@@ -48,26 +50,51 @@ def events_for(code: str, options: dict[str, Any]) -> list[dict[str, Any]]:
     try:
         compile(code, "snippet.py", "exec")
     except SyntaxError as e:
-        return [event(0, "error", {"stage": "source", "kind": "syntax",
-                                   "message": f"SyntaxError: {e.msg}", "line": e.lineno,
-                                   "traceback": f'  File "snippet.py", line {e.lineno}\n'})]
+        return [
+            event(
+                0,
+                "error",
+                {
+                    "stage": "source",
+                    "kind": "syntax",
+                    "message": f"SyntaxError: {e.msg}",
+                    "line": e.lineno,
+                    "traceback": f'  File "snippet.py", line {e.lineno}\n',
+                },
+            )
+        ]
     if "raise" in code:
         line = next(i for i, t in enumerate(code.splitlines(), 1) if "raise" in t)
         head = copy.deepcopy(fixture[:1])
         head[0]["data"]["code"] = code
-        return head + [event(1, "error", {
-            "stage": "capture", "kind": "exception", "line": line,
-            "message": "RuntimeError: shape mismatch: [64] vs [32]",
-            "traceback": f'Traceback (most recent call last):\n  File "snippet.py", line '
-                         f'{line}, in f\nRuntimeError: shape mismatch: [64] vs [32]\n'})]
+        return head + [
+            event(
+                1,
+                "error",
+                {
+                    "stage": "capture",
+                    "kind": "exception",
+                    "line": line,
+                    "message": "RuntimeError: shape mismatch: [64] vs [32]",
+                    "traceback": f'Traceback (most recent call last):\n  File "snippet.py", line '
+                    f"{line}, in f\nRuntimeError: shape mismatch: [64] vs [32]\n",
+                },
+            )
+        ]
     evs = copy.deepcopy(fixture[:-1])
     evs[0]["data"]["code"] = code
     if options.get("backend") == "triton":
-        evs[-1]["data"] = {"measured": False, "device": "cpu", "peak_gbps": None,
-                           "reason": "Triton ran under the interpreter (TRITON_INTERPRET=1); "
-                                     "timings would mean nothing",
-                           "eager_ms": None, "kernelscope_ms": None, "inductor_ms": None,
-                           "kernels": []}
+        evs[-1]["data"] = {
+            "measured": False,
+            "device": "cpu",
+            "peak_gbps": None,
+            "reason": "Triton ran under the interpreter (TRITON_INTERPRET=1); "
+            "timings would mean nothing",
+            "eager_ms": None,
+            "kernelscope_ms": None,
+            "inductor_ms": None,
+            "kernels": [],
+        }
     return evs
 
 
@@ -88,18 +115,31 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
 
     @app.get("/api/health")
     def health() -> Response:
-        return jsonify({"ok": True, "stub": True, "isolation": "none (stub)",
-                        "devices": {"cuda": True, "gpu": "stub GPU"}})
+        return jsonify(
+            {
+                "ok": True,
+                "stub": True,
+                "isolation": "none (stub)",
+                "devices": {"cuda": True, "gpu": "stub GPU"},
+            }
+        )
 
     @app.get("/api/samples")
     def samples() -> Response:
         fixture = load_fixture()
-        return jsonify({"samples": [
-            {"name": "softmax_block", "title": "GEMM + GELU + softmax",
-             "code": fixture["code"]},
-            {"name": "syntax_error", "title": "A syntax error", "code": BROKEN},
-            {"name": "raises", "title": "A snippet that raises", "code": RAISES},
-        ]})
+        return jsonify(
+            {
+                "samples": [
+                    {
+                        "name": "softmax_block",
+                        "title": "GEMM + GELU + softmax",
+                        "code": fixture["code"],
+                    },
+                    {"name": "syntax_error", "title": "A syntax error", "code": BROKEN},
+                    {"name": "raises", "title": "A snippet that raises", "code": RAISES},
+                ]
+            }
+        )
 
     @app.post("/api/compile")
     def compile_job() -> tuple[Response, int]:
@@ -123,9 +163,13 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
         body = json.dumps(evs, sort_keys=True).encode()
         trace_id = hashlib.sha256(body).hexdigest()[:12]
         done = event(len(evs), "done", {"ok": ok, "trace_id": trace_id})
-        traces[trace_id] = {"id": trace_id, "created": "2025-11-29T10:00:00Z",
-                            "code": job["code"], "options": job["options"],
-                            "events": evs + [done]}
+        traces[trace_id] = {
+            "id": trace_id,
+            "created": "2025-11-29T10:00:00Z",
+            "code": job["code"],
+            "options": job["options"],
+            "events": evs + [done],
+        }
         yield f"data: {json.dumps(done)}\n\n"
 
     @app.get("/api/traces/<trace_id>")

@@ -9,16 +9,27 @@ fallbacks work.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import REPO, LiveServer, screenshot
+from conftest import REPO, LiveServer, page_errors, screenshot
 from playwright.sync_api import Page, Route, expect
 from stub_server import create_stub_app, load_fixture
-from ui import (PANES, compile_and_wait, editor_line, highlighted_kernel_lines,
-                hover_editor_line, kernel_sources, open_explorer, show_tab, trace_stages,
-                wait_done, wait_panes_filled)
+from ui import (
+    PANES,
+    compile_and_wait,
+    editor_line,
+    highlighted_kernel_lines,
+    hover_editor_line,
+    kernel_sources,
+    open_explorer,
+    show_tab,
+    trace_stages,
+    wait_done,
+    wait_panes_filled,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -42,19 +53,24 @@ def test_compile_fills_every_pane_and_the_status_strip(page: Page) -> None:
     expect(page.locator(".stage.done")).to_have_count(9)
     expect(page.locator(".total")).to_contain_text("done")
     expect(page.locator(".source-info")).to_contain_text("block(x: float32[64, 128]")
-    fixture = {k["name"]: k["source"] for g in load_fixture()["events"][5]["data"]["graphs"]
-               for k in g["kernels"]}
+    fixture = {
+        k["name"]: k["source"]
+        for g in load_fixture()["events"][5]["data"]["graphs"]
+        for k in g["kernels"]
+    }
     shown = kernel_sources(page)
     assert set(shown) == set(fixture)
     for name, source in fixture.items():
-        assert [line.rstrip() for line in shown[name].split("\n")] == source.rstrip("\n").split("\n")
+        assert [line.rstrip() for line in shown[name].split("\n")] == source.rstrip("\n").split(
+            "\n"
+        )
     expect(page.locator(".code-pane .code[data-highlight=pygments]")).to_have_count(4)
     screenshot(page, "stub-compiled")
     for tab in PANES[1:]:
         show_tab(page, tab)
         page.wait_for_timeout(150)
         screenshot(page, f"stub-{tab}")
-    assert page.errors == []
+    assert page_errors(page) == []
 
 
 def test_cytoscape_falls_back_to_the_vendored_copy_offline(page: Page) -> None:
@@ -73,8 +89,11 @@ def test_cytoscape_loads_from_the_cdn_when_it_answers(page: Page) -> None:
 
     def cdn(route: Route) -> None:
         served.append(route.request.url)
-        route.fulfill(body=vendored, content_type="text/javascript",
-                      headers={"Access-Control-Allow-Origin": "*"})
+        route.fulfill(
+            body=vendored,
+            content_type="text/javascript",
+            headers={"Access-Control-Allow-Origin": "*"},
+        )
 
     page.route("https://cdn.jsdelivr.net/**", cdn)
     open_explorer(page)
@@ -113,8 +132,9 @@ def test_hovering_a_kernel_line_highlights_its_source_buffers_and_nodes(page: Pa
     row.hover()
     expect(editor_line(page, 8)).to_have_class(lambda_has("ks-hl"))
     assert page.locator(".cm-line.ks-hl").count() == 1
-    assert page.evaluate(
-        "window.kernelscope.panes.find(p => p.id === 'graph').highlighted()") == ["sub"]
+    assert page.evaluate("window.kernelscope.panes.find(p => p.id === 'graph').highlighted()") == [
+        "sub"
+    ]
     expect(page.locator(".ir-card.hl")).to_have_attribute("data-buffer", "buf3")
     screenshot(page, "stub-provenance-kernel-line")
 
@@ -124,8 +144,9 @@ def test_clicking_a_source_line_pins_the_selection(page: Page) -> None:
     editor_line(page, 9).click()
     page.mouse.move(5, 5)
     marked = highlighted_kernel_lines(page)
-    assert marked and all(k.startswith(("0:cpp_poi_fused__softmax_add_mul_3:", "0:wrapper:"))
-                          for k in marked)
+    assert marked and all(
+        k.startswith(("0:cpp_poi_fused__softmax_add_mul_3:", "0:wrapper:")) for k in marked
+    )
     page.keyboard.press("Escape")
     assert highlighted_kernel_lines(page) == []
 
@@ -178,7 +199,8 @@ def test_a_syntax_error_names_its_line(page: Page) -> None:
 
 
 def test_share_then_the_permalink_replays_read_only(
-        page: Page, new_page: Callable[[str], Page], stub: LiveServer) -> None:
+    page: Page, new_page: Callable[[str], Page], stub: LiveServer
+) -> None:
     compiled(page)
     before = kernel_sources(page)
     page.click("#share")
@@ -188,8 +210,12 @@ def test_share_then_the_permalink_replays_read_only(
     assert url.startswith(f"{stub.url}/t/")
     fresh = new_page(stub.url)
     posts: list[str] = []
-    fresh.on("request", lambda r: posts.append(r.url) if r.method == "POST"
-             and r.url.endswith("/api/compile") else None)
+    fresh.on(
+        "request",
+        lambda r: (
+            posts.append(r.url) if r.method == "POST" and r.url.endswith("/api/compile") else None
+        ),
+    )
     fresh.goto(url)
     fresh.wait_for_selector("body[data-ready=true]")
     wait_done(fresh)
@@ -211,8 +237,7 @@ def test_an_unknown_permalink_says_so(page: Page) -> None:
     expect(page.locator(".error-banner")).to_contain_text("doesnotexist")
 
 
-def test_code_stays_plain_text_when_highlighting_fails(
-        new_page: Callable[[str], Page]) -> None:
+def test_code_stays_plain_text_when_highlighting_fails(new_page: Callable[[str], Page]) -> None:
     server = LiveServer(create_stub_app(highlight_fails=True))
     try:
         page = new_page(server.url)
@@ -234,9 +259,18 @@ def test_unmeasured_profile_shows_its_reason(page: Page) -> None:
 
 def test_the_fixture_follows_the_event_schema() -> None:
     events = load_fixture()["events"]
-    assert [e["stage"] for e in events] == ["source", "capture", "lowering", "scheduling",
-                                            "memory", "codegen", "compile", "run", "profile",
-                                            "done"]
+    assert [e["stage"] for e in events] == [
+        "source",
+        "capture",
+        "lowering",
+        "scheduling",
+        "memory",
+        "codegen",
+        "compile",
+        "run",
+        "profile",
+        "done",
+    ]
     assert [e["seq"] for e in events] == list(range(len(events)))
     graph = events[5]["data"]["graphs"][0]
     for kernel in graph["kernels"]:
@@ -245,7 +279,6 @@ def test_the_fixture_follows_the_event_schema() -> None:
     assert json.loads(Path(REPO / "tests/browser/fixtures/softmax_block.json").read_text())
 
 
-def lambda_has(cls: str):  # noqa: ANN201 - a regex for expect().to_have_class
-    import re
-
+def lambda_has(cls: str) -> re.Pattern[str]:
+    """A pattern for expect().to_have_class: the class list contains `cls`."""
     return re.compile(rf"(^|\s){re.escape(cls)}(\s|$)")

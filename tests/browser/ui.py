@@ -21,14 +21,14 @@ def compile_and_wait(page: Page, timeout_s: float = 30) -> None:
 
 
 def wait_done(page: Page, timeout_s: float = 30) -> None:
-    page.wait_for_function("window.kernelscope.state.trace.done !== null",
-                           timeout=timeout_s * 1000)
+    page.wait_for_function("window.kernelscope.state.trace.done !== null", timeout=timeout_s * 1000)
 
 
 def wait_panes_filled(page: Page, panes: list[str] = PANES, timeout_s: float = 10) -> None:
     for pane in panes:
-        page.wait_for_selector(f"[data-pane={pane}][data-filled=true]", state="attached",
-                               timeout=timeout_s * 1000)
+        page.wait_for_selector(
+            f"[data-pane={pane}][data-filled=true]", state="attached", timeout=timeout_s * 1000
+        )
 
 
 def show_tab(page: Page, tab: str) -> None:
@@ -45,8 +45,9 @@ def hover_editor_line(page: Page, n: int) -> None:
 
 
 def highlighted_kernel_lines(page: Page) -> list[str]:
-    return page.eval_on_selector_all(".code-pane .cl.hl[data-key]",
-                                     "els => els.map(e => e.dataset.key)")
+    return page.eval_on_selector_all(
+        ".code-pane .cl.hl[data-key]", "els => els.map(e => e.dataset.key)"
+    )
 
 
 def kernel_sources(page: Page) -> dict[str, str]:
