@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# Install Kernelscope and everything it needs on a Debian machine. Safe to run again: what is
+# already there is kept, so a machine with its own (e.g. CUDA) torch keeps it.
+#
+#   bash scripts/setup.sh          # run it: torch (CPU build), triton, the package, g++, bubblewrap
+#   bash scripts/setup.sh --test   # and test it: pytest, playwright (Python), Chromium, Node.js
+#
+# Environment: PYTHON (default: python, else python3); KERNELSCOPE_TORCH (the torch to install
+# when none is importable, default torch==2.13.0); KERNELSCOPE_NO_APT=1 to skip apt-get.
+set -euo pipefail
+
+usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
+
+WITH_TEST=0
+for arg in "$@"; do
+  case "$arg" in
+    --test) WITH_TEST=1 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "setup.sh: unknown option $arg" >&2; usage >&2; exit 2 ;;
+  esac
+done
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+PYTHON="${PYTHON:-$(command -v python || command -v python3)}"
+TORCH_SPEC="${KERNELSCOPE_TORCH:-torch==2.13.0}"
+# Versions the test suite was last run with; torch is installed first and alone, so that
+# nothing else can pull a (multi-GB, CUDA) torch of its own choosing.
+RUNTIME_PKGS=(triton==3.9.0 numpy==2.4.6 sympy==1.14.0 flask==3.1.3 pygments==2.20.0)
+TEST_PKGS=(pytest==9.0.3 playwright==1.65.2)
+
+say() { printf '\n== setup: %s\n' "$*"; }
+pip_install() {
+  "$PYTHON" -m pip install --disable-pip-version-check --root-user-action=ignore \
+    --progress-bar off -q "$@"
+}
+
+# ---- Debian packages ------------------------------------------------------------------
+apt_install() {
+  local missing=()
+  for pkg in "$@"; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { echo "setup: need root to install ${missing[*]}" >&2; return 1; }
+    sudo="sudo"
+  fi
+  say "apt-get install ${missing[*]}"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+if [ "${KERNELSCOPE_NO_APT:-0}" != "1" ] && command -v apt-get >/dev/null; then
+  # g++ builds the C++ backend's kernels; bubblewrap sandboxes the server's jobs.
+  pkgs=(g++ bubblewrap)
+  if [ "$WITH_TEST" = 1 ]; then
+    pkgs+=(chromium)  # Playwright drives Debian's /usr/bin/chromium (never `playwright install`)
+    command -v node >/dev/null || pkgs+=(nodejs)  # the web UI's JavaScript unit tests
+  fi
+  apt_install "${pkgs[@]}"
+else
+  say "skipping apt-get (KERNELSCOPE_NO_APT=1 or no apt-get): need g++, bubblewrap, chromium"
+fi
+
+# ---- Python packages ------------------------------------------------------------------
+"$PYTHON" - <<'PY' || { echo "setup: Python 3.11 or newer is needed ($PYTHON)" >&2; exit 1; }
+import sys
+sys.exit(0 if sys.version_info >= (3, 11) else 1)
+PY
+
+have_torch() {
+  "$PYTHON" - <<'PY' 2>/dev/null
+import sys
+import torch
+major, minor = (int(p) for p in torch.__version__.split(".")[:2])
+print(torch.__version__)
+sys.exit(0 if (major, minor) >= (2, 6) else 1)
+PY
+}
+
+if version="$(have_torch)"; then
+  say "torch $version already installed; keeping it"
+else
+  say "pip install $TORCH_SPEC (first and alone)"
+  pip_install "$TORCH_SPEC"
+fi
+
+missing_py=()
+for spec in "${RUNTIME_PKGS[@]}" $([ "$WITH_TEST" = 1 ] && echo "${TEST_PKGS[@]}"); do
+  name="${spec%%==*}"
+  # Keep an installed triton: a CUDA torch needs the exact triton it was built with.
+  if [ "$name" = triton ] && "$PYTHON" -c "import triton" 2>/dev/null; then continue; fi
+  "$PYTHON" -m pip show -q "$name" >/dev/null 2>&1 || missing_py+=("$spec")
+done
+if [ ${#missing_py[@]} -gt 0 ]; then
+  say "pip install ${missing_py[*]}"
+  pip_install "${missing_py[@]}"
+fi
+
+# The project itself, editable, without letting pip resolve its dependencies (torch above all).
+say "pip install -e . --no-deps"
+isolation=()
+# An isolated build env would fetch setuptools again on every run; use the installed one.
+"$PYTHON" -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 68)" \
+  2>/dev/null && isolation=(--no-build-isolation)
+pip_install -e . --no-deps "${isolation[@]}"
+command -v pyenv >/dev/null && pyenv rehash || true  # make the `kernelscope` shim visible
+
+# ---- check ----------------------------------------------------------------------------
+"$PYTHON" - <<'PY'
+import torch
+import compiler
+
+try:
+    import triton
+    triton_version = triton.__version__
+except ImportError:
+    triton_version = "missing"
+gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
+print(f"\nkernelscope {compiler.__version__}: torch {torch.__version__}, triton {triton_version}, "
+      f"GPU {gpu}")
+PY
+if ! command -v kernelscope >/dev/null; then
+  echo "setup: the kernelscope command is not on PATH; use '$PYTHON -m compiler' instead" >&2
+fi
+say "done"
