@@ -101,8 +101,10 @@ export class GraphPane {
 
   async showGraph(id) {
     this.graphId = id;
-    const cytoscape = await this.ctx.cytoscape();
     const trace = this.trace;
+    const cytoscape = await this.ctx.cytoscape();
+    // A reset or a newer event may have come while cytoscape loaded.
+    if (trace !== this.trace || id !== this.graphId) return;
     const g = trace.graph("capture", id);
     if (!g) return;
     this.fx?.destroy();
