@@ -19,9 +19,13 @@ from compiler.capture.decompositions import decomposition_table
 from compiler.options import CompileOptions
 
 
-def make_backend(options: CompileOptions, filename: str | None = None
+def make_backend(options: CompileOptions, filename: str | None = None,
+                 sink: list[Any] | None = None
                  ) -> Callable[[torch.fx.GraphModule, list[Any]], Any]:
-    """A torch.compile backend that compiles every ATen graph with Kernelscope."""
+    """A torch.compile backend that compiles every ATen graph with Kernelscope.
+
+    `sink`, if given, collects each CompiledGraph (the profiler times their kernels).
+    """
     from compiler.compile_fx import compile_fx
     from compiler.lowering.graph import Unsupported
 
@@ -35,6 +39,8 @@ def make_backend(options: CompileOptions, filename: str | None = None
         except Unsupported as e:
             warnings.warn(f"kernelscope: running graph {gid} eagerly: {e}", stacklevel=2)
             return make_boxed_func(gm.forward)
+        if sink is not None:
+            sink.append(compiled)
         return make_boxed_func(compiled)
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:

@@ -75,6 +75,7 @@ FORMATS = {
 }
 COMBINE = {"sum": "{0} + {1}", "max": "ks_max({0}, {1})", "min": "ks_min({0}, {1})",
            "prod": "{0} * {1}", "any": "{0} || {1}", "all": "{0} && {1}"}
+PARALLEL_MIN = 65536  # below this many elements, threads cost more than they save
 OMP_OP = {"sum": "+", "max": "max", "min": "min", "prod": "*"}
 
 
@@ -227,7 +228,7 @@ class CppKernelCodegen(KernelCodegen):
         for node in self.plan.nodes:
             self.codegen_node(node)
         out = Lines()
-        if self.plan.xnumel >= 4096:
+        if self.plan.xnumel >= PARALLEL_MIN:
             out.write("#pragma omp parallel for simd")
         out.write(f"for (int64_t xindex = 0; xindex < {self.plan.xnumel}; xindex++)")
         out.write("{")
@@ -257,7 +258,7 @@ class CppKernelCodegen(KernelCodegen):
             clauses = [c for c in self.simd if c]
             plain = all(self.simd) and self.simd
             stores = any(n.name in self.plan.stores and n.kind != "reduction" for n in nodes)
-            if single_row and plain and not stores and self.plan.rnumel >= 4096:
+            if single_row and plain and not stores and self.plan.rnumel >= PARALLEL_MIN:
                 inner.write(f"#pragma omp parallel for {' '.join(clauses)}")
             elif plain or (not self.simd):
                 inner.write(f"#pragma omp simd {' '.join(clauses)}".rstrip())
@@ -270,7 +271,7 @@ class CppKernelCodegen(KernelCodegen):
             inner.extend(self.post)
             self.pre = self.post = None
         out = Lines()
-        if not single_row:
+        if not single_row and self.plan.xnumel * self.plan.rnumel >= PARALLEL_MIN:
             out.write("#pragma omp parallel for")
         out.write(f"for (int64_t xindex = 0; xindex < {self.plan.xnumel}; xindex++)")
         out.write("{")

@@ -45,7 +45,56 @@ class FloorDiv(sympy.Function):
             return sympy.Integer(int(base) // int(divisor))
         if isinstance(base, FloorDiv):
             return FloorDiv(base.args[0], base.args[1] * divisor)
+        if divisor.is_Integer and _bounded_below(base, int(divisor)):
+            return sympy.Integer(0)
+        if isinstance(base, ModularIndexing) and divisor.is_Integer and \
+                base.args[2].is_Integer and int(base.args[2]) % int(divisor) == 0:
+            b, d, m = base.args
+            return ModularIndexing(b, d * divisor, m // divisor)
+        if isinstance(base, sympy.Add) and divisor.is_Integer:
+            # Terms that are multiples of the divisor come out of the division whole,
+            # provided the rest stays within [0, divisor).
+            whole, rest = _split_multiples(base, int(divisor))
+            if whole != 0 and _bounded_below(rest, int(divisor)):
+                return whole / divisor + FloorDiv(rest, divisor)
         return None
+
+
+def _split_multiples(expr: Expr, k: int) -> tuple[Expr, Expr]:
+    whole, rest = sympy.Integer(0), sympy.Integer(0)
+    for t in sympy.Add.make_args(expr):
+        c, _ = t.as_coeff_Mul()
+        if c.is_Integer and int(c) % k == 0:
+            whole += t
+        else:
+            rest += t
+    return whole, rest
+
+
+def _max_value(expr: Expr) -> int | None:
+    """Largest value a non-negative index expression can take, where easy to tell."""
+    if expr.is_Integer:
+        return int(expr)
+    if isinstance(expr, ModularIndexing) and expr.args[2].is_Integer:
+        return int(expr.args[2]) - 1
+    if isinstance(expr, sympy.Mul):
+        c, rest = expr.as_coeff_Mul()
+        inner = _max_value(rest)
+        return int(c) * inner if inner is not None and c.is_Integer and c > 0 else None
+    if isinstance(expr, sympy.Add):
+        total = 0
+        for t in expr.args:
+            v = _max_value(t)
+            if v is None:
+                return None
+            total += v
+        return total
+    return None
+
+
+def _bounded_below(expr: Expr, k: int) -> bool:
+    v = _max_value(expr)
+    return v is not None and v < k
 
 
 class ModularIndexing(sympy.Function):
@@ -60,6 +109,21 @@ class ModularIndexing(sympy.Function):
             return sympy.Integer(0)
         if base.is_Integer and divisor.is_Integer and modulus.is_Integer:
             return sympy.Integer((int(base) // int(divisor)) % int(modulus))
+        if isinstance(base, FloorDiv):
+            return ModularIndexing(base.args[0], base.args[1] * divisor, modulus)
+        if isinstance(base, ModularIndexing) and divisor.is_Integer and modulus.is_Integer \
+                and base.args[2].is_Integer \
+                and int(base.args[2]) % (int(divisor) * int(modulus)) == 0:
+            b, d, _ = base.args
+            return ModularIndexing(b, d * divisor, modulus)
+        if isinstance(base, sympy.Add) and divisor.is_Integer and modulus.is_Integer:
+            # Terms that are multiples of divisor*modulus do not change the result.
+            whole, rest = _split_multiples(base, int(divisor) * int(modulus))
+            if whole != 0:
+                return ModularIndexing(rest, divisor, modulus)
+        if divisor == 1 and modulus.is_Integer and (v := _max_value(base)) is not None \
+                and v < int(modulus):
+            return base
         return None
 
 
@@ -174,13 +238,17 @@ class IndexPrinter(StrPrinter):
 
     floordiv = "//"
 
+    def _atom(self, e: Expr) -> str:
+        text = self._print(e)
+        return f"({text})" if isinstance(e, (sympy.Add, sympy.Mul)) else text
+
     def _print_FloorDiv(self, e: FloorDiv) -> str:
         a, b = e.args
-        return f"({self._print(a)} {self.floordiv} {self._print(b)})"
+        return f"({self._atom(a)} {self.floordiv} {self._print(b)})"
 
     def _print_ModularIndexing(self, e: ModularIndexing) -> str:
         a, d, m = e.args
-        base = self._print(a) if d == 1 else f"({self._print(a)} {self.floordiv} {self._print(d)})"
+        base = self._atom(a) if d == 1 else f"({self._atom(a)} {self.floordiv} {self._print(d)})"
         return f"({base} % {self._print(m)})"
 
     def _print_Mul(self, e: sympy.Mul) -> str:
@@ -265,4 +333,11 @@ def join_dimensions(expr: Expr) -> Expr:
 
 
 def simplify_index(expr: Expr) -> Expr:
-    return join_dimensions(sympy.expand(sympy.sympify(expr)))
+    """Expand, simplify inside FloorDiv/ModularIndexing bottom-up, and join dimensions."""
+    expr = sympy.sympify(expr)
+    if isinstance(expr, (FloorDiv, ModularIndexing)):
+        args = [simplify_index(a) for a in expr.args]
+        return join_dimensions(type(expr)(*args))
+    if expr.args and not expr.is_Atom:
+        expr = expr.func(*[simplify_index(a) for a in expr.args])
+    return join_dimensions(sympy.expand(expr))

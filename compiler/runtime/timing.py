@@ -21,6 +21,11 @@ class KernelTiming:
     name: str
     calls: list[float] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
+    events: list[tuple[Any, Any]] = field(default_factory=list)
+
+    def elapsed(self) -> list[float]:
+        """Milliseconds per launch (call after synchronizing when events were used)."""
+        return self.calls + [a.elapsed_time(b) for a, b in self.events]
 
     def to_json(self) -> dict[str, Any]:
         first = self.calls[0] if self.calls else None
@@ -29,8 +34,8 @@ class KernelTiming:
 
 
 class _Timed:
-    def __init__(self, fn: Any, record: KernelTiming, cuda: bool) -> None:
-        self.fn, self.record, self.cuda = fn, record, cuda
+    def __init__(self, fn: Any, record: KernelTiming, cuda: bool, events: bool) -> None:
+        self.fn, self.record, self.cuda, self.events = fn, record, cuda, events
 
     def __getitem__(self, grid: Any) -> Any:
         launcher = self.fn[grid]
@@ -44,6 +49,13 @@ class _Timed:
         return self._time(self.fn, args, kwargs)
 
     def _time(self, fn: Any, args: Any, kwargs: Any) -> Any:
+        if self.events:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            result = fn(*args, **kwargs)
+            end.record()
+            self.record.events.append((start, end))
+            return result
         if self.cuda:
             torch.cuda.synchronize()
         start = time.perf_counter()
@@ -69,13 +81,15 @@ def _compiled_info(result: Any) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def instrument(module: ModuleType, names: list[str]) -> Iterator[dict[str, KernelTiming]]:
+def instrument(module: ModuleType, names: list[str], events: bool = False
+               ) -> Iterator[dict[str, KernelTiming]]:
+    """Swap kernels for timing proxies; `events`: CUDA events, no sync per launch."""
     cuda = torch.cuda.is_available()
     saved = {n: getattr(module, n) for n in names if hasattr(module, n)}
     records = {n: KernelTiming(n) for n in saved}
     try:
         for n, fn in saved.items():
-            setattr(module, n, _Timed(fn, records[n], cuda))
+            setattr(module, n, _Timed(fn, records[n], cuda, events and cuda))
         yield records
     finally:
         for n, fn in saved.items():

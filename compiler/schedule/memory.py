@@ -68,7 +68,7 @@ def plan_memory(
                 continue
             buf = buffers[w]
             extern = isinstance(buf, (ExternKernel, ExternOutput))
-            plan = BufferPlan(w, buf.layout.nbytes(), i, end if w in outputs else last_use[w],
+            plan = BufferPlan(w, buf.layout.nbytes(), i, end - 1 if w in outputs else last_use[w],
                               w in outputs, "extern" if extern else "wrapper", storage=w)
             if reuse and not extern:
                 match = next((p for p in pool if _same_storage(buffers[p.name], buf)), None)

@@ -1,0 +1,154 @@
+"""The `run` and `profile` stages' measurements: correctness against eager, and time.
+
+Timing follows the usual rules: warm up first, take medians, synchronize the device.
+On a GPU: `triton.testing.do_bench` for whole calls and CUDA events around each kernel
+launch; achieved bandwidth against a measured device-to-device copy. On the CPU (C++
+kernels) the same with a wall clock. Under the Triton interpreter nothing is timed.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch.utils._pytree as pytree
+
+from compiler.events import finite
+from compiler.options import CompileOptions
+
+
+def compare_outputs(out: Any, ref: Any, atol: float, rtol: float) -> dict[str, Any]:
+    outs, refs = pytree.tree_leaves(out), pytree.tree_leaves(ref)
+    results, ok = [], len(outs) == len(refs)
+    for i, (o, r) in enumerate(zip(outs, refs)):
+        if not isinstance(r, torch.Tensor):
+            same = o == r
+            results.append({"index": i, "ok": bool(same), "value": repr(o)[:80]})
+            ok &= bool(same)
+            continue
+        entry: dict[str, Any] = {"index": i, "shape": list(r.shape),
+                                 "dtype": str(r.dtype).removeprefix("torch.")}
+        if not isinstance(o, torch.Tensor) or o.shape != r.shape:
+            entry.update(ok=False, error="shape mismatch")
+            ok = False
+            results.append(entry)
+            continue
+        if r.dtype.is_floating_point or r.dtype.is_complex:
+            diff = (o.double() - r.double()).abs()
+            bad = ~torch.isclose(o.double(), r.double(), atol=atol, rtol=rtol, equal_nan=True)
+            max_abs = diff[~torch.isnan(diff)].max().item() if diff.numel() else 0.0
+            denom = r.double().abs().clamp_min(1e-12)
+            max_rel = (diff / denom)[~torch.isnan(diff)].max().item() if diff.numel() else 0.0
+            good = not bool(bad.any())
+            entry.update(max_abs_err=finite(max_abs), max_rel_err=finite(max_rel), ok=good,
+                         mismatched=int(bad.sum()))
+        else:
+            mism = int((o != r).sum())
+            good = mism == 0
+            entry.update(max_abs_err=float(mism > 0), max_rel_err=None, ok=good,
+                         mismatched=mism)
+        ok &= good
+        results.append(entry)
+    return {"ok": bool(ok), "outputs": results, "atol": atol, "rtol": rtol}
+
+
+def _bench_cpu(fn: Callable[[], Any], budget_s: float = 0.5) -> float:
+    fn()
+    times: list[float] = []
+    deadline = time.perf_counter() + budget_s
+    while len(times) < 5 or (time.perf_counter() < deadline and len(times) < 200):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def _bench_cuda(fn: Callable[[], Any]) -> float:
+    import triton.testing
+
+    return float(triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"))
+
+
+_PEAK: dict[str, float] = {}
+
+
+def copy_bandwidth_gbps() -> float:
+    """Device-to-device copy bandwidth (bytes read + written), measured once."""
+    if "cuda" not in _PEAK:
+        n = 256 * 1024 * 1024 // 4
+        src = torch.empty(n, device="cuda")
+        dst = torch.empty_like(src)
+        ms = _bench_cuda(lambda: dst.copy_(src))
+        _PEAK["cuda"] = 2 * src.numel() * 4 / (ms * 1e-3) / 1e9
+        del src, dst
+    return _PEAK["cuda"]
+
+
+def profile(entry: Any, compiled_graphs: list[Any], options: CompileOptions, path: Path,
+            compiled_fn: Callable[..., Any] | None = None,
+            kernel_bytes: dict[str, int] | None = None) -> dict[str, Any]:
+    cuda = options.device == "cuda"
+    if not options.profile:
+        return {"measured": False, "reason": "profiling is off"}
+    if not cuda and options.resolved_backend() == "triton":
+        return {"measured": False, "device": "cpu",
+                "reason": "Triton kernels ran in the interpreter on the CPU: "
+                          "their timings would mean nothing"}
+    bench = _bench_cuda if cuda else _bench_cpu
+    args = [a.clone() if isinstance(a, torch.Tensor) else a for a in entry.inputs]
+    eager_ms = bench(lambda: entry.fn(*args, **entry.kwargs))
+    ours_ms = (bench(lambda: compiled_fn(*args, **entry.kwargs))
+               if compiled_fn is not None else None)
+    inductor_ms = None
+    if options.inductor:
+        torch._dynamo.reset()
+        ind = torch.compile(entry.fn)
+        inductor_ms = bench(lambda: ind(*args, **entry.kwargs))
+    kernels = _kernel_times(compiled_graphs, compiled_fn, args, entry.kwargs, cuda)
+    peak = copy_bandwidth_gbps() if cuda else None
+    for k in kernels:
+        nbytes = (kernel_bytes or {}).get(k["name"])
+        if nbytes is not None and k["ms"]:
+            k["bytes"] = nbytes
+            k["gbps"] = round(nbytes / (k["ms"] * 1e-3) / 1e9, 1)
+            k["pct_peak"] = round(100 * k["gbps"] / peak, 1) if peak else None
+    device = torch.cuda.get_device_name() if cuda else "cpu"
+    return {"measured": True, "device": device, "reason": None,
+            "eager_ms": round(eager_ms, 4), "kernelscope_ms": _r(ours_ms),
+            "inductor_ms": _r(inductor_ms), "peak_gbps": _r(peak), "kernels": kernels}
+
+
+def _r(x: float | None) -> float | None:
+    return round(x, 4) if x is not None else None
+
+
+def _kernel_times(graphs: list[Any], fn: Callable[..., Any] | None, args: list[Any],
+                  kwargs: dict[str, Any], cuda: bool, iters: int = 20) -> list[dict[str, Any]]:
+    from compiler.runtime.timing import instrument
+
+    if fn is None or not graphs:
+        return []
+    prefixes = ("triton_poi", "triton_per", "triton_red", "cpp_poi", "cpp_red")
+    names = [[n for n in dir(g.module) if n.startswith(prefixes)] for g in graphs]
+    samples: dict[str, list[float]] = {}
+    for _ in range(iters):
+        records: dict[str, Any] = {}
+        stack = []
+        for g, kernel_names in zip(graphs, names):
+            cm = instrument(g.module, kernel_names, events=cuda)
+            records.update(cm.__enter__())
+            stack.append(cm)
+        try:
+            fn(*args, **kwargs)
+            if cuda:
+                torch.cuda.synchronize()
+        finally:
+            for cm in reversed(stack):
+                cm.__exit__(None, None, None)
+        for name, rec in records.items():
+            samples.setdefault(name, []).extend(rec.elapsed())
+    return [{"name": n, "ms": round(statistics.median(v), 4) if v else None}
+            for n, v in samples.items()]

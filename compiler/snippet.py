@@ -1,0 +1,152 @@
+"""Running a user's snippet and finding what to compile in it (the `source` stage).
+
+A snippet is a normal Python file, executed with a default device already set (inside
+`with torch.device(device):`), so it makes tensors without naming a device.
+
+- If it calls `torch.compile(fn)` and then calls the result, that function and the
+  arguments of its first call are the entry (the call itself runs eagerly here).
+- Otherwise it defines `example_inputs` (a tuple of tensors); the entry is the top-level
+  name `entry` if there is one, else the last top-level function or nn.Module instance.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import inspect
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+
+class SnippetError(Exception):
+    def __init__(self, kind: str, message: str, line: int | None = None,
+                 tb: str | None = None) -> None:
+        super().__init__(message)
+        self.kind, self.message, self.line, self.tb = kind, message, line, tb
+
+
+@dataclass
+class Entry:
+    fn: Callable[..., Any]
+    name: str
+    inputs: tuple[Any, ...]
+    line: int | None = None
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def write_snippet(code: str, directory: Path) -> Path:
+    """Snippets run from a real file so stack traces and Dynamo see their lines."""
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"snippet_{hashlib.sha256(code.encode()).hexdigest()[:12]}.py"
+    if not path.exists():
+        path.write_text(code)
+    return path
+
+
+def check_syntax(code: str, filename: str) -> ast.Module:
+    try:
+        return ast.parse(code, filename)
+    except SyntaxError as e:
+        raise SnippetError("syntax", f"SyntaxError: {e.msg}", e.lineno) from e
+
+
+class _CompileRecorder:
+    """Stands in for torch.compile while the snippet runs: remembers fn and first args."""
+
+    def __init__(self) -> None:
+        self.calls: list[Entry] = []
+
+    def __call__(self, model: Any = None, **kwargs: Any) -> Any:
+        if model is None:
+            return lambda fn: self(fn, **kwargs)
+        recorder = self
+
+        def compiled(*args: Any, **kw: Any) -> Any:
+            if not any(e.fn is model for e in recorder.calls):
+                recorder.calls.append(Entry(model, _name_of(model), args, _line_of(model), kw))
+            return model(*args, **kw)
+
+        compiled.__wrapped__ = model  # type: ignore[attr-defined]
+        return compiled
+
+
+def _name_of(obj: Any) -> str:
+    return getattr(obj, "__name__", None) or type(obj).__name__
+
+
+def _line_of(obj: Any) -> int | None:
+    target = obj.forward if isinstance(obj, torch.nn.Module) else obj
+    try:
+        return inspect.getsourcelines(target)[1]
+    except (OSError, TypeError):
+        return None
+
+
+def run_snippet(path: Path, device: str, entry_name: str | None = None) -> Entry:
+    code = path.read_text()
+    tree = check_syntax(code, str(path))
+    scope: dict[str, Any] = {"__name__": "__kernelscope__", "__file__": str(path)}
+    recorder = _CompileRecorder()
+    saved = torch.compile
+    torch.compile = recorder  # type: ignore[assignment]
+    try:
+        with torch.device(device):
+            exec(compile(tree, str(path), "exec"), scope)  # noqa: S102 - sandboxed worker
+    except SnippetError:
+        raise
+    except BaseException as e:  # the user's code failed: say where
+        raise SnippetError("exception", f"{type(e).__name__}: {e}", _user_line(e, path),
+                           traceback.format_exc(limit=-8)) from e
+    finally:
+        torch.compile = saved  # type: ignore[assignment]
+    if entry_name is None and recorder.calls:
+        return recorder.calls[0]
+    return _explicit_entry(scope, tree, entry_name)
+
+
+def _explicit_entry(scope: dict[str, Any], tree: ast.Module, name: str | None) -> Entry:
+    inputs = scope.get("example_inputs", scope.get("inputs"))
+    if inputs is None:
+        raise SnippetError("entry", "nothing to compile: call torch.compile(fn) on your "
+                           "function and call it, or define `example_inputs` (a tuple of "
+                           "tensors) and the function or module to compile")
+    if isinstance(inputs, torch.Tensor):
+        inputs = (inputs,)
+    name = name or ("entry" if "entry" in scope else _last_definition(scope, tree))
+    if name is None or name not in scope:
+        raise SnippetError("entry", f"no entry function or module named {name!r} found")
+    fn = scope[name]
+    if not callable(fn):
+        raise SnippetError("entry", f"entry {name!r} is not callable")
+    return Entry(fn, name if name != "entry" else _name_of(fn), tuple(inputs), _line_of(fn))
+
+
+def _last_definition(scope: dict[str, Any], tree: ast.Module) -> str | None:
+    found = None
+    for stmt in tree.body:
+        if isinstance(stmt, ast.FunctionDef):
+            found = stmt.name
+        elif isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and \
+                isinstance(stmt.targets[0], ast.Name):
+            value = scope.get(stmt.targets[0].id)
+            if isinstance(value, torch.nn.Module):
+                found = stmt.targets[0].id
+    return found
+
+
+def _user_line(e: BaseException, path: Path) -> int | None:
+    line = None
+    for frame in traceback.extract_tb(e.__traceback__):
+        if frame.filename == str(path):
+            line = frame.lineno
+    if line is None and isinstance(e, SyntaxError):
+        line = e.lineno
+    return line
+
+
+def user_line_of(e: BaseException, path: Path) -> int | None:
+    return _user_line(e, path)
