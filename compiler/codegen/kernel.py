@@ -201,8 +201,11 @@ class KernelCodegen(Handler):
         xs, rs = self.node_vars(node)
         with use_handler(self):
             if isinstance(buf.data, Reduction):
-                value = buf.data.inner_fn(xs, rs)
-                result = self.reduce(node, self._as_var(value, buf.data.src_dtype))
+                value = self._as_var(buf.data.inner_fn(xs, rs), buf.data.src_dtype)
+                # The same reduction of the same value (mean and var both sum x): once.
+                key = f"reduction:{buf.data.reduction_type}:{value.name}:{buf.dtype}"
+                result = self.scope.get(key) or self.reduce(node, value)
+                self.scope.cache[key] = result
                 self.reductions[node.name] = result
                 if node.name in self.plan.stores:
                     self.store_reduction(node, buf.layout.index(xs), result)

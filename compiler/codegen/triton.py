@@ -208,16 +208,16 @@ class TritonKernelCodegen(KernelCodegen):
             value = self.emit(f"tl.full([XBLOCK, RBLOCK], {value.name}, {TL_DTYPE[src]})"
                               if _is_literal(value) else
                               f"tl.broadcast_to({value.name}, [XBLOCK, RBLOCK])", src, "r")
-        result = Var(self.new_var(), node.buffer.dtype, "x")
         out_dtype = TL_DTYPE[node.buffer.dtype]
         if self.persistent:
             lines = self.scope.lines
             masked = self.emit(f"tl.where(xmask & rmask, {value.name}, {ident})", src, "r")
+            result = Var(self.new_var(), node.buffer.dtype, "x")
             lines.write(f"{result.name} = {self._finish(rtype, masked.name, '_' + result.name)}"
                         f".to({out_dtype})", origins, (node.name,))
-            self.kernel_scope.cache[f"reduction:{node.name}"] = result
             return result
         assert self.pre is not None and self.post is not None
+        result = Var(self.new_var(), node.buffer.dtype, "x")
         acc = f"_{result.name}"
         self.pre.write(f"{acc} = tl.full([XBLOCK, RBLOCK], {ident}, {TL_DTYPE[src]})",
                        origins, (node.name,))
