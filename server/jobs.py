@@ -33,15 +33,12 @@ class JobRequest:
     code: str
     options: dict[str, Any]  # device, backend, fusion, inductor (validated by the API)
     entry: str | None = None
-    inputs: Any = None
 
     def trace_options(self) -> dict[str, Any]:
         """What the permalink stores next to the code."""
         out = dict(self.options)
         if self.entry is not None:
             out["entry"] = self.entry
-        if self.inputs is not None:
-            out["inputs"] = self.inputs
         return out
 
 

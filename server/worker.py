@@ -6,7 +6,7 @@ an `error` event names what happened first. The finished trace goes to the `Trac
 and its id into the `done` event.
 
 The worker is `WORKER_CMD <scratch>/snippet.py --json --device D --backend B [--no-fusion]
-[--inductor] [--entry NAME] [--inputs FILE]`; it prints one StageEvent per line
+[--inductor] [--entry NAME]`; it prints one StageEvent per line
 (docs/events.md). Lines that are not JSON objects (a snippet writing to fd 1) are dropped,
 and `seq` is renumbered here, so a snippet cannot break the stream's shape.
 """
@@ -83,8 +83,6 @@ def worker_argv(settings: WorkerSettings, job: Job, scratch: str) -> list[str]:
         argv.append("--inductor")
     if job.request.entry:
         argv += ["--entry", job.request.entry]
-    if job.request.inputs is not None:
-        argv += ["--inputs", f"{scratch}/inputs.json"]
     return argv
 
 
@@ -93,7 +91,7 @@ def run_job(job: Job, settings: WorkerSettings, store: TraceStore) -> None:
     iso = settings.isolation
     scratch = make_scratch(settings.scratch_root, iso)
     try:
-        _write_inputs(job, scratch, iso)
+        _write_snippet(job, scratch, iso)
         launch = make_launch(
             iso,
             lambda view: worker_argv(settings, job, view),
@@ -134,15 +132,11 @@ def run_job(job: Job, settings: WorkerSettings, store: TraceStore) -> None:
         remove_scratch(scratch)
 
 
-def _write_inputs(job: Job, scratch: Path, iso: Isolation) -> None:
-    files = {"snippet.py": job.request.code}
-    if job.request.inputs is not None:
-        files["inputs.json"] = json.dumps(job.request.inputs)
-    for name, text in files.items():
-        path = scratch / name
-        path.write_text(text, encoding="utf-8")
-        if iso.uid is not None:
-            os.chown(path, iso.uid, iso.gid if iso.gid is not None else -1)
+def _write_snippet(job: Job, scratch: Path, iso: Isolation) -> None:
+    path = scratch / "snippet.py"
+    path.write_text(job.request.code, encoding="utf-8")
+    if iso.uid is not None:
+        os.chown(path, iso.uid, iso.gid if iso.gid is not None else -1)
 
 
 def supervise(proc: subprocess.Popen[bytes], job: Job, limits: Limits, scratch: Path) -> Outcome:

@@ -22,7 +22,8 @@ from flask.testing import FlaskClient
         ({"code": "x = 1", "options": {"fusion": "yes"}}, "options.fusion"),
         ({"code": "x = 1", "options": {"turbo": True}}, "unknown option(s): turbo"),
         ({"code": "x = 1", "entry": "os.system('x')"}, "'entry' must be a Python name"),
-        ({"code": "x = 1", "inputs": ["x" * 20000]}, "'inputs' is too large"),
+        ({"code": "x = 1", "inputs": [[1.0, 2.0]]}, "'inputs' is not supported"),
+        ({"code": "x = 1", "options": {"device": "cuda:1"}}, "options.device"),
     ],
 )
 def test_compile_rejects_bad_requests(client: FlaskClient, body: dict, message: str) -> None:

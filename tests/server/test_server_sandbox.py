@@ -1,9 +1,11 @@
 """Hostile snippets: each one ends in a clear error event, and the server keeps serving.
 
-The corpus runs through the real compiler CLI when it exists (the fake worker otherwise:
-it exec()s the snippet the same way, so the sandbox meets the same code). Cases that need
-namespaces (network, files outside scratch, an unbounded fork bomb) are skipped where the
-host gives no bubblewrap; /api/health says which isolation is active.
+The corpus runs through the real compiler CLI (the fake worker until the CLI exists: it
+exec()s the snippet the same way, so the sandbox meets the same code). The quick cases are
+all submitted at once and run two at a time; the ones that must hit the wall clock (an
+infinite loop with 200 escaped children, a fork bomb) run alone afterwards. Cases that need
+namespaces (network, files outside scratch) are skipped where the host has no bubblewrap;
+/api/health says which isolation is active.
 """
 
 from __future__ import annotations
@@ -11,19 +13,22 @@ from __future__ import annotations
 import os
 import shutil
 import socket
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import pytest
 from conftest import (
     FAKE_WORKER,
     REAL_CLI_PRESENT,
     REAL_WORKER,
+    AppFactory,
     add_relu_code,
     compile_events,
     first_error,
     state,
+    stream,
     wait_until,
 )
 from flask import Flask
@@ -33,33 +38,8 @@ from server import create_app
 from server.worker import scratch_exceeded
 
 WORKER = REAL_WORKER if REAL_CLI_PRESENT else FAKE_WORKER
-TIMEOUT_S = 20 if REAL_CLI_PRESENT else 5
-
-
-@pytest.fixture(scope="module")
-def hostile_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flask]:
-    root = tmp_path_factory.mktemp("hostile")
-    app = create_app(
-        {
-            "DATABASE": str(root / "db" / "traces.sqlite3"),
-            "WORKER_CMD": WORKER,
-            "JOB_TIMEOUT_S": TIMEOUT_S,
-            "MAX_JOBS": 1,
-            "FILE_SIZE_LIMIT_MB": 32,
-            "PROCESS_LIMIT": 256,
-            "WORKER_THREADS": 2,
-            "HEARTBEAT_S": 1.0,
-        }
-    )
-    yield app
-    state(app).jobs.shutdown()
-
-
-@pytest.fixture
-def client(hostile_app: Flask) -> Iterator[FlaskClient]:
-    client = hostile_app.test_client()
-    yield client
-    assert client.get("/api/health").status_code == 200, "the server stopped serving"
+TIMEOUT_S = 25 if REAL_CLI_PRESENT else 5
+Events = list[dict[str, Any]]
 
 
 def namespaced(app: Flask) -> bool:
@@ -71,8 +51,7 @@ def nproc_enforced(app: Flask) -> bool:
     return os.geteuid() != 0 or state(app).settings.isolation.uid is not None
 
 
-def sandbox_processes() -> list[str]:
-    """Command lines of processes left from any job (bwrap or worker)."""
+def processes(match: Callable[[str], bool]) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -81,169 +60,241 @@ def sandbox_processes() -> list[str]:
             cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
-        if "kernelscope-job-" in cmd or "/scratch/snippet.py" in cmd or "1000.4242" in cmd:
-            found.append(cmd)
+        if match(cmd):
+            found.append(int(entry.name))
     return found
 
 
-def run(client: FlaskClient, code: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    events = compile_events(client, code)
+def in_sandbox(cmd: str) -> bool:
+    markers = ("kernelscope-job-", "/scratch/snippet.py", "1000.4242", "forkbomb-4242")
+    return any(marker in cmd for marker in markers)
+
+
+def quick_cases(app: Flask, secret: Path, port: int) -> dict[str, str]:
+    """name -> snippet, for every case this host can check."""
+    database = str(state(app).store.path)
+    cases = {
+        "syntax": "import torch\ndef f(x:\n    return x\n",
+        "exception": "raise RuntimeError('kaboom from the snippet')\n",
+        "memory": "hog = bytearray(1 << 40)\n",
+        "segfault": "import ctypes\nctypes.string_at(0)\n",
+        "output": "import os\nwhile True:\n    os.write(1, b'x' * 65536)\n",
+        "bigfile": "open('big.bin', 'wb').write(b'x' * (64 << 20))\n",
+        "shadow": "print(open('/etc/shadow').read())\n",
+    }
+    if namespaced(app) or nproc_enforced(app):
+        cases["database"] = f"open({database!r}, 'rb').read()\n"
+    if namespaced(app):
+        cases["network"] = "import socket\nsocket.create_connection(('10.255.255.1', 80), 5)\n"
+        cases["loopback"] = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), 5)\n"
+        cases["outside"] = f"import os\nprint(open({str(secret)!r}).read())\n"
+        home_file = next((f for f in Path.home().iterdir() if f.is_file()), None)
+        if home_file is not None:
+            cases["home"] = f"print(open({str(home_file)!r}).read())\n"
+        if shutil.which("curl"):
+            cases["curl"] = (
+                "import os\nassert os.system('curl -sS -m 5 http://10.255.255.1/') == 0\n"
+            )
+    return cases
+
+
+@pytest.fixture(scope="module")
+def listener() -> Iterator[socket.socket]:
+    """A port on the host's loopback that no sandboxed snippet may reach."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        sock.settimeout(0.1)
+        yield sock
+
+
+@pytest.fixture(scope="module")
+def hostile_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flask]:
+    root = tmp_path_factory.mktemp("hostile")
+    app = create_app(
+        {
+            "DATABASE": str(root / "db" / "traces.sqlite3"),
+            "WORKER_CMD": WORKER,
+            "JOB_TIMEOUT_S": TIMEOUT_S,
+            "MAX_JOBS": 2,
+            "QUEUE_SIZE": 32,
+            "FILE_SIZE_LIMIT_MB": 32,
+            "PROCESS_LIMIT": 256,
+            "WORKER_THREADS": 1,
+            "HEARTBEAT_S": 1.0,
+        }
+    )
+    yield app
+    state(app).jobs.shutdown()
+
+
+@pytest.fixture(scope="module")
+def jobs(
+    hostile_app: Flask, listener: socket.socket, tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, str]:
+    """Submit every quick case at once; tests then read their own job's stream."""
+    secret = tmp_path_factory.mktemp("outside") / "secret.txt"
+    secret.write_text("the server's secret")
+    client = hostile_app.test_client()
+    submitted = {}
+    for name, code in quick_cases(hostile_app, secret, listener.getsockname()[1]).items():
+        response = client.post("/api/compile", json={"code": code})
+        assert response.status_code == 202, response.get_json()
+        submitted[name] = response.get_json()["job_id"]
+    return submitted
+
+
+@pytest.fixture
+def client(hostile_app: Flask) -> Iterator[FlaskClient]:
+    client = hostile_app.test_client()
+    yield client
+    assert client.get("/api/health").status_code == 200, "the server stopped serving"
+
+
+def outcome(client: FlaskClient, jobs: dict[str, str], name: str) -> dict[str, Any]:
+    """The first error of a quick case (skipped where the host cannot check it)."""
+    if name not in jobs:
+        pytest.skip(f"{name}: needs bubblewrap (or curl) on this host")
+    events = stream(client, jobs[name])
+    return finished_with_error(events)
+
+
+def finished_with_error(events: Events) -> dict[str, Any]:
     assert events[-1]["stage"] == "done" and events[-1]["data"]["ok"] is False
     assert events[-1]["data"]["trace_id"]
-    return events, first_error(events)
+    return first_error(events)
 
 
-def test_syntax_error(client: FlaskClient) -> None:
-    _, error = run(client, "import torch\ndef f(x:\n    return x\n")
-    assert error["kind"] == "syntax"
+def test_syntax_error(client: FlaskClient, jobs: dict[str, str]) -> None:
+    assert outcome(client, jobs, "syntax")["kind"] == "syntax"
 
 
-def test_exception(client: FlaskClient) -> None:
-    _, error = run(client, "raise RuntimeError('kaboom from the snippet')\n")
+def test_exception(client: FlaskClient, jobs: dict[str, str]) -> None:
+    error = outcome(client, jobs, "exception")
     assert error["kind"] == "exception" and "kaboom" in error["message"]
 
 
-def test_infinite_loop_times_out(client: FlaskClient) -> None:
-    _, error = run(client, "while True:\n    pass\n")
-    assert error["kind"] == "timeout"
-    assert f"longer than {TIMEOUT_S} s" in error["message"]
-    assert wait_until(lambda: not sandbox_processes()), sandbox_processes()
-
-
-def test_memory_bomb(client: FlaskClient) -> None:
-    _, error = run(client, "hog = bytearray(1 << 40)\n")
+def test_memory_bomb(client: FlaskClient, jobs: dict[str, str]) -> None:
+    error = outcome(client, jobs, "memory")
     assert error["kind"] == "memory" and "memory limit" in error["message"]
 
 
-def test_segfault(client: FlaskClient) -> None:
-    _, error = run(client, "import ctypes\nctypes.string_at(0)\n")
+def test_segfault(client: FlaskClient, jobs: dict[str, str]) -> None:
+    error = outcome(client, jobs, "segfault")
     assert error["kind"] == "killed" and "SIGSEGV" in error["message"]
 
 
-def test_two_hundred_children_are_all_killed(client: FlaskClient) -> None:
+def test_output_flood_is_cut(client: FlaskClient, jobs: dict[str, str]) -> None:
+    error = outcome(client, jobs, "output")
+    assert error["kind"] == "sandbox" and "MiB of output" in error["message"]
+
+
+def test_huge_file_hits_the_file_size_limit(client: FlaskClient, jobs: dict[str, str]) -> None:
+    error = outcome(client, jobs, "bigfile")
+    assert "File too large" in error["message"] or "larger than 32 MiB" in error["message"]
+
+
+def test_etc_shadow_is_unreadable(client: FlaskClient, jobs: dict[str, str]) -> None:
+    error = outcome(client, jobs, "shadow")
+    assert error["kind"] == "exception" and "/etc/shadow" in error["message"]
+
+
+def test_database_is_out_of_reach(
+    client: FlaskClient, jobs: dict[str, str], hostile_app: Flask
+) -> None:
+    error = outcome(client, jobs, "database")
+    assert "FileNotFoundError" in error["message"] or "PermissionError" in error["message"]
+    assert state(hostile_app).store.count() > 0  # and the store still works
+
+
+def test_no_network(client: FlaskClient, jobs: dict[str, str]) -> None:
+    assert "Network is unreachable" in outcome(client, jobs, "network")["message"]
+
+
+def test_host_loopback_is_not_reachable(
+    client: FlaskClient, jobs: dict[str, str], listener: socket.socket
+) -> None:
+    error = outcome(client, jobs, "loopback")
+    assert "refused" in error["message"] or "unreachable" in error["message"]
+    with pytest.raises(TimeoutError):
+        listener.accept()
+
+
+def test_os_system_curl_fails(client: FlaskClient, jobs: dict[str, str]) -> None:
+    error = outcome(client, jobs, "curl")
+    assert error["kind"] == "exception" and "AssertionError" in error["message"]
+
+
+def test_files_outside_scratch_are_invisible(client: FlaskClient, jobs: dict[str, str]) -> None:
+    for name in ("outside", "home"):
+        if name not in jobs:
+            continue
+        error = outcome(client, jobs, name)
+        assert "FileNotFoundError" in error["message"] or "PermissionError" in error["message"]
+
+
+class Watch:
+    """Counts matching processes in the background: proof a hostile snippet really ran."""
+
+    def __init__(self, match: Callable[[str], bool]) -> None:
+        self.match, self.most, self._stop = match, 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.2):
+            self.most = max(self.most, len(processes(self.match)))
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def test_infinite_loop_with_escaped_children_is_killed(client: FlaskClient) -> None:
     code = (
-        "import os, time\n"
+        "import subprocess\n"
         "for _ in range(200):\n"
-        "    if os.fork() == 0:\n"
-        "        os.setsid()\n"
-        "        os.execv('/bin/sleep', ['sleep', '1000.4242'])\n"
+        "    subprocess.Popen(['/bin/sleep', '1000.4242'], start_new_session=True)\n"
         "while True:\n"
-        "    time.sleep(1)\n"
+        "    pass\n"
     )
-    _, error = run(client, code)
-    assert error["kind"] == "timeout"
-    assert wait_until(lambda: not sandbox_processes(), timeout=15), sandbox_processes()[:5]
+    with Watch(lambda cmd: "1000.4242" in cmd) as watch:
+        error = finished_with_error(compile_events(client, code))
+    assert error["kind"] == "timeout" and f"longer than {TIMEOUT_S} s" in error["message"]
+    assert watch.most >= 50, "the snippet never started its children"
+    assert wait_until(lambda: not processes(in_sandbox), timeout=15)
 
 
 def test_fork_bomb(client: FlaskClient, hostile_app: Flask) -> None:
     if not nproc_enforced(hostile_app):
         pytest.skip("the worker runs as root here, so RLIMIT_NPROC cannot bound a fork bomb")
-    code = (
-        "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
-    )
-    _, error = run(client, code)
+    # The snippet swaps the big compiler process for a small Python that forks quickly.
+    bomb = "# forkbomb-4242\nimport os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    code = f"import os, sys\nos.execv(sys.executable, [sys.executable, '-c', {bomb!r}])\n"
+    with Watch(lambda cmd: "forkbomb-4242" in cmd) as watch:
+        error = finished_with_error(compile_events(client, code))
     assert error["kind"] in ("timeout", "exception", "killed"), error
-    assert wait_until(lambda: not sandbox_processes(), timeout=30), sandbox_processes()[:5]
+    assert 100 < watch.most <= 256, watch.most  # it forked, and RLIMIT_NPROC held
+    assert wait_until(lambda: not processes(in_sandbox), timeout=30)
 
 
-def test_output_flood_is_cut(client: FlaskClient) -> None:
-    _, error = run(client, "import os\nwhile True:\n    os.write(1, b'x' * 65536)\n")
-    assert error["kind"] == "sandbox" and "MiB of output" in error["message"]
+def test_a_normal_compile_works_afterwards(client: FlaskClient) -> None:
+    code = add_relu_code() if REAL_CLI_PRESENT else "x = 1 + 1\n"
+    events = compile_events(client, code, device="cpu", backend="cpp")
+    assert "error" not in [e["stage"] for e in events], first_error(events)
+    assert events[-1]["data"]["ok"] is True
 
 
-def test_huge_file_hits_the_file_size_limit(client: FlaskClient) -> None:
-    _, error = run(client, "open('big.bin', 'wb').write(b'x' * (64 << 20))\n")
-    assert "File too large" in error["message"] or "larger than 32 MiB" in error["message"]
-
-
-def test_no_network(client: FlaskClient, hostile_app: Flask) -> None:
-    if not namespaced(hostile_app):
-        pytest.skip("no network namespace without bubblewrap")
-    code = "import socket\nsocket.create_connection(('10.255.255.1', 80), timeout=5)\n"
-    _, error = run(client, code)
-    assert "Network is unreachable" in error["message"]
-
-
-def test_host_loopback_is_not_reachable(client: FlaskClient, hostile_app: Flask) -> None:
-    if not namespaced(hostile_app):
-        pytest.skip("no network namespace without bubblewrap")
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen()
-        listener.settimeout(0.1)
-        port = listener.getsockname()[1]
-        code = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=5)\n"
-        _, error = run(client, code)
-        assert error["kind"] == "exception"
-        assert "refused" in error["message"] or "unreachable" in error["message"]
-        with pytest.raises(TimeoutError):
-            listener.accept()
-
-
-def test_os_system_curl_fails(client: FlaskClient, hostile_app: Flask) -> None:
-    if not namespaced(hostile_app):
-        pytest.skip("no network namespace without bubblewrap")
-    if shutil.which("curl") is None:
-        pytest.skip("curl is not installed")
-    code = "import os\nstatus = os.system('curl -sS -m 5 http://10.255.255.1/')\nassert status == 0, status\n"
-    _, error = run(client, code)
-    assert error["kind"] == "exception" and "AssertionError" in error["message"]
-
-
-def test_etc_shadow_is_unreadable(client: FlaskClient) -> None:
-    _, error = run(client, "print(open('/etc/shadow').read())\n")
-    assert error["kind"] == "exception" and "/etc/shadow" in error["message"]
-
-
-def test_database_is_out_of_reach(client: FlaskClient, hostile_app: Flask) -> None:
-    if not (namespaced(hostile_app) or nproc_enforced(hostile_app)):
-        pytest.skip("without bubblewrap a root worker can read any file")
-    database = str(state(hostile_app).store.path)
-    code = (
-        f"data = open({database!r}, 'rb').read()\nraise SystemExit(f'read {{len(data)}} bytes')\n"
-    )
-    _, error = run(client, code)
-    assert "FileNotFoundError" in error["message"] or "PermissionError" in error["message"]
-    assert state(hostile_app).store.count() > 0  # and it is intact
-
-
-def test_files_outside_scratch_are_invisible(
-    client: FlaskClient, hostile_app: Flask, tmp_path: Path
-) -> None:
-    if not namespaced(hostile_app):
-        pytest.skip("without bubblewrap the host's files are visible")
-    secret = tmp_path / "secret.txt"
-    secret.write_text("the server's secret")
-    home = os.path.expanduser("~")
-    code = f"import os\nprint(os.listdir({home!r}))\nprint(open({str(secret)!r}).read())\n"
-    _, error = run(client, code)
-    assert "FileNotFoundError" in error["message"] or "PermissionError" in error["message"]
-
-
-def test_scratch_budget_counts_bytes_and_files(tmp_path: Path) -> None:
+def test_scratch_budget_counts_bytes(tmp_path: Path) -> None:
     (tmp_path / "a").write_bytes(b"x" * 20000)
     assert scratch_exceeded(tmp_path, 10000)
     assert not scratch_exceeded(tmp_path, 1 << 20)
 
 
-@pytest.mark.skipif(not REAL_CLI_PRESENT, reason="the compiler CLI does not exist yet")
-def test_a_normal_compile_works_afterwards(client: FlaskClient) -> None:
-    events = compile_events(client, add_relu_code(), device="cpu", backend="cpp")
-    stages = [e["stage"] for e in events]
-    assert "error" not in stages, first_error(events)
-    assert events[-1]["data"]["ok"] is True
-
-
-def test_a_normal_snippet_works_afterwards(client: FlaskClient) -> None:
-    if REAL_CLI_PRESENT:
-        pytest.skip("covered by test_a_normal_compile_works_afterwards")
-    events = compile_events(client, "x = 1 + 1\n")
-    assert events[-1]["data"]["ok"] is True
-
-
-def test_rlimits_only_mode_still_kills_children_that_left_the_group(
-    make_app: Any,
-) -> None:
+def test_rlimits_only_mode_kills_children_that_left_the_group(make_app: AppFactory) -> None:
     client = make_app(ISOLATION="rlimits-only", WORKER_CMD=FAKE_WORKER, JOB_TIMEOUT_S=3)
     client = client.test_client()
     assert client.get("/api/health").get_json()["isolation"] == "rlimits-only"
@@ -259,21 +310,10 @@ def test_rlimits_only_mode_still_kills_children_that_left_the_group(
         "    time.sleep(1)\n"
     )
     try:
-        _, error = run(client, code)
-        assert error["kind"] == "timeout"
-        assert wait_until(lambda: not sandbox_processes(), timeout=10), sandbox_processes()[:3]
+        with Watch(lambda cmd: "1000.4242" in cmd) as watch:
+            error = finished_with_error(compile_events(client, code))
+        assert error["kind"] == "timeout" and watch.most == 20
+        assert wait_until(lambda: not processes(lambda cmd: "1000.4242" in cmd), timeout=10)
     finally:
-        for pid, cmd in stray_pids():
+        for pid in processes(lambda cmd: "1000.4242" in cmd):
             os.kill(pid, 9)
-
-
-def stray_pids() -> list[tuple[int, str]]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except (OSError, ValueError):
-            continue
-        if entry.name.isdigit() and "1000.4242" in cmd:
-            found.append((int(entry.name), cmd))
-    return found
