@@ -62,7 +62,8 @@ class TorchHandler(Handler):
     def masked(self, mask: torch.Tensor, body: Callable[[], Any], other: float) -> Any:
         # Evaluate everywhere with out-of-range indices clamped, then select.
         saved = self.storages
-        self.storages = {k: _Clamped(v) for k, v in saved.items()}  # type: ignore[misc]
+        self.storages = {k: v if isinstance(v, _Clamped) else _Clamped(v)  # type: ignore[misc]
+                         for k, v in saved.items()}
         try:
             value = body()
         finally:

@@ -59,8 +59,9 @@ def plan_memory(
             last_use[r] = i
     end = len(steps)
     plans: list[BufferPlan] = []
-    pool: list[BufferPlan] = []  # dead storages free for reuse
-    by_name: dict[str, BufferPlan] = {}
+    # A buffer that dies at step i may be taken over by an allocation at step i + 1;
+    # otherwise it is freed right away, so reuse never holds memory longer than needed.
+    pool: list[BufferPlan] = []
     frees: dict[int, list[str]] = {}
     for i, (writes, _reads) in enumerate(steps):
         for w in writes:
@@ -77,17 +78,13 @@ def plan_memory(
                     plan.reused_from = match.name
                     plan.storage = match.storage
             plans.append(plan)
-            by_name[w] = plan
-        for plan in list(by_name.values()):
-            if plan.last == i and not plan.output:
-                pool.append(plan)
-                frees.setdefault(i, []).append(plan.name)
-                del by_name[plan.name]
+        if i > 0 and pool:
+            frees.setdefault(i - 1, []).extend(p.name for p in pool)
+        pool = [p for p in plans if p.last == i and not p.output]
+    if pool:
+        frees.setdefault(end - 1, []).extend(p.name for p in pool)
     peak, peak_no_reuse = _peaks(plans, end)
-    # Reused storage stays allocated: only storages never taken over are freed.
-    taken = {p.reused_from for p in plans if p.reused_from}
-    frees = {i: [n for n in names if n not in taken] for i, names in frees.items()}
-    return MemoryPlan(plans, {i: n for i, n in frees.items() if n}, peak, peak_no_reuse)
+    return MemoryPlan(plans, frees, peak, peak_no_reuse)
 
 
 def _same_storage(old: Buffer, new: Buffer) -> bool:
@@ -97,7 +94,8 @@ def _same_storage(old: Buffer, new: Buffer) -> bool:
 
 
 def _peaks(plans: list[BufferPlan], end: int) -> tuple[int, int]:
-    """Peak live bytes per step, with storages shared by reuse and without."""
+    """Peak live bytes: as planned (frees and reuse), and with no plan at all (every
+    buffer held until the graph returns)."""
     peak = peak_no_reuse = 0
     storage_span: dict[str, tuple[int, int, int]] = {}
     for p in plans:
@@ -105,6 +103,6 @@ def _peaks(plans: list[BufferPlan], end: int) -> tuple[int, int]:
         storage_span[p.storage] = (min(lo, p.first), max(hi, p.last), max(size, p.bytes))
     for step in range(end + 1):
         live = sum(s for lo, hi, s in storage_span.values() if lo <= step <= hi)
-        live_no = sum(p.bytes for p in plans if p.first <= step <= p.last)
+        live_no = sum(p.bytes for p in plans if p.first <= step)
         peak, peak_no_reuse = max(peak, live), max(peak_no_reuse, live_no)
     return peak, peak_no_reuse

@@ -1,0 +1,87 @@
+"""Fusion decisions: what the seeds promise, and refusals that say why."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable
+
+import torch
+
+from compiler.compile_fx import _op_short
+from compiler.schedule.scheduler import Schedule, schedule
+from tests.compiler.conftest import lower_fn
+
+
+def sched(fn: Callable[..., Any], *args: Any, fusion: bool = True) -> Schedule:
+    (gm, lowered), = lower_fn(fn, *args)
+    op_names = {n.name: _op_short(n.target) for n in gm.graph.nodes if n.op == "call_function"}
+    return schedule(lowered, "triton", fusion=fusion, op_names=op_names)
+
+
+def kernels(s: Schedule) -> list[str]:
+    return [st.name for st in s.steps if st.kind != "extern"]
+
+
+def test_add_relu_cos_sin_gelu_are_one_kernel_each() -> None:
+    x = torch.randn(1024)
+    gelu = lambda x: 0.5 * x * (1.0 + torch.tanh(math.sqrt(2 / math.pi)  # noqa: E731
+                                                 * (x + 0.044715 * x * x * x)))
+    assert kernels(sched(lambda a, b: (a + b).relu(), x, x)) == ["triton_poi_fused_add_relu_0"]
+    assert kernels(sched(lambda a: torch.sin(torch.cos(a)), x)) == \
+        ["triton_poi_fused_cos_sin_0"]
+    assert len(kernels(sched(gelu, x))) == 1
+
+
+def test_softmax_is_one_kernel_and_keeps_its_statistics_in_registers() -> None:
+    s = sched(lambda x: torch.softmax(x, -1), torch.randn(32, 100))
+    assert len(s.steps) == 1
+    (step,) = s.steps
+    assert step.kind == "reduction" and step.plan is not None
+    assert len(step.plan.stores) == 1  # amax and sum never reach memory
+    assert len(s.removed) >= 2
+    assert any(d.fused and d.kind == "vertical" for d in s.decisions)
+
+
+def test_hand_written_layer_norm_is_at_most_two_kernels() -> None:
+    def layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        mean = x.mean(dim=-1, keepdim=True)
+        var = x.var(dim=-1, keepdim=True, unbiased=False)
+        return (x - mean) / torch.sqrt(var + 1e-5) * w + b
+
+    s = sched(layer_norm, torch.randn(16, 64), torch.randn(64), torch.randn(64))
+    assert 1 <= len(kernels(s)) <= 2
+
+
+def test_rmsnorm_fuses_prologue_reduction_and_epilogue() -> None:
+    s = sched(lambda x, w: x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w,
+              torch.randn(8, 32), torch.randn(32))
+    assert len(kernels(s)) == 1
+
+
+def test_fusion_off_refuses_with_a_reason() -> None:
+    s = sched(lambda x: torch.softmax(x, -1), torch.randn(4, 10), fusion=False)
+    assert len(s.steps) >= 3
+    assert s.decisions and all(not d.fused for d in s.decisions)
+    assert all(d.reason == "fusion is turned off" for d in s.decisions)
+
+
+def test_extern_matmul_is_never_fused_and_says_so() -> None:
+    s = sched(lambda x, w: torch.relu(x @ w) + x.sum(), torch.randn(8, 8), torch.randn(8, 8))
+    refused = [d for d in s.decisions if not d.fused]
+    assert any("extern call" in d.reason for d in refused)
+
+
+def test_reading_a_reduction_at_another_row_is_refused() -> None:
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        s = x.sum(1)
+        return torch.cat([s[1:], s[:1]]) * 2  # row i reads the sum of row i + 1
+
+    s = sched(fn, torch.randn(8, 16))
+    refused = [d for d in s.decisions if not d.fused]
+    assert any("at another row" in d.reason for d in refused), [d.reason for d in s.decisions]
+
+
+def test_different_sizes_are_refused_with_sizes_named() -> None:
+    s = sched(lambda x, y: (x.exp(), y.exp() + x.sum()), torch.randn(10), torch.randn(7))
+    reasons = [d.reason for d in s.decisions if not d.fused]
+    assert any("different sizes" in r or "fit neither" in r for r in reasons), reasons

@@ -1,0 +1,60 @@
+"""Index arithmetic: simplification, loop merging, printing."""
+
+from __future__ import annotations
+
+import sympy
+
+from compiler.ir.indexing import (FloorDiv, ModularIndexing, cexpr, decompose, index_vars,
+                                  merge_loops, pexpr, simplify_index, strided_index, sym)
+
+X = sym("xindex")
+
+
+def test_contiguous_decomposition_folds_back_to_the_flat_index() -> None:
+    for sizes in ([16, 64], [4, 16, 64], [3, 5, 7, 2]):
+        strides = [1]
+        for s in reversed(sizes[1:]):
+            strides.insert(0, strides[0] * s)
+        expr = strided_index(decompose(X, sizes), strides)
+        assert simplify_index(expr) == X
+
+
+def test_transposed_access_keeps_its_coordinates() -> None:
+    expr = simplify_index(strided_index(decompose(X, [16, 64]), [1, 16]))
+    assert pexpr(expr) == "16*(xindex % 64) + (xindex // 64)"
+
+
+def test_floordiv_of_a_joined_sum_simplifies() -> None:
+    base = 16 * ModularIndexing(X, 16, 16) + 256 * FloorDiv(X, 256) + ModularIndexing(X, 1, 16)
+    assert simplify_index(FloorDiv(base, 16)) == FloorDiv(X, 16)
+    assert simplify_index(ModularIndexing(base, 16, 16)) == ModularIndexing(X, 16, 16)
+
+
+def test_printers_parenthesize_sums_inside_division() -> None:
+    # Regression: `a + b // c` once printed where `(a + b) // c` was meant.
+    expr = FloorDiv(X + 3, 4)
+    assert pexpr(expr) == "((xindex + 3) // 4)"
+    assert cexpr(expr) == "((xindex + 3) / 4)"
+    assert cexpr(ModularIndexing(X + 3, 2, 5)) == "(((xindex + 3) / 2) % 5)"
+
+
+def test_merge_loops_merges_only_contiguous_dims() -> None:
+    i0, i1 = index_vars("i", 2)
+    sizes, rewrite = merge_loops([16, 64], [64 * i0 + i1], [i0, i1])
+    assert sizes == [1024]
+    c0 = sym("c0")
+    assert rewrite(64 * i0 + i1, [c0]) == c0
+    sizes, _ = merge_loops([16, 64], [64 * i0 + i1, 16 * i1 + i0], [i0, i1])
+    assert sizes == [16, 64]
+
+
+def test_size_one_dims_disappear() -> None:
+    i0, i1, i2 = index_vars("i", 3)
+    sizes, rewrite = merge_loops([8, 1, 4], [4 * i0 + i2], [i0, i1, i2])
+    assert sizes == [32]
+    assert rewrite(4 * i0 + i2 + 0 * i1, [sym("c0")]) == sym("c0")
+
+
+def test_integer_evaluation() -> None:
+    assert FloorDiv(sympy.Integer(17), sympy.Integer(5)) == 3
+    assert ModularIndexing(sympy.Integer(17), sympy.Integer(2), sympy.Integer(5)) == 3
