@@ -153,8 +153,16 @@ def _ancestors(path: str) -> list[str]:
 
 
 def bwrap_args(bwrap: str, scratch: Path, spec: SandboxSpec, as_root: bool) -> list[str]:
-    """The bubblewrap command line, up to (not including) the worker argv."""
-    args = [bwrap, "--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
+    """The bubblewrap command line, up to (not including) the worker argv.
+
+    The writable binds come first, so a read-only path that lies under /tmp (a checkout or
+    a virtualenv there) is mounted on top of the job's /tmp instead of being hidden by it.
+    """
+    args = [bwrap, "--dev", "/dev", "--proc", "/proc"]
+    writable = ((scratch, INNER_SCRATCH), (scratch / "tmp", "/tmp"), (scratch / "shm", "/dev/shm"))
+    for source, dest in writable:
+        args += ["--bind", str(source), dest]
+    args += ["--ro-bind", "/usr", "/usr", "--ro-bind", "/etc", "/etc"]
     for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         top = f"/{name}"
         if os.path.islink(top):
@@ -179,12 +187,8 @@ def bwrap_args(bwrap: str, scratch: Path, spec: SandboxSpec, as_root: bool) -> l
     for masked in spec.masked:
         if os.path.exists(masked) and any(_under(masked, p) for p in spec.readonly):
             args += ["--ro-bind", "/dev/null", masked]
-    args += ["--dev", "/dev", "--proc", "/proc"]
     for node in sorted(glob.glob("/dev/nvidia*")):
         args += ["--dev-bind", node, node]
-    writable = ((scratch, INNER_SCRATCH), (scratch / "tmp", "/tmp"), (scratch / "shm", "/dev/shm"))
-    for source, dest in writable:
-        args += ["--bind", str(source), dest]
     args += ["--remount-ro", "/dev", "--remount-ro", "/"]
     args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts"]
     args += ["--unshare-cgroup-try", "--die-with-parent", "--chdir", INNER_SCRATCH, "--clearenv"]

@@ -317,3 +317,24 @@ def test_rlimits_only_mode_kills_children_that_left_the_group(make_app: AppFacto
     finally:
         for pid in processes(lambda cmd: "1000.4242" in cmd):
             os.kill(pid, 9)
+
+
+def test_extra_read_only_paths_under_tmp_stay_visible(make_app: AppFactory, tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "data.txt").write_text("visible")
+    shared.chmod(0o755)
+    tmp_path.chmod(0o755)
+    app = make_app(EXTRA_RO_PATHS=[str(shared)])
+    if not namespaced(app):
+        pytest.skip("needs bubblewrap")
+    data = shared / "data.txt"
+    code = (
+        f"text = open({str(data)!r}).read()\n"
+        "try:\n"
+        f"    open({str(data)!r}, 'w')\n"
+        "except OSError as exc:\n"
+        "    raise SystemExit(f'{text}; write: {exc.strerror}')\n"
+    )
+    error = finished_with_error(compile_events(app.test_client(), code))
+    assert "visible; write: Read-only file system" in error["message"]
