@@ -1,23 +1,14 @@
-"""Fixtures for the compiler tests: a private compile cache and helpers to compile."""
+"""Helpers shared by the compiler tests."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any, Callable
 
-import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = sorted((REPO / "samples").glob("*.py"))
-
-
-@pytest.fixture(scope="session", autouse=True)
-def compile_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("kernelscope-cache")
-    os.environ["KERNELSCOPE_CACHE"] = str(path)
-    return path
 
 
 def lower_fn(fn: Callable[..., Any], *args: Any, interpret: bool = False) -> Any:

@@ -7,7 +7,7 @@ import torch
 from compiler.ir.nodes import ComputedBuffer, Layout
 from compiler.schedule.memory import plan_memory
 from compiler.schedule.scheduler import schedule
-from tests.compiler.conftest import lower_fn
+from ks_helpers import lower_fn
 
 
 def buf(name: str, n: int) -> ComputedBuffer:

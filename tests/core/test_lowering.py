@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 
 from compiler.ir.nodes import ComputedBuffer, ExternKernel, Reduction
-from tests.compiler.conftest import lower_fn
+from ks_helpers import lower_fn
 
 CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]] = {
     "add_relu": (lambda x, y: (x + y).relu(), lambda: (torch.randn(64, 32), torch.randn(32))),

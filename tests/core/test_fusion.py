@@ -9,7 +9,7 @@ import torch
 
 from compiler.compile_fx import _op_short
 from compiler.schedule.scheduler import Schedule, schedule
-from tests.compiler.conftest import lower_fn
+from ks_helpers import lower_fn
 
 
 def sched(fn: Callable[..., Any], *args: Any, fusion: bool = True) -> Schedule:
