@@ -124,9 +124,12 @@ def run_job(job: Job, settings: WorkerSettings, store: TraceStore) -> None:
                 if iso.mode != "bubblewrap":
                     kill_strays(scratch)
             if outcome.done is None:
-                tail = _tail(stderr)
-                code = _exit_signal(proc.returncode, iso)
-                job.publish("error", explain(outcome.reason, code, tail, job, settings.limits))
+                # A compiler that reported its own error and then died already said what
+                # went wrong; only one error event precedes `done`.
+                if not any(e["stage"] == "error" for e in job.events):
+                    code = _exit_signal(proc.returncode, iso)
+                    why = explain(outcome.reason, code, _tail(stderr), job, settings.limits)
+                    job.publish("error", why)
                 finish(job, store, {"ok": False})
     finally:
         remove_scratch(scratch)

@@ -199,3 +199,19 @@ def test_finished_jobs_are_forgotten_but_traces_stay(client: FlaskClient, app: F
     submit(client, "x = 2\n")  # pruning happens on submit
     assert client.get(f"/api/jobs/{job_id}").status_code == 404
     assert client.get(f"/api/traces/{ident}").status_code == 200
+
+
+def test_a_worker_that_dies_after_its_own_error_gets_one_error_and_done(
+    client: FlaskClient,
+) -> None:
+    code = (
+        "import json, os\n"
+        "event = {'schema': 1, 'seq': 1, 'stage': 'error', 'ms': 0,\n"
+        "         'data': {'stage': 'capture', 'kind': 'exception', 'message': 'mine'}}\n"
+        "os.write(1, (json.dumps(event) + '\\n').encode())\n"
+        "os._exit(3)\n"
+    )
+    events = compile_events(client, code)
+    assert [e["stage"] for e in events] == ["source", "error", "done"]
+    assert events[1]["data"]["message"] == "mine"
+    assert events[2]["data"]["ok"] is False and events[2]["data"]["trace_id"]
