@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -55,6 +56,8 @@ def add_relu_code() -> str:
     return sample.read_text() if sample.exists() else ADD_RELU_FALLBACK
 
 
+# KERNELSCOPE_TEST_ISOLATION=rlimits-only runs the suite as on a host without bubblewrap.
+ISOLATION = os.environ.get("KERNELSCOPE_TEST_ISOLATION", "auto")
 AppFactory = Callable[..., Flask]
 
 
@@ -71,6 +74,7 @@ def make_app(tmp_path: Path) -> Iterator[AppFactory]:
             "HEARTBEAT_S": 0.5,
             "WORKER_THREADS": 2,
             "SAMPLES_DIR": str(REPO / "samples"),
+            "ISOLATION": ISOLATION,
         }
         config.update(overrides)
         app = create_app(config)

@@ -8,7 +8,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REAL_WORKER, REPO, add_relu_code, needs_real_cli, state, stream, submit
+from conftest import (
+    ISOLATION,
+    REAL_WORKER,
+    REPO,
+    add_relu_code,
+    needs_real_cli,
+    state,
+    stream,
+    submit,
+)
 from flask import Flask
 
 from server import create_app
@@ -25,6 +34,7 @@ def config(root: Path) -> dict[str, Any]:
         "WORKER_CMD": REAL_WORKER,
         "JOB_TIMEOUT_S": 240,
         "WORKER_THREADS": 2,
+        "ISOLATION": ISOLATION,
     }
 
 
