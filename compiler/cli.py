@@ -50,7 +50,39 @@ def main(argv: list[str] | None = None) -> int:
     return _compile(args)
 
 
+def _syntax_error(code: str, filename: str, as_json: bool) -> int | None:
+    """Report a syntax error before importing torch (which takes seconds)."""
+    import ast
+
+    from compiler.events import StageEvent
+
+    try:
+        ast.parse(code, filename)
+    except SyntaxError as e:
+        events = [StageEvent(0, "error", 0.0, {"stage": "source", "kind": "syntax",
+                                              "message": f"SyntaxError: {e.msg}",
+                                              "line": e.lineno, "traceback": None}),
+                  StageEvent(1, "done", 0.0, {"ok": False})]
+        for ev in events:
+            if as_json:
+                print(ev.to_json(), flush=True)
+            else:
+                from compiler.report import render
+
+                print(render(ev.to_dict()), flush=True)
+        return 0 if as_json else 1
+    return None
+
+
 def _compile(args: argparse.Namespace) -> int:
+    try:
+        code = Path(args.file).read_text()
+    except OSError as e:
+        print(f"kernelscope: cannot read {args.file}: {e}", file=sys.stderr)
+        return 2
+    early = _syntax_error(code, args.file, args.json)
+    if early is not None:
+        return early
     device = args.device or _default_device()
     if args.backend == "triton" and device == "cpu":
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before torch imports triton
@@ -58,11 +90,6 @@ def _compile(args: argparse.Namespace) -> int:
     from compiler.pipeline import run_pipeline
 
     path = Path(args.file)
-    try:
-        code = path.read_text()
-    except OSError as e:
-        print(f"kernelscope: cannot read {path}: {e}", file=sys.stderr)
-        return 2
     options = CompileOptions(device=device, backend=args.backend, fusion=not args.no_fusion,
                              memory_reuse=not args.no_reuse, profile=not args.no_profile,
                              inductor=args.inductor, entry=args.entry)
