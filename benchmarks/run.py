@@ -245,7 +245,7 @@ def table(rows: list[dict[str, Any]], peak_gbps: float | None) -> str:
                     _kernels(row),
                     _ratio(eager, ks),
                     _ratio(ind, ks),
-                    "—" if gbps is None else f"{gbps:.0f}",
+                    "—" if gbps is None else f"{gbps:.0f}" if gbps >= 100 else f"{gbps:.1f}",
                     pct,
                     _check(row) + " |",
                 ]
