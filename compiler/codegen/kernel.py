@@ -44,6 +44,7 @@ class KernelCodegen(Handler):
         self.icounter = {"x": 0, "r": 0}
         self.r_index_lines: Lines | None = None  # where r-domain index vars go
         self.r_index_scope: dict[str, str] = {}
+        self.bounds = {XINDEX: max(plan.xnumel - 1, 0), RINDEX: max(plan.rnumel - 1, 0)}
 
     # -- backend hooks ------------------------------------------------------------------
     def fmt(self, name: str, args: Sequence[Var]) -> str:
@@ -113,7 +114,7 @@ class KernelCodegen(Handler):
         lines.write(f"{name} = {text}")
 
     def name_subterms(self, expr: sympy.Expr) -> sympy.Expr:
-        expr = simplify_index(expr)
+        expr = simplify_index(expr, self.bounds)
         terms = sorted(expr.atoms(FloorDiv, ModularIndexing), key=str)
         return expr.xreplace({t: self.index_var(t) for t in terms})
 
@@ -125,8 +126,8 @@ class KernelCodegen(Handler):
         if name in written and isinstance(written[name].data, Reduction):
             raise RuntimeError(f"{name} read before its reduction ran")
         if name in written:
-            return self.recompute(written[name], simplify_index(index))
-        return self.load_external(name, simplify_index(index))
+            return self.recompute(written[name], simplify_index(index, self.bounds))
+        return self.load_external(name, simplify_index(index, self.bounds))
 
     def recompute(self, buf: ComputedBuffer, flat: sympy.Expr) -> Var:
         lay = buf.layout
@@ -212,11 +213,12 @@ class KernelCodegen(Handler):
             else:
                 value = self._as_var(buf.data.inner_fn(xs), buf.dtype)
                 if node.name in self.plan.stores:
-                    self.store(node.name, simplify_index(buf.layout.index(xs)), value)
+                    index = simplify_index(buf.layout.index(xs), self.bounds)
+                    self.store(node.name, index, value)
         self.node = None
 
     def store_reduction(self, node: SchedNode, index: sympy.Expr, value: Var) -> None:
-        self.store(node.name, simplify_index(index), value)
+        self.store(node.name, simplify_index(index, self.bounds), value)
 
     def _as_var(self, value: Any, dtype: torch.dtype) -> Var:
         if isinstance(value, Var):

@@ -71,20 +71,25 @@ def _split_multiples(expr: Expr, k: int) -> tuple[Expr, Expr]:
     return whole, rest
 
 
-def _max_value(expr: Expr) -> int | None:
+def _max_value(expr: Expr, bounds: dict[sympy.Symbol, int] | None = None) -> int | None:
     """Largest value a non-negative index expression can take, where easy to tell."""
     if expr.is_Integer:
         return int(expr)
+    if bounds and expr in bounds:
+        return bounds[expr]  # type: ignore[index]
+    if isinstance(expr, FloorDiv) and expr.args[1].is_Integer:
+        inner = _max_value(expr.args[0], bounds)
+        return inner // int(expr.args[1]) if inner is not None else None
     if isinstance(expr, ModularIndexing) and expr.args[2].is_Integer:
         return int(expr.args[2]) - 1
     if isinstance(expr, sympy.Mul):
         c, rest = expr.as_coeff_Mul()
-        inner = _max_value(rest)
+        inner = _max_value(rest, bounds)
         return int(c) * inner if inner is not None and c.is_Integer and c > 0 else None
     if isinstance(expr, sympy.Add):
         total = 0
         for t in expr.args:
-            v = _max_value(t)
+            v = _max_value(t, bounds)
             if v is None:
                 return None
             total += v
@@ -332,12 +337,41 @@ def join_dimensions(expr: Expr) -> Expr:
     return expr
 
 
-def simplify_index(expr: Expr) -> Expr:
-    """Expand, simplify inside FloorDiv/ModularIndexing bottom-up, and join dimensions."""
+def simplify_index(expr: Expr, bounds: dict[sympy.Symbol, int] | None = None) -> Expr:
+    """Expand, simplify inside FloorDiv/ModularIndexing bottom-up, and join dimensions.
+
+    `bounds` gives the largest value of some symbols (a kernel's xindex and rindex: lanes
+    past the end are masked, so their addresses never matter), which lets
+    `(1000*xindex + rindex) // 1000` become `xindex`.
+    """
     expr = sympy.sympify(expr)
     if isinstance(expr, (FloorDiv, ModularIndexing)):
-        args = [simplify_index(a) for a in expr.args]
-        return join_dimensions(type(expr)(*args))
+        args = [simplify_index(a, bounds) for a in expr.args]
+        return join_dimensions(_bounded(type(expr)(*args), bounds))
     if expr.args and not expr.is_Atom:
-        expr = expr.func(*[simplify_index(a) for a in expr.args])
+        expr = expr.func(*[simplify_index(a, bounds) for a in expr.args])
     return join_dimensions(sympy.expand(expr))
+
+
+def _bounded(expr: Expr, bounds: dict[sympy.Symbol, int] | None) -> Expr:
+    """Division and modulo rules that need to know how large the operands get."""
+    if not bounds or not isinstance(expr, (FloorDiv, ModularIndexing)):
+        return expr
+    base, div = expr.args[0], expr.args[1]
+    if not div.is_Integer:
+        return expr
+    if isinstance(expr, FloorDiv):
+        whole, rest = _split_multiples(base, int(div))
+        top = _max_value(rest, bounds)
+        if top is not None and top < int(div):
+            return sympy.expand(whole / div)
+        return expr
+    mod = expr.args[2]
+    if not mod.is_Integer:
+        return expr
+    top = _max_value(base, bounds)
+    if top is not None and top < int(div):
+        return sympy.Integer(0)
+    if div == 1 and top is not None and top < int(mod):
+        return base
+    return expr

@@ -1,0 +1,75 @@
+"""Golden generated code: the shape of the kernels is the point here.
+
+Set KERNELSCOPE_UPDATE_GOLDEN=1 to rewrite the files after an intended change (and read
+the diff: a refactor should leave them byte-identical).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import torch
+
+from compiler.compile_fx import GraphWork, codegen_stage, lower, memory_stage, schedule_stage
+from compiler.options import CompileOptions
+from ks_helpers import lower_fn
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden"
+
+
+def _add_relu(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    z = x + y
+    return z.relu()
+
+
+def _softmax(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x, dim=-1)
+
+
+def _transposed_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return x + y.t()
+
+
+CASES: dict[str, tuple[Callable[..., Any], tuple[Any, ...], str]] = {
+    "add_relu_cpp": (_add_relu, (torch.randn(1024), torch.randn(1024)), "cpp"),
+    "add_relu_triton": (_add_relu, (torch.randn(1024), torch.randn(1024)), "triton"),
+    "softmax_triton": (_softmax, (torch.randn(64, 1000),), "triton"),
+    "softmax_long_triton": (_softmax, (torch.randn(8, 8192),), "triton"),
+    "transposed_add_cpp": (_transposed_add, (torch.randn(32, 64), torch.randn(64, 32)), "cpp"),
+}
+
+
+def generated(fn: Callable[..., Any], args: tuple[Any, ...], backend: str) -> str:
+    (gm, _), = lower_fn(fn, *args)
+    inputs = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
+    work = GraphWork(0, gm, inputs, CompileOptions(backend=backend), __file__,
+                     Path(__file__).read_text().splitlines())
+    lower(work)
+    schedule_stage(work)
+    memory_stage(work)
+    data = codegen_stage(work)
+    parts = [k["source"] for k in data["kernels"]]
+    wrapper = data["wrapper"]["source"]
+    parts.append(wrapper[wrapper.index("def call"):])
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_generated_code_matches_golden(name: str) -> None:
+    fn, args, backend = CASES[name]
+    text = generated(fn, args, backend)
+    path = GOLDEN / f"{name}.txt"
+    if os.environ.get("KERNELSCOPE_UPDATE_GOLDEN") == "1" or not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    assert text == path.read_text()
+
+
+def test_fused_kernel_names_its_origins_and_lines() -> None:
+    text = generated(_add_relu, (torch.randn(64), torch.randn(64)), "triton")
+    assert "def triton_poi_fused_add_relu_0(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK" in text
+    assert "# fuses: add (line 24: z = x + y); relu (line 25: return z.relu())" in text
+    assert "tmp2 = tmp0 + tmp1" in text and "tl.maximum(tmp2, 0)" in text
