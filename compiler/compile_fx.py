@@ -9,16 +9,17 @@ across all graphs so each stage can be reported as it finishes.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.fx
 
+from compiler.capture.fxgraph import node_lines, target_name
 from compiler.codegen.cpp import PRELUDE, generate_cpp
 from compiler.codegen.triton import generate_triton
 from compiler.codegen.wrapper import generate_wrapper
-from compiler.capture.fxgraph import node_lines, target_name
 from compiler.ir.handlers import describe, dtype_name
 from compiler.ir.indexing import index_vars, pexpr
 from compiler.ir.nodes import ComputedBuffer, ExternKernel, ExternOutput, Reduction

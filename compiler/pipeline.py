@@ -15,15 +15,22 @@ import io
 import platform
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 
 from compiler.capture.dynamo import Recorder, make_backend
 from compiler.capture.fxgraph import graph_json
-from compiler.compile_fx import (GraphWork, build_stage, codegen_stage, lower, memory_stage,
-                                 schedule_stage)
+from compiler.compile_fx import (
+    GraphWork,
+    build_stage,
+    codegen_stage,
+    lower,
+    memory_stage,
+    schedule_stage,
+)
 from compiler.events import StageEvent
 from compiler.ir.handlers import dtype_name
 from compiler.options import CompileOptions

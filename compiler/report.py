@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 
 def _rule(title: str) -> str:
@@ -93,9 +94,11 @@ def _codegen(d: dict[str, Any]) -> list[str]:
 def _compile(d: dict[str, Any]) -> list[str]:
     out = []
     for g in _graphs(d):
-        out.append(f"graph {g['id']}: {g['ms']:.1f} ms, cache {'hit' if g['cache_hit'] else 'miss'}")
+        cache = "hit" if g["cache_hit"] else "miss"
+        out.append(f"graph {g['id']}: {g['ms']:.1f} ms, cache {cache}")
         for k in g["kernels"]:
-            extra = "".join(f", {key} {k[key]}" for key in ("registers", "spills") if key in k)
+            extra = "".join(f", {key} {k[key]}" for key in ("registers", "spills")
+                            if key in k)
             out.append(f"  {k['name']}: first launch {k['ms']} ms{extra}")
     return out
 

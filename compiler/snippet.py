@@ -15,9 +15,10 @@ import ast
 import hashlib
 import inspect
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 

@@ -8,8 +8,9 @@ its forward (and, when gradients are needed, backward) graph then goes to `compi
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 import torch.fx

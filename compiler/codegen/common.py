@@ -9,8 +9,8 @@ how the `codegen` event maps each kernel line back to the user's source.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator
 
 import sympy
 import torch

@@ -13,7 +13,8 @@ reduction dimension, split where a node needs a reduction result from the curren
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import sympy
 import torch

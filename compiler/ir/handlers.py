@@ -6,8 +6,9 @@ and returns what the `lowering` event carries for it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import sympy
 import torch

@@ -12,7 +12,7 @@ into `j` over (1024,), so contiguous kernels stay one-dimensional.
 from __future__ import annotations
 
 import functools
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import sympy
 from sympy.printing.str import StrPrinter
@@ -20,7 +20,7 @@ from sympy.printing.str import StrPrinter
 Expr = sympy.Expr
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def sym(name: str) -> sympy.Symbol:
     return sympy.Symbol(name, integer=True, nonnegative=True)
 

@@ -14,8 +14,9 @@ strided view: size, stride, offset; views cost nothing).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import sympy
 import torch

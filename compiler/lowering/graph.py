@@ -11,8 +11,9 @@ buffer; every such decision is recorded as the buffer's `realized` reason.
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 import torch.fx

@@ -6,7 +6,8 @@ rest of the index arithmetic stays symbolic and the kernel loads `x[tmp3 * 64 + 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 

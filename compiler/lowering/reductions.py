@@ -8,7 +8,8 @@ is split in two passes so that the first one keeps the whole device busy.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import sympy
 import torch

@@ -7,7 +7,8 @@ returns a TensorValue (or a tuple of them). Lowerings never emit code.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 

@@ -7,7 +7,8 @@ the consumer's index is mapped back to the producer's before its inner_fn runs.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import sympy
 

@@ -9,14 +9,23 @@ through this interpreter, independently of any code generator.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import sympy
 import torch
 
 from compiler.ir.indexing import FloorDiv, ModularIndexing, index_vars
-from compiler.ir.nodes import (Buffer, ComputedBuffer, ExternKernel, ExternOutput, Layout,
-                               Reduction, Stored, TensorArg)
+from compiler.ir.nodes import (
+    Buffer,
+    ComputedBuffer,
+    ExternKernel,
+    ExternOutput,
+    Layout,
+    Reduction,
+    Stored,
+    TensorArg,
+)
 from compiler.ir.ops import Handler, use_handler
 from compiler.lowering.graph import LoweredGraph
 

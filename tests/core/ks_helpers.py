@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -17,11 +18,11 @@ def lower_fn(fn: Callable[..., Any], *args: Any, interpret: bool = False) -> Any
     Returns the (graph module, LoweredGraph) pairs; with interpret=True, returns fn's
     result computed by the reference interpreter over the lowered graphs instead.
     """
-    from compiler.runtime.interpret import interpret as run_ir
     from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 
     from compiler.capture.decompositions import decomposition_table
     from compiler.lowering.graph import GraphLowering
+    from compiler.runtime.interpret import interpret as run_ir
 
     lowered: list[Any] = []
 

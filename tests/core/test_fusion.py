@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
+from ks_helpers import lower_fn
 
 from compiler.compile_fx import _op_short
 from compiler.schedule.scheduler import Schedule, schedule
-from ks_helpers import lower_fn
 
 
 def sched(fn: Callable[..., Any], *args: Any, fusion: bool = True) -> Schedule:

@@ -7,15 +7,16 @@ the diff: a refactor should leave them byte-identical).
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import torch
+from ks_helpers import lower_fn
 
 from compiler.compile_fx import GraphWork, codegen_stage, lower, memory_stage, schedule_stage
 from compiler.options import CompileOptions
-from ks_helpers import lower_fn
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 

@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import sympy
 
-from compiler.ir.indexing import (FloorDiv, ModularIndexing, cexpr, decompose, index_vars,
-                                  merge_loops, pexpr, simplify_index, strided_index, sym)
+from compiler.ir.indexing import (
+    FloorDiv,
+    ModularIndexing,
+    cexpr,
+    decompose,
+    index_vars,
+    merge_loops,
+    pexpr,
+    simplify_index,
+    strided_index,
+    sym,
+)
 
 X = sym("xindex")
 

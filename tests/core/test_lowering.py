@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch
 import torch.nn.functional as F
+from ks_helpers import lower_fn
 
 from compiler.ir.nodes import ComputedBuffer, ExternKernel, Reduction
-from ks_helpers import lower_fn
 
 CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]] = {
     "add_relu": (lambda x, y: (x + y).relu(), lambda: (torch.randn(64, 32), torch.randn(32))),

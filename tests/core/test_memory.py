@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import torch
+from ks_helpers import lower_fn
 
 from compiler.ir.nodes import ComputedBuffer, Layout
 from compiler.schedule.memory import plan_memory
 from compiler.schedule.scheduler import schedule
-from ks_helpers import lower_fn
 
 
 def buf(name: str, n: int) -> ComputedBuffer:

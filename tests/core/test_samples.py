@@ -12,12 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ks_helpers import REPO, SAMPLES
+from ks_schema import check_stream
 
 from compiler.events import STAGES
 from compiler.options import CompileOptions
 from compiler.pipeline import run_pipeline
-from ks_helpers import REPO, SAMPLES
-from ks_schema import check_stream
 
 IDS = [p.stem for p in SAMPLES]
 
