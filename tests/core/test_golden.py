@@ -11,27 +11,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import golden_fns
 import pytest
 import torch
+from golden_fns import _add_relu, _softmax, _transposed_add
 from ks_helpers import lower_fn
 
 from compiler.compile_fx import GraphWork, codegen_stage, lower, memory_stage, schedule_stage
 from compiler.options import CompileOptions
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
-
-
-def _add_relu(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    z = x + y
-    return z.relu()
-
-
-def _softmax(x: torch.Tensor) -> torch.Tensor:
-    return torch.softmax(x, dim=-1)
-
-
-def _transposed_add(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    return x + y.t()
 
 
 CASES: dict[str, tuple[Callable[..., Any], tuple[Any, ...], str]] = {
@@ -46,8 +35,9 @@ CASES: dict[str, tuple[Callable[..., Any], tuple[Any, ...], str]] = {
 def generated(fn: Callable[..., Any], args: tuple[Any, ...], backend: str) -> str:
     (gm, _), = lower_fn(fn, *args)
     inputs = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
-    work = GraphWork(0, gm, inputs, CompileOptions(backend=backend), __file__,
-                     Path(__file__).read_text().splitlines())
+    src = Path(golden_fns.__file__)
+    work = GraphWork(0, gm, inputs, CompileOptions(backend=backend), str(src),
+                     src.read_text().splitlines())
     lower(work)
     schedule_stage(work)
     memory_stage(work)
@@ -72,5 +62,5 @@ def test_generated_code_matches_golden(name: str) -> None:
 def test_fused_kernel_names_its_origins_and_lines() -> None:
     text = generated(_add_relu, (torch.randn(64), torch.randn(64)), "triton")
     assert "def triton_poi_fused_add_relu_0(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK" in text
-    assert "# fuses: add (line 24: z = x + y); relu (line 25: return z.relu())" in text
+    assert "# fuses: add (line 9: z = x + y); relu (line 10: return z.relu())" in text
     assert "tmp2 = tmp0 + tmp1" in text and "tl.maximum(tmp2, 0)" in text
