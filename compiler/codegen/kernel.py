@@ -20,6 +20,7 @@ import sympy
 import torch
 
 from compiler.codegen.common import RINDEX, XINDEX, KernelPlan, Lines, Scope, Var
+from compiler.codegen.tiling import YINDEX
 from compiler.ir.indexing import FloorDiv, ModularIndexing, decompose, simplify_index, sym
 from compiler.ir.nodes import ComputedBuffer, Reduction
 from compiler.ir.ops import Handler, result_dtype, use_handler
@@ -46,6 +47,7 @@ class KernelCodegen(Handler):
         self.r_index_lines: Lines | None = None  # where r-domain index vars go
         self.r_index_scope: dict[str, str] = {}
         self.bounds = {XINDEX: max(plan.xnumel - 1, 0), RINDEX: max(plan.rnumel - 1, 0)}
+        self.tile: Any = None  # a codegen.tiling.Tile when a pointwise kernel runs 2-D
 
     # -- backend hooks ------------------------------------------------------------------
     def fmt(self, name: str, args: Sequence[Var]) -> str:
@@ -183,6 +185,8 @@ class KernelCodegen(Handler):
             return (decompose(XINDEX, list(data.ranges)),
                     decompose(RINDEX, list(data.reduction_ranges)))
         ranges = list(data.ranges)
+        if self.tile is not None:
+            return _split_vars(ranges, self.tile.y, YINDEX, XINDEX, self.tile.x), []
         if self.plan.kind == "pointwise" or node.numel == self.plan.xnumel:
             return decompose(XINDEX, ranges), []
         acc, split = 1, None
@@ -254,6 +258,19 @@ class KernelCodegen(Handler):
                     acc |= {r} if kinds[r] == "reduction" else deps.get(r, set())
             deps[node.name] = acc
         return deps
+
+
+def _split_vars(ranges: list[int], outer_numel: int, outer: sympy.Symbol,
+                inner: sympy.Symbol, inner_numel: int) -> list[Any]:
+    """Coordinates of a loop nest iterated as (outer, inner): split at the dims whose
+    product is outer_numel, else through the flat position."""
+    acc = 1
+    for k in range(len(ranges) + 1):
+        if acc == outer_numel:
+            return decompose(outer, ranges[:k]) + decompose(inner, ranges[k:])
+        if k < len(ranges):
+            acc *= ranges[k]
+    return decompose(outer * inner_numel + inner, ranges)
 
 
 def _domain(*vs: Var) -> str:

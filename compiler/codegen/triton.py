@@ -15,8 +15,9 @@ from typing import Any
 import sympy
 import torch
 
-from compiler.codegen.common import KernelPlan, Lines, Scope, Var, next_power_of_2
+from compiler.codegen.common import XINDEX, KernelPlan, Lines, Scope, Var, next_power_of_2
 from compiler.codegen.kernel import KernelCodegen
+from compiler.codegen.tiling import YINDEX, Tile, choose_tile, fits_grid, tile_config
 from compiler.ir.indexing import pexpr
 from compiler.lowering.reductions import identity
 from compiler.schedule.nodes import SchedNode
@@ -134,7 +135,8 @@ class TritonKernelCodegen(KernelCodegen):
         return f"({text}).to({TL_DTYPE[dtype]})"
 
     def _mask(self, domain: str) -> str:
-        parts = ["xmask"] + (["rmask"] if domain == "r" else [])
+        parts = (["ymask"] if self.tile is not None else []) + ["xmask"]
+        parts += ["rmask"] if domain == "r" else []
         parts += [m.name for m in self.masks]
         return " & ".join(parts)
 
@@ -183,6 +185,8 @@ class TritonKernelCodegen(KernelCodegen):
                     self.origins() or tuple(sorted(self.plan.written[name].origins)), (name,))
 
     def _shape(self, domain: str) -> str:
+        if self.tile is not None:
+            return "[YBLOCK, XBLOCK]"
         if self.plan.kind == "pointwise":
             return "[XBLOCK]"
         return "[XBLOCK, RBLOCK]" if domain == "r" else "[XBLOCK, 1]"
@@ -262,7 +266,9 @@ class TritonKernelCodegen(KernelCodegen):
         out = Lines()
         out.write("@triton.jit")
         params = [self.args[b] for b in plan.inputs] + [self.args[b] for b in plan.stores]
-        if plan.kind == "pointwise":
+        if self.tile is not None:
+            params += ["ynumel", "xnumel", "YBLOCK: tl.constexpr", "XBLOCK: tl.constexpr"]
+        elif plan.kind == "pointwise":
             params += ["xnumel", "XBLOCK: tl.constexpr"]
         else:
             params += ["xnumel", "rnumel", "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"]
@@ -270,8 +276,14 @@ class TritonKernelCodegen(KernelCodegen):
         with out.indent():
             for h in header:
                 out.write(f"# {h}")
+            if self.tile is not None:
+                out.write("yoffset = tl.program_id(1) * YBLOCK")
+                out.write("yindex = yoffset + tl.arange(0, YBLOCK)[:, None]")
+                out.write("ymask = yindex < ynumel")
             out.write("xoffset = tl.program_id(0) * XBLOCK")
-            if plan.kind == "pointwise":
+            if self.tile is not None:
+                out.write("xindex = xoffset + tl.arange(0, XBLOCK)[None, :]")
+            elif plan.kind == "pointwise":
                 out.write("xindex = xoffset + tl.arange(0, XBLOCK)")
             else:
                 out.write("xindex = xoffset + tl.arange(0, XBLOCK)[:, None]")
@@ -364,6 +376,9 @@ def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
                     interpret: bool = False) -> TritonKernel:
     cfg = block_config(plan, persistent_limit)
     gen = TritonKernelCodegen(plan, cfg["persistent"], cfg["RBLOCK"], interpret)
+    tile = choose_tile(plan)
+    if tile is not None and fits_grid(tile, tile_config(tile)["YBLOCK"]):
+        return _generate_tiled(gen, tile, header)
     lines = gen.generate(header)
     meta = {"XBLOCK": cfg["XBLOCK"]}
     numels = [plan.xnumel]
@@ -374,3 +389,18 @@ def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
                 for i, ln in enumerate(lines.lines) if ln.origins or ln.buffers]
     return TritonKernel(plan.name, lines.text(), line_map, cfg["grid"], meta,
                         cfg["num_warps"], plan.inputs + plan.stores, numels)
+
+
+def _generate_tiled(gen: TritonKernelCodegen, tile: Tile, header: list[str]) -> TritonKernel:
+    plan = gen.plan
+    cfg = tile_config(tile)
+    gen.tile = tile
+    gen.bounds[YINDEX] = tile.y - 1
+    gen.bounds[XINDEX] = tile.x - 1
+    lines = gen.generate(header + [tile.reason])
+    grid = (-(-tile.x // cfg["XBLOCK"]), -(-tile.y // cfg["YBLOCK"]))
+    line_map = [{"line": i + 1, "origins": list(ln.origins), "buffers": list(ln.buffers)}
+                for i, ln in enumerate(lines.lines) if ln.origins or ln.buffers]
+    return TritonKernel(plan.name, lines.text(), line_map, grid,
+                        {"YBLOCK": cfg["YBLOCK"], "XBLOCK": cfg["XBLOCK"]}, cfg["num_warps"],
+                        plan.inputs + plan.stores, [tile.y, tile.x])

@@ -83,9 +83,13 @@ def _max_value(expr: Expr, bounds: dict[sympy.Symbol, int] | None = None) -> int
     if isinstance(expr, ModularIndexing) and expr.args[2].is_Integer:
         return int(expr.args[2]) - 1
     if isinstance(expr, sympy.Mul):
-        c, rest = expr.as_coeff_Mul()
-        inner = _max_value(rest, bounds)
-        return int(c) * inner if inner is not None and c.is_Integer and c > 0 else None
+        total = 1
+        for factor in expr.args:
+            v = _max_value(factor, bounds)
+            if v is None or v < 0:
+                return None
+            total *= v
+        return total
     if isinstance(expr, sympy.Add):
         total = 0
         for t in expr.args:

@@ -64,3 +64,18 @@ def test_fused_kernel_names_its_origins_and_lines() -> None:
     assert "def triton_poi_fused_add_relu_0(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK" in text
     assert "# fuses: add (line 8: z = x + y); relu (line 9: return z.relu())" in text
     assert "tmp2 = tmp0 + tmp1" in text and "tl.maximum(tmp2, 0)" in text
+
+
+def test_transposed_operand_gets_2d_tiles_and_a_reason() -> None:
+    text = generated(_transposed_add, (torch.randn(64, 128), torch.randn(128, 64)), "triton")
+    assert "yindex = yoffset + tl.arange(0, YBLOCK)[:, None]" in text
+    assert "# 2-D tiles over 64 x 128" in text
+    assert "ymask & xmask" in text
+
+
+def test_contiguous_and_broadcast_operands_stay_1d() -> None:
+    add_row = lambda x, b: x + b  # noqa: E731
+    text = generated(add_row, (torch.randn(64, 128), torch.randn(128)), "triton")
+    assert "yindex" not in text
+    text = generated(add_row, (torch.randn(64, 128), torch.randn(64, 1)), "triton")
+    assert "yindex" not in text

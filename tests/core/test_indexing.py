@@ -68,3 +68,19 @@ def test_size_one_dims_disappear() -> None:
 def test_integer_evaluation() -> None:
     assert FloorDiv(sympy.Integer(17), sympy.Integer(5)) == 3
     assert ModularIndexing(sympy.Integer(17), sympy.Integer(2), sympy.Integer(5)) == 3
+
+
+def test_bounds_let_masked_lanes_simplify() -> None:
+    r = sym("rindex")
+    bounds = {X: 63, r: 999}
+    assert simplify_index(FloorDiv(1000 * X + r, 1000), bounds) == X
+    assert simplify_index(ModularIndexing(1000 * X + r, 1, 1000), bounds) == r
+    # Without bounds nothing is assumed about rindex.
+    assert simplify_index(FloorDiv(1000 * X + r, 1000)) != X
+
+
+def test_products_of_symbols_do_not_confuse_bounds() -> None:
+    # Regression: a product of two symbols once recursed forever while bounding it.
+    t = sym("tmp3")
+    expr = FloorDiv(16 * t * X + 3, 8)
+    assert simplify_index(expr, {X: 15}) is not None
