@@ -37,6 +37,7 @@ from compiler.options import CompileOptions
 from compiler.runtime.cache import cache_root
 from compiler.runtime.cpp_build import BuildError
 from compiler.runtime.profile import compare_outputs, profile
+from compiler.runtime.timing import KernelLaunchError
 from compiler.snippet import Entry, SnippetError, run_snippet, user_line_of, write_snippet
 
 
@@ -212,6 +213,9 @@ def _compile(run: _Run) -> dict[str, Any]:
             graphs.append(build_stage(w))
         except BuildError as e:
             raise StageFailed("compile", "build", str(e), None, e.log, kernel=e.kernel) from e
+        except KernelLaunchError as e:
+            raise StageFailed("compile", "build", str(e)[:4000], None,
+                              traceback.format_exc(limit=-6), kernel=e.kernel) from e
     return {"graphs": graphs}
 
 

@@ -34,6 +34,14 @@ class KernelTiming:
                 **self.info}
 
 
+class KernelLaunchError(RuntimeError):
+    """A kernel failed to compile or launch; names the kernel."""
+
+    def __init__(self, kernel: str, error: BaseException) -> None:
+        super().__init__(f"kernel {kernel} failed: {type(error).__name__}: {error}")
+        self.kernel = kernel
+
+
 class _Timed:
     def __init__(self, fn: Any, record: KernelTiming, cuda: bool, events: bool) -> None:
         self.fn, self.record, self.cuda, self.events = fn, record, cuda, events
@@ -50,6 +58,14 @@ class _Timed:
         return self._time(self.fn, args, kwargs)
 
     def _time(self, fn: Any, args: Any, kwargs: Any) -> Any:
+        try:
+            return self._timed_call(fn, args, kwargs)
+        except KernelLaunchError:
+            raise
+        except Exception as e:  # Triton compile errors surface at the first launch
+            raise KernelLaunchError(self.record.name, e) from e
+
+    def _timed_call(self, fn: Any, args: Any, kwargs: Any) -> Any:
         if self.events:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()

@@ -109,3 +109,21 @@ def test_provenance_reaches_kernel_lines() -> None:
     assert any("+" in src[e["line"] - 1] for e in hits)
     nodes = by_stage["capture"]["graphs"][0]["nodes"]
     assert any(n["line"] == add_line and n["target"] == "aten.add.Tensor" for n in nodes)
+
+
+def test_a_kernel_that_fails_to_build_is_named(tmp_path: Path, monkeypatch: Any) -> None:
+    """A broken C++ kernel: the error event is a build error that names the kernel."""
+    from compiler.codegen import cpp
+
+    monkeypatch.setitem(cpp.FORMATS, "exp", "std::no_such_function({0})")
+    snippet = tmp_path / "exp.py"
+    snippet.write_text("import torch\n"
+                       "def f(x):\n"
+                       "    return torch.exp(x) + 1\n"
+                       "example_inputs = (torch.randn(8),)\n")
+    by_stage = {e["stage"]: e["data"] for e in _events(snippet)}
+    err = by_stage["error"]
+    assert err["stage"] == "compile" and err["kind"] == "build"
+    assert err["kernel"] == "cpp_poi_fused_exp_add_0"
+    assert "no_such_function" in err["traceback"]
+    assert by_stage["done"]["ok"] is False
