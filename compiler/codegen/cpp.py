@@ -110,8 +110,6 @@ def literal(value: Any, dtype: torch.dtype) -> str:
 class CppKernelCodegen(KernelCodegen):
     def __init__(self, plan: KernelPlan) -> None:
         super().__init__(plan, persistent=False)
-        self.pre: Lines | None = None
-        self.post: Lines | None = None
         self.simd: list[str] = []  # omp reduction clauses of the open loop
 
     def fmt(self, name: str, args: Sequence[Var]) -> str:
@@ -243,18 +241,11 @@ class CppKernelCodegen(KernelCodegen):
         inner = Lines()
         single_row = self.plan.xnumel == 1
         for kind, nodes in self.segments():
-            if kind == "x":
-                self.scope = Scope(inner, self.kernel_scope)
-                self.pre = self.post = None
-                for node in nodes:
-                    self.codegen_node(node)
-                continue
-            self.pre, loop, self.post = Lines(), Lines(), Lines()
-            self.r_index_lines, self.r_index_scope = Lines(), {}
-            self.scope = Scope(loop, self.kernel_scope)
             self.simd = []
-            for node in nodes:
-                self.codegen_node(node)
+            loop = self.run_segment(kind, nodes, inner)
+            if loop is None:
+                continue
+            assert self.pre is not None and self.post is not None
             inner.extend(self.pre)
             clauses = [c for c in self.simd if c]
             plain = all(self.simd) and self.simd

@@ -48,6 +48,8 @@ class KernelCodegen(Handler):
         self.r_index_scope: dict[str, str] = {}
         self.bounds = {XINDEX: max(plan.xnumel - 1, 0), RINDEX: max(plan.rnumel - 1, 0)}
         self.tile: Any = None  # a codegen.tiling.Tile when a pointwise kernel runs 2-D
+        self.pre: Lines | None = None  # before the current reduction loop
+        self.post: Lines | None = None  # after it
 
     # -- backend hooks ------------------------------------------------------------------
     def fmt(self, name: str, args: Sequence[Var]) -> str:
@@ -229,6 +231,23 @@ class KernelCodegen(Handler):
         if isinstance(value, Var):
             return value
         return self.constant(value, dtype)
+
+    def run_segment(self, kind: str, nodes: list[SchedNode], outer: Lines) -> Lines | None:
+        """Generate one segment. An "x" segment goes straight into `outer`; a "loop"
+        segment fills self.pre (accumulator setup), the returned loop body, and self.post
+        (final reductions and their stores), which the backend wraps in its loop syntax."""
+        if kind == "x":
+            self.scope = Scope(outer, self.kernel_scope)
+            self.pre = self.post = None
+            for node in nodes:
+                self.codegen_node(node)
+            return None
+        self.pre, loop, self.post = Lines(), Lines(), Lines()
+        self.r_index_lines, self.r_index_scope = Lines(), {}
+        self.scope = Scope(loop, self.kernel_scope)
+        for node in nodes:
+            self.codegen_node(node)
+        return loop
 
     def segments(self) -> list[tuple[str, list[SchedNode]]]:
         """Split nodes into ("loop", nodes) runs over rindex and ("x", nodes) epilogues."""

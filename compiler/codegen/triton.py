@@ -103,8 +103,6 @@ class TritonKernelCodegen(KernelCodegen):
         super().__init__(plan, persistent)
         self.rblock = rblock
         self.formats = {**FORMATS, **INTERPRET_FORMATS} if interpret else FORMATS
-        self.pre: Lines | None = None
-        self.post: Lines | None = None
 
     def fmt(self, name: str, args: Sequence[Var]) -> str:
         return self.formats[name].format(*[a.name for a in args])
@@ -308,17 +306,10 @@ class TritonKernelCodegen(KernelCodegen):
             body.extend(main)
             return body
         for kind, nodes in self.segments():
-            if kind == "x":
-                self.scope = Scope(body, self.kernel_scope)
-                self.pre = self.post = None
-                for node in nodes:
-                    self.codegen_node(node)
+            loop = self.run_segment(kind, nodes, body)
+            if loop is None:
                 continue
-            self.pre, loop, self.post = Lines(), Lines(), Lines()
-            self.r_index_lines, self.r_index_scope = Lines(), {}
-            self.scope = Scope(loop, self.kernel_scope)
-            for node in nodes:
-                self.codegen_node(node)
+            assert self.pre is not None and self.post is not None
             body.extend(self.pre)
             body.write("for roffset in range(0, rnumel, RBLOCK):")
             with body.indent():

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, LiveServer, page_errors, screenshot
+from browser_support import REPO, LiveServer, page_errors, screenshot
 from playwright.sync_api import Page, expect
 from ui import (
     PANES,

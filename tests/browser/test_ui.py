@@ -14,7 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import REPO, LiveServer, page_errors, screenshot
+from browser_support import REPO, LiveServer, page_errors, screenshot
 from playwright.sync_api import Page, Route, expect
 from stub_server import create_stub_app, load_fixture
 from ui import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import AppFactory, compile_events, state
+from server_support import AppFactory, compile_events, state
 from flask.testing import FlaskClient
 
 

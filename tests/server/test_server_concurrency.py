@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from conftest import AppFactory, state, stream, wait_until
+from server_support import AppFactory, state, stream, wait_until
 from flask import Flask
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import (
+from server_support import (
     ISOLATION,
     REAL_WORKER,
     REPO,

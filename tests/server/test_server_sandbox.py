@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import pytest
-from conftest import (
+from server_support import (
     FAKE_WORKER,
     ISOLATION,
     REAL_CLI_PRESENT,

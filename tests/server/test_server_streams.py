@@ -6,7 +6,7 @@ import json
 import signal
 import sqlite3
 
-from conftest import AppFactory, compile_events, state, stream, submit
+from server_support import AppFactory, compile_events, state, stream, submit
 from flask import Flask
 from flask.testing import FlaskClient
 
