@@ -81,8 +81,11 @@ def choose_backend(options: CompileOptions, device: str) -> str:
 
 # -- stages ------------------------------------------------------------------------------
 def lower(work: GraphWork) -> dict[str, Any]:
-    lowering = GraphLowering(work.gm, work.example_inputs, work.lines,
-                             split_reductions=work.options.split_reductions)
+    devices = [t.device.type for t in work.example_inputs if isinstance(t, torch.Tensor)]
+    backend = choose_backend(work.options, devices[0] if devices else "cpu")
+    # Split reductions pay off on a GPU's many multiprocessors; OpenMP splits loops itself.
+    split = work.options.split_reductions and backend == "triton"
+    lowering = GraphLowering(work.gm, work.example_inputs, work.lines, split_reductions=split)
     work.lowered = lowered = lowering.run()
     work.backend = choose_backend(work.options, lowered.device)
     buffers = [_buffer_json(work, b) for b in lowered.buffers]

@@ -22,7 +22,8 @@ from compiler.lowering.registry import aten, prims, register_lowering
 
 SPLIT_MAX_OUTPUTS = 64  # split only when a reduction has at most this many outputs
 SPLIT_MIN_RNUMEL = 16384  # ... and at least this many elements per output
-SPLIT_CHUNK = 4096  # elements each program of the first pass reduces
+SPLIT_CHUNK = 4096  # elements per row of the first pass: short enough to stay persistent
+SPLIT_MAX = 4096  # rows of the first pass (= elements the second pass reduces)
 COMBINE = {"sum": "sum", "prod": "prod", "max": "max", "min": "min", "any": "any",
            "all": "all"}
 
@@ -76,7 +77,7 @@ def reduce(g: Any, x: TensorValue, dims: Any, keepdim: bool, rtype: str,
     for s in out_size:
         numel *= s
     if (g.split_reductions and rtype in COMBINE and numel <= SPLIT_MAX_OUTPUTS
-            and rnumel >= SPLIT_MIN_RNUMEL and x.device != "cpu"):
+            and rnumel >= SPLIT_MIN_RNUMEL):
         stored = _split(g, x, out_size, rranges, rtype, src, out_dtype, value, full_index,
                         rnumel)
     else:
@@ -93,7 +94,7 @@ def reduce(g: Any, x: TensorValue, dims: Any, keepdim: bool, rtype: str,
 def _split(g: Any, x: TensorValue, out_size: list[int], rranges: list[int], rtype: str,
            src: torch.dtype, out_dtype: torch.dtype, value: Any, full_index: Any,
            rnumel: int) -> Stored:
-    splits = max(2, min(1024, -(-rnumel // SPLIT_CHUNK)))
+    splits = max(2, min(SPLIT_MAX, -(-rnumel // SPLIT_CHUNK)))
     chunk = -(-rnumel // splits)
     exact = chunk * splits == rnumel
     ident = identity(rtype, src)

@@ -86,3 +86,10 @@ def test_different_sizes_are_refused_with_sizes_named() -> None:
     s = sched(lambda x, y: (x.exp(), y.exp() + x.sum()), torch.randn(10), torch.randn(7))
     reasons = [d.reason for d in s.decisions if not d.fused]
     assert any("different sizes" in r or "fit neither" in r for r in reasons), reasons
+
+
+def test_long_reduction_with_one_output_splits_in_two_passes_for_triton() -> None:
+    (gm, lowered), = lower_fn(lambda x: x.sum(), torch.randn(1 << 16))
+    reasons = [b.realized for b in lowered.buffers if hasattr(b, "realized")]
+    assert reasons == ["split reduction: 65536 = 16 x 4096 (pass 1 of 2)",
+                       "split reduction: 65536 = 16 x 4096 (pass 2 of 2)"]
