@@ -66,8 +66,8 @@ INTERPRET_FORMATS = {
 }
 
 REDUCE = {"sum": "tl.sum({0}, 1)", "max": "tl.max({0}, 1)", "min": "tl.min({0}, 1)",
-          "prod": "tl.reduce({0}, 1, _prod)", "any": "tl.max({0}.to(tl.int8), 1) != 0",
-          "all": "tl.min({0}.to(tl.int8), 1) != 0"}
+          "prod": "tl.reduce({0}, 1, _prod)", "any": "(tl.max({0}.to(tl.int8), 1) != 0)",
+          "all": "(tl.min({0}.to(tl.int8), 1) != 0)"}
 COMBINE = {"sum": "{0} + {1}", "max": "tl.maximum({0}, {1})", "min": "tl.minimum({0}, {1})",
            "prod": "{0} * {1}", "any": "{0} | {1}", "all": "{0} & {1}"}
 

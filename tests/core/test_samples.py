@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import variety
 from ks_helpers import REPO, SAMPLES
 from ks_schema import check_stream
 
@@ -127,3 +128,18 @@ def test_a_kernel_that_fails_to_build_is_named(tmp_path: Path, monkeypatch: Any)
     assert err["kernel"] == "cpp_poi_fused_exp_add_0"
     assert "no_such_function" in err["traceback"]
     assert by_stage["done"]["ok"] is False
+
+
+@pytest.mark.parametrize("case", sorted(variety.CASES))
+def test_variety_on_cpp(case: str) -> None:
+    assert variety.check(case, "cpp") == "ok"
+
+
+def test_variety_under_the_triton_interpreter() -> None:
+    env = dict(os.environ, TRITON_INTERPRET="1", PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, variety.__file__, "triton"], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = dict(line.split(" ", 1) for line in proc.stdout.splitlines())
+    assert set(results) == set(variety.CASES) - variety.NO_INTERPRETER
+    assert all(r == "ok" for r in results.values()), results
