@@ -8,11 +8,9 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -120,5 +118,3 @@ def _default_device() -> str:
 if __name__ == "__main__":
     sys.exit(main())
 
-
-__all__ = ["main", "json", "Any"]

@@ -8,7 +8,6 @@ across all graphs so each stage can be reported as it finishes.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -234,5 +233,3 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs: list[Any],
     assert work.compiled is not None
     return work.compiled
 
-
-__all__ = ["GraphWork", "compile_fx", "os"]

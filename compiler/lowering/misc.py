@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import sympy
 import torch
 
 from compiler.ir.nodes import Index, TensorValue
@@ -163,5 +162,3 @@ def addmm(g: Any, bias: Any, a: Any, b: Any, beta: Any = 1, alpha: Any = 1) -> A
 
     return g.lazy(inner, size, dtype, [bias, product])
 
-
-__all__ = ["full", "cat", "sympy"]

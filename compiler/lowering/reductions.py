@@ -8,7 +8,6 @@ is split in two passes so that the first one keeps the whole device busy.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import sympy
@@ -248,5 +247,3 @@ def _correction(unbiased: Any, correction: Any) -> float:
         return 1.0 if unbiased else 0.0
     return 1.0
 
-
-__all__ = ["reduce", "identity", "Sequence"]

@@ -12,7 +12,7 @@ from typing import Any
 
 import sympy
 
-from compiler.ir.indexing import FloorDiv, ModularIndexing, contiguous_strides, decompose
+from compiler.ir.indexing import contiguous_strides, decompose
 from compiler.ir.nodes import Index, Lazy, Stored, TensorValue
 from compiler.lowering.registry import aten, prims, register_lowering
 
@@ -143,5 +143,3 @@ def unfold(g: Any, x: TensorValue, dim: int, size: int, step: int) -> TensorValu
 
     return remap(g, x, out, reindex)
 
-
-__all__ = ["remap", "view", "FloorDiv", "ModularIndexing"]

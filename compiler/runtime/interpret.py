@@ -8,7 +8,6 @@ through this interpreter, independently of any code generator.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,7 +16,6 @@ import torch
 
 from compiler.ir.indexing import FloorDiv, ModularIndexing, index_vars
 from compiler.ir.nodes import (
-    Buffer,
     ComputedBuffer,
     ExternKernel,
     ExternOutput,
@@ -224,5 +222,3 @@ def _args(v: Any, tensors: dict[str, torch.Tensor]) -> Any:
         return type(v)(_args(x, tensors) for x in v)
     return v
 
-
-__all__ = ["interpret", "TorchHandler", "math", "Buffer"]
