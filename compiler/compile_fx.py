@@ -8,7 +8,7 @@ across all graphs so each stage can be reported as it finishes.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,8 +16,8 @@ import torch
 import torch.fx
 
 from compiler.capture.fxgraph import node_lines, target_name
-from compiler.codegen.cpp import PRELUDE, generate_cpp
-from compiler.codegen.triton import generate_triton
+from compiler.codegen.cpp import PRELUDE, CppKernel, generate_cpp
+from compiler.codegen.triton import TritonKernel, generate_triton
 from compiler.codegen.wrapper import generate_wrapper
 from compiler.ir.handlers import describe, dtype_name
 from compiler.ir.indexing import index_vars, pexpr
@@ -108,12 +108,12 @@ def _buffer_json(work: GraphWork, b: Any) -> dict[str, Any]:
     }
     if isinstance(b, ComputedBuffer) and b.data is not None:
         data = b.data
-        red = isinstance(data, Reduction)
+        red = data if isinstance(data, Reduction) else None
         out.update(describe(data))
         out.update({
             "ranges": list(data.ranges),
-            "reduction_ranges": list(data.reduction_ranges) if red else [],
-            "reduction_type": data.reduction_type if red else None,
+            "reduction_ranges": list(red.reduction_ranges) if red is not None else [],
+            "reduction_type": red.reduction_type if red is not None else None,
             "write_index": pexpr(lay.index(index_vars("i", len(data.ranges)))),
             "realized": b.realized,
         })
@@ -168,6 +168,7 @@ def codegen_stage(work: GraphWork) -> dict[str, Any]:
         if step.plan is None:
             continue
         header = _header(work, step)
+        k: TritonKernel | CppKernel
         if work.backend == "triton":
             k = generate_triton(step.plan, header, work.options.persistent_rblock, interpret)
             meta = "".join(f", {m}={v}" for m, v in k.meta.items())
@@ -220,7 +221,7 @@ def build_stage(work: GraphWork, warmup: bool = True) -> dict[str, Any]:
             "path": str(compiled.path), "build_ms": compiled.build_ms, "kernels": kernels}
 
 
-def compile_fx(gm: torch.fx.GraphModule, example_inputs: list[Any],
+def compile_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                options: CompileOptions, filename: str | None = None, gid: int = 0
                ) -> Callable[..., Any]:
     """Everything at once: the backend's path. Returns fn(*args) -> list of outputs."""

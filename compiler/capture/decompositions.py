@@ -13,10 +13,11 @@ from typing import Any
 
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
+from torch._ops import OperatorBase, OpOverloadPacket
 
 aten = torch.ops.aten
 
-BELOW_CORE = [
+BELOW_CORE: list[OperatorBase | OpOverloadPacket] = [
     aten._softmax,
     aten._log_softmax,
     aten.native_layer_norm,

@@ -8,9 +8,9 @@ its forward (and, when gradients are needed, backward) graph then goes to `compi
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
@@ -18,6 +18,9 @@ from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 
 from compiler.capture.decompositions import decomposition_table
 from compiler.options import CompileOptions
+
+if TYPE_CHECKING:
+    from torch._functorch._aot_autograd.schemas import AOTDispatchCompiler
 
 
 def make_backend(options: CompileOptions, filename: str | None = None,
@@ -32,7 +35,7 @@ def make_backend(options: CompileOptions, filename: str | None = None,
 
     counter = [0]
 
-    def compile_aten(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+    def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
         gid = counter[0]
         counter[0] += 1
         try:
@@ -69,10 +72,10 @@ class Recorder:
     def backend(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         self.dynamo_graphs += 1
 
-        def keep(kind: str) -> Callable[[torch.fx.GraphModule, list[Any]], Any]:
-            def compiler(g: torch.fx.GraphModule, inputs: list[Any]) -> Any:
-                self.graphs.append(CapturedGraph(g, list(inputs), kind))
-                return make_boxed_func(g.forward)
+        def keep(kind: str) -> AOTDispatchCompiler:
+            def compiler(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+                self.graphs.append(CapturedGraph(gm, list(example_inputs), kind))
+                return make_boxed_func(gm.forward)
 
             return compiler
 

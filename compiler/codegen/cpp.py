@@ -246,6 +246,7 @@ class CppKernelCodegen(KernelCodegen):
             if loop is None:
                 continue
             assert self.pre is not None and self.post is not None
+            assert self.r_index_lines is not None
             inner.extend(self.pre)
             clauses = [c for c in self.simd if c]
             plain = all(self.simd) and self.simd

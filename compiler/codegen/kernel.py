@@ -22,7 +22,7 @@ import torch
 from compiler.codegen.common import RINDEX, XINDEX, KernelPlan, Lines, Scope, Var
 from compiler.codegen.tiling import YINDEX
 from compiler.ir.indexing import FloorDiv, ModularIndexing, decompose, simplify_index, sym
-from compiler.ir.nodes import ComputedBuffer, Reduction
+from compiler.ir.nodes import ComputedBuffer, Pointwise, Reduction
 from compiler.ir.ops import Handler, result_dtype, use_handler
 from compiler.schedule.nodes import SchedNode
 
@@ -143,7 +143,7 @@ class KernelCodegen(Handler):
             st, sz = lay.stride[k], lay.size[k]
             base = flat - lay.offset
             coords[k] = FloorDiv(base, st) if pos == 0 else ModularIndexing(base, st, sz)
-        assert buf.data is not None
+        assert isinstance(buf.data, Pointwise)  # load() refuses reductions
         return buf.data.inner_fn(coords)
 
     def constant(self, value: Any, dtype: torch.dtype) -> Var:

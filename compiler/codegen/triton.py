@@ -310,6 +310,7 @@ class TritonKernelCodegen(KernelCodegen):
             if loop is None:
                 continue
             assert self.pre is not None and self.post is not None
+            assert self.r_index_lines is not None
             body.extend(self.pre)
             body.write("for roffset in range(0, rnumel, RBLOCK):")
             with body.indent():

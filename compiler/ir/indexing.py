@@ -12,12 +12,13 @@ into `j` over (1024,), so contiguous kernels stay one-dimensional.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypeAlias
 
 import sympy
 from sympy.printing.str import StrPrinter
 
-Expr = sympy.Expr
+Expr: TypeAlias = sympy.Expr
 
 
 @functools.cache
@@ -76,7 +77,7 @@ def _max_value(expr: Expr, bounds: dict[sympy.Symbol, int] | None = None) -> int
     if expr.is_Integer:
         return int(expr)
     if bounds and expr in bounds:
-        return bounds[expr]  # type: ignore[index]
+        return bounds[expr]
     if isinstance(expr, FloorDiv) and expr.args[1].is_Integer:
         inner = _max_value(expr.args[0], bounds)
         return inner // int(expr.args[1]) if inner is not None else None
@@ -218,9 +219,9 @@ def _mergeable(
     return True
 
 
-def _prod(values: Sequence[int] | object) -> int:
+def _prod(values: Iterable[int]) -> int:
     out = 1
-    for v in values:  # type: ignore[attr-defined]
+    for v in values:
         out *= int(v)
     return out
 

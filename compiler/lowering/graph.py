@@ -132,7 +132,7 @@ class GraphLowering:
         raise Unsupported(f"graph constant {node.target!r} (get_attr) is not supported")
 
     def _call(self, node: torch.fx.Node) -> Any:
-        args = torch.fx.map_arg(node.args, lambda n: self.env[n])
+        args: tuple[Any, ...] = torch.fx.map_arg(node.args, lambda n: self.env[n])
         kwargs = torch.fx.map_arg(node.kwargs, lambda n: self.env[n])
         if node.target is operator.getitem:
             return args[0][args[1]]

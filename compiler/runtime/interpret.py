@@ -135,7 +135,9 @@ def _grid(sizes: Sequence[int], device: str) -> list[torch.Tensor]:
             for k, s in enumerate(sizes)]
 
 
-REDUCE = {"sum": torch.sum, "prod": torch.prod, "any": torch.any, "all": torch.all}
+REDUCE: dict[str, Callable[..., torch.Tensor]] = {
+    "sum": torch.sum, "prod": torch.prod, "any": torch.any, "all": torch.all,
+}
 
 
 def _reduce(value: torch.Tensor, rtype: str, ndims: int) -> torch.Tensor:
@@ -152,9 +154,9 @@ def interpret(graph: LoweredGraph, inputs: Sequence[torch.Tensor]) -> list[Any]:
     """Run a lowered graph on real inputs; returns the graph outputs."""
     storages: dict[str, torch.Tensor] = {}
     tensors: dict[str, torch.Tensor] = {}
-    for buf, t in zip(graph.inputs, inputs):
-        tensors[buf.name] = t
-        storages[buf.name] = _storage_of(t)
+    for inp, t in zip(graph.inputs, inputs):
+        tensors[inp.name] = t
+        storages[inp.name] = _storage_of(t)
     for buf in graph.buffers:
         if isinstance(buf, ComputedBuffer) and buf.data is not None:
             value = _run_body(buf, storages, graph.device)

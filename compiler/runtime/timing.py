@@ -75,11 +75,11 @@ class _Timed:
             return result
         if self.cuda:
             torch.cuda.synchronize()
-        start = time.perf_counter()
+        t0 = time.perf_counter()
         result = fn(*args, **kwargs)
         if self.cuda:
             torch.cuda.synchronize()
-        self.record.calls.append((time.perf_counter() - start) * 1000)
+        self.record.calls.append((time.perf_counter() - t0) * 1000)
         if result is not None and not self.record.info:
             self.record.info = _compiled_info(result)
         return result

@@ -58,7 +58,7 @@ def build_nodes(graph: LoweredGraph) -> list[SchedNode]:
         data = buf.data
         is_red = isinstance(data, Reduction)
         node = SchedNode(buf, len(nodes), "reduction" if is_red else "pointwise",
-                         data.numel(), data.rnumel() if is_red else 1)
+                         data.numel(), data.rnumel() if isinstance(data, Reduction) else 1)
         for read in reads_of(data):
             node.reads.setdefault(read.buffer, []).append(read.index)
         node.writes = [buf.name]
