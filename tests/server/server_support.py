@@ -25,9 +25,9 @@ REPO = HERE.parent.parent
 if str(REPO) not in sys.path:  # `pytest` run without the package installed
     sys.path.insert(0, str(REPO))
 
-from server import create_app
-from server.state import AppState
-from server.streams import parse_sse
+from server import create_app  # noqa: E402 - after the sys.path line above
+from server.state import AppState  # noqa: E402 - after the sys.path line above
+from server.streams import parse_sse  # noqa: E402 - after the sys.path line above
 
 FAKE_WORKER = [sys.executable, str(HERE / "fake_worker.py")]
 REAL_WORKER = [sys.executable, "-m", "compiler", "compile"]

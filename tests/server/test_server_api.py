@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from server_support import AppFactory, compile_events, state
 from flask.testing import FlaskClient
+from server_support import AppFactory, compile_events, state
 
 
 @pytest.mark.parametrize(

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import threading
 
-from server_support import AppFactory, state, stream, wait_until
 from flask import Flask
+from server_support import AppFactory, state, stream, wait_until
 
 
 def _one_client(app: Flask, index: int, results: dict[int, object]) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from flask import Flask
 from server_support import (
     ISOLATION,
     REAL_WORKER,
@@ -18,7 +19,6 @@ from server_support import (
     stream,
     submit,
 )
-from flask import Flask
 
 from server import create_app
 

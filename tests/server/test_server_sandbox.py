@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any, Self
 
 import pytest
+from flask import Flask
+from flask.testing import FlaskClient
 from server_support import (
     FAKE_WORKER,
     ISOLATION,
@@ -32,8 +34,6 @@ from server_support import (
     stream,
     wait_until,
 )
-from flask import Flask
-from flask.testing import FlaskClient
 
 from server import create_app
 from server.worker import scratch_exceeded
@@ -292,7 +292,8 @@ def test_fork_bomb(slow_client: FlaskClient, hostile_app: Flask) -> None:
     if not nproc_enforced(hostile_app):
         pytest.skip("the worker runs as root here, so RLIMIT_NPROC cannot bound a fork bomb")
     # The snippet swaps the big compiler process for a small Python that forks quickly.
-    bomb = "# forkbomb-4242\nimport os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
+    bomb = ("# forkbomb-4242\nimport os\nwhile True:\n    try:\n        os.fork()\n"
+            "    except OSError:\n        pass\n")
     code = f"import os, sys\nos.execv(sys.executable, [sys.executable, '-c', {bomb!r}])\n"
     with Watch(lambda cmd: "forkbomb-4242" in cmd) as watch:
         error = finished_with_error(compile_events(slow_client, code))

@@ -6,9 +6,9 @@ import json
 import signal
 import sqlite3
 
-from server_support import AppFactory, compile_events, state, stream, submit
 from flask import Flask
 from flask.testing import FlaskClient
+from server_support import AppFactory, compile_events, state, stream, submit
 
 from server.jobs import Job, JobRequest
 from server.sandbox import Limits
