@@ -213,6 +213,9 @@ def worker_env(scratch: str, spec: SandboxSpec, repo_dir: Path) -> dict[str, str
         "TRITON_CACHE_DIR": f"{cache}/triton",
         "TORCHINDUCTOR_CACHE_DIR": f"{cache}/inductor",
         "OMP_NUM_THREADS": str(spec.threads),
+        # Jobs run side by side on shared cores: OpenMP threads that spin between parallel
+        # regions would take those cores from the other job and skew its CPU timings.
+        "OMP_WAIT_POLICY": "PASSIVE",
     }
     env |= {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
     env |= spec.env
