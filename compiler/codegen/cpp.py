@@ -9,7 +9,7 @@ goes through two small helpers.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -108,18 +108,12 @@ def literal(value: Any, dtype: torch.dtype) -> str:
 
 
 class CppKernelCodegen(KernelCodegen):
+    literal = staticmethod(literal)
+
     def __init__(self, plan: KernelPlan) -> None:
         super().__init__(plan, persistent=False)
+        self.formats = FORMATS
         self.simd: list[str] = []  # omp reduction clauses of the open loop
-
-    def fmt(self, name: str, args: Sequence[Var]) -> str:
-        return FORMATS[name].format(*[a.name for a in args])
-
-    def fmt_constant(self, value: Any, dtype: torch.dtype) -> str:
-        return literal(value, dtype)
-
-    def constant(self, value: Any, dtype: torch.dtype) -> Var:
-        return Var(literal(value, dtype), dtype, "x")
 
     def fmt_cast(self, x: Var, dtype: torch.dtype) -> str:
         return f"static_cast<{compute_type(dtype)}>({x.name})"

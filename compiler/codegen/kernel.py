@@ -52,11 +52,14 @@ class KernelCodegen(Handler):
         self.post: Lines | None = None  # after it
 
     # -- backend hooks ------------------------------------------------------------------
-    def fmt(self, name: str, args: Sequence[Var]) -> str:
+    formats: dict[str, str]  # op name -> format string over the operands' names
+
+    @staticmethod
+    def literal(value: Any, dtype: torch.dtype) -> str:
         raise NotImplementedError
 
-    def fmt_constant(self, value: Any, dtype: torch.dtype) -> str:
-        raise NotImplementedError
+    def fmt(self, name: str, args: Sequence[Var]) -> str:
+        return self.formats[name].format(*[a.name for a in args])
 
     def fmt_cast(self, x: Var, dtype: torch.dtype) -> str:
         raise NotImplementedError
@@ -147,7 +150,8 @@ class KernelCodegen(Handler):
         return buf.data.inner_fn(coords)
 
     def constant(self, value: Any, dtype: torch.dtype) -> Var:
-        return self.emit(self.fmt_constant(value, dtype), dtype, "x")
+        """Constants are inlined as literals, never assigned to a variable."""
+        return Var(self.literal(value, dtype), dtype, "x")
 
     def index_expr(self, expr: Any, dtype: torch.dtype) -> Var:
         expr = self.name_subterms(sympy.sympify(expr))

@@ -8,7 +8,7 @@ we compile fits), loads and stores are masked, and every line knows its FX origi
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,20 +98,13 @@ def literal(value: Any, dtype: torch.dtype) -> str:
 
 
 class TritonKernelCodegen(KernelCodegen):
+    literal = staticmethod(literal)
+
     def __init__(self, plan: KernelPlan, persistent: bool, rblock: int,
                  interpret: bool = False) -> None:
         super().__init__(plan, persistent)
         self.rblock = rblock
         self.formats = {**FORMATS, **INTERPRET_FORMATS} if interpret else FORMATS
-
-    def fmt(self, name: str, args: Sequence[Var]) -> str:
-        return self.formats[name].format(*[a.name for a in args])
-
-    def fmt_constant(self, value: Any, dtype: torch.dtype) -> str:
-        return literal(value, dtype)
-
-    def constant(self, value: Any, dtype: torch.dtype) -> Var:
-        return Var(literal(value, dtype), dtype, "x")
 
     def fmt_cast(self, x: Var, dtype: torch.dtype) -> str:
         return f"{x.name}.to({TL_DTYPE[dtype]})"
