@@ -84,7 +84,8 @@ def lower(work: GraphWork) -> dict[str, Any]:
     backend = choose_backend(work.options, devices[0] if devices else "cpu")
     # Split reductions pay off on a GPU's many multiprocessors; OpenMP splits loops itself.
     split = work.options.split_reductions and backend == "triton"
-    lowering = GraphLowering(work.gm, work.example_inputs, work.lines, split_reductions=split)
+    lowering = GraphLowering(work.gm, work.example_inputs, work.lines, split_reductions=split,
+                             fallback=work.options.fallback)
     work.lowered = lowered = lowering.run()
     work.backend = choose_backend(work.options, lowered.device)
     buffers = [_buffer_json(work, b) for b in lowered.buffers]

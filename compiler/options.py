@@ -28,6 +28,9 @@ class CompileOptions:
     rtol: float = 1e-4
     cache_dir: str | None = None  # on-disk compile cache; None: ~/.cache/kernelscope
     entry: str | None = None  # snippet entry point override
+    # False: an op without a lowering (or a case a lowering hands to ATen) makes the graph
+    # run eagerly with the reason, so coverage counts only what is lowered natively.
+    fallback: bool = True
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod

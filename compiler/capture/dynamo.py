@@ -35,6 +35,10 @@ def make_backend(options: CompileOptions, filename: str | None = None,
 
     counter = [0]
 
+    # The backward graph is compiled lazily, inside `loss.backward()`; when that call sits in
+    # a torch.compile'd function Dynamo is still watching frames, and would trace our own
+    # compiler (sympy included) as user code. Compiling is never user code.
+    @torch._disable_dynamo  # type: ignore[misc]
     def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
         gid = counter[0]
         counter[0] += 1
@@ -42,10 +46,11 @@ def make_backend(options: CompileOptions, filename: str | None = None,
             compiled = compile_fx(gm, example_inputs, options, filename, gid)
         except Unsupported as e:
             warnings.warn(f"kernelscope: running graph {gid} eagerly: {e}", stacklevel=2)
-            return make_boxed_func(gm.forward)
+            return make_boxed_func(torch._disable_dynamo(_eager(gm)))
         if sink is not None:
             sink.append(compiled)
-        return make_boxed_func(compiled)
+        # Run the wrapper (ctypes calls on data pointers) as plain Python, never traced.
+        return make_boxed_func(torch._disable_dynamo(compiled))
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         return aot_module_simplified(gm, example_inputs, fw_compiler=compile_aten,
@@ -53,6 +58,13 @@ def make_backend(options: CompileOptions, filename: str | None = None,
                                      decompositions=decomposition_table())
 
     return backend
+
+
+def _eager(gm: torch.fx.GraphModule) -> Callable[..., Any]:
+    def run_eagerly(*args: Any) -> Any:
+        return gm.forward(*args)
+
+    return run_eagerly
 
 
 @dataclass

@@ -31,7 +31,10 @@ TL_DTYPE = {
 
 FORMATS = {
     "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "truediv": "{0} / {1}",
-    "floordiv": "{0} // {1}", "mod": "{0} % {1}", "fmod": "libdevice.fmod({0}, {1})",
+    # Triton's // truncates toward zero (as C does); floordiv rounds toward -inf.
+    "floordiv": "tl.where((({0}) % ({1}) != 0) & ((({0}) < 0) != (({1}) < 0)), "
+                "({0}) // ({1}) - 1, ({0}) // ({1}))",
+    "mod": "{0} % {1}", "fmod": "libdevice.fmod({0}, {1})",
     "pow": "libdevice.pow({0}, {1})", "maximum": "tl.maximum({0}, {1})",
     "minimum": "tl.minimum({0}, {1})", "atan2": "libdevice.atan2({0}, {1})",
     "eq": "{0} == {1}", "ne": "{0} != {1}", "lt": "{0} < {1}", "le": "{0} <= {1}",
@@ -158,7 +161,10 @@ class TritonKernelCodegen(KernelCodegen):
         if not index.free_symbols and not self.masks:
             expr = f"tl.load({self.args[name]} + ({pexpr(index)}))"
         else:
-            expr = f"tl.load({self.args[name]} + ({pexpr(index)}), {self._mask(domain)}, other=0)"
+            ptr = f"{self.args[name]} + ({pexpr(index)})"
+            if not index.free_symbols:  # a block mask needs a block pointer
+                ptr += f" + tl.zeros({self._shape(domain)}, tl.int32)"
+            expr = f"tl.load({ptr}, {self._mask(domain)}, other=0)"
         if buf.dtype == torch.bool:
             expr += ".to(tl.int1)"
         return self.emit(expr, buf.dtype, domain)
@@ -172,7 +178,10 @@ class TritonKernelCodegen(KernelCodegen):
             v = f"tl.full({shape}, {value.name}, {TL_DTYPE[value.dtype]})"
         lines = self.post if (self.post is not None and value.domain == "x"
                               and self.plan.kind == "reduction") else self.scope.lines
-        lines.write(f"tl.store({self.args[name]} + ({pexpr(index)}), {v}, {self._mask(domain)})",
+        ptr = f"{self.args[name]} + ({pexpr(index)})"
+        if not index.free_symbols:  # a block of one element: the pointer must be a block too
+            ptr += f" + tl.zeros({shape}, tl.int32)"
+        lines.write(f"tl.store({ptr}, {v}, {self._mask(domain)})",
                     self.origins() or tuple(sorted(self.plan.written[name].origins)), (name,))
 
     def _shape(self, domain: str) -> str:

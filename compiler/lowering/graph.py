@@ -81,12 +81,15 @@ class GraphLowering:
         example_inputs: Sequence[Any],
         lines: dict[str, int | None] | None = None,
         split_reductions: bool = True,
+        fallback: bool = True,
     ) -> None:
         load_all()
         self.gm = gm
         self.example_inputs = list(example_inputs)
         self.lines = lines or {}
         self.split_reductions = split_reductions
+        self.allow_fallback = fallback
+        self.input_offsets: dict[str, int] = {}  # storage offsets of the real inputs
         self.buffers: list[Buffer] = []
         self.inputs: list[InputBuffer] = []
         self.fallbacks: list[Fallback] = []
@@ -126,6 +129,7 @@ class GraphLowering:
                         tuple(example.stride()), 0)
         buf = InputBuffer(node.name, layout)
         self.inputs.append(buf)
+        self.input_offsets[node.name] = int(example.storage_offset())
         return Stored(buf, layout)
 
     def _constant(self, node: torch.fx.Node) -> Any:
@@ -136,6 +140,17 @@ class GraphLowering:
         kwargs = torch.fx.map_arg(node.kwargs, lambda n: self.env[n])
         if node.target is operator.getitem:
             return args[0][args[1]]
+        meta = node.meta.get("val")
+        if isinstance(meta, torch.Tensor) and meta.numel() == 0 and _static(meta):
+            # Nothing to compute: any kernel over zero elements is a no-op (and index math
+            # over a zero-size dim divides by zero), so the value is just an allocation.
+            return self.extern(aten.empty_strided.default,
+                               (list(meta.shape), list(meta.stride())),
+                               {"dtype": meta.dtype, "device": meta.device}, fallback=False,
+                               reason="zero-size result: allocated, nothing to compute")
+        if _is_complex(meta) or any(_is_complex(a) for a in _tensor_args(args, kwargs)):
+            return self.extern(node.target, args, kwargs, fallback=True,
+                               reason="complex dtype: computed by ATen")
         lowering = find_lowering(node.target)
         if lowering is None:
             return self.extern(node.target, args, kwargs, fallback=True,
@@ -240,6 +255,8 @@ class GraphLowering:
                 return stored.as_arg()
             return v
 
+        if fallback and not self.allow_fallback:
+            raise Unsupported(f"ATen fallback is off: {_op_name(op)} ({reason})")
         targs = tuple(torch.fx.node.map_aggregate(args, as_arg))
         tkwargs = dict(torch.fx.node.map_aggregate(kwargs, as_arg))
         meta = self.out_meta()
@@ -271,6 +288,27 @@ class GraphLowering:
         return result
 
 
+aten = torch.ops.aten
+
+
+def _static(t: torch.Tensor) -> bool:
+    return not any(isinstance(s, torch.SymInt) for s in (*t.shape, *t.stride()))
+
+
+def _is_complex(v: Any) -> bool:
+    if isinstance(v, (list, tuple)):
+        return any(_is_complex(x) for x in v)
+    dtype = getattr(v, "dtype", None)
+    return isinstance(dtype, torch.dtype) and dtype.is_complex
+
+
+def _tensor_args(args: Any, kwargs: Any) -> list[Any]:
+    out: list[Any] = []
+    torch.fx.node.map_aggregate((args, kwargs), lambda v: out.append(v)
+                                if isinstance(v, TensorValue) else None)
+    return out
+
+
 def _op_name(op: Any) -> str:
     return str(op).removeprefix("aten::") if not hasattr(op, "_schema") else (
         f"aten.{op._schema.name.split('::')[-1]}.{op._overloadname}"
@@ -278,10 +316,11 @@ def _op_name(op: Any) -> str:
 
 
 def _layout_of(t: torch.Tensor) -> Layout:
+    """Layout of what an extern call returns. Its offset is 0: views of the result count
+    from the returned tensor's own first element (its storage offset is ATen's business)."""
     if any(isinstance(s, torch.SymInt) for s in t.shape):
         raise Unsupported("dynamic shapes (symbolic sizes) are not supported")
-    return Layout(device_of(t), t.dtype, tuple(t.shape), tuple(t.stride()),
-                  int(t.storage_offset()))
+    return Layout(device_of(t), t.dtype, tuple(t.shape), tuple(t.stride()), 0)
 
 
 def _dense_permutation(size: Sequence[int], stride: Sequence[int]) -> bool:
