@@ -214,6 +214,7 @@ def _basic_block(device: str, size: str) -> tuple[Callable[..., Any], Inputs]:
     with torch.device(device):
         block = BasicBlock(c).eval().requires_grad_(False)
         for bn in (block.bn1, block.bn2):  # running statistics as a trained net has them
+            assert bn.running_mean is not None and bn.running_var is not None
             bn.running_mean.uniform_(-0.5, 0.5)
             bn.running_var.uniform_(0.5, 2.0)
             bn.weight.data.uniform_(0.5, 1.5)

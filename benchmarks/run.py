@@ -28,16 +28,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # `python benchmarks/run.py` without PYTHONPATH=.
-    sys.path.insert(0, str(ROOT))
-
 import torch
 
 from benchmarks import cases as case_table
 from benchmarks import models as model_table
 from benchmarks.measure import LOCK_ENV, measure
 from benchmarks.report import is_ok, section
+
+ROOT = Path(__file__).resolve().parent.parent
 
 RESULT_TAG = "KSBENCH-RESULT "
 OVERHEADS = ["call_us", "graphs_chain10", "graphs_gpt2_block"]
