@@ -41,7 +41,8 @@ def check_text(row: dict[str, Any]) -> str:
     if "skipped" in row:
         return f"skipped: {row['skipped']}"
     problems = [f"{label}: {err}" for label in ("kernelscope", "inductor")
-                if (err := _cell_error(row.get(label)))]
+                if (label in row or label == "kernelscope")
+                and (err := _cell_error(row.get(label)))]
     ks = (row.get("kernelscope") or {}).get("check") or {}
     if problems:
         return "; ".join(problems)
