@@ -150,7 +150,10 @@ def measure_case(name: str, settings: dict[str, Any]) -> dict[str, Any]:
                                               for t in _tensors(inputs)[:3]),
                            "memory_bound": case.memory_bound}
     with torch.no_grad():
-        fresh = (lambda: copy.deepcopy(inputs)) if case.mutates else None
+        # In-place cases: every side starts from its own copy of the untouched inputs
+        # (timing loops mutate `inputs` itself).
+        pristine = copy.deepcopy(inputs) if case.mutates else None
+        fresh = (lambda: copy.deepcopy(pristine)) if case.mutates else None
         if fresh:
             ref_args = fresh()
             fn(*ref_args)
