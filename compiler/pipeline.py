@@ -20,6 +20,7 @@ becomes an `error` event naming the stage (and the user's line where known), fol
 from __future__ import annotations
 
 import contextlib
+import platform
 import sys
 import tempfile
 import time
@@ -40,6 +41,8 @@ from compiler.capture.front import (
     write_front_bundle,
 )
 from compiler.capture.fxgraph import graph_json
+from compiler.codegen.backend import BuildError
+from compiler.codegen.backends import choose_backend
 from compiler.compile_fx import (
     GraphWork,
     build_stage,
@@ -51,7 +54,6 @@ from compiler.compile_fx import (
 from compiler.events import StageEvent
 from compiler.options import CompileOptions
 from compiler.runtime.cache import cache_root
-from compiler.runtime.cpp_build import BuildError
 from compiler.runtime.profile import compare_outputs, profile
 from compiler.runtime.timing import KernelLaunchError
 from compiler.snippet import SnippetError, captured_stdout, user_line_of, write_snippet
@@ -95,6 +97,20 @@ def _error_data(stage: str, e: BaseException, path: Path | None) -> dict[str, An
     return data
 
 
+def versions(device: str) -> dict[str, Any]:
+    try:
+        import triton
+
+        triton_version: str | None = triton.__version__
+    except ImportError:
+        triton_version = None
+    gpu = torch.cuda.get_device_name() if device == "cuda" and torch.cuda.is_available() else None
+    from compiler import __version__
+
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "triton": triton_version, "gpu": gpu, "kernelscope": __version__}
+
+
 # -- front half ----------------------------------------------------------------------------
 def run_front(code: str, options: CompileOptions, bundle_path: str | Path,
               filename: str | None = None, _seq: _Seq | None = None
@@ -123,6 +139,10 @@ def run_front(code: str, options: CompileOptions, bundle_path: str | Path,
             write_front_bundle(run, bundle_path)
             yield from _fail(seq, err)
             return
+        if name == "source":
+            backend = choose_backend(options.backend, options.device, options)
+            data.update(**backend.to_json(), triton_interpret=backend.emulated,
+                        versions=versions(options.device))
         if printed():
             data["stdout"] = printed()
         data["origin"] = "snippet"

@@ -110,9 +110,7 @@ class BundleWriter:
                 constants[n.target] = self.tensor(value)["tensor"]
         recorded = inputs is not None
         if inputs is None:  # never called (a backward nobody ran): zeros shaped like it
-            from compiler.runtime.loader import real_inputs
-
-            inputs = real_inputs(list(fake_inputs))
+            inputs = _zeros_like(fake_inputs)
         self.graphs.append({
             "id": gid, "kind": kind, "dynamo_graph": dynamo_graph,
             "nodes": [_encode_node(n) for n in gm.graph.nodes],
@@ -131,6 +129,15 @@ class BundleWriter:
         tmp = Path(f"{path}.tmp")
         torch.save({"manifest": text, "tensors": self.tensors}, tmp)
         tmp.replace(path)
+
+
+def _zeros_like(fakes: Sequence[Any]) -> list[Any]:
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():
+        return [torch.zeros(_extent(t.shape, t.stride()), dtype=t.dtype, device=t.device)
+                .as_strided(t.shape, t.stride()) if isinstance(t, torch.Tensor) else t
+                for t in fakes]
 
 
 def snapshot(t: torch.Tensor) -> torch.Tensor:

@@ -10,7 +10,6 @@ output.
 from __future__ import annotations
 
 import inspect
-import platform
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,20 +45,6 @@ class FrontRun:
     events: dict[str, Any] = field(default_factory=dict)  # payloads for the bundle
 
 
-def versions(device: str) -> dict[str, Any]:
-    try:
-        import triton
-
-        triton_version: str | None = triton.__version__
-    except ImportError:
-        triton_version = None
-    gpu = torch.cuda.get_device_name() if device == "cuda" and torch.cuda.is_available() else None
-    from compiler import __version__
-
-    return {"python": platform.python_version(), "torch": torch.__version__,
-            "triton": triton_version, "gpu": gpu, "kernelscope": __version__}
-
-
 def _spec(name: str, t: Any) -> dict[str, Any]:
     if isinstance(t, torch.Tensor):
         return {"name": name, "shape": list(t.shape), "stride": list(t.stride()),
@@ -82,13 +67,12 @@ def source_stage(run: FrontRun) -> dict[str, Any]:
     except (TypeError, ValueError):
         params = []
     names = [params[i] if i < len(params) else f"arg{i}" for i in range(len(entry.inputs))]
-    backend = opts.resolved_backend()
+    # The driver adds the backend this device gets and the versions (capture knows
+    # neither codegen nor the package).
     return {"code": run.code, "filename": run.path.name, "entry": entry.name,
             "entry_line": entry.line,
             "inputs": [_spec(n, t) for n, t in zip(names, entry.inputs)],
-            "device": opts.device, "backend": backend,
-            "triton_interpret": backend == "triton" and opts.device == "cpu",
-            "options": opts.to_json(), "versions": versions(opts.device)}
+            "device": opts.device, "options": opts.to_json()}
 
 
 def capture_stage(run: FrontRun) -> dict[str, Any]:

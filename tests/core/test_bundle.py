@@ -55,6 +55,7 @@ def test_back_half_runs_a_bundle_and_replays_the_front_events(tmp_path: Path) ->
 def test_one_capture_and_one_compile_per_graph(monkeypatch: pytest.MonkeyPatch) -> None:
     """`run` and `profile` execute the graphs `compile` built: nothing is captured or
     compiled twice (graph_break.py has two graphs)."""
+    from compiler import compile_fx
     from compiler.capture import dynamo
     from compiler.lowering.graph import GraphLowering
     from compiler.runtime import loader
@@ -73,7 +74,7 @@ def test_one_capture_and_one_compile_per_graph(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(loader, "load_graph", counted("load", loader.load_graph))
     monkeypatch.setattr(loader.CompiledGraph, "__call__",
                         counted("call", loader.CompiledGraph.__call__))
-    monkeypatch.setattr(dynamo, "make_backend", None)  # the old second compile path
+    monkeypatch.setattr(compile_fx, "make_backend", None)  # the torch.compile backend path
     path = REPO / "samples" / "graph_break.py"
     opts = CompileOptions(device="cpu", backend="cpp", profile=True)
     by = _stages(run_pipeline(path.read_text(), opts, str(path)))
