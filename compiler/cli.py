@@ -2,7 +2,7 @@
 
     kernelscope compile FILE.py [--device cpu|cuda] [--backend cpp|triton]
                                 [--stage NAME] [--json] [--no-fusion] [--inductor]
-    kernelscope serve [--host 127.0.0.1] [--port 8765]
+    kernelscope serve [--host 127.0.0.1] [--port 8765] [...]  (kernelscope serve --help)
 """
 
 from __future__ import annotations
@@ -29,23 +29,18 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--no-reuse", action="store_true", help="no buffer reuse")
     c.add_argument("--no-profile", action="store_true")
     c.add_argument("--inductor", action="store_true", help="also time TorchInductor")
-    s = sub.add_parser("serve", help="run the explorer (web UI and API)")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8765)
-    s.add_argument("--db", default=None)
+    # Every serve flag (and --help) belongs to server/__main__.py: see main().
+    sub.add_parser("serve", help="run the explorer (web UI and API); serve --help for flags")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.command == "serve":
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["serve"]:
         from server.__main__ import main as serve_main
 
-        rest = ["--host", args.host, "--port", str(args.port)]
-        if args.db:
-            rest += ["--db", args.db]
-        return serve_main(rest)
-    return _compile(args)
+        return serve_main(argv[1:])
+    return _compile(_parser().parse_args(argv))
 
 
 def _syntax_error(code: str, filename: str, as_json: bool) -> int | None:
