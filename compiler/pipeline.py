@@ -21,13 +21,16 @@ from typing import Any
 
 import torch
 
-from compiler.capture.dynamo import Recorder, make_backend
+from compiler.capture.dynamo import Recorder
 from compiler.capture.fxgraph import graph_json
+from compiler.codegen.backend import BuildError
+from compiler.codegen.backends import choose_backend
 from compiler.compile_fx import (
     GraphWork,
     build_stage,
     codegen_stage,
     lower,
+    make_backend,
     memory_stage,
     schedule_stage,
 )
@@ -35,7 +38,6 @@ from compiler.events import StageEvent
 from compiler.ir.handlers import dtype_name
 from compiler.options import CompileOptions
 from compiler.runtime.cache import cache_root
-from compiler.runtime.cpp_build import BuildError
 from compiler.runtime.profile import compare_outputs, profile
 from compiler.runtime.timing import KernelLaunchError
 from compiler.snippet import Entry, SnippetError, run_snippet, user_line_of, write_snippet
@@ -152,12 +154,11 @@ def _source(run: _Run) -> dict[str, Any]:
     except (TypeError, ValueError):
         params = []
     names = [params[i] if i < len(params) else f"arg{i}" for i in range(len(entry.inputs))]
-    backend = opts.resolved_backend()
+    backend = choose_backend(opts.backend, opts.device, opts)
     return {"code": run.code, "filename": run.path.name, "entry": entry.name,
             "entry_line": entry.line,
             "inputs": [_spec(n, t) for n, t in zip(names, entry.inputs)],
-            "device": opts.device, "backend": backend,
-            "triton_interpret": backend == "triton" and opts.device == "cpu",
+            "device": opts.device, **backend.to_json(), "triton_interpret": backend.emulated,
             "options": opts.to_json(), "versions": _versions(opts.device)}
 
 

@@ -9,18 +9,25 @@ goes through two small helpers.
 from __future__ import annotations
 
 import math
+import os
+import re
+import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import sympy
 import torch
 
-from compiler.codegen.common import KernelPlan, Lines, Scope, Var
+from compiler.codegen.backend import Backend, BuildError, BuildResult, GeneratedKernel
+from compiler.codegen.common import Lines, Scope, Var
 from compiler.codegen.kernel import KernelCodegen
 from compiler.ir.indexing import cexpr
-from compiler.lowering.reductions import identity
+from compiler.ir.ops import reduction_identity as identity
 from compiler.schedule.nodes import SchedNode
+from compiler.schedule.plan import KernelPlan
 
 C_TYPE = {
     torch.float32: "float", torch.float64: "double", torch.float16: "_Float16",
@@ -275,3 +282,67 @@ def generate_cpp(plan: KernelPlan, header: list[str]) -> CppKernel:
     line_map = [{"line": i + 1, "origins": list(ln.origins), "buffers": list(ln.buffers)}
                 for i, ln in enumerate(lines.lines) if ln.origins or ln.buffers]
     return CppKernel(plan.name, lines.text(), line_map, plan.inputs + plan.stores)
+
+
+CXX = os.environ.get("CXX", "g++")
+FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17",
+         "-fno-math-errno", "-Wno-unused-variable"]
+
+
+class CppBackend(Backend):
+    """C++ for the CPU, built with g++ into one shared library per graph."""
+
+    name = "cpp"
+    label = "C++"
+    language = "cpp"
+    devices = ("cpu",)
+    source_suffix = ".cpp"
+
+    def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:
+        k = generate_cpp(plan, header)
+        launch = f"{k.name}({', '.join(f'ptr({a})' for a in k.args)})"
+        return GeneratedKernel(k.name, k.source, k.line_map, k.args, launch)
+
+    def wrapper_prelude(self, kernels: list[GeneratedKernel], artifact: Path | None
+                        ) -> list[str]:
+        lines = ["from compiler.runtime.cpp_build import load_library", "",
+                 f"_lib = load_library({str(artifact)!r})"]
+        lines += [f"{k.name} = cpp_kernel(_lib, {k.name!r}, {len(k.args)})" for k in kernels]
+        return lines
+
+    def build_source(self, kernels: list[GeneratedKernel]) -> str:
+        return PRELUDE + "\n" + "\n".join(k.source for k in kernels)
+
+    def artifact_path(self, source_path: Path) -> Path | None:
+        return source_path.with_suffix(".so")
+
+    def build(self, source_path: Path | None) -> BuildResult:
+        assert source_path is not None
+        lib = source_path.with_suffix(".so")
+        if lib.exists():
+            return BuildResult(lib, True, 0.0)
+        start = time.perf_counter()
+        tmp = lib.with_suffix(f".so.tmp{os.getpid()}")
+        proc = subprocess.run([CXX, *FLAGS, str(source_path), "-o", str(tmp)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise BuildError(f"g++ failed to build {source_path.name}",
+                             _kernel_at_error(source_path.read_text(), proc.stderr),
+                             proc.stderr[-4000:])
+        os.replace(tmp, lib)
+        return BuildResult(lib, False, (time.perf_counter() - start) * 1000)
+
+
+def _kernel_at_error(source: str, stderr: str) -> str | None:
+    m = re.search(r":(\d+):\d+: error", stderr)
+    if not m:
+        return None
+    line = int(m.group(1))
+    current = None
+    for i, text in enumerate(source.splitlines(), 1):
+        k = re.match(r'extern "C" void (\w+)\(', text)
+        if k:
+            current = k.group(1)
+        if i >= line:
+            break
+    return current

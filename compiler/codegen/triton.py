@@ -8,19 +8,25 @@ we compile fits), loads and stores are masked, and every line knows its FX origi
 from __future__ import annotations
 
 import math
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import sympy
 import torch
 
-from compiler.codegen.common import XINDEX, KernelPlan, Lines, Scope, Var, next_power_of_2
+from compiler.codegen.backend import Backend, BuildResult, GeneratedKernel
+from compiler.codegen.common import XINDEX, Lines, Scope, Var, next_power_of_2
 from compiler.codegen.kernel import KernelCodegen
 from compiler.codegen.tiling import YINDEX, Tile, choose_tile, fits_grid, tile_config
 from compiler.ir.indexing import pexpr
-from compiler.lowering.reductions import identity
+from compiler.ir.ops import reduction_identity as identity
 from compiler.schedule.nodes import SchedNode
+from compiler.schedule.plan import KernelPlan
 
 TL_DTYPE = {
     torch.float32: "tl.float32", torch.float64: "tl.float64", torch.float16: "tl.float16",
@@ -389,3 +395,112 @@ def _generate_tiled(gen: TritonKernelCodegen, tile: Tile, header: list[str]) -> 
     return TritonKernel(plan.name, lines.text(), line_map, grid,
                         {"YBLOCK": cfg["YBLOCK"], "XBLOCK": cfg["XBLOCK"]}, cfg["num_warps"],
                         plan.inputs + plan.stores, [tile.y, tile.x])
+
+
+TRITON_IMPORTS = """import triton
+import triton.language as tl
+try:
+    from triton.language.extra import libdevice
+except ImportError:  # older Triton
+    from triton.language.extra.cuda import libdevice
+
+
+@triton.jit
+def _prod(a, b):
+    return a * b
+"""
+
+
+class InterpreterUnavailable(RuntimeError):
+    pass
+
+
+def ensure_interpreter() -> None:
+    """Triton kernels on the CPU need TRITON_INTERPRET=1 before Triton is first imported."""
+    os.environ["TRITON_INTERPRET"] = "1"
+    if "triton" in sys.modules:
+        import triton.language as tl
+
+        if type(tl.sigmoid).__name__ != "InterpretedFunction":
+            raise InterpreterUnavailable(
+                "Triton kernels on the CPU run under the Triton interpreter, which must be "
+                "switched on before Triton is imported: set TRITON_INTERPRET=1 in the "
+                "environment before importing torch")
+
+
+class TritonBackend(Backend):
+    """Triton on CUDA; on a CPU-only host, when asked for, under the Triton interpreter."""
+
+    name = "triton"
+    label = "Triton"
+    language = "python"
+    devices = ("cuda",)
+    also_runs_on = ("cpu",)
+    # Split reductions pay off on a GPU's many multiprocessors.
+    split_reductions = True
+
+    def kernel_prefix(self, kind: str, rnumel: int) -> str:
+        if kind != "pointwise" and rnumel <= self.options.persistent_rblock:
+            return "triton_per"
+        return super().kernel_prefix(kind, rnumel)
+
+    def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:
+        k = generate_triton(plan, header, self.options.persistent_rblock, self.emulated)
+        meta = "".join(f", {m}={v}" for m, v in k.meta.items())
+        launch = (f"{k.name}[{k.grid}]({', '.join(k.args)}, {', '.join(map(str, k.numels))}"
+                  f"{meta}, num_warps={k.num_warps})")
+        return GeneratedKernel(k.name, k.source, k.line_map, k.args, launch,
+                               {"grid": list(k.grid), **k.meta, "num_warps": k.num_warps})
+
+    def wrapper_prelude(self, kernels: list[GeneratedKernel], artifact: Path | None
+                        ) -> list[str]:
+        lines = TRITON_IMPORTS.splitlines()
+        for k in kernels:
+            lines += ["", "", *k.source.rstrip().splitlines()]
+        return lines
+
+    def build(self, source_path: Path | None) -> BuildResult:
+        # Triton compiles each kernel at its first launch; on the CPU that needs the
+        # interpreter switched on before then.
+        if self.emulated:
+            ensure_interpreter()
+        return BuildResult(None, True, 0.0)
+
+    def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
+        if self.emulated:
+            return {}
+        return _compiled_report(getattr(module, kernel, None))
+
+
+def _compiled_report(fn: Any) -> dict[str, Any]:
+    """Registers, spills, shared memory and IR stages of a JIT function's compiled
+    kernel (the last one compiled, for the launch the warmup made)."""
+    compiled = None
+    for cache in getattr(fn, "device_caches", {}).values():
+        kernels = cache[0] if isinstance(cache, tuple) else cache
+        if kernels:
+            compiled = list(kernels.values())[-1]
+    if compiled is None:
+        return {}
+    report: dict[str, Any] = {}
+    for key, attr in (("registers", "n_regs"), ("spills", "n_spills")):
+        value = getattr(compiled, attr, None)
+        if isinstance(value, int):
+            report[key] = value
+    shared = getattr(getattr(compiled, "metadata", None), "shared", None)
+    if isinstance(shared, int):
+        report["shared_bytes"] = shared
+    asm = getattr(compiled, "asm", {}) or {}
+    stages = {k: _capped(v) for k, v in asm.items() if isinstance(v, str)}
+    if stages:
+        report["ir"] = stages
+    return report
+
+
+IR_STAGE_LIMIT = 1 << 16  # characters of one IR stage kept in the event
+
+
+def _capped(text: str) -> str:
+    if len(text) <= IR_STAGE_LIMIT:
+        return text
+    return text[:IR_STAGE_LIMIT] + f"\n... ({len(text) - IR_STAGE_LIMIT} more characters)\n"

@@ -19,6 +19,7 @@ import torch.utils._pytree as pytree
 
 from compiler.events import finite
 from compiler.options import CompileOptions
+from compiler.runtime.timing import instrument
 
 
 def compare_outputs(out: Any, ref: Any, atol: float, rtol: float) -> dict[str, Any]:
@@ -94,9 +95,10 @@ def profile(entry: Any, compiled_graphs: list[Any], options: CompileOptions, pat
     cuda = options.device == "cuda"
     if not options.profile:
         return {"measured": False, "reason": "profiling is off"}
-    if not cuda and options.resolved_backend() == "triton":
-        return {"measured": False, "device": "cpu",
-                "reason": "Triton kernels ran in the interpreter on the CPU: "
+    emulated = next((g.backend for g in compiled_graphs if g.backend.emulated), None)
+    if emulated is not None:
+        return {"measured": False, "device": emulated.device,
+                "reason": f"{emulated.label} kernels ran emulated on the {emulated.device}: "
                           "their timings would mean nothing"}
     bench = _bench_cuda if cuda else _bench_cpu
     args = [a.clone() if isinstance(a, torch.Tensor) else a for a in entry.inputs]
@@ -128,12 +130,9 @@ def _r(x: float | None) -> float | None:
 
 def _kernel_times(graphs: list[Any], fn: Callable[..., Any] | None, args: list[Any],
                   kwargs: dict[str, Any], cuda: bool, iters: int = 20) -> list[dict[str, Any]]:
-    from compiler.runtime.timing import instrument
-
     if fn is None or not graphs:
         return []
-    prefixes = ("triton_poi", "triton_per", "triton_red", "cpp_poi", "cpp_red")
-    names = [[n for n in dir(g.module) if n.startswith(prefixes)] for g in graphs]
+    names = [g.kernels for g in graphs]
     samples: dict[str, list[float]] = {}
     for _ in range(iters):
         records: dict[str, Any] = {}
