@@ -108,7 +108,7 @@ def test_trace_survives_a_restart(make_app: AppFactory) -> None:
     assert trace["id"] == ident and trace["code"] == "y = 2\n"
     assert trace["options"] == {
         "device": "cpu",
-        "backend": "cpp",
+        "backend": "auto",  # resolved by the compiler (codegen/backends.py), not here
         "fusion": False,
         "inductor": False,
     }
