@@ -11,7 +11,6 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -89,9 +88,15 @@ def copy_bandwidth_gbps() -> float:
     return _PEAK["cuda"]
 
 
-def profile(entry: Any, compiled_graphs: list[Any], options: CompileOptions, path: Path,
-            compiled_fn: Callable[..., Any] | None = None,
-            kernel_bytes: dict[str, int] | None = None) -> dict[str, Any]:
+def profile(eager: Callable[[], Any], ours: Callable[[], Any],
+            inductor: Callable[[], Callable[[], Any]] | None, compiled_graphs: list[Any],
+            options: CompileOptions, kernel_bytes: dict[str, int] | None = None
+            ) -> dict[str, Any]:
+    """Time `eager` against `ours` (zero-argument calls of the same graphs, the inputs bound).
+
+    `inductor`, called only when the option is on, builds the Inductor version to time;
+    `compiled_graphs` are the CompiledGraphs `ours` runs (each kernel launch is timed).
+    """
     cuda = options.device == "cuda"
     if not options.profile:
         return {"measured": False, "reason": "profiling is off"}
@@ -101,16 +106,10 @@ def profile(entry: Any, compiled_graphs: list[Any], options: CompileOptions, pat
                 "reason": f"{emulated.label} kernels ran emulated on the {emulated.device}: "
                           "their timings would mean nothing"}
     bench = _bench_cuda if cuda else _bench_cpu
-    args = [a.clone() if isinstance(a, torch.Tensor) else a for a in entry.inputs]
-    eager_ms = bench(lambda: entry.fn(*args, **entry.kwargs))
-    ours_ms = (bench(lambda: compiled_fn(*args, **entry.kwargs))
-               if compiled_fn is not None else None)
-    inductor_ms = None
-    if options.inductor:
-        torch._dynamo.reset()
-        ind = torch.compile(entry.fn)
-        inductor_ms = bench(lambda: ind(*args, **entry.kwargs))
-    kernels = _kernel_times(compiled_graphs, compiled_fn, args, entry.kwargs, cuda)
+    eager_ms = bench(eager)
+    ours_ms = bench(ours)
+    inductor_ms = bench(inductor()) if options.inductor and inductor is not None else None
+    kernels = _kernel_times(compiled_graphs, ours, cuda)
     peak = copy_bandwidth_gbps() if cuda else None
     for k in kernels:
         nbytes = (kernel_bytes or {}).get(k["name"])
@@ -128,9 +127,9 @@ def _r(x: float | None) -> float | None:
     return round(x, 4) if x is not None else None
 
 
-def _kernel_times(graphs: list[Any], fn: Callable[..., Any] | None, args: list[Any],
-                  kwargs: dict[str, Any], cuda: bool, iters: int = 20) -> list[dict[str, Any]]:
-    if fn is None or not graphs:
+def _kernel_times(graphs: list[Any], fn: Callable[[], Any], cuda: bool, iters: int = 20
+                  ) -> list[dict[str, Any]]:
+    if not graphs:
         return []
     names = [g.kernels for g in graphs]
     samples: dict[str, list[float]] = {}
@@ -142,7 +141,7 @@ def _kernel_times(graphs: list[Any], fn: Callable[..., Any] | None, args: list[A
             records.update(cm.__enter__())
             stack.append(cm)
         try:
-            fn(*args, **kwargs)
+            fn()
             if cuda:
                 torch.cuda.synchronize()
         finally:

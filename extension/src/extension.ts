@@ -74,12 +74,9 @@ export function activate(context: vscode.ExtensionContext): Session {
     }
     const [a, b] = history.slice(-2);
     const url = (await s.currentClient()).diffUrl(a, b);
-    // The explorer's diff view, in VS Code's Simple Browser when it is there.
-    try {
-      await vscode.commands.executeCommand("simpleBrowser.show", url);
-    } catch {
-      await vscode.env.openExternal(vscode.Uri.parse(url));
-    }
+    // The explorer's diff view in the browser: the server forbids framing its pages
+    // (frame-ancestors 'none'), so VS Code's Simple Browser, an iframe, cannot show it.
+    await vscode.env.openExternal(vscode.Uri.parse(url));
   });
   command("kernelscope.openKernel", async (resultId?: string, gid?: number, name?: string) => {
     const result = s.result;

@@ -28,7 +28,7 @@ export class KernelscopePanel {
   /** Shows the panel beside the active editor, creating it if needed. */
   static createOrShow(extensionUri: vscode.Uri, preserveFocus = true): KernelscopePanel {
     if (KernelscopePanel.current) {
-      KernelscopePanel.current.panel.reveal(vscode.ViewColumn.Beside, preserveFocus);
+      KernelscopePanel.current.panel.reveal(undefined, preserveFocus);
       return KernelscopePanel.current;
     }
     const panel = vscode.window.createWebviewPanel(VIEW_TYPE, "Kernelscope",

@@ -22,6 +22,8 @@ export interface TraceTitle {
   region: string;
   traceId?: string | null;
   server?: string;
+  /** The URI of the document the trace's source lines belong to. */
+  document?: string | null;
 }
 
 export type HostToWebview =
@@ -48,7 +50,9 @@ export type WebviewToHost =
   /** Open a generated kernel (or a graph's wrapper, kernel "wrapper") as a document. */
   | { type: "openKernel"; gid: number; kernel: string }
   /** Highlight code with the server's Pygments (`POST /api/highlight`). */
-  | { type: "highlight"; id: number; code: string; language: string };
+  | { type: "highlight"; id: number; code: string; language: string }
+  /** A panel restored after a reload hands its trace back, so the editor is decorated again. */
+  | { type: "restore"; title: TraceTitle; events: StageEvent[] };
 
 const isObject = (x: unknown): x is Record<string, unknown> =>
   typeof x === "object" && x !== null && !Array.isArray(x);
@@ -68,6 +72,9 @@ export function isWebviewToHost(m: unknown): m is WebviewToHost {
       return Number.isInteger(m.gid) && typeof m.kernel === "string" && m.kernel.length < 500;
     case "highlight":
       return Number.isInteger(m.id) && typeof m.code === "string" && typeof m.language === "string";
+    case "restore":
+      return isObject(m.title) && Array.isArray(m.events) && m.events.length < 10_000 &&
+        m.events.every((e) => isObject(e) && typeof e.stage === "string" && typeof e.seq === "number");
     default:
       return false;
   }

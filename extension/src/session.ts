@@ -96,7 +96,7 @@ export class Session implements vscode.Disposable {
     const snippet = buildSnippet(text, plan, inputs);
     const folder = vscode.workspace.getWorkspaceFolder(document.uri);
     const settings = readSettings(folder);
-    const title: TraceTitle = { file: vscode.workspace.asRelativePath(document.uri), region: plan.label };
+    const title: TraceTitle = { file: vscode.workspace.asRelativePath(document.uri), region: plan.label, document: document.uri.toString() };
     const result = new CompileResult(`r${++this.counter}`, document.uri.toString(), title);
     const panel = KernelscopePanel.createOrShow(this.context.extensionUri);
     panel.post({ type: "reset", title });
@@ -198,7 +198,8 @@ export class Session implements vscode.Disposable {
     const trace = await client.trace(id);
     const doc = await vscode.workspace.openTextDocument({ content: trace.code, language: "python" });
     await vscode.window.showTextDocument(doc, vscode.ViewColumn.One);
-    const title: TraceTitle = { file: `trace ${trace.id}`, region: String(trace.options?.entry ?? "permalink"), traceId: trace.id, server: client.base };
+    const title: TraceTitle = { file: `trace ${trace.id}`, region: String(trace.options?.entry ?? "permalink"), traceId: trace.id,
+      server: client.base, document: doc.uri.toString() };
     const result = new CompileResult(`r${++this.counter}`, doc.uri.toString(), title);
     for (const e of trace.events) result.add(e);
     this.setResult(result);
@@ -269,6 +270,18 @@ export class Session implements vscode.Disposable {
         break;
       case "openKernel":
         if (this.result) void this.documents.open(this.result, m.gid, m.kernel);
+        break;
+      case "restore":
+        // After a reload the host has no result; the restored panel's trace decorates its file again.
+        if (!this.result && m.title.document) {
+          try {
+            const result = new CompileResult(`r${++this.counter}`, m.title.document, m.title);
+            for (const e of m.events) result.add(e);
+            this.setResult(result);
+          } catch (err) {
+            this.log.appendLine(`could not restore the panel's trace: ${(err as Error).message}`);
+          }
+        }
         break;
       case "highlight": {
         const client = this.client;

@@ -229,10 +229,42 @@ test("Open Permalink shows a stored trace; Compare With Previous opens the diff 
   await context.workspaceState.update("kernelscope.history", { [editor.document.uri.toString()]: ["A1", "TRACE1"] });
   window_activate(editor);
   await vscode.commands.executeCommand("kernelscope.compareWithPrevious");
-  const shown = stub.executed.find((e) => e.id === "simpleBrowser.show");
-  assert.deepEqual(shown?.args, [`${srv.url}/diff/A1/TRACE1`]);
+  assert.deepEqual(stub.opened, [`${srv.url}/diff/A1/TRACE1`]);
 });
 
 function window_activate(editor: TextEditor): void {
   (vscode.window as { activeTextEditor?: TextEditor }).activeTextEditor = editor;
 }
+
+test("after a reload, the restored panel's trace decorates its file again", async () => {
+  const editor = stub.openEditor("/work/block.py", recorded().code);
+  const restored = new WebviewPanel("kernelscope.panel", "Kernelscope", {});
+  await stub.serializers.get("kernelscope.panel")!.deserializeWebviewPanel(restored as never, {});
+  const title = { file: "block.py", region: "function block", document: editor.document.uri.toString() };
+  restored.webview.send({ type: "ready", restored: true });
+  restored.webview.send({ type: "restore", title, events: recorded().events });
+  const lineTypes = stub.decorationTypes.filter((t) => t.options.borderWidth === "0 0 0 3px");
+  assert.deepEqual(editor.decoratedLines(lineTypes), [6, 7, 8, 9]);
+  assert.equal(restored.webview.posted.length, 0, "a restored panel is not sent the trace it has");
+  assert.equal(isWebviewToHost({ type: "restore", title, events: [{ stage: 3 }] }), false);
+});
+
+test("the error's line, graph breaks and ATen fallbacks become diagnostics on the file", async () => {
+  const [source, capture, lowering] = recorded().events;
+  await start({ events: [
+    source,
+    { ...capture, data: { ...capture.data, graph_breaks: [{ reason: "print() is not traceable", line: 7 }] } },
+    { ...lowering, data: { graphs: [{ id: 0, buffers: [], inputs: [], outputs: [], fallbacks: [{ op: "aten.sort.default", node: "sort", line: 6 }] }] } },
+    { seq: 3, stage: "error", ms: 0, data: { stage: "scheduling", kind: "exception", message: "RuntimeError: boom", line: 8 } },
+    { seq: 4, stage: "done", ms: 0, data: { ok: false } },
+  ] });
+  const editor = await compileSelection(5, 9);
+  const diags = stub.diagnostics.get("kernelscope")!.get(editor.document.uri.toString())!;
+  const summary = diags.map((d) => [d.range.start.line + 1, d.severity, d.message]).sort();
+  assert.deepEqual(summary, [
+    [6, 2, "falls back to ATen: aten.sort.default"],
+    [7, 1, "graph break: print() is not traceable"],
+    [8, 0, "exception in scheduling: RuntimeError: boom"],
+  ]);
+  assert.match(statusText(), /\$\(error\) Kernelscope: exception: RuntimeError: boom/);
+});

@@ -188,6 +188,9 @@ def test_webview_restores_its_state(open_panel: Any) -> None:
     # A restored panel (the serializer's getState) shows the same trace without any message.
     again = open_panel(state)
     assert posted(again, "ready") == [{"type": "ready", "restored": True}]
+    # ...and hands it back, so the host can decorate the editor again after a reload.
+    restore = posted(again, "restore")
+    assert len(restore) == 1 and len(restore[0]["events"]) == 10
     for pane in PANES:
         again.wait_for_selector(f"[data-pane={pane}][data-filled=true]", state="attached")
     assert again.locator("[data-pane=memory]").is_visible()

@@ -208,6 +208,7 @@ if (saved?.events?.length) onMessage({ type: "trace", title: saved.title ?? { fi
 else if (saved?.title) setTitle(saved.title);
 document.body.dataset.ready = "true";
 post({ type: "ready", restored: !!saved?.events?.length });
+if (saved?.events?.length && saved.title) post({ type: "restore", title: saved.title, events: saved.events });
 
 // For tests and debugging in the webview's developer tools.
 (window as unknown as { kernelscope: unknown }).kernelscope = { state, bus, panes };
