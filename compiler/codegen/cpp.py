@@ -190,8 +190,7 @@ class CppKernelCodegen(KernelCodegen):
             expr = f"ks_bf16_to_float({expr})"
         elif buf.dtype == torch.float16:
             expr = f"static_cast<float>({expr})"
-        domain = "r" if any(str(s).startswith("r") for s in index.free_symbols) else "x"
-        return self.emit(expr, buf.dtype, domain)
+        return self.emit(expr, buf.dtype, self.domain_of(index))
 
     def store(self, name: str, index: sympy.Expr, value: Var) -> None:
         index = self.name_subterms(index)
