@@ -28,6 +28,7 @@ from compiler.ir.nodes import ComputedBuffer, ExternKernel, ExternOutput, Reduct
 from compiler.lowering.graph import GraphLowering, LoweredGraph, Unsupported
 from compiler.options import CompileOptions
 from compiler.runtime import loader
+from compiler.runtime.graphs import CudaGraphed, static_input_indices
 from compiler.schedule.memory import MemoryPlan, plan_memory
 from compiler.schedule.scheduler import Schedule, schedule, schedule_json
 
@@ -246,6 +247,9 @@ def make_backend(options: CompileOptions, filename: str | None = None,
             return make_boxed_func(gm.forward)
         if sink is not None:
             sink.append(compiled)
+        if options.cuda_graphs and getattr(compiled, "backend", None) is not None \
+                and compiled.backend.device == "cuda":  # type: ignore[attr-defined]
+            return make_boxed_func(CudaGraphed(compiled, static_input_indices()))
         return make_boxed_func(compiled)
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
