@@ -8,23 +8,27 @@ across all graphs so each stage can be reported as it finishes.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.fx
+from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 
+from compiler.capture.decompositions import decomposition_table
 from compiler.capture.fxgraph import node_lines, target_name
-from compiler.codegen.cpp import PRELUDE, CppKernel, generate_cpp
-from compiler.codegen.triton import TritonKernel, generate_triton
+from compiler.codegen.backend import Backend, GeneratedKernel
+from compiler.codegen.backends import choose_backend
 from compiler.codegen.wrapper import generate_wrapper
 from compiler.ir.handlers import describe, dtype_name
 from compiler.ir.indexing import index_vars, pexpr
 from compiler.ir.nodes import ComputedBuffer, ExternKernel, ExternOutput, Reduction
-from compiler.lowering.graph import GraphLowering, LoweredGraph
+from compiler.lowering.graph import GraphLowering, LoweredGraph, Unsupported
 from compiler.options import CompileOptions
 from compiler.runtime import loader
+from compiler.runtime.graphs import CudaGraphed, static_input_indices
 from compiler.schedule.memory import MemoryPlan, plan_memory
 from compiler.schedule.scheduler import Schedule, schedule, schedule_json
 
@@ -39,27 +43,37 @@ class GraphWork:
     code_lines: list[str] = field(default_factory=list)
     lines: dict[str, int | None] = field(default_factory=dict)
     op_names: dict[str, str] = field(default_factory=dict)
-    backend: str = "cpp"
+    backend: Backend | None = None  # chosen once, in `lower`
     lowered: LoweredGraph | None = None
     sched: Schedule | None = None
     memory: MemoryPlan | None = None
-    kernels: list[Any] = field(default_factory=list)
+    kernels: list[GeneratedKernel] = field(default_factory=list)
     wrapper: str = ""
     wrapper_line_map: list[dict[str, Any]] = field(default_factory=list)
-    cpp_source: str = ""
+    build_source: str = ""  # what the backend builds before the first launch
     compiled: loader.CompiledGraph | None = None
+    notes: list[str] = field(default_factory=list)  # what the UI should know (lowering event)
 
     def __post_init__(self) -> None:
         self.lines = node_lines(self.gm, self.filename)
         self.op_names = {n.name: _op_short(n.target) for n in self.gm.graph.nodes
                          if n.op == "call_function"}
 
-    def describe_origin(self, name: str) -> str:
-        line = self.lines.get(name)
+    def describe_origins(self, origins: Sequence[str]) -> str:
+        """FX nodes in program order, grouped by source line, each line quoted once:
+        `mul, add (line 3: y = x * 2 + 1); relu (line 4: ...)`."""
+        position = {n.name: i for i, n in enumerate(self.gm.graph.nodes)}
+        by_line: dict[int | None, list[str]] = {}
+        for name in sorted(origins, key=lambda o: (position.get(o, len(position)), o)):
+            by_line.setdefault(self.lines.get(name), []).append(name)
+        return "; ".join(self._describe_line(line, names) for line, names in by_line.items())
+
+    def _describe_line(self, line: int | None, names: list[str]) -> str:
         if line is None:
-            return name
+            return ", ".join(names)
         text = self.code_lines[line - 1].strip() if line <= len(self.code_lines) else ""
-        return f"{name} (line {line}: {text})" if text else f"{name} (line {line})"
+        where = f"line {line}: {text}" if text else f"line {line}"
+        return f"{', '.join(names)} ({where})"
 
     def origin_lines(self, origins: Any) -> list[int]:
         return sorted({ln for o in origins if (ln := self.lines.get(o)) is not None})
@@ -70,24 +84,28 @@ def _op_short(target: Any) -> str:
         target_name(target)
 
 
-def choose_backend(options: CompileOptions, device: str) -> str:
-    if device == "cuda":
-        if options.backend == "cpp":
-            raise ValueError("the C++ backend runs on the CPU; use --backend triton for cuda")
-        return "triton"
-    return "triton" if options.backend == "triton" else "cpp"
+def graph_device(example_inputs: Sequence[Any], gm: torch.fx.GraphModule | None = None) -> str:
+    """Where a graph's tensors live: CUDA if any input is on CUDA (CPU scalars mixed with
+    CUDA tensors run on the GPU, as in eager), else the device of the tensors the graph
+    makes when it has no tensor inputs (`torch.arange(n, device="cuda")`), else the CPU."""
+    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)
+               and t.device.type != "meta"}
+    if not devices and gm is not None:
+        for node in gm.graph.nodes:
+            val = node.meta.get("val")
+            if isinstance(val, torch.Tensor):
+                devices.add(val.device.type)
+    return "cuda" if "cuda" in devices else "cpu"
 
 
 # -- stages ------------------------------------------------------------------------------
 def lower(work: GraphWork) -> dict[str, Any]:
-    devices = [t.device.type for t in work.example_inputs if isinstance(t, torch.Tensor)]
-    backend = choose_backend(work.options, devices[0] if devices else "cpu")
-    # Split reductions pay off on a GPU's many multiprocessors; OpenMP splits loops itself.
-    split = work.options.split_reductions and backend == "triton"
+    device = graph_device(work.example_inputs, work.gm)
+    work.backend = backend = choose_backend(work.options.backend, device, work.options)
+    split = work.options.split_reductions and backend.split_reductions
     lowering = GraphLowering(work.gm, work.example_inputs, work.lines, split_reductions=split,
                              fallback=work.options.fallback)
     work.lowered = lowered = lowering.run()
-    work.backend = choose_backend(work.options, lowered.device)
     buffers = [_buffer_json(work, b) for b in lowered.buffers]
     return {
         "id": work.gid,
@@ -97,6 +115,7 @@ def lower(work: GraphWork) -> dict[str, Any]:
         "outputs": sorted(lowered.output_names()),
         "fallbacks": [{"op": f.op, "node": f.node, "buffer": f.buffer, "reason": f.reason,
                        "line": work.lines.get(f.node)} for f in lowered.fallbacks],
+        "notes": work.notes + lowered.notes,
     }
 
 
@@ -137,9 +156,8 @@ def _arg_text(a: Any) -> str:
 
 
 def schedule_stage(work: GraphWork) -> dict[str, Any]:
-    assert work.lowered is not None
-    work.sched = schedule(work.lowered, work.backend, work.options.fusion,
-                          work.options.persistent_rblock, work.op_names)
+    assert work.lowered is not None and work.backend is not None
+    work.sched = schedule(work.lowered, work.backend, work.options.fusion, work.op_names)
     return {"id": work.gid, **schedule_json(work.sched, work.lines)}
 
 
@@ -163,34 +181,18 @@ def memory_stage(work: GraphWork) -> dict[str, Any]:
 
 def codegen_stage(work: GraphWork) -> dict[str, Any]:
     assert work.sched is not None and work.memory is not None and work.lowered is not None
-    interpret = work.backend == "triton" and work.lowered.device == "cpu"
-    kernels, launches, sources = [], {}, []
-    for step in work.sched.steps:
-        if step.plan is None:
-            continue
-        header = _header(work, step)
-        k: TritonKernel | CppKernel
-        if work.backend == "triton":
-            k = generate_triton(step.plan, header, work.options.persistent_rblock, interpret)
-            meta = "".join(f", {m}={v}" for m, v in k.meta.items())
-            launches[step.name] = (f"{k.name}[{k.grid}]({', '.join(k.args)}, "
-                                   f"{', '.join(map(str, k.numels))}{meta}, "
-                                   f"num_warps={k.num_warps})")
-        else:
-            k = generate_cpp(step.plan, header)
-            launches[step.name] = f"{k.name}({', '.join(f'ptr({a})' for a in k.args)})"
-        kernels.append(k)
-        sources.append(k.source)
-    lib_path = None
-    if work.backend == "cpp":
-        work.cpp_source = PRELUDE + "\n" + "\n".join(sources)
-        lib_path = loader.cpp_library_path(work.cpp_source, work.options)
-    work.kernels = kernels
+    backend = work.backend
+    assert backend is not None
+    work.kernels = kernels = [backend.generate(step.plan, _header(work, step))
+                              for step in work.sched.steps if step.plan is not None]
+    work.build_source = backend.build_source(kernels)
+    artifact = loader.artifact_path(work.build_source, backend, work.options)
     work.wrapper, work.wrapper_line_map = generate_wrapper(
-        work.lowered, work.sched, work.memory, work.backend, sources, launches, lib_path)
+        [b.name for b in work.lowered.inputs], work.lowered.outputs, work.sched, work.memory,
+        backend, kernels, artifact)
     return {
-        "id": work.gid, "backend": work.backend, "triton_interpret": interpret,
-        "kernels": [{"name": k.name, "language": "python" if work.backend == "triton" else "cpp",
+        "id": work.gid, **backend.to_json(), "triton_interpret": backend.emulated,
+        "kernels": [{"name": k.name, "language": backend.language, "target": backend.label,
                      "source": k.source, "line_map": _with_lines(work, k.line_map)}
                     for k in kernels],
         "wrapper": {"source": work.wrapper, "line_map": work.wrapper_line_map},
@@ -204,7 +206,7 @@ def _header(work: GraphWork, step: Any) -> list[str]:
     return [f"{plan.name}: {plan.kind}, {shape}",
             f"buffers: {', '.join(n.name for n in plan.nodes)}"
             + (f" (stored: {', '.join(plan.stores)})" if plan.stores else ""),
-            "fuses: " + "; ".join(work.describe_origin(o) for o in plan.origins)]
+            "fuses: " + work.describe_origins(plan.origins)]
 
 
 def _with_lines(work: GraphWork, line_map: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -212,21 +214,23 @@ def _with_lines(work: GraphWork, line_map: list[dict[str, Any]]) -> list[dict[st
 
 
 def build_stage(work: GraphWork, warmup: bool = True) -> dict[str, Any]:
-    work.compiled = compiled = loader.load_graph(work.wrapper, work.cpp_source, work.backend,
-                                                 work.options)
+    assert work.backend is not None
+    work.compiled = compiled = loader.load_graph(
+        work.wrapper, work.build_source, work.backend, work.options,
+        [k.name for k in work.kernels])
     kernels = []
     if warmup:
-        kernels = loader.warmup(compiled, work.example_inputs,
-                                [k.name for k in work.kernels])
+        kernels = loader.warmup(compiled, work.example_inputs)
     return {"id": work.gid, "ms": compiled.ms, "cache_hit": compiled.cache_hit,
             "path": str(compiled.path), "build_ms": compiled.build_ms, "kernels": kernels}
 
 
 def compile_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
-               options: CompileOptions, filename: str | None = None, gid: int = 0
-               ) -> Callable[..., Any]:
+               options: CompileOptions, filename: str | None = None, gid: int = 0,
+               notes: Sequence[str] = ()) -> Callable[..., Any]:
     """Everything at once: the backend's path. Returns fn(*args) -> list of outputs."""
     work = GraphWork(gid, gm, list(example_inputs), options, filename)
+    work.notes.extend(notes)
     lower(work)
     schedule_stage(work)
     memory_stage(work)
@@ -235,3 +239,100 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
     assert work.compiled is not None
     return work.compiled
 
+
+def _is_dynamic(example_inputs: Sequence[Any]) -> bool:
+    for t in example_inputs:
+        if isinstance(t, torch.SymInt):
+            return True
+        if isinstance(t, torch.Tensor) and any(isinstance(s, torch.SymInt)
+                                               for s in (*t.shape, *t.stride())):
+            return True
+    return False
+
+
+def _specialising(gm: torch.fx.GraphModule, options: CompileOptions, filename: str | None,
+                  gid: int) -> Callable[..., Any]:
+    """A graph with symbolic sizes, compiled once per concrete shape it is called with.
+
+    Lowering needs integer sizes, so each new set of input shapes (and int arguments)
+    retraces the ATen graph with them (make_fx over fake copies: the sizes become
+    constants) and compiles that; the note says so in the graph's `lowering` event."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    cache: dict[Any, Callable[..., Any]] = {}
+
+    @torch._disable_dynamo  # type: ignore[misc]
+    def run(*args: Any) -> Any:
+        key = tuple((tuple(a.shape), tuple(a.stride()), a.dtype, a.device.type)
+                    if isinstance(a, torch.Tensor) else a for a in args)
+        pos = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        tensors = [args[i] for i in pos]
+        fn = cache.get(key)
+        if fn is None:
+            def with_sizes(*ts: Any) -> Any:
+                full = list(args)
+                for i, t in zip(pos, ts):
+                    full[i] = t
+                return gm(*full)
+
+            concrete = make_fx(with_sizes, tracing_mode="fake")(*tensors)
+            sizes = ", ".join(str(list(a.shape)) if isinstance(a, torch.Tensor) else repr(a)
+                              for a in args)
+            note = f"dynamic shapes: specialised to the sizes of this call ({sizes})"
+            try:
+                fn = compile_fx(concrete, tensors, options, filename, gid, notes=[note])
+            except Unsupported as e:
+                warnings.warn(f"kernelscope: running graph {gid} eagerly: {e}", stacklevel=2)
+                fn = _eager(concrete)
+            cache[key] = fn
+        return fn(*tensors)
+
+    return run
+
+
+def _eager(gm: torch.fx.GraphModule) -> Callable[..., Any]:
+    def run_eagerly(*args: Any) -> Any:
+        return gm.forward(*args)
+
+    return run_eagerly
+
+
+def make_backend(options: CompileOptions, filename: str | None = None,
+                 sink: list[Any] | None = None
+                 ) -> Callable[[torch.fx.GraphModule, list[Any]], Any]:
+    """A torch.compile backend that compiles every ATen graph with Kernelscope.
+
+    `sink`, if given, collects each CompiledGraph (the profiler times their kernels).
+    """
+    counter = [0]
+
+    # The backward graph is compiled lazily, inside `loss.backward()`; when that call sits in
+    # a torch.compile'd function Dynamo is still watching frames, and would trace our own
+    # compiler (sympy included) as user code. Compiling is never user code.
+    @torch._disable_dynamo  # type: ignore[misc]
+    def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        gid = counter[0]
+        counter[0] += 1
+        if _is_dynamic(example_inputs):
+            return make_boxed_func(_specialising(gm, options, filename, gid))
+        try:
+            compiled = compile_fx(gm, example_inputs, options, filename, gid)
+        except Unsupported as e:
+            warnings.warn(f"kernelscope: running graph {gid} eagerly: {e}", stacklevel=2)
+            return make_boxed_func(torch._disable_dynamo(_eager(gm)))
+        if sink is not None:
+            sink.append(compiled)
+        run: Callable[..., Any] = compiled
+        if options.cuda_graphs and getattr(compiled, "backend", None) is not None \
+                and compiled.backend.device == "cuda":  # type: ignore[attr-defined]
+            run = CudaGraphed(compiled, static_input_indices())
+        # Run the wrapper (ctypes calls on data pointers) as plain Python, never traced:
+        # a backward graph runs inside `loss.backward()`, where Dynamo may be watching.
+        return make_boxed_func(torch._disable_dynamo(run))
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        return aot_module_simplified(gm, example_inputs, fw_compiler=compile_aten,
+                                     bw_compiler=compile_aten,
+                                     decompositions=decomposition_table())
+
+    return backend

@@ -3,7 +3,7 @@
 # already there is kept, so a machine with its own (e.g. CUDA) torch keeps it.
 #
 #   bash scripts/setup.sh          # run it: torch (CPU build), triton, the package, g++, bubblewrap
-#   bash scripts/setup.sh --test   # and test it: pytest, playwright (Python), Chromium, Node.js
+#   bash scripts/setup.sh --test   # and test it: pytest, playwright (Python), Chromium, Node.js + npm
 #
 # Environment: PYTHON (default: python, else python3); KERNELSCOPE_TORCH (the torch to install
 # when none is importable, default torch==2.13.0); KERNELSCOPE_NO_APT=1 to skip apt-get.
@@ -28,7 +28,8 @@ TORCH_SPEC="${KERNELSCOPE_TORCH:-torch==2.13.0}"
 # Versions the test suite was last run with; torch is installed first and alone, so that
 # nothing else can pull a (multi-GB, CUDA) torch of its own choosing.
 RUNTIME_PKGS=(triton==3.9.0 numpy==2.4.6 sympy==1.14.0 flask==3.1.3 pygments==2.20.0)
-TEST_PKGS=(pytest==9.0.3 playwright==1.65.2 ruff==0.17.6 mypy==2.4.1 expecttest==0.3.0)
+TEST_PKGS=(pytest==9.0.3 playwright==1.65.2 ruff==0.17.6 mypy==2.4.1 jsonschema==4.26.0
+           expecttest==0.3.0)
 
 say() { printf '\n== setup: %s\n' "$*"; }
 pip_install() {
@@ -59,6 +60,7 @@ if [ "${KERNELSCOPE_NO_APT:-0}" != "1" ] && command -v apt-get >/dev/null; then
   if [ "$WITH_TEST" = 1 ]; then
     pkgs+=(chromium)  # Playwright drives Debian's /usr/bin/chromium (never `playwright install`)
     command -v node >/dev/null || pkgs+=(nodejs)  # the web UI's JavaScript unit tests
+    command -v npm >/dev/null || pkgs+=(npm)       # the VS Code extension's build (extension/)
   fi
   apt_install "${pkgs[@]}"
 else

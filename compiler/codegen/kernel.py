@@ -13,18 +13,22 @@ reduction dimension, split where a node needs a reduction result from the curren
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import sympy
 import torch
 
-from compiler.codegen.common import RINDEX, XINDEX, KernelPlan, Lines, Scope, Var
+from compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
+from compiler.codegen.optable import OpTable
 from compiler.codegen.tiling import YINDEX
 from compiler.ir.indexing import FloorDiv, ModularIndexing, decompose, simplify_index, sym
 from compiler.ir.nodes import ComputedBuffer, Pointwise, Reduction
 from compiler.ir.ops import Handler, result_dtype, use_handler
+from compiler.schedule.domain import split_point
 from compiler.schedule.nodes import SchedNode
+from compiler.schedule.plan import KernelPlan
 
 
 class KernelCodegen(Handler):
@@ -47,19 +51,27 @@ class KernelCodegen(Handler):
         self.r_index_lines: Lines | None = None  # where r-domain index vars go
         self.r_index_scope: dict[str, str] = {}
         self.bounds = {XINDEX: max(plan.xnumel - 1, 0), RINDEX: max(plan.rnumel - 1, 0)}
+        # The domain of every symbol an index may contain: rindex, the index variables
+        # named here, and loaded values used as indices (indirect indexing).
+        self.symbol_domains: dict[sympy.Symbol, str] = {XINDEX: "x", RINDEX: "r"}
         self.tile: Any = None  # a codegen.tiling.Tile when a pointwise kernel runs 2-D
         self.pre: Lines | None = None  # before the current reduction loop
         self.post: Lines | None = None  # after it
 
     # -- backend hooks ------------------------------------------------------------------
-    formats: dict[str, str]  # op name -> format string over the operands' names
+    table: OpTable  # how this backend spells each op, per operand dtype
 
     @staticmethod
     def literal(value: Any, dtype: torch.dtype) -> str:
         raise NotImplementedError
 
-    def fmt(self, name: str, args: Sequence[Var]) -> str:
-        return self.formats[name].format(*[a.name for a in args])
+    def type_name(self, dtype: torch.dtype) -> str:
+        """The backend's name for the type values of `dtype` are computed in."""
+        raise NotImplementedError
+
+    def finish_op(self, name: str, text: str, dtype: torch.dtype) -> str:
+        """A last say over an op's rendered text (C++ wraps narrow integer results)."""
+        return text
 
     def fmt_cast(self, x: Var, dtype: torch.dtype) -> str:
         raise NotImplementedError
@@ -106,6 +118,7 @@ class KernelCodegen(Handler):
 
     def index_var(self, term: sympy.Expr) -> sympy.Symbol:
         """Name an index subterm (`xindex % 64`) once, in the block its domain needs."""
+        # By rindex alone: a term over loaded values must be computed where they are.
         domain = "r" if RINDEX in term.free_symbols else "x"
         table = self.r_index_scope if domain == "r" else self.index_scope
         text = self.fmt_index(term)
@@ -113,6 +126,7 @@ class KernelCodegen(Handler):
             name = f"{self.index_prefix[domain]}{self.icounter[domain]}"
             self.icounter[domain] += 1
             table[text] = name
+            self.symbol_domains[sym(name)] = domain
             target = self.r_index_lines if domain == "r" else self.prologue
             assert target is not None
             self.write_index_var(target, name, text)
@@ -151,12 +165,12 @@ class KernelCodegen(Handler):
 
     def constant(self, value: Any, dtype: torch.dtype) -> Var:
         """Constants are inlined as literals, never assigned to a variable."""
-        return Var(self.literal(value, dtype), dtype, "x")
+        value = cast_value(value, dtype)
+        return Var(self.literal(value, dtype), dtype, "x", value)
 
     def index_expr(self, expr: Any, dtype: torch.dtype) -> Var:
         expr = self.name_subterms(sympy.sympify(expr))
-        domain = "r" if any(str(s).startswith("r") for s in expr.free_symbols) else "x"
-        return self.emit(self.fmt_index_value(expr, dtype), dtype, domain)
+        return self.emit(self.fmt_index_value(expr, dtype), dtype, self.domain_of(expr))
 
     def fmt_index_value(self, expr: sympy.Expr, dtype: torch.dtype) -> str:
         raise NotImplementedError
@@ -166,22 +180,35 @@ class KernelCodegen(Handler):
             return x
         return self.emit(self.fmt_cast(x, dtype), dtype, x.domain)
 
+    def op(self, name: str, args: Sequence[Var], dtype: torch.dtype,
+           operands: Sequence[Var] | None = None) -> Var:
+        """Emit op `name` over `args` with result dtype `dtype`; the table's rule is chosen
+        by the dtypes of `operands` (all args unless given)."""
+        text = self.table.render(name, [a.name for a in args],
+                                 [a.dtype for a in (operands or args)], self.type_name(dtype))
+        return self.emit(self.finish_op(name, text, dtype), dtype, _domain(*args))
+
     def where(self, cond: Var, a: Var, b: Var) -> Var:
-        return self.emit(self.fmt("where", [cond, a, b]), result_dtype("where", a.dtype, b.dtype),
-                         _domain(cond, a, b))
+        return self.op("where", [cond, a, b], result_dtype("where", a.dtype, b.dtype), [a, b])
 
     def masked(self, mask: Var, body: Callable[[], Any], other: float) -> Var:
         return self.masked_body(mask, body, other)
 
     def indirect_indexing(self, x: Var, size: int) -> sympy.Symbol:
-        return sym(x.name)
+        s = sym(x.name)
+        self.symbol_domains[s] = x.domain
+        return s
+
+    def domain_of(self, expr: sympy.Expr) -> str:
+        """"r" when the expression varies along the reduction, else "x"."""
+        return "r" if any(self.symbol_domains.get(s) == "r" for s in expr.free_symbols) \
+            else "x"
 
     def _unary(self, name: str, x: Var) -> Var:
-        return self.emit(self.fmt(name, [x]), result_dtype(name, x.dtype), x.domain)
+        return self.op(name, [x], result_dtype(name, x.dtype))
 
     def _binary(self, name: str, a: Var, b: Var) -> Var:
-        return self.emit(self.fmt(name, [a, b]), result_dtype(name, a.dtype, b.dtype),
-                         _domain(a, b))
+        return self.op(name, [a, b], result_dtype(name, a.dtype, b.dtype))
 
     # -- nodes --------------------------------------------------------------------------
     def node_vars(self, node: SchedNode) -> tuple[list[Any], list[Any]]:
@@ -195,16 +222,7 @@ class KernelCodegen(Handler):
             return _split_vars(ranges, self.tile.y, YINDEX, XINDEX, self.tile.x), []
         if self.plan.kind == "pointwise" or node.numel == self.plan.xnumel:
             return decompose(XINDEX, ranges), []
-        acc, split = 1, None
-        for k in range(len(ranges) + 1):
-            if acc == self.plan.xnumel:
-                split = k
-                break
-            if k < len(ranges):
-                acc *= ranges[k]
-        if split is not None:
-            return decompose(XINDEX, ranges[:split]) + decompose(RINDEX, ranges[split:]), []
-        return decompose(XINDEX * self.plan.rnumel + RINDEX, ranges), []
+        return _split_vars(ranges, self.plan.xnumel, XINDEX, RINDEX, self.plan.rnumel), []
 
     def codegen_node(self, node: SchedNode) -> None:
         self.node = node
@@ -287,13 +305,20 @@ def _split_vars(ranges: list[int], outer_numel: int, outer: sympy.Symbol,
                 inner: sympy.Symbol, inner_numel: int) -> list[Any]:
     """Coordinates of a loop nest iterated as (outer, inner): split at the dims whose
     product is outer_numel, else through the flat position."""
-    acc = 1
-    for k in range(len(ranges) + 1):
-        if acc == outer_numel:
-            return decompose(outer, ranges[:k]) + decompose(inner, ranges[k:])
-        if k < len(ranges):
-            acc *= ranges[k]
-    return decompose(outer * inner_numel + inner, ranges)
+    k = split_point(ranges, outer_numel)
+    if k is None:
+        return decompose(outer * inner_numel + inner, ranges)
+    return decompose(outer, ranges[:k]) + decompose(inner, ranges[k:])
+
+
+def cast_value(value: Any, dtype: torch.dtype) -> bool | int | float:
+    """A Python constant as a value of `dtype` (what a literal of that type holds)."""
+    if dtype == torch.bool:
+        return bool(value)
+    if dtype.is_floating_point:
+        return float(value)
+    v = float(value)
+    return int(v) if math.isfinite(v) else 0
 
 
 def _domain(*vs: Var) -> str:

@@ -59,6 +59,7 @@ class LoweredGraph:
     fallbacks: list[Fallback]
     device: str
     lines: dict[str, int | None] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def buffer(self, name: str) -> Buffer:
         for b in self.inputs + self.buffers:
@@ -90,6 +91,7 @@ class GraphLowering:
         self.split_reductions = split_reductions
         self.allow_fallback = fallback
         self.input_offsets: dict[str, int] = {}  # storage offsets of the real inputs
+        self.notes: list[str] = []
         self.buffers: list[Buffer] = []
         self.inputs: list[InputBuffer] = []
         self.fallbacks: list[Fallback] = []
@@ -115,7 +117,7 @@ class GraphLowering:
                 self.env[node] = self._constant(node)
         self.current = None
         return LoweredGraph(self.inputs, self.buffers, outputs, self.fallbacks, self.device,
-                            self.lines)
+                            self.lines, self.notes)
 
     def _input(self, node: torch.fx.Node, example: Any) -> Any:
         if not isinstance(example, torch.Tensor):
@@ -151,6 +153,12 @@ class GraphLowering:
         if _is_complex(meta) or any(_is_complex(a) for a in _tensor_args(args, kwargs)):
             return self.extern(node.target, args, kwargs, fallback=True,
                                reason="complex dtype: computed by ATen")
+        if getattr(node.target, "overloadpacket", None) in RANDOM_OPS:
+            self.notes.append(f"{node.name}: random values, sampled by ATen with torch's "
+                              "generator: deterministic per seed, but not bit-comparable with "
+                              "eager (compare by distribution)")
+            return self.extern(node.target, args, kwargs, fallback=True,
+                               reason="random op: sampled by ATen (not bit-comparable)")
         lowering = find_lowering(node.target)
         if lowering is None:
             return self.extern(node.target, args, kwargs, fallback=True,
@@ -289,6 +297,14 @@ class GraphLowering:
 
 
 aten = torch.ops.aten
+
+
+# Ops whose values come from the random generator: never lowered, and never compared bit
+# for bit (Inductor's own RNG differs from eager too).
+RANDOM_OPS = frozenset(getattr(aten, n) for n in (
+    "rand rand_like randn randn_like randint randint_like bernoulli native_dropout normal "
+    "uniform exponential geometric log_normal cauchy multinomial randperm rrelu_with_noise"
+).split() if hasattr(aten, n))
 
 
 def _static(t: torch.Tensor) -> bool:

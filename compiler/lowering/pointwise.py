@@ -120,8 +120,6 @@ _register_simple("round", aten.round.default)
 
 @register_lowering(aten.fmod)
 def fmod(g: Any, a: Any, b: Any) -> Any:
-    if not g.out_meta().dtype.is_floating_point:
-        return pointwise(g, ops.mod, a, b)  # integer %: truncated, the sign of a, as fmod
     return pointwise(g, ops.fmod, a, b)
 
 
@@ -161,17 +159,26 @@ def div_mode(g: Any, a: Any, b: Any, rounding_mode: str | None = None) -> Any:
             return pointwise(g, ops.floordiv, a, b)
         return pointwise(g, lambda x, y: ops.floor(ops.truediv(x, y)), a, b)
     if rounding_mode == "trunc":
+        if not g.out_meta().dtype.is_floating_point:
+            return pointwise(g, _int_trunc_div, a, b)
         return pointwise(g, lambda x, y: ops.trunc(ops.truediv(x, y)), a, b)
     return pointwise(g, ops.truediv, a, b)
+
+
+def _int_trunc_div(x: Any, y: Any) -> Any:
+    """Integer division rounding toward zero, from floor division: one up where the
+    remainder is non-zero and the signs differ."""
+    q, r = ops.floordiv(x, y), ops.fmod(x, y)
+    zero = ops.constant(0, torch.int64)
+    fix = ops.logical_and(ops.ne(r, zero), ops.ne(ops.lt(r, zero), ops.lt(y, zero)))
+    return ops.where(fix, ops.add(q, ops.constant(1, torch.int64)), q)
 
 
 @register_lowering(aten.remainder)
 def remainder(g: Any, a: Any, b: Any) -> Any:
     # Python semantics: the result takes the sign of the divisor.
-    integer = not g.out_meta().dtype.is_floating_point
-
     def fn(x: Any, y: Any) -> Any:
-        r = ops.mod(x, y) if integer else ops.fmod(x, y)
+        r = ops.fmod(x, y)
         zero = ops.constant(0, torch.float32)
         fix = ops.logical_and(ops.ne(r, zero), ops.ne(ops.lt(r, zero), ops.lt(y, zero)))
         return ops.where(fix, ops.add(r, y), r)

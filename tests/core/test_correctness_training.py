@@ -75,3 +75,24 @@ def test_compiled_optimizer_step_matches_eager() -> None:
         torch.testing.assert_close(lo, le, atol=1e-5, rtol=1e-5)
     for (name, pe), (_, po) in zip(eager.named_parameters(), ours.named_parameters()):
         torch.testing.assert_close(po, pe, atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_square_layer_norm_backward_does_not_fuse_row_and_column_sums() -> None:
+    """Regression: in a 64x64 Linear -> LayerNorm backward, the column sums (weight and bias
+    grads) and the row sums (the statistics) have the same 64 x 64 shape; fusing them made a
+    column sum read other rows' statistics (the bias grad was off by ~40)."""
+    torch.manual_seed(0)
+    eager = nn.Sequential(nn.Linear(256, 64), nn.LayerNorm(64))
+    ours = nn.Sequential(nn.Linear(256, 64), nn.LayerNorm(64))
+    ours.load_state_dict(eager.state_dict())
+    x, w = torch.randn(64, 256), torch.randn(64, 64)
+
+    def step(model: nn.Module) -> torch.Tensor:
+        loss = (model(x) * w).sum()
+        loss.backward()
+        return loss
+
+    step(eager)
+    compiled(step)(ours)
+    for (name, pe), (_, po) in zip(eager.named_parameters(), ours.named_parameters()):
+        torch.testing.assert_close(po.grad, pe.grad, atol=1e-4, rtol=1e-4, msg=name)
