@@ -23,6 +23,7 @@ import torch
 
 from compiler.capture.dynamo import Recorder, make_backend
 from compiler.capture.fxgraph import graph_json
+from compiler.capture.guards import compiles_json
 from compiler.compile_fx import (
     GraphWork,
     build_stage,
@@ -181,11 +182,16 @@ def _capture(run: _Run) -> dict[str, Any]:
     torch._dynamo.reset()
     recorder = Recorder()
     _call_entry(run, recorder.backend)
+    assert run.entry is not None
+    compiles = compiles_json(run.entry.fn, run.entry.calls, run.path)
     breaks = _graph_breaks(run) if recorder.dynamo_graphs > 1 else []
     run.works = [GraphWork(i, g.gm, g.example_inputs, run.options, str(run.path),
                            run.code_lines) for i, g in enumerate(recorder.graphs)]
-    return {"graphs": [graph_json(w.gm, w.gid, w.lines, run.code_lines) for w in run.works],
-            "graph_breaks": breaks, "dynamo_graphs": recorder.dynamo_graphs}
+    return {"graphs": [{**graph_json(w.gm, w.gid, w.lines, run.code_lines),
+                        "compile_id": g.compile_id}
+                       for w, g in zip(run.works, recorder.graphs)],
+            "graph_breaks": breaks, "dynamo_graphs": recorder.dynamo_graphs,
+            "compiles": compiles}
 
 
 def _graph_breaks(run: _Run) -> list[dict[str, Any]]:

@@ -60,6 +60,7 @@ class CapturedGraph:
     gm: torch.fx.GraphModule
     example_inputs: list[Any]
     kind: str  # "forward" | "backward"
+    compile_id: str | None = None  # the Dynamo frame compile it came from ("0/0")
 
 
 @dataclass
@@ -71,10 +72,11 @@ class Recorder:
 
     def backend(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         self.dynamo_graphs += 1
+        compile_id = str(torch._guards.CompileContext.current_compile_id())
 
         def keep(kind: str) -> AOTDispatchCompiler:
             def compiler(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
-                self.graphs.append(CapturedGraph(gm, list(example_inputs), kind))
+                self.graphs.append(CapturedGraph(gm, list(example_inputs), kind, compile_id))
                 return make_boxed_func(gm.forward)
 
             return compiler

@@ -19,6 +19,7 @@ import torch.utils._pytree as pytree
 
 from compiler.events import finite
 from compiler.options import CompileOptions
+from compiler.runtime.inductor import inductor_output
 
 
 def compare_outputs(out: Any, ref: Any, atol: float, rtol: float) -> dict[str, Any]:
@@ -92,21 +93,22 @@ def profile(entry: Any, compiled_graphs: list[Any], options: CompileOptions, pat
             compiled_fn: Callable[..., Any] | None = None,
             kernel_bytes: dict[str, int] | None = None) -> dict[str, Any]:
     cuda = options.device == "cuda"
+    inductor, inductor_fn = inductor_output(entry) if options.inductor else (None, None)
+    extra = {"inductor": inductor} if inductor is not None else {}
     if not options.profile:
-        return {"measured": False, "reason": "profiling is off"}
+        return {"measured": False, "reason": "profiling is off", **extra}
     if not cuda and options.resolved_backend() == "triton":
         return {"measured": False, "device": "cpu",
                 "reason": "Triton kernels ran in the interpreter on the CPU: "
-                          "their timings would mean nothing"}
+                          "their timings would mean nothing", **extra}
     bench = _bench_cuda if cuda else _bench_cpu
     args = [a.clone() if isinstance(a, torch.Tensor) else a for a in entry.inputs]
     eager_ms = bench(lambda: entry.fn(*args, **entry.kwargs))
     ours_ms = (bench(lambda: compiled_fn(*args, **entry.kwargs))
                if compiled_fn is not None else None)
     inductor_ms = None
-    if options.inductor:
-        torch._dynamo.reset()
-        ind = torch.compile(entry.fn)
+    if inductor_fn is not None:
+        ind = inductor_fn
         inductor_ms = bench(lambda: ind(*args, **entry.kwargs))
     kernels = _kernel_times(compiled_graphs, compiled_fn, args, entry.kwargs, cuda)
     peak = copy_bandwidth_gbps() if cuda else None
@@ -119,7 +121,8 @@ def profile(entry: Any, compiled_graphs: list[Any], options: CompileOptions, pat
     device = torch.cuda.get_device_name() if cuda else "cpu"
     return {"measured": True, "device": device, "reason": None,
             "eager_ms": round(eager_ms, 4), "kernelscope_ms": _r(ours_ms),
-            "inductor_ms": _r(inductor_ms), "peak_gbps": _r(peak), "kernels": kernels}
+            "inductor_ms": _r(inductor_ms), "peak_gbps": _r(peak), "kernels": kernels,
+            **extra}
 
 
 def _r(x: float | None) -> float | None:
