@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from pathlib import Path
@@ -29,6 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--no-reuse", action="store_true", help="no buffer reuse")
     c.add_argument("--no-profile", action="store_true")
     c.add_argument("--inductor", action="store_true", help="also time TorchInductor")
+    c.add_argument("--options", default=None, metavar="JSON",
+                   help='more CompileOptions fields, e.g. \'{"persistent_rblock": 1024}\'')
     s = sub.add_parser("serve", help="run the explorer (web UI and API)")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8765)
@@ -88,9 +91,12 @@ def _compile(args: argparse.Namespace) -> int:
     from compiler.pipeline import run_pipeline
 
     path = Path(args.file)
-    options = CompileOptions(device=device, backend=args.backend, fusion=not args.no_fusion,
-                             memory_reuse=not args.no_reuse, profile=not args.no_profile,
-                             inductor=args.inductor, entry=args.entry)
+    fields = {"device": device, "backend": args.backend, "fusion": not args.no_fusion,
+              "memory_reuse": not args.no_reuse, "profile": not args.no_profile,
+              "inductor": args.inductor, "entry": args.entry}
+    if args.options:
+        fields.update(json.loads(args.options))
+    options = CompileOptions.from_mapping(fields)
     ok = True
     for event in run_pipeline(code, options, str(path.resolve())):
         if args.stage and event.stage not in (args.stage, "error", "done"):

@@ -18,7 +18,7 @@ def test_inductor_output_code_is_captured_with_its_kernels() -> None:
     assert len(out["code"]) == 1 and "def call(" in out["code"][0]
     [kernel] = out["kernels"]
     assert kernel["name"].startswith("cpp_fused_add_relu")
-    assert kernel["language"] == "cpp" and "extern \"C\"" in kernel["source"]
+    assert kernel["language"] == "cpp" and 'extern "C"' in kernel["source"]
     torch.testing.assert_close(fn(x, y), f(x, y))
 
 

@@ -4,6 +4,13 @@
 export const STAGES = ["source", "capture", "lowering", "scheduling", "memory", "codegen",
   "compile", "run", "profile"];
 
+// The stage list as the server's event schema (GET /api/schema) names it; `error` and
+// `done` close a stream and are no stages of their own.
+export function setStages(names) {
+  const stages = names.filter((n) => n !== "error" && n !== "done");
+  if (stages.length) STAGES.splice(0, STAGES.length, ...stages);
+}
+
 export class Trace {
   constructor() {
     this.events = [];
@@ -51,4 +58,29 @@ export class Trace {
   kernels() {
     return this.graphs("scheduling").flatMap((g) => g.kernels.map((k) => ({ ...k, gid: g.id })));
   }
+}
+
+// The same trace seen through a graph filter: `graphs(stage)` and `graph(stage, id)` keep
+// only the graphs whose id is in `ids` (the forward or backward tab); everything else is
+// the trace itself. Panes render a view exactly as they render a trace.
+export function graphView(trace, ids) {
+  if (!ids) return trace;
+  const keep = new Set(ids);
+  const view = Object.create(trace);
+  view.graphs = (stage) => trace.graphs(stage).filter((g) => keep.has(g.id));
+  view.graph = (stage, id) => (keep.has(id) ? trace.graph(stage, id) : null);
+  view.kernels = () => trace.kernels().filter((k) => keep.has(k.gid));
+  return view;
+}
+
+// One label per captured graph: its kind (forward, backward, inference) when the capture
+// stage says, and its Dynamo compile.
+export function graphLabels(trace) {
+  return trace.graphs("capture").map((g) => ({
+    id: g.id,
+    kind: g.kind ?? null,
+    label: `${g.kind ?? "graph"} ${g.id}`,
+    title: [g.kind && `${g.kind} graph`, g.compile_id && `Dynamo compile ${g.compile_id}`,
+      `${g.nodes?.length ?? 0} nodes`].filter(Boolean).join(" · "),
+  }));
 }
