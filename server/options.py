@@ -61,8 +61,8 @@ def option_fields() -> list[dict[str, Any]]:
 
 
 def parse_options(raw: Any) -> dict[str, Any]:
-    """A request's options, checked against option_fields(), with backend "auto" resolved;
-    device, backend, fusion and inductor are always present."""
+    """A request's options, checked against option_fields(); device, backend, fusion and
+    inductor are always present (backend "auto" stays: the compiler resolves it)."""
     raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise ApiError("options must be an object")
@@ -73,9 +73,8 @@ def parse_options(raw: Any) -> dict[str, Any]:
     opts: dict[str, Any] = {}
     for name, value in raw.items():
         opts[name] = _check(fields[name], value)
-    device = opts.setdefault("device", "cpu")
-    if opts.get("backend", "auto") == "auto":
-        opts["backend"] = "cpp" if device == "cpu" else "triton"
+    opts.setdefault("device", "cpu")
+    opts.setdefault("backend", "auto")
     opts.setdefault("fusion", True)
     opts.setdefault("inductor", False)
     return opts

@@ -8,6 +8,8 @@ and the page shows its not-found view, so a mistyped permalink never shows raw J
 other file of webui/ is served under `/webui/<path>`: gzip-compressed when the client
 accepts it, with a strong ETag (a 304 when it matches) and `Cache-Control: no-cache`
 (revalidate every time: the URLs carry no version) or, for the vendored libraries, a day.
+The page itself carries a fresh CSP nonce each time (server/headers.py): compressed, never
+cached.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from werkzeug.routing import PathConverter
 from werkzeug.security import safe_join
 
 from server.errors import ApiError
+from server.headers import page_html
 from server.state import app_state
 
 bp = Blueprint("pages", __name__)
@@ -38,6 +41,7 @@ class PagePath(PathConverter):
 @bp.record_once
 def _register_converter(setup: BlueprintSetupState) -> None:
     setup.app.url_map.converters["page"] = PagePath
+
 
 COMPRESSIBLE = ("text/", "application/javascript", "application/json", "image/svg+xml")
 MIN_GZIP_BYTES = 512
@@ -76,10 +80,18 @@ def _send(path: Path, cache_control: str, status: int = 200) -> Response:
 
 
 def _index(status: int = 200) -> Response:
-    folder = app_state().webui_dir
-    if not (folder / "index.html").is_file():
-        raise ApiError(f"the web UI is missing: no index.html in {folder}", 404)
-    return _send(folder / "index.html", "no-cache", status)
+    state = app_state()
+    index = state.webui_dir / "index.html"
+    if not index.is_file():
+        raise ApiError(f"the web UI is missing: no index.html in {state.webui_dir}", 404)
+    # Every answer carries its own CSP nonce (server/headers.py), so the page is rendered
+    # per request and never cached (it is compressed all the same).
+    page = page_html(index.read_text(encoding="utf-8"), state.cdn).encode()
+    headers = {"Cache-Control": "no-store", "Vary": "Accept-Encoding"}
+    if "gzip" in request.headers.get("Accept-Encoding", "") and len(page) >= MIN_GZIP_BYTES:
+        page = gzip.compress(page, compresslevel=6, mtime=0)
+        headers["Content-Encoding"] = "gzip"
+    return Response(page, status=status, mimetype="text/html", headers=headers)
 
 
 @bp.get("/")

@@ -6,9 +6,10 @@ an `error` event names what happened first. The finished trace goes to the `Trac
 and its id into the `done` event.
 
 The worker is `WORKER_CMD <scratch>/snippet.py --json --device D --backend B [--no-fusion]
-[--inductor] [--entry NAME]`; it prints one StageEvent per line
-(docs/events.md). Lines that are not JSON objects (a snippet writing to fd 1) are dropped,
-and `seq` is renumbered here, so a snippet cannot break the stream's shape.
+[--inductor] [--entry NAME]`, started through worker_entry.py so that it prints its
+StageEvents (docs/events.md) on a pipe of their own, never on fd 1: what the snippet writes
+to fd 1 is kept as data (`snippet_stdout` in `done`). server/relay.py reads both pipes and
+enforces the output, event and trace caps; `seq` is renumbered here.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import select
 import signal
 import subprocess
 import tempfile
@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from server.jobs import Job
+from server.relay import Outcome, Relay, parse_event
 from server.sandbox import (
     Isolation,
     Limits,
@@ -36,6 +37,8 @@ from server.sandbox import (
     remove_scratch,
 )
 from server.store import TraceStore
+
+__all__ = ["WorkerSettings", "explain", "normalize", "parse_event", "run_job", "scratch_exceeded"]
 
 log = logging.getLogger(__name__)
 MiB = 1 << 20
@@ -65,14 +68,6 @@ class WorkerSettings:
     grace_s: float = 2.0  # how long a worker may linger after `done` before it is killed
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """Why reading stopped: `done` arrived (its data), or a limit/EOF (reason)."""
-
-    done: dict[str, Any] | None = None
-    reason: str | None = None  # "timeout", "output", "scratch", or None for EOF
-
-
 def worker_argv(settings: WorkerSettings, job: Job, scratch: str) -> list[str]:
     opts = job.request.options
     argv = [*settings.command, f"{scratch}/snippet.py", "--json"]
@@ -89,41 +84,62 @@ def worker_argv(settings: WorkerSettings, job: Job, scratch: str) -> list[str]:
     return argv
 
 
+ENTRY_SCRIPT = Path(__file__).with_name("worker_entry.py")
+
+
+def wrapped_argv(argv: list[str], events_fd: int) -> list[str]:
+    """`python -m compiler ...` as run through worker_entry.py (events on `events_fd`)."""
+    return [argv[0], str(ENTRY_SCRIPT), "--events-fd", str(events_fd), "--", *argv[1:]]
+
+
 def run_job(job: Job, settings: WorkerSettings, store: TraceStore) -> None:
     """The JobManager's runner: one sandboxed worker from start to `done`."""
     iso = settings.isolation
     scratch = make_scratch(settings.scratch_root, iso)
     try:
         _write_snippet(job, scratch, iso)
+        events_r, events_w = os.pipe()
         launch = make_launch(
             iso,
-            lambda view: worker_argv(settings, job, view),
+            lambda view: wrapped_argv(worker_argv(settings, job, view), events_w),
             scratch,
             settings.spec,
             settings.limits,
             settings.repo_dir,
         )
         with tempfile.TemporaryFile() as stderr:
-            proc = subprocess.Popen(
-                launch.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                env=launch.env,
-                cwd=launch.cwd,
-                start_new_session=True,
-                preexec_fn=launch.preexec,  # noqa: PLW1509 - only setrlimit calls
-                user=launch.user,
-                group=launch.group,
-                extra_groups=[] if launch.user is not None else None,
-            )
-            outcome = Outcome()
             try:
-                outcome = supervise(proc, job, settings.limits, scratch)
-                if outcome.done is not None:
-                    finish(job, store, outcome.done)
+                proc = subprocess.Popen(
+                    launch.argv,
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=stderr,
+                    env=launch.env,
+                    cwd=launch.cwd,
+                    start_new_session=True,
+                    pass_fds=(events_w,),
+                    preexec_fn=launch.preexec,  # noqa: PLW1509 - only setrlimit calls
+                    user=launch.user,
+                    group=launch.group,
+                    extra_groups=[] if launch.user is not None else None,
+                )
             finally:
-                stop(proc, settings.grace_s if outcome.done is not None else 0.0)
+                os.close(events_w)
+            outcome = Outcome()
+            relay = Relay(job, settings.limits, normalize,
+                          lambda: scratch_exceeded(scratch, settings.limits.scratch_mb * MiB),
+                          origin="snippet")
+            try:
+                assert proc.stdout is not None
+                deadline = time.monotonic() + settings.limits.wall_s
+                outcome = relay.run(events_r, proc.stdout.fileno(), deadline)
+                if outcome.done is not None:
+                    finish(job, store, outcome.done, relay.stdout_tail)
+            finally:
+                os.close(events_r)
+                # After `done` or EOF the worker is exiting on its own: give it a moment (so
+                # its exit status, e.g. a signal, is its own); after a limit, kill at once.
+                stop(proc, settings.grace_s if outcome.reason is None else 0.0)
                 if iso.mode != "bubblewrap":
                     kill_strays(scratch)
             if outcome.done is None:
@@ -133,7 +149,7 @@ def run_job(job: Job, settings: WorkerSettings, store: TraceStore) -> None:
                     code = _exit_signal(proc.returncode, iso)
                     why = explain(outcome.reason, code, _tail(stderr), job, settings.limits)
                     job.publish("error", why)
-                finish(job, store, {"ok": False})
+                finish(job, store, {"ok": False}, relay.stdout_tail)
     finally:
         remove_scratch(scratch)
 
@@ -143,66 +159,6 @@ def _write_snippet(job: Job, scratch: Path, iso: Isolation) -> None:
     path.write_text(job.request.code, encoding="utf-8")
     if iso.uid is not None:
         os.chown(path, iso.uid, iso.gid if iso.gid is not None else -1)
-
-
-def supervise(proc: subprocess.Popen[bytes], job: Job, limits: Limits, scratch: Path) -> Outcome:
-    """Relay the worker's events until `done`, EOF, or a limit is hit."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    deadline = time.monotonic() + limits.wall_s
-    next_check = time.monotonic() + 1.0
-    pending, total = bytearray(), 0
-    while True:
-        now = time.monotonic()
-        if now >= deadline:
-            return Outcome(reason="timeout")
-        if now >= next_check:
-            if scratch_exceeded(scratch, limits.scratch_mb * MiB):
-                return Outcome(reason="scratch")
-            next_check = now + 1.0
-        ready, _, _ = select.select([fd], [], [], min(0.5, deadline - now))
-        if not ready:
-            continue
-        chunk = os.read(fd, 1 << 16)
-        total += len(chunk)
-        if total > limits.output_mb * MiB:
-            return Outcome(reason="output")
-        cut = chunk.rfind(b"\n")
-        if cut < 0 and chunk:
-            pending += chunk
-            continue
-        lines = bytes(pending + chunk[: cut + 1] if chunk else pending).split(b"\n")
-        pending = bytearray(chunk[cut + 1 :] if chunk else b"")
-        for line in lines:
-            event = parse_event(line)
-            if event is None:
-                continue
-            if event["stage"] == "done":
-                return Outcome(done=event["data"])
-            job.publish(event["stage"], normalize(event, limits), event["ms"])
-        if not chunk:
-            return Outcome()
-
-
-def parse_event(line: bytes) -> dict[str, Any] | None:
-    """A StageEvent from one NDJSON line, or None for anything else."""
-    line = line.strip()
-    if not line.startswith(b"{"):
-        return None
-    try:
-        obj = json.loads(line)
-    except ValueError:
-        return None
-    stage = obj.get("stage") if isinstance(obj, dict) else None
-    if not isinstance(stage, str) or not stage or len(stage) > 40:
-        return None
-    data = obj.get("data")
-    ms = obj.get("ms")
-    return {
-        "stage": stage,
-        "data": data if isinstance(data, dict) else {"value": data},
-        "ms": float(ms) if isinstance(ms, (int, float)) and ms >= 0 else 0.0,
-    }
 
 
 def normalize(event: dict[str, Any], limits: Limits) -> dict[str, Any]:
@@ -262,11 +218,16 @@ def stop(proc: subprocess.Popen[bytes], grace_s: float) -> None:
         proc.stdout.close()
 
 
-def finish(job: Job, store: TraceStore, done: dict[str, Any]) -> None:
-    """Store the trace, then publish `done` with its trace_id."""
+def finish(job: Job, store: TraceStore, done: dict[str, Any], stdout: str = "") -> None:
+    """Store the trace, then publish `done` with its trace_id.
+
+    `stdout` is what the snippet wrote to fd 1 (its tail): shown as data, never parsed.
+    """
     ok = bool(done.get("ok", False)) and not any(e["stage"] == "error" for e in job.events)
     data = {**done, "ok": ok}
     data.pop("trace_id", None)
+    if stdout:
+        data["snippet_stdout"] = stdout
     closing = {"schema": 1, "seq": len(job.events), "stage": "done", "ms": 0.0, "data": data}
     try:
         opts = job.request.trace_options()
@@ -314,6 +275,14 @@ def explain(
     elif reason == "output":
         kind = "sandbox"
         message = f"Stopped: the job printed more than {limits.output_mb} MiB of output"
+    elif reason in ("event", "events", "trace"):
+        kind = "sandbox"
+        what = {
+            "event": f"an event larger than {limits.event_kb} KiB",
+            "events": f"more than {limits.events} events",
+            "trace": f"a trace larger than {limits.trace_mb} MiB",
+        }[reason]
+        message = f"Stopped: the worker sent {what} ({during})"
     elif reason == "scratch":
         kind = "sandbox"
         message = (

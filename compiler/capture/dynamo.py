@@ -1,86 +1,79 @@
-"""TorchDynamo backends: the real one (compile every graph) and the recording one.
+"""TorchDynamo capture: the recording backend of the `capture` stage.
 
 Dynamo hands a backend one FX graph per captured region (a graph break starts a new
 one). AOTAutograd functionalizes it and lowers it to ATen with our decomposition table;
-its forward (and, when gradients are needed, backward) graph then goes to `compile_fx`.
+the recorder keeps its forward (and, when gradients are needed, backward) graph. The
+compiling backend that torch.compile uses is `compiler.compile_fx.make_backend`.
 """
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
-from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
+from torch._functorch.aot_autograd import aot_module_simplified
 
+from compiler.capture.bundle import snapshot
 from compiler.capture.decompositions import decomposition_table
-from compiler.options import CompileOptions
 
 if TYPE_CHECKING:
     from torch._functorch._aot_autograd.schemas import AOTDispatchCompiler
 
 
-def make_backend(options: CompileOptions, filename: str | None = None,
-                 sink: list[Any] | None = None
-                 ) -> Callable[[torch.fx.GraphModule, list[Any]], Any]:
-    """A torch.compile backend that compiles every ATen graph with Kernelscope.
-
-    `sink`, if given, collects each CompiledGraph (the profiler times their kernels).
-    """
-    from compiler.compile_fx import compile_fx
-    from compiler.lowering.graph import Unsupported
-
-    counter = [0]
-
-    def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
-        gid = counter[0]
-        counter[0] += 1
-        try:
-            compiled = compile_fx(gm, example_inputs, options, filename, gid)
-        except Unsupported as e:
-            warnings.warn(f"kernelscope: running graph {gid} eagerly: {e}", stacklevel=2)
-            return make_boxed_func(gm.forward)
-        if sink is not None:
-            sink.append(compiled)
-        return make_boxed_func(compiled)
-
-    def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        return aot_module_simplified(gm, example_inputs, fw_compiler=compile_aten,
-                                     bw_compiler=compile_aten,
-                                     decompositions=decomposition_table())
-
-    return backend
-
-
 @dataclass
 class CapturedGraph:
     gm: torch.fx.GraphModule
-    example_inputs: list[Any]
-    kind: str  # "forward" | "backward"
-    compile_id: str | None = None  # the Dynamo frame compile it came from ("0/0")
+    example_inputs: list[Any]  # fake tensors, as AOTAutograd hands them to a compiler
+    kind: str  # "forward" | "backward" | "inference"
+    dynamo_graph: int = 0  # which Dynamo graph (graph break) it came from
+    inputs: list[Any] | None = None  # the real values of its first call, cloned
 
 
 @dataclass
 class Recorder:
-    """A backend that keeps every ATen graph and runs it eagerly (the capture stage)."""
+    """A backend that keeps every ATen graph and runs it eagerly (the capture stage).
+
+    Each graph remembers the real arguments of its first call: the bundle carries them so
+    the back half can run the same graph on the same values.
+    """
 
     graphs: list[CapturedGraph] = field(default_factory=list)
     dynamo_graphs: int = 0
+    breaks: list[Any] = field(default_factory=list)  # Dynamo's GraphCompileReason per break
 
     def backend(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        dynamo_graph = self.dynamo_graphs
         self.dynamo_graphs += 1
-        compile_id = str(torch._guards.CompileContext.current_compile_id())
+        reason = getattr(gm, "compile_subgraph_reason", None)
+        if reason is not None and getattr(reason, "graph_break", False):
+            self.breaks.append(reason)
 
         def keep(kind: str) -> AOTDispatchCompiler:
             def compiler(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
-                self.graphs.append(CapturedGraph(gm, list(example_inputs), kind, compile_id))
-                return make_boxed_func(gm.forward)
+                # AOTAutograd says which graph this is by the compiler it calls (it runs
+                # the forward compiler of a training graph under no_grad, so grad mode
+                # cannot tell a forward from an inference graph).
+                captured = CapturedGraph(gm, list(example_inputs), kind, dynamo_graph)
+                self.graphs.append(captured)
+
+                def run(args: list[Any]) -> Any:
+                    if captured.inputs is None:
+                        captured.inputs = [_snapshot(a) for a in args]
+                    return gm(*args)
+
+                run._boxed_call = True  # type: ignore[attr-defined]
+                return run
 
             return compiler
 
         return aot_module_simplified(gm, example_inputs, fw_compiler=keep("forward"),
                                      bw_compiler=keep("backward"),
+                                     inference_compiler=keep("inference"),
                                      decompositions=decomposition_table())
+
+
+def _snapshot(a: Any) -> Any:
+    return snapshot(a) if isinstance(a, torch.Tensor) else a

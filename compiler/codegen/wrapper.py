@@ -8,28 +8,17 @@ Each line remembers which kernel it launches, for the `codegen` event's line map
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from compiler.codegen.backend import Backend, GeneratedKernel
 from compiler.codegen.common import Lines
 from compiler.ir.nodes import ExternKernel, ExternOutput, Stored, TensorArg
-from compiler.lowering.graph import LoweredGraph
 from compiler.schedule.memory import MemoryPlan
 from compiler.schedule.scheduler import Schedule
-
-TRITON_IMPORTS = """import triton
-import triton.language as tl
-try:
-    from triton.language.extra import libdevice
-except ImportError:  # older Triton
-    from triton.language.extra.cuda import libdevice
-
-
-@triton.jit
-def _prod(a, b):
-    return a * b
-"""
 
 
 def _pyval(v: Any) -> str:
@@ -58,37 +47,23 @@ def _op_path(op: Any) -> str:
     return f"torch.ops.{op}"
 
 
-def generate_wrapper(graph: LoweredGraph, sched: Schedule, memory: MemoryPlan,
-                     backend: str, kernel_sources: list[str], launches: dict[str, str],
-                     lib_path: str | None) -> tuple[str, list[dict[str, Any]]]:
+def generate_wrapper(inputs: Sequence[str], outputs: Sequence[Any], sched: Schedule,
+                     memory: MemoryPlan, backend: Backend, kernels: list[GeneratedKernel],
+                     artifact: Path | None) -> tuple[str, list[dict[str, Any]]]:
     out = Lines()
-    out.write(f"# Kernelscope wrapper ({backend}): {len(sched.steps)} steps")
+    out.write(f"# Kernelscope wrapper ({backend.name}): {len(sched.steps)} steps")
     out.write("import torch")
     out.write("from compiler.runtime.support import cpp_kernel, device, empty_strided, ptr, "
               "reinterpret")
-    if backend == "triton":
-        for line in TRITON_IMPORTS.splitlines():
-            out.write(line)
-        for src in kernel_sources:
-            out.write("")
-            out.write("")
-            for line in src.rstrip().splitlines():
-                out.write(line)
-    else:
-        out.write("from compiler.runtime.cpp_build import load_library")
-        out.write("")
-        out.write(f"_lib = load_library({lib_path!r})")
-        for step in sched.steps:
-            if step.plan is not None:
-                n = len(step.plan.inputs) + len(step.plan.stores)
-                out.write(f"{step.name} = cpp_kernel(_lib, {step.name!r}, {n})")
+    for line in backend.wrapper_prelude(kernels, artifact):
+        out.write(line)
+    launches = {k.name: k.launch for k in kernels}
     out.write("")
     out.write("")
     out.write("def call(args):")
     with out.indent():
-        names = [b.name for b in graph.inputs]
-        if names:
-            out.write(f"{', '.join(names)}, = args")
+        if inputs:
+            out.write(f"{', '.join(inputs)}, = args")
         out.write("args.clear()")
         for i, step in enumerate(sched.steps):
             _write_allocations(out, sched, memory, step.writes(), step.name)
@@ -98,7 +73,7 @@ def generate_wrapper(graph: LoweredGraph, sched: Schedule, memory: MemoryPlan,
                 _write_extern(out, sched, step)
             for name in memory.frees.get(i, []):
                 out.write(f"del {name}")
-        out.write(f"return ({''.join(_output(o) + ', ' for o in graph.outputs)})")
+        out.write(f"return ({''.join(_output(o) + ', ' for o in outputs)})")
     source = out.text()
     line_map = [{"line": i + 1, "kernel": ln.buffers[0]}
                 for i, ln in enumerate(out.lines) if ln.buffers]

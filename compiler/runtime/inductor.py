@@ -1,9 +1,9 @@
 """Inductor's own output code for the snippet, for the `profile` stage's comparison.
 
-When the `inductor` option is on, the profile stage compiles the entry with stock
-`torch.compile` (Inductor) and keeps the Python module Inductor generated, read through
-`torch._inductor.utils.run_and_get_code` (what Inductor's own tests use; the same text
-`TORCH_LOGS=output_code` prints). Out: `profile.data.inductor`:
+When the `inductor` option is on, the profile stage compiles the captured graphs with stock
+`torch.compile` (Inductor) and keeps the Python module Inductor generated for each, read
+through `torch._inductor.utils.run_and_get_code` (what Inductor's own tests use; the same
+text `TORCH_LOGS=output_code` prints). Out: `profile.data.inductor`:
 
     {"code": ["# AOT ID: ...\\n..."],            # one module per compiled graph
      "kernels": [{"name": "cpp_fused_add_relu_0", "language": "cpp", "source": "..."}],
@@ -19,28 +19,26 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-import torch
-
 MAX_CODE = 400_000  # characters of output code kept per module
 
 # `name = async_compile.triton('name', '''...''')` / `.cpp_pybinding([...], '''...''')`
 _KERNEL = re.compile(r"^(\w+) = async_compile\.(\w+)\((.*?)'''\n?(.*?)'''", re.S | re.M)
 
 
-def inductor_output(entry: Any) -> tuple[dict[str, Any], Callable[..., Any] | None]:
-    """Compiles and runs `entry` once with Inductor; returns its code and the compiled fn."""
+def inductor_output(build: Callable[[], Callable[[], Any]]
+                    ) -> tuple[dict[str, Any], Callable[[], Any] | None]:
+    """Builds the Inductor version (`build()`: a zero-argument call of the graphs) and runs
+    it once, keeping the code Inductor generated; returns that and the call (to time)."""
     from torch._inductor.utils import run_and_get_code
 
-    torch._dynamo.reset()
-    compiled = torch.compile(entry.fn)
-    args = [a.clone() if isinstance(a, torch.Tensor) else a for a in entry.inputs]
     try:
-        _, code = run_and_get_code(compiled, *args, **entry.kwargs)
+        fn = build()
+        _, code = run_and_get_code(fn)
     except Exception as e:  # Inductor failing is a result to show, not our failure
         return {"code": [], "kernels": [], "error": f"{type(e).__name__}: {e}"[:2000]}, None
     code = [c[:MAX_CODE] for c in code]
     return {"code": code, "kernels": [k for c in code for k in kernels_of(c)],
-            "error": None}, compiled
+            "error": None}, fn
 
 
 def kernels_of(module: str) -> list[dict[str, Any]]:

@@ -121,7 +121,7 @@ def events_for(code: str, options: dict[str, Any]) -> list[dict[str, Any]]:
         for g in evs[6]["data"]["graphs"]:
             for k in g["kernels"]:
                 k.update(registers=32, spills=0, shared_bytes=0, num_warps=4, num_stages=3)
-                k["asm"] = {
+                k["ir"] = {
                     "ttir": f"module {{\n  tt.func public @{k['name']}() {{\n  }}\n}}\n",
                     "ptx": f".visible .entry {k['name']}(\n)\n{{\n\tret;\n}}\n",
                 }

@@ -71,11 +71,32 @@ def test_guards_read_as_text_and_point_at_the_user_line(recompiles: dict[str, An
     assert "TREE_GUARD_MANAGER" in recompiles["compiles"][0]["raw"]
 
 
-def test_one_call_reports_its_guards_and_ties_graphs_to_their_compile(tmp_path: Path) -> None:
+def test_one_call_reports_its_guards(tmp_path: Path) -> None:
     code = "import torch\n\n\ndef g(x):\n    return x.sin() * 2\n\n\n"
     code += "example_inputs = (torch.randn(8),)\n"
     data = capture(code, tmp_path)
     assert [c["compile_id"] for c in data["compiles"]] == ["0/0"]
     assert data["compiles"][0]["recompile"] is False
     assert any(g["kind"] == "TENSOR_MATCH" for g in data["compiles"][0]["guards"])
-    assert [g["compile_id"] for g in data["graphs"]] == ["0/0"]
+    assert [g["dynamo_graph"] for g in data["graphs"]] == [0]
+
+
+def test_the_recorder_names_forward_backward_and_inference_graphs() -> None:
+    import torch
+
+    from compiler.capture.dynamo import Recorder
+
+    def step(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return (x @ w).tanh().sum()
+
+    x, w = torch.randn(4, 4), torch.randn(4, 4, requires_grad=True)
+    kinds = []
+    for grad, weight in ((True, w), (False, w), (True, w.detach())):
+        torch._dynamo.reset()
+        recorder = Recorder()
+        with torch.set_grad_enabled(grad):
+            out = torch.compile(step, backend=recorder.backend)(x, weight)
+        if out.requires_grad:
+            out.backward()
+        kinds.append([g.kind for g in recorder.graphs])
+    assert kinds == [["forward", "backward"], ["inference"], ["inference"]]

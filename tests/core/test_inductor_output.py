@@ -5,7 +5,6 @@ from __future__ import annotations
 import torch
 
 from compiler.runtime.inductor import inductor_output, kernels_of
-from compiler.snippet import Entry
 
 
 def test_inductor_output_code_is_captured_with_its_kernels() -> None:
@@ -13,13 +12,19 @@ def test_inductor_output_code_is_captured_with_its_kernels() -> None:
         return torch.relu(x + y)
 
     x, y = torch.randn(256), torch.randn(256)
-    out, fn = inductor_output(Entry(f, "f", (x, y)))
+
+    def build():
+        torch._dynamo.reset()
+        compiled = torch.compile(f, backend="inductor")
+        return lambda: compiled(x, y)
+
+    out, fn = inductor_output(build)
     assert out["error"] is None and fn is not None
     assert len(out["code"]) == 1 and "def call(" in out["code"][0]
     [kernel] = out["kernels"]
     assert kernel["name"].startswith("cpp_fused_add_relu")
     assert kernel["language"] == "cpp" and 'extern "C"' in kernel["source"]
-    torch.testing.assert_close(fn(x, y), f(x, y))
+    torch.testing.assert_close(fn(), f(x, y))
 
 
 def test_triton_kernels_are_cut_out_by_name() -> None:

@@ -129,8 +129,7 @@ export class CodePane extends Pane {
         this.ctx.pin(fromKernelLine(this.ctx.index(), gid, kernel.name, n)));
     }, this.ctx.highlight);
     return h("section.kernel", { dataset: { kernel: kernel.name, graph: gid } },
-      this.header(gid, kernel.name, kernel.language === "cpp" ? "C++" : "Triton", meta),
-      h("div.stage-bar"), block);
+      this.header(gid, kernel.name, kernel.target, meta), h("div.stage-bar"), block);
   }
 
   externSection(gid, k) {
@@ -185,7 +184,7 @@ export class CodePane extends Pane {
       for (const k of g.kernels ?? []) {
         const section = this.el.querySelector(
           `section.kernel[data-graph="${g.id}"][data-kernel="${CSS.escape(k.name)}"]`);
-        const stages = { ...(k.stages ?? {}), ...(k.asm ?? {}) };
+        const stages = { ...(k.ir ?? {}), ...(k.stages ?? {}), ...(k.asm ?? {}) };
         const present = LOWER_STAGES.filter(([key]) => typeof stages[key] === "string" && stages[key]);
         const facts = [["num_warps", "warps"], ["num_stages", "stages"], ["registers", "registers"],
           ["spills", "spills"], ["shared_bytes", "shared bytes"]]
