@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-SCHEMA_VERSION = 1
+from compiler.events import SCHEMA_VERSION  # the one definition (torch-free)
+
 MAX_FINISHED_JOBS = 200
 log = logging.getLogger(__name__)
 

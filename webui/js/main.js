@@ -8,7 +8,7 @@ import { getSamples, getHealth, getTrace, startCompile, jobEvents, cancelJob, hi
   getSchema } from "./api.js";
 import { Editor } from "./editor.js";
 import { loadCytoscape, libInfo } from "./libs.js";
-import { Trace, graphView, graphLabels, setStages } from "./trace.js";
+import { Trace, graphView, graphLabels, loadStages } from "./trace.js";
 import { SelectionBus, buildIndex, fromSourceLine, isEmpty } from "./provenance.js";
 import { makeTabs, makeSplitter, makeMaximise, toast, initTheme, notFound } from "./layout.js";
 import { OptionControls, fingerprint, unchangedNotes } from "./options.js";
@@ -24,6 +24,7 @@ import { TimingsPane } from "./panes/timings.js";
 import { GuardsPane } from "./panes/guards.js";
 import { OutputPane } from "./panes/output.js";
 
+await loadStages(getSchema); // before any pane is built: they lay out one chip per stage
 const $ = (id) => document.getElementById(id);
 
 const state = { trace: new Trace(), index: null, running: false, permalink: null,
@@ -386,18 +387,6 @@ async function showHealth() {
   }
 }
 
-// The stage list comes from the server's event schema when it publishes one.
-async function loadStages() {
-  try {
-    const schema = await getSchema();
-    const names = schema?.stages ?? schema?.properties?.stage?.enum;
-    if (Array.isArray(names) && names.length) {
-      setStages(names);
-      status.rebuild();
-    }
-  } catch { /* an older server: the built-in list */ }
-}
-
 $("compile").addEventListener("click", () => compile());
 $("share").addEventListener("click", () => share());
 $("edit-copy").addEventListener("click", () => editCopy());
@@ -414,7 +403,7 @@ async function boot() {
     return;
   }
   const match = location.pathname.match(/^\/t\/([^/]+)\/?$/);
-  const [samples] = await Promise.all([loadSamples(), optionControls.load(), loadStages()]);
+  const [samples] = await Promise.all([loadSamples(), optionControls.load()]);
   if (match) {
     await openPermalink(decodeURIComponent(match[1]));
   } else if (location.pathname !== "/" && location.pathname !== "/index.html") {
