@@ -209,3 +209,34 @@ def test_a_failing_snippet_bundles_its_error(tmp_path: Path) -> None:
     events = list(run_back(bundle, OPTS))
     assert [e.stage for e in events] == ["error", "done"]
     assert events[0].data["stage"] == "source" and events[0].data["line"] == 2
+
+
+def test_a_wrong_kernel_fails_run_and_done(tmp_path: Path, monkeypatch: Any) -> None:
+    """`run` checks the compiled graph for real: a kernel computing the wrong function
+    makes `run` and `done` say so."""
+    from compiler.codegen import cpp
+
+    monkeypatch.setitem(cpp.OPS.rules, "exp", "std::exp(({0}) * 1.001f)")
+    path = tmp_path / "exp.py"
+    path.write_text("import torch\n"
+                    "def f(x):\n"
+                    "    return torch.exp(x) + 1\n"
+                    "example_inputs = (torch.randn(64),)\n")
+    by = _stages(run_pipeline(path.read_text(), OPTS, str(path)))
+    assert by["run"]["ok"] is False and by["run"]["outputs"][0]["mismatched"] > 0
+    assert by["done"]["ok"] is False
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_low_precision_graphs_pass_against_a_float32_reference(tmp_path: Path,
+                                                               dtype: str) -> None:
+    path = tmp_path / "half.py"
+    path.write_text("import torch\n"
+                    "def f(x):\n"
+                    "    return torch.softmax(x * 1.7, -1) + x.sum(-1, keepdim=True)\n"
+                    f"example_inputs = (torch.randn(32, 300).to(torch.{dtype}),)\n")
+    by = _stages(run_pipeline(path.read_text(), OPTS, str(path)))
+    out = by["run"]["outputs"][0]
+    assert by["run"]["ok"], by["run"]
+    assert out["dtype"] == dtype and out["rtol"] > OPTS.rtol
+    assert "float32" in by["run"]["graphs"][0]["reference"]
