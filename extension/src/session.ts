@@ -43,7 +43,7 @@ export function readSettings(folder: vscode.WorkspaceFolder | undefined): Settin
 }
 
 interface Running {
-  client: KernelscopeClient;
+  client: KernelscopeClient | null;
   jobId: string | null;
   abort: AbortController;
 }
@@ -101,7 +101,7 @@ export class Session implements vscode.Disposable {
     const panel = KernelscopePanel.createOrShow(this.context.extensionUri);
     panel.post({ type: "reset", title });
     this.setResult(result);
-    const running: Running = { client: null as unknown as KernelscopeClient, jobId: null, abort: new AbortController() };
+    const running: Running = { client: null, jobId: null, abort: new AbortController() };
     this.running = running;
     this.status.running(plan.label, "starting the server");
     try {
@@ -109,6 +109,7 @@ export class Session implements vscode.Disposable {
       running.client = client;
       const device = await chooseDevice(client, settings.device);
       const options = { ...settings.compileOptions, device, backend: settings.backend };
+      if (running.abort.signal.aborted) throw new Error("cancelled before the job started");
       this.status.running(plan.label, "queued");
       const { job_id: jobId } = await client.compile({ code: snippet.code, ...(snippet.entry ? { entry: snippet.entry } : {}), options });
       running.jobId = jobId;
