@@ -151,7 +151,7 @@ def test_a_call_outside_the_allow_list_is_refused(tmp_path: Path, target: str) -
 
 
 @pytest.mark.parametrize("case", ["opcode", "arg_tag", "node_ref", "extra_key", "tensor_size",
-                                  "version", "kind"])
+                                  "version", "kind", "placeholder", "name"])
 def test_malformed_bundles_are_refused(tmp_path: Path, case: str) -> None:
     bundle = _front(tmp_path, ADD)
 
@@ -173,6 +173,10 @@ def test_malformed_bundles_are_refused(tmp_path: Path, case: str) -> None:
             m["version"] = 99
         elif case == "kind":
             g["kind"] = "mystery"
+        elif case == "placeholder":
+            g["nodes"][0]["target"] = "x=__import__('os').system('id')"
+        elif case == "name":
+            call["name"] = "import"  # a keyword: FX would rename it
 
     _tamper(bundle, edit)
     with pytest.raises(BundleError):
