@@ -244,3 +244,20 @@ def test_low_precision_graphs_pass_against_a_float32_reference(tmp_path: Path,
     assert by["run"]["ok"], by["run"]
     assert out["dtype"] == dtype and out["rtol"] > OPTS.rtol
     assert "float32" in by["run"]["graphs"][0]["reference"]
+
+
+def test_the_back_half_never_calls_the_snippet(tmp_path: Path) -> None:
+    """The snippet's function counts its calls in a file: the back half adds none."""
+    calls = tmp_path / "calls.txt"
+    code = ("import torch\n"
+            "from pathlib import Path\n"
+            f"CALLS = Path({str(calls)!r})\n"
+            "def f(x):\n"
+            "    CALLS.write_text(CALLS.read_text() + 'x' if CALLS.exists() else 'x')\n"
+            "    return torch.sin(x) * 2\n"
+            "example_inputs = (torch.randn(16),)\n")
+    bundle = _front(tmp_path, code)
+    after_front = calls.read_text()
+    by = _stages(run_back(bundle, CompileOptions(device="cpu", backend="cpp", profile=True)))
+    assert by["run"]["ok"] and by["profile"]["measured"]
+    assert calls.read_text() == after_front
