@@ -33,10 +33,16 @@ def _parser() -> argparse.ArgumentParser:
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8765)
     s.add_argument("--db", default=None)
+    sub.add_parser("worker", help="run compile jobs from a Redis queue (see serve --help)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] in (["serve"], ["worker"]):  # the server's commands live in server/cli.py
+        from server.cli import main as server_main
+
+        return server_main(argv)
     args = _parser().parse_args(argv)
     if args.command == "serve":
         from server.__main__ import main as serve_main

@@ -20,6 +20,7 @@ from flask import Flask
 from server import api, pages
 from server.errors import register_error_handlers
 from server.jobs import JobManager
+from server.pool import WarmPool
 from server.sandbox import Limits, SandboxSpec, default_readonly_paths, probe_isolation
 from server.state import EXTENSION, AppState
 from server.store import TraceStore
@@ -57,6 +58,9 @@ def default_config() -> dict[str, Any]:
         "WORKER_CMD": [sys.executable, "-m", "compiler", "compile"],
         "WORKER_THREADS": min(os.cpu_count() or 1, 16),  # OMP_NUM_THREADS in the worker
         "WORKER_ENV": {},  # extra environment variables for the worker
+        "WARM_POOL": None,  # warm workers kept started (None: MAX_JOBS; 0: every job cold)
+        "WARM_IMPORTS": ["torch", "compiler.pipeline", "compiler.cli"],  # imported when warm
+        "WARM_UP": True,  # warm workers compile a built-in snippet before taking a job
         "ISOLATION": "auto",  # "auto", "bubblewrap" (required) or "rlimits-only"
         "SANDBOX_UID": 65534,  # the uid/gid workers drop to when the server runs as root
         "SANDBOX_GID": 65534,
@@ -105,11 +109,18 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         repo_dir=repo,
         scratch_root=cfg["SCRATCH_ROOT"],
     )
+    pool = WarmPool(
+        settings,
+        int(cfg["MAX_JOBS"] if cfg["WARM_POOL"] is None else cfg["WARM_POOL"]),
+        list(cfg["WARM_IMPORTS"]),
+        bool(cfg["WARM_UP"]),
+    )
     jobs = JobManager(
-        lambda job: run_job(job, settings, store),
+        lambda job: run_job(job, settings, store, pool),
         int(cfg["MAX_JOBS"]),
         int(cfg["QUEUE_SIZE"]),
         float(cfg["JOB_RETENTION_S"]),
+        pool,
     )
     app.extensions[EXTENSION] = AppState(
         store, jobs, settings, Path(cfg["WEBUI_DIR"]), Path(cfg["SAMPLES_DIR"])
@@ -135,5 +146,6 @@ def serve(host: str = "127.0.0.1", port: int = 8765, config: dict[str, Any] | No
     app = create_app(config)
     state: AppState = app.extensions[EXTENSION]
     mode = state.settings.isolation.mode
+    state.jobs.warm()
     print(f"Kernelscope on http://{host}:{port}/  (sandbox: {mode})", flush=True)
     run_simple(host, port, app, threaded=True, use_reloader=False, use_debugger=False)

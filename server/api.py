@@ -102,6 +102,15 @@ def job_status(job_id: str) -> Response:
     return jsonify(_job(job_id).status())
 
 
+@bp.post("/jobs/<job_id>/cancel")
+def job_cancel(job_id: str) -> tuple[Response, int]:
+    """Stop a job: a queued one never starts, a running one's worker is killed. Its stream
+    ends with an `error` (kind `cancelled`) and `done`; the partial trace is stored."""
+    job = _job(job_id)
+    accepted = job.cancel()
+    return jsonify({**job.status(), "cancelled": accepted}), 202 if accepted else 409
+
+
 def _start() -> int:
     """Where a (re)connecting client resumes: after Last-Event-ID, else from the start."""
     last = request.headers.get("Last-Event-ID") or request.args.get("after")

@@ -13,6 +13,7 @@ and `seq` is renumbered here, so a snippet cannot break the stream's shape.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from server.jobs import Job
+from server.pool import WarmPool
 from server.sandbox import (
     Isolation,
     Limits,
@@ -41,6 +43,7 @@ log = logging.getLogger(__name__)
 MiB = 1 << 20
 MAX_SCRATCH_FILES = 20000
 STDERR_TAIL = 4000
+POLL_S = 0.1  # how often the supervisor looks at the clock and for a cancel
 SIGNAL_NAMES: dict[int, str] = {
     signal.SIGSEGV: "SIGSEGV (segmentation fault)",
     signal.SIGBUS: "SIGBUS (bus error)",
@@ -86,34 +89,28 @@ def worker_argv(settings: WorkerSettings, job: Job, scratch: str) -> list[str]:
     return argv
 
 
-def run_job(job: Job, settings: WorkerSettings, store: TraceStore) -> None:
-    """The JobManager's runner: one sandboxed worker from start to `done`."""
+def run_job(
+    job: Job, settings: WorkerSettings, store: TraceStore, pool: WarmPool | None = None
+) -> None:
+    """The JobManager's runner: one sandboxed worker from start to `done`. With a pool, the
+    worker is a warm one (server/pool.py) when one is there, else it starts cold."""
     iso = settings.isolation
-    scratch = make_scratch(settings.scratch_root, iso)
+    if job.cancel_requested():
+        job.publish("error", cancelled(job))
+        finish(job, store, {"ok": False})
+        return
+    warm = pool.take(job.request.options) if pool is not None else None
+    scratch = warm.scratch if warm is not None else make_scratch(settings.scratch_root, iso)
     try:
         _write_snippet(job, scratch, iso)
-        launch = make_launch(
-            iso,
-            lambda view: worker_argv(settings, job, view),
-            scratch,
-            settings.spec,
-            settings.limits,
-            settings.repo_dir,
-        )
-        with tempfile.TemporaryFile() as stderr:
-            proc = subprocess.Popen(
-                launch.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                env=launch.env,
-                cwd=launch.cwd,
-                start_new_session=True,
-                preexec_fn=launch.preexec,  # noqa: PLW1509 - only setrlimit calls
-                user=launch.user,
-                group=launch.group,
-                extra_groups=[] if launch.user is not None else None,
-            )
+        with contextlib.ExitStack() as stack:
+            if warm is not None:
+                proc, stderr = warm.proc, warm.stderr
+                stack.callback(stderr.close)
+                warm.hand(worker_argv(settings, job, warm.view)[1:])
+            else:
+                stderr = stack.enter_context(tempfile.TemporaryFile())
+                proc = _start_cold(job, settings, scratch, stderr)
             outcome = Outcome()
             try:
                 outcome = supervise(proc, job, settings.limits, scratch)
@@ -135,6 +132,32 @@ def run_job(job: Job, settings: WorkerSettings, store: TraceStore) -> None:
         remove_scratch(scratch)
 
 
+def _start_cold(
+    job: Job, settings: WorkerSettings, scratch: Path, stderr: IO[bytes]
+) -> subprocess.Popen[bytes]:
+    launch = make_launch(
+        settings.isolation,
+        lambda view: worker_argv(settings, job, view),
+        scratch,
+        settings.spec,
+        settings.limits,
+        settings.repo_dir,
+    )
+    return subprocess.Popen(
+        launch.argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        env=launch.env,
+        cwd=launch.cwd,
+        start_new_session=True,
+        preexec_fn=launch.preexec,  # noqa: PLW1509 - only setrlimit calls
+        user=launch.user,
+        group=launch.group,
+        extra_groups=[] if launch.user is not None else None,
+    )
+
+
 def _write_snippet(job: Job, scratch: Path, iso: Isolation) -> None:
     path = scratch / "snippet.py"
     path.write_text(job.request.code, encoding="utf-8")
@@ -153,11 +176,13 @@ def supervise(proc: subprocess.Popen[bytes], job: Job, limits: Limits, scratch: 
         now = time.monotonic()
         if now >= deadline:
             return Outcome(reason="timeout")
+        if job.cancel_requested():
+            return Outcome(reason="cancelled")
         if now >= next_check:
             if scratch_exceeded(scratch, limits.scratch_mb * MiB):
                 return Outcome(reason="scratch")
             next_check = now + 1.0
-        ready, _, _ = select.select([fd], [], [], min(0.5, deadline - now))
+        ready, _, _ = select.select([fd], [], [], min(POLL_S, deadline - now))
         if not ready:
             continue
         chunk = os.read(fd, 1 << 16)
@@ -262,7 +287,7 @@ def stop(proc: subprocess.Popen[bytes], grace_s: float) -> None:
 def finish(job: Job, store: TraceStore, done: dict[str, Any]) -> None:
     """Store the trace, then publish `done` with its trace_id."""
     ok = bool(done.get("ok", False)) and not any(e["stage"] == "error" for e in job.events)
-    data = {**done, "ok": ok}
+    data = {**done, "ok": ok, **timing(job)}
     data.pop("trace_id", None)
     closing = {"schema": 1, "seq": len(job.events), "stage": "done", "ms": 0.0, "data": data}
     try:
@@ -272,6 +297,24 @@ def finish(job: Job, store: TraceStore, done: dict[str, Any]) -> None:
         log.exception("job %s: could not store the trace", job.id)
         data["store_error"] = "the trace could not be stored"
     job.publish("done", data)
+
+
+def timing(job: Job) -> dict[str, float]:
+    """Wall time from the request to `done` (what the user waited) next to the sum of the
+    stage times the compiler reported (what it spent compiling)."""
+    stages = sum(float(e.get("ms") or 0.0) for e in job.events)
+    return {"wall_ms": round((time.time() - job.created) * 1000, 1), "stages_ms": round(stages, 1)}
+
+
+def cancelled(job: Job) -> dict[str, Any]:
+    stage = job.last_stage or "source"
+    return {
+        "stage": stage,
+        "kind": "cancelled",
+        "message": f"Cancelled during the {stage} stage" if job.events else "Cancelled",
+        "line": None,
+        "traceback": None,
+    }
 
 
 def _exit_signal(returncode: int | None, iso: Isolation) -> int | None:
@@ -303,6 +346,8 @@ def explain(
     stage = job.last_stage or "source"
     during = f"during the {stage} stage"
     kind, message = "killed", ""
+    if reason == "cancelled":
+        return cancelled(job)
     if reason == "timeout":
         kind = "timeout"
         message = (

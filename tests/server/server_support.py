@@ -75,6 +75,9 @@ def make_app(tmp_path: Path) -> Iterator[AppFactory]:
             "WORKER_THREADS": 2,
             "SAMPLES_DIR": str(REPO / "samples"),
             "ISOLATION": ISOLATION,
+            # Warm workers for the fake worker: nothing to import, nothing to warm up.
+            "WARM_IMPORTS": [],
+            "WARM_UP": False,
         }
         config.update(overrides)
         app = create_app(config)
