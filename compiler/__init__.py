@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 
 def backend(gm: Any, example_inputs: list[Any], **kwargs: Any) -> Any:
     """torch.compile(fn, backend="kernelscope") lands here (via the entry point)."""
-    from compiler.capture.dynamo import make_backend
+    from compiler.compile_fx import make_backend
 
     return make_backend(CompileOptions.from_mapping(kwargs.get("options") or {}))(
         gm, example_inputs

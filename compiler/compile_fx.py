@@ -8,13 +8,16 @@ across all graphs so each stage can be reported as it finishes.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 import torch.fx
+from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 
+from compiler.capture.decompositions import decomposition_table
 from compiler.capture.fxgraph import node_lines, target_name
 from compiler.codegen.cpp import PRELUDE, CppKernel, generate_cpp
 from compiler.codegen.triton import TritonKernel, generate_triton
@@ -22,7 +25,7 @@ from compiler.codegen.wrapper import generate_wrapper
 from compiler.ir.handlers import describe, dtype_name
 from compiler.ir.indexing import index_vars, pexpr
 from compiler.ir.nodes import ComputedBuffer, ExternKernel, ExternOutput, Reduction
-from compiler.lowering.graph import GraphLowering, LoweredGraph
+from compiler.lowering.graph import GraphLowering, LoweredGraph, Unsupported
 from compiler.options import CompileOptions
 from compiler.runtime import loader
 from compiler.schedule.memory import MemoryPlan, plan_memory
@@ -186,7 +189,8 @@ def codegen_stage(work: GraphWork) -> dict[str, Any]:
         lib_path = loader.cpp_library_path(work.cpp_source, work.options)
     work.kernels = kernels
     work.wrapper, work.wrapper_line_map = generate_wrapper(
-        work.lowered, work.sched, work.memory, work.backend, sources, launches, lib_path)
+        [b.name for b in work.lowered.inputs], work.lowered.outputs, work.sched, work.memory,
+        work.backend, sources, launches, lib_path)
     return {
         "id": work.gid, "backend": work.backend, "triton_interpret": interpret,
         "kernels": [{"name": k.name, "language": "python" if work.backend == "triton" else "cpp",
@@ -234,3 +238,31 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
     assert work.compiled is not None
     return work.compiled
 
+
+def make_backend(options: CompileOptions, filename: str | None = None,
+                 sink: list[Any] | None = None
+                 ) -> Callable[[torch.fx.GraphModule, list[Any]], Any]:
+    """A torch.compile backend that compiles every ATen graph with Kernelscope.
+
+    `sink`, if given, collects each CompiledGraph (the profiler times their kernels).
+    """
+    counter = [0]
+
+    def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+        gid = counter[0]
+        counter[0] += 1
+        try:
+            compiled = compile_fx(gm, example_inputs, options, filename, gid)
+        except Unsupported as e:
+            warnings.warn(f"kernelscope: running graph {gid} eagerly: {e}", stacklevel=2)
+            return make_boxed_func(gm.forward)
+        if sink is not None:
+            sink.append(compiled)
+        return make_boxed_func(compiled)
+
+    def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        return aot_module_simplified(gm, example_inputs, fw_compiler=compile_aten,
+                                     bw_compiler=compile_aten,
+                                     decompositions=decomposition_table())
+
+    return backend

@@ -21,13 +21,14 @@ from typing import Any
 
 import torch
 
-from compiler.capture.dynamo import Recorder, make_backend
+from compiler.capture.dynamo import Recorder
 from compiler.capture.fxgraph import graph_json
 from compiler.compile_fx import (
     GraphWork,
     build_stage,
     codegen_stage,
     lower,
+    make_backend,
     memory_stage,
     schedule_stage,
 )

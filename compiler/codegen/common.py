@@ -1,23 +1,19 @@
-"""What the Triton and C++ kernels share: line buffers, CSE, and the kernel plan.
+"""What the Triton and C++ kernels share: line buffers, CSE scopes, values.
 
-`KernelPlan` is a fused group seen from codegen: its nodes, the buffers it must load
-(in_ptr0, ...) and store (out_ptr0, ...), and its iteration space. `Lines` is an
-indented line buffer in which every line remembers the FX nodes it came from, which is
-how the `codegen` event maps each kernel line back to the user's source.
+`Lines` is an indented line buffer in which every line remembers the FX nodes it came
+from, which is how the `codegen` event maps each kernel line back to the user's source.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import sympy
 import torch
 
 from compiler.ir.indexing import sym
-from compiler.ir.nodes import Buffer, ComputedBuffer
-from compiler.schedule.nodes import SchedNode
 
 
 @dataclass
@@ -82,43 +78,6 @@ class Scope:
                 return scope.cache[key]
             scope = scope.parent
         return None
-
-
-@dataclass
-class KernelPlan:
-    name: str
-    kind: str  # "pointwise" | "reduction"
-    xnumel: int
-    rnumel: int
-    nodes: list[SchedNode]
-    buffers: dict[str, Buffer]  # every buffer the kernel touches, by name
-    stores: list[str]  # written buffers that must reach memory
-    inputs: list[str] = field(default_factory=list)
-    origins: list[str] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        written = {n.name for n in self.nodes}
-        reads: list[str] = []
-        for n in self.nodes:
-            for r in n.reads:
-                if r not in written and r not in reads:
-                    reads.append(r)
-        self.inputs = reads
-        seen: list[str] = []
-        for n in self.nodes:
-            for o in sorted(n.buffer.origins):
-                if o not in seen:
-                    seen.append(o)
-        self.origins = seen
-
-    @property
-    def written(self) -> dict[str, ComputedBuffer]:
-        return {n.name: n.buffer for n in self.nodes}  # type: ignore[misc]
-
-    def arg_names(self) -> dict[str, str]:
-        names = {b: f"in_ptr{i}" for i, b in enumerate(self.inputs)}
-        names.update({b: f"out_ptr{i}" for i, b in enumerate(self.stores)})
-        return names
 
 
 XINDEX, RINDEX = sym("xindex"), sym("rindex")

@@ -16,11 +16,12 @@ from typing import Any
 import sympy
 import torch
 
-from compiler.codegen.common import KernelPlan, Lines, Scope, Var
+from compiler.codegen.common import Lines, Scope, Var
 from compiler.codegen.kernel import KernelCodegen
 from compiler.ir.indexing import cexpr
-from compiler.lowering.reductions import identity
+from compiler.ir.ops import reduction_identity as identity
 from compiler.schedule.nodes import SchedNode
+from compiler.schedule.plan import KernelPlan
 
 C_TYPE = {
     torch.float32: "float", torch.float64: "double", torch.float16: "_Float16",

@@ -19,12 +19,13 @@ from typing import Any
 import sympy
 import torch
 
-from compiler.codegen.common import RINDEX, XINDEX, KernelPlan, Lines, Scope, Var
+from compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
 from compiler.codegen.tiling import YINDEX
 from compiler.ir.indexing import FloorDiv, ModularIndexing, decompose, simplify_index, sym
 from compiler.ir.nodes import ComputedBuffer, Pointwise, Reduction
 from compiler.ir.ops import Handler, result_dtype, use_handler
 from compiler.schedule.nodes import SchedNode
+from compiler.schedule.plan import KernelPlan
 
 
 class KernelCodegen(Handler):

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compiler.codegen.common import KernelPlan
 from compiler.ir.indexing import index_vars, linear_stride, merge_loops, sym
+from compiler.schedule.plan import KernelPlan
 
 YINDEX = sym("yindex")
 MAX_GRID_Y = 65535  # CUDA's limit on the second grid dimension

@@ -15,12 +15,13 @@ from typing import Any
 import sympy
 import torch
 
-from compiler.codegen.common import XINDEX, KernelPlan, Lines, Scope, Var, next_power_of_2
+from compiler.codegen.common import XINDEX, Lines, Scope, Var, next_power_of_2
 from compiler.codegen.kernel import KernelCodegen
 from compiler.codegen.tiling import YINDEX, Tile, choose_tile, fits_grid, tile_config
 from compiler.ir.indexing import pexpr
-from compiler.lowering.reductions import identity
+from compiler.ir.ops import reduction_identity as identity
 from compiler.schedule.nodes import SchedNode
+from compiler.schedule.plan import KernelPlan
 
 TL_DTYPE = {
     torch.float32: "tl.float32", torch.float64: "tl.float64", torch.float16: "tl.float16",

@@ -8,13 +8,13 @@ Each line remembers which kernel it launches, for the `codegen` event's line map
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from compiler.codegen.common import Lines
 from compiler.ir.nodes import ExternKernel, ExternOutput, Stored, TensorArg
-from compiler.lowering.graph import LoweredGraph
 from compiler.schedule.memory import MemoryPlan
 from compiler.schedule.scheduler import Schedule
 
@@ -58,9 +58,10 @@ def _op_path(op: Any) -> str:
     return f"torch.ops.{op}"
 
 
-def generate_wrapper(graph: LoweredGraph, sched: Schedule, memory: MemoryPlan,
-                     backend: str, kernel_sources: list[str], launches: dict[str, str],
-                     lib_path: str | None) -> tuple[str, list[dict[str, Any]]]:
+def generate_wrapper(inputs: Sequence[str], outputs: Sequence[Any], sched: Schedule,
+                     memory: MemoryPlan, backend: str, kernel_sources: list[str],
+                     launches: dict[str, str], lib_path: str | None
+                     ) -> tuple[str, list[dict[str, Any]]]:
     out = Lines()
     out.write(f"# Kernelscope wrapper ({backend}): {len(sched.steps)} steps")
     out.write("import torch")
@@ -86,9 +87,8 @@ def generate_wrapper(graph: LoweredGraph, sched: Schedule, memory: MemoryPlan,
     out.write("")
     out.write("def call(args):")
     with out.indent():
-        names = [b.name for b in graph.inputs]
-        if names:
-            out.write(f"{', '.join(names)}, = args")
+        if inputs:
+            out.write(f"{', '.join(inputs)}, = args")
         out.write("args.clear()")
         for i, step in enumerate(sched.steps):
             _write_allocations(out, sched, memory, step.writes(), step.name)
@@ -98,7 +98,7 @@ def generate_wrapper(graph: LoweredGraph, sched: Schedule, memory: MemoryPlan,
                 _write_extern(out, sched, step)
             for name in memory.frees.get(i, []):
                 out.write(f"del {name}")
-        out.write(f"return ({''.join(_output(o) + ', ' for o in graph.outputs)})")
+        out.write(f"return ({''.join(_output(o) + ', ' for o in outputs)})")
     source = out.text()
     line_map = [{"line": i + 1, "kernel": ln.buffers[0]}
                 for i, ln in enumerate(out.lines) if ln.buffers]

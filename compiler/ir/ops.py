@@ -149,3 +149,16 @@ def result_dtype(name: str, *dtypes: torch.dtype) -> torch.dtype:
     for d in dtypes[1:]:
         out = torch.promote_types(out, d)
     return out
+
+
+def reduction_identity(rtype: str, dtype: torch.dtype) -> Any:
+    """The value a reduction starts from (what an empty row reduces to)."""
+    if rtype in ("sum", "any"):
+        return False if dtype == torch.bool else 0
+    if rtype in ("prod", "all"):
+        return True if dtype == torch.bool else 1
+    if rtype in ("max", "argmax"):
+        return float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
+    if rtype in ("min", "argmin"):
+        return float("inf") if dtype.is_floating_point else torch.iinfo(dtype).max
+    raise ValueError(rtype)

@@ -16,6 +16,7 @@ import torch
 from compiler.ir.indexing import decompose
 from compiler.ir.nodes import Index, Stored, TensorValue
 from compiler.ir.ops import ops
+from compiler.ir.ops import reduction_identity as identity
 from compiler.lowering.pointwise import upcast
 from compiler.lowering.registry import aten, prims, register_lowering
 
@@ -33,18 +34,6 @@ def _dims(dims: Any, ndim: int) -> list[int]:
     if isinstance(dims, int):
         dims = [dims]
     return sorted({d + ndim if d < 0 else d for d in dims})
-
-
-def identity(rtype: str, dtype: torch.dtype) -> Any:
-    if rtype in ("sum", "any"):
-        return False if dtype == torch.bool else 0
-    if rtype in ("prod", "all"):
-        return True if dtype == torch.bool else 1
-    if rtype in ("max", "argmax"):
-        return float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
-    if rtype in ("min", "argmin"):
-        return float("inf") if dtype.is_floating_point else torch.iinfo(dtype).max
-    raise ValueError(rtype)
 
 
 def reduce(g: Any, x: TensorValue, dims: Any, keepdim: bool, rtype: str,

@@ -13,7 +13,14 @@ import sympy
 
 from compiler.ir.handlers import reads_of
 from compiler.ir.indexing import index_vars, merge_loops
-from compiler.ir.nodes import Buffer, ComputedBuffer, ExternKernel, ExternOutput, Reduction
+from compiler.ir.nodes import (
+    Buffer,
+    ComputedBuffer,
+    ExternKernel,
+    ExternOutput,
+    Reduction,
+    TensorArg,
+)
 from compiler.lowering.graph import LoweredGraph
 
 
@@ -67,8 +74,6 @@ def build_nodes(graph: LoweredGraph) -> list[SchedNode]:
 
 
 def _extern_inputs(buf: ExternKernel) -> list[str]:
-    from compiler.ir.nodes import TensorArg
-
     names: list[str] = []
 
     def visit(a: object) -> None:

@@ -10,11 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from compiler.codegen.common import KernelPlan
 from compiler.ir.nodes import Buffer, ExternKernel
 from compiler.lowering.graph import LoweredGraph
 from compiler.schedule.fusion import Decision, Group, fuse
 from compiler.schedule.nodes import SchedNode, build_nodes
+from compiler.schedule.plan import KernelPlan
 
 
 @dataclass

@@ -1,0 +1,50 @@
+"""The scheduler's output for one fused kernel, as codegen receives it.
+
+`KernelPlan` is a fused group: its nodes in program order, the buffers it must load
+(in_ptr0, ...) and store (out_ptr0, ...), and its iteration space (`xnumel` outputs,
+each reducing `rnumel` inputs). The scheduler builds it; codegen only reads it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from compiler.ir.nodes import Buffer, ComputedBuffer
+from compiler.schedule.nodes import SchedNode
+
+
+@dataclass
+class KernelPlan:
+    name: str
+    kind: str  # "pointwise" | "reduction"
+    xnumel: int
+    rnumel: int
+    nodes: list[SchedNode]
+    buffers: dict[str, Buffer]  # every buffer the kernel touches, by name
+    stores: list[str]  # written buffers that must reach memory
+    inputs: list[str] = field(default_factory=list)
+    origins: list[str] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        written = {n.name for n in self.nodes}
+        reads: list[str] = []
+        for n in self.nodes:
+            for r in n.reads:
+                if r not in written and r not in reads:
+                    reads.append(r)
+        self.inputs = reads
+        seen: list[str] = []
+        for n in self.nodes:
+            for o in sorted(n.buffer.origins):
+                if o not in seen:
+                    seen.append(o)
+        self.origins = seen
+
+    @property
+    def written(self) -> dict[str, ComputedBuffer]:
+        return {n.name: n.buffer for n in self.nodes}  # type: ignore[misc]
+
+    def arg_names(self) -> dict[str, str]:
+        names = {b: f"in_ptr{i}" for i, b in enumerate(self.inputs)}
+        names.update({b: f"out_ptr{i}" for i, b in enumerate(self.stores)})
+        return names

@@ -1,0 +1,183 @@
+"""The compiler's packages import each other in one direction only.
+
+The pipeline runs capture -> lowering -> schedule -> codegen -> runtime, and a package
+may import only the packages before it (a stage knows the products of the stages before
+it, never the ones after), with ir underneath all of them. Codegen never imports
+lowering (lowering modules register ATen lowerings on import; codegen sees only IR and
+the schedule). Top-level modules that import no package (options, events) are shared by
+all; the drivers (compile_fx, pipeline, cli, ...) sit above every package.
+
+The imports are read from the source with `ast`, so a lazy import inside a function or
+under `if TYPE_CHECKING:` counts like any other.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2] / "compiler"
+ORDER = ["ir", "capture", "lowering", "schedule", "codegen", "runtime"]
+FORBIDDEN = {("codegen", "lowering")}
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(ROOT.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _resolve(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")
+    base = base[: len(base) - node.level + (1 if is_package else 0)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imports(path: Path) -> list[tuple[str, int, bool]]:
+    """(imported compiler module, line, imported at module level) for each import."""
+    tree = ast.parse(path.read_text())
+    module = _module_name(path)
+    top = {id(n) for n in _module_level(tree.body)}
+    out: list[tuple[str, int, bool]] = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _resolve(node, module, path.name == "__init__.py")
+            names = [base] + [f"{base}.{a.name}" for a in node.names]
+        for name in names:
+            if name == "compiler" or name.startswith("compiler."):
+                out.append((name, node.lineno, id(node) in top))
+    return out
+
+
+def _module_level(body: list[ast.stmt]) -> list[ast.stmt]:
+    """Statements that run at import time (including those under `if` and `try`)."""
+    out: list[ast.stmt] = []
+    for stmt in body:
+        out.append(stmt)
+        if isinstance(stmt, (ast.If, ast.Try)):
+            for block in ([stmt.body, stmt.orelse] if isinstance(stmt, ast.If) else
+                          [stmt.body, stmt.orelse, stmt.finalbody,
+                           *[h.body for h in stmt.handlers]]):
+                out.extend(_module_level(block))
+    return out
+
+
+def _files() -> dict[str, Path]:
+    return {_module_name(p): p for p in sorted(ROOT.rglob("*.py"))}
+
+
+def _known(name: str, modules: dict[str, Path]) -> str | None:
+    """The compiler module an imported name refers to (`compiler.ir.ops.ops` -> ir.ops)."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def _package(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in ORDER) else None
+
+
+def _graph() -> dict[str, list[tuple[str, int, bool]]]:
+    modules = _files()
+    graph: dict[str, list[tuple[str, int, bool]]] = {}
+    for name, path in modules.items():
+        edges = []
+        for imported, line, top in _imports(path):
+            target = _known(imported, modules)
+            if target is not None and target != name and (target, line, top) not in edges:
+                edges.append((target, line, top))
+        graph[name] = edges
+    return graph
+
+
+def _shared_modules(graph: dict[str, list[tuple[str, int, bool]]]) -> set[str]:
+    """Top-level modules that import no package: importable from anywhere."""
+    return {m for m, edges in graph.items()
+            if _package(m) is None and m != "compiler"
+            and not any(_package(t) for t, _, _ in edges)}
+
+
+def test_packages_are_known() -> None:
+    found = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
+    assert found == set(ORDER), f"add new packages to ORDER in this test: {found ^ set(ORDER)}"
+
+
+def test_packages_import_only_earlier_packages() -> None:
+    graph = _graph()
+    shared = _shared_modules(graph)
+    bad = []
+    for module, edges in graph.items():
+        src = _package(module)
+        if src is None:
+            continue
+        for target, line, _ in edges:
+            dst = _package(target)
+            where = f"{module}:{line} imports {target}"
+            if dst is None:
+                if target not in shared:
+                    bad.append(f"{where} (a driver module; packages must not import it)")
+            elif dst != src and (ORDER.index(dst) > ORDER.index(src)
+                                 or (src, dst) in FORBIDDEN):
+                bad.append(f"{where} ({src} must not import {dst})")
+    assert not bad, "\n".join(bad)
+
+
+def test_no_lazy_imports_across_packages() -> None:
+    """A function-level import from another package is how a cycle gets hidden."""
+    bad = []
+    for module, edges in _graph().items():
+        src = _package(module)
+        if src is None:
+            continue
+        bad += [f"{module}:{line} imports {target} inside a function"
+                for target, line, top in edges if not top and _package(target) != src]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_import_cycles_between_modules() -> None:
+    graph = {m: sorted({t for t, _, top in edges if top}) for m, edges in _graph().items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        stack.append(m)
+        for t in graph.get(m, []):
+            if state.get(t) == 1:
+                return stack[stack.index(t):] + [t]
+            if t not in state and (cycle := visit(t)):
+                return cycle
+        stack.pop()
+        state[m] = 2
+        return None
+
+    for m in graph:
+        if m not in state and (cycle := visit(m)):
+            pytest.fail("import cycle: " + " -> ".join(cycle))
+
+
+def test_checker_sees_a_violation(tmp_path: Path) -> None:
+    """The reader finds lazy imports and TYPE_CHECKING imports, so the tests can fail."""
+    src = tmp_path / "compiler" / "schedule" / "x.py"
+    src.parent.mkdir(parents=True)
+    src.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                   "    from compiler.codegen.kernel import K\n"
+                   "def f():\n    from compiler.runtime import loader\n")
+    global ROOT
+    saved, ROOT = ROOT, tmp_path / "compiler"
+    try:
+        found = _imports(src)
+    finally:
+        ROOT = saved
+    assert ("compiler.codegen.kernel", 3, True) in found
+    assert ("compiler.runtime.loader", 5, False) in found
