@@ -20,6 +20,7 @@ from flask import Flask
 from server import api, pages
 from server.errors import register_error_handlers
 from server.jobs import JobManager
+from server.kcache import shared_kernel_cache
 from server.pool import WarmPool
 from server.sandbox import Limits, SandboxSpec, default_readonly_paths, probe_isolation
 from server.state import EXTENSION, AppState
@@ -34,6 +35,11 @@ REPO_DIR = Path(__file__).resolve().parent.parent
 def default_database() -> str:
     data_home = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
     return str(Path(data_home) / "kernelscope" / "traces.sqlite3")
+
+
+def default_kernel_cache() -> str:
+    cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return str(Path(cache_home) / "kernelscope" / "server-kernels")
 
 
 def default_config() -> dict[str, Any]:
@@ -61,6 +67,7 @@ def default_config() -> dict[str, Any]:
         "WARM_POOL": None,  # warm workers kept started (None: MAX_JOBS; 0: every job cold)
         "WARM_IMPORTS": ["torch", "compiler.pipeline", "compiler.cli"],  # imported when warm
         "WARM_UP": True,  # warm workers compile a built-in snippet before taking a job
+        "KERNEL_CACHE": default_kernel_cache(),  # shared across jobs ("" turns it off)
         "ISOLATION": "auto",  # "auto", "bubblewrap" (required) or "rlimits-only"
         "SANDBOX_UID": 65534,  # the uid/gid workers drop to when the server runs as root
         "SANDBOX_GID": 65534,
@@ -94,6 +101,10 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     cfg = app.config
     store = TraceStore(cfg["DATABASE"])  # before the sandbox probe: it hides this folder
     limits = Limits.from_config(cfg)
+    if cfg["KERNEL_CACHE"]:
+        # Jobs see the shared kernel cache read-only (server/kcache.py).
+        Path(cfg["KERNEL_CACHE"]).mkdir(parents=True, exist_ok=True, mode=0o755)
+        cfg["EXTRA_RO_PATHS"] = [*cfg["EXTRA_RO_PATHS"], str(cfg["KERNEL_CACHE"])]
     spec = _sandbox_spec(cfg)
     repo = Path(cfg["REPO_DIR"])
     isolation = probe_isolation(
@@ -109,18 +120,23 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         repo_dir=repo,
         scratch_root=cfg["SCRATCH_ROOT"],
     )
+    kcache = shared_kernel_cache(cfg["KERNEL_CACHE"], settings)
+    if cfg["KERNEL_CACHE"] and kcache is None:
+        app.logger.warning("kernel cache: not shared (a job could write it)")
     pool = WarmPool(
         settings,
         int(cfg["MAX_JOBS"] if cfg["WARM_POOL"] is None else cfg["WARM_POOL"]),
         list(cfg["WARM_IMPORTS"]),
         bool(cfg["WARM_UP"]),
+        kcache=kcache,
     )
     jobs = JobManager(
-        lambda job: run_job(job, settings, store, pool),
+        lambda job: run_job(job, settings, store, pool, kcache),
         int(cfg["MAX_JOBS"]),
         int(cfg["QUEUE_SIZE"]),
         float(cfg["JOB_RETENTION_S"]),
         pool,
+        kcache,
     )
     app.extensions[EXTENSION] = AppState(
         store, jobs, settings, Path(cfg["WEBUI_DIR"]), Path(cfg["SAMPLES_DIR"])

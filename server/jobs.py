@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from server.kcache import KernelCache
 from server.pool import WarmPool
 
 SCHEMA_VERSION = 1
@@ -151,9 +152,11 @@ class JobManager:
         queue_size: int,
         retention_s: float = 900.0,
         pool: WarmPool | None = None,
+        kcache: KernelCache | None = None,
     ) -> None:
         self.runner = runner
         self.pool = pool
+        self.kcache = kcache
         self.max_jobs = max(1, max_jobs)
         self.queue: queue.Queue[Job | None] = queue.Queue(maxsize=max(1, queue_size))
         self.retention_s = retention_s
@@ -204,6 +207,7 @@ class JobManager:
             }
         if self.pool is not None:
             out["pool"] = self.pool.stats()
+        out["kernel_cache"] = self.kcache.to_json() if self.kcache is not None else None
         return out
 
     def shutdown(self, timeout: float = 5.0) -> None:

@@ -101,7 +101,9 @@ class WarmPool:
         imports: list[str],
         warmup: bool,
         interpret: bool | None = None,
+        kcache: Any = None,  # server.kcache.KernelCache: entries linked in at spawn
     ) -> None:
+        self.kcache = kcache
         self.settings = settings
         self.size = max(0, size)
         self.imports = list(imports)
@@ -262,6 +264,8 @@ class WarmPool:
         iso = s.isolation
         scratch = make_scratch(s.scratch_root, iso)
         try:
+            if self.kcache is not None:
+                self.kcache.link_into(scratch)  # the warm-up finds its kernel built
             # Run as a script, not `-m server.warm`: that would import the server package
             # (Flask and all) into every worker.
             argv = [python, WARM_SCRIPT]

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from server.jobs import Job
-from server.pool import WarmPool
+from server.kcache import KernelCache
+from server.pool import WARM_TIMEOUT_S, WarmPool
 from server.sandbox import (
     Isolation,
     Limits,
@@ -38,6 +39,7 @@ from server.sandbox import (
     remove_scratch,
 )
 from server.store import TraceStore
+from server.warm import READY
 
 log = logging.getLogger(__name__)
 MiB = 1 << 20
@@ -90,10 +92,16 @@ def worker_argv(settings: WorkerSettings, job: Job, scratch: str) -> list[str]:
 
 
 def run_job(
-    job: Job, settings: WorkerSettings, store: TraceStore, pool: WarmPool | None = None
+    job: Job,
+    settings: WorkerSettings,
+    store: TraceStore,
+    pool: WarmPool | None = None,
+    kcache: KernelCache | None = None,
 ) -> None:
     """The JobManager's runner: one sandboxed worker from start to `done`. With a pool, the
-    worker is a warm one (server/pool.py) when one is there, else it starts cold."""
+    worker is a warm one (server/pool.py) when one is there, else it starts cold. With a
+    shared kernel cache (server/kcache.py) the job sees its entries and, once it is over,
+    what it built is verified or rebuilt and shared."""
     iso = settings.isolation
     if job.cancel_requested():
         job.publish("error", cancelled(job))
@@ -103,6 +111,8 @@ def run_job(
     scratch = warm.scratch if warm is not None else make_scratch(settings.scratch_root, iso)
     try:
         _write_snippet(job, scratch, iso)
+        if kcache is not None:
+            kcache.link_into(scratch)
         with contextlib.ExitStack() as stack:
             if warm is not None:
                 proc, stderr = warm.proc, warm.stderr
@@ -113,7 +123,8 @@ def run_job(
                 proc = _start_cold(job, settings, scratch, stderr)
             outcome = Outcome()
             try:
-                outcome = supervise(proc, job, settings.limits, scratch)
+                warming = warm is not None and warm.ready_at is None
+                outcome = supervise(proc, job, settings.limits, scratch, warming)
                 if outcome.done is not None:
                     finish(job, store, outcome.done)
             finally:
@@ -128,6 +139,8 @@ def run_job(
                     why = explain(outcome.reason, code, _tail(stderr), job, settings.limits)
                     job.publish("error", why)
                 finish(job, store, {"ok": False})
+        if kcache is not None:
+            kcache.promote(scratch)  # the worker is dead: its files are only data now
     finally:
         remove_scratch(scratch)
 
@@ -165,11 +178,15 @@ def _write_snippet(job: Job, scratch: Path, iso: Isolation) -> None:
         os.chown(path, iso.uid, iso.gid if iso.gid is not None else -1)
 
 
-def supervise(proc: subprocess.Popen[bytes], job: Job, limits: Limits, scratch: Path) -> Outcome:
-    """Relay the worker's events until `done`, EOF, or a limit is hit."""
+def supervise(
+    proc: subprocess.Popen[bytes], job: Job, limits: Limits, scratch: Path, warming: bool = False
+) -> Outcome:
+    """Relay the worker's events until `done`, EOF, or a limit is hit. A warm worker still
+    warming up (`warming`) gets its wall clock from its ready line on: the limit is for the
+    job, not for our warm-up (which the ready line ends, before the snippet is read)."""
     assert proc.stdout is not None
     fd = proc.stdout.fileno()
-    deadline = time.monotonic() + limits.wall_s
+    deadline = time.monotonic() + limits.wall_s + (WARM_TIMEOUT_S if warming else 0.0)
     next_check = time.monotonic() + 1.0
     pending, total = bytearray(), 0
     while True:
@@ -196,6 +213,9 @@ def supervise(proc: subprocess.Popen[bytes], job: Job, limits: Limits, scratch: 
         lines = bytes(pending + chunk[: cut + 1] if chunk else pending).split(b"\n")
         pending = bytearray(chunk[cut + 1 :] if chunk else b"")
         for line in lines:
+            if warming and line.strip() == READY.strip():
+                warming, deadline = False, time.monotonic() + limits.wall_s
+                continue
             event = parse_event(line)
             if event is None:
                 continue

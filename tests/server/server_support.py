@@ -78,6 +78,7 @@ def make_app(tmp_path: Path) -> Iterator[AppFactory]:
             # Warm workers for the fake worker: nothing to import, nothing to warm up.
             "WARM_IMPORTS": [],
             "WARM_UP": False,
+            "KERNEL_CACHE": str(tmp_path / "kernels"),
         }
         config.update(overrides)
         app = create_app(config)
@@ -131,6 +132,21 @@ def first_error(events: list[dict[str, Any]]) -> dict[str, Any]:
     errors = [e["data"] for e in events if e["stage"] == "error"]
     assert errors, f"no error event in {[e['stage'] for e in events]}"
     return errors[0]
+
+
+def idle_warm_workers(*apps: Flask) -> set[int]:
+    """Pids of every process in the process group of a warm worker of these apps that no
+    job has taken yet."""
+    pools = [state(app).jobs.pool for app in apps]
+    groups = {w.proc.pid for pool in pools if pool is not None for w in list(pool.workers)}
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[2]) in groups:
+                found.add(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
 
 
 def wait_until(check: Callable[[], bool], timeout: float = 10.0) -> bool:

@@ -30,6 +30,7 @@ from server_support import (
     add_relu_code,
     compile_events,
     first_error,
+    idle_warm_workers,
     state,
     stream,
     wait_until,
@@ -72,6 +73,13 @@ def processes(match: Callable[[str], bool]) -> list[int]:
 def in_sandbox(cmd: str) -> bool:
     markers = ("kernelscope-job-", "/scratch/snippet.py", "1000.4242", "forkbomb-4242")
     return any(marker in cmd for marker in markers)
+
+
+def job_processes(*apps: Flask) -> list[int]:
+    """Sandboxed processes left over from jobs: idle warm workers (no job yet) do not count."""
+    found = processes(in_sandbox)
+    idle = idle_warm_workers(*apps)  # after: a worker started in between is not in `found`
+    return [pid for pid in found if pid not in idle]
 
 
 def quick_cases(app: Flask, secret: Path, port: int) -> dict[str, str]:
@@ -126,6 +134,7 @@ def hostile_config(root: Path, timeout_s: float) -> dict[str, Any]:
         "WORKER_THREADS": 1,
         "HEARTBEAT_S": 1.0,
         "ISOLATION": ISOLATION,
+        "KERNEL_CACHE": str(root / "kernels"),
     }
 
 
@@ -285,7 +294,7 @@ def test_infinite_loop_with_escaped_children_is_killed(slow_client: FlaskClient)
         error = finished_with_error(compile_events(slow_client, code))
     assert error["kind"] == "timeout" and f"longer than {TIMEOUT_S} s" in error["message"]
     assert watch.most >= 50, "the snippet never started its children"
-    assert wait_until(lambda: not processes(in_sandbox), timeout=15)
+    assert wait_until(lambda: not job_processes(slow_client.application), timeout=15)
 
 
 def test_fork_bomb(slow_client: FlaskClient, hostile_app: Flask) -> None:
@@ -299,7 +308,9 @@ def test_fork_bomb(slow_client: FlaskClient, hostile_app: Flask) -> None:
         error = finished_with_error(compile_events(slow_client, code))
     assert error["kind"] in ("timeout", "exception", "killed"), error
     assert 100 < watch.most <= 256, watch.most  # it forked, and RLIMIT_NPROC held
-    assert wait_until(lambda: not processes(in_sandbox), timeout=30)
+    assert wait_until(
+        lambda: not job_processes(slow_client.application, hostile_app), timeout=30
+    )
 
 
 def test_a_normal_compile_works_afterwards(client: FlaskClient) -> None:
