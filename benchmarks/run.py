@@ -1,278 +1,110 @@
-"""Benchmark runner: Kernelscope against eager and Inductor on the samples at GPU sizes.
+"""Benchmark runner: Kernelscope against eager and Inductor, side by side, in one run.
 
-For each case (benchmarks/cases.py): check Kernelscope's output against eager, time eager,
-`torch.compile(fn, backend=<kernelscope>)` and `torch.compile(fn)` (Inductor), count the
-kernels each launches, and print a Markdown table that is also appended, with the date,
-GPU and versions, to docs/perf.md (or --out). Numbers only: a slow case never fails.
-Each case runs in its own process, so a crash or a faulting kernel loses one row.
+    python -m benchmarks                          # GPU: the 16-case suite, six models, overheads
+    python -m benchmarks --device cpu             # the CPU-sized suite against Inductor's C++
+    python -m benchmarks --device cpu --size smoke --cases gelu_tanh,softmax --out -  # CI
+    python -m benchmarks --only suite --cases softmax,cross_entropy --json OUT/bench.json
 
-    PYTHONPATH=. python benchmarks/run.py [--cases add_relu,softmax] [--device cuda]
-                                          [--out docs/perf.md] [--small] [--no-inductor]
-
---small runs the samples' own (small) example inputs: a quick check on a CPU.
+Every item (a suite case, a model, an overhead probe) runs in its own process with a
+time limit, so a crash, a faulting kernel or a hang costs one row. `--jobs N` runs N items
+at once: they compile in parallel, but each takes one run-wide lock for its timings, so
+no two items time at the same time. Raw results go to --json after every item (a run cut
+short keeps what it measured); the Markdown section is printed and appended to --out.
+Timings never fail the run; it exits 1 when Kernelscope errored or mismatched somewhere.
 """
 
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import json
 import os
 import platform
 import shlex
 import subprocess
 import sys
-import traceback
-from collections.abc import Callable
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
-
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:  # `python benchmarks/run.py` without PYTHONPATH=.
-    sys.path.insert(0, str(ROOT))
 
 import torch
 
 from benchmarks import cases as case_table
-from benchmarks.snippet import load_snippet, sample_paths
-from benchmarks.timing import count_kernels, median_ms
+from benchmarks import models as model_table
+from benchmarks.measure import LOCK_ENV, measure
+from benchmarks.report import is_ok, section
+
+ROOT = Path(__file__).resolve().parent.parent
 
 RESULT_TAG = "KSBENCH-RESULT "
-SMALL_SKIP = {"graph_break"}  # its print() would run inside every timed call
+OVERHEADS = ["call_us", "graphs_chain10", "graphs_gpt2_block"]
 
 
-# ---- one case, in the current process ------------------------------------------------
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    return {"device": args.device, "size": args.size, "warmup": args.warmup, "rep": args.rep,
+            "inductor": args.inductor, "max_autotune": args.max_autotune}
 
 
-def _tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _tensors(v)]
-    return []
+def items(args: argparse.Namespace) -> list[str]:
+    only = set(args.only.split(",")) if args.only else {"suite", "models", "overhead"}
+    cuda = args.device.startswith("cuda")
+    wanted = [n for n in args.cases.split(",") if n]
+    out: list[str] = []
+    if "suite" in only:
+        default = [c.name for c in case_table.CASES] if cuda or args.size == "gpu" \
+            else case_table.CPU_SUITE
+        names = [c.name for c in case_table.by_name(wanted)] if wanted else default
+        out += [f"case:{n}" for n in names]
+    if "models" in only and (cuda or "models" in (args.only or "")):
+        wanted_models = [n for n in args.models.split(",") if n]
+        out += [f"model:{m.name}" for m in model_table.by_name(wanted_models)]
+    if "overhead" in only:
+        out += [f"overhead:{n}" for n in OVERHEADS]
+    return out
 
 
-def _bytes_moved(fn: Any, inputs: tuple[Any, ...], out: Any) -> int:
-    tensors = _tensors(inputs) + _tensors(out)
-    if isinstance(fn, torch.nn.Module):
-        tensors += list(fn.parameters()) + list(fn.buffers())
-    seen: dict[int, int] = {}
-    for t in tensors:  # count each storage once (views of one input are one read)
-        seen[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
-    return sum(seen.values())
+def _child_env(lock: str, scratch: str) -> dict[str, str]:
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    env[LOCK_ENV] = lock
+    # Cold compiles: every cache starts empty, per item.
+    env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(scratch, "inductor")
+    env["TRITON_CACHE_DIR"] = os.path.join(scratch, "triton")
+    env["KERNELSCOPE_CACHE"] = os.path.join(scratch, "kernelscope")
+    return env
 
 
-def _compare(out: Any, ref: Any, rtol: float, atol: float) -> dict[str, Any]:
-    outs, refs = _tensors(out), _tensors(ref)
-    if len(outs) != len(refs):
-        return {"ok": False, "max_abs_err": None, "why": f"{len(outs)} outputs, eager {len(refs)}"}
-    worst, ok = 0.0, True
-    for o, r in zip(outs, refs):
-        if o.shape != r.shape:
-            return {
-                "ok": False,
-                "max_abs_err": None,
-                "why": f"shape {list(o.shape)} vs {list(r.shape)}",
-            }
-        o, r = o.double(), r.double()
-        worst = max(worst, (o - r).abs().max().item() if o.numel() else 0.0)
-        ok = ok and torch.allclose(o, r, rtol=rtol, atol=atol, equal_nan=True)
-    return {"ok": ok, "max_abs_err": worst, "why": None if ok else f"max abs err {worst:.3g}"}
-
-
-def _shapes(inputs: tuple[Any, ...]) -> str:
-    return " ".join("x".join(map(str, t.shape)) or "scalar" for t in _tensors(inputs))
-
-
-def _load(name: str, device: str, small: bool) -> tuple[Any, tuple[Any, ...], Any]:
-    if small:
-        snippet = load_snippet(case_table.SAMPLES_DIR / f"{name}.py", device=device)
-        return snippet.entry, snippet.example_inputs, None
-    case = case_table.by_name([name])[0]
-    fn, inputs = case.make(device)
-    return fn, inputs, case.bytes_moved
-
-
-def _measure_compiled(
-    label: str, fn: Any, inputs: tuple[Any, ...], ref: Any, backend: Any, args: argparse.Namespace
-) -> dict[str, Any]:
-    res: dict[str, Any] = {}
-    try:
-        torch._dynamo.reset()  # each backend compiles from scratch, nothing shared
-        compiled = torch.compile(fn, backend=backend)
-        out = compiled(*inputs)
-        res["check"] = _compare(out, ref, args.rtol, args.atol)
-        res["ms"] = median_ms(lambda: compiled(*inputs), args.device, args.warmup, args.rep)
-        res["kernels"] = count_kernels(lambda: compiled(*inputs), args.device)
-    except Exception as e:  # noqa: BLE001 - a failing backend is a row, not a crash
-        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-        res["error"] = f"{type(e).__name__}: {first}"[:300]
-        print(f"[{label}] {traceback.format_exc()}", file=sys.stderr)
-    return res
-
-
-def _kernelscope_backend() -> tuple[Any, str | None]:
-    try:
-        from compiler import backend as ks_backend
-    except Exception as e:  # noqa: BLE001 - report it in every row instead
-        return None, f"import compiler failed: {type(e).__name__}: {e}"
-    return ks_backend, None
-
-
-def measure(name: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Everything the table says about one case."""
-    torch.manual_seed(0)
-    fn, inputs, bytes_fn = _load(name, args.device, args.small)
-    row: dict[str, Any] = {"case": name, "shapes": _shapes(inputs)}
-    with torch.no_grad():
-        ref = fn(*inputs)
-        row["bytes"] = bytes_fn(inputs, ref) if bytes_fn else _bytes_moved(fn, inputs, ref)
-        row["eager"] = {
-            "ms": median_ms(lambda: fn(*inputs), args.device, args.warmup, args.rep),
-            "kernels": count_kernels(lambda: fn(*inputs), args.device),
-        }
-        # Inductor first: a Kernelscope kernel that faults poisons the CUDA context, and
-        # should cost only its own column.
-        if args.inductor:
-            row["inductor"] = _measure_compiled("inductor", fn, inputs, ref, "inductor", args)
-        ks_backend, why = _kernelscope_backend()
-        row["kernelscope"] = (
-            _measure_compiled("kernelscope", fn, inputs, ref, ks_backend, args)
-            if ks_backend
-            else {"error": why}
-        )
-    return row
-
-
-# ---- many cases, one process each ----------------------------------------------------
-
-
-def _child_argv(name: str, args: argparse.Namespace) -> list[str]:
-    argv = [
-        sys.executable,
-        "-m",
-        "benchmarks.run",
-        "--child",
-        name,
-        "--device",
-        args.device,
-        "--warmup",
-        str(args.warmup),
-        "--rep",
-        str(args.rep),
-        "--rtol",
-        str(args.rtol),
-        "--atol",
-        str(args.atol),
-    ]
-    return argv + (["--small"] if args.small else []) + ([] if args.inductor else ["--no-inductor"])
-
-
-def run_isolated(name: str, args: argparse.Namespace) -> dict[str, Any]:
-    env = dict(
-        os.environ,
-        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-    )
-    try:
-        proc = subprocess.run(
-            _child_argv(name, args),
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.PIPE,
-            text=True,
-            timeout=args.case_timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return {"case": name, "failed": f"timed out after {args.case_timeout} s"}
+def run_isolated(item: str, args: argparse.Namespace, lock: str) -> dict[str, Any]:
+    name = item.split(":", 1)[1]
+    with tempfile.TemporaryDirectory(prefix="ksbench-") as scratch:
+        cmd = [sys.executable, "-m", "benchmarks.run", "--child", item,
+               "--settings", json.dumps(_settings(args))]
+        try:
+            proc = subprocess.run(cmd, cwd=ROOT, env=_child_env(lock, scratch),
+                                  stdout=subprocess.PIPE, text=True,
+                                  timeout=args.item_timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return {"item": item, "case": name, "failed": f"timed out after {args.item_timeout} s"}
     for line in proc.stdout.splitlines():
         if line.startswith(RESULT_TAG):
-            return json.loads(line[len(RESULT_TAG) :])
+            return json.loads(line[len(RESULT_TAG):])
     how = f"signal {-proc.returncode}" if proc.returncode < 0 else f"exit {proc.returncode}"
-    return {"case": name, "failed": f"crashed ({how}), see stderr"}
-
-
-# ---- the report ----------------------------------------------------------------------
-
-
-def _ms(res: dict[str, Any] | None) -> float | None:
-    return res.get("ms") if res else None
-
-
-def _fmt_ms(ms: float | None) -> str:
-    return "—" if ms is None else f"{ms:.3f}" if ms < 100 else f"{ms:.1f}"
-
-
-def _ratio(a: float | None, b: float | None) -> str:
-    return "—" if not a or not b else f"{a / b:.2f}x"
-
-
-def _kernels(row: dict[str, Any]) -> str:
-    parts = [(row.get(k) or {}).get("kernels") for k in ("eager", "kernelscope", "inductor")]
-    return "/".join("—" if n is None else str(n) for n in parts)
-
-
-def _check(row: dict[str, Any]) -> str:
-    if "failed" in row:
-        return f"**{row['failed']}**"
-    ks = row.get("kernelscope") or {}
-    if "error" in ks:
-        return f"**error**: {ks['error']}".replace("|", "\\|")
-    check = ks.get("check") or {}
-    return "ok" if check.get("ok") else f"**mismatch**: {check.get('why')}"
-
-
-def table(rows: list[dict[str, Any]], peak_gbps: float | None) -> str:
-    head = (
-        "| case | shapes | eager ms | kernelscope ms | inductor ms | kernels e/ks/ind "
-        "| ks vs eager | ks vs inductor | ks GB/s | % of peak | check |"
-    )
-    lines = [head, "|" + "---|" * 11]
-    for row in rows:
-        eager, ks, ind = (_ms(row.get(k)) for k in ("eager", "kernelscope", "inductor"))
-        gbps = row["bytes"] / (ks * 1e-3) / 1e9 if ks and row.get("bytes") else None
-        pct = f"{100 * gbps / peak_gbps:.0f}%" if gbps and peak_gbps else "—"
-        lines.append(
-            " | ".join(
-                [
-                    f"| {row['case']}",
-                    row.get("shapes", ""),
-                    _fmt_ms(eager),
-                    _fmt_ms(ks),
-                    _fmt_ms(ind),
-                    _kernels(row),
-                    _ratio(eager, ks),
-                    _ratio(ind, ks),
-                    "—" if gbps is None else f"{gbps:.0f}" if gbps >= 100 else f"{gbps:.1f}",
-                    pct,
-                    _check(row) + " |",
-                ]
-            )
-        )
-    return "\n".join(lines)
+    return {"item": item, "case": name, "failed": f"crashed ({how}), see stderr"}
 
 
 def _run(cmd: list[str]) -> str | None:
     try:
-        return (
-            subprocess.run(
-                cmd, capture_output=True, text=True, timeout=30, check=True
-            ).stdout.strip()
-            or None
-        )
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=30,
+                              check=True).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         return None
 
 
 def environment(device: str) -> dict[str, Any]:
-    env: dict[str, Any] = {
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "device": device,
-        "cuda": torch.version.cuda,
-    }
+    env: dict[str, Any] = {"torch": torch.__version__, "python": platform.python_version(),
+                           "device": device, "cuda": torch.version.cuda,
+                           "threads": torch.get_num_threads()}
     try:
         import triton
 
@@ -286,119 +118,89 @@ def environment(device: str) -> dict[str, Any]:
     else:
         env["gpu"] = None
         env["cpu"] = platform.processor() or platform.machine()
-    env["commit"] = (
-        os.environ.get("KERNELSCOPE_COMMIT")
-        or _run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"])
-        or "unknown"
-    )
+    env["commit"] = (os.environ.get("KERNELSCOPE_COMMIT")
+                     or _run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"])
+                     or "unknown")
     return env
 
 
-def section(
-    rows: list[dict[str, Any]],
-    env: dict[str, Any],
-    peak: float | None,
-    args: argparse.Namespace,
-    command: str,
-) -> str:
-    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    where = env.get("gpu") or f"CPU ({env.get('cpu')})"
-    timing = (
-        "triton.testing.do_bench median" if args.device.startswith("cuda") else "wall-clock median"
-    ) + f", warmup {args.warmup} ms, rep {args.rep} ms"
-    peak_text = f"{peak:.0f} GB/s" if peak else "not measured"
-    return "\n".join(
-        [
-            f"## {when} · {where}",
-            "",
-            f"- command: `{command}`",
-            f"- device: {where}; driver {env.get('driver') or '—'}, CUDA {env.get('cuda') or '—'}; "
-            + f"measured copy bandwidth (peak): {peak_text}",
-            f"- torch {env['torch']}, triton {env.get('triton') or '—'}, "
-            + f"Python {env['python']}, kernelscope commit {env['commit']}",
-            f"- timing: {timing}; kernels: CUDA kernels per call (torch.profiler); "
-            + "GB/s: bytes of inputs and outputs over Kernelscope's time",
-            "",
-            table(rows, peak),
-            "",
-        ]
-    )
-
-
-def _cases(args: argparse.Namespace) -> list[str]:
-    wanted = [n for n in (args.cases or "").split(",") if n]
-    if args.small:
-        known = [p.stem for p in sample_paths() if p.stem not in SMALL_SKIP]
-        missing = sorted(set(wanted) - set(known))
-        if missing:
-            raise SystemExit(f"unknown sample(s): {', '.join(missing)}")
-        return wanted or known
-    return [c.name for c in case_table.by_name(wanted)]
-
-
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    p.add_argument("--cases", default="", help="comma-separated case names (default: all)")
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cuda")
-    p.add_argument(
-        "--out",
-        default=str(ROOT / "docs" / "perf.md"),
-        help="Markdown file to append the dated section to; '-' for none",
-    )
-    p.add_argument("--json", default=None, help="also write the raw results here")
-    p.add_argument("--small", action="store_true", help="the samples' own example inputs")
+    p.add_argument("--size", choices=case_table.SIZES, default=None,
+                   help="input sizes (default: gpu on cuda, cpu on the CPU)")
+    p.add_argument("--only", default="", help="comma-separated: suite, models, overhead")
+    p.add_argument("--cases", default="", help="suite cases (default: the device's suite)")
+    p.add_argument("--models", default="", help="models (default: all six)")
+    p.add_argument("--out", default=str(ROOT / "docs" / "perf.md"),
+                   help="Markdown file to append the dated section to; '-' for none")
+    p.add_argument("--json", default=None, help="raw results, rewritten after every item")
+    p.add_argument("--title", default="", help="a few words for the section's heading")
     p.add_argument("--no-inductor", dest="inductor", action="store_false")
+    p.add_argument("--max-autotune", action="store_true",
+                   help="also Inductor with mode='max-autotune-no-cudagraphs'")
     p.add_argument("--warmup", type=int, default=25, help="ms of warmup per timing")
     p.add_argument("--rep", type=int, default=100, help="ms of timed calls per timing")
-    p.add_argument("--rtol", type=float, default=1e-3)
-    p.add_argument("--atol", type=float, default=1e-3)
-    p.add_argument(
-        "--no-isolate",
-        dest="isolate",
-        action="store_false",
-        help="run every case in this process (faster, less robust)",
-    )
-    p.add_argument("--case-timeout", type=int, default=300, help="seconds per case")
+    p.add_argument("--jobs", type=int, default=1, help="items compiling at once")
+    p.add_argument("--item-timeout", type=int, default=300, help="seconds per item")
+    p.add_argument("--no-isolate", dest="isolate", action="store_false",
+                   help="run every item in this process (faster, less robust)")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--settings", default=None, help=argparse.SUPPRESS)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.child:
-        print(RESULT_TAG + json.dumps(measure(args.child, args)), flush=True)
+        print(RESULT_TAG + json.dumps(measure(args.child, json.loads(args.settings))),
+              flush=True)
         return 0
-    if args.device.startswith("cuda") and not torch.cuda.is_available():
-        raise SystemExit("no CUDA device here; use --device cpu --small for a quick check")
-    names = _cases(args)
+    cuda = args.device.startswith("cuda")
+    args.size = args.size or ("gpu" if cuda else "cpu")
+    if cuda and not torch.cuda.is_available():
+        raise SystemExit("no CUDA device here; use --device cpu")
+    todo = items(args)
     env = environment(args.device)
     peak = None
-    if args.device.startswith("cuda"):
+    if cuda:
         from benchmarks.bandwidth import copy_gbps
 
         peak = copy_gbps(args.device)
-    rows: list[dict[str, Any]] = []
-    runner: Callable[[str, argparse.Namespace], dict[str, Any]] = (
-        run_isolated if args.isolate else measure
-    )
-    for name in names:
-        print(f"-- {name}", file=sys.stderr, flush=True)
-        rows.append(runner(name, args))
-        if args.json:  # after every case, so a run cut short keeps what it measured
-            raw = {"env": env, "peak_gbps": peak, "rows": rows}
-            Path(args.json).write_text(json.dumps(raw, indent=1))
-    command = "PYTHONPATH=. python benchmarks/run.py " + shlex.join(argv or sys.argv[1:])
-    text = section(rows, env, peak, args, command.strip())
+    rows: dict[str, dict[str, Any]] = {}
+    done = threading.Lock()
+    lock_file = tempfile.NamedTemporaryFile(prefix="ksbench-lock-", delete=False)
+    lock_file.close()
+
+    def one(item: str) -> None:
+        print(f"-- {item}", file=sys.stderr, flush=True)
+        row = run_isolated(item, args, lock_file.name) if args.isolate \
+            else measure(item, _settings(args))
+        with done:
+            rows[item] = row
+            print(f"-- {item}: {'ok' if is_ok(row) else 'PROBLEM'}", file=sys.stderr,
+                  flush=True)
+            if args.json:  # after every item, so a run cut short keeps what it measured
+                ordered = [rows[i] for i in todo if i in rows]
+                Path(args.json).write_text(json.dumps(
+                    {"env": env, "peak_gbps": peak, "settings": _settings(args),
+                     "rows": ordered}, indent=1))
+
+    with ThreadPoolExecutor(max(1, args.jobs if args.isolate else 1)) as pool:
+        list(pool.map(one, todo))
+    os.unlink(lock_file.name)
+    ordered = [rows[i] for i in todo]
+    command = "python -m benchmarks " + shlex.join(argv if argv is not None else sys.argv[1:])
+    text = section(ordered, env, peak, _settings(args), command.strip(), args.title)
     print(text)
     if args.out != "-":
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         with out.open("a") as f:
-            f.write(("\n" if out.stat().st_size else "") + text)
+            f.write(("\n" if out.exists() and out.stat().st_size else "") + text)
         print(f"appended to {out}", file=sys.stderr)
-    bad = [r["case"] for r in rows if _check(r) != "ok"]
+    bad = [r["case"] for r in ordered if not is_ok(r)]
     if bad:
         print(f"Kernelscope failed or mismatched on: {', '.join(bad)}", file=sys.stderr)
     return 1 if bad else 0

@@ -1,17 +1,19 @@
 """Timing and kernel counting, the same way for eager, Kernelscope and Inductor.
 
 On a GPU, time is triton.testing.do_bench's median (it flushes L2 between calls), and
-kernels are the CUDA kernel events torch.profiler records per call. On a CPU, time is the
-median of a wall-clock loop and kernels are not counted.
+kernels are the CUDA kernel events torch.profiler records per call. On a CPU, time is
+torch.utils.benchmark's median (blocked_autorange over `rep` ms) and kernels are not
+counted.
 """
 
 from __future__ import annotations
 
-import statistics
 import time
 import warnings
 from collections.abc import Callable
 from typing import Any
+
+import torch
 
 
 def median_ms(fn: Callable[[], Any], device: str, warmup: int = 25, rep: int = 100) -> float:
@@ -24,17 +26,19 @@ def median_ms(fn: Callable[[], Any], device: str, warmup: int = 25, rep: int = 1
 
 
 def _cpu_median_ms(fn: Callable[[], Any], warmup: int, rep: int) -> float:
+    from torch.utils.benchmark import Timer
+
     fn()
     start = time.perf_counter()
     while (time.perf_counter() - start) * 1e3 < warmup:
         fn()
-    samples: list[float] = []
-    start = time.perf_counter()
-    while len(samples) < 5 or (time.perf_counter() - start) * 1e3 < rep:
-        t0 = time.perf_counter()
-        fn()
-        samples.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(samples)
+    timer = Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    return float(timer.blocked_autorange(min_run_time=rep / 1e3).median * 1e3)
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
 
 
 def count_kernels(fn: Callable[[], Any], device: str, calls: int = 3) -> int | None:

@@ -2,7 +2,14 @@
 
     kernelscope compile FILE.py [--device cpu|cuda] [--backend cpp|triton]
                                 [--stage NAME] [--json] [--no-fusion] [--inductor]
+                                [--bundle B [--front-only]]
+    kernelscope stages B [--device cpu|cuda] [--backend cpp|triton] [--json] [--no-replay] ...
     kernelscope serve [--host 127.0.0.1] [--port 8765]
+
+`compile` runs both halves of the pipeline in this process. With `--front-only --bundle B`
+it runs only the front half (the snippet, `source` and `capture`) and writes the capture
+bundle B; `stages B` runs the back half (`lowering` .. `profile`) on it without running
+any of the snippet's code (docs/architecture.md, "Trust boundary").
 """
 
 from __future__ import annotations
@@ -10,7 +17,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -19,22 +28,34 @@ def _parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
     c = sub.add_parser("compile", help="compile a snippet and show every stage")
     c.add_argument("file")
-    c.add_argument("--device", choices=["cpu", "cuda"], default=None,
-                   help="where tensors live (default: cuda if available, else cpu)")
-    c.add_argument("--backend", choices=["auto", "cpp", "triton"], default="auto")
-    c.add_argument("--stage", default=None, help="print only this stage")
-    c.add_argument("--json", action="store_true", help="one JSON event per line")
+    _common(c)
     c.add_argument("--entry", default=None, help="function or module to compile")
-    c.add_argument("--no-fusion", action="store_true")
-    c.add_argument("--no-reuse", action="store_true", help="no buffer reuse")
-    c.add_argument("--no-profile", action="store_true")
-    c.add_argument("--inductor", action="store_true", help="also time TorchInductor")
+    c.add_argument("--bundle", default=None, help="write the capture bundle to this file")
+    c.add_argument("--front-only", action="store_true",
+                   help="run only source and capture (needs --bundle)")
+    b = sub.add_parser("stages", help="run the stages after capture on a capture bundle")
+    b.add_argument("bundle")
+    _common(b)
+    b.add_argument("--no-replay", action="store_true",
+                   help="do not repeat the bundle's source and capture events")
     s = sub.add_parser("serve", help="run the explorer (web UI and API)")
     s.add_argument("--host", default="127.0.0.1")
     s.add_argument("--port", type=int, default=8765)
     s.add_argument("--db", default=None)
     sub.add_parser("worker", help="run compile jobs from a Redis queue (see serve --help)")
     return p
+
+
+def _common(c: argparse.ArgumentParser) -> None:
+    c.add_argument("--device", choices=["cpu", "cuda"], default=None,
+                   help="where tensors live (default: cuda if available, else cpu)")
+    c.add_argument("--backend", choices=["auto", "cpp", "triton"], default="auto")
+    c.add_argument("--stage", default=None, help="print only this stage")
+    c.add_argument("--json", action="store_true", help="one JSON event per line")
+    c.add_argument("--no-fusion", action="store_true")
+    c.add_argument("--no-reuse", action="store_true", help="no buffer reuse")
+    c.add_argument("--no-profile", action="store_true")
+    c.add_argument("--inductor", action="store_true", help="also time TorchInductor")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.db:
             rest += ["--db", args.db]
         return serve_main(rest)
+    if args.command == "stages":
+        return _stages(args)
     return _compile(args)
 
 
@@ -79,26 +102,54 @@ def _syntax_error(code: str, filename: str, as_json: bool) -> int | None:
 
 
 def _compile(args: argparse.Namespace) -> int:
+    if args.front_only and not args.bundle:
+        print("kernelscope: --front-only needs --bundle FILE", file=sys.stderr)
+        return 2
     try:
         code = Path(args.file).read_text()
     except OSError as e:
         print(f"kernelscope: cannot read {args.file}: {e}", file=sys.stderr)
         return 2
-    early = _syntax_error(code, args.file, args.json)
-    if early is not None:
-        return early
+    if not args.bundle:  # with a bundle, the front half writes the error into it
+        early = _syntax_error(code, args.file, args.json)
+        if early is not None:
+            return early
+    options = _options(args, entry=args.entry)
+    from compiler.pipeline import run_front, run_pipeline
+
+    path = str(Path(args.file).resolve())
+    if not args.bundle:
+        return _print(run_pipeline(code, options, path), args)
+    if args.front_only:
+        return _print(run_front(code, options, args.bundle, path), args)
+    return _print(run_pipeline(code, options, path, bundle_path=args.bundle), args)
+
+
+def _stages(args: argparse.Namespace) -> int:
+    if not Path(args.bundle).is_file():
+        print(f"kernelscope: no such bundle: {args.bundle}", file=sys.stderr)
+        return 2
+    from compiler.pipeline import run_back
+
+    return _print(run_back(args.bundle, _options(args), replay=not args.no_replay), args)
+
+
+def _options(args: argparse.Namespace, entry: str | None = None) -> Any:
     device = args.device or _default_device()
     if args.backend == "triton" and device == "cpu":
-        os.environ.setdefault("TRITON_INTERPRET", "1")  # before torch imports triton
+        # Process start-up, before torch imports triton: the interpreter is chosen once,
+        # from the arguments, for this whole process.
+        os.environ.setdefault("TRITON_INTERPRET", "1")
     from compiler.options import CompileOptions
-    from compiler.pipeline import run_pipeline
 
-    path = Path(args.file)
-    options = CompileOptions(device=device, backend=args.backend, fusion=not args.no_fusion,
-                             memory_reuse=not args.no_reuse, profile=not args.no_profile,
-                             inductor=args.inductor, entry=args.entry)
+    return CompileOptions(device=device, backend=args.backend, fusion=not args.no_fusion,
+                          memory_reuse=not args.no_reuse, profile=not args.no_profile,
+                          inductor=args.inductor, entry=entry)
+
+
+def _print(events: Iterator[Any], args: argparse.Namespace) -> int:
     ok = True
-    for event in run_pipeline(code, options, str(path.resolve())):
+    for event in events:
         if args.stage and event.stage not in (args.stage, "error", "done"):
             continue
         if args.json:

@@ -19,8 +19,8 @@ from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 
 from compiler.capture.decompositions import decomposition_table
 from compiler.capture.fxgraph import node_lines, target_name
-from compiler.codegen.cpp import PRELUDE, CppKernel, generate_cpp
-from compiler.codegen.triton import TritonKernel, generate_triton
+from compiler.codegen.backend import Backend, GeneratedKernel
+from compiler.codegen.backends import choose_backend
 from compiler.codegen.wrapper import generate_wrapper
 from compiler.ir.handlers import describe, dtype_name
 from compiler.ir.indexing import index_vars, pexpr
@@ -42,14 +42,14 @@ class GraphWork:
     code_lines: list[str] = field(default_factory=list)
     lines: dict[str, int | None] = field(default_factory=dict)
     op_names: dict[str, str] = field(default_factory=dict)
-    backend: str = "cpp"
+    backend: Backend | None = None  # chosen once, in `lower`
     lowered: LoweredGraph | None = None
     sched: Schedule | None = None
     memory: MemoryPlan | None = None
-    kernels: list[Any] = field(default_factory=list)
+    kernels: list[GeneratedKernel] = field(default_factory=list)
     wrapper: str = ""
     wrapper_line_map: list[dict[str, Any]] = field(default_factory=list)
-    cpp_source: str = ""
+    build_source: str = ""  # what the backend builds before the first launch
     compiled: loader.CompiledGraph | None = None
 
     def __post_init__(self) -> None:
@@ -73,23 +73,19 @@ def _op_short(target: Any) -> str:
         target_name(target)
 
 
-def choose_backend(options: CompileOptions, device: str) -> str:
-    if device == "cuda":
-        if options.backend == "cpp":
-            raise ValueError("the C++ backend runs on the CPU; use --backend triton for cuda")
-        return "triton"
-    return "triton" if options.backend == "triton" else "cpp"
+def graph_device(example_inputs: Sequence[Any]) -> str:
+    """Where a graph's tensors live: its first tensor input's device (else the CPU)."""
+    devices = [t.device.type for t in example_inputs if isinstance(t, torch.Tensor)]
+    return devices[0] if devices else "cpu"
 
 
 # -- stages ------------------------------------------------------------------------------
 def lower(work: GraphWork) -> dict[str, Any]:
-    devices = [t.device.type for t in work.example_inputs if isinstance(t, torch.Tensor)]
-    backend = choose_backend(work.options, devices[0] if devices else "cpu")
-    # Split reductions pay off on a GPU's many multiprocessors; OpenMP splits loops itself.
-    split = work.options.split_reductions and backend == "triton"
+    work.backend = backend = choose_backend(work.options.backend,
+                                            graph_device(work.example_inputs), work.options)
+    split = work.options.split_reductions and backend.split_reductions
     lowering = GraphLowering(work.gm, work.example_inputs, work.lines, split_reductions=split)
     work.lowered = lowered = lowering.run()
-    work.backend = choose_backend(work.options, lowered.device)
     buffers = [_buffer_json(work, b) for b in lowered.buffers]
     return {
         "id": work.gid,
@@ -139,9 +135,8 @@ def _arg_text(a: Any) -> str:
 
 
 def schedule_stage(work: GraphWork) -> dict[str, Any]:
-    assert work.lowered is not None
-    work.sched = schedule(work.lowered, work.backend, work.options.fusion,
-                          work.options.persistent_rblock, work.op_names)
+    assert work.lowered is not None and work.backend is not None
+    work.sched = schedule(work.lowered, work.backend, work.options.fusion, work.op_names)
     return {"id": work.gid, **schedule_json(work.sched, work.lines)}
 
 
@@ -165,35 +160,18 @@ def memory_stage(work: GraphWork) -> dict[str, Any]:
 
 def codegen_stage(work: GraphWork) -> dict[str, Any]:
     assert work.sched is not None and work.memory is not None and work.lowered is not None
-    interpret = work.backend == "triton" and work.lowered.device == "cpu"
-    kernels, launches, sources = [], {}, []
-    for step in work.sched.steps:
-        if step.plan is None:
-            continue
-        header = _header(work, step)
-        k: TritonKernel | CppKernel
-        if work.backend == "triton":
-            k = generate_triton(step.plan, header, work.options.persistent_rblock, interpret)
-            meta = "".join(f", {m}={v}" for m, v in k.meta.items())
-            launches[step.name] = (f"{k.name}[{k.grid}]({', '.join(k.args)}, "
-                                   f"{', '.join(map(str, k.numels))}{meta}, "
-                                   f"num_warps={k.num_warps})")
-        else:
-            k = generate_cpp(step.plan, header)
-            launches[step.name] = f"{k.name}({', '.join(f'ptr({a})' for a in k.args)})"
-        kernels.append(k)
-        sources.append(k.source)
-    lib_path = None
-    if work.backend == "cpp":
-        work.cpp_source = PRELUDE + "\n" + "\n".join(sources)
-        lib_path = loader.cpp_library_path(work.cpp_source, work.options)
-    work.kernels = kernels
+    backend = work.backend
+    assert backend is not None
+    work.kernels = kernels = [backend.generate(step.plan, _header(work, step))
+                              for step in work.sched.steps if step.plan is not None]
+    work.build_source = backend.build_source(kernels)
+    artifact = loader.artifact_path(work.build_source, backend, work.options)
     work.wrapper, work.wrapper_line_map = generate_wrapper(
         [b.name for b in work.lowered.inputs], work.lowered.outputs, work.sched, work.memory,
-        work.backend, sources, launches, lib_path)
+        backend, kernels, artifact)
     return {
-        "id": work.gid, "backend": work.backend, "triton_interpret": interpret,
-        "kernels": [{"name": k.name, "language": "python" if work.backend == "triton" else "cpp",
+        "id": work.gid, **backend.to_json(), "triton_interpret": backend.emulated,
+        "kernels": [{"name": k.name, "language": backend.language, "target": backend.label,
                      "source": k.source, "line_map": _with_lines(work, k.line_map)}
                     for k in kernels],
         "wrapper": {"source": work.wrapper, "line_map": work.wrapper_line_map},
@@ -215,12 +193,13 @@ def _with_lines(work: GraphWork, line_map: list[dict[str, Any]]) -> list[dict[st
 
 
 def build_stage(work: GraphWork, warmup: bool = True) -> dict[str, Any]:
-    work.compiled = compiled = loader.load_graph(work.wrapper, work.cpp_source, work.backend,
-                                                 work.options)
+    assert work.backend is not None
+    work.compiled = compiled = loader.load_graph(
+        work.wrapper, work.build_source, work.backend, work.options,
+        [k.name for k in work.kernels])
     kernels = []
     if warmup:
-        kernels = loader.warmup(compiled, work.example_inputs,
-                                [k.name for k in work.kernels])
+        kernels = loader.warmup(compiled, work.example_inputs)
     return {"id": work.gid, "ms": compiled.ms, "cache_hit": compiled.cache_hit,
             "path": str(compiled.path), "build_ms": compiled.build_ms, "kernels": kernels}
 

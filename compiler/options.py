@@ -16,7 +16,7 @@ from typing import Any
 @dataclass(frozen=True)
 class CompileOptions:
     device: str = "cpu"  # "cpu" or "cuda": where the snippet's tensors live
-    backend: str = "auto"  # "cpp", "triton" or "auto" (triton on cuda, cpp on cpu)
+    backend: str = "auto"  # a registered backend's name, or "auto" (codegen/backends.py)
     fusion: bool = True  # vertical and horizontal fusion in the scheduler
     memory_reuse: bool = True  # reuse dead buffers in the memory plan
     split_reductions: bool = True  # two-kernel reductions when few outputs, long rows
@@ -38,13 +38,7 @@ class CompileOptions:
             raise ValueError(f"unknown compile option(s): {', '.join(unknown)}")
         return cls(**dict(values))
 
-    def resolved_backend(self) -> str:
-        if self.backend != "auto":
-            return self.backend
-        return "triton" if self.device.startswith("cuda") else "cpp"
-
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["extra"] = dict(self.extra)
-        out["backend"] = self.resolved_backend()
         return out

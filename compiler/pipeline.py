@@ -1,122 +1,103 @@
 """The pipeline: a flat list of named stages, each timed and reported as one event.
 
-    source -> capture -> lowering -> scheduling -> memory -> codegen -> compile -> run
-           -> profile -> done
+    front half (runs the snippet):  source -> capture            => capture bundle (a file)
+    back half (our code only):      lowering -> scheduling -> memory -> codegen -> compile
+                                    -> run -> profile -> done
 
-`run_pipeline` is a generator of StageEvents (docs/events.md). A failure in any stage
-becomes an `error` event naming the stage (and the user's line where known), followed
-by `done` with ok=false; nothing after it runs.
+`run_front` runs the snippet, captures its ATen graphs and writes them with their inputs
+to a bundle (compiler/capture/bundle.py); `run_back` reads a bundle, checks it, rebuilds
+the graphs and runs the stages after capture on them: `run` compares each compiled graph
+against the same graph run eagerly here, and `profile` times the same pair. Nothing in the
+back half calls the snippet's code, so a server can run the halves in two processes and
+trust what the back half says (docs/architecture.md, "Trust boundary"). `run_pipeline`
+does both in one process (the CLI, the tests), through the same bundle file.
+
+Every function here is a generator of StageEvents (docs/events.md). A failure in any stage
+becomes an `error` event naming the stage (and the user's line where known), followed by
+`done` with ok=false; nothing after it runs.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import platform
+import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 
-from compiler.capture.dynamo import Recorder
+from compiler.capture.bundle import Bundle, BundleError, BundleGraph, read_bundle, snapshot
+from compiler.capture.front import (
+    FrontRun,
+    StageFailed,
+    capture_stage,
+    source_stage,
+    write_front_bundle,
+)
 from compiler.capture.fxgraph import graph_json
+from compiler.codegen.backend import BuildError
+from compiler.codegen.backends import choose_backend
 from compiler.compile_fx import (
     GraphWork,
     build_stage,
     codegen_stage,
     lower,
-    make_backend,
     memory_stage,
     schedule_stage,
 )
 from compiler.events import StageEvent
-from compiler.ir.handlers import dtype_name
 from compiler.options import CompileOptions
 from compiler.runtime.cache import cache_root
-from compiler.runtime.cpp_build import BuildError
 from compiler.runtime.profile import compare_outputs, profile
 from compiler.runtime.timing import KernelLaunchError
-from compiler.snippet import Entry, SnippetError, run_snippet, user_line_of, write_snippet
+from compiler.snippet import SnippetError, captured_stdout, user_line_of, write_snippet
+
+R = TypeVar("R")
+FRONT_STAGES = ("source", "capture")
+STDOUT_LIMIT = 8000
 
 
-class StageFailed(Exception):
-    def __init__(self, stage: str, kind: str, message: str, line: int | None = None,
-                 tb: str | None = None, **extra: Any) -> None:
-        super().__init__(message)
-        self.data = {"stage": stage, "kind": kind, "message": message, "line": line,
-                     "traceback": tb, **extra}
+@dataclass
+class _Seq:
+    """Numbers the events of one stream."""
+
+    next: int = 0
+
+    def event(self, stage: str, ms: float, data: dict[str, Any]) -> StageEvent:
+        ev = StageEvent(self.next, stage, ms, data)
+        self.next += 1
+        return ev
 
 
-class _Run:
-    """State shared by the stages of one pipeline run (passed explicitly, never global)."""
-
-    def __init__(self, code: str, options: CompileOptions, path: Path) -> None:
-        self.code, self.options, self.path = code, options, path
-        self.code_lines = code.splitlines()
-        self.entry: Entry | None = None
-        self.works: list[GraphWork] = []
-        self.compiled: list[Any] = []
-        self.compiled_fn: Callable[..., Any] | None = None
+def _fail(seq: _Seq, data: dict[str, Any], **done: Any) -> Iterator[StageEvent]:
+    yield seq.event("error", 0.0, data)
+    yield seq.event("done", 0.0, {"ok": False, **done})
 
 
-def run_pipeline(code: str, options: CompileOptions, filename: str | None = None
-                 ) -> Iterator[StageEvent]:
-    path = Path(filename) if filename else write_snippet(code, cache_root(options.cache_dir)
-                                                         / "snippets")
-    if filename and not path.exists():
-        path.write_text(code)
-    run = _Run(code, options, path)
-    seq = 0
-    stages: list[tuple[str, Callable[[_Run], dict[str, Any]]]] = [
-        ("source", _source), ("capture", _capture), ("lowering", _per_graph(lower)),
-        ("scheduling", _per_graph(schedule_stage)), ("memory", _per_graph(memory_stage)),
-        ("codegen", _per_graph(codegen_stage)), ("compile", _compile), ("run", _run_stage),
-        ("profile", _profile),
-    ]
-    for name, fn in stages:
-        start = time.perf_counter()
-        printed = io.StringIO()
-        try:
-            # The snippet's own prints must not mix with our output (NDJSON on stdout).
-            with torch.no_grad(), contextlib.redirect_stdout(printed):
-                data = fn(run)
-            if printed.getvalue():
-                data["stdout"] = printed.getvalue()[-8000:]
-        except StageFailed as e:
-            yield StageEvent(seq, "error", 0.0, e.data)
-            yield StageEvent(seq + 1, "done", 0.0, {"ok": False})
-            return
-        except Exception as e:  # a compiler bug or an unsupported construct: report it
-            yield StageEvent(seq, "error", 0.0, _error_data(name, e, path))
-            yield StageEvent(seq + 1, "done", 0.0, {"ok": False})
-            return
-        yield StageEvent(seq, name, (time.perf_counter() - start) * 1000, data)
-        seq += 1
-    yield StageEvent(seq, "done", 0.0, {"ok": True})
-
-
-def _error_data(stage: str, e: BaseException, path: Path) -> dict[str, Any]:
-    kind = "build" if isinstance(e, BuildError) else "exception"
+def _error_data(stage: str, e: BaseException, path: Path | None) -> dict[str, Any]:
+    if isinstance(e, StageFailed):
+        return e.data
+    if isinstance(e, SnippetError):
+        return {"stage": stage, "kind": e.kind, "message": e.message, "line": e.line,
+                "traceback": e.tb}
+    kind = "build" if isinstance(e, BuildError) else \
+        "bundle" if isinstance(e, BundleError) else "exception"
     data: dict[str, Any] = {"stage": stage, "kind": kind,
                             "message": f"{type(e).__name__}: {e}",
-                            "line": user_line_of(e, path),
+                            "line": user_line_of(e, path) if path else None,
                             "traceback": traceback.format_exc(limit=-12)}
     if isinstance(e, BuildError):
         data.update(kernel=e.kernel, log=e.log)
     return data
 
 
-def _per_graph(fn: Callable[[GraphWork], dict[str, Any]]) -> Callable[[_Run], dict[str, Any]]:
-    def stage(run: _Run) -> dict[str, Any]:
-        return {"graphs": [fn(w) for w in run.works]}
-
-    return stage
-
-
-def _versions(device: str) -> dict[str, Any]:
+def versions(device: str) -> dict[str, Any]:
     try:
         import triton
 
@@ -130,84 +111,141 @@ def _versions(device: str) -> dict[str, Any]:
             "triton": triton_version, "gpu": gpu, "kernelscope": __version__}
 
 
-def _spec(name: str, t: Any) -> dict[str, Any]:
-    if isinstance(t, torch.Tensor):
-        return {"name": name, "shape": list(t.shape), "stride": list(t.stride()),
-                "dtype": dtype_name(t.dtype), "device": t.device.type}
-    return {"name": name, "value": repr(t)[:80]}
+# -- front half ----------------------------------------------------------------------------
+def run_front(code: str, options: CompileOptions, bundle_path: str | Path,
+              filename: str | None = None, _seq: _Seq | None = None
+              ) -> Iterator[StageEvent]:
+    """Run the snippet (`source`, `capture`) and write the capture bundle.
 
-
-def _source(run: _Run) -> dict[str, Any]:
-    opts = run.options
-    if opts.device == "cuda" and not torch.cuda.is_available():
-        raise StageFailed("source", "unsupported", "device 'cuda' requested but no GPU is "
-                          "available on this host; use device 'cpu'")
+    Yields `source` and `capture` (or `error` then `done`). The bundle is written in every
+    case where this function returns: after a failure it holds the error, so the back half
+    can report it. `filename` is where the snippet is (or is written) for line numbers.
+    """
+    path = Path(filename) if filename else write_snippet(code, cache_root(options.cache_dir)
+                                                         / "snippets")
+    if filename and not path.exists():
+        path.write_text(code)
+    run = FrontRun(code, options, path)
+    seq = _Seq() if _seq is None else _seq
+    for name, fn in (("source", source_stage), ("capture", capture_stage)):
+        start = time.perf_counter()
+        try:
+            # The snippet's prints (Python or fd 1) are data: they never reach our output.
+            with torch.no_grad(), captured_stdout(STDOUT_LIMIT) as printed:
+                data = fn(run)
+        except Exception as e:  # StageFailed, or a compiler bug / unsupported construct
+            err = _error_data(name, e, path)
+            run.events["error"] = {"ms": 0.0, "data": err}
+            write_front_bundle(run, bundle_path)
+            yield from _fail(seq, err)
+            return
+        if name == "source":
+            backend = choose_backend(options.backend, options.device, options)
+            data.update(**backend.to_json(), triton_interpret=backend.emulated,
+                        versions=versions(options.device))
+        if printed():
+            data["stdout"] = printed()
+        data["origin"] = "snippet"
+        ms = (time.perf_counter() - start) * 1000
+        run.events[name] = {"ms": ms, "data": data}
+        yield seq.event(name, ms, data)
     try:
-        run.entry = entry = run_snippet(run.path, opts.device, opts.entry)
-    except SnippetError as e:
-        raise StageFailed("source", e.kind, e.message, e.line, e.tb) from e
-    try:
-        params = list(__import__("inspect").signature(
-            entry.fn.forward if isinstance(entry.fn, torch.nn.Module) else entry.fn
-        ).parameters)
-    except (TypeError, ValueError):
-        params = []
-    names = [params[i] if i < len(params) else f"arg{i}" for i in range(len(entry.inputs))]
-    backend = opts.resolved_backend()
-    return {"code": run.code, "filename": run.path.name, "entry": entry.name,
-            "entry_line": entry.line,
-            "inputs": [_spec(n, t) for n, t in zip(names, entry.inputs)],
-            "device": opts.device, "backend": backend,
-            "triton_interpret": backend == "triton" and opts.device == "cpu",
-            "options": opts.to_json(), "versions": _versions(opts.device)}
+        write_front_bundle(run, bundle_path)
+    except Exception as e:  # a value the bundle cannot carry: say which
+        yield from _fail(seq, _error_data("capture", e, path))
 
 
-def _call_entry(run: _Run, backend: Callable[..., Any] | None,
-                fn: Callable[..., Any] | None = None) -> Any:
-    entry = run.entry
-    assert entry is not None
-    if fn is None:
-        fn = torch.compile(entry.fn, backend=backend) if backend is not None else entry.fn
-    args = [a.clone() if isinstance(a, torch.Tensor) else a for a in entry.inputs]
+# -- back half -----------------------------------------------------------------------------
+@dataclass
+class _BackRun:
+    """State shared by the back half's stages (passed explicitly, never global)."""
+
+    bundle: Bundle
+    options: CompileOptions
+    graphs: list[tuple[BundleGraph, torch.fx.GraphModule, list[Any]]] = field(
+        default_factory=list)
+    works: list[GraphWork] = field(default_factory=list)
+
+
+def run_back(bundle_path: str | Path, options: CompileOptions, replay: bool = True,
+             isolated: bool = True, _seq: _Seq | None = None) -> Iterator[StageEvent]:
+    """Read a capture bundle and run every stage after capture on its graphs.
+
+    With `replay`, first yields the front half's `source` and `capture` events from the
+    bundle (their data marked `"origin": "snippet"`; capture's graphs are re-rendered from
+    the rebuilt graphs). `isolated` goes into `done`: true when this process never ran
+    the snippet (the caller knows; run_pipeline says false).
+    """
+    seq = _Seq() if _seq is None else _seq
     try:
-        return fn(*args, **entry.kwargs)
+        bundle = read_bundle(bundle_path)
+    except BundleError as e:
+        yield from _fail(seq, {"stage": "lowering", "kind": "bundle", "message": str(e),
+                               "line": None, "traceback": None}, isolated=isolated)
+        return
+    events = bundle.events
+    if "error" in events:
+        if replay and "source" in events:
+            yield seq.event("source", events["source"]["ms"], events["source"]["data"])
+        yield from _fail(seq, events["error"]["data"], isolated=isolated)
+        return
+    run = _BackRun(bundle, options)
+    try:
+        with torch.no_grad():
+            run.graphs = bundle.rebuild(options.device)
     except Exception as e:
-        line = user_line_of(e, run.path)
-        stage = "capture" if backend is not None else "run"
-        raise StageFailed(stage, "exception", f"{type(e).__name__}: {str(e)[:2000]}", line,
-                          traceback.format_exc(limit=-8)) from e
+        yield from _fail(seq, _error_data("capture", e, None), isolated=isolated)
+        return
+    code = str(events.get("source", {}).get("data", {}).get("code", ""))
+    code_lines = code.splitlines()
+    run.works = [GraphWork(g.id, gm, inputs, options, bundle.snippet_path, code_lines)
+                 for g, gm, inputs in run.graphs]
+    if replay:
+        yield seq.event("source", events["source"]["ms"], events["source"]["data"])
+        capture = dict(events["capture"]["data"])
+        capture["graphs"] = [
+            {**graph_json(w.gm, w.gid, w.lines, code_lines), "kind": g.kind,
+             "dynamo_graph": g.dynamo_graph} for w, (g, _, _) in zip(run.works, run.graphs)]
+        yield seq.event("capture", events["capture"]["ms"], capture)
+    for name, fn in BACK_STAGES:
+        start = time.perf_counter()
+        try:
+            # Our own code only: anything it prints goes to stderr, never into the stream.
+            with torch.no_grad(), contextlib.redirect_stdout(sys.stderr):
+                data = fn(run)
+        except Exception as e:
+            yield from _fail(seq, _error_data(name, e, None), isolated=isolated)
+            return
+        yield seq.event(name, (time.perf_counter() - start) * 1000, data)
+    yield seq.event("done", 0.0, {"ok": True, "isolated": isolated})
 
 
-def _capture(run: _Run) -> dict[str, Any]:
-    torch._dynamo.reset()
-    recorder = Recorder()
-    _call_entry(run, recorder.backend)
-    breaks = _graph_breaks(run) if recorder.dynamo_graphs > 1 else []
-    run.works = [GraphWork(i, g.gm, g.example_inputs, run.options, str(run.path),
-                           run.code_lines) for i, g in enumerate(recorder.graphs)]
-    return {"graphs": [graph_json(w.gm, w.gid, w.lines, run.code_lines) for w in run.works],
-            "graph_breaks": breaks, "dynamo_graphs": recorder.dynamo_graphs}
+def run_pipeline(code: str, options: CompileOptions, filename: str | None = None,
+                 bundle_path: str | Path | None = None) -> Iterator[StageEvent]:
+    """Both halves in this process, through a bundle file (the CLI and the tests).
+
+    The bundle is written to `bundle_path` if given, else to a temporary file.
+    """
+    seq = _Seq()
+    with tempfile.TemporaryDirectory(prefix="kernelscope-") as tmp:
+        bundle = Path(bundle_path) if bundle_path else Path(tmp) / "capture.ksb"
+        failed = False
+        for ev in run_front(code, options, bundle, filename, _seq=seq):
+            failed = failed or ev.stage == "error"
+            yield ev
+        if not failed:
+            yield from run_back(bundle, options, replay=False, isolated=False, _seq=seq)
 
 
-def _graph_breaks(run: _Run) -> list[dict[str, Any]]:
-    entry = run.entry
-    assert entry is not None
-    torch._dynamo.reset()
-    try:
-        explained = torch._dynamo.explain(entry.fn)(*entry.inputs, **entry.kwargs)
-    except Exception:
-        return []
-    out = []
-    for reason in explained.break_reasons:
-        line = None
-        for frame in getattr(reason, "user_stack", []) or []:
-            if frame.filename == str(run.path):
-                line = frame.lineno
-        out.append({"reason": str(reason.reason).strip().splitlines()[0][:500], "line": line})
-    return out
+# -- the back half's stages ----------------------------------------------------------------
+def _per_graph(fn: Callable[[GraphWork], dict[str, Any]]) -> Callable[[_BackRun], dict[str, Any]]:
+    def stage(run: _BackRun) -> dict[str, Any]:
+        return {"graphs": [fn(w) for w in run.works]}
+
+    return stage
 
 
-def _compile(run: _Run) -> dict[str, Any]:
+def _compile(run: _BackRun) -> dict[str, Any]:
     graphs = []
     for w in run.works:
         try:
@@ -220,21 +258,44 @@ def _compile(run: _Run) -> dict[str, Any]:
     return {"graphs": graphs}
 
 
-def _run_stage(run: _Run) -> dict[str, Any]:
-    torch._dynamo.reset()
-    run.compiled = []
-    backend = make_backend(run.options, str(run.path), sink=run.compiled)
-    entry = run.entry
-    assert entry is not None
-    run.compiled_fn = torch.compile(entry.fn, backend=backend)
-    out = _call_entry(run, None, run.compiled_fn)
-    ref = _call_entry(run, None)
-    return compare_outputs(out, ref, run.options.atol, run.options.rtol)
+def _fresh(inputs: list[Any]) -> list[Any]:
+    return [snapshot(a) if isinstance(a, torch.Tensor) else a for a in inputs]
 
 
-def _profile(run: _Run) -> dict[str, Any]:
-    entry = run.entry
-    assert entry is not None
+def _compiled(w: GraphWork) -> Callable[..., Any]:
+    assert w.compiled is not None, "compile stage did not run"
+    return w.compiled
+
+
+def _run_stage(run: _BackRun) -> dict[str, Any]:
+    """Each compiled graph (the one `compile` built) against the same graph run eagerly."""
+    atol, rtol = run.options.atol, run.options.rtol
+    graphs: list[dict[str, Any]] = []
+    outputs: list[dict[str, Any]] = []
+    ok = True
+    for w in run.works:
+        ref = w.gm(*_fresh(w.example_inputs))
+        out = _compiled(w)(*_fresh(w.example_inputs))
+        result = compare_outputs(out, ref, atol, rtol)
+        graphs.append({"id": w.gid, "ok": result["ok"], "outputs": result["outputs"]})
+        outputs += [{**o, "graph": w.gid, "index": len(outputs) + i}
+                    for i, o in enumerate(result["outputs"])]
+        ok = ok and result["ok"]
+    return {"ok": ok, "outputs": outputs, "atol": atol, "rtol": rtol, "graphs": graphs,
+            "reference": "each captured ATen graph run eagerly on the captured inputs"}
+
+
+def _each(fns: list[Callable[..., Any]], run: _BackRun) -> Callable[[], None]:
+    inputs = [_fresh(w.example_inputs) for w in run.works]
+
+    def call() -> None:
+        for fn, args in zip(fns, inputs):
+            fn(*list(args))
+
+    return call
+
+
+def _profile(run: _BackRun) -> dict[str, Any]:
     kernel_bytes = {}
     for w in run.works:
         for step in w.sched.steps if w.sched else []:
@@ -242,4 +303,19 @@ def _profile(run: _Run) -> dict[str, Any]:
                 plan = step.plan
                 kernel_bytes[step.name] = sum(plan.buffers[b].layout.nbytes()
                                               for b in plan.inputs + plan.stores)
-    return profile(entry, run.compiled, run.options, run.path, run.compiled_fn, kernel_bytes)
+
+    def inductor() -> Callable[[], None]:
+        torch._dynamo.reset()
+        return _each([torch.compile(w.gm, backend="inductor") for w in run.works], run)
+
+    eager = _each([w.gm for w in run.works], run)
+    ours = _each([_compiled(w) for w in run.works], run)
+    return profile(eager, ours, inductor, [_compiled(w) for w in run.works], run.options,
+                   kernel_bytes)
+
+
+BACK_STAGES: tuple[tuple[str, Callable[[_BackRun], dict[str, Any]]], ...] = (
+    ("lowering", _per_graph(lower)), ("scheduling", _per_graph(schedule_stage)),
+    ("memory", _per_graph(memory_stage)), ("codegen", _per_graph(codegen_stage)),
+    ("compile", _compile), ("run", _run_stage), ("profile", _profile),
+)

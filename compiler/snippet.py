@@ -11,11 +11,18 @@ A snippet is a normal Python file, executed with a default device already set (i
 
 from __future__ import annotations
 
+import _thread
 import ast
+import codecs
+import contextlib
 import hashlib
 import inspect
+import io
+import os
+import sys
+import threading
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,23 +94,101 @@ def _line_of(obj: Any) -> int | None:
         return None
 
 
+@contextlib.contextmanager
+def _compile_recorded(recorder: _CompileRecorder) -> Iterator[None]:
+    """`torch.compile` is the recorder while the snippet's top level runs, then restored.
+
+    The one patch the front half makes: a snippet says what to compile by calling
+    torch.compile, and `import torch` gives it the real module.
+    """
+    saved = torch.compile
+    torch.compile = recorder  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        torch.compile = saved  # type: ignore[assignment]
+
+
+STDOUT_CAP = 16 << 20  # bytes a snippet may print before it is stopped
+
+
+class _Tail(io.TextIOBase):
+    """The last `limit` characters written, and how many bytes came in all."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.total, self.text = limit, 0, ""
+        self.lock = threading.Lock()
+        self.flooded = False
+        self.active = True  # interrupt only while the snippet's block runs
+
+    def write(self, s: str) -> int:
+        with self.lock:
+            self.total += len(s)
+            self.text = (self.text + s)[-self.limit:]
+            if self.total > STDOUT_CAP and not self.flooded and self.active:
+                self.flooded = True
+                _thread.interrupt_main()  # stop the snippet where it is
+        return len(s)
+
+    def writable(self) -> bool:
+        return True
+
+
+@contextlib.contextmanager
+def captured_stdout(limit: int = 8000) -> Iterator[Callable[[], str]]:
+    """Keep everything written to stdout (sys.stdout and file descriptor 1) as data.
+
+    Yields a function returning the last `limit` characters written. File descriptor 1 is
+    a pipe drained by a thread while the block runs; both are restored on exit, so what
+    the snippet prints never reaches the event stream. Printing more than STDOUT_CAP
+    bytes stops the snippet (SnippetError of kind `sandbox`).
+    """
+    tail = _Tail(limit)
+    sys.stdout.flush()
+    read_fd, write_fd = os.pipe()
+    saved = os.dup(1)
+    os.dup2(write_fd, 1)
+    os.close(write_fd)
+
+    def drain() -> None:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        while chunk := os.read(read_fd, 1 << 16):
+            tail.write(decoder.decode(chunk))
+
+    reader = threading.Thread(target=drain, name="snippet-stdout", daemon=True)
+    reader.start()
+    try:
+        with contextlib.redirect_stdout(tail):
+            yield lambda: tail.text
+    except BaseException:
+        if not tail.flooded:  # the flood's interrupt, and what it became, are replaced below
+            raise
+    finally:
+        with tail.lock:
+            tail.active = False
+        os.dup2(saved, 1)  # closes the pipe's last write end: the reader sees EOF
+        os.close(saved)
+        reader.join(timeout=2.0)
+        if not reader.is_alive():
+            os.close(read_fd)
+    if tail.flooded:
+        raise SnippetError("sandbox", f"Stopped: the snippet printed more than "
+                           f"{STDOUT_CAP >> 20} MiB of output")
+
+
 def run_snippet(path: Path, device: str, entry_name: str | None = None) -> Entry:
     code = path.read_text()
     tree = check_syntax(code, str(path))
     scope: dict[str, Any] = {"__name__": "__kernelscope__", "__file__": str(path)}
     recorder = _CompileRecorder()
-    saved = torch.compile
-    torch.compile = recorder  # type: ignore[assignment]
     try:
-        with torch.device(device):
+        with _compile_recorded(recorder), torch.device(device):
             exec(compile(tree, str(path), "exec"), scope)  # noqa: S102 - sandboxed worker
     except SnippetError:
         raise
     except BaseException as e:  # the user's code failed: say where
         raise SnippetError("exception", f"{type(e).__name__}: {e}", _user_line(e, path),
                            traceback.format_exc(limit=-8)) from e
-    finally:
-        torch.compile = saved  # type: ignore[assignment]
     if entry_name is None and recorder.calls:
         return recorder.calls[0]
     return _explicit_entry(scope, tree, entry_name)

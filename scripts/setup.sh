@@ -3,7 +3,7 @@
 # already there is kept, so a machine with its own (e.g. CUDA) torch keeps it.
 #
 #   bash scripts/setup.sh          # run it: torch (CPU build), triton, the package, g++, bubblewrap
-#   bash scripts/setup.sh --test   # and test it: pytest, playwright (Python), Chromium, Node.js
+#   bash scripts/setup.sh --test   # and test it: pytest, playwright (Python), Chromium, Node.js + npm
 #
 # Environment: PYTHON (default: python, else python3); KERNELSCOPE_TORCH (the torch to install
 # when none is importable, default torch==2.13.0); KERNELSCOPE_NO_APT=1 to skip apt-get.
@@ -59,6 +59,7 @@ if [ "${KERNELSCOPE_NO_APT:-0}" != "1" ] && command -v apt-get >/dev/null; then
   if [ "$WITH_TEST" = 1 ]; then
     pkgs+=(chromium)  # Playwright drives Debian's /usr/bin/chromium (never `playwright install`)
     command -v node >/dev/null || pkgs+=(nodejs)  # the web UI's JavaScript unit tests
+    command -v npm >/dev/null || pkgs+=(npm)       # the VS Code extension's build (extension/)
   fi
   apt_install "${pkgs[@]}"
 else

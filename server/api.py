@@ -39,7 +39,7 @@ def _json_body() -> dict[str, Any]:
 
 
 def parse_options(raw: Any) -> dict[str, Any]:
-    """{device, backend, fusion, inductor} with defaults; backend "auto" resolved."""
+    """{device, backend, fusion, inductor} with defaults; the compiler resolves "auto"."""
     raw = {} if raw is None else raw
     if not isinstance(raw, dict):
         raise ApiError("options must be an object")
@@ -52,8 +52,6 @@ def parse_options(raw: Any) -> dict[str, Any]:
     backend = raw.get("backend", "auto")
     if backend not in BACKENDS:
         raise ApiError(f"options.backend must be one of {', '.join(BACKENDS)}")
-    if backend == "auto":
-        backend = "cpp" if device == "cpu" else "triton"
     opts: dict[str, Any] = {"device": device, "backend": backend}
     for name, default in (("fusion", True), ("inductor", False)):
         value = raw.get(name, default)

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
-from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
+from torch._functorch.aot_autograd import aot_module_simplified
 
+from compiler.capture.bundle import snapshot
 from compiler.capture.decompositions import decomposition_table
 
 if TYPE_CHECKING:
@@ -25,27 +26,54 @@ if TYPE_CHECKING:
 @dataclass
 class CapturedGraph:
     gm: torch.fx.GraphModule
-    example_inputs: list[Any]
-    kind: str  # "forward" | "backward"
+    example_inputs: list[Any]  # fake tensors, as AOTAutograd hands them to a compiler
+    kind: str  # "forward" | "backward" | "inference"
+    dynamo_graph: int = 0  # which Dynamo graph (graph break) it came from
+    inputs: list[Any] | None = None  # the real values of its first call, cloned
 
 
 @dataclass
 class Recorder:
-    """A backend that keeps every ATen graph and runs it eagerly (the capture stage)."""
+    """A backend that keeps every ATen graph and runs it eagerly (the capture stage).
+
+    Each graph remembers the real arguments of its first call: the bundle carries them so
+    the back half can run the same graph on the same values.
+    """
 
     graphs: list[CapturedGraph] = field(default_factory=list)
     dynamo_graphs: int = 0
+    breaks: list[Any] = field(default_factory=list)  # Dynamo's GraphCompileReason per break
 
     def backend(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        dynamo_graph = self.dynamo_graphs
         self.dynamo_graphs += 1
+        reason = getattr(gm, "compile_subgraph_reason", None)
+        if reason is not None and getattr(reason, "graph_break", False):
+            self.breaks.append(reason)
 
         def keep(kind: str) -> AOTDispatchCompiler:
             def compiler(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
-                self.graphs.append(CapturedGraph(gm, list(example_inputs), kind))
-                return make_boxed_func(gm.forward)
+                if kind == "forward" and not torch.is_grad_enabled():
+                    kind_now = "inference"
+                else:
+                    kind_now = kind
+                captured = CapturedGraph(gm, list(example_inputs), kind_now, dynamo_graph)
+                self.graphs.append(captured)
+
+                def run(args: list[Any]) -> Any:
+                    if captured.inputs is None:
+                        captured.inputs = [_snapshot(a) for a in args]
+                    return gm(*args)
+
+                run._boxed_call = True  # type: ignore[attr-defined]
+                return run
 
             return compiler
 
         return aot_module_simplified(gm, example_inputs, fw_compiler=keep("forward"),
                                      bw_compiler=keep("backward"),
                                      decompositions=decomposition_table())
+
+
+def _snapshot(a: Any) -> Any:
+    return snapshot(a) if isinstance(a, torch.Tensor) else a

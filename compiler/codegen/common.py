@@ -53,11 +53,16 @@ class Lines:
 
 @dataclass
 class Var:
-    """A value in generated code: its name and dtype (and, for Triton, its domain)."""
+    """A value in generated code: its name (or literal text), dtype and domain."""
 
     name: str
     dtype: torch.dtype
     domain: str = "x"  # "x" (per output) or "r" (per reduction element)
+    value: bool | int | float | None = None  # a literal's Python value (None: not one)
+
+    @property
+    def is_literal(self) -> bool:
+        return self.value is not None
 
     def __str__(self) -> str:
         return self.name

@@ -9,15 +9,22 @@ goes through two small helpers.
 from __future__ import annotations
 
 import math
+import os
+import re
+import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import sympy
 import torch
 
+from compiler.codegen.backend import Backend, BuildError, BuildResult, GeneratedKernel
 from compiler.codegen.common import Lines, Scope, Var
 from compiler.codegen.kernel import KernelCodegen
+from compiler.codegen.optable import OpTable, float_only, numeric
 from compiler.ir.indexing import cexpr
 from compiler.ir.ops import reduction_identity as identity
 from compiler.schedule.nodes import SchedNode
@@ -40,6 +47,18 @@ template <typename T> static inline T ks_min(T a, T b) { return (a != a || a < b
 template <typename T> static inline T ks_floordiv(T a, T b) {
   T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
+template <typename T> static inline T ks_mod(T a, T b) {
+  T r = std::fmod(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+static inline int64_t ks_mod(int64_t a, int64_t b) {
+  int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+}
+template <typename T> static inline T ks_ipow(T a, T b) {
+  if (b < 0) return (a == 1) ? 1 : (a == -1) ? ((b % 2) ? -1 : 1) : 0;
+  T r = 1;
+  while (b) { if (b & 1) r *= a; a *= a; b >>= 1; }
+  return r;
+}
 static inline float ks_bf16_to_float(uint16_t v) {
   uint32_t bits = static_cast<uint32_t>(v) << 16; float f; std::memcpy(&f, &bits, 4); return f;
 }
@@ -51,30 +70,54 @@ static inline uint16_t ks_float_to_bf16(float f) {
 }
 """
 
-FORMATS = {
-    "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "truediv": "{0} / {1}",
-    "floordiv": "ks_floordiv({0}, {1})", "mod": "{0} % {1}", "fmod": "std::fmod({0}, {1})",
-    "pow": "std::pow({0}, {1})", "maximum": "ks_max({0}, {1})", "minimum": "ks_min({0}, {1})",
-    "atan2": "std::atan2({0}, {1})",
+OPS = OpTable("C++", {
+    "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}",
+    "truediv": float_only("{0} / {1}"),
+    "floordiv": {"int": "ks_floordiv({0}, {1})", "uint": "{0} / {1}",
+                 "float": "std::floor({0} / {1})"},
+    # C++'s integer `%` keeps the dividend's sign (fmod's rule); mod takes the divisor's.
+    "mod": {"int": "ks_mod({0}, {1})", "uint": "{0} % {1}", "float": "ks_mod({0}, {1})"},
+    "fmod": {"int": "{0} % {1}", "uint": "{0} % {1}", "float": "std::fmod({0}, {1})"},
+    "pow": {"float": "std::pow({0}, {1})", "int": "ks_ipow({0}, {1})",
+            "uint": "ks_ipow({0}, {1})"},
+    "maximum": "ks_max({0}, {1})", "minimum": "ks_min({0}, {1})",
+    "atan2": float_only("std::atan2({0}, {1})"),
     "eq": "{0} == {1}", "ne": "{0} != {1}", "lt": "{0} < {1}", "le": "{0} <= {1}",
     "gt": "{0} > {1}", "ge": "{0} >= {1}",
     "logical_and": "{0} && {1}", "logical_or": "{0} || {1}", "logical_xor": "{0} != {1}",
-    "bitwise_and": "{0} & {1}", "bitwise_or": "{0} | {1}", "bitwise_xor": "{0} ^ {1}",
-    "logical_not": "!{0}", "bitwise_not": "~{0}",
-    "neg": "-{0}", "abs": "std::abs({0})", "exp": "std::exp({0})", "exp2": "std::exp2({0})",
-    "expm1": "std::expm1({0})", "log": "std::log({0})", "log1p": "std::log1p({0})",
-    "log2": "std::log2({0})", "sqrt": "std::sqrt({0})",
-    "rsqrt": "1 / std::sqrt({0})", "sin": "std::sin({0})", "cos": "std::cos({0})",
-    "tan": "std::tan({0})", "tanh": "std::tanh({0})",
-    "sigmoid": "1 / (1 + std::exp(-{0}))", "erf": "std::erf({0})",
-    "floor": "std::floor({0})", "ceil": "std::ceil({0})", "trunc": "std::trunc({0})",
-    "round": "std::nearbyint({0})", "reciprocal": "1 / {0}",
-    "sign": "(({0} > 0) - ({0} < 0))", "isnan": "std::isnan({0})",
-    "isinf": "std::isinf({0})", "relu": "ks_max({0}, decltype({0})(0))",
-    "asin": "std::asin({0})", "acos": "std::acos({0})", "atan": "std::atan({0})",
-    "sinh": "std::sinh({0})", "cosh": "std::cosh({0})",
+    # On bool operands `&` and `~` would compute in int (~true is -2, which is true).
+    "bitwise_and": {"bool": "{0} && {1}", "int": "{0} & {1}", "uint": "{0} & {1}"},
+    "bitwise_or": {"bool": "{0} || {1}", "int": "{0} | {1}", "uint": "{0} | {1}"},
+    "bitwise_xor": {"bool": "{0} != {1}", "int": "{0} ^ {1}", "uint": "{0} ^ {1}"},
+    "logical_not": "!{0}", "bitwise_not": {"bool": "!{0}", "int": "~{0}", "uint": "~{0}"},
+    "neg": numeric("-{0}"), "abs": {"uint": "{0}", "bool": "{0}", "*": "std::abs({0})"},
+    "exp": float_only("std::exp({0})"), "exp2": float_only("std::exp2({0})"),
+    "expm1": float_only("std::expm1({0})"), "log": float_only("std::log({0})"),
+    "log1p": float_only("std::log1p({0})"), "log2": float_only("std::log2({0})"),
+    "sqrt": float_only("std::sqrt({0})"), "rsqrt": float_only("1 / std::sqrt({0})"),
+    "sin": float_only("std::sin({0})"), "cos": float_only("std::cos({0})"),
+    "tan": float_only("std::tan({0})"), "tanh": float_only("std::tanh({0})"),
+    "sigmoid": float_only("1 / (1 + std::exp(-{0}))"), "erf": float_only("std::erf({0})"),
+    "floor": {"float": "std::floor({0})", "*": "{0}"},
+    "ceil": {"float": "std::ceil({0})", "*": "{0}"},
+    "trunc": {"float": "std::trunc({0})", "*": "{0}"},
+    "round": {"float": "std::nearbyint({0})", "*": "{0}"},
+    "reciprocal": float_only("1 / {0}"),
+    # bool minus bool is an int: cast back, or a float sign would divide as an integer.
+    "sign": numeric("static_cast<{t}>(({0} > 0) - ({0} < 0))"),
+    "isnan": {"float": "std::isnan({0})", "*": "false"},
+    "isinf": {"float": "std::isinf({0})", "*": "false"},
+    "relu": numeric("ks_max({0}, decltype({0})(0))"),
+    "asin": float_only("std::asin({0})"), "acos": float_only("std::acos({0})"),
+    "atan": float_only("std::atan({0})"), "sinh": float_only("std::sinh({0})"),
+    "cosh": float_only("std::cosh({0})"),
     "where": "{0} ? {1} : {2}",
-}
+})
+# Arithmetic on 8- and 16-bit integers happens in int in C++; the result wraps like torch's
+# only once it is cast back to its type.
+NARROW_INTS = (torch.int8, torch.int16, torch.uint8)
+WRAPPED_OPS = frozenset("add sub mul floordiv mod fmod pow neg abs bitwise_not sign "
+                        "bitwise_and bitwise_or bitwise_xor maximum minimum".split())
 COMBINE = {"sum": "{0} + {1}", "max": "ks_max({0}, {1})", "min": "ks_min({0}, {1})",
            "prod": "{0} * {1}", "any": "{0} || {1}", "all": "{0} && {1}"}
 PARALLEL_MIN = 65536  # below this many elements, threads cost more than they save
@@ -113,11 +156,19 @@ class CppKernelCodegen(KernelCodegen):
 
     def __init__(self, plan: KernelPlan) -> None:
         super().__init__(plan, persistent=False)
-        self.formats = FORMATS
+        self.table = OPS
         self.simd: list[str] = []  # omp reduction clauses of the open loop
 
     def fmt_cast(self, x: Var, dtype: torch.dtype) -> str:
         return f"static_cast<{compute_type(dtype)}>({x.name})"
+
+    def type_name(self, dtype: torch.dtype) -> str:
+        return compute_type(dtype)
+
+    def finish_op(self, name: str, text: str, dtype: torch.dtype) -> str:
+        if dtype in NARROW_INTS and name in WRAPPED_OPS:
+            return f"static_cast<{C_TYPE[dtype]}>({text})"
+        return text
 
     def fmt_index(self, expr: sympy.Expr) -> str:
         return cexpr(expr)
@@ -276,3 +327,67 @@ def generate_cpp(plan: KernelPlan, header: list[str]) -> CppKernel:
     line_map = [{"line": i + 1, "origins": list(ln.origins), "buffers": list(ln.buffers)}
                 for i, ln in enumerate(lines.lines) if ln.origins or ln.buffers]
     return CppKernel(plan.name, lines.text(), line_map, plan.inputs + plan.stores)
+
+
+CXX = os.environ.get("CXX", "g++")
+FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17",
+         "-fno-math-errno", "-Wno-unused-variable"]
+
+
+class CppBackend(Backend):
+    """C++ for the CPU, built with g++ into one shared library per graph."""
+
+    name = "cpp"
+    label = "C++"
+    language = "cpp"
+    devices = ("cpu",)
+    source_suffix = ".cpp"
+
+    def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:
+        k = generate_cpp(plan, header)
+        launch = f"{k.name}({', '.join(f'ptr({a})' for a in k.args)})"
+        return GeneratedKernel(k.name, k.source, k.line_map, k.args, launch)
+
+    def wrapper_prelude(self, kernels: list[GeneratedKernel], artifact: Path | None
+                        ) -> list[str]:
+        lines = ["from compiler.runtime.cpp_build import load_library", "",
+                 f"_lib = load_library({str(artifact)!r})"]
+        lines += [f"{k.name} = cpp_kernel(_lib, {k.name!r}, {len(k.args)})" for k in kernels]
+        return lines
+
+    def build_source(self, kernels: list[GeneratedKernel]) -> str:
+        return PRELUDE + "\n" + "\n".join(k.source for k in kernels)
+
+    def artifact_path(self, source_path: Path) -> Path | None:
+        return source_path.with_suffix(".so")
+
+    def build(self, source_path: Path | None) -> BuildResult:
+        assert source_path is not None
+        lib = source_path.with_suffix(".so")
+        if lib.exists():
+            return BuildResult(lib, True, 0.0)
+        start = time.perf_counter()
+        tmp = lib.with_suffix(f".so.tmp{os.getpid()}")
+        proc = subprocess.run([CXX, *FLAGS, str(source_path), "-o", str(tmp)],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise BuildError(f"g++ failed to build {source_path.name}",
+                             _kernel_at_error(source_path.read_text(), proc.stderr),
+                             proc.stderr[-4000:])
+        os.replace(tmp, lib)
+        return BuildResult(lib, False, (time.perf_counter() - start) * 1000)
+
+
+def _kernel_at_error(source: str, stderr: str) -> str | None:
+    m = re.search(r":(\d+):\d+: error", stderr)
+    if not m:
+        return None
+    line = int(m.group(1))
+    current = None
+    for i, text in enumerate(source.splitlines(), 1):
+        k = re.match(r'extern "C" void (\w+)\(', text)
+        if k:
+            current = k.group(1)
+        if i >= line:
+            break
+    return current

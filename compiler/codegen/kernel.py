@@ -13,6 +13,7 @@ reduction dimension, split where a node needs a reduction result from the curren
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ import sympy
 import torch
 
 from compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
+from compiler.codegen.optable import OpTable
 from compiler.codegen.tiling import YINDEX
 from compiler.ir.indexing import FloorDiv, ModularIndexing, decompose, simplify_index, sym
 from compiler.ir.nodes import ComputedBuffer, Pointwise, Reduction
@@ -53,14 +55,19 @@ class KernelCodegen(Handler):
         self.post: Lines | None = None  # after it
 
     # -- backend hooks ------------------------------------------------------------------
-    formats: dict[str, str]  # op name -> format string over the operands' names
+    table: OpTable  # how this backend spells each op, per operand dtype
 
     @staticmethod
     def literal(value: Any, dtype: torch.dtype) -> str:
         raise NotImplementedError
 
-    def fmt(self, name: str, args: Sequence[Var]) -> str:
-        return self.formats[name].format(*[a.name for a in args])
+    def type_name(self, dtype: torch.dtype) -> str:
+        """The backend's name for the type values of `dtype` are computed in."""
+        raise NotImplementedError
+
+    def finish_op(self, name: str, text: str, dtype: torch.dtype) -> str:
+        """A last say over an op's rendered text (C++ wraps narrow integer results)."""
+        return text
 
     def fmt_cast(self, x: Var, dtype: torch.dtype) -> str:
         raise NotImplementedError
@@ -152,7 +159,8 @@ class KernelCodegen(Handler):
 
     def constant(self, value: Any, dtype: torch.dtype) -> Var:
         """Constants are inlined as literals, never assigned to a variable."""
-        return Var(self.literal(value, dtype), dtype, "x")
+        value = cast_value(value, dtype)
+        return Var(self.literal(value, dtype), dtype, "x", value)
 
     def index_expr(self, expr: Any, dtype: torch.dtype) -> Var:
         expr = self.name_subterms(sympy.sympify(expr))
@@ -167,9 +175,16 @@ class KernelCodegen(Handler):
             return x
         return self.emit(self.fmt_cast(x, dtype), dtype, x.domain)
 
+    def op(self, name: str, args: Sequence[Var], dtype: torch.dtype,
+           operands: Sequence[Var] | None = None) -> Var:
+        """Emit op `name` over `args` with result dtype `dtype`; the table's rule is chosen
+        by the dtypes of `operands` (all args unless given)."""
+        text = self.table.render(name, [a.name for a in args],
+                                 [a.dtype for a in (operands or args)], self.type_name(dtype))
+        return self.emit(self.finish_op(name, text, dtype), dtype, _domain(*args))
+
     def where(self, cond: Var, a: Var, b: Var) -> Var:
-        return self.emit(self.fmt("where", [cond, a, b]), result_dtype("where", a.dtype, b.dtype),
-                         _domain(cond, a, b))
+        return self.op("where", [cond, a, b], result_dtype("where", a.dtype, b.dtype), [a, b])
 
     def masked(self, mask: Var, body: Callable[[], Any], other: float) -> Var:
         return self.masked_body(mask, body, other)
@@ -178,11 +193,10 @@ class KernelCodegen(Handler):
         return sym(x.name)
 
     def _unary(self, name: str, x: Var) -> Var:
-        return self.emit(self.fmt(name, [x]), result_dtype(name, x.dtype), x.domain)
+        return self.op(name, [x], result_dtype(name, x.dtype))
 
     def _binary(self, name: str, a: Var, b: Var) -> Var:
-        return self.emit(self.fmt(name, [a, b]), result_dtype(name, a.dtype, b.dtype),
-                         _domain(a, b))
+        return self.op(name, [a, b], result_dtype(name, a.dtype, b.dtype))
 
     # -- nodes --------------------------------------------------------------------------
     def node_vars(self, node: SchedNode) -> tuple[list[Any], list[Any]]:
@@ -295,6 +309,16 @@ def _split_vars(ranges: list[int], outer_numel: int, outer: sympy.Symbol,
         if k < len(ranges):
             acc *= ranges[k]
     return decompose(outer * inner_numel + inner, ranges)
+
+
+def cast_value(value: Any, dtype: torch.dtype) -> bool | int | float:
+    """A Python constant as a value of `dtype` (what a literal of that type holds)."""
+    if dtype == torch.bool:
+        return bool(value)
+    if dtype.is_floating_point:
+        return float(value)
+    v = float(value)
+    return int(v) if math.isfinite(v) else 0
 
 
 def _domain(*vs: Var) -> str:

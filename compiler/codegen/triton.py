@@ -8,15 +8,21 @@ we compile fits), loads and stores are masked, and every line knows its FX origi
 from __future__ import annotations
 
 import math
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import sympy
 import torch
 
+from compiler.codegen.backend import Backend, BuildResult, GeneratedKernel
 from compiler.codegen.common import XINDEX, Lines, Scope, Var, next_power_of_2
 from compiler.codegen.kernel import KernelCodegen
+from compiler.codegen.optable import OpTable, float_only, numeric
 from compiler.codegen.tiling import YINDEX, Tile, choose_tile, fits_grid, tile_config
 from compiler.ir.indexing import pexpr
 from compiler.ir.ops import reduction_identity as identity
@@ -30,41 +36,60 @@ TL_DTYPE = {
     torch.bool: "tl.int1",
 }
 
-FORMATS = {
-    "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "truediv": "{0} / {1}",
-    "floordiv": "{0} // {1}", "mod": "{0} % {1}", "fmod": "libdevice.fmod({0}, {1})",
-    "pow": "libdevice.pow({0}, {1})", "maximum": "tl.maximum({0}, {1})",
-    "minimum": "tl.minimum({0}, {1})", "atan2": "libdevice.atan2({0}, {1})",
+_FLOOR_DIV_INT = ("tl.where((({0} % {1}) != 0) & (({0} < 0) != ({1} < 0)), "
+                  "{0} // {1} - 1, {0} // {1})")  # `//` truncates; torch floors
+OPS = OpTable("Triton", {
+    "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}",
+    "truediv": float_only("{0} / {1}"),
+    "floordiv": {"int": _FLOOR_DIV_INT, "uint": "{0} // {1}", "float": "tl.floor({0} / {1})"},
+    # Integer `%` is C's remainder (the sign of the dividend): fmod's rule; mod takes the
+    # sign of the divisor, as Python's and torch.remainder do.
+    "mod": {"int": "((({0} % {1}) + {1}) % {1})", "uint": "{0} % {1}",
+            "float": "({0} - {1} * tl.floor({0} / {1}))"},
+    "fmod": {"int": "{0} % {1}", "uint": "{0} % {1}", "float": "libdevice.fmod({0}, {1})"},
+    "pow": float_only("libdevice.pow({0}, {1})"), "maximum": "tl.maximum({0}, {1})",
+    "minimum": "tl.minimum({0}, {1})", "atan2": float_only("libdevice.atan2({0}, {1})"),
     "eq": "{0} == {1}", "ne": "{0} != {1}", "lt": "{0} < {1}", "le": "{0} <= {1}",
     "gt": "{0} > {1}", "ge": "{0} >= {1}",
     "logical_and": "{0} & {1}", "logical_or": "{0} | {1}", "logical_xor": "{0} ^ {1}",
-    "bitwise_and": "{0} & {1}", "bitwise_or": "{0} | {1}", "bitwise_xor": "{0} ^ {1}",
-    "logical_not": "{0} == 0", "bitwise_not": "~{0}",
-    "neg": "-{0}", "abs": "tl.abs({0})", "exp": "tl.exp({0})", "exp2": "tl.exp2({0})",
-    "expm1": "libdevice.expm1({0})", "log": "tl.log({0})", "log1p": "libdevice.log1p({0})",
-    "log2": "tl.log2({0})", "sqrt": "tl.sqrt({0})", "rsqrt": "tl.rsqrt({0})",
-    "sin": "tl.sin({0})", "cos": "tl.cos({0})", "tan": "libdevice.tan({0})",
-    "tanh": "libdevice.tanh({0})", "sigmoid": "tl.sigmoid({0})", "erf": "tl.erf({0})",
-    "floor": "tl.floor({0})", "ceil": "tl.ceil({0})", "trunc": "libdevice.trunc({0})",
-    "round": "libdevice.nearbyint({0})", "reciprocal": "1.0 / {0}",
-    "sign": "(({0} > 0).to({0}.dtype) - ({0} < 0).to({0}.dtype))",
+    "bitwise_and": {"bool": "{0} & {1}", "int": "{0} & {1}", "uint": "{0} & {1}"},
+    "bitwise_or": {"bool": "{0} | {1}", "int": "{0} | {1}", "uint": "{0} | {1}"},
+    "bitwise_xor": {"bool": "{0} ^ {1}", "int": "{0} ^ {1}", "uint": "{0} ^ {1}"},
+    "logical_not": "{0} == 0", "bitwise_not": {"bool": "{0} == 0", "int": "~{0}", "uint": "~{0}"},
+    "neg": numeric("-{0}"), "abs": "tl.abs({0})", "exp": float_only("tl.exp({0})"),
+    "exp2": float_only("tl.exp2({0})"), "expm1": float_only("libdevice.expm1({0})"),
+    "log": float_only("tl.log({0})"), "log1p": float_only("libdevice.log1p({0})"),
+    "log2": float_only("tl.log2({0})"), "sqrt": float_only("tl.sqrt({0})"),
+    "rsqrt": float_only("tl.rsqrt({0})"), "sin": float_only("tl.sin({0})"),
+    "cos": float_only("tl.cos({0})"), "tan": float_only("libdevice.tan({0})"),
+    "tanh": float_only("libdevice.tanh({0})"), "sigmoid": float_only("tl.sigmoid({0})"),
+    "erf": float_only("tl.erf({0})"),
+    "floor": {"float": "tl.floor({0})", "*": "{0}"}, "ceil": {"float": "tl.ceil({0})", "*": "{0}"},
+    "trunc": {"float": "libdevice.trunc({0})", "*": "{0}"},
+    "round": {"float": "libdevice.nearbyint({0})", "*": "{0}"},
+    "reciprocal": float_only("1.0 / {0}"),
+    "sign": numeric("(({0} > 0).to({0}.dtype) - ({0} < 0).to({0}.dtype))"),
     "isnan": "{0} != {0}", "isinf": "tl.abs({0}) == float('inf')",
-    "relu": "tl.maximum({0}, 0)", "asin": "libdevice.asin({0})",
-    "acos": "libdevice.acos({0})", "atan": "libdevice.atan({0})",
-    "sinh": "libdevice.sinh({0})", "cosh": "libdevice.cosh({0})",
+    "relu": numeric("tl.maximum({0}, 0)"), "asin": float_only("libdevice.asin({0})"),
+    "acos": float_only("libdevice.acos({0})"), "atan": float_only("libdevice.atan({0})"),
+    "sinh": float_only("libdevice.sinh({0})"), "cosh": float_only("libdevice.cosh({0})"),
     "where": "tl.where({0}, {1}, {2})",
-}
+})
 
 # Under TRITON_INTERPRET=1 libdevice is not available: the same math from tl primitives.
-INTERPRET_FORMATS = {
-    "tanh": "(2.0 * tl.sigmoid(2.0 * {0}) - 1.0)", "pow": "tl.exp({1} * tl.log({0}))",
-    "expm1": "(tl.exp({0}) - 1.0)", "log1p": "tl.log(1.0 + {0})",
-    "tan": "(tl.sin({0}) / tl.cos({0}))",
-    "trunc": "tl.where({0} >= 0, tl.floor({0}), tl.ceil({0}))",
-    "fmod": "({0} - {1} * tl.where({0} / {1} >= 0, tl.floor({0} / {1}), tl.ceil({0} / {1})))",
-    "round": "tl.floor({0} + 0.5)",
-    "sinh": "(0.5 * (tl.exp({0}) - tl.exp(-{0})))", "cosh": "(0.5 * (tl.exp({0}) + tl.exp(-{0})))",
-}
+INTERPRET_OPS = OPS.extend({
+    "tanh": float_only("(2.0 * tl.sigmoid(2.0 * {0}) - 1.0)"),
+    "pow": float_only("tl.exp({1} * tl.log({0}))"),
+    "expm1": float_only("(tl.exp({0}) - 1.0)"), "log1p": float_only("tl.log(1.0 + {0})"),
+    "tan": float_only("(tl.sin({0}) / tl.cos({0}))"),
+    "trunc": {"float": "tl.where({0} >= 0, tl.floor({0}), tl.ceil({0}))", "*": "{0}"},
+    "fmod": {"int": "{0} % {1}", "uint": "{0} % {1}",
+             "float": "({0} - {1} * tl.where({0} / {1} >= 0, tl.floor({0} / {1}), "
+                      "tl.ceil({0} / {1})))"},
+    "round": {"float": "tl.floor({0} + 0.5)", "*": "{0}"},
+    "sinh": float_only("(0.5 * (tl.exp({0}) - tl.exp(-{0})))"),
+    "cosh": float_only("(0.5 * (tl.exp({0}) + tl.exp(-{0})))"),
+})
 
 REDUCE = {"sum": "tl.sum({0}, 1)", "max": "tl.max({0}, 1)", "min": "tl.min({0}, 1)",
           "prod": "tl.reduce({0}, 1, _prod)", "any": "(tl.max({0}.to(tl.int8), 1) != 0)",
@@ -105,16 +130,19 @@ class TritonKernelCodegen(KernelCodegen):
                  interpret: bool = False) -> None:
         super().__init__(plan, persistent)
         self.rblock = rblock
-        self.formats = {**FORMATS, **INTERPRET_FORMATS} if interpret else FORMATS
+        self.table = INTERPRET_OPS if interpret else OPS
 
     def fmt_cast(self, x: Var, dtype: torch.dtype) -> str:
         return f"{x.name}.to({TL_DTYPE[dtype]})"
 
+    def type_name(self, dtype: torch.dtype) -> str:
+        return TL_DTYPE[dtype]
+
     def to_dtype(self, x: Var, dtype: torch.dtype) -> Var:
         if x.dtype == dtype:
             return x
-        if _is_literal(x):
-            return Var(_cast_literal(x.name, dtype), dtype, "x")
+        if x.value is not None:
+            return self.constant(x.value, dtype)
         return self.emit(self.fmt_cast(x, dtype), dtype, x.domain)
 
     def fmt_index(self, expr: sympy.Expr) -> str:
@@ -169,7 +197,7 @@ class TritonKernelCodegen(KernelCodegen):
         domain = "r" if value.domain == "r" or self._index_domain(index) == "r" else "x"
         shape = self._shape(domain)
         v = value.name
-        if _is_literal(value):
+        if value.is_literal:
             v = f"tl.full({shape}, {value.name}, {TL_DTYPE[value.dtype]})"
         lines = self.post if (self.post is not None and value.domain == "x"
                               and self.plan.kind == "reduction") else self.scope.lines
@@ -191,7 +219,7 @@ class TritonKernelCodegen(KernelCodegen):
             self.masks.pop()
         if not isinstance(value, Var):
             value = self.constant(value, torch.float32)
-        if _is_literal(value):
+        if value.is_literal:
             return value
         return self.emit(f"tl.where({mask.name}, {value.name}, {literal(other, value.dtype)})",
                          value.dtype, _dom(mask, value))
@@ -201,9 +229,9 @@ class TritonKernelCodegen(KernelCodegen):
         rtype, src = data.reduction_type, value.dtype
         ident = literal(identity(rtype, src), src)
         origins = self.origins() or tuple(sorted(node.buffer.origins))
-        if _is_literal(value) or value.domain == "x":
+        if value.is_literal or value.domain == "x":
             value = self.emit(f"tl.full([XBLOCK, RBLOCK], {value.name}, {TL_DTYPE[src]})"
-                              if _is_literal(value) else
+                              if value.is_literal else
                               f"tl.broadcast_to({value.name}, [XBLOCK, RBLOCK])", src, "r")
         out_dtype = TL_DTYPE[node.buffer.dtype]
         if self.persistent:
@@ -317,22 +345,6 @@ class TritonKernelCodegen(KernelCodegen):
         return body
 
 
-def _is_literal(v: Var) -> bool:
-    return not v.name.startswith(("tmp", "_tmp", "x", "r", "in_", "out_"))
-
-
-def _cast_literal(text: str, dtype: torch.dtype) -> str:
-    try:
-        value: Any = float(eval(text, {"float": float}))  # noqa: S307 - our own literal
-    except Exception:
-        return text
-    if dtype.is_floating_point:
-        return literal(value, dtype)
-    if dtype == torch.bool:
-        return literal(bool(value), dtype)
-    return literal(int(value) if not math.isinf(value) else 0, dtype)
-
-
 def _dom(*vs: Var) -> str:
     return "r" if any(v.domain == "r" for v in vs) else "x"
 
@@ -390,3 +402,112 @@ def _generate_tiled(gen: TritonKernelCodegen, tile: Tile, header: list[str]) -> 
     return TritonKernel(plan.name, lines.text(), line_map, grid,
                         {"YBLOCK": cfg["YBLOCK"], "XBLOCK": cfg["XBLOCK"]}, cfg["num_warps"],
                         plan.inputs + plan.stores, [tile.y, tile.x])
+
+
+TRITON_IMPORTS = """import triton
+import triton.language as tl
+try:
+    from triton.language.extra import libdevice
+except ImportError:  # older Triton
+    from triton.language.extra.cuda import libdevice
+
+
+@triton.jit
+def _prod(a, b):
+    return a * b
+"""
+
+
+class InterpreterUnavailable(RuntimeError):
+    pass
+
+
+def ensure_interpreter() -> None:
+    """Triton kernels on the CPU need TRITON_INTERPRET=1 before Triton is first imported."""
+    os.environ["TRITON_INTERPRET"] = "1"
+    if "triton" in sys.modules:
+        import triton.language as tl
+
+        if type(tl.sigmoid).__name__ != "InterpretedFunction":
+            raise InterpreterUnavailable(
+                "Triton kernels on the CPU run under the Triton interpreter, which must be "
+                "switched on before Triton is imported: set TRITON_INTERPRET=1 in the "
+                "environment before importing torch")
+
+
+class TritonBackend(Backend):
+    """Triton on CUDA; on a CPU-only host, when asked for, under the Triton interpreter."""
+
+    name = "triton"
+    label = "Triton"
+    language = "python"
+    devices = ("cuda",)
+    also_runs_on = ("cpu",)
+    # Split reductions pay off on a GPU's many multiprocessors.
+    split_reductions = True
+
+    def kernel_prefix(self, kind: str, rnumel: int) -> str:
+        if kind != "pointwise" and rnumel <= self.options.persistent_rblock:
+            return "triton_per"
+        return super().kernel_prefix(kind, rnumel)
+
+    def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:
+        k = generate_triton(plan, header, self.options.persistent_rblock, self.emulated)
+        meta = "".join(f", {m}={v}" for m, v in k.meta.items())
+        launch = (f"{k.name}[{k.grid}]({', '.join(k.args)}, {', '.join(map(str, k.numels))}"
+                  f"{meta}, num_warps={k.num_warps})")
+        return GeneratedKernel(k.name, k.source, k.line_map, k.args, launch,
+                               {"grid": list(k.grid), **k.meta, "num_warps": k.num_warps})
+
+    def wrapper_prelude(self, kernels: list[GeneratedKernel], artifact: Path | None
+                        ) -> list[str]:
+        lines = TRITON_IMPORTS.splitlines()
+        for k in kernels:
+            lines += ["", "", *k.source.rstrip().splitlines()]
+        return lines
+
+    def build(self, source_path: Path | None) -> BuildResult:
+        # Triton compiles each kernel at its first launch; on the CPU that needs the
+        # interpreter switched on before then.
+        if self.emulated:
+            ensure_interpreter()
+        return BuildResult(None, True, 0.0)
+
+    def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
+        if self.emulated:
+            return {}
+        return _compiled_report(getattr(module, kernel, None))
+
+
+def _compiled_report(fn: Any) -> dict[str, Any]:
+    """Registers, spills, shared memory and IR stages of a JIT function's compiled
+    kernel (the last one compiled, for the launch the warmup made)."""
+    compiled = None
+    for cache in getattr(fn, "device_caches", {}).values():
+        kernels = cache[0] if isinstance(cache, tuple) else cache
+        if kernels:
+            compiled = list(kernels.values())[-1]
+    if compiled is None:
+        return {}
+    report: dict[str, Any] = {}
+    for key, attr in (("registers", "n_regs"), ("spills", "n_spills")):
+        value = getattr(compiled, attr, None)
+        if isinstance(value, int):
+            report[key] = value
+    shared = getattr(getattr(compiled, "metadata", None), "shared", None)
+    if isinstance(shared, int):
+        report["shared_bytes"] = shared
+    asm = getattr(compiled, "asm", {}) or {}
+    stages = {k: _capped(v) for k, v in asm.items() if isinstance(v, str)}
+    if stages:
+        report["ir"] = stages
+    return report
+
+
+IR_STAGE_LIMIT = 1 << 16  # characters of one IR stage kept in the event
+
+
+def _capped(text: str) -> str:
+    if len(text) <= IR_STAGE_LIMIT:
+        return text
+    return text[:IR_STAGE_LIMIT] + f"\n... ({len(text) - IR_STAGE_LIMIT} more characters)\n"

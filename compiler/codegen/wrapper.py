@@ -9,27 +9,16 @@ Each line remembers which kernel it launches, for the `codegen` event's line map
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
 
+from compiler.codegen.backend import Backend, GeneratedKernel
 from compiler.codegen.common import Lines
 from compiler.ir.nodes import ExternKernel, ExternOutput, Stored, TensorArg
 from compiler.schedule.memory import MemoryPlan
 from compiler.schedule.scheduler import Schedule
-
-TRITON_IMPORTS = """import triton
-import triton.language as tl
-try:
-    from triton.language.extra import libdevice
-except ImportError:  # older Triton
-    from triton.language.extra.cuda import libdevice
-
-
-@triton.jit
-def _prod(a, b):
-    return a * b
-"""
 
 
 def _pyval(v: Any) -> str:
@@ -59,30 +48,16 @@ def _op_path(op: Any) -> str:
 
 
 def generate_wrapper(inputs: Sequence[str], outputs: Sequence[Any], sched: Schedule,
-                     memory: MemoryPlan, backend: str, kernel_sources: list[str],
-                     launches: dict[str, str], lib_path: str | None
-                     ) -> tuple[str, list[dict[str, Any]]]:
+                     memory: MemoryPlan, backend: Backend, kernels: list[GeneratedKernel],
+                     artifact: Path | None) -> tuple[str, list[dict[str, Any]]]:
     out = Lines()
-    out.write(f"# Kernelscope wrapper ({backend}): {len(sched.steps)} steps")
+    out.write(f"# Kernelscope wrapper ({backend.name}): {len(sched.steps)} steps")
     out.write("import torch")
     out.write("from compiler.runtime.support import cpp_kernel, device, empty_strided, ptr, "
               "reinterpret")
-    if backend == "triton":
-        for line in TRITON_IMPORTS.splitlines():
-            out.write(line)
-        for src in kernel_sources:
-            out.write("")
-            out.write("")
-            for line in src.rstrip().splitlines():
-                out.write(line)
-    else:
-        out.write("from compiler.runtime.cpp_build import load_library")
-        out.write("")
-        out.write(f"_lib = load_library({lib_path!r})")
-        for step in sched.steps:
-            if step.plan is not None:
-                n = len(step.plan.inputs) + len(step.plan.stores)
-                out.write(f"{step.name} = cpp_kernel(_lib, {step.name!r}, {n})")
+    for line in backend.wrapper_prelude(kernels, artifact):
+        out.write(line)
+    launches = {k.name: k.launch for k in kernels}
     out.write("")
     out.write("")
     out.write("def call(args):")

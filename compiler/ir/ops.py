@@ -33,6 +33,9 @@ BINARY_OPS = (
 ).split()
 COMPARISONS = frozenset("eq ne lt le gt ge logical_and logical_or logical_xor".split())
 REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "all")
+PRIMITIVES = ("load", "constant", "index_expr", "to_dtype", "where", "masked",
+              "indirect_indexing")
+OP_NAMES = frozenset(PRIMITIVES + tuple(UNARY_OPS) + tuple(BINARY_OPS))
 
 _current: contextvars.ContextVar[Handler] = contextvars.ContextVar("kernelscope_ops")
 
@@ -96,9 +99,13 @@ for _n in BINARY_OPS:
 
 
 class _OpsProxy:
-    """`ops.add(a, b)` calls `add` on the handler installed by `use_handler`."""
+    """`ops.add(a, b)` calls `add` on the handler installed by `use_handler`; a name
+    that is not an op of the protocol is an error where it is written, not a silently
+    missing method of some handler later."""
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name not in OP_NAMES:
+            raise AttributeError(f"ops.{name} is not an op (see compiler/ir/ops.py)")
         def call(*args: Any, **kwargs: Any) -> Any:
             handler = _current.get(None)
             if handler is None:

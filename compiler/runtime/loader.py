@@ -1,26 +1,26 @@
 """Write generated code to the cache, build it, import it, and call it.
 
 A graph's wrapper becomes a module file `graph_<key>.py` (Triton needs its kernels in a
-real file); C++ kernels become `kernels_<key>.cpp` and a shared library next to it.
-`CompiledGraph` is the callable that torch.compile gets back.
+real file); what the backend builds ahead (C++ kernels) becomes `kernels_<key>.cpp`,
+built by the backend next to it. `CompiledGraph` is the callable that torch.compile gets
+back.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import torch
 
+from compiler.codegen.backend import Backend
 from compiler.options import CompileOptions
 from compiler.runtime.cache import cache_root, content_key, write_once
-from compiler.runtime.cpp_build import build_library
 from compiler.runtime.timing import instrument
 
 
@@ -31,54 +31,41 @@ class CompiledGraph:
     cache_hit: bool
     ms: float
     build_ms: float
+    backend: Backend
+    kernels: list[str] = field(default_factory=list)  # the module's kernel names
 
     def __call__(self, *args: Any) -> list[Any]:
         return list(self.module.call(list(args)))
 
 
-def cpp_library_path(cpp_source: str, options: CompileOptions) -> str:
+def _source_path(build_source: str, backend: Backend, options: CompileOptions) -> Path:
     root = cache_root(options.cache_dir)
-    return str(root / f"kernels_{content_key(cpp_source)}.so")
+    return root / f"kernels_{content_key(build_source)}{backend.source_suffix}"
 
 
-def load_graph(wrapper: str, cpp_source: str, backend: str, options: CompileOptions
-               ) -> CompiledGraph:
+def artifact_path(build_source: str, backend: Backend, options: CompileOptions
+                  ) -> Path | None:
+    """Where the backend's build of `build_source` will be (the wrapper loads it)."""
+    if not build_source:
+        return None
+    return backend.artifact_path(_source_path(build_source, backend, options))
+
+
+def load_graph(wrapper: str, build_source: str, backend: Backend, options: CompileOptions,
+               kernels: list[str]) -> CompiledGraph:
     start = time.perf_counter()
     root = cache_root(options.cache_dir)
-    build_ms, hit = 0.0, True
-    if backend == "cpp":
-        src = root / f"kernels_{content_key(cpp_source)}.cpp"
-        write_once(src, cpp_source)
-        result = build_library(src, cpp_source)
-        build_ms, hit = result.ms, result.cache_hit
-    elif _device_is_cpu(wrapper):
-        ensure_interpreter()
-    key = content_key(wrapper, backend)
+    src = None
+    if build_source:
+        src = _source_path(build_source, backend, options)
+        write_once(src, build_source)
+    result = backend.build(src)
+    key = content_key(wrapper, backend.name)
     path = root / f"graph_{key}.py"
-    hit = write_once(path, wrapper) and hit
+    hit = write_once(path, wrapper) and result.cache_hit
     module = _import(path, f"kernelscope_graph_{key}")
-    return CompiledGraph(module, path, hit, (time.perf_counter() - start) * 1000, build_ms)
-
-
-class InterpreterUnavailable(RuntimeError):
-    pass
-
-
-def ensure_interpreter() -> None:
-    """Triton kernels on the CPU need TRITON_INTERPRET=1 before Triton is first imported."""
-    os.environ["TRITON_INTERPRET"] = "1"
-    if "triton" in sys.modules:
-        import triton.language as tl
-
-        if type(tl.sigmoid).__name__ != "InterpretedFunction":
-            raise InterpreterUnavailable(
-                "Triton kernels on the CPU run under the Triton interpreter, which must be "
-                "switched on before Triton is imported: set TRITON_INTERPRET=1 in the "
-                "environment before importing torch")
-
-
-def _device_is_cpu(wrapper: str) -> bool:
-    return "device='cuda'" not in wrapper
+    return CompiledGraph(module, path, hit, (time.perf_counter() - start) * 1000, result.ms,
+                         backend, kernels)
 
 
 def _import(path: Path, name: str) -> ModuleType:
@@ -113,10 +100,14 @@ def real_inputs(example_inputs: list[Any]) -> list[Any]:
         return [zeros_like_spec(t) for t in example_inputs]
 
 
-def warmup(compiled: CompiledGraph, example_inputs: list[Any], kernels: list[str]
-           ) -> list[dict[str, Any]]:
-    """Run once on zeros, timing each kernel's first launch (Triton JIT-compiles here)."""
+def warmup(compiled: CompiledGraph, example_inputs: list[Any]) -> list[dict[str, Any]]:
+    """Run once on zeros, timing each kernel's first launch (Triton JIT-compiles here),
+    then ask the backend what its build knows about each kernel."""
     args = real_inputs(example_inputs)
-    with instrument(compiled.module, kernels) as timings:
+    with instrument(compiled.module, compiled.kernels) as timings:
         compiled(*args)
-    return [t.to_json() for t in timings.values()]
+    out = []
+    for t in timings.values():
+        report = compiled.backend.kernel_report(compiled.module, t.name)
+        out.append({**t.to_json(), **report})
+    return out

@@ -11,7 +11,6 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,6 +18,7 @@ import torch.utils._pytree as pytree
 
 from compiler.events import finite
 from compiler.options import CompileOptions
+from compiler.runtime.timing import instrument
 
 
 def compare_outputs(out: Any, ref: Any, atol: float, rtol: float) -> dict[str, Any]:
@@ -88,27 +88,28 @@ def copy_bandwidth_gbps() -> float:
     return _PEAK["cuda"]
 
 
-def profile(entry: Any, compiled_graphs: list[Any], options: CompileOptions, path: Path,
-            compiled_fn: Callable[..., Any] | None = None,
-            kernel_bytes: dict[str, int] | None = None) -> dict[str, Any]:
+def profile(eager: Callable[[], Any], ours: Callable[[], Any],
+            inductor: Callable[[], Callable[[], Any]] | None, compiled_graphs: list[Any],
+            options: CompileOptions, kernel_bytes: dict[str, int] | None = None
+            ) -> dict[str, Any]:
+    """Time `eager` against `ours` (zero-argument calls of the same graphs, the inputs bound).
+
+    `inductor`, called only when the option is on, builds the Inductor version to time;
+    `compiled_graphs` are the CompiledGraphs `ours` runs (each kernel launch is timed).
+    """
     cuda = options.device == "cuda"
     if not options.profile:
         return {"measured": False, "reason": "profiling is off"}
-    if not cuda and options.resolved_backend() == "triton":
-        return {"measured": False, "device": "cpu",
-                "reason": "Triton kernels ran in the interpreter on the CPU: "
+    emulated = next((g.backend for g in compiled_graphs if g.backend.emulated), None)
+    if emulated is not None:
+        return {"measured": False, "device": emulated.device,
+                "reason": f"{emulated.label} kernels ran emulated on the {emulated.device}: "
                           "their timings would mean nothing"}
     bench = _bench_cuda if cuda else _bench_cpu
-    args = [a.clone() if isinstance(a, torch.Tensor) else a for a in entry.inputs]
-    eager_ms = bench(lambda: entry.fn(*args, **entry.kwargs))
-    ours_ms = (bench(lambda: compiled_fn(*args, **entry.kwargs))
-               if compiled_fn is not None else None)
-    inductor_ms = None
-    if options.inductor:
-        torch._dynamo.reset()
-        ind = torch.compile(entry.fn)
-        inductor_ms = bench(lambda: ind(*args, **entry.kwargs))
-    kernels = _kernel_times(compiled_graphs, compiled_fn, args, entry.kwargs, cuda)
+    eager_ms = bench(eager)
+    ours_ms = bench(ours)
+    inductor_ms = bench(inductor()) if options.inductor and inductor is not None else None
+    kernels = _kernel_times(compiled_graphs, ours, cuda)
     peak = copy_bandwidth_gbps() if cuda else None
     for k in kernels:
         nbytes = (kernel_bytes or {}).get(k["name"])
@@ -126,14 +127,11 @@ def _r(x: float | None) -> float | None:
     return round(x, 4) if x is not None else None
 
 
-def _kernel_times(graphs: list[Any], fn: Callable[..., Any] | None, args: list[Any],
-                  kwargs: dict[str, Any], cuda: bool, iters: int = 20) -> list[dict[str, Any]]:
-    from compiler.runtime.timing import instrument
-
-    if fn is None or not graphs:
+def _kernel_times(graphs: list[Any], fn: Callable[[], Any], cuda: bool, iters: int = 20
+                  ) -> list[dict[str, Any]]:
+    if not graphs:
         return []
-    prefixes = ("triton_poi", "triton_per", "triton_red", "cpp_poi", "cpp_red")
-    names = [[n for n in dir(g.module) if n.startswith(prefixes)] for g in graphs]
+    names = [g.kernels for g in graphs]
     samples: dict[str, list[float]] = {}
     for _ in range(iters):
         records: dict[str, Any] = {}
@@ -143,7 +141,7 @@ def _kernel_times(graphs: list[Any], fn: Callable[..., Any] | None, args: list[A
             records.update(cm.__enter__())
             stack.append(cm)
         try:
-            fn(*args, **kwargs)
+            fn()
             if cuda:
                 torch.cuda.synchronize()
         finally:

@@ -8,7 +8,7 @@ that fusion keeps out of memory.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from compiler.ir.nodes import Buffer, ExternKernel
 from compiler.lowering.graph import LoweredGraph
@@ -44,16 +44,14 @@ class Schedule:
     buffers: dict[str, Buffer] = field(default_factory=dict)
 
 
-def kernel_prefix(backend: str, kind: str, rnumel: int, persistent_limit: int) -> str:
-    if kind == "pointwise":
-        return f"{backend}_poi"
-    if backend == "triton" and rnumel <= persistent_limit:
-        return "triton_per"
-    return f"{backend}_red"
+class KernelNamer(Protocol):
+    """What the scheduler asks of the target: the prefix of a kernel's name."""
+
+    def kernel_prefix(self, kind: str, rnumel: int) -> str: ...
 
 
-def schedule(graph: LoweredGraph, backend: str, fusion: bool = True,
-             persistent_limit: int = 4096, op_names: dict[str, str] | None = None) -> Schedule:
+def schedule(graph: LoweredGraph, target: KernelNamer, fusion: bool = True,
+             op_names: dict[str, str] | None = None) -> Schedule:
     nodes = build_nodes(graph)
     buffers = {b.name: b for b in graph.inputs + graph.buffers}
     sizes = {name: b.layout.nbytes() for name, b in buffers.items()}
@@ -71,7 +69,7 @@ def schedule(graph: LoweredGraph, backend: str, fusion: bool = True,
             steps.append(Step(f"extern_{_short(ext.op)}_{i}", kind, group))
             continue
         x, r = group.shape
-        name = f"{kernel_prefix(backend, kind, r, persistent_limit)}_fused_{'_'.join(ops)}_{i}"
+        name = f"{target.kernel_prefix(kind, r)}_fused_{'_'.join(ops)}_{i}"
         stores = [n.name for n in group.nodes if n.name not in removed]
         plan = KernelPlan(name, kind, x, r, group.nodes, buffers, stores)
         steps.append(Step(name, kind, group, plan))

@@ -5,9 +5,13 @@ from __future__ import annotations
 import torch
 from ks_helpers import lower_fn
 
+from compiler.codegen.backends import choose_backend
 from compiler.ir.nodes import ComputedBuffer, Layout
+from compiler.options import CompileOptions
 from compiler.schedule.memory import plan_memory
 from compiler.schedule.scheduler import schedule
+
+CPP = choose_backend("cpp", "cpu", CompileOptions())
 
 
 def buf(name: str, n: int) -> ComputedBuffer:
@@ -39,7 +43,7 @@ def test_outputs_and_other_sizes_are_never_reused() -> None:
 
 def test_removed_buffers_are_not_allocated() -> None:
     (_, lowered), = lower_fn(lambda x: torch.softmax(x, -1), torch.randn(4, 10))
-    s = schedule(lowered, "cpp")
+    s = schedule(lowered, CPP)
     steps = [(st.writes(), st.reads()) for st in s.steps]
     plan = plan_memory(steps, s.buffers, lowered.output_names(), s.removed)
     assert [p.name for p in plan.buffers] == sorted(lowered.output_names())
@@ -53,7 +57,7 @@ def test_chain_with_unfused_steps_reuses_buffers() -> None:
         return c @ w
 
     (_, lowered), = lower_fn(fn, torch.randn(16, 16), torch.randn(16, 16))
-    s = schedule(lowered, "cpp")
+    s = schedule(lowered, CPP)
     steps = [(st.writes(), st.reads()) for st in s.steps]
     plan = plan_memory(steps, s.buffers, lowered.output_names(), s.removed)
     assert any(p.reused_from for p in plan.buffers)

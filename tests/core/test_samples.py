@@ -116,7 +116,7 @@ def test_a_kernel_that_fails_to_build_is_named(tmp_path: Path, monkeypatch: Any)
     """A broken C++ kernel: the error event is a build error that names the kernel."""
     from compiler.codegen import cpp
 
-    monkeypatch.setitem(cpp.FORMATS, "exp", "std::no_such_function({0})")
+    monkeypatch.setitem(cpp.OPS.rules, "exp", "std::no_such_function({0})")
     snippet = tmp_path / "exp.py"
     snippet.write_text("import torch\n"
                        "def f(x):\n"

@@ -28,7 +28,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("file")
     p.add_argument("--json", action="store_true")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--backend", default="cpp")
+    p.add_argument("--backend", default="auto")
     p.add_argument("--no-fusion", action="store_true")
     p.add_argument("--inductor", action="store_true")
     p.add_argument("--entry")
@@ -47,7 +47,8 @@ def main(argv: list[str]) -> int:
             "filename": "snippet.py",
             "entry": args.entry,
             "device": args.device,
-            "backend": args.backend,
+            # what the compiler reports for a CPU graph: "auto" resolves to C++ there
+            "backend": "cpp" if args.backend == "auto" else args.backend,
             "options": options,
         },
     )

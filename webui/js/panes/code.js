@@ -90,7 +90,7 @@ export class CodePane {
         this.ctx.pin(fromKernelLine(this.ctx.index(), gid, kernel.name, n)));
     });
     return h("section.kernel", { dataset: { kernel: kernel.name, graph: gid } },
-      this.header(gid, kernel.name, kernel.language === "cpp" ? "C++" : "Triton", meta), block);
+      this.header(gid, kernel.name, kernel.target, meta), block);
   }
 
   externSection(gid, k) {

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# One H200 call: what to run, in order of importance, each part writing its JSON and
+# Markdown under OUT as it finishes (a call cut short keeps what it measured).
+#
+#   OUT=/tmp/out bash benchmarks/h200.sh [parts...]   # parts: suite models overhead cpu
+#
+# Environment: JOBS (items compiling at once, default 4), ITEM_TIMEOUT (s, default 240),
+# CASES / MODELS (comma lists, default all), TITLE (for the sections' headings).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-/tmp/ksbench}"
+mkdir -p "$OUT"
+JOBS="${JOBS:-4}"
+T="${ITEM_TIMEOUT:-240}"
+export PYTHONUNBUFFERED=1
+parts=("${@:-suite overhead models}")
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu \
+  --format=csv > "$OUT/gpu.txt" 2>&1 || true
+for part in ${parts[*]}; do
+  case "$part" in
+    suite) python -m benchmarks --only suite --cases "${CASES:-}" --jobs "$JOBS" \
+             --item-timeout "$T" --json "$OUT/suite.json" --out "$OUT/perf.md" \
+             --title "${TITLE:-suite}" ;;
+    overhead) python -m benchmarks --only overhead --jobs 1 --item-timeout "$T" \
+             --json "$OUT/overhead.json" --out "$OUT/perf.md" --title "${TITLE:-overhead}" ;;
+    models) python -m benchmarks --only models --models "${MODELS:-}" --jobs "$JOBS" \
+             --item-timeout "$T" --json "$OUT/models.json" --out "$OUT/perf.md" \
+             --title "${TITLE:-models}" ;;
+    cpu) OMP_NUM_THREADS=2 python -m benchmarks --device cpu --jobs "$JOBS" \
+             --item-timeout "$T" --json "$OUT/cpu.json" --out "$OUT/perf.md" \
+             --title "${TITLE:-CPU suite, 2 threads}" ;;
+    *) echo "h200.sh: unknown part $part" >&2 ;;
+  esac
+done

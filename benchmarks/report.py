@@ -1,0 +1,176 @@
+"""Markdown tables for a benchmark run: the suite, the models, the per-call overheads.
+
+What comes in: the rows `benchmarks.measure` returned (plain dicts, also what --json
+writes) and the run's environment. What goes out: the dated section docs/perf.md keeps.
+Ratios are Kernelscope's time over the other's, so below 1.00 Kernelscope is faster.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import Any
+
+
+def _ms(cell: dict[str, Any] | None) -> float | None:
+    return (cell or {}).get("ms")
+
+
+def fmt_ms(ms: float | None) -> str:
+    return "—" if ms is None else f"{ms:.3f}" if ms < 100 else f"{ms:.1f}"
+
+
+def _ratio(ks: float | None, other: float | None) -> str:
+    return "—" if not ks or not other else f"{ks / other:.2f}"
+
+
+def _cell_error(cell: dict[str, Any] | None) -> str | None:
+    if not cell:
+        return "not run"
+    if "error" in cell:
+        return "**error**: " + cell["error"].replace("|", "\\|")
+    check = cell.get("check") or {}
+    if not check.get("ok", True):
+        return f"**mismatch**: {check.get('why')}"
+    return None
+
+
+def check_text(row: dict[str, Any]) -> str:
+    if "failed" in row:
+        return f"**{row['failed']}**"
+    if "skipped" in row:
+        return f"skipped: {row['skipped']}"
+    problems = [f"{label}: {err}" for label in ("kernelscope", "inductor")
+                if (label in row or label == "kernelscope")
+                and (err := _cell_error(row.get(label)))]
+    ks = (row.get("kernelscope") or {}).get("check") or {}
+    if problems:
+        return "; ".join(problems)
+    acc = f"ok (rel err {ks.get('rel_err', 0):.1e}"
+    if "rel_err_fp64" in ks and row.get("eager_rel_err_fp64") is not None:
+        acc += f"; vs fp64 {ks['rel_err_fp64']:.1e}, eager {row['eager_rel_err_fp64']:.1e}"
+    return acc + ")"
+
+
+def is_ok(row: dict[str, Any]) -> bool:
+    return "failed" not in row and (
+        "skipped" in row or _cell_error(row.get("kernelscope")) is None)
+
+
+def _kernels(row: dict[str, Any]) -> str:
+    parts = [(row.get(k) or {}).get("kernels") for k in ("eager", "inductor", "kernelscope")]
+    return "/".join("—" if n is None else str(n) for n in parts)
+
+
+def _compile(row: dict[str, Any], key: str = "compile_s") -> str:
+    parts = [(row.get(k) or {}).get(key) for k in ("inductor", "kernelscope")]
+    return "/".join("—" if s is None else f"{s:.1f}" for s in parts)
+
+
+def geomean(values: list[float]) -> float | None:
+    return math.exp(sum(map(math.log, values)) / len(values)) if values else None
+
+
+def suite_table(rows: list[dict[str, Any]], peak_gbps: float | None) -> str:
+    max_col = any("inductor_max" in r for r in rows)
+    head = ("| case | shapes | eager ms | Inductor ms | "
+            + ("max-autotune ms | " if max_col else "")
+            + "Kernelscope ms | KS / Inductor | KS / eager | % of copy | kernels e/ind/ks "
+            "| cold compile s ind/ks | check |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    ratios: list[float] = []
+    for row in rows:
+        eager, ind, ks = (_ms(row.get(k)) for k in ("eager", "inductor", "kernelscope"))
+        pct = "—"
+        if ks and row.get("bytes") and peak_gbps and row.get("memory_bound"):
+            pct = f"{100 * row['bytes'] / (ks * 1e-3) / 1e9 / peak_gbps:.0f}%"
+        if ks and ind and is_ok(row):
+            ratios.append(ks / ind)
+        cells = [row["case"], row.get("shapes", ""), fmt_ms(eager), fmt_ms(ind)]
+        if max_col:
+            cells.append(fmt_ms(_ms(row.get("inductor_max"))))
+        cells += [fmt_ms(ks), _ratio(ks, ind), _ratio(ks, eager), pct, _kernels(row),
+                  _compile(row), check_text(row)]
+        lines.append("| " + " | ".join(cells) + " |")
+    g = geomean(ratios)
+    lines.append("")
+    lines.append(f"Geometric mean KS / Inductor over the {len(ratios)} cases that compile "
+                 f"and match: {g:.2f}" if g else "No case both compiled and matched.")
+    return "\n".join(lines)
+
+
+def model_table(rows: list[dict[str, Any]]) -> str:
+    head = ("| model | input | eager ms | Inductor ms | Kernelscope ms | KS speedup over eager "
+            "| Inductor speedup | kernels e/ind/ks | cold compile s ind/ks "
+            "| warm compile s ind/ks | check |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    ks_up, ind_up = [], []
+    for row in rows:
+        eager, ind, ks = (_ms(row.get(k)) for k in ("eager", "inductor", "kernelscope"))
+        if eager and ks and is_ok(row):
+            ks_up.append(eager / ks)
+        if eager and ind:
+            ind_up.append(eager / ind)
+        lines.append("| " + " | ".join([
+            row.get("what", row["case"]), row.get("shapes", ""), fmt_ms(eager), fmt_ms(ind),
+            fmt_ms(ks), _ratio(eager, ks), _ratio(eager, ind), _kernels(row), _compile(row),
+            _compile(row, "warm_compile_s"), check_text(row)]) + " |")
+    gk, gi = geomean(ks_up), geomean(ind_up)
+    if gk and gi:
+        lines += ["", f"Geometric mean speedup over eager: Kernelscope {gk:.2f}x "
+                  f"({len(ks_up)} models), Inductor {gi:.2f}x ({len(ind_up)} models)."]
+    return "\n".join(lines)
+
+
+def overhead_table(rows: list[dict[str, Any]]) -> str:
+    labels = ["eager", "inductor", "inductor_graphs", "kernelscope", "kernelscope_graphs"]
+    head = "| probe | " + " | ".join(labels) + " |"
+    lines = [head, "|" + "---|" * (len(labels) + 1)]
+    for row in rows:
+        if "skipped" in row or "failed" in row:
+            lines.append(f"| {row['case']} | {row.get('skipped') or row.get('failed')} |"
+                         + " |" * (len(labels) - 1))
+            continue
+        cells = []
+        for label in labels:
+            cell = row.get(label)
+            if cell is None:
+                cells.append("—")
+            elif "error" in cell:
+                cells.append("error: " + cell["error"][:80].replace("|", "\\|"))
+            else:
+                text = f"{cell['us']:.1f} us/call"
+                if cell.get("ms") is not None:
+                    text += f", {fmt_ms(cell['ms'])} ms"
+                if not (cell.get("check") or {}).get("ok", True):
+                    text += " (**mismatch**)"
+                cells.append(text)
+        lines.append(f"| {row['case']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def section(rows: list[dict[str, Any]], env: dict[str, Any], peak: float | None,
+            settings: dict[str, Any], command: str, title: str = "") -> str:
+    when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    where = env.get("gpu") or f"CPU ({env.get('cpu')}, {env.get('threads')} threads)"
+    timing = ("triton.testing.do_bench median" if settings["device"].startswith("cuda")
+              else "torch.utils.benchmark median") + \
+        f", warmup {settings['warmup']} ms, rep {settings['rep']} ms"
+    out = [f"## {when} · {where}{' (' + title + ')' if title else ''}", "",
+           f"- command: `{command}`",
+           f"- device: {where}; driver {env.get('driver') or '—'}, CUDA {env.get('cuda') or '—'}"
+           + (f"; measured copy bandwidth: {peak:.0f} GB/s" if peak else ""),
+           f"- torch {env['torch']}, triton {env.get('triton') or '—'}, Python {env['python']}, "
+           f"kernelscope commit {env['commit']}; sizes: {settings['size']}",
+           f"- timing: {timing}; ratios are Kernelscope's time over the other's (below 1.00 "
+           "Kernelscope is faster)", ""]
+    groups = {k: [r for r in rows if r.get("item", "case:").startswith(k)]
+              for k in ("case:", "model:", "overhead:")}
+    if groups["case:"]:
+        out += ["### Suite", "", suite_table(groups["case:"], peak), ""]
+    if groups["model:"]:
+        out += ["### Models", "", model_table(groups["model:"]), ""]
+    if groups["overhead:"]:
+        out += ["### Per-call overhead and CUDA graphs", "", overhead_table(groups["overhead:"]),
+                ""]
+    return "\n".join(out)

@@ -1,0 +1,118 @@
+"""The front half's stages, `source` and `capture`: the only code that runs the snippet.
+
+In: the snippet's code and the CompileOptions. Out: each stage's event payload, and in the
+end a capture bundle (compiler/capture/bundle.py) holding every ATen graph AOTAutograd
+produced, with the real values each was first called with. Whatever the snippet prints
+while it runs is kept as data (`stdout` in these payloads), never let through to our own
+output.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from compiler.capture.bundle import BundleWriter, snapshot
+from compiler.capture.dynamo import CapturedGraph, Recorder
+from compiler.capture.fxgraph import graph_json, node_lines
+from compiler.options import CompileOptions
+from compiler.snippet import Entry, SnippetError, run_snippet, user_line_of
+
+
+class StageFailed(Exception):
+    """A stage's own, expected failure: `data` is the `error` event's payload."""
+
+    def __init__(self, stage: str, kind: str, message: str, line: int | None = None,
+                 tb: str | None = None, **extra: Any) -> None:
+        super().__init__(message)
+        self.data = {"stage": stage, "kind": kind, "message": message, "line": line,
+                     "traceback": tb, **extra}
+
+
+@dataclass
+class FrontRun:
+    """State shared by the front half's stages (passed explicitly, never global)."""
+
+    code: str
+    options: CompileOptions
+    path: Path
+    entry: Entry | None = None
+    graphs: list[CapturedGraph] = field(default_factory=list)
+    events: dict[str, Any] = field(default_factory=dict)  # payloads for the bundle
+
+
+def _spec(name: str, t: Any) -> dict[str, Any]:
+    if isinstance(t, torch.Tensor):
+        return {"name": name, "shape": list(t.shape), "stride": list(t.stride()),
+                "dtype": str(t.dtype).removeprefix("torch."), "device": t.device.type}
+    return {"name": name, "value": repr(t)[:80]}
+
+
+def source_stage(run: FrontRun) -> dict[str, Any]:
+    opts = run.options
+    if opts.device == "cuda" and not torch.cuda.is_available():
+        raise StageFailed("source", "unsupported", "device 'cuda' requested but no GPU is "
+                          "available on this host; use device 'cpu'")
+    try:
+        run.entry = entry = run_snippet(run.path, opts.device, opts.entry)
+    except SnippetError as e:
+        raise StageFailed("source", e.kind, e.message, e.line, e.tb) from e
+    try:
+        target = entry.fn.forward if isinstance(entry.fn, torch.nn.Module) else entry.fn
+        params = list(inspect.signature(target).parameters)
+    except (TypeError, ValueError):
+        params = []
+    names = [params[i] if i < len(params) else f"arg{i}" for i in range(len(entry.inputs))]
+    # The driver adds the backend this device gets and the versions (capture knows
+    # neither codegen nor the package).
+    return {"code": run.code, "filename": run.path.name, "entry": entry.name,
+            "entry_line": entry.line,
+            "inputs": [_spec(n, t) for n, t in zip(names, entry.inputs)],
+            "device": opts.device, "options": opts.to_json()}
+
+
+def capture_stage(run: FrontRun) -> dict[str, Any]:
+    entry = run.entry
+    assert entry is not None
+    torch._dynamo.reset()
+    recorder = Recorder()
+    compiled = torch.compile(entry.fn, backend=recorder.backend)
+    # A copy with the same strides: the graph is captured for the layout the user made.
+    args = [snapshot(a) if isinstance(a, torch.Tensor) else a for a in entry.inputs]
+    try:
+        compiled(*args, **entry.kwargs)
+    except Exception as e:
+        import traceback
+
+        raise StageFailed("capture", "exception", f"{type(e).__name__}: {str(e)[:2000]}",
+                          user_line_of(e, run.path), traceback.format_exc(limit=-8)) from e
+    run.graphs = recorder.graphs
+    code_lines = run.code.splitlines()
+    graphs = []
+    for i, g in enumerate(recorder.graphs):
+        info = graph_json(g.gm, i, node_lines(g.gm, str(run.path)), code_lines)
+        graphs.append({**info, "kind": g.kind, "dynamo_graph": g.dynamo_graph})
+    return {"graphs": graphs, "graph_breaks": [_break(r, run.path) for r in recorder.breaks],
+            "dynamo_graphs": recorder.dynamo_graphs}
+
+
+def _break(reason: Any, path: Path) -> dict[str, Any]:
+    line = None
+    for frame in getattr(reason, "user_stack", []) or []:
+        if frame.filename == str(path):
+            line = frame.lineno
+    text = str(getattr(reason, "reason", reason)).strip().splitlines() or [""]
+    return {"reason": text[0][:500], "line": line}
+
+
+def write_front_bundle(run: FrontRun, bundle_path: str | Path) -> int:
+    """Write what the front half produced; returns the number of graphs in it."""
+    writer = BundleWriter()
+    for g in run.graphs:
+        writer.add_graph(g.gm, g.inputs, g.kind, g.example_inputs, g.dynamo_graph)
+    writer.write(bundle_path, run.events, str(run.path))
+    return len(writer.graphs)

@@ -1,0 +1,106 @@
+"""A code generation target: the one object asked everything that differs between targets.
+
+The driver chooses one `Backend` per graph (compiler/codegen/backends.py, from where the
+graph's tensors live) and carries it on the graph's work item. The scheduler asks it for
+kernel names, codegen for kernels (its kernel class holds the dtype-aware op table) and
+their launch lines, the wrapper for what the module must import first, the compile stage
+to build what codegen wrote, and afterwards what the build reports. Nothing outside the
+backend modules compares backend names.
+
+In: kernel plans (compiler/schedule/plan.py) and the graph's device. Out: generated
+kernels, wrapper prelude lines, built artifacts and their reports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any, ClassVar
+
+from compiler.options import CompileOptions
+from compiler.schedule.plan import KernelPlan
+
+
+class BuildError(Exception):
+    """A backend failed to build a graph's kernels; names the kernel where it can."""
+
+    def __init__(self, message: str, kernel: str | None, log: str) -> None:
+        super().__init__(message)
+        self.kernel = kernel
+        self.log = log
+
+
+@dataclass
+class BuildResult:
+    path: Path | None  # the built artifact (None: nothing is built ahead of the first launch)
+    cache_hit: bool
+    ms: float
+
+
+@dataclass
+class GeneratedKernel:
+    """One kernel's source, how the wrapper launches it, and its line-to-origin map."""
+
+    name: str
+    source: str
+    line_map: list[dict[str, Any]]
+    args: list[str]  # buffer names, in signature order
+    launch: str  # the wrapper line that runs it
+    config: dict[str, Any] = field(default_factory=dict)  # grid, block sizes, warps
+
+
+class Backend:
+    """Base class; one subclass per target, registered in codegen/backends.py."""
+
+    name: ClassVar[str]  # what options and events call it ("triton")
+    label: ClassVar[str]  # what the UI shows ("Triton")
+    language: ClassVar[str]  # the highlighting language of its kernel sources
+    devices: ClassVar[tuple[str, ...]]  # where "auto" picks it
+    also_runs_on: ClassVar[tuple[str, ...]] = ()  # where it runs only when asked for
+    source_suffix: ClassVar[str] = ""  # file suffix of what `build` compiles ("" = nothing)
+    split_reductions: ClassVar[bool] = False  # lowering may split long, few-row reductions
+
+    def __init__(self, device: str, options: CompileOptions) -> None:
+        self.device = device
+        self.options = options
+
+    @property
+    def emulated(self) -> bool:
+        """True when the kernels run in an emulator (timings would mean nothing)."""
+        return self.device not in self.devices
+
+    def to_json(self) -> dict[str, Any]:
+        return {"backend": self.name, "backend_label": self.label, "emulated": self.emulated}
+
+    # -- scheduling -----------------------------------------------------------------------
+    def kernel_prefix(self, kind: str, rnumel: int) -> str:
+        return f"{self.name}_{'poi' if kind == 'pointwise' else 'red'}"
+
+    # -- codegen --------------------------------------------------------------------------
+    def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:
+        raise NotImplementedError
+
+    def wrapper_prelude(self, kernels: list[GeneratedKernel], artifact: Path | None
+                        ) -> list[str]:
+        """Wrapper lines after the common imports: the kernels' definitions or loaders."""
+        raise NotImplementedError
+
+    def build_source(self, kernels: list[GeneratedKernel]) -> str:
+        """What `build` compiles ahead of the first launch ("" when nothing is)."""
+        return ""
+
+    # -- compile --------------------------------------------------------------------------
+    def artifact_path(self, source_path: Path) -> Path | None:
+        """Where `build` puts what it builds from `source_path`."""
+        return None
+
+    def build(self, source_path: Path | None) -> BuildResult:
+        """Build the source written at `source_path`; make the kernels loadable."""
+        return BuildResult(None, True, 0.0)
+
+    def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
+        """What the build knows about one kernel after its first launch, as fields of the
+        kernel's `compile` event entry: `registers`, `spills`, `shared_bytes`, `ir`
+        (stage name -> text); empty where nothing is known."""
+        return {}

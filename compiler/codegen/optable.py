@@ -1,0 +1,80 @@
+"""Op tables: how a backend spells each op, chosen by the operands' dtype.
+
+A table maps an op name to a rule, or to rules per dtype kind ("bool", "int" for signed
+integers, "uint", "float", and "*" for any). A rule is a format string over the operands
+(`{0}`, `{1}`, ...) and `{t}`, the backend's name for the result type, or a function
+of the operand strings and the result type name. The kind is that of the operands'
+promoted dtype, so `fmod` of two int64 values finds its integer rule and never a
+floating-point function. An op or a dtype the table has no rule for is a
+`CodegenError` naming both: a kernel is never generated with a line that would compute
+something else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+import torch
+
+Rule = str | Callable[..., str]
+KINDS = ("bool", "int", "uint", "float")
+
+
+class CodegenError(Exception):
+    """A backend cannot express an op at the dtypes it was given (raised at compile time)."""
+
+
+def kind_of(dtype: torch.dtype) -> str:
+    if dtype == torch.bool:
+        return "bool"
+    if dtype.is_floating_point:
+        return "float"
+    return "int" if dtype.is_signed else "uint"
+
+
+def promoted(dtypes: Sequence[torch.dtype]) -> torch.dtype:
+    out = dtypes[0]
+    for d in dtypes[1:]:
+        out = torch.promote_types(out, d)
+    return out
+
+
+class OpTable:
+    """One backend's rules; `render` is the only way a generator spells an op."""
+
+    def __init__(self, backend: str, rules: Mapping[str, Rule | Mapping[str, Rule]]) -> None:
+        self.backend = backend
+        self.rules = dict(rules)
+
+    def extend(self, rules: Mapping[str, Rule | Mapping[str, Rule]]) -> OpTable:
+        """A table with these rules replacing (per op) the ones here."""
+        return OpTable(self.backend, {**self.rules, **rules})
+
+    def rule(self, op: str, dtype: torch.dtype) -> Rule:
+        entry = self.rules.get(op)
+        if entry is None:
+            raise CodegenError(f"the {self.backend} backend has no rule for op '{op}'")
+        if not isinstance(entry, Mapping):
+            return entry
+        kind = kind_of(dtype)
+        rule = entry.get(kind, entry.get("*"))
+        if rule is None:
+            raise CodegenError(f"the {self.backend} backend cannot express '{op}' on "
+                               f"{str(dtype).removeprefix('torch.')} operands")
+        return rule
+
+    def render(self, op: str, args: Sequence[str], operand_dtypes: Sequence[torch.dtype],
+               result_type: str) -> str:
+        rule = self.rule(op, promoted(operand_dtypes))
+        if isinstance(rule, str):
+            return rule.format(*args, t=result_type)
+        return rule(*args, t=result_type)
+
+
+def float_only(rule: Rule) -> dict[str, Rule]:
+    return {"float": rule}
+
+
+def numeric(rule: Rule) -> dict[str, Rule]:
+    """Integers and floats, not bool (torch refuses most arithmetic on bool too)."""
+    return {"int": rule, "uint": rule, "float": rule}

@@ -1,0 +1,150 @@
+/**
+ * The server's HTTP API as the extension host uses it (docs/server.md): health, compile,
+ * the job's event stream (SSE, read with fetch and parsed here), cancel, stored traces and
+ * Pygments highlighting. Comes in: a base URL. Goes out: parsed JSON and StageEvents.
+ */
+
+import type { StageEvent } from "./protocol";
+
+export class ApiError extends Error {
+  constructor(message: string, readonly status: number, readonly kind = "server") {
+    super(message);
+  }
+}
+
+export interface Health {
+  ok: boolean;
+  isolation?: string;
+  devices?: { cuda?: boolean; gpu?: string | null };
+  versions?: Record<string, string>;
+}
+
+export interface StoredTrace {
+  id: string;
+  created?: string;
+  ok?: boolean;
+  code: string;
+  options?: Record<string, unknown>;
+  events: StageEvent[];
+}
+
+export interface CompileRequest {
+  code: string;
+  entry?: string;
+  options: Record<string, unknown>;
+}
+
+async function request<T>(base: string, method: string, path: string, body?: unknown,
+  timeoutMs = 30_000, signal?: AbortSignal): Promise<T> {
+  let res: Response;
+  const signals = [AbortSignal.timeout(timeoutMs), ...(signal ? [signal] : [])];
+  try {
+    res = await fetch(new URL(path, base), {
+      method,
+      headers: body === undefined ? {} : { "Content-Type": "application/json" },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.any(signals),
+    });
+  } catch (err) {
+    throw new ApiError(`cannot reach the Kernelscope server at ${base} (${(err as Error).message})`, 0, "network");
+  }
+  const text = await res.text();
+  let data: unknown = null;
+  try { data = text ? JSON.parse(text) : null; } catch { data = null; }
+  if (!res.ok) {
+    const d = data as { error?: string } | null;
+    const message = d?.error ?? (text.slice(0, 300) || res.statusText);
+    throw new ApiError(`${message} (HTTP ${res.status})`, res.status,
+      res.status === 503 || res.status === 429 ? "busy" : "server");
+  }
+  return data as T;
+}
+
+export class KernelscopeClient {
+  constructor(readonly base: string) {}
+
+  health(timeoutMs = 2000): Promise<Health> {
+    return request<Health>(this.base, "GET", "/api/health", undefined, timeoutMs);
+  }
+
+  compile(req: CompileRequest): Promise<{ job_id: string }> {
+    return request(this.base, "POST", "/api/compile", req);
+  }
+
+  /** Asks the server to stop a job; false when this server has no cancel endpoint. */
+  async cancel(jobId: string): Promise<boolean> {
+    try {
+      await request(this.base, "POST", `/api/jobs/${encodeURIComponent(jobId)}/cancel`, {});
+      return true;
+    } catch (err) {
+      if (err instanceof ApiError && (err.status === 404 || err.status === 405)) return false;
+      throw err;
+    }
+  }
+
+  trace(id: string): Promise<StoredTrace> {
+    return request(this.base, "GET", `/api/traces/${encodeURIComponent(id)}`);
+  }
+
+  async highlight(code: string, language: string): Promise<string | null> {
+    const r = await request<{ html?: string }>(this.base, "POST", "/api/highlight", { code, language });
+    return r?.html ?? null;
+  }
+
+  permalink(traceId: string): string {
+    return new URL(`/t/${encodeURIComponent(traceId)}`, this.base).href;
+  }
+
+  diffUrl(a: string, b: string): string {
+    return new URL(`/diff/${encodeURIComponent(a)}/${encodeURIComponent(b)}`, this.base).href;
+  }
+
+  /** The job's StageEvents as they arrive, through `done`; aborting `signal` ends it. */
+  async *events(jobId: string, signal?: AbortSignal): AsyncGenerator<StageEvent> {
+    let res: Response;
+    try {
+      res = await fetch(new URL(`/api/jobs/${encodeURIComponent(jobId)}/events`, this.base), {
+        headers: { Accept: "text/event-stream" }, signal,
+      });
+    } catch (err) {
+      throw new ApiError(`cannot open the event stream (${(err as Error).message})`, 0, "network");
+    }
+    if (!res.ok || !res.body) throw new ApiError(`event stream failed (HTTP ${res.status})`, res.status);
+    const parser = new SseParser();
+    const decoder = new TextDecoder();
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      for (const event of parser.push(decoder.decode(chunk, { stream: true }))) {
+        yield event;
+        if (event.stage === "done") return;
+      }
+    }
+    throw new ApiError("the event stream ended before the job finished", 0, "network");
+  }
+}
+
+/** Incremental `text/event-stream` parsing: `data:` lines up to a blank line make one event;
+ * comments (`: heartbeat`) and `id:` lines are skipped; events are de-duplicated by `seq`. */
+export class SseParser {
+  private buffer = "";
+  private data: string[] = [];
+  private seen = new Set<number>();
+
+  push(text: string): StageEvent[] {
+    this.buffer += text;
+    const out: StageEvent[] = [];
+    let nl: number;
+    while ((nl = this.buffer.indexOf("\n")) >= 0) {
+      const line = this.buffer.slice(0, nl).replace(/\r$/, "");
+      this.buffer = this.buffer.slice(nl + 1);
+      if (line.startsWith("data:")) this.data.push(line.slice(5).replace(/^ /, ""));
+      else if (line === "" && this.data.length) {
+        const event = JSON.parse(this.data.join("\n")) as StageEvent;
+        this.data = [];
+        if (typeof event.seq === "number" && this.seen.has(event.seq)) continue;
+        this.seen.add(event.seq);
+        out.push(event);
+      }
+    }
+    return out;
+  }
+}

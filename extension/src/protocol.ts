@@ -1,0 +1,109 @@
+/**
+ * The messages between the extension host and the Kernelscope webview, in one place.
+ *
+ * The host does all HTTP and SSE; it posts StageEvents (docs/events.md) and selections into
+ * the webview, and the webview answers with what the user pointed at. Both sides import this
+ * module, and both check what they receive with the guards below (a webview message is
+ * untrusted input to the host).
+ */
+
+/** One StageEvent of docs/events.md. */
+export interface StageEvent {
+  schema?: number;
+  seq: number;
+  stage: string;
+  ms?: number;
+  data: Record<string, unknown> & { [key: string]: unknown };
+}
+
+/** What the panel shows above the panes: which file and region a trace came from. */
+export interface TraceTitle {
+  file: string;
+  region: string;
+  traceId?: string | null;
+  server?: string;
+  /** The URI of the document the trace's source lines belong to. */
+  document?: string | null;
+}
+
+export type HostToWebview =
+  /** A new compile starts: clear every pane. */
+  | { type: "reset"; title: TraceTitle }
+  /** One StageEvent of the running job, as the server streamed it. */
+  | { type: "event"; event: StageEvent }
+  /** A whole stored trace (a permalink, or a panel restored after a reload). */
+  | { type: "trace"; title: TraceTitle; events: StageEvent[] }
+  /** The editor's cursor or selection is on these source lines: show their provenance. */
+  | { type: "selectLines"; lines: number[]; pin: boolean }
+  /** The answer to a `highlight` request: Pygments HTML, or null to stay plain. */
+  | { type: "highlighted"; id: number; html: string | null }
+  /** A failure outside the event stream (server unreachable, HTTP error, cancelled). */
+  | { type: "failure"; kind: string; message: string };
+
+export type WebviewToHost =
+  /** The script has loaded and listens; the host may (re)send the current trace. */
+  | { type: "ready"; restored: boolean }
+  /** A click pinned a selection: reveal these source lines in the editor. */
+  | { type: "reveal"; lines: number[] }
+  /** A hover (or its end) in a pane: mark these source lines in the editor. */
+  | { type: "hover"; lines: number[] }
+  /** Open a generated kernel (or a graph's wrapper, kernel "wrapper") as a document. */
+  | { type: "openKernel"; gid: number; kernel: string }
+  /** Highlight code with the server's Pygments (`POST /api/highlight`). */
+  | { type: "highlight"; id: number; code: string; language: string }
+  /** A panel restored after a reload hands its trace back, so the editor is decorated again. */
+  | { type: "restore"; title: TraceTitle; events: StageEvent[] };
+
+const isObject = (x: unknown): x is Record<string, unknown> =>
+  typeof x === "object" && x !== null && !Array.isArray(x);
+const isLines = (x: unknown): x is number[] =>
+  Array.isArray(x) && x.length <= 100_000 && x.every((n) => Number.isInteger(n) && n > 0);
+
+/** True when `m` is a well-formed message from the webview. */
+export function isWebviewToHost(m: unknown): m is WebviewToHost {
+  if (!isObject(m)) return false;
+  switch (m.type) {
+    case "ready":
+      return typeof m.restored === "boolean";
+    case "reveal":
+    case "hover":
+      return isLines(m.lines);
+    case "openKernel":
+      return Number.isInteger(m.gid) && typeof m.kernel === "string" && m.kernel.length < 500;
+    case "highlight":
+      return Number.isInteger(m.id) && typeof m.code === "string" && typeof m.language === "string";
+    case "restore":
+      return isObject(m.title) && Array.isArray(m.events) && m.events.length < 10_000 &&
+        m.events.every((e) => isObject(e) && typeof e.stage === "string" && typeof e.seq === "number");
+    default:
+      return false;
+  }
+}
+
+/** True when `m` is a well-formed message from the host. */
+export function isHostToWebview(m: unknown): m is HostToWebview {
+  if (!isObject(m)) return false;
+  switch (m.type) {
+    case "reset":
+      return isObject(m.title);
+    case "event":
+      return isObject(m.event) && typeof m.event.stage === "string";
+    case "trace":
+      return isObject(m.title) && Array.isArray(m.events);
+    case "selectLines":
+      return isLines(m.lines) && typeof m.pin === "boolean";
+    case "highlighted":
+      return Number.isInteger(m.id) && (m.html === null || typeof m.html === "string");
+    case "failure":
+      return typeof m.kind === "string" && typeof m.message === "string";
+    default:
+      return false;
+  }
+}
+
+/** What the webview keeps with setState, so a hidden or restored panel shows the same. */
+export interface WebviewState {
+  title: TraceTitle | null;
+  events: StageEvent[];
+  tab?: string;
+}

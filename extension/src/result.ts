@@ -1,0 +1,124 @@
+/**
+ * One finished (or running) compile as the extension host keeps it: its events, the file
+ * and region it came from, and what the editor needs from them: which source lines made
+ * which kernels, with times and % of peak, and each kernel's and wrapper's generated code.
+ * Built on the web UI's own Trace and provenance index (webui/js), so the editor and the
+ * panel agree on every line. No vscode here.
+ */
+
+import type { StageEvent, TraceTitle } from "./protocol";
+import { Trace } from "../../webui/js/trace.js";
+import { buildIndex } from "../../webui/js/provenance.js";
+
+export interface KernelInfo {
+  gid: number;
+  name: string;
+  kind: string;
+  lines: number[];
+  ms: number | null;
+  pctPeak: number | null;
+  gbps: number | null;
+}
+
+export interface GeneratedCode {
+  gid: number;
+  /** A kernel name, or "wrapper". */
+  name: string;
+  /** VS Code language id: python (Triton, wrappers) or cpp. */
+  language: string;
+  source: string;
+}
+
+export class CompileResult {
+  readonly trace = new Trace();
+  index = buildIndex(this.trace);
+
+  constructor(
+    /** Identifies this result in kernelscope: URIs. */
+    readonly id: string,
+    /** The document the source lines belong to (a URI string), if any. */
+    readonly documentUri: string | null,
+    readonly title: TraceTitle,
+  ) {}
+
+  add(event: StageEvent): boolean {
+    if (!this.trace.add(event)) return false;
+    this.index = buildIndex(this.trace);
+    return true;
+  }
+
+  get events(): StageEvent[] {
+    return this.trace.events as StageEvent[];
+  }
+
+  get traceId(): string | null {
+    return this.trace.traceId ?? null;
+  }
+
+  get ok(): boolean | null {
+    return this.trace.done ? this.trace.done.ok !== false : null;
+  }
+
+  /** Source lines that produced something, each with the kernels it went into. */
+  lineKernels(): Map<number, KernelInfo[]> {
+    const kernels = this.kernels();
+    const byLine = new Map<number, KernelInfo[]>();
+    for (const line of this.index.sourceLines as Set<number>) byLine.set(line, []);
+    for (const k of kernels) {
+      for (const line of k.lines) {
+        const list = byLine.get(line) ?? [];
+        list.push(k);
+        byLine.set(line, list);
+      }
+    }
+    return byLine;
+  }
+
+  /** Every kernel in execution order, with its profile numbers when measured. */
+  kernels(): KernelInfo[] {
+    const profile = (this.trace.data("profile") ?? {}) as { kernels?: { name: string; ms?: number; pct_peak?: number; gbps?: number }[] };
+    const timed = new Map((profile.kernels ?? []).map((k) => [k.name, k]));
+    return (this.trace.kernels() as { gid: number; name: string; kind: string; lines?: number[] }[]).map((k) => ({
+      gid: k.gid, name: k.name, kind: k.kind, lines: k.lines ?? [],
+      ms: timed.get(k.name)?.ms ?? null, pctPeak: timed.get(k.name)?.pct_peak ?? null,
+      gbps: timed.get(k.name)?.gbps ?? null,
+    }));
+  }
+
+  /** The generated kernels and wrappers (codegen), in order. */
+  generated(): GeneratedCode[] {
+    const out: GeneratedCode[] = [];
+    type Graph = { id: number; kernels: { name: string; language: string; source: string }[]; wrapper?: { source: string } };
+    for (const g of this.trace.graphs("codegen") as Graph[]) {
+      for (const k of g.kernels) {
+        out.push({ gid: g.id, name: k.name, language: k.language === "cpp" ? "cpp" : "python", source: k.source });
+      }
+      if (g.wrapper) out.push({ gid: g.id, name: "wrapper", language: "python", source: g.wrapper.source });
+    }
+    return out;
+  }
+
+  code(gid: number, name: string): GeneratedCode | null {
+    return this.generated().find((c) => c.gid === gid && c.name === name) ?? null;
+  }
+
+  /** The stage the job is in: the one after the last event that arrived. */
+  stage(): string {
+    const last = this.events[this.events.length - 1]?.stage;
+    const order = ["source", "capture", "lowering", "scheduling", "memory", "codegen", "compile", "run", "profile"];
+    if (!last) return "starting";
+    if (last === "done" || last === "error") return last;
+    return order[order.indexOf(last) + 1] ?? "done";
+  }
+
+  /** One line for the status bar: kernels and time, or the error. */
+  summary(): string {
+    const error = this.trace.error as { kind?: string; message?: string } | null;
+    if (error) return `${error.kind ?? "error"}: ${(error.message ?? "").split("\n")[0].slice(0, 80)}`;
+    const profile = this.trace.data("profile") as { kernelscope_ms?: number; eager_ms?: number; measured?: boolean } | null;
+    const n = this.kernels().length;
+    const time = profile?.measured && profile.kernelscope_ms !== undefined
+      ? ` · ${profile.kernelscope_ms.toFixed(3)} ms (eager ${profile.eager_ms?.toFixed(3)} ms)` : "";
+    return `${n} kernel${n === 1 ? "" : "s"}${time}`;
+  }
+}

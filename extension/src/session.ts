@@ -1,0 +1,302 @@
+/**
+ * One compile from the editor to the panel and back: plan the request from the selection
+ * (snippet.ts), ask for missing inputs, attach to or start the server, stream the job's
+ * events into the panel, the status bar and the editor's decorations, and remember the
+ * trace for permalinks and "Compare With Previous". Also the way back: a click in the panel
+ * reveals source lines, the editor's cursor selects in the panel.
+ */
+
+import * as vscode from "vscode";
+import { ApiError, KernelscopeClient } from "./client";
+import { SourceDecorations } from "./decorations";
+import { KernelDocuments } from "./documents";
+import { askInputs } from "./inputs";
+import { KernelscopePanel } from "./panel";
+import type { StageEvent, TraceTitle, WebviewToHost } from "./protocol";
+import { CompileResult } from "./result";
+import { ServerManager, ServerSettings, SetupError, chooseDevice } from "./server";
+import { Plan, buildSnippet, planFile, planSelection, remapLines } from "./snippet";
+import { JobStatus } from "./statusbar";
+
+const HISTORY = "kernelscope.history";
+
+export interface Settings extends ServerSettings {
+  device: string;
+  backend: string;
+  compileOptions: Record<string, unknown>;
+}
+
+export function readSettings(folder: vscode.WorkspaceFolder | undefined): Settings {
+  const c = vscode.workspace.getConfiguration("kernelscope");
+  const python = c.get<string>("pythonPath") ||
+    vscode.workspace.getConfiguration("python").get<string>("defaultInterpreterPath") || "python3";
+  return {
+    serverUrl: c.get<string>("serverUrl", "http://127.0.0.1:8765"),
+    python,
+    autoStart: c.get<boolean>("startServer", true),
+    cwd: folder?.uri.fsPath,
+    device: c.get<string>("device", "auto"),
+    backend: c.get<string>("backend", "auto"),
+    compileOptions: c.get<Record<string, unknown>>("compileOptions", {}),
+    startTimeoutMs: c.get<number>("startTimeoutSeconds", 60) * 1000,
+  };
+}
+
+interface Running {
+  client: KernelscopeClient;
+  jobId: string | null;
+  abort: AbortController;
+}
+
+export class Session implements vscode.Disposable {
+  readonly decorations = new SourceDecorations();
+  readonly documents = new KernelDocuments();
+  readonly status = new JobStatus();
+  result: CompileResult | null = null;
+  private running: Running | null = null;
+  private counter = 0;
+  private revealing = false;
+  private client: KernelscopeClient | null = null;
+
+  constructor(
+    private readonly context: vscode.ExtensionContext,
+    readonly server: ServerManager,
+    private readonly log: vscode.OutputChannel | { appendLine(s: string): void },
+  ) {
+    KernelscopePanel.onMessage = (m) => this.onPanelMessage(m);
+  }
+
+  /** "Kernelscope: Compile Selection": the selected lines (or the cursor's function). */
+  compileSelection(editor: vscode.TextEditor): Promise<void> {
+    const s = editor.selection;
+    const end = s.end.line > s.start.line && s.end.character === 0 ? s.end.line : s.end.line + 1;
+    const plan = planSelection(editor.document.getText(), s.start.line + 1, end);
+    return this.compile(editor.document, plan);
+  }
+
+  /** "Kernelscope: Compile File". */
+  compileFile(editor: vscode.TextEditor): Promise<void> {
+    return this.compile(editor.document, planFile(editor.document.getText()));
+  }
+
+  async compile(document: vscode.TextDocument, plan: Plan): Promise<void> {
+    if (this.running) {
+      const choice = await vscode.window.showWarningMessage("A Kernelscope compile is running.", "Cancel it and compile", "Keep it");
+      if (choice !== "Cancel it and compile") return;
+      await this.cancel();
+    }
+    const text = document.getText();
+    let inputs: string[] = [];
+    if (plan.needsInputs.length) {
+      const key = `${document.uri.toString()}#${plan.key}`;
+      const answers = await askInputs(this.context.workspaceState, key, plan.label, plan.needsInputs);
+      if (!answers) return;
+      inputs = answers;
+    }
+    const snippet = buildSnippet(text, plan, inputs);
+    const folder = vscode.workspace.getWorkspaceFolder(document.uri);
+    const settings = readSettings(folder);
+    const title: TraceTitle = { file: vscode.workspace.asRelativePath(document.uri), region: plan.label, document: document.uri.toString() };
+    const result = new CompileResult(`r${++this.counter}`, document.uri.toString(), title);
+    const panel = KernelscopePanel.createOrShow(this.context.extensionUri);
+    panel.post({ type: "reset", title });
+    this.setResult(result);
+    const running: Running = { client: null as unknown as KernelscopeClient, jobId: null, abort: new AbortController() };
+    this.running = running;
+    this.status.running(plan.label, "starting the server");
+    try {
+      const client = await this.ensureServer(settings);
+      running.client = client;
+      const device = await chooseDevice(client, settings.device);
+      const options = { ...settings.compileOptions, device, backend: settings.backend };
+      this.status.running(plan.label, "queued");
+      const { job_id: jobId } = await client.compile({ code: snippet.code, ...(snippet.entry ? { entry: snippet.entry } : {}), options });
+      running.jobId = jobId;
+      for await (const raw of client.events(jobId, running.abort.signal)) {
+        const event = remapLines<StageEvent>(raw, snippet);
+        if (!result.add(event)) continue;
+        panel.post({ type: "event", event });
+        if (this.result === result) {
+          this.status.running(plan.label, result.stage());
+          if (["lowering", "scheduling", "codegen", "profile", "error"].includes(event.stage)) this.decorations.show(result);
+        }
+      }
+      this.status.finished(result.ok !== false, result.summary());
+      if (result.traceId) await this.remember(document.uri, result.traceId);
+    } catch (err) {
+      this.fail(err, running.abort.signal.aborted);
+    } finally {
+      if (this.running === running) this.running = null;
+    }
+  }
+
+  private async ensureServer(settings: Settings): Promise<KernelscopeClient> {
+    const env: Record<string, string> = {};
+    // A Kernelscope checkout opened as the workspace: run its own code.
+    if (settings.cwd) {
+      try {
+        await vscode.workspace.fs.stat(vscode.Uri.joinPath(vscode.Uri.file(settings.cwd), "server", "__main__.py"));
+        env.PYTHONPATH = settings.cwd;
+      } catch { /* not a checkout */ }
+    }
+    this.client = await this.server.ensure({ ...settings, env });
+    return this.client;
+  }
+
+  private fail(err: unknown, cancelled: boolean): void {
+    const panel = KernelscopePanel.current;
+    if (cancelled) {
+      panel?.post({ type: "failure", kind: "cancelled", message: "The compile was cancelled." });
+      this.status.finished(false, "cancelled");
+      return;
+    }
+    if (err instanceof SetupError) {
+      panel?.post({ type: "failure", kind: "setup", message: `${err.message} ${err.fix}` });
+      this.status.finished(false, "not started");
+      void vscode.window.showErrorMessage(`Kernelscope: ${err.message} ${err.fix}`, "Open Settings").then((c) => {
+        if (c) void vscode.commands.executeCommand("workbench.action.openSettings", "kernelscope");
+      });
+      return;
+    }
+    const kind = err instanceof ApiError ? err.kind : "client";
+    const message = err instanceof Error ? err.message : String(err);
+    this.log.appendLine(`compile failed: ${message}`);
+    panel?.post({ type: "failure", kind, message });
+    this.status.finished(false, message.slice(0, 60));
+    void vscode.window.showErrorMessage(`Kernelscope: ${message}`);
+  }
+
+  /** Stops the running job: asks the server to cancel it, and stops following its events. */
+  async cancel(): Promise<void> {
+    const running = this.running;
+    if (!running) return;
+    let cancelled = false;
+    try {
+      if (running.jobId && running.client) cancelled = await running.client.cancel(running.jobId);
+    } catch (err) {
+      this.log.appendLine(`cancel failed: ${(err as Error).message}`);
+    }
+    running.abort.abort();
+    this.running = null;
+    if (!cancelled) {
+      void vscode.window.showInformationMessage("Kernelscope: stopped following the job (this server cannot cancel jobs; it finishes on its own).");
+    }
+  }
+
+  get isRunning(): boolean {
+    return this.running !== null;
+  }
+
+  private setResult(result: CompileResult): void {
+    this.result = result;
+    this.documents.remember(result);
+    this.decorations.show(result);
+  }
+
+  /** Shows a stored trace (a permalink): its code in a new editor, its events in the panel. */
+  async openTrace(client: KernelscopeClient, id: string): Promise<void> {
+    const trace = await client.trace(id);
+    const doc = await vscode.workspace.openTextDocument({ content: trace.code, language: "python" });
+    await vscode.window.showTextDocument(doc, vscode.ViewColumn.One);
+    const title: TraceTitle = { file: `trace ${trace.id}`, region: String(trace.options?.entry ?? "permalink"), traceId: trace.id,
+      server: client.base, document: doc.uri.toString() };
+    const result = new CompileResult(`r${++this.counter}`, doc.uri.toString(), title);
+    for (const e of trace.events) result.add(e);
+    this.setResult(result);
+    KernelscopePanel.createOrShow(this.context.extensionUri).post({ type: "trace", title, events: result.events });
+    this.status.finished(result.ok !== false, result.summary());
+    this.client = client;
+  }
+
+  /** The trace ids compiled from a document, oldest first (the last 20). */
+  history(uri: vscode.Uri): string[] {
+    return this.context.workspaceState.get<Record<string, string[]>>(HISTORY, {})[uri.toString()] ?? [];
+  }
+
+  private async remember(uri: vscode.Uri, traceId: string): Promise<void> {
+    const all = this.context.workspaceState.get<Record<string, string[]>>(HISTORY, {});
+    const list = (all[uri.toString()] ?? []).filter((t) => t !== traceId);
+    list.push(traceId);
+    all[uri.toString()] = list.slice(-20);
+    await this.context.workspaceState.update(HISTORY, all);
+  }
+
+  /** The client of the last server used, for permalinks and diffs. */
+  async currentClient(): Promise<KernelscopeClient> {
+    if (this.client) return this.client;
+    return this.ensureServer(readSettings(vscode.workspace.workspaceFolders?.[0]));
+  }
+
+  /** Reveals source lines of the current result in its editor. */
+  async reveal(lines: number[]): Promise<void> {
+    const uri = this.result?.documentUri;
+    if (!uri || !lines.length) return;
+    const existing = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === uri);
+    const doc = existing?.document ?? await vscode.workspace.openTextDocument(vscode.Uri.parse(uri));
+    const editor = await vscode.window.showTextDocument(doc, { viewColumn: existing?.viewColumn ?? vscode.ViewColumn.One, preserveFocus: false });
+    const first = Math.min(...lines) - 1;
+    const last = Math.max(...lines) - 1;
+    const range = new vscode.Range(first, 0, last, doc.lineAt(Math.min(last, doc.lineCount - 1)).text.length);
+    this.revealing = true;
+    editor.selection = new vscode.Selection(range.start, range.end);
+    editor.revealRange(range, vscode.TextEditorRevealType.InCenterIfOutsideViewport);
+    this.decorations.mark(lines);
+  }
+
+  /** The editor's cursor moved in the result's document: select that line in the panel. */
+  onEditorSelection(e: vscode.TextEditorSelectionChangeEvent): void {
+    if (this.revealing) { this.revealing = false; return; }
+    if (!this.result || e.textEditor.document.uri.toString() !== this.result.documentUri) return;
+    const s = e.selections[0];
+    const lines: number[] = [];
+    for (let l = s.start.line; l <= s.end.line && lines.length < 500; l++) lines.push(l + 1);
+    KernelscopePanel.current?.post({ type: "selectLines", lines, pin: true });
+  }
+
+  private onPanelMessage(m: WebviewToHost): void {
+    switch (m.type) {
+      case "ready":
+        // A panel restored by the serializer (or shown again) has its own state; a panel
+        // that has none gets the current result.
+        if (!m.restored && this.result?.events.length) {
+          KernelscopePanel.current?.post({ type: "trace", title: this.result.title, events: this.result.events });
+        }
+        break;
+      case "reveal":
+        void this.reveal(m.lines);
+        break;
+      case "hover":
+        this.decorations.mark(m.lines);
+        break;
+      case "openKernel":
+        if (this.result) void this.documents.open(this.result, m.gid, m.kernel);
+        break;
+      case "restore":
+        // After a reload the host has no result; the restored panel's trace decorates its file again.
+        if (!this.result && m.title.document) {
+          try {
+            const result = new CompileResult(`r${++this.counter}`, m.title.document, m.title);
+            for (const e of m.events) result.add(e);
+            this.setResult(result);
+          } catch (err) {
+            this.log.appendLine(`could not restore the panel's trace: ${(err as Error).message}`);
+          }
+        }
+        break;
+      case "highlight": {
+        const client = this.client;
+        const answer = (html: string | null) => KernelscopePanel.current?.post({ type: "highlighted", id: m.id, html });
+        if (!client) { answer(null); break; }
+        client.highlight(m.code, m.language).then(answer, () => answer(null));
+        break;
+      }
+    }
+  }
+
+  dispose(): void {
+    this.running?.abort.abort();
+    this.decorations.dispose();
+    this.documents.dispose();
+    this.status.dispose();
+  }
+}

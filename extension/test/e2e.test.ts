@@ -1,0 +1,85 @@
+/** The whole way, with nothing faked but VS Code: the extension starts the real server of
+ * this checkout (`python -m server`), Compile Selection sends a block of a function, the real
+ * compiler builds C++ kernels in the sandboxed worker, and the events come back with their
+ * lines mapped onto the selected lines of the file. Skipped where no Python has the package. */
+
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import * as vscode from "vscode";
+import { stub, makeContext, Position, Selection, Hover } from "./vscode-stub";
+import { activate, deactivate } from "../src/extension";
+import { KernelscopePanel } from "../src/panel";
+import { EXT, REPO, until } from "./helpers";
+
+function python(): string | null {
+  for (const py of [process.env.PYTHON, "python", "python3"]) {
+    if (!py) continue;
+    try {
+      execFileSync(py, ["-c", "import server, compiler, torch, flask"], { env: { ...process.env, PYTHONPATH: REPO }, stdio: "ignore" });
+      return py;
+    } catch { /* next */ }
+  }
+  return null;
+}
+
+const FILE = `import torch
+
+
+def f(x, w):
+    h = x @ w
+    y = torch.relu(h) * 2.0
+    return y.sum(dim=-1)
+`;
+
+test("Compile Selection on a block, through the real server and compiler", { skip: python() ? false : "no Python with the kernelscope package", timeout: 240_000 }, async () => {
+  stub.reset();
+  KernelscopePanel.current = null;
+  process.env.PYTHONPATH = REPO;
+  process.env.XDG_DATA_HOME = mkdtempSync(path.join(tmpdir(), "ks-ext-e2e-"));
+  Object.assign(stub.settings, {
+    "kernelscope.serverUrl": "", "kernelscope.pythonPath": python(), "kernelscope.device": "cpu",
+    "kernelscope.backend": "cpp", "kernelscope.compileOptions": { fusion: true, inductor: false },
+  });
+  const context = makeContext(EXT);
+  const session = activate(context as unknown as vscode.ExtensionContext);
+  try {
+    const editor = stub.openEditor(path.join(REPO, "f.py"), FILE);
+    editor.selection = new Selection(new Position(4, 0), new Position(6, 0)); // lines 5-6
+    stub.inputAnswers = ["float32[8, 16]", "float32[16, 32]"];
+    const running = vscode.commands.executeCommand("kernelscope.compileSelection");
+    await until(() => stub.panels.length > 0);
+    stub.panels[0].webview.send({ type: "ready", restored: false });
+    await running;
+    const result = session.result!;
+    const stages = result.events.map((e) => e.stage);
+    assert.deepEqual(stub.messages.filter((m) => m.level === "error"), []);
+    assert.ok(!stages.includes("error"), JSON.stringify(result.trace.error));
+    assert.equal(result.ok, true);
+    assert.equal(result.trace.data("run").ok, true, "the kernels match eager");
+    assert.match(result.traceId ?? "", /^[A-Za-z0-9]{12}$/);
+    // Every kernel names only the selected lines, and those lines are decorated.
+    const lines = new Set(result.kernels().flatMap((k) => k.lines));
+    assert.deepEqual([...lines].sort(), [5, 6]);
+    const lineTypes = stub.decorationTypes.filter((t) => t.options.borderWidth === "0 0 0 3px");
+    assert.deepEqual(editor.decoratedLines(lineTypes), [5, 6]);
+    const hover = stub.hoverProviders[0].provideHover(editor.document, new Position(5, 0)) as Hover;
+    assert.match(hover.contents.value, /cpp_/);
+    assert.equal(result.generated().find((c) => c.name !== "wrapper")?.language, "cpp");
+    assert.match(stub.statusItems[0].text, /\$\(check\) Kernelscope: \d+ kernels?/);
+    // The panel got every event the server streamed.
+    const posted = stub.panels[0].webview.posted as { type: string; event?: { stage: string } }[];
+    assert.equal(posted.filter((m) => m.type === "event").length, result.events.length);
+  } finally {
+    const url = session.server.startedUrl;
+    deactivate();
+    for (const d of context.subscriptions) d.dispose();
+    if (url) {
+      await new Promise((r) => setTimeout(r, 1500));
+      await assert.rejects(fetch(`${url}/api/health`), "the started server is stopped on deactivate");
+    }
+  }
+});

@@ -1,0 +1,250 @@
+/** The extension against the vscode stub: commands, Compile Selection end to end against a
+ * fake server streaming a recorded trace, the panel's message protocol, decorations and
+ * hovers, read-only kernel documents, the status bar and cancel. */
+
+import { test, beforeEach, afterEach } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import * as vscode from "vscode";
+import { stub, makeContext, Position, Selection, Hover, TextEditor, WebviewPanel } from "./vscode-stub";
+import { activate, parsePermalink } from "../src/extension";
+import { KernelscopePanel } from "../src/panel";
+import { isWebviewToHost, isHostToWebview } from "../src/protocol";
+import type { Session } from "../src/session";
+import { EXT, FakeServer, fakeServer, recorded, until } from "./helpers";
+
+let srv: FakeServer;
+let session: Session;
+let context: ReturnType<typeof makeContext>;
+
+async function start(opts: Parameters<typeof fakeServer>[0] = {}): Promise<void> {
+  srv = await fakeServer(opts);
+  stub.settings["kernelscope.serverUrl"] = srv.url;
+  stub.settings["kernelscope.startServer"] = false;
+}
+
+beforeEach(() => {
+  stub.reset();
+  KernelscopePanel.current = null;
+  context = makeContext(EXT);
+  session = activate(context as unknown as vscode.ExtensionContext);
+});
+
+afterEach(async () => {
+  for (const d of context.subscriptions) d.dispose();
+  await srv?.close();
+});
+
+const panel = () => stub.panels[stub.panels.length - 1];
+const posted = (type: string) => (panel().webview.posted as { type: string }[]).filter((m) => m.type === type);
+const statusText = () => stub.statusItems.map((i) => i.text).join(" | ");
+
+/** Opens the recorded trace's file, selects `lines`, runs Compile Selection, and lets the
+ * panel's script say it is ready. */
+async function compileSelection(from: number, to: number): Promise<TextEditor> {
+  const editor = stub.openEditor("/work/block.py", recorded().code);
+  editor.selection = new Selection(new Position(from - 1, 0), new Position(to - 1, 4));
+  const running = vscode.commands.executeCommand("kernelscope.compileSelection");
+  await until(() => stub.panels.length > 0, 5000, "the panel");
+  panel().webview.send({ type: "ready", restored: false });
+  await running;
+  return editor;
+}
+
+test("every command in package.json is registered, and only those", () => {
+  const manifest = JSON.parse(readFileSync(path.join(EXT, "package.json"), "utf8"));
+  const declared = manifest.contributes.commands.map((c: { command: string }) => c.command).sort();
+  assert.deepEqual([...stub.commands.keys()].sort(), declared);
+  const menu = manifest.contributes.menus["editor/context"].map((m: { command: string }) => m.command);
+  assert.ok(menu.includes("kernelscope.compileSelection"));
+  assert.ok(stub.serializers.has("kernelscope.panel"), "a serializer restores the panel");
+  assert.ok(stub.providers.has("kernelscope"), "kernelscope: documents");
+  assert.equal(manifest.activationEvents.includes("onWebviewPanel:kernelscope.panel"), true);
+});
+
+test("Compile Selection sends the whole file with the selected function as the entry", async () => {
+  await start();
+  // The recorded file compiles `block` itself (torch.compile(block)(x, w)): no questions.
+  await compileSelection(5, 9);
+  const compile = srv.requests.find((r) => r.url === "/api/compile")!;
+  const body = compile.body as { code: string; entry?: string; options: Record<string, unknown> };
+  assert.ok(body.code.startsWith(recorded().code));
+  assert.equal(body.entry, undefined, "the file's own torch.compile call picks block and its inputs");
+  assert.deepEqual(body.options, { device: "cpu", backend: "auto" });
+  assert.deepEqual(stub.inputPrompts, []);
+
+  // The panel got a reset and every event, in order.
+  const events = posted("event") as unknown as { event: { stage: string } }[];
+  assert.deepEqual(events.map((m) => m.event.stage), recorded().events.map((e) => e.stage));
+  assert.equal((posted("reset")[0] as unknown as { title: { region: string } }).title.region, "function block");
+  assert.match(statusText(), /\$\(check\) Kernelscope: 4 kernels · 0\.187 ms/);
+  assert.equal(session.history(stub.editors[0].document.uri as never).at(-1), "TRACE1");
+});
+
+test("a function without inputs in the file asks for each parameter, and remembers", async () => {
+  await start();
+  const file = "import torch\n\n\ndef f(x, w, alpha=0.5):\n    return (x @ w).relu() * alpha\n";
+  const editor = stub.openEditor("/work/f.py", file);
+  editor.selection = new Selection(new Position(4, 4), new Position(4, 4));
+  stub.inputAnswers = ["float32[8, 16]", "float16[16, 4]"];
+  const first = vscode.commands.executeCommand("kernelscope.compileSelection");
+  await until(() => stub.panels.length > 0);
+  panel().webview.send({ type: "ready", restored: false });
+  await first;
+  assert.deepEqual(stub.inputPrompts.map((p) => p.value), ["float32[64, 1024]", "float32[64, 1024]"]);
+  assert.match(stub.inputPrompts[0].prompt ?? "", /^x: dtype\[shape\]/);
+  const body = srv.requests.find((r) => r.url === "/api/compile")!.body as { code: string; entry: string };
+  assert.equal(body.entry, "f");
+  assert.match(body.code, /example_inputs = \(__kernelscope_torch\.randn\(\(8, 16\), dtype=__kernelscope_torch\.float32\), __kernelscope_torch\.randn\(\(16, 4\), dtype=__kernelscope_torch\.float16\)\)/);
+
+  // The second time, the answers given are offered.
+  stub.inputPrompts = [];
+  await vscode.commands.executeCommand("kernelscope.compileSelection");
+  assert.deepEqual(stub.inputPrompts.map((p) => p.value), ["float32[8, 16]", "float16[16, 4]"]);
+
+  // Escape cancels the compile.
+  const before = srv.requests.length;
+  stub.inputAnswers = [undefined];
+  await vscode.commands.executeCommand("kernelscope.compileSelection");
+  assert.equal(srv.requests.filter((r) => r.url === "/api/compile").length, srv.requests.slice(0, before).filter((r) => r.url === "/api/compile").length);
+});
+
+test("source lines that produced kernels are decorated; the hover lists kernels, time and % of peak", async () => {
+  await start();
+  const editor = await compileSelection(5, 9);
+  const lineTypes = stub.decorationTypes.filter((t) => t.options.borderWidth === "0 0 0 3px");
+  assert.deepEqual(editor.decoratedLines(lineTypes), [6, 7, 8, 9]);
+  // Line 8 went into two kernels (the softmax reduction and the fused epilogue).
+  const hover = stub.hoverProviders[0].provideHover(editor.document, new Position(7, 0)) as Hover;
+  const md = hover.contents.value;
+  assert.match(md, /cpp_red_fused__softmax_2.*\| 31\.0 µs \| 10\.0 % \|/);
+  assert.match(md, /cpp_poi_fused__softmax_add_mul_3.*\| 44\.0 µs \| 14\.0 % \|/);
+  assert.match(md, /command:kernelscope\.showLines\?/);
+  assert.deepEqual((hover.contents.isTrusted as { enabledCommands: string[] }).enabledCommands.sort(), ["kernelscope.openKernel", "kernelscope.showLines"]);
+  assert.equal(stub.hoverProviders[0].provideHover(editor.document, new Position(0, 0)), null, "line 1 made nothing");
+  const other = stub.openEditor("/work/other.py", recorded().code);
+  assert.equal(stub.hoverProviders[0].provideHover(other.document, new Position(7, 0)), null, "only the compiled file");
+});
+
+test("panel messages: a kernel click reveals its lines, hovers mark lines, the cursor selects in the panel", async () => {
+  await start();
+  const editor = await compileSelection(5, 9);
+  panel().webview.send({ type: "reveal", lines: [8, 9] });
+  await until(() => editor.revealed.length > 0);
+  assert.deepEqual([editor.selection.start.line, editor.selection.end.line], [7, 8]);
+  panel().webview.send({ type: "hover", lines: [7] });
+  const selected = stub.decorationTypes.find((t) => t.options.overviewRulerColor === "rgba(255, 209, 102, 0.9)")!;
+  assert.deepEqual(editor.decoratedLines([selected]), [7]);
+  // The selection the reveal made is not echoed back; the user's next cursor move is.
+  stub.selectionEmitter.fire({ textEditor: editor, selections: [editor.selection] });
+  assert.equal(posted("selectLines").length, 0);
+  stub.selectionEmitter.fire({ textEditor: editor, selections: [new Selection(new Position(6, 2), new Position(6, 2))] });
+  assert.deepEqual(posted("selectLines"), [{ type: "selectLines", lines: [7], pin: true }]);
+  // Highlight requests go to the server; junk from the webview is ignored.
+  panel().webview.send({ type: "highlight", id: 3, code: "x = 1", language: "python" });
+  await until(() => posted("highlighted").length > 0);
+  assert.ok(srv.requests.some((r) => r.url === "/api/highlight"));
+  for (const junk of [null, "ready", { type: "reveal", lines: ["1"] }, { type: "openKernel", gid: "0" }, { type: "eval", code: "x" }]) {
+    assert.equal(isWebviewToHost(junk), false);
+    panel().webview.send(junk);
+  }
+  assert.equal(isHostToWebview({ type: "event", event: { stage: "source" } }), true);
+});
+
+test("generated code opens as read-only kernelscope: documents with the right language", async () => {
+  await start();
+  await compileSelection(5, 9);
+  panel().webview.send({ type: "openKernel", gid: 0, kernel: "cpp_red_fused__softmax_2" });
+  await until(() => stub.shown.length > 0);
+  const doc = stub.shown[0].document;
+  assert.equal(doc.uri.scheme, "kernelscope");
+  assert.match(doc.uri.path, /\/0\/cpp_red_fused__softmax_2\.cpp$/);
+  assert.equal(doc.languageId, "cpp");
+  const codegen = recorded().events.find((e) => e.stage === "codegen")!.data as { graphs: { kernels: { name: string; source: string }[]; wrapper: { source: string } }[] };
+  assert.equal(doc.getText(), codegen.graphs[0].kernels.find((k) => k.name === "cpp_red_fused__softmax_2")!.source);
+  // The wrapper, from the command palette's quick pick.
+  stub.quickPickAnswers = [session.result!.generated().findIndex((c) => c.name === "wrapper")];
+  await vscode.commands.executeCommand("kernelscope.openKernel");
+  const wrapper = stub.shown[1].document;
+  assert.equal(wrapper.languageId, "python");
+  assert.equal(wrapper.getText(), codegen.graphs[0].wrapper.source);
+  // A document is provided text only: there is no way to write it back.
+  const provider = stub.providers.get("kernelscope") as unknown as Record<string, unknown>;
+  assert.equal(typeof provider.provideTextDocumentContent, "function");
+  assert.equal(provider.writeFile, undefined);
+});
+
+test("the panel's HTML: nonce CSP, the extension's own files only, no retained context", async () => {
+  await start();
+  await compileSelection(5, 9);
+  const p = panel();
+  const html = p.webview.html;
+  const csp = /content="([^"]+)"/.exec(html)![1].replace(/&#39;|&quot;/g, "'");
+  assert.match(csp, /^default-src 'none'; script-src 'nonce-([A-Za-z0-9]+)'; style-src https:\/\/stub\.vscode-cdn\.net 'unsafe-inline'/);
+  const nonce = /'nonce-([A-Za-z0-9]+)'/.exec(csp)![1];
+  assert.match(html, new RegExp(`<script type="module" nonce="${nonce}" src="https://stub.vscode-cdn.net${EXT}/dist/webview.js">`));
+  assert.equal(p.options.retainContextWhenHidden, undefined);
+  assert.deepEqual((p.options.localResourceRoots as vscode.Uri[]).map((u) => u.path), [`${EXT}/dist`]);
+  // The serializer revives a restored panel into the same class.
+  p.dispose();
+  const restored = new WebviewPanel("kernelscope.panel", "Kernelscope", {});
+  await stub.serializers.get("kernelscope.panel")!.deserializeWebviewPanel(restored as never, {});
+  assert.equal(KernelscopePanel.current?.panel, restored);
+  assert.match(restored.webview.html, /Content-Security-Policy/);
+});
+
+test("the status bar shows the stage and cancels the job", async () => {
+  await start({ hang: true });
+  const editor = stub.openEditor("/work/block.py", recorded().code);
+  editor.selection = new Selection(new Position(5, 0), new Position(5, 0));
+  const running = vscode.commands.executeCommand("kernelscope.compileSelection");
+  await until(() => stub.panels.length > 0);
+  panel().webview.send({ type: "ready", restored: false });
+  await until(() => /Kernelscope: scheduling/.test(statusText()), 5000, "the stage in the status bar");
+  assert.equal(stub.statusItems[0].command, "kernelscope.cancel");
+  await vscode.commands.executeCommand("kernelscope.cancel");
+  await running;
+  assert.ok(srv.requests.some((r) => r.method === "POST" && r.url === "/api/jobs/j1/cancel"));
+  assert.match(statusText(), /cancelled/);
+  assert.equal((posted("failure").at(-1) as unknown as { kind: string }).kind, "cancelled");
+});
+
+test("Open Permalink shows a stored trace; Compare With Previous opens the diff view", async () => {
+  await start();
+  assert.deepEqual(parsePermalink("http://127.0.0.1:8765/t/abc123"), ["http://127.0.0.1:8765", "abc123"]);
+  assert.deepEqual(parsePermalink("abc123"), [null, "abc123"]);
+  assert.equal(parsePermalink("javascript:alert(1)"), null);
+  await vscode.commands.executeCommand("kernelscope.openPermalink", `${srv.url}/t/OLD1`);
+  assert.ok(srv.requests.some((r) => r.url === "/api/traces/OLD1"));
+  const untitled = stub.documents.find((d) => d.uri.scheme === "untitled")!;
+  assert.equal(untitled.getText(), recorded().code);
+  panel().webview.send({ type: "ready", restored: false });
+  assert.equal(posted("trace").length >= 1, true);
+
+  await compileSelection(5, 9);
+  const editor = await compileSelection(5, 9);
+  const history = session.history(editor.document.uri as never);
+  assert.equal(history.length, 1, "the same trace twice is one entry");
+  await context.workspaceState.update("kernelscope.history", { [editor.document.uri.toString()]: ["A1", "TRACE1"] });
+  window_activate(editor);
+  await vscode.commands.executeCommand("kernelscope.compareWithPrevious");
+  assert.deepEqual(stub.opened, [`${srv.url}/diff/A1/TRACE1`]);
+});
+
+function window_activate(editor: TextEditor): void {
+  (vscode.window as { activeTextEditor?: TextEditor }).activeTextEditor = editor;
+}
+
+test("after a reload, the restored panel's trace decorates its file again", async () => {
+  const editor = stub.openEditor("/work/block.py", recorded().code);
+  const restored = new WebviewPanel("kernelscope.panel", "Kernelscope", {});
+  await stub.serializers.get("kernelscope.panel")!.deserializeWebviewPanel(restored as never, {});
+  const title = { file: "block.py", region: "function block", document: editor.document.uri.toString() };
+  restored.webview.send({ type: "ready", restored: true });
+  restored.webview.send({ type: "restore", title, events: recorded().events });
+  const lineTypes = stub.decorationTypes.filter((t) => t.options.borderWidth === "0 0 0 3px");
+  assert.deepEqual(editor.decoratedLines(lineTypes), [6, 7, 8, 9]);
+  assert.equal(restored.webview.posted.length, 0, "a restored panel is not sent the trace it has");
+  assert.equal(isWebviewToHost({ type: "restore", title, events: [{ stage: 3 }] }), false);
+});

@@ -1,0 +1,88 @@
+/** Shared by the unit tests: a fake Kernelscope server on loopback, and paths. */
+
+import { createServer, IncomingMessage, Server, ServerResponse } from "node:http";
+import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+
+export const EXT = path.resolve(__dirname, "..", "..");
+export const REPO = path.resolve(EXT, "..");
+export const FIXTURE = path.join(REPO, "tests", "browser", "fixtures", "softmax_block.json");
+
+export interface RecordedTrace {
+  code: string;
+  options: Record<string, unknown>;
+  events: { seq: number; stage: string; ms?: number; data: Record<string, unknown> }[];
+}
+export const recorded = (): RecordedTrace => JSON.parse(readFileSync(FIXTURE, "utf8"));
+
+export interface FakeServer {
+  url: string;
+  requests: { method: string; url: string; body: unknown }[];
+  close(): Promise<void>;
+}
+
+/**
+ * A fake server: /api/health, /api/compile (answers job "j1"), the job's SSE stream (the
+ * recorded trace, or a stream that never ends with `hang`), /api/jobs/j1/cancel,
+ * /api/traces/<id> and /api/highlight.
+ */
+export function fakeServer(opts: { hang?: boolean; cuda?: boolean; cancel?: boolean } = {}): Promise<FakeServer> {
+  const trace = recorded();
+  const requests: FakeServer["requests"] = [];
+  const open: ServerResponse[] = [];
+  const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    let body = "";
+    req.on("data", (d) => (body += d));
+    req.on("end", () => {
+      requests.push({ method: req.method ?? "", url: req.url ?? "", body: body ? JSON.parse(body) : null });
+      const json = (status: number, data: unknown) => {
+        res.writeHead(status, { "Content-Type": "application/json" });
+        res.end(JSON.stringify(data));
+      };
+      if (req.url === "/api/health") return json(200, { ok: true, devices: { cuda: !!opts.cuda, gpu: opts.cuda ? "NVIDIA H200" : null } });
+      if (req.url === "/api/compile") return json(202, { job_id: "j1", events: "/api/jobs/j1/events" });
+      if (req.url === "/api/jobs/j1/events") {
+        res.writeHead(200, { "Content-Type": "text/event-stream" });
+        const events = opts.hang ? trace.events.slice(0, 3) : trace.events.map((e) =>
+          e.stage === "done" ? { ...e, data: { ...e.data, trace_id: "TRACE1" } } : e);
+        for (const e of events) res.write(`id: ${e.seq}\ndata: ${JSON.stringify(e)}\n\n: heartbeat\n\n`);
+        if (opts.hang) { open.push(res); return; }
+        return res.end();
+      }
+      if (req.url === "/api/jobs/j1/cancel" && opts.cancel !== false) return json(200, { ok: true });
+      if (req.url?.startsWith("/api/traces/")) return json(200, { id: req.url.split("/").pop(), ok: true, ...trace });
+      if (req.url === "/api/highlight") return json(200, { html: "<div class=\"highlight\"><pre></pre></div>" });
+      return json(404, { error: "not found", status: 404 });
+    });
+  });
+  return new Promise((resolve) => server.listen(0, "127.0.0.1", () => {
+    const address = server.address();
+    const port = typeof address === "object" && address ? address.port : 0;
+    resolve({ url: `http://127.0.0.1:${port}`, requests, close: () => new Promise<void>((r) => {
+      for (const res of open) res.destroy();
+      server.closeAllConnections();
+      server.close(() => r());
+    }) });
+  }));
+}
+
+/** A shell script that runs test/fixtures/fake-python.cjs with node: a fake interpreter. */
+export function fakePython(): string {
+  const dir = mkdtempSync(path.join(tmpdir(), "ks-fake-python-"));
+  const file = path.join(dir, "python");
+  writeFileSync(file, `#!/bin/sh\nexec "${process.execPath}" "${path.join(EXT, "test", "fixtures", "fake-python.cjs")}" "$@"\n`);
+  chmodSync(file, 0o755);
+  return file;
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Waits until `fn` is true (polling), or fails after `ms`. */
+export async function until(fn: () => boolean, ms = 5000, what = "condition"): Promise<void> {
+  const end = Date.now() + ms;
+  while (!fn()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await sleep(10);
+  }
+}

@@ -1,0 +1,51 @@
+"""The benchmark runner's CPU smoke run: every suite case at smoke size, checked against
+eager through Kernelscope's C++ backend. Timings are printed by the runner, never asserted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks import cases
+from benchmarks.report import is_ok
+from benchmarks.run import main
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "ks-cache"))
+
+
+def test_cpu_smoke_suite_matches_eager(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    names = ",".join(cases.CPU_SUITE)
+    rc = main(["--device", "cpu", "--size", "smoke", "--only", "suite", "--cases", names,
+               "--no-inductor", "--no-isolate", "--warmup", "1", "--rep", "5",
+               "--out", "-", "--json", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["case"] for r in rows] == cases.CPU_SUITE
+    bad = {r["case"]: r.get("kernelscope") for r in rows if not is_ok(r)}
+    assert not bad and rc == 0, bad
+    for r in rows:  # every case was timed and checked on both sides
+        assert r["eager"]["ms"] > 0 and r["kernelscope"]["ms"] > 0
+        assert r["kernelscope"]["check"]["ok"]
+
+
+def test_a_wrong_result_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check can fail: a backend that returns a perturbed result is flagged."""
+    import benchmarks.measure as measure
+
+    def wrong(options: object = None) -> object:
+        def backend(gm, inputs):  # type: ignore[no-untyped-def]
+            return lambda *args: [t + 1 for t in gm(*args)]
+        return backend
+
+    monkeypatch.setattr(measure, "kernelscope", wrong)
+    out = tmp_path / "bench.json"
+    rc = main(["--device", "cpu", "--size", "smoke", "--only", "suite", "--cases", "cos_sin",
+               "--no-inductor", "--no-isolate", "--warmup", "1", "--rep", "2",
+               "--out", "-", "--json", str(out)])
+    row = json.loads(out.read_text())["rows"][0]
+    assert rc == 1 and not row["kernelscope"]["check"]["ok"]

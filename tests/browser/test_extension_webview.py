@@ -1,0 +1,210 @@
+"""The VS Code extension's webview (extension/dist/webview.js, built from webui/js's panes)
+in headless Chromium, outside VS Code: `acquireVsCodeApi` is stubbed, the panel's real HTML
+(its CSP included) is served from a fake webview origin, and a recorded trace is posted in
+as the extension host would post it. Needs the built extension (`npm run build` in
+extension/); in CI a missing build fails instead of skipping.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from server import highlight as hl
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[2]
+EXT = REPO / "extension"
+FIXTURE = REPO / "tests" / "browser" / "fixtures" / "softmax_block.json"
+ORIGIN = "https://webview.test"
+SCREENSHOTS = REPO / "artifacts" / "screenshots"
+
+# What the extension host looks like to the page: messages it receives are recorded, and
+# highlight requests are answered (by the test) through window.__answer.
+STUB = """
+window.__posted = [];
+window.__errors = [];
+window.__csp = [];
+addEventListener("error", (e) => window.__errors.push(String(e.message)));
+addEventListener("unhandledrejection", (e) => window.__errors.push(String(e.reason)));
+document.addEventListener("securitypolicyviolation",
+  (e) => window.__csp.push(`${e.violatedDirective} ${e.blockedURI}`));
+window.__state = %s;
+window.acquireVsCodeApi = () => ({
+  postMessage: (m) => window.__posted.push(JSON.parse(JSON.stringify(m))),
+  getState: () => window.__state ?? undefined,
+  setState: (s) => { window.__state = JSON.parse(JSON.stringify(s)); },
+});
+"""
+
+
+def _built() -> bool:
+    return all((EXT / p).exists() for p in ("dist/webview.js", "dist/webview.css", "out/html.cjs"))
+
+
+@pytest.fixture(scope="module")
+def html() -> str:
+    if not _built():
+        message = "extension not built: cd extension && npm ci && npm run build"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    parts = {"cspSource": ORIGIN, "scriptUri": f"{ORIGIN}/dist/webview.js",
+             "styleUri": f"{ORIGIN}/dist/webview.css", "nonce": "n0nceForTheTest"}
+    script = f"process.stdout.write(require('./out/html.cjs').renderHtml({json.dumps(parts)}))"
+    return subprocess.run([node, "-e", script], cwd=EXT, capture_output=True, text=True,
+                          check=True, timeout=60).stdout
+
+
+@pytest.fixture
+def open_panel(browser: Any, html: str) -> Iterator[Any]:
+    contexts: list[Any] = []
+
+    def make(state: Any = None) -> Any:
+        context = browser.new_context(viewport={"width": 1500, "height": 900})
+        contexts.append(context)
+
+        def route(r: Any) -> None:
+            url = r.request.url
+            if url in (ORIGIN, ORIGIN + "/"):
+                r.fulfill(status=200, content_type="text/html", body=html)
+            elif url.startswith(ORIGIN + "/dist/"):
+                path = EXT / "dist" / url[len(ORIGIN) + 6:]
+                kind = "text/css" if path.suffix == ".css" else "text/javascript"
+                r.fulfill(status=200, content_type=kind, body=path.read_bytes())
+            else:
+                r.abort()
+
+        context.route("**/*", route)
+        context.add_init_script(STUB % json.dumps(state))
+        page = context.new_page()
+        page.goto(ORIGIN + "/")
+        page.wait_for_selector("body[data-ready=true]")
+        return page
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+def post(page: Any, message: dict[str, Any]) -> None:
+    page.evaluate("(m) => window.postMessage(m, '*')", message)
+
+
+def posted(page: Any, kind: str) -> list[dict[str, Any]]:
+    messages: list[dict[str, Any]] = page.evaluate("window.__posted")
+    return [m for m in messages if m["type"] == kind]
+
+
+def answer_highlights(page: Any) -> int:
+    """Answers the panel's highlight requests with the server's own Pygments HTML."""
+    requests = posted(page, "highlight")
+    for r in requests:
+        post(page, {"type": "highlighted", "id": r["id"],
+                    "html": hl.highlight(r["code"], r["language"])})
+    return len(requests)
+
+
+def stream_trace(page: Any) -> dict[str, Any]:
+    trace: dict[str, Any] = json.loads(FIXTURE.read_text())
+    post(page, {"type": "reset", "title": {"file": "block.py", "region": "function block"}})
+    for event in trace["events"]:
+        post(page, {"type": "event", "event": event})
+    return trace
+
+
+PANES = ["code", "graph", "ir", "fusion", "memory", "timings"]
+
+
+def test_webview_shows_every_pane_and_provenance(open_panel: Any) -> None:
+    page = open_panel()
+    assert posted(page, "ready") == [{"type": "ready", "restored": False}]
+    trace = stream_trace(page)
+    scheduling = next(e for e in trace["events"] if e["stage"] == "scheduling")
+    kernels = scheduling["data"]["graphs"][0]["kernels"]
+
+    # Every pane fills from the recorded events; the code pane is highlighted by the host.
+    for pane in PANES:
+        page.wait_for_selector(f"[data-pane={pane}][data-filled=true]", state="attached")
+    assert page.locator(".status .stage.done").count() == 9
+    assert page.locator(".status .total.ok").count() == 1
+    assert answer_highlights(page) > 0
+    page.wait_for_selector(".code[data-highlight=pygments]")
+    for tab in ["graph", "ir", "fusion", "memory", "timings"]:
+        page.click(f"button.tab[data-tab={tab}]")
+        assert page.locator(f"[data-pane={tab}]").is_visible()
+    page.click("button.tab[data-tab=graph]")
+    page.wait_for_selector("[data-pane=graph] canvas")
+
+    # The editor's cursor on a source line marks what it became, in every pane.
+    fused = next(k for k in kernels if k["kind"] == "reduction")
+    line = fused["lines"][0]
+    post(page, {"type": "selectLines", "lines": [line], "pin": True})
+    marked = page.locator("[data-pane=code] .cl.hl")
+    assert marked.count() > 0
+    head_of = f"[data-pane=code] section[data-kernel={fused['name']}] .kernel-head"
+    assert page.locator(f"{head_of}.hl").count() == 1
+    page.click("button.tab[data-tab=fusion]")
+    assert page.locator("[data-pane=fusion] .hl").count() > 0
+    page.click("button.tab[data-tab=ir]")
+    assert page.locator("[data-pane=ir] .ir-card.hl").count() > 0
+    page.click("button.tab[data-tab=graph]")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "extension-webview.png"))
+
+    # Clicking a kernel reveals its source lines in the editor; a double-click opens it.
+    other = next(k for k in kernels if k["kind"] == "pointwise")
+    head = page.locator(f"[data-pane=code] section[data-kernel={other['name']}] .kernel-head")
+    head.click()
+    assert posted(page, "reveal")[-1] == {"type": "reveal", "lines": sorted(other["lines"])}
+    assert posted(page, "hover"), "selections are mirrored to the editor"
+    head.dblclick()
+    opened = posted(page, "openKernel")[-1]
+    assert opened == {"type": "openKernel", "gid": 0, "kernel": other["name"]}
+
+    assert page.evaluate("window.__errors") == []
+    assert page.evaluate("window.__csp") == [], "nothing the panel loads breaks its CSP"
+
+
+def test_webview_restores_its_state(open_panel: Any) -> None:
+    page = open_panel()
+    stream_trace(page)
+    page.wait_for_selector("[data-pane=timings][data-filled=true]", state="attached")
+    page.click("button.tab[data-tab=memory]")
+    state = page.evaluate("window.__state")
+    assert len(state["events"]) == 10 and state["tab"] == "memory"
+
+    # A restored panel (the serializer's getState) shows the same trace without any message.
+    again = open_panel(state)
+    assert posted(again, "ready") == [{"type": "ready", "restored": True}]
+    # ...and hands it back, so the host can decorate the editor again after a reload.
+    restore = posted(again, "restore")
+    assert len(restore) == 1 and len(restore[0]["events"]) == 10
+    for pane in PANES:
+        again.wait_for_selector(f"[data-pane={pane}][data-filled=true]", state="attached")
+    assert again.locator("[data-pane=memory]").is_visible()
+    assert again.locator("#ks-title").inner_text() == "block.py · function block"
+    assert again.evaluate("window.__errors") == []
+
+
+def test_webview_shows_failures(open_panel: Any) -> None:
+    page = open_panel()
+    post(page, {"type": "reset", "title": {"file": "a.py", "region": "lines 3-4"}})
+    post(page, {"type": "failure", "kind": "network", "message": "cannot reach the server"})
+    banner = page.locator(".error-banner")
+    assert banner.is_visible() and "cannot reach the server" in banner.inner_text()
+    # Messages that are not the protocol's are ignored.
+    post(page, {"type": "event"})
+    post(page, {"type": "nonsense"})
+    assert page.evaluate("window.__errors") == []

@@ -1,0 +1,84 @@
+"""Backend objects: chosen once per graph from its device, asked everything per target."""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import pytest
+import torch
+from ks_helpers import lower_fn
+
+from compiler.codegen.backends import REGISTRY, backend_names, choose_backend
+from compiler.codegen.cpp import CppBackend
+from compiler.codegen.triton import TritonBackend, _compiled_report
+from compiler.compile_fx import GraphWork, codegen_stage, lower, memory_stage, schedule_stage
+from compiler.options import CompileOptions
+
+OPTS = CompileOptions()
+
+
+@pytest.mark.parametrize(("requested", "device", "cls", "emulated"), [
+    ("auto", "cpu", CppBackend, False),
+    ("auto", "cuda", TritonBackend, False),
+    ("cpp", "cpu", CppBackend, False),
+    ("triton", "cuda", TritonBackend, False),
+    ("triton", "cpu", TritonBackend, True),  # asked for: the Triton interpreter
+])
+def test_backend_follows_the_device(requested: str, device: str, cls: type,
+                                    emulated: bool) -> None:
+    backend = choose_backend(requested, device, OPTS)
+    assert type(backend) is cls and backend.device == device
+    assert backend.emulated is emulated
+
+
+def test_impossible_or_unknown_backends_are_clear_errors() -> None:
+    with pytest.raises(ValueError, match="C\\+\\+ backend cannot run on 'cuda'.*triton"):
+        choose_backend("cpp", "cuda", OPTS)
+    with pytest.raises(ValueError, match="unknown backend 'llvm'"):
+        choose_backend("llvm", "cpu", OPTS)
+    with pytest.raises(ValueError, match="no backend"):
+        choose_backend("auto", "mps", OPTS)
+
+
+def test_registry_names_are_unique() -> None:
+    assert len(set(backend_names())) == len(REGISTRY)
+
+
+def test_kernel_prefixes_come_from_the_backend() -> None:
+    triton, cpp = choose_backend("triton", "cpu", OPTS), choose_backend("cpp", "cpu", OPTS)
+    assert triton.kernel_prefix("pointwise", 1) == "triton_poi"
+    assert triton.kernel_prefix("reduction", 4096) == "triton_per"
+    assert triton.kernel_prefix("reduction", 4097) == "triton_red"
+    assert cpp.kernel_prefix("reduction", 10) == "cpp_red"
+
+
+def _work(fn: Any, args: tuple[Any, ...], backend: str) -> tuple[GraphWork, dict[str, Any]]:
+    (gm, _), = lower_fn(fn, *args)
+    inputs = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
+    work = GraphWork(0, gm, inputs, CompileOptions(backend=backend))
+    lower(work)
+    schedule_stage(work)
+    memory_stage(work)
+    return work, codegen_stage(work)
+
+
+def test_the_graph_carries_its_backend_and_events_name_it() -> None:
+    work, event = _work(lambda x: x.exp().sum(-1), (torch.randn(8, 16),), "auto")
+    assert isinstance(work.backend, CppBackend)
+    assert (event["backend"], event["backend_label"], event["emulated"]) == ("cpp", "C++", False)
+    assert {k["target"] for k in event["kernels"]} == {"C++"}
+    assert work.build_source.startswith("#include")
+    work, event = _work(lambda x: x.exp().sum(-1), (torch.randn(8, 16),), "triton")
+    assert isinstance(work.backend, TritonBackend) and event["emulated"] is True
+    assert work.build_source == "" and "@triton.jit" in work.wrapper
+
+
+def test_triton_report_reads_the_compiled_kernel() -> None:
+    compiled = types.SimpleNamespace(n_regs=32, n_spills=0,
+                                     metadata=types.SimpleNamespace(shared=1024),
+                                     asm={"ttir": "module {}", "cubin": b"\x00"})
+    fn = types.SimpleNamespace(device_caches={0: ({"key": compiled}, None, None, None, None)})
+    assert _compiled_report(fn) == {"registers": 32, "spills": 0, "shared_bytes": 1024,
+                                    "ir": {"ttir": "module {}"}}
+    assert _compiled_report(types.SimpleNamespace()) == {}
