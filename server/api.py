@@ -14,7 +14,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from server import highlight as hl
 from server import info
 from server.errors import ApiError
-from server.jobs import Busy, Job, JobRequest
+from server.jobs import Busy, JobRequest, JobView
 from server.state import app_state
 from server.streams import SSE_HEADERS, ndjson, sse
 
@@ -88,7 +88,7 @@ def compile_() -> tuple[Response, int]:
     return jsonify({"job_id": job.id, **urls}), 202
 
 
-def _job(job_id: str) -> Job:
+def _job(job_id: str) -> JobView:
     job = app_state().jobs.get(job_id)
     if job is None:
         raise ApiError(f"no job {job_id!r} (jobs are forgotten after a while; traces are not)", 404)
@@ -118,7 +118,7 @@ def _start() -> int:
         raise ApiError("Last-Event-ID must be an event's seq") from None
 
 
-def _stream(job: Job, fmt: str) -> Response:
+def _stream(job: JobView, fmt: str) -> Response:
     start = _start()
     if job.finished and start >= len(job.events):
         # Tells an EventSource that reconnected after `done` to stop reconnecting.

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from server.kcache import KernelCache
 from server.pool import WarmPool
@@ -140,6 +140,43 @@ class Job:
 
 
 Runner = Callable[[Job], None]
+
+
+class JobView(Protocol):
+    """What the API needs of a job: a local `Job`, or a `RemoteJob` (server/queue.py)."""
+
+    id: str
+
+    @property
+    def events(self) -> list[dict[str, Any]]: ...
+
+    @property
+    def finished(self) -> bool: ...
+
+    def cancel(self) -> bool: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+    def subscribe(self, start: int, heartbeat_s: float) -> Iterator[dict[str, Any] | None]: ...
+
+
+class Jobs(Protocol):
+    """Where jobs run: local supervisor threads (JobManager) or RQ (RedisJobManager)."""
+
+    pool: WarmPool | None
+    kcache: KernelCache | None
+
+    def submit(self, request: JobRequest) -> JobView: ...
+
+    def get(self, job_id: str) -> JobView | None: ...
+
+    def cancel(self, job_id: str) -> JobView | None: ...
+
+    def stats(self) -> dict[str, Any]: ...
+
+    def warm(self) -> None: ...
+
+    def shutdown(self, timeout: float = 5.0) -> None: ...
 
 
 class JobManager:

@@ -165,7 +165,6 @@ class KernelCache:
 
     def _build(self, source: str, target: Path) -> bool:
         """g++ on verified source in a fresh sandbox (no snippet ever ran in it)."""
-        from compiler.runtime.cpp_build import CXX, FLAGS
         from server.sandbox import INNER_SCRATCH, make_launch, make_scratch, remove_scratch
 
         s = self.settings
@@ -177,7 +176,8 @@ class KernelCache:
             if iso.uid is not None:
                 os.chown(src, iso.uid, iso.gid if iso.gid is not None else -1)
             view = INNER_SCRATCH if iso.mode == "bubblewrap" else str(scratch)
-            argv = [shutil.which(CXX) or CXX, *FLAGS, f"{view}/kernels.cpp"]
+            cxx, flags = compiler_flags(s.repo_dir)
+            argv = [shutil.which(cxx) or cxx, *flags, f"{view}/kernels.cpp"]
             argv += ["-o", f"{view}/kernels.so"]
             launch = make_launch(iso, lambda _v: argv, scratch, s.spec, s.limits, s.repo_dir)
             done = subprocess.run(
@@ -220,6 +220,23 @@ class KernelCache:
     def to_json(self) -> dict[str, Any]:
         with self._lock:
             return {"dir": str(self.root), **self.stats}
+
+
+def compiler_flags(repo_dir: Path) -> tuple[str, list[str]]:
+    """The C++ backend's compiler and flags (compiler/codegen/cpp.py's CXX and FLAGS), read
+    from its source, because importing it would import torch into the server."""
+    import ast
+
+    source = (Path(repo_dir) / "compiler" / "codegen" / "cpp.py").read_text()
+    flags: list[str] | None = None
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == [
+            "FLAGS"
+        ]:
+            flags = [str(f) for f in ast.literal_eval(node.value)]
+    if flags is None:
+        raise RuntimeError("compiler/codegen/cpp.py defines no FLAGS")
+    return os.environ.get("CXX", "g++"), flags
 
 
 def shared_kernel_cache(root: str | None, settings: Any) -> KernelCache | None:

@@ -38,7 +38,7 @@ from server.sandbox import (
     make_scratch,
     remove_scratch,
 )
-from server.store import TraceStore
+from server.store import Store
 from server.warm import READY
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ def worker_argv(settings: WorkerSettings, job: Job, scratch: str) -> list[str]:
 def run_job(
     job: Job,
     settings: WorkerSettings,
-    store: TraceStore,
+    store: Store,
     pool: WarmPool | None = None,
     kcache: KernelCache | None = None,
 ) -> None:
@@ -304,7 +304,7 @@ def stop(proc: subprocess.Popen[bytes], grace_s: float) -> None:
         proc.stdout.close()
 
 
-def finish(job: Job, store: TraceStore, done: dict[str, Any]) -> None:
+def finish(job: Job, store: Store, done: dict[str, Any]) -> None:
     """Store the trace, then publish `done` with its trace_id."""
     ok = bool(done.get("ok", False)) and not any(e["stage"] == "error" for e in job.events)
     data = {**done, "ok": ok, **timing(job)}

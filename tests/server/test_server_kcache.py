@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from server_support import (
     REAL_WORKER,
+    REPO,
     AppFactory,
     add_relu_code,
     compile_events,
@@ -35,6 +36,13 @@ def test_keys_match_the_compiler() -> None:
     text = "int f() { return 1; }\n"
     assert content_key(versions_key(), text) == cache.content_key(text)
     assert content_key(versions_key(), text, "cpp") == cache.content_key(text, "cpp")
+
+
+def test_rebuild_uses_the_backend_flags() -> None:
+    from compiler.codegen import cpp
+    from server.kcache import compiler_flags
+
+    assert compiler_flags(REPO) == (cpp.CXX, cpp.FLAGS)
 
 
 KERNEL = 'extern "C" int kernelscope_test_answer() { return 42; }\n'
