@@ -4,7 +4,7 @@
                                 [--stage NAME] [--json] [--no-fusion] [--inductor]
                                 [--bundle B [--front-only]]
     kernelscope stages B [--device cpu|cuda] [--backend cpp|triton] [--json] [--no-replay] ...
-    kernelscope serve [--host 127.0.0.1] [--port 8765]
+    kernelscope serve [--host 127.0.0.1] [--port 8765] [...]  (kernelscope serve --help)
 
 `compile` runs both halves of the pipeline in this process. With `--front-only --bundle B`
 it runs only the front half (the snippet, `source` and `capture`) and writes the capture
@@ -38,11 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     _common(b)
     b.add_argument("--no-replay", action="store_true",
                    help="do not repeat the bundle's source and capture events")
-    s = sub.add_parser("serve", help="run the explorer (web UI and API)")
-    s.add_argument("--host", default="127.0.0.1")
-    s.add_argument("--port", type=int, default=8765)
-    s.add_argument("--db", default=None)
-    sub.add_parser("worker", help="run compile jobs from a Redis queue (see serve --help)")
+    # Every serve/worker flag (and --help) belongs to server/cli.py: see main().
+    sub.add_parser("serve", help="run the explorer (web UI and API); serve --help for flags")
+    sub.add_parser("worker", help="run compile jobs from a Redis queue; worker --help")
     return p
 
 
@@ -65,13 +63,6 @@ def main(argv: list[str] | None = None) -> int:
 
         return server_main(argv)
     args = _parser().parse_args(argv)
-    if args.command == "serve":
-        from server.__main__ import main as serve_main
-
-        rest = ["--host", args.host, "--port", str(args.port)]
-        if args.db:
-            rest += ["--db", args.db]
-        return serve_main(rest)
     if args.command == "stages":
         return _stages(args)
     return _compile(args)

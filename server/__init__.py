@@ -17,7 +17,7 @@ from typing import Any
 
 from flask import Flask
 
-from server import api, pages
+from server import api, headers, pages
 from server.errors import register_error_handlers
 from server.jobs import JobManager, Jobs
 from server.kcache import shared_kernel_cache
@@ -59,8 +59,12 @@ def default_config() -> dict[str, Any]:
         "SCRATCH_LIMIT_MB": 1024,  # all files in the job's scratch directory together
         "PROCESS_LIMIT": 512,  # RLIMIT_NPROC (threads included) for the sandbox uid
         "OUTPUT_LIMIT_MB": 16,  # worker stdout (the event stream)
+        "EVENT_LIMIT_KB": 4096,  # one event
+        "EVENT_COUNT_LIMIT": 1000,  # events per job
+        "TRACE_LIMIT_MB": 8,  # a job's events together: the stored trace
         "MAX_CODE_BYTES": 64 * 1024,
         "MAX_CONTENT_LENGTH": 1 << 20,
+        "HIGHLIGHT_LIMIT_KB": 256,  # largest /api/highlight input (Pygments: ~1 s per 256 KiB)
         "HEARTBEAT_S": 2.0,
         "JOB_RETENTION_S": 900,  # finished jobs stay streamable this long
         "WORKER_CMD": [sys.executable, "-m", "compiler", "compile"],
@@ -146,9 +150,12 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
             pool,
             kcache,
         )
+    webui = Path(cfg["WEBUI_DIR"])
+    cdn = headers.cdn_script(webui)
     app.extensions[EXTENSION] = AppState(
-        store, jobs, settings, Path(cfg["WEBUI_DIR"]), Path(cfg["SAMPLES_DIR"])
+        store, jobs, settings, webui, Path(cfg["SAMPLES_DIR"]), cdn=cdn
     )
+    headers.register(app, cdn)
     app.register_blueprint(api.bp)
     app.register_blueprint(pages.bp)
     register_error_handlers(app)

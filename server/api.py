@@ -6,7 +6,6 @@ stream of StageEvents (SSE or NDJSON). docs/server.md documents every route.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
@@ -14,6 +13,7 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from server import highlight as hl
 from server import info
 from server.errors import ApiError
+from server.inputs import BadInput, entry_name_ok, parse_request
 from server.jobs import Busy, JobRequest, JobView
 from server.state import app_state
 from server.streams import SSE_HEADERS, ndjson, sse
@@ -21,18 +21,18 @@ from server.streams import SSE_HEADERS, ndjson, sse
 bp = Blueprint("api", __name__, url_prefix="/api")
 
 DEVICES = ("cpu", "cuda")
-ENTRY = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]{0,199}$")
 BACKENDS = ("auto", "cpp", "triton")
 BOOL_OPTIONS = ("fusion", "inductor")
-MAX_HIGHLIGHT_BYTES = 1 << 20
+HIGHLIGHT_WAIT_S = 5.0  # how long a highlight request waits for the one highlighting slot
 
 
 def _json_body() -> dict[str, Any]:
     if not request.is_json:
         raise ApiError("expected a JSON body (Content-Type: application/json)")
-    body = request.get_json(silent=True)
-    if body is None:
-        raise ApiError("the body is not valid JSON")
+    try:
+        body = parse_request(request.get_data(cache=False))
+    except BadInput as exc:
+        raise ApiError(str(exc)) from None
     if not isinstance(body, dict):
         raise ApiError("the body must be a JSON object")
     return body
@@ -65,10 +65,10 @@ def parse_compile(body: dict[str, Any], max_code_bytes: int) -> JobRequest:
     code = body.get("code")
     if not isinstance(code, str) or not code.strip():
         raise ApiError("'code' is required: the PyTorch snippet to compile")
-    if len(code.encode("utf-8", errors="replace")) > max_code_bytes:
+    if len(code.encode("utf-8")) > max_code_bytes:
         raise ApiError(f"'code' is too large (limit {max_code_bytes // 1024} KiB)")
     entry = body.get("entry")
-    if entry is not None and (not isinstance(entry, str) or not ENTRY.match(entry)):
+    if entry is not None and (not isinstance(entry, str) or not entry_name_ok(entry)):
         raise ApiError("'entry' must be a Python name such as 'model' or 'Net.forward'")
     if body.get("inputs") is not None:
         # The compiler takes its inputs from the snippet (a torch.compile call, or
@@ -109,17 +109,25 @@ def job_cancel(job_id: str) -> tuple[Response, int]:
     return jsonify({**job.status(), "cancelled": accepted}), 202 if accepted else 409
 
 
-def _start() -> int:
-    """Where a (re)connecting client resumes: after Last-Event-ID, else from the start."""
+def _start(available: int) -> int:
+    """Where a (re)connecting client resumes: after Last-Event-ID, else from the start.
+
+    Clamped to the events that exist, so no value can replay the stream more than once.
+    """
     last = request.headers.get("Last-Event-ID") or request.args.get("after")
+    if last is None:
+        return 0
+    if len(last) > 20:
+        raise ApiError("Last-Event-ID must be an event's seq")
     try:
-        return int(last) + 1 if last is not None else 0
+        start = int(last) + 1
     except ValueError:
         raise ApiError("Last-Event-ID must be an event's seq") from None
+    return min(max(start, 0), available)
 
 
 def _stream(job: JobView, fmt: str) -> Response:
-    start = _start()
+    start = _start(len(job.events))
     if job.finished and start >= len(job.events):
         # Tells an EventSource that reconnected after `done` to stop reconnecting.
         return Response(status=204)
@@ -179,11 +187,21 @@ def highlight() -> Response:
     code, language = body.get("code"), body.get("language", "python")
     if not isinstance(code, str):
         raise ApiError("'code' must be a string")
-    if len(code) > MAX_HIGHLIGHT_BYTES:
-        raise ApiError("'code' is too large to highlight")
+    limit = int(current_app.config["HIGHLIGHT_LIMIT_KB"]) * 1024
+    if len(code.encode("utf-8")) > limit:
+        raise ApiError(f"'code' is too large to highlight (limit {limit // 1024} KiB)", 413)
     if language not in hl.LEXERS:
         raise ApiError(f"'language' must be one of {', '.join(hl.LEXERS)}")
-    return jsonify({"html": hl.highlight(code, language), "language": language})
+    # Pygments is pure Python: one request at a time, so highlighting never takes more than
+    # one core's share of the interpreter from the requests and streams beside it.
+    slot = app_state().highlight_slot
+    if not slot.acquire(timeout=HIGHLIGHT_WAIT_S):
+        raise ApiError("busy highlighting, try again", 503)
+    try:
+        html = hl.highlight(code, language)
+    finally:
+        slot.release()
+    return jsonify({"html": html, "language": language})
 
 
 @bp.get("/highlight.css")

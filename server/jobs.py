@@ -70,8 +70,14 @@ class Job:
     def cancel_requested(self) -> bool:
         return self._cancel.is_set()
 
-    def publish(self, stage: str, data: dict[str, Any], ms: float = 0.0) -> dict[str, Any]:
-        """Append one event (seq is assigned here) and wake every subscriber."""
+    def publish(
+        self, stage: str, data: dict[str, Any], ms: float = 0.0, origin: str | None = None
+    ) -> dict[str, Any]:
+        """Append one event (seq is assigned here) and wake every subscriber.
+
+        `origin` says which process produced the event (docs/server.md, "Trust"): "snippet"
+        for one that also ran the user's code, "compiler" for our code alone.
+        """
         with self._cond:
             if self.finished:
                 raise RuntimeError(f"job {self.id} already finished")
@@ -82,6 +88,8 @@ class Job:
                 "ms": ms,
                 "data": data,
             }
+            if origin is not None:
+                event["origin"] = origin
             self.events.append(event)
             if stage == "done":
                 self.state = "finished"

@@ -11,18 +11,21 @@ from __future__ import annotations
 from flask import Blueprint, Response, send_from_directory
 
 from server.errors import ApiError
+from server.headers import page_html
 from server.state import app_state
 
 bp = Blueprint("pages", __name__)
 
 
 def _index() -> Response:
-    folder = app_state().webui_dir
-    if not (folder / "index.html").is_file():
-        raise ApiError(f"the web UI is missing: no index.html in {folder}", 404)
-    response = send_from_directory(folder, "index.html", max_age=0)
-    response.headers["Cache-Control"] = "no-cache"
-    return response
+    state = app_state()
+    index = state.webui_dir / "index.html"
+    if not index.is_file():
+        raise ApiError(f"the web UI is missing: no index.html in {state.webui_dir}", 404)
+    # Every answer carries its own CSP nonce (server/headers.py), so the page is rendered
+    # per request and never cached.
+    page = page_html(index.read_text(encoding="utf-8"), state.cdn)
+    return Response(page, mimetype="text/html", headers={"Cache-Control": "no-store"})
 
 
 @bp.get("/")

@@ -3,7 +3,8 @@
 In: the app's `WorkerSettings`. Out: `WarmWorker`s, each a sandboxed `python -m server.warm`
 process already started in its own scratch directory, with torch and the compiler imported
 and a built-in snippet compiled once (server/warm.py). A job takes one, writes its snippet
-into that scratch directory and sends the worker command line on stdin; from then on the
+into that scratch directory and sends the worker command line on stdin (the worker then
+runs it through server/worker_entry.py, events on their own channel); from then on the
 process is supervised exactly like a cold one (server/worker.py), and it exits after the
 job. A process is never given a second job.
 
@@ -57,6 +58,7 @@ class WarmWorker:
     scratch: Path
     view: str  # the scratch directory as the worker sees it
     stderr: IO[bytes]
+    events_r: int  # the read end of the worker's event channel (server/worker_entry.py)
     spawned: float = field(default_factory=time.monotonic)
     ready_at: float | None = None
     taken: bool = False
@@ -80,6 +82,10 @@ class WarmWorker:
             if stream is not None and not stream.closed:
                 stream.close()
         self.stderr.close()
+        try:
+            os.close(self.events_r)
+        except OSError:
+            pass
         remove_scratch(self.scratch)
 
 
@@ -229,8 +235,7 @@ class WarmPool:
 
     def _await_ready(self, worker: WarmWorker) -> bool:
         """Read the worker's READY line (unless a job took it first). False if it died."""
-        assert worker.proc.stdout is not None
-        fd = worker.proc.stdout.fileno()
+        fd = worker.events_r
         end = time.monotonic() + WARM_TIMEOUT_S
         while time.monotonic() < end:
             with self._cond:
@@ -263,12 +268,13 @@ class WarmPool:
         s = self.settings
         iso = s.isolation
         scratch = make_scratch(s.scratch_root, iso)
+        events_r, events_w = os.pipe()
         try:
             if self.kcache is not None:
                 self.kcache.link_into(scratch)  # the warm-up finds its kernel built
             # Run as a script, not `-m server.warm`: that would import the server package
             # (Flask and all) into every worker.
-            argv = [python, WARM_SCRIPT]
+            argv = [python, WARM_SCRIPT, "--events-fd", str(events_w)]
             for name in self.imports:
                 argv += ["--import", name]
             if self.warmup:
@@ -287,15 +293,19 @@ class WarmPool:
                 env=launch.env,
                 cwd=launch.cwd,
                 start_new_session=True,
+                pass_fds=(events_w,),
                 preexec_fn=_niced(launch.preexec, os.geteuid() == 0),  # noqa: PLW1509 - setrlimit and nice only
                 user=launch.user,
                 group=launch.group,
                 extra_groups=[] if launch.user is not None else None,
             )
         except BaseException:
+            os.close(events_r)
             remove_scratch(scratch)
             raise
-        return WarmWorker(proc, scratch, view, stderr)
+        finally:
+            os.close(events_w)
+        return WarmWorker(proc, scratch, view, stderr, events_r)
 
 
 def renice_group(pgid: int) -> None:

@@ -53,7 +53,8 @@ LOST_AFTER_S = 2.0  # `alive` missing this long (after the job started): the wor
 APPEND = """
 if redis.call('HGET', KEYS[1], 'finished') == '1' then return -1 end
 local n = redis.call('XLEN', KEYS[2])
-redis.call('XADD', KEYS[2], '0-' .. (n + 1), 'stage', ARGV[1], 'ms', ARGV[2], 'data', ARGV[3])
+redis.call('XADD', KEYS[2], '0-' .. (n + 1), 'stage', ARGV[1], 'ms', ARGV[2], 'data', ARGV[3],
+           'origin', ARGV[5])
 if ARGV[1] == 'done' then
   redis.call('HSET', KEYS[1], 'finished', '1', 'state', 'finished')
   redis.call('EXPIRE', KEYS[1], ARGV[4])
@@ -78,23 +79,32 @@ class Keys:
 
 def _decode(entry_id: bytes | str, fields: dict[bytes, bytes]) -> dict[str, Any]:
     ident = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
-    return {
+    event = {
         "schema": 1,
         "seq": int(ident.split("-")[1]) - 1,
         "stage": fields[b"stage"].decode(),
         "ms": float(fields[b"ms"]),
         "data": json.loads(fields[b"data"]),
     }
+    if fields.get(b"origin"):
+        event["origin"] = fields[b"origin"].decode()
+    return event
 
 
 def append(
-    conn: Any, keys: Keys, stage: str, data: dict[str, Any], ms: float, retention_s: float
+    conn: Any,
+    keys: Keys,
+    stage: str,
+    data: dict[str, Any],
+    ms: float,
+    retention_s: float,
+    origin: str | None = None,
 ) -> int:
     """Append one event; its seq, or -1 when the job had already finished."""
     script = conn.register_script(APPEND)
     n = script(
         keys=[keys.meta, keys.events],
-        args=[stage, repr(float(ms)), json.dumps(data), int(retention_s)],
+        args=[stage, repr(float(ms)), json.dumps(data), int(retention_s), origin or ""],
     )
     return int(n)
 
@@ -299,9 +309,11 @@ class RedisJob(Job):
         self._cancel_checked = 0.0
         self.ended_elsewhere = False
 
-    def publish(self, stage: str, data: dict[str, Any], ms: float = 0.0) -> dict[str, Any]:
-        event = super().publish(stage, data, ms)
-        if append(self.conn, self.keys, stage, data, ms, self.retention_s) < 0:
+    def publish(
+        self, stage: str, data: dict[str, Any], ms: float = 0.0, origin: str | None = None
+    ) -> dict[str, Any]:
+        event = super().publish(stage, data, ms, origin)
+        if append(self.conn, self.keys, stage, data, ms, self.retention_s, origin) < 0:
             self.ended_elsewhere = True  # cancelled or failed by the web tier meanwhile
         return event
 

@@ -52,6 +52,9 @@ class Limits:
     scratch_mb: int = 1024
     processes: int = 512
     output_mb: int = 16
+    event_kb: int = 4096  # one event (one NDJSON line)
+    events: int = 1000  # events per job
+    trace_mb: int = 8  # all of a job's events together, as stored
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any]) -> Limits:
@@ -63,6 +66,9 @@ class Limits:
             scratch_mb=int(cfg["SCRATCH_LIMIT_MB"]),
             processes=int(cfg["PROCESS_LIMIT"]),
             output_mb=int(cfg["OUTPUT_LIMIT_MB"]),
+            event_kb=int(cfg["EVENT_LIMIT_KB"]),
+            events=int(cfg["EVENT_COUNT_LIMIT"]),
+            trace_mb=int(cfg["TRACE_LIMIT_MB"]),
         )
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from flask import current_app
 
 from server import info
+from server.headers import CdnScript
 from server.jobs import Jobs
 from server.store import Store
 from server.worker import WorkerSettings
@@ -28,6 +29,9 @@ class AppState:
     settings: WorkerSettings
     webui_dir: Path
     samples_dir: Path
+    cdn: CdnScript | None = None  # the one CDN script the page may load (server/headers.py)
+    # At most one /api/highlight computation at a time (see api.highlight).
+    highlight_slot: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(1))
     _devices: dict[str, Any] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 

@@ -2,12 +2,13 @@
 the compiler, compiles a built-in snippet once (our code only: this primes Dynamo, the
 compiler and g++'s page cache), then waits for exactly one job and runs it.
 
-    python server/warm.py [--warmup] [--import MODULE ...]
+    python server/warm.py --events-fd N [--warmup] [--import MODULE ...]
 
 In (stdin): one JSON line `{"argv": ["-m", "compiler", "compile", "/scratch/snippet.py",
 "--json", ...]}`, the worker command the job would otherwise have been started with (a
-`-m MODULE` or a script path, then its arguments). Out (stdout): first `READY` once warm
-(the pool reads it), then whatever the job's command prints (its NDJSON events).
+`-m MODULE` or a script path, then its arguments). Out: on the event channel (fd N) first
+`READY` once warm (the pool reads it), then the job's command runs exactly as
+server/worker_entry.py runs a cold one: its events on fd N, fd 1 left to the snippet.
 
 The process runs one job and exits: a process that ran a snippet is never reused, so
 nothing one snippet does can reach a later job through this process. The warm-up runs
@@ -19,10 +20,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import importlib.util
 import io
 import json
 import os
-import runpy
 import sys
 import tempfile
 
@@ -72,17 +73,15 @@ def full_priority() -> None:
             pass
 
 
-def run(argv: list[str]) -> None:
-    """Run the job's command in this process, as `python ARGV...` would."""
-    if argv[:1] == ["-m"] and len(argv) >= 2:
-        sys.argv = [argv[1], *argv[2:]]
-        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
-    elif argv:
-        sys.argv = list(argv)
-        sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))
-        runpy.run_path(argv[0], run_name="__main__")
-    else:
-        raise SystemExit("server.warm: empty argv")
+def run(events_fd: int, argv: list[str]) -> None:
+    """Run the job's command in this process, through worker_entry.py as a cold worker
+    does (one rule for where events go)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker_entry.py")
+    spec = importlib.util.spec_from_file_location("kernelscope_worker_entry", path)
+    assert spec is not None and spec.loader is not None
+    entry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(entry)
+    entry.main(["--events-fd", str(events_fd), "--", *argv])
 
 
 def main() -> int:
@@ -91,9 +90,11 @@ def main() -> int:
     if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
         del sys.path[0]
     p = argparse.ArgumentParser(prog="server/warm.py")
+    p.add_argument("--events-fd", type=int, required=True)
     p.add_argument("--import", dest="imports", action="append", default=[])
     p.add_argument("--warmup", action="store_true", help="compile a built-in snippet first")
     args = p.parse_args()
+    os.set_inheritable(args.events_fd, False)  # nothing the warm-up starts gets it
     for name in args.imports:
         importlib.import_module(name)
     if args.warmup:
@@ -101,7 +102,7 @@ def main() -> int:
             warm_up()
         except Exception as exc:  # noqa: BLE001 - a failed warm-up only costs speed
             print(f"server.warm: warm-up failed: {exc!r}", file=sys.stderr)
-    os.write(1, READY)
+    os.write(args.events_fd, READY)
     line = sys.stdin.buffer.readline()
     if not line:
         return 0  # the pool shut down before giving us a job
@@ -111,7 +112,7 @@ def main() -> int:
     os.dup2(null, 0)
     os.close(null)
     full_priority()
-    run([str(a) for a in request["argv"]])
+    run(args.events_fd, [str(a) for a in request["argv"]])
     return 0
 
 

@@ -6,15 +6,15 @@ an `error` event names what happened first. The finished trace goes to the `Trac
 and its id into the `done` event.
 
 The worker is `WORKER_CMD <scratch>/snippet.py --json --device D --backend B [--no-fusion]
-[--inductor] [--entry NAME]`; it prints one StageEvent per line
-(docs/events.md). Lines that are not JSON objects (a snippet writing to fd 1) are dropped,
-and `seq` is renumbered here, so a snippet cannot break the stream's shape.
+[--inductor] [--entry NAME]`, started through worker_entry.py so that it prints its
+StageEvents (docs/events.md) on a pipe of their own, never on fd 1: what the snippet writes
+to fd 1 is kept as data (`snippet_stdout` in `done`). server/relay.py reads both pipes and
+enforces the output, event and trace caps; `seq` is renumbered here.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import select
@@ -28,7 +28,8 @@ from typing import IO, Any
 
 from server.jobs import Job
 from server.kcache import KernelCache
-from server.pool import WARM_TIMEOUT_S, WarmPool
+from server.pool import WARM_TIMEOUT_S, WarmPool, WarmWorker
+from server.relay import Outcome, Relay, parse_event
 from server.sandbox import (
     Isolation,
     Limits,
@@ -41,11 +42,12 @@ from server.sandbox import (
 from server.store import Store
 from server.warm import READY
 
+__all__ = ["WorkerSettings", "explain", "normalize", "parse_event", "run_job", "scratch_exceeded"]
+
 log = logging.getLogger(__name__)
 MiB = 1 << 20
 MAX_SCRATCH_FILES = 20000
 STDERR_TAIL = 4000
-POLL_S = 0.1  # how often the supervisor looks at the clock and for a cancel
 SIGNAL_NAMES: dict[int, str] = {
     signal.SIGSEGV: "SIGSEGV (segmentation fault)",
     signal.SIGBUS: "SIGBUS (bus error)",
@@ -70,14 +72,6 @@ class WorkerSettings:
     grace_s: float = 2.0  # how long a worker may linger after `done` before it is killed
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """Why reading stopped: `done` arrived (its data), or a limit/EOF (reason)."""
-
-    done: dict[str, Any] | None = None
-    reason: str | None = None  # "timeout", "output", "scratch", or None for EOF
-
-
 def worker_argv(settings: WorkerSettings, job: Job, scratch: str) -> list[str]:
     opts = job.request.options
     argv = [*settings.command, f"{scratch}/snippet.py", "--json"]
@@ -89,6 +83,14 @@ def worker_argv(settings: WorkerSettings, job: Job, scratch: str) -> list[str]:
     if job.request.entry:
         argv += ["--entry", job.request.entry]
     return argv
+
+
+ENTRY_SCRIPT = Path(__file__).with_name("worker_entry.py")
+
+
+def wrapped_argv(argv: list[str], events_fd: int) -> list[str]:
+    """`python -m compiler ...` as run through worker_entry.py (events on `events_fd`)."""
+    return [argv[0], str(ENTRY_SCRIPT), "--events-fd", str(events_fd), "--", *argv[1:]]
 
 
 def run_job(
@@ -115,20 +117,31 @@ def run_job(
             kcache.link_into(scratch)
         with contextlib.ExitStack() as stack:
             if warm is not None:
-                proc, stderr = warm.proc, warm.stderr
+                proc, stderr, events_r = warm.proc, warm.stderr, warm.events_r
                 stack.callback(stderr.close)
                 warm.hand(worker_argv(settings, job, warm.view)[1:])
             else:
                 stderr = stack.enter_context(tempfile.TemporaryFile())
-                proc = _start_cold(job, settings, scratch, stderr)
+                proc, events_r = _start_cold(job, settings, scratch, stderr)
             outcome = Outcome()
+            relay = Relay(job, settings.limits, normalize,
+                          lambda: scratch_exceeded(scratch, settings.limits.scratch_mb * MiB),
+                          origin="snippet")  # fmt: skip
             try:
-                warming = warm is not None and warm.ready_at is None
-                outcome = supervise(proc, job, settings.limits, scratch, warming)
+                assert proc.stdout is not None
+                if warm is not None and warm.ready_at is None:
+                    # Still warming up: the job's wall clock starts once it is ready.
+                    outcome = _await_ready(warm, job)
+                if outcome.reason is None:
+                    deadline = time.monotonic() + settings.limits.wall_s
+                    outcome = relay.run(events_r, proc.stdout.fileno(), deadline)
                 if outcome.done is not None:
-                    finish(job, store, outcome.done)
+                    finish(job, store, outcome.done, relay.stdout_tail)
             finally:
-                stop(proc, settings.grace_s if outcome.done is not None else 0.0)
+                os.close(events_r)
+                # After `done` or EOF the worker is exiting on its own: give it a moment (so
+                # its exit status, e.g. a signal, is its own); after a limit, kill at once.
+                stop(proc, settings.grace_s if outcome.reason is None else 0.0)
                 if iso.mode != "bubblewrap":
                     kill_strays(scratch)
             if outcome.done is None:
@@ -138,7 +151,7 @@ def run_job(
                     code = _exit_signal(proc.returncode, iso)
                     why = explain(outcome.reason, code, _tail(stderr), job, settings.limits)
                     job.publish("error", why)
-                finish(job, store, {"ok": False})
+                finish(job, store, {"ok": False}, relay.stdout_tail)
         if kcache is not None:
             kcache.promote(scratch)  # the worker is dead: its files are only data now
     finally:
@@ -147,28 +160,51 @@ def run_job(
 
 def _start_cold(
     job: Job, settings: WorkerSettings, scratch: Path, stderr: IO[bytes]
-) -> subprocess.Popen[bytes]:
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Start a worker for this job now; returns it and the read end of its event channel."""
+    events_r, events_w = os.pipe()
     launch = make_launch(
         settings.isolation,
-        lambda view: worker_argv(settings, job, view),
+        lambda view: wrapped_argv(worker_argv(settings, job, view), events_w),
         scratch,
         settings.spec,
         settings.limits,
         settings.repo_dir,
     )
-    return subprocess.Popen(
-        launch.argv,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=stderr,
-        env=launch.env,
-        cwd=launch.cwd,
-        start_new_session=True,
-        preexec_fn=launch.preexec,  # noqa: PLW1509 - only setrlimit calls
-        user=launch.user,
-        group=launch.group,
-        extra_groups=[] if launch.user is not None else None,
-    )
+    try:
+        proc = subprocess.Popen(
+            launch.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=launch.env,
+            cwd=launch.cwd,
+            start_new_session=True,
+            pass_fds=(events_w,),
+            preexec_fn=launch.preexec,  # noqa: PLW1509 - only setrlimit calls
+            user=launch.user,
+            group=launch.group,
+            extra_groups=[] if launch.user is not None else None,
+        )
+    except BaseException:
+        os.close(events_r)
+        raise
+    finally:
+        os.close(events_w)
+    return proc, events_r
+
+
+def _await_ready(warm: WarmWorker, job: Job) -> Outcome:
+    """Wait for a warming worker's ready line (on its event channel, before any event)."""
+    end = time.monotonic() + WARM_TIMEOUT_S
+    while time.monotonic() < end:
+        if job.cancel_requested():
+            return Outcome(reason="cancelled")
+        ready, _, _ = select.select([warm.events_r], [], [], 0.1)
+        if ready:
+            got = os.read(warm.events_r, len(READY))
+            return Outcome() if got == READY else Outcome(reason="warm")
+    return Outcome(reason="warm")
 
 
 def _write_snippet(job: Job, scratch: Path, iso: Isolation) -> None:
@@ -176,75 +212,6 @@ def _write_snippet(job: Job, scratch: Path, iso: Isolation) -> None:
     path.write_text(job.request.code, encoding="utf-8")
     if iso.uid is not None:
         os.chown(path, iso.uid, iso.gid if iso.gid is not None else -1)
-
-
-def supervise(
-    proc: subprocess.Popen[bytes], job: Job, limits: Limits, scratch: Path, warming: bool = False
-) -> Outcome:
-    """Relay the worker's events until `done`, EOF, or a limit is hit. A warm worker still
-    warming up (`warming`) gets its wall clock from its ready line on: the limit is for the
-    job, not for our warm-up (which the ready line ends, before the snippet is read)."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
-    deadline = time.monotonic() + limits.wall_s + (WARM_TIMEOUT_S if warming else 0.0)
-    next_check = time.monotonic() + 1.0
-    pending, total = bytearray(), 0
-    while True:
-        now = time.monotonic()
-        if now >= deadline:
-            return Outcome(reason="timeout")
-        if job.cancel_requested():
-            return Outcome(reason="cancelled")
-        if now >= next_check:
-            if scratch_exceeded(scratch, limits.scratch_mb * MiB):
-                return Outcome(reason="scratch")
-            next_check = now + 1.0
-        ready, _, _ = select.select([fd], [], [], min(POLL_S, deadline - now))
-        if not ready:
-            continue
-        chunk = os.read(fd, 1 << 16)
-        total += len(chunk)
-        if total > limits.output_mb * MiB:
-            return Outcome(reason="output")
-        cut = chunk.rfind(b"\n")
-        if cut < 0 and chunk:
-            pending += chunk
-            continue
-        lines = bytes(pending + chunk[: cut + 1] if chunk else pending).split(b"\n")
-        pending = bytearray(chunk[cut + 1 :] if chunk else b"")
-        for line in lines:
-            if warming and line.strip() == READY.strip():
-                warming, deadline = False, time.monotonic() + limits.wall_s
-                continue
-            event = parse_event(line)
-            if event is None:
-                continue
-            if event["stage"] == "done":
-                return Outcome(done=event["data"])
-            job.publish(event["stage"], normalize(event, limits), event["ms"])
-        if not chunk:
-            return Outcome()
-
-
-def parse_event(line: bytes) -> dict[str, Any] | None:
-    """A StageEvent from one NDJSON line, or None for anything else."""
-    line = line.strip()
-    if not line.startswith(b"{"):
-        return None
-    try:
-        obj = json.loads(line)
-    except ValueError:
-        return None
-    stage = obj.get("stage") if isinstance(obj, dict) else None
-    if not isinstance(stage, str) or not stage or len(stage) > 40:
-        return None
-    data = obj.get("data")
-    ms = obj.get("ms")
-    return {
-        "stage": stage,
-        "data": data if isinstance(data, dict) else {"value": data},
-        "ms": float(ms) if isinstance(ms, (int, float)) and ms >= 0 else 0.0,
-    }
 
 
 def normalize(event: dict[str, Any], limits: Limits) -> dict[str, Any]:
@@ -304,11 +271,16 @@ def stop(proc: subprocess.Popen[bytes], grace_s: float) -> None:
         proc.stdout.close()
 
 
-def finish(job: Job, store: Store, done: dict[str, Any]) -> None:
-    """Store the trace, then publish `done` with its trace_id."""
+def finish(job: Job, store: Store, done: dict[str, Any], stdout: str = "") -> None:
+    """Store the trace, then publish `done` with its trace_id.
+
+    `stdout` is what the snippet wrote to fd 1 (its tail): shown as data, never parsed.
+    """
     ok = bool(done.get("ok", False)) and not any(e["stage"] == "error" for e in job.events)
     data = {**done, "ok": ok, **timing(job)}
     data.pop("trace_id", None)
+    if stdout:
+        data["snippet_stdout"] = stdout
     closing = {"schema": 1, "seq": len(job.events), "stage": "done", "ms": 0.0, "data": data}
     try:
         opts = job.request.trace_options()
@@ -368,7 +340,9 @@ def explain(
     kind, message = "killed", ""
     if reason == "cancelled":
         return cancelled(job)
-    if reason == "timeout":
+    if reason == "warm":
+        kind, message = "sandbox", "The warm worker for this job did not start; try again"
+    elif reason == "timeout":
         kind = "timeout"
         message = (
             f"Timed out: the job ran longer than {limits.wall_s:g} s ({during}) and was stopped"
@@ -376,6 +350,14 @@ def explain(
     elif reason == "output":
         kind = "sandbox"
         message = f"Stopped: the job printed more than {limits.output_mb} MiB of output"
+    elif reason in ("event", "events", "trace"):
+        kind = "sandbox"
+        what = {
+            "event": f"an event larger than {limits.event_kb} KiB",
+            "events": f"more than {limits.events} events",
+            "trace": f"a trace larger than {limits.trace_mb} MiB",
+        }[reason]
+        message = f"Stopped: the worker sent {what} ({during})"
     elif reason == "scratch":
         kind = "sandbox"
         message = (

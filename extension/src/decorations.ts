@@ -2,7 +2,8 @@
  * The compile result back in the editor: every source line that produced code gets the
  * panel's colour for that line (the web UI's own `lineColour`), lines selected in the panel
  * get a stronger mark, and a hover lists the line's kernels with time and % of peak, with
- * links into the panel and to each kernel's code.
+ * links into the panel and to each kernel's code. The error's line, graph breaks and ATen
+ * fallbacks become diagnostics (source "Kernelscope").
  */
 
 import * as vscode from "vscode";
@@ -43,6 +44,7 @@ export class SourceDecorations implements vscode.HoverProvider {
     overviewRulerColor: "rgba(255, 209, 102, 0.9)",
     overviewRulerLane: vscode.OverviewRulerLane.Center,
   });
+  private diagnostics = vscode.languages.createDiagnosticCollection("kernelscope");
   result: CompileResult | null = null;
 
   private typeFor(colour: string): vscode.TextEditorDecorationType {
@@ -72,6 +74,7 @@ export class SourceDecorations implements vscode.HoverProvider {
   show(result: CompileResult | null): void {
     this.result = result;
     for (const editor of vscode.window.visibleTextEditors) this.apply(editor);
+    this.diagnose();
   }
 
   apply(editor: vscode.TextEditor): void {
@@ -99,6 +102,21 @@ export class SourceDecorations implements vscode.HoverProvider {
     }
   }
 
+  /** The result's error, graph breaks and fallbacks as diagnostics on the file's lines. */
+  private diagnose(): void {
+    this.diagnostics.clear();
+    const uri = this.result?.documentUri;
+    if (!uri || !this.result) return;
+    const severity = { error: vscode.DiagnosticSeverity.Error, warning: vscode.DiagnosticSeverity.Warning,
+      info: vscode.DiagnosticSeverity.Information };
+    const list = this.result.notes().map((n) => {
+      const d = new vscode.Diagnostic(new vscode.Range(n.line - 1, 0, n.line - 1, 1000), n.message, severity[n.severity]);
+      d.source = "Kernelscope";
+      return d;
+    });
+    this.diagnostics.set(vscode.Uri.parse(uri), list);
+  }
+
   provideHover(document: vscode.TextDocument, position: vscode.Position): vscode.Hover | null {
     if (!this.result || document.uri.toString() !== this.result.documentUri) return null;
     const text = hoverMarkdown(this.result, position.line + 1);
@@ -111,5 +129,6 @@ export class SourceDecorations implements vscode.HoverProvider {
   dispose(): void {
     for (const type of this.byColour.values()) type.dispose();
     this.selected.dispose();
+    this.diagnostics.dispose();
   }
 }

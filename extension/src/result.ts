@@ -20,6 +20,12 @@ export interface KernelInfo {
   gbps: number | null;
 }
 
+export interface Note {
+  line: number;
+  severity: "error" | "warning" | "info";
+  message: string;
+}
+
 export interface GeneratedCode {
   gid: number;
   /** A kernel name, or "wrapper". */
@@ -100,6 +106,29 @@ export class CompileResult {
 
   code(gid: number, name: string): GeneratedCode | null {
     return this.generated().find((c) => c.gid === gid && c.name === name) ?? null;
+  }
+
+  /** What the editor shows as diagnostics: the error's line, graph breaks, ATen fallbacks. */
+  notes(): Note[] {
+    const notes: Note[] = [];
+    const error = this.trace.error as { kind?: string; stage?: string; message?: string; line?: number | null } | null;
+    if (error && typeof error.line === "number") {
+      notes.push({ line: error.line, severity: "error",
+        message: `${error.kind ?? "error"}${error.stage ? ` in ${error.stage}` : ""}: ${error.message ?? ""}` });
+    }
+    const capture = (this.trace.data("capture") ?? {}) as { graph_breaks?: { reason?: string; line?: number | null }[] };
+    for (const b of capture.graph_breaks ?? []) {
+      if (typeof b.line === "number") notes.push({ line: b.line, severity: "warning", message: `graph break: ${b.reason ?? ""}` });
+    }
+    type Fallback = { op?: string; line?: number | null; reason?: string };
+    for (const g of this.trace.graphs("lowering") as { fallbacks?: Fallback[] }[]) {
+      for (const f of g.fallbacks ?? []) {
+        if (typeof f.line === "number") {
+          notes.push({ line: f.line, severity: "info", message: `falls back to ATen: ${f.op ?? "?"}${f.reason ? ` (${f.reason})` : ""}` });
+        }
+      }
+    }
+    return notes;
   }
 
   /** The stage the job is in: the one after the last event that arrived. */

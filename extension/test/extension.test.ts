@@ -248,3 +248,23 @@ test("after a reload, the restored panel's trace decorates its file again", asyn
   assert.equal(restored.webview.posted.length, 0, "a restored panel is not sent the trace it has");
   assert.equal(isWebviewToHost({ type: "restore", title, events: [{ stage: 3 }] }), false);
 });
+
+test("the error's line, graph breaks and ATen fallbacks become diagnostics on the file", async () => {
+  const [source, capture, lowering] = recorded().events;
+  await start({ events: [
+    source,
+    { ...capture, data: { ...capture.data, graph_breaks: [{ reason: "print() is not traceable", line: 7 }] } },
+    { ...lowering, data: { graphs: [{ id: 0, buffers: [], inputs: [], outputs: [], fallbacks: [{ op: "aten.sort.default", node: "sort", line: 6 }] }] } },
+    { seq: 3, stage: "error", ms: 0, data: { stage: "scheduling", kind: "exception", message: "RuntimeError: boom", line: 8 } },
+    { seq: 4, stage: "done", ms: 0, data: { ok: false } },
+  ] });
+  const editor = await compileSelection(5, 9);
+  const diags = stub.diagnostics.get("kernelscope")!.get(editor.document.uri.toString())!;
+  const summary = diags.map((d) => [d.range.start.line + 1, d.severity, d.message]).sort();
+  assert.deepEqual(summary, [
+    [6, 2, "falls back to ATen: aten.sort.default"],
+    [7, 1, "graph break: print() is not traceable"],
+    [8, 0, "exception in scheduling: RuntimeError: boom"],
+  ]);
+  assert.match(statusText(), /\$\(error\) Kernelscope: exception: RuntimeError: boom/);
+});

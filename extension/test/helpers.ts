@@ -27,8 +27,9 @@ export interface FakeServer {
  * recorded trace, or a stream that never ends with `hang`), /api/jobs/j1/cancel,
  * /api/traces/<id> and /api/highlight.
  */
-export function fakeServer(opts: { hang?: boolean; cuda?: boolean; cancel?: boolean } = {}): Promise<FakeServer> {
+export function fakeServer(opts: { hang?: boolean; cuda?: boolean; cancel?: boolean; events?: RecordedTrace["events"] } = {}): Promise<FakeServer> {
   const trace = recorded();
+  if (opts.events) trace.events = opts.events;
   const requests: FakeServer["requests"] = [];
   const open: ServerResponse[] = [];
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {

@@ -80,6 +80,11 @@ export class Hover {
 export class ThemeColor {
   constructor(readonly id: string) {}
 }
+export enum DiagnosticSeverity { Error = 0, Warning = 1, Information = 2, Hint = 3 }
+export class Diagnostic {
+  source?: string;
+  constructor(readonly range: Range, readonly message: string, readonly severity = DiagnosticSeverity.Error) {}
+}
 export enum ViewColumn { Active = -1, Beside = -2, One = 1, Two = 2 }
 export enum StatusBarAlignment { Left = 1, Right = 2 }
 export enum OverviewRulerLane { Left = 1, Center = 2, Right = 4, Full = 7 }
@@ -132,6 +137,7 @@ export const stub = {
   statusItems: [] as StatusBarItem[],
   decorationTypes: [] as DecorationType[],
   clipboard: "",
+  diagnostics: new Map<string, Map<string, Diagnostic[]>>(),
   opened: [] as string[],
   selectionEmitter: new EventEmitter<{ textEditor: TextEditor; selections: Selection[] }>(),
   visibleEmitter: new EventEmitter<TextEditor[]>(),
@@ -140,6 +146,7 @@ export const stub = {
     this.inputPrompts = []; this.quickPickAnswers = []; this.messages = []; this.panels = [];
     this.serializers.clear(); this.providers.clear(); this.hoverProviders = []; this.documents = [];
     this.editors = []; this.shown = []; this.statusItems = []; this.decorationTypes = []; this.opened = [];
+    this.diagnostics.clear();
     window.activeTextEditor = undefined;
   },
   /** Opens `text` as a file in an editor and makes it the active one. */
@@ -268,6 +275,15 @@ export const languages = {
   registerHoverProvider: (_selector: unknown, p: { provideHover(d: TextDocument, p: Position): unknown }) => {
     stub.hoverProviders.push(p);
     return new Disposable();
+  },
+  createDiagnosticCollection: (name: string) => {
+    const entries = new Map<string, Diagnostic[]>();
+    stub.diagnostics.set(name, entries);
+    return {
+      set: (uri: Uri, list: Diagnostic[]) => entries.set(uri.toString(), list),
+      clear: () => entries.clear(),
+      dispose: () => entries.clear(),
+    };
   },
   setTextDocumentLanguage: async (doc: TextDocument, language: string) => { doc.languageId = language; return doc; },
 };

@@ -94,8 +94,10 @@ def stub() -> Iterator[LiveServer]:
 def offline_context(browser: Browser, base_url: str) -> BrowserContext:
     """A context that reaches only `base_url`: every other request is aborted."""
     width, height = VIEWPORT_SIZE
+    # bypass_csp: Playwright's wait_for_function evaluates its predicate with eval(), which
+    # the real server's Content-Security-Policy forbids (tests/server checks the page under it).
     context = browser.new_context(
-        viewport=ViewportSize(width=width, height=height), base_url=base_url
+        viewport=ViewportSize(width=width, height=height), base_url=base_url, bypass_csp=True
     )
     context.add_init_script(CATCH_ERRORS)
     context.route(

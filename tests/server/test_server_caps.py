@@ -1,0 +1,247 @@
+"""Hostile input to the HTTP side: caps on requests, events, traces and replays; headers.
+
+Each test is one finding of the security review (the number in its docstring): it failed
+against the server before the fix. They use the fake worker (tests/server/fake_worker.py),
+which exec()s the snippet, so a snippet here can print whatever a hostile one would.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from server_support import REPO, AppFactory, compile_events, first_error, state, submit
+
+from server.inputs import sanitize
+
+# The fake worker runs the snippet with sys.stdout on the event channel (the real compiler
+# redirects it): these snippets write straight to that channel, as a forger who found it
+# would, to reach the server's caps.
+CHANNEL = (
+    "import json, sys\n"
+    "emit = lambda line: (sys.stdout.write(line + '\\n'), sys.stdout.flush())\n"
+    "def event(stage, **data):\n"
+    "    emit(json.dumps({'schema': 1, 'seq': 0, 'stage': stage, 'ms': 0, 'data': data}))\n"
+)
+
+
+def test_after_is_clamped_to_the_stream(client: FlaskClient) -> None:
+    """5: `after=-1000000000000` replayed a finished 7 KB trace endlessly (99 MB in 5 s)."""
+    job_id = submit(client, "x = 1\n")
+    events = client.get(f"/api/jobs/{job_id}/events?format=ndjson").get_data(as_text=True)
+    count = len([line for line in events.splitlines() if line.strip()])
+    for after in ("-1000000000000", "-5", "-1"):
+        response = client.get(f"/api/jobs/{job_id}/events.ndjson?after={after}")
+        body = response.get_data(as_text=True)  # a replay that never ended would hang here
+        assert len([line for line in body.splitlines() if line.strip()]) == count, after
+    assert client.get(f"/api/jobs/{job_id}/events?after=999999").status_code == 204
+    huge = client.get(f"/api/jobs/{job_id}/events?after={'9' * 5000}")
+    assert huge.status_code == 400 and "seq" in huge.get_json()["error"]
+
+
+def test_one_huge_event_stops_the_job(make_app: AppFactory) -> None:
+    """6: one 15 MB forged event raised the server from 50 to 463 MB, for 15 minutes."""
+    client = make_app(EVENT_LIMIT_KB=64, JOB_TIMEOUT_S=20).test_client()
+    code = CHANNEL + "event('capture', blob='x' * (1 << 20))\n"
+    events = compile_events(client, code)
+    error = first_error(events)
+    assert error["kind"] == "sandbox" and "larger than 64 KiB" in error["message"]
+    assert all(len(json.dumps(e)) < 64 * 1024 for e in events)
+
+
+def test_an_event_without_a_newline_is_capped_too(make_app: AppFactory) -> None:
+    """6: a line that never ends was buffered up to the whole output limit."""
+    client = make_app(EVENT_LIMIT_KB=64, JOB_TIMEOUT_S=20).test_client()
+    code = "import sys\nsys.stdout.write('{' + 'x' * (1 << 20))\nsys.stdout.flush()\n"
+    code += "import time\ntime.sleep(30)\n"
+    error = first_error(compile_events(client, code))
+    assert error["kind"] == "sandbox" and "larger than 64 KiB" in error["message"]
+
+
+def test_event_count_and_trace_size_are_capped(make_app: AppFactory) -> None:
+    """6: no cap on the number of events or on a trace's size."""
+    client = make_app(EVENT_COUNT_LIMIT=50, TRACE_LIMIT_MB=1, JOB_TIMEOUT_S=20).test_client()
+    many = CHANNEL + "for _ in range(500):\n    event('lowering')\n"
+    events = compile_events(client, many)
+    assert "more than 50 events" in first_error(events)["message"] and len(events) <= 52
+    big = CHANNEL + "for _ in range(40):\n    event('codegen', k='y' * 60000)\n"
+    events = compile_events(client, big)
+    assert "larger than 1 MiB" in first_error(events)["message"]
+    trace = client.get(f"/api/traces/{events[-1]['data']['trace_id']}")
+    assert len(trace.get_data()) < 1.2 * (1 << 20)
+
+
+def test_nan_and_infinity_in_events_become_null(client: FlaskClient) -> None:
+    """9: NaN/Infinity in an event broke the permalink page (JSON.parse rejects them)."""
+    line = '{"schema":1,"seq":0,"stage":"profile","ms":1,"data":{"speedup":NaN,"x":[Infinity]}}'
+    surrogate = '{"stage":"run","data":{"v":"\\ud800"}}'
+    code = CHANNEL + f"emit({line!r})\nemit({surrogate!r})\n"
+    events = compile_events(client, code)
+    profile = next(e for e in events if e["stage"] == "profile")
+    assert profile["data"] == {"speedup": None, "x": [None]}
+    run = next(e for e in events if e["stage"] == "run")
+    assert run["data"]["v"] == "\ufffd"
+    trace = client.get(f"/api/traces/{events[-1]['data']['trace_id']}")
+    text = trace.get_data(as_text=True)
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"{c} in the trace"))
+
+
+def test_sanitize_refuses_depth_and_fixes_values() -> None:
+    assert sanitize({"a": [float("nan"), "\udfff", 1]}, 8) == {"a": [None, "\ufffd", 1]}
+    deep: object = 1
+    for _ in range(100):
+        deep = [deep]
+    with pytest.raises(ValueError):
+        sanitize(deep, 64)
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ('{"code": "x = \\ud800"}', "lone surrogate"),
+        ('{"code": "x = 1", "entry": "f\\udc00"}', "lone surrogate"),
+        ('{"code": "x = 1", "options": {"fusion": NaN}}', "NaN"),
+        ('{"code": "x = 1", "n": Infinity}', "Infinity"),
+        ('{"code": "x = 1", "n": 1e999}', "too large"),
+        pytest.param(
+            '{"code": "x = 1", "n": ' + "[" * 100000 + "]" * 100000 + "}",
+            "nested too deeply",
+            id="100k-deep",
+        ),
+        ('{"code": "x = 1", "n": ' + "[" * 20 + "]" * 20 + "}", "nested too deeply"),
+        (b'{"code": "\xff"}', "UTF-8"),
+    ],
+)
+def test_hostile_json_gets_a_clear_400(client: FlaskClient, body: str | bytes, words: str) -> None:
+    """9: a lone surrogate crashed the supervisor (no trace stored); 100k-deep JSON gave 500."""
+    response = client.post("/api/compile", data=body, content_type="application/json")
+    assert response.status_code == 400, response.get_data()
+    assert words in response.get_json()["error"]
+
+
+@pytest.mark.parametrize("entry", ["a\n", "a\nimport os", "a.", ".a", "a..b", "1a", "a b", "ä"])
+def test_entry_name_is_fully_matched(client: FlaskClient, entry: str) -> None:
+    """9: `entry: "a\\n"` passed the name check (`$` matches before a final newline)."""
+    response = client.post("/api/compile", json={"code": "x = 1", "entry": entry})
+    assert response.status_code == 400
+    assert "'entry' must be a Python name" in response.get_json()["error"]
+
+
+def test_dotted_entry_names_still_pass(client: FlaskClient) -> None:
+    response = client.post("/api/compile", json={"code": "x = 1", "entry": "Net.forward"})
+    assert response.status_code == 202
+
+
+def test_highlight_is_size_limited(client: FlaskClient) -> None:
+    """9: 8 x 1 MiB /api/highlight requests took 47 s each in the server."""
+    body = {"code": "x = 1\n" * 50000, "language": "python"}  # 300 KB
+    response = client.post("/api/highlight", json=body)
+    assert response.status_code == 413 and "limit 256 KiB" in response.get_json()["error"]
+    assert client.post("/api/highlight", json={"code": "x = 1\n"}).status_code == 200
+
+
+def test_highlight_runs_one_at_a_time(app: Flask) -> None:
+    """9: parallel highlights starved /api/health; now they queue for one slot, then 503."""
+    slot = state(app).highlight_slot
+    assert slot.acquire(timeout=1)  # a highlight in progress
+    try:
+        start = time.monotonic()
+        response = app.test_client().post("/api/highlight", json={"code": "x = 1\n"})
+        assert response.status_code == 503 and "busy" in response.get_json()["error"]
+        assert time.monotonic() - start >= 4
+    finally:
+        slot.release()
+    results: list[int] = []
+
+    def one() -> None:
+        body = {"code": "def f(x):\n    return x\n" * 2000, "language": "python"}
+        results.append(app.test_client().post("/api/highlight", json=body).status_code)
+
+    threads = [threading.Thread(target=one) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [200] * 4
+
+
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+def csp_directives(value: str) -> dict[str, list[str]]:
+    parts = [p.split() for p in value.split(";") if p.strip()]
+    return {p[0]: p[1:] for p in parts}
+
+
+@pytest.mark.parametrize("url", ["/", "/api/health", "/api/samples", "/webui/js/main.js", "/nope"])
+def test_every_response_has_the_security_headers(client: FlaskClient, url: str) -> None:
+    """9: no CSP, nosniff or frame-blocking headers (`/t/<id>` rendered in a foreign iframe)."""
+    response = client.get(url)
+    for key, value in SECURITY_HEADERS.items():
+        assert response.headers.get(key) == value, (url, key)
+    csp = csp_directives(response.headers["Content-Security-Policy"])
+    assert csp["frame-ancestors"] == ["'none'"] and csp["object-src"] == ["'none'"]
+    assert csp["default-src"] == ["'self'"] and csp["base-uri"] == ["'none'"]
+    assert "'unsafe-inline'" not in csp["script-src"] and "'unsafe-eval'" not in csp["script-src"]
+
+
+def test_the_page_nonce_matches_its_scripts_and_changes(client: FlaskClient) -> None:
+    pages = [client.get("/") for _ in range(2)]
+    nonces = []
+    for page in pages:
+        assert page.headers["Cache-Control"] == "no-store"
+        csp = csp_directives(page.headers["Content-Security-Policy"])
+        nonce = next(s for s in csp["script-src"] if s.startswith("'nonce-"))[7:-1]
+        html = page.get_data(as_text=True)
+        scripts = re.findall(r"<script\b[^>]*>", html)
+        assert scripts and all(f'nonce="{nonce}"' in tag for tag in scripts)
+        nonces.append(nonce)
+    assert nonces[0] != nonces[1] and len(nonces[0]) >= 16
+
+
+def test_the_cdn_script_is_pinned_with_the_vendored_copys_hash(client: FlaskClient) -> None:
+    """9: cytoscape came from the CDN without an integrity hash."""
+    import base64
+    import hashlib
+
+    page = client.get("/")
+    csp = csp_directives(page.headers["Content-Security-Policy"])
+    cdn = [s for s in csp["script-src"] if s.startswith("https:")]
+    libs = (REPO / "webui" / "js" / "libs.js").read_text()
+    version = re.search(r'CYTOSCAPE_VERSION = "([^"]+)"', libs)
+    assert version and cdn == [
+        f"https://cdn.jsdelivr.net/npm/cytoscape@{version.group(1)}/dist/cytoscape.esm.min.mjs"
+    ]
+    importmap = re.search(r'<script type="importmap"[^>]*>(.*?)</script>', page.get_data(True))
+    assert importmap, "no import map carrying the CDN script's integrity"
+    vendored = (REPO / "webui" / "vendor" / "cytoscape.esm.min.js").read_bytes()
+    digest = base64.b64encode(hashlib.sha384(vendored).digest()).decode()
+    assert json.loads(importmap.group(1)) == {"integrity": {cdn[0]: f"sha384-{digest}"}}
+
+
+def test_serve_help_lists_every_flag_the_docs_name() -> None:
+    """9: `kernelscope serve --help` lacked --max-jobs/--timeout/--isolation."""
+    docs = (REPO / "docs" / "server.md").read_text()
+    usage = re.findall(r"^kernelscope serve .*?(?=\n\S|\n\n)", docs, flags=re.M | re.S)
+    named = set(re.findall(r"--[a-z][a-z-]*", " ".join(usage)))
+    assert {"--max-jobs", "--timeout", "--isolation"} <= named
+    done = subprocess.run(
+        [sys.executable, "-m", "compiler", "serve", "--help"],
+        capture_output=True, text=True, timeout=60, cwd=REPO,
+        env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
+    )
+    assert done.returncode == 0, done.stderr
+    listed = set(re.findall(r"--[a-z][a-z-]*", done.stdout))
+    assert named <= listed, named - listed
+

@@ -1,0 +1,98 @@
+"""The web UI under the server's real Content-Security-Policy, in headless Chromium.
+
+tests/browser runs with Playwright's CSP bypass (its wait_for_function uses eval); this
+checks that the page itself needs nothing the policy forbids: no violation is reported,
+the explorer starts, the vendored cytoscape loads when the CDN is unreachable, and a CDN
+answer whose bytes do not match the pinned integrity hash is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from server_support import REPO, AppFactory
+from werkzeug.serving import make_server
+
+playwright_api = pytest.importorskip("playwright.sync_api")
+pytestmark = pytest.mark.browser
+CHROMIUM = os.environ.get("KERNELSCOPE_CHROMIUM", "/usr/bin/chromium")
+WATCH = """
+window.__csp = [];
+document.addEventListener("securitypolicyviolation",
+  (e) => window.__csp.push(`${e.violatedDirective} ${e.blockedURI}`));
+"""
+
+
+class LiveServer:
+    """The app on 127.0.0.1 from a background thread."""
+
+    def __init__(self, app: Any) -> None:
+        import threading
+
+        self.server = make_server("127.0.0.1", 0, app, threaded=True)
+        self.url = f"http://127.0.0.1:{self.server.server_port}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
+        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+    with playwright_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+def open_page(chromium: Any, url: str, cdn_body: bytes | None) -> Any:
+    context = chromium.new_context()
+    context.add_init_script(WATCH)
+
+    def route(r: Any) -> None:
+        if r.request.url.startswith(url):
+            r.continue_()
+        elif cdn_body is not None and "cdn.jsdelivr.net" in r.request.url:
+            r.fulfill(body=cdn_body, content_type="text/javascript",
+                      headers={"Access-Control-Allow-Origin": "*"})
+        else:
+            r.abort()
+
+    context.route("**/*", route)
+    page = context.new_page()
+    page.goto(url + "/")
+    return page
+
+
+def lib_source(page: Any) -> str:
+    for _ in range(200):
+        found = page.evaluate("window.kernelscope && window.kernelscope.libInfo.cytoscape")
+        if found:
+            return str(found)
+        page.wait_for_timeout(100)
+    raise AssertionError("cytoscape never loaded")
+
+
+@pytest.mark.parametrize("cdn", ["offline", "genuine", "tampered"])
+def test_the_page_runs_under_its_csp(make_app: AppFactory, chromium: Any, cdn: str) -> None:
+    server = LiveServer(make_app())
+    try:
+        vendored = (REPO / "webui" / "vendor" / "cytoscape.esm.min.js").read_bytes()
+        body = {"offline": None, "genuine": vendored, "tampered": vendored + b"\n//x"}[cdn]
+        page = open_page(chromium, server.url, body)
+        assert page.evaluate("typeof window.kernelscope") == "object", "main.js did not run"
+        source = lib_source(page)
+        assert source == ("cdn" if cdn == "genuine" else "vendor"), source
+        assert page.evaluate("window.__csp") == []
+        page.context.close()
+    finally:
+        server.close()
