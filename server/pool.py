@@ -125,6 +125,7 @@ class WarmPool:
         self.spawned = 0
         self.handed = 0
         self.cold = 0
+        self._groups: set[int] = set()  # process groups started and not given to a job
 
     # -- public -------------------------------------------------------------------------
     @property
@@ -152,7 +153,7 @@ class WarmPool:
             alive = [w for w in self.workers if w.proc.poll() is None]
             for dead in [w for w in self.workers if w not in alive]:
                 self.workers.remove(dead)
-                threading.Thread(target=dead.discard, daemon=True).start()
+                threading.Thread(target=self._discard, args=(dead,), daemon=True).start()
             alive.sort(key=lambda w: (w.ready_at is None, w.spawned))
             if not alive:
                 self.cold += 1
@@ -160,10 +161,22 @@ class WarmPool:
             worker = alive[0]
             renice_group(worker.proc.pid)  # the job runs at normal priority
             worker.taken = True
+            self._groups.discard(worker.proc.pid)
             self.workers.remove(worker)
             self.handed += 1
             self._cond.notify_all()
             return worker
+
+    def idle_groups(self) -> set[int]:
+        """Process groups of workers no job has taken, including ones still starting or being
+        discarded (tests that audit the process table leave these out)."""
+        with self._cond:
+            return set(self._groups)
+
+    def _discard(self, worker: WarmWorker) -> None:
+        worker.discard()
+        with self._cond:
+            self._groups.discard(worker.proc.pid)
 
     def stats(self) -> dict[str, Any]:
         with self._cond:
@@ -195,7 +208,7 @@ class WarmPool:
             workers, self.workers = self.workers, []
             self._cond.notify_all()
         for worker in workers:
-            worker.discard()
+            self._discard(worker)
         if self._thread is not None:
             self._thread.join(5)
 
@@ -218,7 +231,7 @@ class WarmPool:
                 continue
             with self._cond:
                 if self._closed:
-                    worker.discard()
+                    self._discard(worker)
                     return
                 self.workers.append(worker)
                 self.spawned += 1
@@ -231,7 +244,7 @@ class WarmPool:
     def _reap_locked(self) -> None:
         for worker in [w for w in self.workers if w.proc.poll() is not None]:
             self.workers.remove(worker)
-            threading.Thread(target=worker.discard, daemon=True).start()
+            threading.Thread(target=self._discard, args=(worker,), daemon=True).start()
 
     def _await_ready(self, worker: WarmWorker) -> bool:
         """Read the worker's READY line (unless a job took it first). False if it died."""
@@ -259,7 +272,7 @@ class WarmPool:
         worker.stderr.seek(0)
         tail = worker.stderr.read()[-2000:].decode(errors="replace")
         log.warning("warm pool: worker %d did not warm up: %s", worker.proc.pid, tail)
-        worker.discard()
+        self._discard(worker)
         return False
 
     def _spawn(self) -> WarmWorker:
@@ -299,6 +312,8 @@ class WarmPool:
                 group=launch.group,
                 extra_groups=[] if launch.user is not None else None,
             )
+            with self._cond:
+                self._groups.add(proc.pid)
         except BaseException:
             os.close(events_r)
             remove_scratch(scratch)

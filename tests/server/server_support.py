@@ -77,10 +77,16 @@ POSTGRES_URL = os.environ.get("KERNELSCOPE_TEST_POSTGRES")
 @pytest.fixture
 def backend(request: pytest.FixtureRequest) -> str:
     name: str = getattr(request, "param", "embedded")
+    missing = []
     if name in ("postgres", "redis") and not POSTGRES_URL:
-        pytest.skip("KERNELSCOPE_TEST_POSTGRES is not set (bash scripts/services.sh start)")
+        missing.append("KERNELSCOPE_TEST_POSTGRES")
     if name == "redis" and not REDIS_URL:
-        pytest.skip("KERNELSCOPE_TEST_REDIS is not set (bash scripts/services.sh start)")
+        missing.append("KERNELSCOPE_TEST_REDIS")
+    if missing:
+        why = f"{' and '.join(missing)} not set (eval \"$(bash scripts/services.sh start)\")"
+        if os.environ.get("KERNELSCOPE_REQUIRE_SERVICES") == "1":  # CI: never skip these
+            pytest.fail(why)
+        pytest.skip(why)
     if request.node.get_closest_marker("embedded_only") and name != "embedded":
         pytest.skip("looks inside the local job manager or the SQLite store")
     return name
@@ -229,7 +235,7 @@ def idle_warm_workers(*apps: Flask) -> set[int]:
     """Pids of every process in the process group of a warm worker of these apps that no
     job has taken yet."""
     pools = [state(app).jobs.pool for app in apps]
-    groups = {w.proc.pid for pool in pools if pool is not None for w in list(pool.workers)}
+    groups = {g for pool in pools if pool is not None for g in pool.idle_groups()}
     found = set()
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
