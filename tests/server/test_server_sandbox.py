@@ -87,6 +87,19 @@ def job_processes(*apps: Flask) -> list[int]:
     return [pid for pid in found if pid not in idle]
 
 
+def describe(pids: list[int]) -> str:
+    """What the leftover processes are (for a failing assertion's message)."""
+    out = []
+    for pid in pids[:8]:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:200]
+            out.append(f"{pid} {stat[0]} pgid={stat[2]} {cmd.decode(errors='replace')}")
+        except OSError:
+            continue
+    return f"{len(pids)} left: " + "; ".join(out)
+
+
 def quick_cases(app: Flask, secret: Path, port: int) -> dict[str, str]:
     """name -> snippet, for every case this host can check."""
     database = str(state(app).store.path)
@@ -311,7 +324,9 @@ def test_infinite_loop_with_escaped_children_is_killed(slow_client: FlaskClient)
         error = finished_with_error(compile_events(slow_client, code))
     assert error["kind"] == "timeout" and f"longer than {TIMEOUT_S} s" in error["message"]
     assert watch.most >= 50, "the snippet never started its children"
-    assert wait_until(lambda: not job_processes(slow_client.application), timeout=15)
+    assert wait_until(lambda: not job_processes(slow_client.application), timeout=15), describe(
+        job_processes(slow_client.application)
+    )
 
 
 def test_fork_bomb(slow_client: FlaskClient, hostile_app: Flask) -> None:
