@@ -10,6 +10,8 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
+from compiler.event_types import json_schema
+from compiler.events import SCHEMA_VERSION, STAGES, TERMINAL
 from server import highlight as hl
 from server import info
 from server.errors import ApiError
@@ -157,6 +159,13 @@ def trace(trace_id: str) -> Response:
     if found is None:
         raise ApiError(f"no trace {trace_id!r}", 404)
     return jsonify(found)
+
+
+@bp.get("/schema")
+def schema() -> Response:
+    """The event contract: stage names, schema version and the JSON Schema of an event."""
+    return jsonify({"version": SCHEMA_VERSION, "stages": list(STAGES),
+                    "terminal": list(TERMINAL), "schema": json_schema()})
 
 
 @bp.get("/samples")

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from server.jobs import Job
+from server.jobs import SCHEMA_VERSION, Job
 from server.kcache import KernelCache
 from server.pool import WARM_TIMEOUT_S, WarmPool, WarmWorker
 from server.relay import Outcome, Relay, parse_event
@@ -281,7 +281,8 @@ def finish(job: Job, store: Store, done: dict[str, Any], stdout: str = "") -> No
     data.pop("trace_id", None)
     if stdout:
         data["snippet_stdout"] = stdout
-    closing = {"schema": 1, "seq": len(job.events), "stage": "done", "ms": 0.0, "data": data}
+    closing = {"schema": SCHEMA_VERSION, "seq": len(job.events), "stage": "done", "ms": 0.0,
+               "data": data}
     try:
         opts = job.request.trace_options()
         data["trace_id"] = store.put(job.request.code, opts, [*job.events, closing], ok)

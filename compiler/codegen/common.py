@@ -10,7 +10,6 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import sympy
 import torch
 
 from compiler.ir.indexing import sym
@@ -86,10 +85,6 @@ class Scope:
 
 
 XINDEX, RINDEX = sym("xindex"), sym("rindex")
-
-
-def domain_of(expr: sympy.Expr) -> str:
-    return "r" if RINDEX in sympy.sympify(expr).free_symbols else "x"
 
 
 def next_power_of_2(n: int) -> int:

@@ -214,7 +214,7 @@ class CppKernelCodegen(KernelCodegen):
             expr = f"ks_bf16_to_float({expr})"
         elif buf.dtype == torch.float16:
             expr = f"static_cast<float>({expr})"
-        domain = "r" if any(str(s).startswith("r") for s in index.free_symbols) else "x"
+        domain = self.domain_of(index)
         if domain == "r":
             self.r_loads.append(index)
         return self.emit(expr, buf.dtype, domain)

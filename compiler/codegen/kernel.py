@@ -26,6 +26,7 @@ from compiler.codegen.tiling import YINDEX
 from compiler.ir.indexing import FloorDiv, ModularIndexing, decompose, simplify_index, sym
 from compiler.ir.nodes import ComputedBuffer, Pointwise, Reduction
 from compiler.ir.ops import Handler, result_dtype, use_handler
+from compiler.schedule.domain import split_point
 from compiler.schedule.nodes import SchedNode
 from compiler.schedule.plan import KernelPlan
 
@@ -50,6 +51,9 @@ class KernelCodegen(Handler):
         self.r_index_lines: Lines | None = None  # where r-domain index vars go
         self.r_index_scope: dict[str, str] = {}
         self.bounds = {XINDEX: max(plan.xnumel - 1, 0), RINDEX: max(plan.rnumel - 1, 0)}
+        # The domain of every symbol an index may contain: rindex, the index variables
+        # named here, and loaded values used as indices (indirect indexing).
+        self.symbol_domains: dict[sympy.Symbol, str] = {XINDEX: "x", RINDEX: "r"}
         self.tile: Any = None  # a codegen.tiling.Tile when a pointwise kernel runs 2-D
         self.pre: Lines | None = None  # before the current reduction loop
         self.post: Lines | None = None  # after it
@@ -114,6 +118,7 @@ class KernelCodegen(Handler):
 
     def index_var(self, term: sympy.Expr) -> sympy.Symbol:
         """Name an index subterm (`xindex % 64`) once, in the block its domain needs."""
+        # By rindex alone: a term over loaded values must be computed where they are.
         domain = "r" if RINDEX in term.free_symbols else "x"
         table = self.r_index_scope if domain == "r" else self.index_scope
         text = self.fmt_index(term)
@@ -121,6 +126,7 @@ class KernelCodegen(Handler):
             name = f"{self.index_prefix[domain]}{self.icounter[domain]}"
             self.icounter[domain] += 1
             table[text] = name
+            self.symbol_domains[sym(name)] = domain
             target = self.r_index_lines if domain == "r" else self.prologue
             assert target is not None
             self.write_index_var(target, name, text)
@@ -164,8 +170,7 @@ class KernelCodegen(Handler):
 
     def index_expr(self, expr: Any, dtype: torch.dtype) -> Var:
         expr = self.name_subterms(sympy.sympify(expr))
-        domain = "r" if any(str(s).startswith("r") for s in expr.free_symbols) else "x"
-        return self.emit(self.fmt_index_value(expr, dtype), dtype, domain)
+        return self.emit(self.fmt_index_value(expr, dtype), dtype, self.domain_of(expr))
 
     def fmt_index_value(self, expr: sympy.Expr, dtype: torch.dtype) -> str:
         raise NotImplementedError
@@ -190,7 +195,14 @@ class KernelCodegen(Handler):
         return self.masked_body(mask, body, other)
 
     def indirect_indexing(self, x: Var, size: int) -> sympy.Symbol:
-        return sym(x.name)
+        s = sym(x.name)
+        self.symbol_domains[s] = x.domain
+        return s
+
+    def domain_of(self, expr: sympy.Expr) -> str:
+        """"r" when the expression varies along the reduction, else "x"."""
+        return "r" if any(self.symbol_domains.get(s) == "r" for s in expr.free_symbols) \
+            else "x"
 
     def _unary(self, name: str, x: Var) -> Var:
         return self.op(name, [x], result_dtype(name, x.dtype))
@@ -210,16 +222,7 @@ class KernelCodegen(Handler):
             return _split_vars(ranges, self.tile.y, YINDEX, XINDEX, self.tile.x), []
         if self.plan.kind == "pointwise" or node.numel == self.plan.xnumel:
             return decompose(XINDEX, ranges), []
-        acc, split = 1, None
-        for k in range(len(ranges) + 1):
-            if acc == self.plan.xnumel:
-                split = k
-                break
-            if k < len(ranges):
-                acc *= ranges[k]
-        if split is not None:
-            return decompose(XINDEX, ranges[:split]) + decompose(RINDEX, ranges[split:]), []
-        return decompose(XINDEX * self.plan.rnumel + RINDEX, ranges), []
+        return _split_vars(ranges, self.plan.xnumel, XINDEX, RINDEX, self.plan.rnumel), []
 
     def codegen_node(self, node: SchedNode) -> None:
         self.node = node
@@ -302,13 +305,10 @@ def _split_vars(ranges: list[int], outer_numel: int, outer: sympy.Symbol,
                 inner: sympy.Symbol, inner_numel: int) -> list[Any]:
     """Coordinates of a loop nest iterated as (outer, inner): split at the dims whose
     product is outer_numel, else through the flat position."""
-    acc = 1
-    for k in range(len(ranges) + 1):
-        if acc == outer_numel:
-            return decompose(outer, ranges[:k]) + decompose(inner, ranges[k:])
-        if k < len(ranges):
-            acc *= ranges[k]
-    return decompose(outer * inner_numel + inner, ranges)
+    k = split_point(ranges, outer_numel)
+    if k is None:
+        return decompose(outer * inner_numel + inner, ranges)
+    return decompose(outer, ranges[:k]) + decompose(inner, ranges[k:])
 
 
 def cast_value(value: Any, dtype: torch.dtype) -> bool | int | float:

@@ -160,30 +160,10 @@ class TritonKernelCodegen(KernelCodegen):
         parts += [m.name for m in self.masks]
         return " & ".join(parts)
 
-    def _index_domain(self, index: sympy.Expr) -> str:
-        names = {str(s) for s in index.free_symbols}
-        if any(n.startswith("r") for n in names):
-            return "r"
-        for n in names:
-            v = self._vars.get(n)
-            if v is not None and v.domain == "r":
-                return "r"
-        return "x"
-
-    @property
-    def _vars(self) -> dict[str, Var]:
-        out: dict[str, Var] = {}
-        scope: Scope | None = self.scope
-        while scope is not None:
-            for v in scope.cache.values():
-                out[v.name] = v
-            scope = scope.parent
-        return out
-
     def load_external(self, name: str, index: sympy.Expr) -> Var:
         index = self.name_subterms(index)
         buf = self.plan.buffers[name]
-        domain = self._index_domain(index)
+        domain = self.domain_of(index)
         if not index.free_symbols and not self.masks:
             expr = f"tl.load({self.args[name]} + ({pexpr(index)}))"
         else:
@@ -194,7 +174,7 @@ class TritonKernelCodegen(KernelCodegen):
 
     def store(self, name: str, index: sympy.Expr, value: Var) -> None:
         index = self.name_subterms(index)
-        domain = "r" if value.domain == "r" or self._index_domain(index) == "r" else "x"
+        domain = "r" if value.domain == "r" or self.domain_of(index) == "r" else "x"
         shape = self._shape(domain)
         v = value.name
         if value.is_literal:

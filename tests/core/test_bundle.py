@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import torch
 from ks_helpers import REPO
+from ks_schema import check_stream
 
 from compiler.capture import bundle as bundle_mod
 from compiler.capture.bundle import BundleError, read_bundle
@@ -42,6 +43,7 @@ ADD = ("import torch\n"
 def test_back_half_runs_a_bundle_and_replays_the_front_events(tmp_path: Path) -> None:
     bundle = _front(tmp_path, ADD)
     events = list(run_back(bundle, OPTS))
+    check_stream([json.loads(e.to_json()) for e in events])
     by = _stages(events)
     assert [e.stage for e in events] == ["source", "capture", "lowering", "scheduling",
                                          "memory", "codegen", "compile", "run", "profile",
@@ -117,7 +119,7 @@ def test_snippet_output_is_data_never_events(tmp_path: Path) -> None:
         env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert proc.returncode == 0, proc.stderr[-2000:]
     back = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert [e["seq"] for e in back] == list(range(len(back)))
+    check_stream(back)
     assert [e["stage"] for e in back].count("run") == 1
     assert back[-1]["data"] == {"ok": True, "isolated": True}
 

@@ -1,7 +1,8 @@
 """Golden generated code: the shape of the kernels is the point here.
 
-Set KERNELSCOPE_UPDATE_GOLDEN=1 to rewrite the files after an intended change (and read
-the diff: a refactor should leave them byte-identical).
+Set KERNELSCOPE_UPDATE_GOLDEN=1 to (re)write the files after an intended change (and read
+the diff: a refactor should leave them byte-identical). Without it a missing golden file
+is a failure, never a file written and a pass.
 """
 
 from __future__ import annotations
@@ -53,9 +54,11 @@ def test_generated_code_matches_golden(name: str) -> None:
     fn, args, backend = CASES[name]
     text = generated(fn, args, backend)
     path = GOLDEN / f"{name}.txt"
-    if os.environ.get("KERNELSCOPE_UPDATE_GOLDEN") == "1" or not path.exists():
+    if os.environ.get("KERNELSCOPE_UPDATE_GOLDEN") == "1":
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+    assert path.exists(), (f"no golden file {path.relative_to(GOLDEN.parents[1])}: run with "
+                           "KERNELSCOPE_UPDATE_GOLDEN=1 to write it, then read and commit it")
     assert text == path.read_text()
 
 
