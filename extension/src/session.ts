@@ -232,6 +232,20 @@ export class Session implements vscode.Disposable {
     await this.context.workspaceState.update(HISTORY, all);
   }
 
+  /** The configured server when it answers now, else null (nothing is started). */
+  private async attachOnly(): Promise<KernelscopeClient | null> {
+    const url = readSettings(undefined).serverUrl;
+    if (!url) return null;
+    const client = new KernelscopeClient(url);
+    try {
+      await client.health(1500);
+      this.client = client;
+      return client;
+    } catch {
+      return null;
+    }
+  }
+
   /** The client of the last server used, for permalinks and diffs. */
   async currentClient(): Promise<KernelscopeClient> {
     if (this.client) return this.client;
@@ -295,10 +309,11 @@ export class Session implements vscode.Disposable {
         }
         break;
       case "highlight": {
-        const client = this.client;
         const answer = (html: string | null) => KernelscopePanel.current?.post({ type: "highlighted", id: m.id, html });
-        if (!client) { answer(null); break; }
-        client.highlight(m.code, m.language).then(answer, () => answer(null));
+        // A panel restored after a reload highlights through the configured server if it
+        // answers; no server is started just for that.
+        const client = this.client ? Promise.resolve(this.client) : this.attachOnly();
+        client.then((c) => (c ? c.highlight(m.code, m.language) : null)).then(answer, () => answer(null));
         break;
       }
     }

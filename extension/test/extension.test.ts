@@ -286,3 +286,16 @@ test("the error's line, graph breaks and ATen fallbacks become diagnostics on th
   ]);
   assert.match(statusText(), /\$\(error\) Kernelscope: exception: RuntimeError: boom/);
 });
+
+test("a restored panel's highlight requests go to the configured server, if it answers", async () => {
+  await start();
+  const restored = new WebviewPanel("kernelscope.panel", "Kernelscope", {});
+  await stub.serializers.get("kernelscope.panel")!.deserializeWebviewPanel(restored as never, {});
+  restored.webview.send({ type: "ready", restored: true });
+  restored.webview.send({ type: "highlight", id: 1, code: "x = 1", language: "python" });
+  await until(() => restored.webview.posted.length > 0);
+  assert.deepEqual(restored.webview.posted, [{ type: "highlighted", id: 1, html: "<div class=\"highlight\"><pre></pre></div>" }]);
+  const manifest = JSON.parse(readFileSync(path.join(EXT, "package.json"), "utf8"));
+  assert.deepEqual(manifest.capabilities.untrustedWorkspaces.restrictedConfigurations.sort(),
+    ["kernelscope.pythonPath", "kernelscope.serverUrl", "kernelscope.startServer"]);
+});
