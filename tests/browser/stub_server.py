@@ -24,6 +24,9 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CppLexer, PythonLexer
 
+from compiler.event_types import json_schema
+from compiler.events import SCHEMA_VERSION, STAGES, TERMINAL
+
 ROOT = Path(__file__).resolve().parents[2]
 WEBUI = ROOT / "webui"
 FIXTURE = Path(__file__).with_name("fixtures") / "softmax_block.json"
@@ -123,6 +126,11 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
                 "devices": {"cuda": True, "gpu": "stub GPU"},
             }
         )
+
+    @app.get("/api/schema")
+    def schema() -> Response:
+        return jsonify({"version": SCHEMA_VERSION, "stages": list(STAGES),
+                        "terminal": list(TERMINAL), "schema": json_schema()})
 
     @app.get("/api/samples")
     def samples() -> Response:

@@ -3,10 +3,10 @@
 // Trace and hands each one to every pane; a permalink (/t/<id>) replays a stored trace the
 // same way, read-only. Provenance selections travel through one SelectionBus.
 
-import { getSamples, getHealth, getTrace, startCompile, jobEvents } from "./api.js";
+import { getSamples, getHealth, getSchema, getTrace, startCompile, jobEvents } from "./api.js";
 import { Editor } from "./editor.js";
 import { loadCytoscape, libInfo } from "./libs.js";
-import { Trace } from "./trace.js";
+import { Trace, loadStages } from "./trace.js";
 import { SelectionBus, buildIndex, fromSourceLine, isEmpty } from "./provenance.js";
 import { makeTabs, makeSplitter, toast } from "./layout.js";
 import { StatusStrip } from "./panes/status.js";
@@ -18,6 +18,7 @@ import { FusionPane } from "./panes/fusion.js";
 import { MemoryPane } from "./panes/memory.js";
 import { TimingsPane } from "./panes/timings.js";
 
+await loadStages(getSchema); // before any pane is built: they lay out one chip per stage
 const $ = (id) => document.getElementById(id);
 
 const state = { trace: new Trace(), index: null, running: false, permalink: null };

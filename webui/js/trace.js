@@ -1,8 +1,14 @@
 // A trace: the StageEvents of one compile, in order, as docs/events.md defines them.
 // Panes read stages from here; nothing else in the UI knows how events arrive.
 
-export const STAGES = ["source", "capture", "lowering", "scheduling", "memory", "codegen",
-  "compile", "run", "profile"];
+// Stage names, in order, as the server publishes them (GET /api/schema, generated from
+// compiler/event_types.py); filled in place by loadStages() before the panes are built.
+export const STAGES = [];
+
+export async function loadStages(getSchema) {
+  const schema = await getSchema();
+  STAGES.splice(0, STAGES.length, ...schema.stages);
+}
 
 export class Trace {
   constructor() {
