@@ -123,9 +123,10 @@ def _stages(args: argparse.Namespace) -> int:
     if not Path(args.bundle).is_file():
         print(f"kernelscope: no such bundle: {args.bundle}", file=sys.stderr)
         return 2
+    options = _options(args)  # first: it decides TRITON_INTERPRET before torch is imported
     from compiler.pipeline import run_back
 
-    return _print(run_back(args.bundle, _options(args), replay=not args.no_replay), args)
+    return _print(run_back(args.bundle, options, replay=not args.no_replay), args)
 
 
 def _options(args: argparse.Namespace, entry: str | None = None) -> Any:
