@@ -250,17 +250,25 @@ async function compile() {
   }
 }
 
+// Cancel asks the server to kill the job; its stream then ends with a `cancelled` error
+// and a `done` whose partial trace is stored (and can be shared). Without a cancel API
+// (an older server), or if the stream does not end soon, the UI stops listening.
 async function cancel() {
   if (!state.running) return;
   state.cancelling = true;
   const jobId = state.jobId;
+  const abort = state.abort;
   try {
-    if (jobId) await cancelJob(jobId);
+    if (!jobId) throw new Error("the job has not started yet");
+    await cancelJob(jobId);
+    setTimeout(() => abort?.abort(), CANCEL_GRACE_MS);
   } catch (err) {
     toast(`The server could not cancel the job (${err.message}); stopped watching it.`);
+    abort?.abort();
   }
-  state.abort?.abort();
 }
+
+const CANCEL_GRACE_MS = 5000;
 
 function noteUnchanged(code, opts) {
   if (!state.trace.done?.ok) return;
