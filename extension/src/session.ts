@@ -290,6 +290,9 @@ export class Session implements vscode.Disposable {
       case "reveal":
         void this.reveal(m.lines);
         break;
+      case "cancel":
+        void this.cancel();
+        break;
       case "hover":
         this.decorations.mark(m.lines);
         break;
