@@ -38,8 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     _common(b)
     b.add_argument("--no-replay", action="store_true",
                    help="do not repeat the bundle's source and capture events")
-    # Every serve flag (and --help) belongs to server/__main__.py: see main().
+    # Every serve/worker flag (and --help) belongs to server/cli.py: see main().
     sub.add_parser("serve", help="run the explorer (web UI and API); serve --help for flags")
+    sub.add_parser("worker", help="run compile jobs from a Redis queue; worker --help")
     return p
 
 
@@ -57,10 +58,10 @@ def _common(c: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["serve"]:
-        from server.__main__ import main as serve_main
+    if argv[:1] in (["serve"], ["worker"]):  # the server's commands live in server/cli.py
+        from server.cli import main as server_main
 
-        return serve_main(argv[1:])
+        return server_main(argv)
     args = _parser().parse_args(argv)
     if args.command == "stages":
         return _stages(args)

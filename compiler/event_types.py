@@ -317,6 +317,8 @@ class OutputCheck:
     graph: int = 0
     error: str = ""
     value: str = ""
+    atol: float = 0.0  # the tolerance this output was compared at (its dtype's)
+    rtol: float = 0.0
 
 
 @dataclass
@@ -324,6 +326,7 @@ class RunGraph:
     id: int
     ok: bool
     outputs: list[OutputCheck]
+    reference: str = ""
 
 
 @dataclass
@@ -372,6 +375,8 @@ class Error:
 
 @dataclass
 class Done:
+    """ok: every stage ran and `run` found no output that differs from eager."""
+
     ok: bool
     isolated: bool = False
     trace_id: str = ""

@@ -16,7 +16,7 @@ from server import highlight as hl
 from server import info
 from server.errors import ApiError
 from server.inputs import BadInput, entry_name_ok, parse_request
-from server.jobs import Busy, Job, JobRequest
+from server.jobs import Busy, JobRequest, JobView
 from server.state import app_state
 from server.streams import SSE_HEADERS, ndjson, sse
 
@@ -90,7 +90,7 @@ def compile_() -> tuple[Response, int]:
     return jsonify({"job_id": job.id, **urls}), 202
 
 
-def _job(job_id: str) -> Job:
+def _job(job_id: str) -> JobView:
     job = app_state().jobs.get(job_id)
     if job is None:
         raise ApiError(f"no job {job_id!r} (jobs are forgotten after a while; traces are not)", 404)
@@ -100,6 +100,15 @@ def _job(job_id: str) -> Job:
 @bp.get("/jobs/<job_id>")
 def job_status(job_id: str) -> Response:
     return jsonify(_job(job_id).status())
+
+
+@bp.post("/jobs/<job_id>/cancel")
+def job_cancel(job_id: str) -> tuple[Response, int]:
+    """Stop a job: a queued one never starts, a running one's worker is killed. Its stream
+    ends with an `error` (kind `cancelled`) and `done`; the partial trace is stored."""
+    job = _job(job_id)
+    accepted = job.cancel()
+    return jsonify({**job.status(), "cancelled": accepted}), 202 if accepted else 409
 
 
 def _start(available: int) -> int:
@@ -119,7 +128,7 @@ def _start(available: int) -> int:
     return min(max(start, 0), available)
 
 
-def _stream(job: Job, fmt: str) -> Response:
+def _stream(job: JobView, fmt: str) -> Response:
     start = _start(len(job.events))
     if job.finished and start >= len(job.events):
         # Tells an EventSource that reconnected after `done` to stop reconnecting.

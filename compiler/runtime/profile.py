@@ -1,4 +1,4 @@
-"""The `run` and `profile` stages' measurements: correctness against eager, and time.
+"""The `profile` stage's measurements: eager, Kernelscope and Inductor time, per kernel.
 
 Timing follows the usual rules: warm up first, take medians, synchronize the device.
 On a GPU: `triton.testing.do_bench` for whole calls and CUDA events around each kernel
@@ -14,46 +14,9 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.utils._pytree as pytree
 
-from compiler.events import finite
 from compiler.options import CompileOptions
 from compiler.runtime.timing import instrument
-
-
-def compare_outputs(out: Any, ref: Any, atol: float, rtol: float) -> dict[str, Any]:
-    outs, refs = pytree.tree_leaves(out), pytree.tree_leaves(ref)
-    results, ok = [], len(outs) == len(refs)
-    for i, (o, r) in enumerate(zip(outs, refs)):
-        if not isinstance(r, torch.Tensor):
-            same = o == r
-            results.append({"index": i, "ok": bool(same), "value": repr(o)[:80]})
-            ok &= bool(same)
-            continue
-        entry: dict[str, Any] = {"index": i, "shape": list(r.shape),
-                                 "dtype": str(r.dtype).removeprefix("torch.")}
-        if not isinstance(o, torch.Tensor) or o.shape != r.shape:
-            entry.update(ok=False, error="shape mismatch")
-            ok = False
-            results.append(entry)
-            continue
-        if r.dtype.is_floating_point or r.dtype.is_complex:
-            diff = (o.double() - r.double()).abs()
-            bad = ~torch.isclose(o.double(), r.double(), atol=atol, rtol=rtol, equal_nan=True)
-            max_abs = diff[~torch.isnan(diff)].max().item() if diff.numel() else 0.0
-            denom = r.double().abs().clamp_min(1e-12)
-            max_rel = (diff / denom)[~torch.isnan(diff)].max().item() if diff.numel() else 0.0
-            good = not bool(bad.any())
-            entry.update(max_abs_err=finite(max_abs), max_rel_err=finite(max_rel), ok=good,
-                         mismatched=int(bad.sum()))
-        else:
-            mism = int((o != r).sum())
-            good = mism == 0
-            entry.update(max_abs_err=float(mism > 0), max_rel_err=None, ok=good,
-                         mismatched=mism)
-        ok &= good
-        results.append(entry)
-    return {"ok": bool(ok), "outputs": results, "atol": atol, "rtol": rtol}
 
 
 def _bench_cpu(fn: Callable[[], Any], budget_s: float = 0.5) -> float:
