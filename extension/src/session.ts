@@ -198,6 +198,11 @@ export class Session implements vscode.Disposable {
     return this.running !== null;
   }
 
+  /** The server's id of the running job, once the server has accepted it. */
+  get jobId(): string | null {
+    return this.running?.jobId ?? null;
+  }
+
   private setResult(result: CompileResult): void {
     this.result = result;
     this.documents.remember(result);
