@@ -121,6 +121,8 @@ def run_front(code: str, options: CompileOptions, bundle_path: str | Path,
     Yields `source` and `capture` (or `error` then `done`). The bundle is written in every
     case where this function returns: after a failure it holds the error, so the back half
     can report it. `filename` is where the snippet is (or is written) for line numbers.
+    Call it from the main thread of a process of its own (a worker): while the snippet
+    runs, file descriptor 1 is a pipe, and a flood of output interrupts the main thread.
     """
     path = Path(filename) if filename else write_snippet(code, cache_root(options.cache_dir)
                                                          / "snippets")

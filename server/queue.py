@@ -40,7 +40,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from server.jobs import Busy, Job, JobRequest
+from server.jobs import SCHEMA_VERSION, Busy, Job, JobRequest
 from server.kcache import KernelCache
 from server.pool import WarmPool
 
@@ -80,7 +80,7 @@ class Keys:
 def _decode(entry_id: bytes | str, fields: dict[bytes, bytes]) -> dict[str, Any]:
     ident = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
     event = {
-        "schema": 1,
+        "schema": SCHEMA_VERSION,
         "seq": int(ident.split("-")[1]) - 1,
         "stage": fields[b"stage"].decode(),
         "ms": float(fields[b"ms"]),
@@ -269,7 +269,8 @@ class RedisJobManager:
         data: dict[str, Any] = {"ok": False}
         stages = sum(float(e["ms"]) for e in events)
         data |= {"wall_ms": round((time.time() - job.created) * 1000, 1), "stages_ms": stages}
-        closing = {"schema": 1, "seq": len(events), "stage": "done", "ms": 0.0, "data": data}
+        closing = {"schema": SCHEMA_VERSION, "seq": len(events), "stage": "done", "ms": 0.0,
+                   "data": data}
         try:
             opts = job.request.trace_options()
             data["trace_id"] = self.store.put(job.request.code, opts, [*events, closing], False)
