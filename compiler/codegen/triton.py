@@ -20,7 +20,7 @@ import sympy
 import torch
 
 from compiler.codegen.backend import Backend, BuildResult, GeneratedKernel
-from compiler.codegen.common import XINDEX, Lines, Scope, Var, next_power_of_2
+from compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var, next_power_of_2
 from compiler.codegen.kernel import KernelCodegen
 from compiler.codegen.optable import OpTable, float_only, numeric
 from compiler.codegen.tiling import YINDEX, Tile, choose_tile, fits_grid, tile_config
@@ -130,6 +130,7 @@ class TritonKernelCodegen(KernelCodegen):
                  interpret: bool = False) -> None:
         super().__init__(plan, persistent)
         self.rblock = rblock
+        self.r_loads: list[sympy.Expr] = []  # indices of loads inside the reduction loop
         self.table = INTERPRET_OPS if interpret else OPS
 
     def fmt_cast(self, x: Var, dtype: torch.dtype) -> str:
@@ -184,6 +185,8 @@ class TritonKernelCodegen(KernelCodegen):
         index = self.name_subterms(index)
         buf = self.plan.buffers[name]
         domain = self._index_domain(index)
+        if domain == "r":
+            self.r_loads.append(index)
         if not index.free_symbols and not self.masks:
             expr = f"tl.load({self.args[name]} + ({pexpr(index)}))"
         else:
@@ -362,11 +365,40 @@ def block_config(plan: KernelPlan, persistent_limit: int) -> dict[str, Any]:
         xblock = max(1, min(next_power_of_2(plan.xnumel), max(1, 2048 // rblock)))
         persistent = True
     else:
+        # Enough programs to fill the GPU several times over (132 SMs on an H200): few,
+        # wide rows (softmax over 512 x 262144) get one row per program, not eight.
         xblock = min(8, next_power_of_2(plan.xnumel))
+        while xblock > 1 and plan.xnumel // xblock < 1024:
+            xblock //= 2
         rblock = max(128, 2048 // xblock)
         persistent = False
     warps = max(1, min(8, (xblock * rblock) // 256))
     return {"persistent": persistent, "XBLOCK": xblock, "RBLOCK": rblock, "num_warps": warps,
+            "grid": (-(-plan.xnumel // xblock),)}
+
+
+def _columns(loads: list[sympy.Expr]) -> bool:
+    """Every load in the loop steps 1 along the outputs and more along the reduction
+    (x.sum(0)): then neighbouring outputs, not neighbouring reduction steps, share a line."""
+    if not loads:
+        return False
+    for index in loads:
+        if not index.free_symbols <= {XINDEX, RINDEX}:
+            return False
+        dx, dr = sympy.diff(index, XINDEX), sympy.diff(index, RINDEX)
+        if dx != 1 or not (dr.is_Integer and dr > 1):
+            return False
+    return True
+
+
+def column_config(plan: KernelPlan) -> dict[str, Any]:
+    """Looped column reductions: 32 outputs (one 128-byte line of fp32) by 128 rows per
+    step, fewer outputs per program when that would leave the GPU's SMs idle."""
+    xblock = 32
+    while xblock > 8 and plan.xnumel // xblock < 132:
+        xblock //= 2
+    rblock = 4096 // xblock
+    return {"persistent": False, "XBLOCK": xblock, "RBLOCK": rblock, "num_warps": 8,
             "grid": (-(-plan.xnumel // xblock),)}
 
 
@@ -378,6 +410,8 @@ def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
     if tile is not None and fits_grid(tile, tile_config(tile)["YBLOCK"]):
         return _generate_tiled(gen, tile, header)
     lines = gen.generate(header)
+    if plan.kind == "reduction" and not cfg["persistent"] and _columns(gen.r_loads):
+        cfg = column_config(plan)
     meta = {"XBLOCK": cfg["XBLOCK"]}
     numels = [plan.xnumel]
     if plan.kind == "reduction":
