@@ -190,7 +190,10 @@ class TritonKernelCodegen(KernelCodegen):
         if not index.free_symbols and not self.masks:
             expr = f"tl.load({self.args[name]} + ({pexpr(index)}))"
         else:
-            expr = f"tl.load({self.args[name]} + ({pexpr(index)}), {self._mask(domain)}, other=0)"
+            offset = pexpr(index)
+            if not index.free_symbols:
+                offset = f"tl.full({self._shape(domain)}, {offset}, tl.int32)"
+            expr = f"tl.load({self.args[name]} + ({offset}), {self._mask(domain)}, other=0)"
         if buf.dtype == torch.bool:
             expr += ".to(tl.int1)"
         return self.emit(expr, buf.dtype, domain)
@@ -204,7 +207,10 @@ class TritonKernelCodegen(KernelCodegen):
             v = f"tl.full({shape}, {value.name}, {TL_DTYPE[value.dtype]})"
         lines = self.post if (self.post is not None and value.domain == "x"
                               and self.plan.kind == "reduction") else self.scope.lines
-        lines.write(f"tl.store({self.args[name]} + ({pexpr(index)}), {v}, {self._mask(domain)})",
+        offset = pexpr(index)
+        if not index.free_symbols:  # one element (a scalar result): a block of pointers to
+            offset = f"tl.full({shape}, {offset}, tl.int32)"  # it, as value and mask are
+        lines.write(f"tl.store({self.args[name]} + ({offset}), {v}, {self._mask(domain)})",
                     self.origins() or tuple(sorted(self.plan.written[name].origins)), (name,))
 
     def _shape(self, domain: str) -> str:
