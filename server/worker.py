@@ -14,8 +14,11 @@ enforces the output, event and trace caps; `seq` is renumbered here.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
+import select
 import signal
 import subprocess
 import tempfile
@@ -25,6 +28,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from server.jobs import SCHEMA_VERSION, Job
+from server.kcache import KernelCache
+from server.pool import WARM_TIMEOUT_S, WarmPool, WarmWorker
 from server.relay import Outcome, Relay, parse_event
 from server.sandbox import (
     Isolation,
@@ -35,7 +40,8 @@ from server.sandbox import (
     make_scratch,
     remove_scratch,
 )
-from server.store import TraceStore
+from server.store import Store
+from server.warm import READY
 
 __all__ = ["WorkerSettings", "explain", "normalize", "parse_event", "run_job", "scratch_exceeded"]
 
@@ -77,6 +83,9 @@ def worker_argv(settings: WorkerSettings, job: Job, scratch: str) -> list[str]:
         argv.append("--inductor")
     if job.request.entry:
         argv += ["--entry", job.request.entry]
+    more = {k: v for k, v in opts.items() if k not in ("device", "backend", "fusion", "inductor")}
+    if more:  # every other CompileOptions field, checked by server/options.py
+        argv += ["--options", json.dumps(more, sort_keys=True)]
     return argv
 
 
@@ -88,47 +97,48 @@ def wrapped_argv(argv: list[str], events_fd: int) -> list[str]:
     return [argv[0], str(ENTRY_SCRIPT), "--events-fd", str(events_fd), "--", *argv[1:]]
 
 
-def run_job(job: Job, settings: WorkerSettings, store: TraceStore) -> None:
-    """The JobManager's runner: one sandboxed worker from start to `done`."""
+def run_job(
+    job: Job,
+    settings: WorkerSettings,
+    store: Store,
+    pool: WarmPool | None = None,
+    kcache: KernelCache | None = None,
+) -> None:
+    """The JobManager's runner: one sandboxed worker from start to `done`. With a pool, the
+    worker is a warm one (server/pool.py) when one is there, else it starts cold. With a
+    shared kernel cache (server/kcache.py) the job sees its entries and, once it is over,
+    what it built is verified or rebuilt and shared."""
     iso = settings.isolation
-    scratch = make_scratch(settings.scratch_root, iso)
+    if job.cancel_requested():
+        job.publish("error", cancelled(job))
+        finish(job, store, {"ok": False})
+        return
+    warm = pool.take(job.request.options) if pool is not None else None
+    scratch = warm.scratch if warm is not None else make_scratch(settings.scratch_root, iso)
     try:
         _write_snippet(job, scratch, iso)
-        events_r, events_w = os.pipe()
-        launch = make_launch(
-            iso,
-            lambda view: wrapped_argv(worker_argv(settings, job, view), events_w),
-            scratch,
-            settings.spec,
-            settings.limits,
-            settings.repo_dir,
-        )
-        with tempfile.TemporaryFile() as stderr:
-            try:
-                proc = subprocess.Popen(
-                    launch.argv,
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=stderr,
-                    env=launch.env,
-                    cwd=launch.cwd,
-                    start_new_session=True,
-                    pass_fds=(events_w,),
-                    preexec_fn=launch.preexec,  # noqa: PLW1509 - only setrlimit calls
-                    user=launch.user,
-                    group=launch.group,
-                    extra_groups=[] if launch.user is not None else None,
-                )
-            finally:
-                os.close(events_w)
+        if kcache is not None:
+            kcache.link_into(scratch)
+        with contextlib.ExitStack() as stack:
+            if warm is not None:
+                proc, stderr, events_r = warm.proc, warm.stderr, warm.events_r
+                stack.callback(stderr.close)
+                warm.hand(worker_argv(settings, job, warm.view)[1:])
+            else:
+                stderr = stack.enter_context(tempfile.TemporaryFile())
+                proc, events_r = _start_cold(job, settings, scratch, stderr)
             outcome = Outcome()
             relay = Relay(job, settings.limits, normalize,
                           lambda: scratch_exceeded(scratch, settings.limits.scratch_mb * MiB),
-                          origin="snippet")
+                          origin="snippet")  # fmt: skip
             try:
                 assert proc.stdout is not None
-                deadline = time.monotonic() + settings.limits.wall_s
-                outcome = relay.run(events_r, proc.stdout.fileno(), deadline)
+                if warm is not None and warm.ready_at is None:
+                    # Still warming up: the job's wall clock starts once it is ready.
+                    outcome = _await_ready(warm, job)
+                if outcome.reason is None:
+                    deadline = time.monotonic() + settings.limits.wall_s
+                    outcome = relay.run(events_r, proc.stdout.fileno(), deadline)
                 if outcome.done is not None:
                     finish(job, store, outcome.done, relay.stdout_tail)
             finally:
@@ -146,8 +156,59 @@ def run_job(job: Job, settings: WorkerSettings, store: TraceStore) -> None:
                     why = explain(outcome.reason, code, _tail(stderr), job, settings.limits)
                     job.publish("error", why)
                 finish(job, store, {"ok": False}, relay.stdout_tail)
+        if kcache is not None:
+            kcache.promote(scratch)  # the worker is dead: its files are only data now
     finally:
         remove_scratch(scratch)
+
+
+def _start_cold(
+    job: Job, settings: WorkerSettings, scratch: Path, stderr: IO[bytes]
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Start a worker for this job now; returns it and the read end of its event channel."""
+    events_r, events_w = os.pipe()
+    launch = make_launch(
+        settings.isolation,
+        lambda view: wrapped_argv(worker_argv(settings, job, view), events_w),
+        scratch,
+        settings.spec,
+        settings.limits,
+        settings.repo_dir,
+    )
+    try:
+        proc = subprocess.Popen(
+            launch.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=launch.env,
+            cwd=launch.cwd,
+            start_new_session=True,
+            pass_fds=(events_w,),
+            preexec_fn=launch.preexec,  # noqa: PLW1509 - only setrlimit calls
+            user=launch.user,
+            group=launch.group,
+            extra_groups=[] if launch.user is not None else None,
+        )
+    except BaseException:
+        os.close(events_r)
+        raise
+    finally:
+        os.close(events_w)
+    return proc, events_r
+
+
+def _await_ready(warm: WarmWorker, job: Job) -> Outcome:
+    """Wait for a warming worker's ready line (on its event channel, before any event)."""
+    end = time.monotonic() + WARM_TIMEOUT_S
+    while time.monotonic() < end:
+        if job.cancel_requested():
+            return Outcome(reason="cancelled")
+        ready, _, _ = select.select([warm.events_r], [], [], 0.1)
+        if ready:
+            got = os.read(warm.events_r, len(READY))
+            return Outcome() if got == READY else Outcome(reason="warm")
+    return Outcome(reason="warm")
 
 
 def _write_snippet(job: Job, scratch: Path, iso: Isolation) -> None:
@@ -214,13 +275,13 @@ def stop(proc: subprocess.Popen[bytes], grace_s: float) -> None:
         proc.stdout.close()
 
 
-def finish(job: Job, store: TraceStore, done: dict[str, Any], stdout: str = "") -> None:
+def finish(job: Job, store: Store, done: dict[str, Any], stdout: str = "") -> None:
     """Store the trace, then publish `done` with its trace_id.
 
     `stdout` is what the snippet wrote to fd 1 (its tail): shown as data, never parsed.
     """
     ok = bool(done.get("ok", False)) and not any(e["stage"] == "error" for e in job.events)
-    data = {**done, "ok": ok}
+    data = {**done, "ok": ok, **timing(job)}
     data.pop("trace_id", None)
     if stdout:
         data["snippet_stdout"] = stdout
@@ -233,6 +294,24 @@ def finish(job: Job, store: TraceStore, done: dict[str, Any], stdout: str = "") 
         log.exception("job %s: could not store the trace", job.id)
         data["store_error"] = "the trace could not be stored"
     job.publish("done", data)
+
+
+def timing(job: Job) -> dict[str, float]:
+    """Wall time from the request to `done` (what the user waited) next to the sum of the
+    stage times the compiler reported (what it spent compiling)."""
+    stages = sum(float(e.get("ms") or 0.0) for e in job.events)
+    return {"wall_ms": round((time.time() - job.created) * 1000, 1), "stages_ms": round(stages, 1)}
+
+
+def cancelled(job: Job) -> dict[str, Any]:
+    stage = job.last_stage or "source"
+    return {
+        "stage": stage,
+        "kind": "cancelled",
+        "message": f"Cancelled during the {stage} stage" if job.events else "Cancelled",
+        "line": None,
+        "traceback": None,
+    }
 
 
 def _exit_signal(returncode: int | None, iso: Isolation) -> int | None:
@@ -264,7 +343,11 @@ def explain(
     stage = job.last_stage or "source"
     during = f"during the {stage} stage"
     kind, message = "killed", ""
-    if reason == "timeout":
+    if reason == "cancelled":
+        return cancelled(job)
+    if reason == "warm":
+        kind, message = "sandbox", "The warm worker for this job did not start; try again"
+    elif reason == "timeout":
         kind = "timeout"
         message = (
             f"Timed out: the job ran longer than {limits.wall_s:g} s ({during}) and was stopped"

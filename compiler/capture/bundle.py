@@ -254,7 +254,7 @@ class BundleGraph:
                 node.meta["stack_trace"] = spec["meta"]["stack_trace"]
             env[name] = node
         outputs = [n for n in graph.nodes if n.op == "output"]
-        if len(outputs) != 1 or next(reversed(graph.nodes)) is not outputs[0]:
+        if len(outputs) != 1 or next(iter(reversed(graph.nodes))) is not outputs[0]:
             raise BundleError(f"graph {self.id}: needs exactly one output node, last")
         placeholders = [n for n in graph.nodes if n.op == "placeholder"]
         if len(placeholders) != len(self.inputs):
@@ -407,6 +407,8 @@ def _check_node(where: str, n: Any) -> None:
         resolve_target(n["target"])
     elif n["op"] == "output":
         _expect(n["target"] == "output", f"{where}: output target")
+    elif n["op"] == "placeholder":  # FX writes a placeholder's target into `def forward`
+        _expect(n["target"] == name, f"{where}: a placeholder's target must be its name")
     else:
         _expect(_QUALNAME.fullmatch(n["target"]) is not None, f"{where}: bad target")
     _expect(isinstance(n["args"], list) and isinstance(n["kwargs"], dict), f"{where}: args")

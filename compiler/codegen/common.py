@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -48,6 +49,11 @@ class Lines:
 
     def text(self) -> str:
         return "\n".join(line.text for line in self.lines) + "\n"
+
+    def line_map(self) -> list[dict[str, Any]]:
+        """1-based line -> the FX nodes and buffers it came from (tagged lines only)."""
+        return [{"line": i + 1, "origins": list(ln.origins), "buffers": list(ln.buffers)}
+                for i, ln in enumerate(self.lines) if ln.origins or ln.buffers]
 
 
 @dataclass

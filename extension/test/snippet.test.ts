@@ -62,6 +62,9 @@ test("a block's free names are what it reads before binding, minus the file's na
     new Set(["F", "torch"]));
   assert.deepEqual(free, ["x", "w", "bias"]);
   assert.deepEqual(bound, ["h", "q", "k"]);
+  // Comprehension targets and lambda parameters are not free; a for loop's target is bound.
+  const more = blockNames("ys = [t * 2 for t in xs]\nf = lambda a, b=1: a + b + c\nfor i in range(n):\n    acc = acc + i\n", new Set());
+  assert.deepEqual(more.free, ["xs", "c", "n", "acc"]);
 });
 
 test("the cursor in a function with no inputs in the file: that function, asking for its parameters", () => {

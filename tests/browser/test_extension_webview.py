@@ -124,7 +124,10 @@ def stream_trace(page: Any) -> dict[str, Any]:
     return trace
 
 
-PANES = ["code", "graph", "ir", "fusion", "memory", "timings"]
+# The panes the recorded trace fills; the panel also has the web UI's Guards and Output tabs
+# (Output stays empty: the fixture did not run Inductor).
+PANES = ["code", "graph", "ir", "fusion", "memory", "timings", "guards"]
+TABS = ["graph", "ir", "fusion", "memory", "timings", "guards", "output"]
 
 
 def test_webview_shows_every_pane_and_provenance(open_panel: Any) -> None:
@@ -141,9 +144,13 @@ def test_webview_shows_every_pane_and_provenance(open_panel: Any) -> None:
     assert page.locator(".status .total.ok").count() == 1
     assert answer_highlights(page) > 0
     page.wait_for_selector(".code[data-highlight=pygments]")
-    for tab in ["graph", "ir", "fusion", "memory", "timings"]:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    tabs = page.eval_on_selector_all("button.tab[data-tab]", "els => els.map(e => e.dataset.tab)")
+    assert tabs == TABS, "the panel has every analysis tab of the web UI"
+    for tab in TABS:
         page.click(f"button.tab[data-tab={tab}]")
         assert page.locator(f"[data-pane={tab}]").is_visible()
+        page.screenshot(path=str(SCREENSHOTS / f"extension-webview-{tab}.png"))
     page.click("button.tab[data-tab=graph]")
     page.wait_for_selector("[data-pane=graph] canvas")
 
@@ -160,7 +167,6 @@ def test_webview_shows_every_pane_and_provenance(open_panel: Any) -> None:
     page.click("button.tab[data-tab=ir]")
     assert page.locator("[data-pane=ir] .ir-card.hl").count() > 0
     page.click("button.tab[data-tab=graph]")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "extension-webview.png"))
 
     # Clicking a kernel reveals its source lines in the editor; a double-click opens it.

@@ -8,6 +8,7 @@ is a failure, never a file written and a pass.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -82,3 +83,11 @@ def test_contiguous_and_broadcast_operands_stay_1d() -> None:
     assert "yindex" not in text
     text = generated(add_row, (torch.randn(64, 128), torch.randn(64, 1)), "triton")
     assert "yindex" not in text
+
+
+def test_a_missing_golden_file_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "GOLDEN", tmp_path / "golden")
+    monkeypatch.delenv("KERNELSCOPE_UPDATE_GOLDEN", raising=False)
+    with pytest.raises(AssertionError, match="no golden file"):
+        test_generated_code_matches_golden("add_relu_cpp")
+    assert not (tmp_path / "golden").exists()
