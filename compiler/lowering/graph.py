@@ -196,6 +196,11 @@ class GraphLowering:
     def out_meta(self) -> Any:
         return self.current.meta.get("val") if self.current is not None else None
 
+    def _here(self) -> str:
+        """Device of a value made from nothing (full, arange, ...): the FX node's own."""
+        meta = self.out_meta()
+        return device_of(meta) if isinstance(meta, torch.Tensor) else self.device
+
     def node_name(self) -> str:
         return self.current.name if self.current is not None else "?"
 
@@ -210,7 +215,7 @@ class GraphLowering:
         origins = frozenset([origin]).union(
             *[v.origins for v in inputs if isinstance(v, Lazy)]
         )
-        device = next((v.device for v in inputs if isinstance(v, TensorValue)), self.device)
+        device = next((v.device for v in inputs if isinstance(v, TensorValue)), self._here())
         node = Pointwise(device, dtype, with_origin(inner_fn, origin),
                          tuple(int(s) for s in size), origins)
         return Lazy(node)
@@ -248,7 +253,7 @@ class GraphLowering:
         origins = frozenset([origin]).union(
             *[v.origins for v in inputs if isinstance(v, Lazy)]
         )
-        device = next((v.device for v in inputs if isinstance(v, TensorValue)), self.device)
+        device = next((v.device for v in inputs if isinstance(v, TensorValue)), self._here())
         return Reduction(device, dtype, with_origin(inner_fn, origin),
                          tuple(int(r) for r in ranges),
                          tuple(int(r) for r in reduction_ranges),
