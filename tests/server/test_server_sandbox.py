@@ -22,8 +22,10 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 from server_support import (
+    FAKE_BACK,
     FAKE_WORKER,
     ISOLATION,
+    REAL_BACK,
     REAL_CLI_PRESENT,
     REAL_WORKER,
     AppFactory,
@@ -41,7 +43,7 @@ from server.worker import scratch_exceeded
 WORKER = REAL_WORKER if REAL_CLI_PRESENT else FAKE_WORKER
 # The loop and the fork bomb must outlast the compiler's start (torch import) and then hit
 # this; the quick cases get room to spare on a busy machine.
-TIMEOUT_S = 25 if REAL_CLI_PRESENT else 5
+TIMEOUT_S = 30 if REAL_CLI_PRESENT else 5
 QUICK_TIMEOUT_S = 180
 Events = list[dict[str, Any]]
 
@@ -126,6 +128,7 @@ def hostile_config(root: Path, timeout_s: float) -> dict[str, Any]:
         "SCRATCH_ROOT": str(scratch),
         "DATABASE": str(root / "db" / "traces.sqlite3"),
         "WORKER_CMD": WORKER,
+        "BACK_CMD": REAL_BACK if REAL_CLI_PRESENT else FAKE_BACK,
         "JOB_TIMEOUT_S": timeout_s,
         "MAX_JOBS": 2,
         "QUEUE_SIZE": 32,
