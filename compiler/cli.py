@@ -15,6 +15,7 @@ any of the snippet's code (docs/architecture.md, "Trust boundary").
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -38,8 +39,9 @@ def _parser() -> argparse.ArgumentParser:
     _common(b)
     b.add_argument("--no-replay", action="store_true",
                    help="do not repeat the bundle's source and capture events")
-    # Every serve flag (and --help) belongs to server/__main__.py: see main().
+    # Every serve/worker flag (and --help) belongs to server/cli.py: see main().
     sub.add_parser("serve", help="run the explorer (web UI and API); serve --help for flags")
+    sub.add_parser("worker", help="run compile jobs from a Redis queue; worker --help")
     return p
 
 
@@ -53,14 +55,16 @@ def _common(c: argparse.ArgumentParser) -> None:
     c.add_argument("--no-reuse", action="store_true", help="no buffer reuse")
     c.add_argument("--no-profile", action="store_true")
     c.add_argument("--inductor", action="store_true", help="also time TorchInductor")
+    c.add_argument("--options", default=None, metavar="JSON",
+                   help='more CompileOptions fields, e.g. \'{"persistent_rblock": 1024}\'')
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["serve"]:
-        from server.__main__ import main as serve_main
+    if argv[:1] in (["serve"], ["worker"]):  # the server's commands live in server/cli.py
+        from server.cli import main as server_main
 
-        return serve_main(argv[1:])
+        return server_main(argv)
     args = _parser().parse_args(argv)
     if args.command == "stages":
         return _stages(args)
@@ -119,9 +123,10 @@ def _stages(args: argparse.Namespace) -> int:
     if not Path(args.bundle).is_file():
         print(f"kernelscope: no such bundle: {args.bundle}", file=sys.stderr)
         return 2
+    options = _options(args)  # first: it decides TRITON_INTERPRET before torch is imported
     from compiler.pipeline import run_back
 
-    return _print(run_back(args.bundle, _options(args), replay=not args.no_replay), args)
+    return _print(run_back(args.bundle, options, replay=not args.no_replay), args)
 
 
 def _options(args: argparse.Namespace, entry: str | None = None) -> Any:
@@ -132,9 +137,12 @@ def _options(args: argparse.Namespace, entry: str | None = None) -> Any:
         os.environ.setdefault("TRITON_INTERPRET", "1")
     from compiler.options import CompileOptions
 
-    return CompileOptions(device=device, backend=args.backend, fusion=not args.no_fusion,
-                          memory_reuse=not args.no_reuse, profile=not args.no_profile,
-                          inductor=args.inductor, entry=entry)
+    fields = {"device": device, "backend": args.backend, "fusion": not args.no_fusion,
+              "memory_reuse": not args.no_reuse, "profile": not args.no_profile,
+              "inductor": args.inductor, "entry": entry}
+    if getattr(args, "options", None):
+        fields.update(json.loads(args.options))
+    return CompileOptions.from_mapping(fields)
 
 
 def _print(events: Iterator[Any], args: argparse.Namespace) -> int:

@@ -28,6 +28,7 @@ from compiler.ir.nodes import ComputedBuffer, ExternKernel, ExternOutput, Reduct
 from compiler.lowering.graph import GraphLowering, LoweredGraph, Unsupported
 from compiler.options import CompileOptions
 from compiler.runtime import loader
+from compiler.runtime.graphs import CudaGraphed, static_input_indices
 from compiler.schedule.memory import MemoryPlan, plan_memory
 from compiler.schedule.scheduler import Schedule, schedule, schedule_json
 
@@ -57,12 +58,21 @@ class GraphWork:
         self.op_names = {n.name: _op_short(n.target) for n in self.gm.graph.nodes
                          if n.op == "call_function"}
 
-    def describe_origin(self, name: str) -> str:
-        line = self.lines.get(name)
+    def describe_origins(self, origins: Sequence[str]) -> str:
+        """FX nodes in program order, grouped by source line, each line quoted once:
+        `mul, add (line 3: y = x * 2 + 1); relu (line 4: ...)`."""
+        position = {n.name: i for i, n in enumerate(self.gm.graph.nodes)}
+        by_line: dict[int | None, list[str]] = {}
+        for name in sorted(origins, key=lambda o: (position.get(o, len(position)), o)):
+            by_line.setdefault(self.lines.get(name), []).append(name)
+        return "; ".join(self._describe_line(line, names) for line, names in by_line.items())
+
+    def _describe_line(self, line: int | None, names: list[str]) -> str:
         if line is None:
-            return name
+            return ", ".join(names)
         text = self.code_lines[line - 1].strip() if line <= len(self.code_lines) else ""
-        return f"{name} (line {line}: {text})" if text else f"{name} (line {line})"
+        where = f"line {line}: {text}" if text else f"line {line}"
+        return f"{', '.join(names)} ({where})"
 
     def origin_lines(self, origins: Any) -> list[int]:
         return sorted({ln for o in origins if (ln := self.lines.get(o)) is not None})
@@ -185,7 +195,7 @@ def _header(work: GraphWork, step: Any) -> list[str]:
     return [f"{plan.name}: {plan.kind}, {shape}",
             f"buffers: {', '.join(n.name for n in plan.nodes)}"
             + (f" (stored: {', '.join(plan.stores)})" if plan.stores else ""),
-            "fuses: " + "; ".join(work.describe_origin(o) for o in plan.origins)]
+            "fuses: " + work.describe_origins(plan.origins)]
 
 
 def _with_lines(work: GraphWork, line_map: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -237,6 +247,9 @@ def make_backend(options: CompileOptions, filename: str | None = None,
             return make_boxed_func(gm.forward)
         if sink is not None:
             sink.append(compiled)
+        if options.cuda_graphs and getattr(compiled, "backend", None) is not None \
+                and compiled.backend.device == "cuda":  # type: ignore[attr-defined]
+            return make_boxed_func(CudaGraphed(compiled, static_input_indices()))
         return make_boxed_func(compiled)
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from compiler import check
 from compiler.capture.bundle import Bundle, BundleError, BundleGraph, read_bundle, snapshot
 from compiler.capture.front import (
     FrontRun,
@@ -54,7 +55,7 @@ from compiler.compile_fx import (
 from compiler.events import StageEvent
 from compiler.options import CompileOptions
 from compiler.runtime.cache import cache_root
-from compiler.runtime.profile import compare_outputs, profile
+from compiler.runtime.profile import profile
 from compiler.runtime.timing import KernelLaunchError
 from compiler.snippet import SnippetError, captured_stdout, user_line_of, write_snippet
 
@@ -120,6 +121,8 @@ def run_front(code: str, options: CompileOptions, bundle_path: str | Path,
     Yields `source` and `capture` (or `error` then `done`). The bundle is written in every
     case where this function returns: after a failure it holds the error, so the back half
     can report it. `filename` is where the snippet is (or is written) for line numbers.
+    Call it from the main thread of a process of its own (a worker): while the snippet
+    runs, file descriptor 1 is a pipe, and a flood of output interrupts the main thread.
     """
     path = Path(filename) if filename else write_snippet(code, cache_root(options.cache_dir)
                                                          / "snippets")
@@ -165,6 +168,7 @@ class _BackRun:
     graphs: list[tuple[BundleGraph, torch.fx.GraphModule, list[Any]]] = field(
         default_factory=list)
     works: list[GraphWork] = field(default_factory=list)
+    ok: bool = True  # false once `run` finds an output that differs from eager
 
 
 def run_back(bundle_path: str | Path, options: CompileOptions, replay: bool = True,
@@ -217,7 +221,7 @@ def run_back(bundle_path: str | Path, options: CompileOptions, replay: bool = Tr
             yield from _fail(seq, _error_data(name, e, None), isolated=isolated)
             return
         yield seq.event(name, (time.perf_counter() - start) * 1000, data)
-    yield seq.event("done", 0.0, {"ok": True, "isolated": isolated})
+    yield seq.event("done", 0.0, {"ok": run.ok, "isolated": isolated})
 
 
 def run_pipeline(code: str, options: CompileOptions, filename: str | None = None,
@@ -269,20 +273,22 @@ def _compiled(w: GraphWork) -> Callable[..., Any]:
 
 def _run_stage(run: _BackRun) -> dict[str, Any]:
     """Each compiled graph (the one `compile` built) against the same graph run eagerly."""
-    atol, rtol = run.options.atol, run.options.rtol
     graphs: list[dict[str, Any]] = []
     outputs: list[dict[str, Any]] = []
-    ok = True
+    how = set()
     for w in run.works:
-        ref = w.gm(*_fresh(w.example_inputs))
+        ref, reference_text = check.reference(w.gm, _fresh(w.example_inputs))
+        how.add(reference_text)
         out = _compiled(w)(*_fresh(w.example_inputs))
-        result = compare_outputs(out, ref, atol, rtol)
-        graphs.append({"id": w.gid, "ok": result["ok"], "outputs": result["outputs"]})
+        result = check.compare_outputs(out, ref, run.options)
+        graphs.append({"id": w.gid, "ok": result["ok"], "outputs": result["outputs"],
+                       "reference": reference_text})
         outputs += [{**o, "graph": w.gid, "index": len(outputs) + i}
                     for i, o in enumerate(result["outputs"])]
-        ok = ok and result["ok"]
-    return {"ok": ok, "outputs": outputs, "atol": atol, "rtol": rtol, "graphs": graphs,
-            "reference": "each captured ATen graph run eagerly on the captured inputs"}
+    run.ok = all(g["ok"] for g in graphs)
+    return {"ok": run.ok, "outputs": outputs, "atol": run.options.atol,
+            "rtol": run.options.rtol, "graphs": graphs,
+            "reference": "; ".join(sorted(how)) + ", on the captured inputs"}
 
 
 def _each(fns: list[Callable[..., Any]], run: _BackRun) -> Callable[[], None]:

@@ -104,10 +104,13 @@ def _compile(d: dict[str, Any]) -> list[str]:
 
 
 def _run(d: dict[str, Any]) -> list[str]:
-    out = [f"{'PASS' if d['ok'] else 'FAIL'} against eager (atol {d['atol']}, rtol {d['rtol']})"]
+    out = [f"{'PASS' if d['ok'] else 'FAIL'} against {d.get('reference') or 'eager'}"]
     for o in d["outputs"]:
-        out.append(f"  output {o['index']}: max abs err {o.get('max_abs_err')}, "
-                   f"max rel err {o.get('max_rel_err')}")
+        tol = f" (atol {o['atol']:g}, rtol {o['rtol']:g})" if "atol" in o else ""
+        err = f": {o['error']}" if o.get("error") else ""
+        out.append(f"  graph {o.get('graph', 0)} output {o['index']} {o.get('dtype', '')}"
+                   f"{tol}: max abs err {o.get('max_abs_err')}, "
+                   f"max rel err {o.get('max_rel_err')}{err}")
     return out
 
 

@@ -27,8 +27,10 @@ PYTHON="${PYTHON:-$(command -v python || command -v python3)}"
 TORCH_SPEC="${KERNELSCOPE_TORCH:-torch==2.13.0}"
 # Versions the test suite was last run with; torch is installed first and alone, so that
 # nothing else can pull a (multi-GB, CUDA) torch of its own choosing.
-RUNTIME_PKGS=(triton==3.9.0 numpy==2.4.6 sympy==1.14.0 flask==3.1.3 pygments==2.20.0)
-TEST_PKGS=(pytest==9.0.3 playwright==1.65.2 ruff==0.17.6 mypy==2.4.1)
+RUNTIME_PKGS=(triton==3.9.0 numpy==2.4.6 sympy==1.14.0 flask==3.1.3 pygments==2.20.0
+  gunicorn==27.0.1  # `kernelscope serve` (gthread workers)
+  rq==2.12.0 redis==8.1.0 "psycopg[binary]==3.3.9")  # `--queue redis://`, `--db postgresql://`
+TEST_PKGS=(pytest==9.0.3 playwright==1.65.2 ruff==0.17.6 mypy==2.4.1 jsonschema==4.26.0)
 
 say() { printf '\n== setup: %s\n' "$*"; }
 pip_install() {
@@ -59,6 +61,7 @@ if [ "${KERNELSCOPE_NO_APT:-0}" != "1" ] && command -v apt-get >/dev/null; then
   if [ "$WITH_TEST" = 1 ]; then
     pkgs+=(chromium)  # Playwright drives Debian's /usr/bin/chromium (never `playwright install`)
     command -v node >/dev/null || pkgs+=(nodejs)  # the web UI's JavaScript unit tests
+    pkgs+=(redis-server postgresql)  # the server tests on RQ + Redis and PostgreSQL
     command -v npm >/dev/null || pkgs+=(npm)       # the VS Code extension's build (extension/)
   fi
   apt_install "${pkgs[@]}"
@@ -92,6 +95,7 @@ fi
 missing_py=()
 for spec in "${RUNTIME_PKGS[@]}" $([ "$WITH_TEST" = 1 ] && echo "${TEST_PKGS[@]}"); do
   name="${spec%%==*}"
+  name="${name%%\[*}"  # psycopg[binary] is installed as psycopg
   # Keep an installed triton: a CUDA torch needs the exact triton it was built with.
   if [ "$name" = triton ] && "$PYTHON" -c "import triton" 2>/dev/null; then continue; fi
   "$PYTHON" -m pip show -q "$name" >/dev/null 2>&1 || missing_py+=("$spec")

@@ -19,10 +19,12 @@ from flask import Flask
 
 from server import api, cgroups, headers, pages, scratch
 from server.errors import register_error_handlers
-from server.jobs import JobManager
+from server.jobs import JobManager, Jobs
+from server.kcache import shared_kernel_cache
+from server.pool import WarmPool
 from server.sandbox import Limits, SandboxSpec, default_readonly_paths, probe_isolation
 from server.state import EXTENSION, AppState
-from server.store import TraceStore
+from server.store import is_url, open_store
 from server.worker import WorkerSettings, run_job
 
 __all__ = ["create_app", "serve"]
@@ -35,12 +37,19 @@ def default_database() -> str:
     return str(Path(data_home) / "kernelscope" / "traces.sqlite3")
 
 
+def default_kernel_cache() -> str:
+    cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return str(Path(cache_home) / "kernelscope" / "server-kernels")
+
+
 def default_config() -> dict[str, Any]:
     webui = REPO_DIR / "webui"
     if not webui.is_dir():
         webui = Path(__file__).resolve().parent / "static"  # an installed wheel's copy
     return {
-        "DATABASE": default_database(),
+        "DATABASE": default_database(),  # an SQLite file, or a postgresql:// URL
+        "QUEUE_URL": None,  # redis://...: jobs go to RQ workers (server/queue.py)
+        "QUEUE_NAME": "kernelscope",  # the RQ queue (and the Redis key prefix)
         "MAX_JOBS": 2,  # workers running at once
         "QUEUE_SIZE": 8,  # jobs waiting; beyond that POST /api/compile answers 503
         "JOB_TIMEOUT_S": 120,  # wall clock per job
@@ -65,6 +74,10 @@ def default_config() -> dict[str, Any]:
         "BACK_CMD": [sys.executable, "-m", "compiler", "stages"],
         "WORKER_THREADS": min(os.cpu_count() or 1, 16),  # OMP_NUM_THREADS in the worker
         "WORKER_ENV": {},  # extra environment variables for the worker
+        "WARM_POOL": None,  # warm workers kept started (None: MAX_JOBS; 0: every job cold)
+        "WARM_IMPORTS": ["torch", "compiler.pipeline", "compiler.cli"],  # imported when warm
+        "WARM_UP": True,  # warm workers compile a built-in snippet before taking a job
+        "KERNEL_CACHE": default_kernel_cache(),  # shared across jobs ("" turns it off)
         "ISOLATION": "auto",  # "auto", "bubblewrap" (required) or "rlimits-only"
         "CGROUPS": "auto",  # "auto" (per-job cgroups where the host allows) or "off"
         "CGROUP_PARENT": None,  # a delegated cgroup v2 directory for job groups
@@ -81,11 +94,11 @@ def default_config() -> dict[str, Any]:
 
 def _sandbox_spec(cfg: dict[str, Any]) -> SandboxSpec:
     repo = Path(cfg["REPO_DIR"])
-    db = str(Path(cfg["DATABASE"]).resolve())
+    db = "" if is_url(cfg["DATABASE"]) else str(Path(cfg["DATABASE"]).resolve())
     return SandboxSpec(
         readonly=default_readonly_paths(repo, cfg["EXTRA_RO_PATHS"]),
-        hidden=(os.path.dirname(db),),
-        masked=(db, db + "-wal", db + "-shm", db + "-journal"),
+        hidden=(os.path.dirname(db),) if db else (),
+        masked=(db, db + "-wal", db + "-shm", db + "-journal") if db else (),
         env={str(k): str(v) for k, v in cfg["WORKER_ENV"].items()},
         threads=int(cfg["WORKER_THREADS"]),
     )
@@ -98,8 +111,12 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     if config:
         app.config.from_mapping(config)
     cfg = app.config
-    store = TraceStore(cfg["DATABASE"])  # before the sandbox probe: it hides this folder
+    store = open_store(cfg["DATABASE"])  # before the sandbox probe: it hides this folder
     limits = Limits.from_config(cfg)
+    if cfg["KERNEL_CACHE"]:
+        # Jobs see the shared kernel cache read-only (server/kcache.py).
+        Path(cfg["KERNEL_CACHE"]).mkdir(parents=True, exist_ok=True, mode=0o755)
+        cfg["EXTRA_RO_PATHS"] = [*cfg["EXTRA_RO_PATHS"], str(cfg["KERNEL_CACHE"])]
     spec = _sandbox_spec(cfg)
     repo = Path(cfg["REPO_DIR"])
     groups = (
@@ -124,12 +141,30 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         scratch_root=cfg["SCRATCH_ROOT"],
         back_command=tuple(cfg["BACK_CMD"]) if cfg["BACK_CMD"] else None,
     )
-    jobs = JobManager(
-        lambda job: run_job(job, settings, store),
-        int(cfg["MAX_JOBS"]),
-        int(cfg["QUEUE_SIZE"]),
-        float(cfg["JOB_RETENTION_S"]),
-    )
+    jobs: Jobs
+    if cfg["QUEUE_URL"]:
+        from server.queue import RedisJobManager  # jobs run on `kernelscope worker` hosts
+
+        jobs = RedisJobManager(dict(cfg), store)
+    else:
+        kcache = shared_kernel_cache(cfg["KERNEL_CACHE"], settings)
+        if cfg["KERNEL_CACHE"] and kcache is None:
+            app.logger.warning("kernel cache: not shared (a job could write it)")
+        pool = WarmPool(
+            settings,
+            int(cfg["MAX_JOBS"] if cfg["WARM_POOL"] is None else cfg["WARM_POOL"]),
+            list(cfg["WARM_IMPORTS"]),
+            bool(cfg["WARM_UP"]),
+            kcache=kcache,
+        )
+        jobs = JobManager(
+            lambda job: run_job(job, settings, store, pool, kcache),
+            int(cfg["MAX_JOBS"]),
+            int(cfg["QUEUE_SIZE"]),
+            float(cfg["JOB_RETENTION_S"]),
+            pool,
+            kcache,
+        )
     webui = Path(cfg["WEBUI_DIR"])
     cdn = headers.cdn_script(webui)
     app.extensions[EXTENSION] = AppState(
@@ -157,5 +192,6 @@ def serve(host: str = "127.0.0.1", port: int = 8765, config: dict[str, Any] | No
     app = create_app(config)
     state: AppState = app.extensions[EXTENSION]
     mode = state.settings.isolation.mode
+    state.jobs.warm()
     print(f"Kernelscope on http://{host}:{port}/  (sandbox: {mode})", flush=True)
     run_simple(host, port, app, threaded=True, use_reloader=False, use_debugger=False)

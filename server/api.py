@@ -10,19 +10,19 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
+from compiler.event_types import json_schema
+from compiler.events import SCHEMA_VERSION, STAGES, TERMINAL
 from server import highlight as hl
 from server import info
 from server.errors import ApiError
 from server.inputs import BadInput, entry_name_ok, parse_request
-from server.jobs import Busy, Job, JobRequest
+from server.jobs import Busy, JobRequest, JobView
+from server.options import option_fields, parse_options
 from server.state import app_state
 from server.streams import SSE_HEADERS, ndjson, sse
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
-DEVICES = ("cpu", "cuda")
-BACKENDS = ("auto", "cpp", "triton")
-BOOL_OPTIONS = ("fusion", "inductor")
 HIGHLIGHT_WAIT_S = 5.0  # how long a highlight request waits for the one highlighting slot
 
 
@@ -36,29 +36,6 @@ def _json_body() -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError("the body must be a JSON object")
     return body
-
-
-def parse_options(raw: Any) -> dict[str, Any]:
-    """{device, backend, fusion, inductor} with defaults; the compiler resolves "auto"."""
-    raw = {} if raw is None else raw
-    if not isinstance(raw, dict):
-        raise ApiError("options must be an object")
-    unknown = sorted(set(raw) - {"device", "backend", *BOOL_OPTIONS})
-    if unknown:
-        raise ApiError(f"unknown option(s): {', '.join(unknown)}")
-    device = raw.get("device", "cpu")
-    if device not in DEVICES:
-        raise ApiError("options.device must be 'cpu' or 'cuda'")
-    backend = raw.get("backend", "auto")
-    if backend not in BACKENDS:
-        raise ApiError(f"options.backend must be one of {', '.join(BACKENDS)}")
-    opts: dict[str, Any] = {"device": device, "backend": backend}
-    for name, default in (("fusion", True), ("inductor", False)):
-        value = raw.get(name, default)
-        if not isinstance(value, bool):
-            raise ApiError(f"options.{name} must be true or false")
-        opts[name] = value
-    return opts
 
 
 def parse_compile(body: dict[str, Any], max_code_bytes: int) -> JobRequest:
@@ -88,7 +65,7 @@ def compile_() -> tuple[Response, int]:
     return jsonify({"job_id": job.id, **urls}), 202
 
 
-def _job(job_id: str) -> Job:
+def _job(job_id: str) -> JobView:
     job = app_state().jobs.get(job_id)
     if job is None:
         raise ApiError(f"no job {job_id!r} (jobs are forgotten after a while; traces are not)", 404)
@@ -98,6 +75,15 @@ def _job(job_id: str) -> Job:
 @bp.get("/jobs/<job_id>")
 def job_status(job_id: str) -> Response:
     return jsonify(_job(job_id).status())
+
+
+@bp.post("/jobs/<job_id>/cancel")
+def job_cancel(job_id: str) -> tuple[Response, int]:
+    """Stop a job: a queued one never starts, a running one's worker is killed. Its stream
+    ends with an `error` (kind `cancelled`) and `done`; the partial trace is stored."""
+    job = _job(job_id)
+    accepted = job.cancel()
+    return jsonify({**job.status(), "cancelled": accepted}), 202 if accepted else 409
 
 
 def _start(available: int) -> int:
@@ -117,7 +103,7 @@ def _start(available: int) -> int:
     return min(max(start, 0), available)
 
 
-def _stream(job: Job, fmt: str) -> Response:
+def _stream(job: JobView, fmt: str) -> Response:
     start = _start(len(job.events))
     if job.finished and start >= len(job.events):
         # Tells an EventSource that reconnected after `done` to stop reconnecting.
@@ -150,9 +136,22 @@ def trace(trace_id: str) -> Response:
     return jsonify(found)
 
 
+@bp.get("/schema")
+def schema() -> Response:
+    """The event contract: stage names, schema version and the JSON Schema of an event."""
+    return jsonify({"version": SCHEMA_VERSION, "stages": list(STAGES),
+                    "terminal": list(TERMINAL), "schema": json_schema()})
+
+
 @bp.get("/samples")
 def samples() -> Response:
     return jsonify({"samples": info.list_samples(app_state().samples_dir)})
+
+
+@bp.get("/options")
+def options() -> Response:
+    """Every compile option a request may set: type, default, choices, what it does."""
+    return jsonify({"options": option_fields()})
 
 
 @bp.get("/health")

@@ -17,9 +17,12 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-SCHEMA_VERSION = 1
+from compiler.events import SCHEMA_VERSION  # the one definition (torch-free)
+from server.kcache import KernelCache
+from server.pool import WarmPool
+
 MAX_FINISHED_JOBS = 200
 log = logging.getLogger(__name__)
 
@@ -54,6 +57,18 @@ class Job:
     listeners: int = 0
     finished_at: float | None = None
     _cond: threading.Condition = field(default_factory=threading.Condition, repr=False)
+    _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def cancel(self) -> bool:
+        """Ask for the job to be stopped (the supervisor kills its worker); False when it
+        has already finished."""
+        if self.finished:
+            return False
+        self._cancel.set()
+        return True
+
+    def cancel_requested(self) -> bool:
+        return self._cancel.is_set()
 
     def publish(
         self, stage: str, data: dict[str, Any], ms: float = 0.0, origin: str | None = None
@@ -135,13 +150,58 @@ class Job:
 Runner = Callable[[Job], None]
 
 
+class JobView(Protocol):
+    """What the API needs of a job: a local `Job`, or a `RemoteJob` (server/queue.py)."""
+
+    id: str
+
+    @property
+    def events(self) -> list[dict[str, Any]]: ...
+
+    @property
+    def finished(self) -> bool: ...
+
+    def cancel(self) -> bool: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+    def subscribe(self, start: int, heartbeat_s: float) -> Iterator[dict[str, Any] | None]: ...
+
+
+class Jobs(Protocol):
+    """Where jobs run: local supervisor threads (JobManager) or RQ (RedisJobManager)."""
+
+    pool: WarmPool | None
+    kcache: KernelCache | None
+
+    def submit(self, request: JobRequest) -> JobView: ...
+
+    def get(self, job_id: str) -> JobView | None: ...
+
+    def cancel(self, job_id: str) -> JobView | None: ...
+
+    def stats(self) -> dict[str, Any]: ...
+
+    def warm(self) -> None: ...
+
+    def shutdown(self, timeout: float = 5.0) -> None: ...
+
+
 class JobManager:
     """A registry of jobs plus a bounded queue drained by `max_jobs` supervisor threads."""
 
     def __init__(
-        self, runner: Runner, max_jobs: int, queue_size: int, retention_s: float = 900.0
+        self,
+        runner: Runner,
+        max_jobs: int,
+        queue_size: int,
+        retention_s: float = 900.0,
+        pool: WarmPool | None = None,
+        kcache: KernelCache | None = None,
     ) -> None:
         self.runner = runner
+        self.pool = pool
+        self.kcache = kcache
         self.max_jobs = max(1, max_jobs)
         self.queue: queue.Queue[Job | None] = queue.Queue(maxsize=max(1, queue_size))
         self.retention_s = retention_s
@@ -153,6 +213,8 @@ class JobManager:
     def submit(self, request: JobRequest) -> Job:
         """Queue a job or raise Busy; supervisor threads start on the first submit."""
         job = Job(secrets.token_urlsafe(9), request)
+        if self.pool is not None:
+            self.pool.start()
         with self._lock:
             self._prune()
             self._start_threads()
@@ -167,14 +229,31 @@ class JobManager:
         with self._lock:
             return self.jobs.get(job_id)
 
-    def stats(self) -> dict[str, int]:
+    def warm(self) -> None:
+        """Start the warm pool now (a server does this at startup; tests let the first
+        submit do it)."""
+        if self.pool is not None:
+            self.pool.start()
+
+    def cancel(self, job_id: str) -> Job | None:
+        job = self.get(job_id)
+        if job is not None:
+            job.cancel()
+        return job
+
+    def stats(self) -> dict[str, Any]:
         with self._lock:
-            return {
+            out: dict[str, Any] = {
                 "running": self.running,
                 "queued": self.queue.qsize(),
                 "max_jobs": self.max_jobs,
                 "queue_size": self.queue.maxsize,
+                "executor": "local",
             }
+        if self.pool is not None:
+            out["pool"] = self.pool.stats()
+        out["kernel_cache"] = self.kcache.to_json() if self.kcache is not None else None
+        return out
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Stop the supervisor threads after the jobs in hand (tests call this)."""
@@ -184,6 +263,8 @@ class JobManager:
             self.queue.put(None)
         for thread in threads:
             thread.join(timeout)
+        if self.pool is not None:
+            self.pool.shutdown()
 
     def _start_threads(self) -> None:
         while len(self._threads) < self.max_jobs:

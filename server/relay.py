@@ -78,7 +78,7 @@ class Relay:
         `until_done`: stop at the first `done`; otherwise (a process whose channel the
         snippet can write to) read on until the process closes it or a limit is hit.
         """
-        self.limits, self.normalize, self.sink = limits, normalize, sink
+        self.job, self.limits, self.normalize, self.sink = job, limits, normalize, sink
         self.until_done = until_done
         self.scratch_over = scratch_over
         self.read_bytes = 0
@@ -95,12 +95,14 @@ class Relay:
             now = time.monotonic()
             if now >= deadline:
                 return Outcome(reason="timeout")
+            if self.job.cancel_requested():  # POST /api/jobs/<id>/cancel
+                return Outcome(reason="cancelled")
             if now >= next_check:
                 if self.scratch_over():
                     return Outcome(reason="scratch")
                 next_check = now + 1.0
             fds = [c.fd for c in (events, stdout) if not c.closed]
-            ready, _, _ = select.select(fds, [], [], min(0.5, deadline - now))
+            ready, _, _ = select.select(fds, [], [], min(0.1, deadline - now))
             if stdout.fd in ready:
                 if (why := self._drain_stdout(stdout)) is not None:
                     return Outcome(reason=why)

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from server.cgroups import CgroupSupport, join
-from server.scratch import JobDir
+from server.scratch import JobDir, remove_tree
 from server.seccomp import build_filter, filter_fd
 
 INNER_SCRATCH = "/scratch"
@@ -478,3 +478,21 @@ def probe_isolation(
         notes.append("the worker runs as root: Python is not readable by the sandbox uid")
     notes.append("no namespaces: the worker can see the host's files and network")
     return Isolation("rlimits-only", notes=tuple(notes), cgroups=groups, tmpfs=tmpfs)
+
+
+def make_scratch(root: str | None, iso: Isolation) -> Path:
+    """A plain scratch directory (tmp/, shm/, cache/) owned by the worker's uid, for a
+    sandboxed process of the server's own (the shared kernel cache's rebuilds); jobs get a
+    `server.scratch.JobDir`."""
+    scratch = Path(tempfile.mkdtemp(prefix="kernelscope-build-", dir=root))
+    for sub in ("tmp", "shm", "cache"):
+        (scratch / sub).mkdir()
+    if iso.uid is not None:
+        for path in (scratch, scratch / "tmp", scratch / "shm", scratch / "cache"):
+            os.chown(path, iso.uid, iso.gid if iso.gid is not None else -1)
+    return scratch
+
+
+def remove_scratch(scratch: Path) -> None:
+    """Delete a scratch tree, never following a link (server/scratch.py)."""
+    remove_tree(scratch)

@@ -15,8 +15,8 @@ from flask import current_app
 
 from server import info
 from server.headers import CdnScript
-from server.jobs import JobManager
-from server.store import TraceStore
+from server.jobs import Jobs
+from server.store import Store
 from server.worker import WorkerSettings
 
 EXTENSION = "kernelscope"
@@ -24,8 +24,8 @@ EXTENSION = "kernelscope"
 
 @dataclass
 class AppState:
-    store: TraceStore
-    jobs: JobManager
+    store: Store
+    jobs: Jobs
     settings: WorkerSettings
     webui_dir: Path
     samples_dir: Path

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 ALPHABET = string.digits + string.ascii_letters
 ID_LENGTH = 12
@@ -123,3 +123,30 @@ class TraceStore:
     def count(self) -> int:
         with self._connect() as conn:
             return int(conn.execute("SELECT count(*) FROM traces").fetchone()[0])
+
+
+class Store(Protocol):
+    """What the server needs of a trace store (SQLite here, PostgreSQL in server/pgstore.py)."""
+
+    def put(
+        self, code: str, options: dict[str, Any], events: list[dict[str, Any]], ok: bool
+    ) -> str: ...
+
+    def get(self, ident: str) -> dict[str, Any] | None: ...
+
+    def exists(self, ident: str) -> bool: ...
+
+    def count(self) -> int: ...
+
+
+def is_url(database: str) -> bool:
+    return database.startswith(("postgresql://", "postgres://"))
+
+
+def open_store(database: str) -> Store:
+    """`--db`: a postgresql:// URL opens PostgreSQL (psycopg 3), anything else is a file."""
+    if is_url(database):
+        from server.pgstore import PostgresTraceStore
+
+        return PostgresTraceStore(database)
+    return TraceStore(database)

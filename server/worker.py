@@ -2,7 +2,7 @@
 
 In: a `Job` (code and options). Out: the job's events, published as they arrive, always
 ending with `done`; when the worker dies without `done` (timeout, signal, memory, a limit),
-an `error` event names what happened first. The finished trace goes to the `TraceStore`
+an `error` event names what happened first. The finished trace goes to the `Store`
 and its id into the `done` event.
 
 The worker is `WORKER_CMD <scratch>/snippet.py --json --device D --backend B [--no-fusion]
@@ -14,8 +14,11 @@ enforces the output, event and trace caps; `seq` is renumbered here.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
+import select
 import signal
 import stat
 import subprocess
@@ -27,12 +30,15 @@ from pathlib import Path
 from typing import IO, Any
 
 from server.cgroups import JobCgroup
-from server.jobs import Job
+from server.jobs import SCHEMA_VERSION, Job
+from server.kcache import KernelCache
+from server.pool import WARM_TIMEOUT_S, WarmPool, WarmWorker
 from server.relay import Outcome, Relay, parse_event
 from server.sandbox import Isolation, Limits, SandboxSpec, kill_strays, make_launch
 from server.scratch import JobDir
 from server.seccomp import filter_fd
-from server.store import TraceStore
+from server.store import Store
+from server.warm import READY
 
 __all__ = ["WorkerSettings", "explain", "normalize", "parse_event", "run_job", "scratch_exceeded"]
 
@@ -76,6 +82,9 @@ def _option_flags(job: Job) -> list[str]:
         argv.append("--no-fusion")
     if opts.get("inductor", False):
         argv.append("--inductor")
+    more = {k: v for k, v in opts.items() if k not in ("device", "backend", "fusion", "inductor")}
+    if more:  # every other CompileOptions field, checked by server/options.py
+        argv += ["--options", json.dumps(more, sort_keys=True)]
     return argv
 
 
@@ -114,9 +123,16 @@ class Phase:
     stages: list[str]  # the stages it reported, in order
     trusted: bool  # the back half: a process that never ran the snippet
     said: list[tuple[str, dict[str, Any], float]]  # (stage, data, ms) of those stages
+    deadline: float  # the job's wall clock (monotonic), shared by both halves
 
 
-def run_job(job: Job, settings: WorkerSettings, store: TraceStore) -> None:
+def run_job(
+    job: Job,
+    settings: WorkerSettings,
+    store: Store,
+    pool: WarmPool | None = None,
+    kcache: KernelCache | None = None,
+) -> None:
     """The JobManager's runner: a job from its first sandboxed process to `done`.
 
     With a back command (the default), two sandboxes: the front half runs the snippet and
@@ -124,25 +140,31 @@ def run_job(job: Job, settings: WorkerSettings, store: TraceStore) -> None:
     fresh directory, and the back half, our code alone, replays source and capture from it
     and runs every stage after capture: its events are the trace. Without one (a custom
     WORKER_CMD), one sandbox runs the whole pipeline and every event is the snippet's.
+
+    With a pool, the front (or the one process) is a warm worker (server/pool.py) when one
+    is there, in the job directory and cgroup the pool made for it. With a shared kernel
+    cache (server/kcache.py) the process that compiles sees its entries and, once it is
+    over, what it built is verified or rebuilt and shared.
     """
     iso, limits = settings.isolation, settings.limits
-    jobdir = JobDir(settings.scratch_root, iso.uid, iso.gid,
-                    limits.scratch_mb if iso.tmpfs else None)
-    group = None
+    if job.cancel_requested():
+        job.publish("error", cancelled(job), origin="server")
+        finish(job, store, {"ok": False})
+        return
+    warm = pool.take(job.request.options) if pool is not None else None
+    jobdir, group = (warm.jobdir, warm.group) if warm is not None else new_job_dir(settings)
+    split = settings.back_command is not None
+    compiles = "back" if split else "front"
     try:
-        if iso.cgroups.version != "none":
-            group = JobCgroup(iso.cgroups, jobdir.path.name, limits.memory_mb, limits.processes)
         _write_snippet(job, jobdir.phase("front"), iso)
-        deadline = time.monotonic() + limits.wall_s
-        if settings.back_command is None:
-            whole = run_phase(job, settings, jobdir, "front", lambda v: front_argv(
-                settings, job, v, split=False), deadline, group, publish=True)
-            conclude(job, store, whole, settings, group)
-            return
+        if kcache is not None:
+            kcache.link_into(jobdir.phase(compiles))
         front = run_phase(job, settings, jobdir, "front",
-                          lambda v: front_argv(settings, job, v, split=True), deadline, group,
-                          publish=False)
-        if front.outcome.reason is None and "error" in front.stages:
+                          lambda v: front_argv(settings, job, v, split=split), None, group,
+                          publish=not split, warm=warm)
+        if not split:
+            conclude(job, store, front, settings, group, stdout=front.stdout)
+        elif front.outcome.reason is None and "error" in front.stages:
             # The snippet's own failure (a syntax error, an exception): nothing to compile,
             # and a failure is all the front can claim, labelled as the snippet's words.
             for stage, data, ms in front.said:
@@ -152,15 +174,34 @@ def run_job(job: Job, settings: WorkerSettings, store: TraceStore) -> None:
             finish(job, store, {"ok": False}, front.stdout, "snippet")
         elif front.outcome.reason is None and take_bundle(jobdir, iso, limits):
             back = run_phase(job, settings, jobdir, "back",
-                             lambda v: back_argv(settings, job, v), deadline, group,
+                             lambda v: back_argv(settings, job, v), front.deadline, group,
                              publish=True)
             conclude(job, store, back, settings, group, stdout=front.stdout)
         else:
             conclude(job, store, front, settings, group, stdout=front.stdout)
+        if group is not None:
+            group.kill()
+        if kcache is not None:
+            kcache.promote(jobdir.phase(compiles))  # its process is dead: files are data now
     finally:
         if group is not None:
             group.remove()
         jobdir.remove()
+
+
+def new_job_dir(settings: WorkerSettings) -> tuple[JobDir, JobCgroup | None]:
+    """A job directory (a tmpfs of the scratch budget where the server may mount one) and
+    the job's cgroups (where the host delegates them)."""
+    iso, limits = settings.isolation, settings.limits
+    jobdir = JobDir(settings.scratch_root, iso.uid, iso.gid,
+                    limits.scratch_mb if iso.tmpfs else None)
+    try:
+        group = (JobCgroup(iso.cgroups, jobdir.path.name, limits.memory_mb, limits.processes)
+                 if iso.cgroups.version != "none" else None)
+    except OSError:
+        jobdir.remove()
+        raise
+    return jobdir, group
 
 
 def run_phase(
@@ -169,11 +210,14 @@ def run_phase(
     jobdir: JobDir,
     name: str,
     argv: Callable[[str], list[str]],
-    deadline: float,
+    deadline: float | None,
     group: JobCgroup | None,
     publish: bool,
+    warm: WarmWorker | None = None,
 ) -> Phase:
-    """Start one sandboxed process, relay its event channel, stop it, and say how it ended.
+    """Run one sandboxed process (started now, or the warm one given), relay its event
+    channel, stop it, and say how it ended. `deadline` None: the wall clock starts when the
+    process is ready.
 
     `publish`: its events go into the job (origin "snippet" for the front or a whole
     pipeline, "compiler" for the back half except the events it replays from the bundle).
@@ -182,11 +226,6 @@ def run_phase(
     scratch = jobdir.phase(name)
     stages: list[str] = []
     said: list[tuple[str, dict[str, Any], float]] = []
-    events_r, events_w = os.pipe()
-    seccomp_fd = filter_fd(iso.seccomp) if iso.seccomp is not None else None
-    procs = group.procs if group is not None else []
-    launch = make_launch(iso, lambda view: wrapped_argv(argv(view), events_w), scratch,
-                         settings.spec, limits, settings.repo_dir, procs, seccomp_fd)
     trusted = name == "back"
 
     def sink(stage: str, data: dict[str, Any], ms: float) -> None:
@@ -197,33 +236,27 @@ def run_phase(
             origin = "compiler" if trusted and data.get("origin") != "snippet" else "snippet"
             job.publish(stage, data, ms, origin=origin)
 
-    with tempfile.TemporaryFile() as stderr:
-        try:
-            proc = subprocess.Popen(
-                launch.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                env=launch.env,
-                cwd=launch.cwd,
-                start_new_session=True,
-                pass_fds=(events_w, *launch.pass_fds),
-                preexec_fn=launch.preexec,  # noqa: PLW1509 - cgroup join and setrlimit only
-                user=launch.user,
-                group=launch.group,
-                extra_groups=[] if launch.user is not None else None,
-            )
-        finally:
-            os.close(events_w)
-            if seccomp_fd is not None:
-                os.close(seccomp_fd)
+    with contextlib.ExitStack() as stack:
+        if warm is not None:
+            proc, stderr, events_r = warm.proc, warm.stderr, warm.events_r
+            stack.callback(stderr.close)
+            warm.hand(argv(warm.view)[1:])
+        else:
+            stderr = stack.enter_context(tempfile.TemporaryFile())
+            proc, events_r = _start_cold(settings, scratch, argv, group, stderr)
         walk = not iso.tmpfs  # a tmpfs enforces the budget itself
         relay = Relay(job, limits, normalize, sink, lambda: walk and scratch_exceeded(
             jobdir.path, limits.scratch_mb * MiB), until_done=publish)
         outcome = Outcome()
         try:
             assert proc.stdout is not None
-            outcome = relay.run(events_r, proc.stdout.fileno(), deadline)
+            if warm is not None and warm.ready_at is None:
+                # Still warming up: the job's wall clock starts once it is ready.
+                outcome = _await_ready(warm, job)
+            if deadline is None:
+                deadline = time.monotonic() + limits.wall_s
+            if outcome.reason is None:
+                outcome = relay.run(events_r, proc.stdout.fileno(), deadline)
         finally:
             os.close(events_r)
             # After `done` or EOF the worker is exiting on its own: give it a moment (so
@@ -233,13 +266,66 @@ def run_phase(
                 group.kill()
             if iso.mode != "bubblewrap":
                 kill_strays(scratch)
+        assert deadline is not None
         return Phase(outcome, proc.returncode, _tail(stderr), relay.stdout_tail, stages, trusted,
-                     said)
+                     said, deadline)
+
+
+def _start_cold(
+    settings: WorkerSettings,
+    scratch: Path,
+    argv: Callable[[str], list[str]],
+    group: JobCgroup | None,
+    stderr: IO[bytes],
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Start a sandboxed process now; returns it and the read end of its event channel."""
+    iso = settings.isolation
+    events_r, events_w = os.pipe()
+    seccomp_fd = filter_fd(iso.seccomp) if iso.seccomp is not None else None
+    procs = group.procs if group is not None else []
+    launch = make_launch(iso, lambda view: wrapped_argv(argv(view), events_w), scratch,
+                         settings.spec, settings.limits, settings.repo_dir, procs, seccomp_fd)
+    try:
+        proc = subprocess.Popen(
+            launch.argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=launch.env,
+            cwd=launch.cwd,
+            start_new_session=True,
+            pass_fds=(events_w, *launch.pass_fds),
+            preexec_fn=launch.preexec,  # noqa: PLW1509 - cgroup join and setrlimit only
+            user=launch.user,
+            group=launch.group,
+            extra_groups=[] if launch.user is not None else None,
+        )
+    except BaseException:
+        os.close(events_r)
+        raise
+    finally:
+        os.close(events_w)
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)
+    return proc, events_r
+
+
+def _await_ready(warm: WarmWorker, job: Job) -> Outcome:
+    """Wait for a warming worker's ready line (on its event channel, before any event)."""
+    end = time.monotonic() + WARM_TIMEOUT_S
+    while time.monotonic() < end:
+        if job.cancel_requested():
+            return Outcome(reason="cancelled")
+        ready, _, _ = select.select([warm.events_r], [], [], 0.1)
+        if ready:
+            got = os.read(warm.events_r, len(READY))
+            return Outcome() if got == READY else Outcome(reason="warm")
+    return Outcome(reason="warm")
 
 
 def conclude(
     job: Job,
-    store: TraceStore,
+    store: Store,
     phase: Phase,
     settings: WorkerSettings,
     group: JobCgroup | None,
@@ -356,7 +442,7 @@ def stop(proc: subprocess.Popen[bytes], grace_s: float) -> None:
 
 
 def finish(
-    job: Job, store: TraceStore, done: dict[str, Any], stdout: str = "", origin: str = "server"
+    job: Job, store: Store, done: dict[str, Any], stdout: str = "", origin: str = "server"
 ) -> None:
     """Store the trace, then publish `done` with its trace_id.
 
@@ -364,12 +450,12 @@ def finish(
     `origin`: who said the job was done ("compiler", "snippet", or the "server" itself).
     """
     ok = bool(done.get("ok", False)) and not any(e["stage"] == "error" for e in job.events)
-    data = {**done, "ok": ok}
+    data = {**done, "ok": ok, **timing(job)}
     data.pop("trace_id", None)
     if stdout:
         data["snippet_stdout"] = stdout
-    closing = {"schema": 1, "seq": len(job.events), "stage": "done", "ms": 0.0, "data": data,
-               "origin": origin}
+    closing = {"schema": SCHEMA_VERSION, "seq": len(job.events), "stage": "done", "ms": 0.0,
+               "data": data, "origin": origin}
     try:
         opts = job.request.trace_options()
         data["trace_id"] = store.put(job.request.code, opts, [*job.events, closing], ok)
@@ -377,6 +463,24 @@ def finish(
         log.exception("job %s: could not store the trace", job.id)
         data["store_error"] = "the trace could not be stored"
     job.publish("done", data, origin=origin)
+
+
+def timing(job: Job) -> dict[str, float]:
+    """Wall time from the request to `done` (what the user waited) next to the sum of the
+    stage times the compiler reported (what it spent compiling)."""
+    stages = sum(float(e.get("ms") or 0.0) for e in job.events)
+    return {"wall_ms": round((time.time() - job.created) * 1000, 1), "stages_ms": round(stages, 1)}
+
+
+def cancelled(job: Job) -> dict[str, Any]:
+    stage = job.last_stage or "source"
+    return {
+        "stage": stage,
+        "kind": "cancelled",
+        "message": f"Cancelled during the {stage} stage" if job.events else "Cancelled",
+        "line": None,
+        "traceback": None,
+    }
 
 
 def _exit_signal(returncode: int | None, iso: Isolation) -> int | None:
@@ -418,7 +522,11 @@ def explain(
     stage = stage or job.last_stage or "source"
     during = f"during the {stage} stage"
     kind, message = "killed", ""
-    if reason == "timeout":
+    if reason == "cancelled":
+        return cancelled(job)
+    if reason == "warm":
+        kind, message = "sandbox", "The warm worker for this job did not start; try again"
+    elif reason == "timeout":
         kind = "timeout"
         message = (
             f"Timed out: the job ran longer than {limits.wall_s:g} s ({during}) and was stopped"

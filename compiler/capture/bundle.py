@@ -407,6 +407,8 @@ def _check_node(where: str, n: Any) -> None:
         resolve_target(n["target"])
     elif n["op"] == "output":
         _expect(n["target"] == "output", f"{where}: output target")
+    elif n["op"] == "placeholder":  # FX writes a placeholder's target into `def forward`
+        _expect(n["target"] == name, f"{where}: a placeholder's target must be its name")
     else:
         _expect(_QUALNAME.fullmatch(n["target"]) is not None, f"{where}: bad target")
     _expect(isinstance(n["args"], list) and isinstance(n["kwargs"], dict), f"{where}: args")

@@ -9,8 +9,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
-import sympy
 import torch
 
 from compiler.ir.indexing import sym
@@ -50,6 +50,11 @@ class Lines:
     def text(self) -> str:
         return "\n".join(line.text for line in self.lines) + "\n"
 
+    def line_map(self) -> list[dict[str, Any]]:
+        """1-based line -> the FX nodes and buffers it came from (tagged lines only)."""
+        return [{"line": i + 1, "origins": list(ln.origins), "buffers": list(ln.buffers)}
+                for i, ln in enumerate(self.lines) if ln.origins or ln.buffers]
+
 
 @dataclass
 class Var:
@@ -86,10 +91,6 @@ class Scope:
 
 
 XINDEX, RINDEX = sym("xindex"), sym("rindex")
-
-
-def domain_of(expr: sympy.Expr) -> str:
-    return "r" if RINDEX in sympy.sympify(expr).free_symbols else "x"
 
 
 def next_power_of_2(n: int) -> int:

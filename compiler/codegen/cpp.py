@@ -23,8 +23,8 @@ import torch
 
 from compiler.codegen.backend import Backend, BuildError, BuildResult, GeneratedKernel
 from compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
-from compiler.codegen.kernel import KernelCodegen
-from compiler.codegen.optable import OpTable, float_only, numeric
+from compiler.codegen.kernel import Block, KernelCodegen
+from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
 from compiler.ir.indexing import cexpr
 from compiler.ir.ops import reduction_identity as identity
 from compiler.schedule.nodes import SchedNode
@@ -87,49 +87,36 @@ static inline uint16_t ks_float_to_bf16(float f) {
 }
 """
 
-OPS = OpTable("C++", {
-    "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}",
+OPS = OpTable("C++", merged(C_LIKE, {
     "truediv": float_only("{0} / {1}"),
     "floordiv": {"int": "ks_floordiv({0}, {1})", "uint": "{0} / {1}",
                  "float": "std::floor({0} / {1})"},
-    # C++'s integer `%` keeps the dividend's sign (fmod's rule); mod takes the divisor's.
     "mod": {"int": "ks_mod({0}, {1})", "uint": "{0} % {1}", "float": "ks_mod({0}, {1})"},
-    "fmod": {"int": "{0} % {1}", "uint": "{0} % {1}", "float": "std::fmod({0}, {1})"},
+    "fmod": {"float": "std::fmod({0}, {1})"},
     "pow": {"float": "std::pow({0}, {1})", "int": "ks_ipow({0}, {1})",
             "uint": "ks_ipow({0}, {1})"},
     "maximum": "ks_max({0}, {1})", "minimum": "ks_min({0}, {1})",
-    "atan2": float_only("std::atan2({0}, {1})"),
-    "eq": "{0} == {1}", "ne": "{0} != {1}", "lt": "{0} < {1}", "le": "{0} <= {1}",
-    "gt": "{0} > {1}", "ge": "{0} >= {1}",
     "logical_and": "{0} && {1}", "logical_or": "{0} || {1}", "logical_xor": "{0} != {1}",
     # On bool operands `&` and `~` would compute in int (~true is -2, which is true).
-    "bitwise_and": {"bool": "{0} && {1}", "int": "{0} & {1}", "uint": "{0} & {1}"},
-    "bitwise_or": {"bool": "{0} || {1}", "int": "{0} | {1}", "uint": "{0} | {1}"},
-    "bitwise_xor": {"bool": "{0} != {1}", "int": "{0} ^ {1}", "uint": "{0} ^ {1}"},
-    "logical_not": "!{0}", "bitwise_not": {"bool": "!{0}", "int": "~{0}", "uint": "~{0}"},
-    "neg": numeric("-{0}"), "abs": {"uint": "{0}", "bool": "{0}", "*": "std::abs({0})"},
-    "exp": float_only("std::exp({0})"), "exp2": float_only("std::exp2({0})"),
-    "expm1": float_only("std::expm1({0})"), "log": float_only("std::log({0})"),
-    "log1p": float_only("std::log1p({0})"), "log2": float_only("std::log2({0})"),
-    "sqrt": float_only("std::sqrt({0})"), "rsqrt": float_only("1 / std::sqrt({0})"),
-    "sin": float_only("std::sin({0})"), "cos": float_only("std::cos({0})"),
-    "tan": float_only("std::tan({0})"), "tanh": float_only("std::tanh({0})"),
-    "sigmoid": float_only("1 / (1 + std::exp(-{0}))"), "erf": float_only("std::erf({0})"),
-    "floor": {"float": "std::floor({0})", "*": "{0}"},
-    "ceil": {"float": "std::ceil({0})", "*": "{0}"},
-    "trunc": {"float": "std::trunc({0})", "*": "{0}"},
-    "round": {"float": "std::nearbyint({0})", "*": "{0}"},
-    "reciprocal": float_only("1 / {0}"),
+    "bitwise_and": {"bool": "{0} && {1}"}, "bitwise_or": {"bool": "{0} || {1}"},
+    "bitwise_xor": {"bool": "{0} != {1}"}, "bitwise_not": {"bool": "!{0}"},
+    "logical_not": "!{0}", "abs": {"uint": "{0}", "bool": "{0}", "*": "std::abs({0})"},
+    **calls("std::{}({{0}})", "exp exp2 expm1 log log1p log2 sqrt sin cos tan tanh erf "
+                              "asin acos atan sinh cosh"),
+    **calls("std::{}({{0}}, {{1}})", "atan2"),
+    # Rounding an integer is the integer.
+    **{n: {"float": f"std::{f}({{0}})", "*": "{0}"}
+       for n, f in (("floor", "floor"), ("ceil", "ceil"), ("trunc", "trunc"),
+                    ("round", "nearbyint"))},
+    "rsqrt": float_only("1 / std::sqrt({0})"), "reciprocal": float_only("1 / {0}"),
+    "sigmoid": float_only("1 / (1 + std::exp(-{0}))"),
     # bool minus bool is an int: cast back, or a float sign would divide as an integer.
     "sign": numeric("static_cast<{t}>(({0} > 0) - ({0} < 0))"),
     "isnan": {"float": "std::isnan({0})", "*": "false"},
     "isinf": {"float": "std::isinf({0})", "*": "false"},
     "relu": numeric("ks_max({0}, decltype({0})(0))"),
-    "asin": float_only("std::asin({0})"), "acos": float_only("std::acos({0})"),
-    "atan": float_only("std::atan({0})"), "sinh": float_only("std::sinh({0})"),
-    "cosh": float_only("std::cosh({0})"),
     "where": "{0} ? {1} : {2}",
-})
+}))
 # Arithmetic on 8- and 16-bit integers happens in int in C++; the result wraps like torch's
 # only once it is cast back to its type.
 NARROW_INTS = (torch.int8, torch.int16, torch.uint8)
@@ -172,16 +159,23 @@ def literal(value: Any, dtype: torch.dtype) -> str:
     return f"static_cast<{ctype}>({int(value)})"
 
 
+@dataclass
+class CppLoop(Block):
+    """A loop block and what its `omp` pragmas need to know about its accumulators."""
+
+    simd: list[str] = field(default_factory=list)  # per accumulator: its omp clause or ""
+    chunked: list[tuple[str, str, str]] = field(default_factory=list)  # (acc, type, init)
+    accs: list[tuple[str, str, str]] = field(default_factory=list)  # the unchunked ones
+    r_loads: list[sympy.Expr] = field(default_factory=list)  # indices of its loads
+
+
 class CppKernelCodegen(KernelCodegen):
     literal = staticmethod(literal)
+    comment = "//"
 
     def __init__(self, plan: KernelPlan) -> None:
-        super().__init__(plan, persistent=False)
+        super().__init__(plan)
         self.table = OPS
-        self.simd: list[str] = []  # omp reduction clauses of the open loop
-        self.chunked: list[tuple[str, str, str]] = []  # (acc, type, identity): chunked sums
-        self.accs: list[tuple[str, str, str]] = []  # every accumulator of the open loop
-        self.r_loads: list[sympy.Expr] = []  # indices of the loads inside reduction loops
 
     def fmt_cast(self, x: Var, dtype: torch.dtype) -> str:
         return f"static_cast<{compute_type(dtype)}>({x.name})"
@@ -201,49 +195,43 @@ class CppKernelCodegen(KernelCodegen):
         return f"static_cast<{compute_type(dtype)}>({cexpr(expr)})"
 
     def write_assign(self, var: Var, expr: str) -> None:
-        self.scope.lines.write(f"auto {var.name} = {expr};", self.origins(), self.buffer_names())
+        self.block.scope.lines.write(f"auto {var.name} = {expr};", self.origins(),
+                                     self.buffer_names())
 
     def write_index_var(self, lines: Lines, name: str, text: str) -> None:
         lines.write(f"const int64_t {name} = {text};")
 
-    def load_external(self, name: str, index: sympy.Expr) -> Var:
-        index = self.name_subterms(index)
-        buf = self.plan.buffers[name]
-        expr = f"{self.args[name]}[{cexpr(index)}]"
-        if buf.dtype == torch.bfloat16:
-            expr = f"ks_bf16_to_float({expr})"
-        elif buf.dtype == torch.float16:
-            expr = f"static_cast<float>({expr})"
-        domain = "r" if any(str(s).startswith("r") for s in index.free_symbols) else "x"
-        if domain == "r":
-            self.r_loads.append(index)
-        return self.emit(expr, buf.dtype, domain)
+    def loop_block(self) -> CppLoop:
+        body = Lines()
+        return CppLoop(body, Scope(body, self.kernel_scope), index=Lines(), pre=Lines(),
+                       post=Lines())
 
-    def store(self, name: str, index: sympy.Expr, value: Var) -> None:
-        index = self.name_subterms(index)
+    def load_expr(self, name: str, index: sympy.Expr, dtype: torch.dtype, domain: str) -> str:
+        if domain == "r" and isinstance(self.block, CppLoop):
+            self.block.r_loads.append(index)
+        expr = f"{self.args[name]}[{cexpr(index)}]"
+        if dtype == torch.bfloat16:
+            return f"ks_bf16_to_float({expr})"
+        if dtype == torch.float16:
+            return f"static_cast<float>({expr})"
+        return expr
+
+    def store_line(self, name: str, index: sympy.Expr, value: Var, domain: str) -> str:
         dtype = self.plan.buffers[name].dtype
         v = value.name
         if dtype == torch.bfloat16:
             v = f"ks_float_to_bf16({v})"
         elif value.dtype != dtype or dtype == torch.float16:
             v = f"static_cast<{C_TYPE[dtype]}>({v})"
-        lines = self.post if (self.post is not None and value.domain == "x"
-                              and self.plan.kind == "reduction") else self.scope.lines
-        lines.write(f"{self.args[name]}[{cexpr(index)}] = {v};",
-                    self.origins() or tuple(sorted(self.plan.written[name].origins)), (name,))
+        return f"{self.args[name]}[{cexpr(index)}] = {v};"
 
     def masked_body(self, mask: Var, body: Callable[[], Any], other: Any) -> Var:
-        outer = self.scope
-        inner_lines = Lines()
-        self.scope = Scope(inner_lines, outer)
-        try:
+        with self.sub_scope() as inner_lines:
             value = body()
-        finally:
-            self.scope = outer
         if not isinstance(value, Var):
             value = self.constant(value, torch.float32)
         var = Var(self.new_var(), value.dtype, "r" if "r" in (mask.domain, value.domain) else "x")
-        lines = outer.lines
+        lines = self.block.scope.lines
         lines.write(f"{compute_type(value.dtype)} {var.name} = {literal(other, value.dtype)};",
                     self.origins())
         lines.write(f"if ({mask.name}) {{")
@@ -254,40 +242,41 @@ class CppKernelCodegen(KernelCodegen):
         return var
 
     def reduce(self, node: SchedNode, value: Var) -> Var:
-        assert self.pre is not None and self.post is not None
+        block = self.block
+        assert isinstance(block, CppLoop) and block.pre is not None and block.post is not None
         data = node.buffer.data  # type: ignore[attr-defined]
         rtype, src = data.reduction_type, value.dtype
-        origins = self.origins() or tuple(sorted(node.buffer.origins))
         ctype = compute_type(src)
         result = Var(self.new_var(), node.buffer.dtype, "x")
         acc = f"acc_{result.name}"
         init = literal(identity(rtype, src), src)
-        lines = self.scope.lines
+        lines = block.scope.lines
         if rtype == "sum" and src.is_floating_point and self.plan.rnumel > SUM_CHUNK:
-            self.pre.write(f"double {acc}_total = 0;", origins, (node.name,))
-            self.chunked.append((acc, ctype, init))
-            lines.write(f"{acc} = {acc} + {value.name};", origins, (node.name,))
-            self.post.write(f"auto {result.name} = static_cast<{ctype}>({acc}_total);",
-                            origins, (node.name,))
-            self.simd.append(f"reduction(+:{acc})")
+            self.write_for(block.pre, node, f"double {acc}_total = 0;")
+            block.chunked.append((acc, ctype, init))
+            self.write_for(lines, node, f"{acc} = {acc} + {value.name};")
+            self.write_for(block.post, node,
+                           f"auto {result.name} = static_cast<{ctype}>({acc}_total);")
+            block.simd.append(f"reduction(+:{acc})")
             return result
-        self.pre.write(f"{ctype} {acc} = {init};", origins, (node.name,))
-        self.accs.append((acc, ctype, init))
+        self.write_for(block.pre, node, f"{ctype} {acc} = {init};")
+        block.accs.append((acc, ctype, init))
         if rtype in ("argmax", "argmin"):
             cmp = ">" if rtype == "argmax" else "<"
-            self.pre.write(f"int64_t {acc}_idx = 0;", origins, (node.name,))
-            lines.write(f"if ({value.name} {cmp} {acc} || ({acc}_idx == 0 && rindex == 0)) "
-                        f"{{ {acc} = {value.name}; {acc}_idx = rindex; }}", origins, (node.name,))
-            self.post.write(f"auto {result.name} = {acc}_idx;", origins, (node.name,))
-            self.simd.append("")  # comparisons with a branch: no simd clause
+            self.write_for(block.pre, node, f"int64_t {acc}_idx = 0;")
+            self.write_for(lines, node,
+                           f"if ({value.name} {cmp} {acc} || ({acc}_idx == 0 && rindex == 0)) "
+                           f"{{ {acc} = {value.name}; {acc}_idx = rindex; }}")
+            self.write_for(block.post, node, f"auto {result.name} = {acc}_idx;")
+            block.simd.append("")  # comparisons with a branch: no simd clause
             return result
-        lines.write(f"{acc} = {COMBINE[rtype].format(acc, value.name)};", origins, (node.name,))
-        self.post.write(f"auto {result.name} = {acc};", origins, (node.name,))
-        self.simd.append(f"reduction({OMP_OP[rtype]}:{acc})" if rtype in OMP_OP else "")
+        self.write_for(lines, node, f"{acc} = {COMBINE[rtype].format(acc, value.name)};")
+        self.write_for(block.post, node, f"auto {result.name} = {acc};")
+        block.simd.append(f"reduction({OMP_OP[rtype]}:{acc})" if rtype in OMP_OP else "")
         return result
 
     # -- assembling the kernel ----------------------------------------------------------
-    def generate(self, header: list[str]) -> Lines:
+    def assemble(self, header: list[str], body: Lines) -> Lines:
         plan = self.plan
         out = Lines()
         params = [f"const {C_TYPE[plan.buffers[b].dtype]}* __restrict__ {self.args[b]}"
@@ -297,83 +286,68 @@ class CppKernelCodegen(KernelCodegen):
         out.write(f'extern "C" void {plan.name}({", ".join(params)})')
         out.write("{")
         with out.indent():
-            for h in header:
-                out.write(f"// {h}")
-            body = self._pointwise_body() if plan.kind == "pointwise" else self._reduction_body()
+            self.write_header(out, header)
             out.extend(body)
         out.write("}")
         return out
 
-    def _pointwise_body(self) -> Lines:
-        for node in self.plan.nodes:
-            self.codegen_node(node)
+    def pointwise_body(self) -> Lines:
+        return self._x_loop(super().pointwise_body(), "#pragma omp parallel for simd"
+                            if self.plan.xnumel >= PARALLEL_MIN else None)
+
+    def reduction_body(self) -> Lines:
+        inner = super().reduction_body()
+        if len(self.blocks) == 1 and self._columns_ok(self.blocks[0]):
+            return self._column_body(self.blocks[0])  # type: ignore[arg-type]
+        parallel = self.plan.xnumel > 1 and \
+            self.plan.xnumel * self.plan.rnumel >= PARALLEL_MIN
+        return self._x_loop(inner, "#pragma omp parallel for" if parallel else None)
+
+    def _x_loop(self, body: Lines, pragma: str | None) -> Lines:
         out = Lines()
-        if self.plan.xnumel >= PARALLEL_MIN:
-            out.write("#pragma omp parallel for simd")
+        if pragma:
+            out.write(pragma)
         out.write(f"for (int64_t xindex = 0; xindex < {self.plan.xnumel}; xindex++)")
         out.write("{")
         with out.indent():
             out.extend(self.prologue)
-            out.extend(self.body)
+            out.extend(body)
         out.write("}")
         return out
 
-    def _reduction_body(self) -> Lines:
-        inner = Lines()
-        single_row = self.plan.xnumel == 1
-        segments = self.segments()
-        loops = []
-        for kind, nodes in segments:
-            self.simd, self.chunked, self.accs = [], [], []
-            loop = self.run_segment(kind, nodes, inner)
-            if loop is None:
-                continue
-            assert self.pre is not None and self.post is not None
-            assert self.r_index_lines is not None
-            loops.append((self.pre, loop, self.r_index_lines, self.post, list(self.accs)))
-            if len(loops) == 1 and len(segments) == 1 and self._columns_ok(nodes):
-                return self._column_body(*loops[0])
-            inner.extend(self.pre)
-            clauses = [c for c in self.simd if c]
-            plain = bool(self.simd) and all(self.simd)
-            stores = any(n.name in self.plan.stores and n.kind != "reduction" for n in nodes)
-            parallel = single_row and plain and not stores and self.plan.rnumel >= PARALLEL_MIN
-            simd = f"#pragma omp simd {' '.join(clauses)}".rstrip() \
-                if plain or not self.simd else None
-            if self.chunked:
-                self._chunked_loop(inner, loop, clauses, parallel, simd)
-            else:
-                if parallel:
-                    inner.write(f"#pragma omp parallel for {' '.join(clauses)}")
-                elif simd:
-                    inner.write(simd)
-                inner.write(f"for (int64_t rindex = 0; rindex < {self.plan.rnumel}; rindex++)")
-                inner.write("{")
-                with inner.indent():
-                    inner.extend(self.r_index_lines)
-                    inner.extend(loop)
-                inner.write("}")
-            inner.extend(self.post)
-            self.pre = self.post = None
-        out = Lines()
-        if not single_row and self.plan.xnumel * self.plan.rnumel >= PARALLEL_MIN:
-            out.write("#pragma omp parallel for")
-        out.write(f"for (int64_t xindex = 0; xindex < {self.plan.xnumel}; xindex++)")
+    def write_loop(self, out: Lines, block: Block) -> None:
+        assert isinstance(block, CppLoop) and block.index is not None
+        clauses = [c for c in block.simd if c]
+        plain = bool(block.simd) and all(block.simd)
+        stores = any(n.name in self.plan.stores and n.kind != "reduction" for n in block.nodes)
+        parallel = self.plan.xnumel == 1 and plain and not stores and \
+            self.plan.rnumel >= PARALLEL_MIN
+        simd = f"#pragma omp simd {' '.join(clauses)}".rstrip() \
+            if plain or not block.simd else None
+        if block.chunked:
+            self._chunked_loop(out, block, clauses, parallel, simd)
+            return
+        if parallel:
+            out.write(f"#pragma omp parallel for {' '.join(clauses)}")
+        elif simd:
+            out.write(simd)
+        self._r_loop(out, block, "0", str(self.plan.rnumel))
+
+    def _r_loop(self, out: Lines, block: Block, start: str, end: str) -> None:
+        assert block.index is not None
+        out.write(f"for (int64_t rindex = {start}; rindex < {end}; rindex++)")
         out.write("{")
         with out.indent():
-            out.extend(self.prologue)
-            out.extend(inner)
+            out.extend(block.index)
+            out.extend(block.body)
         out.write("}")
-        return out
 
-
-    def _chunked_loop(self, out: Lines, loop: Lines, clauses: list[str], parallel: bool,
+    def _chunked_loop(self, out: Lines, block: CppLoop, clauses: list[str], parallel: bool,
                       simd: str | None) -> None:
         """The reduction loop in chunks of SUM_CHUNK: chunk sums in float lanes, totals in
         double (pairwise enough for any length we compile, and still vectorized)."""
-        assert self.r_index_lines is not None
         rn = self.plan.rnumel
-        sums = {acc for acc, _, _ in self.chunked}
+        sums = {acc for acc, _, _ in block.chunked}
         if parallel:
             outer = [c for c in clauses if c.split(":")[-1].rstrip(")") not in sums]
             outer += [f"reduction(+:{acc}_total)" for acc in sorted(sums)]
@@ -382,39 +356,36 @@ class CppKernelCodegen(KernelCodegen):
         out.write("{")
         with out.indent():
             out.write(f"const int64_t rend = std::min<int64_t>(rchunk + {SUM_CHUNK}, {rn});")
-            for acc, ctype, init in self.chunked:
+            for acc, ctype, init in block.chunked:
                 out.write(f"{ctype} {acc} = {init};")
             if simd:
                 out.write(simd)
-            out.write("for (int64_t rindex = rchunk; rindex < rend; rindex++)")
-            out.write("{")
-            with out.indent():
-                out.extend(self.r_index_lines)
-                out.extend(loop)
-            out.write("}")
-            for acc, _, _ in self.chunked:
+            self._r_loop(out, block, "rchunk", "rend")
+            for acc, _, _ in block.chunked:
                 out.write(f"{acc}_total += {acc};")
         out.write("}")
 
-    def _columns_ok(self, nodes: list[SchedNode]) -> bool:
+    def _columns_ok(self, block: Block) -> bool:
         """Reduce across rows with outputs contiguous (x.sum(0)): every load steps 1 along
         the outputs and more than 1 along the reduction, so loop over outputs innermost."""
-        if self.plan.xnumel < 16 or self.chunked or len(self.accs) != len(self.simd):
+        if not isinstance(block, CppLoop) or self.plan.xnumel < 16 or block.chunked:
             return False
-        if not self.r_loads or any(not c for c in self.simd):
+        if len(block.accs) != len(block.simd) or not block.r_loads or \
+                any(not c for c in block.simd):
             return False
-        for index in self.r_loads:
+        for index in block.r_loads:
             if not index.free_symbols <= {XINDEX, RINDEX}:
                 return False
             dx, dr = sympy.diff(index, XINDEX), sympy.diff(index, RINDEX)
             if dx != 1 or not (dr.is_Integer and dr > 1):
                 return False
-        return not any(n.name in self.plan.stores and n.kind != "reduction" for n in nodes)
+        return not any(n.name in self.plan.stores and n.kind != "reduction"
+                       for n in block.nodes)
 
-    def _column_body(self, pre: Lines, loop: Lines, r_index: Lines, post: Lines,
-                     accs: list[tuple[str, str, str]]) -> Lines:
+    def _column_body(self, block: CppLoop) -> Lines:
         """Blocks of COLUMN_BLOCK outputs: for each row, one `omp simd` pass over the
         block's contiguous outputs, accumulating into a per-block array."""
+        assert block.index is not None and block.post is not None
         xn, rn, xb = self.plan.xnumel, self.plan.rnumel, COLUMN_BLOCK
         out = Lines()
         if xn * rn >= PARALLEL_MIN:
@@ -423,41 +394,38 @@ class CppKernelCodegen(KernelCodegen):
         out.write("{")
         with out.indent():
             out.write(f"const int64_t xend = std::min<int64_t>(xblock + {xb}, {xn});")
-            for acc, ctype, init in accs:
+            for acc, ctype, init in block.accs:
                 out.write(f"{ctype} {acc}_v[{xb}];")
                 out.write(f"for (int64_t i = 0; i < {xb}; i++) {acc}_v[i] = {init};")
             out.write(f"for (int64_t rindex = 0; rindex < {rn}; rindex++)")
             out.write("{")
             with out.indent():
                 out.write("#pragma omp simd")
-                out.write("for (int64_t xindex = xblock; xindex < xend; xindex++)")
-                out.write("{")
-                with out.indent():
-                    for acc, ctype, _ in accs:
-                        out.write(f"{ctype}& {acc} = {acc}_v[xindex - xblock];")
-                    out.extend(self.prologue)
-                    out.extend(r_index)
-                    out.extend(loop)
-                out.write("}")
+                self._over_block_outputs(out, [f"{ctype}& {acc} = {acc}_v[xindex - xblock];"
+                                               for acc, ctype, _ in block.accs],
+                                         [block.index, block.body])
             out.write("}")
-            out.write("for (int64_t xindex = xblock; xindex < xend; xindex++)")
-            out.write("{")
-            with out.indent():
-                for acc, ctype, _ in accs:
-                    out.write(f"{ctype} {acc} = {acc}_v[xindex - xblock];")
-                out.extend(self.prologue)
-                out.extend(post)
-            out.write("}")
+            self._over_block_outputs(out, [f"{ctype} {acc} = {acc}_v[xindex - xblock];"
+                                           for acc, ctype, _ in block.accs], [block.post])
         out.write("}")
         return out
 
+    def _over_block_outputs(self, out: Lines, refs: list[str], parts: list[Lines]) -> None:
+        """One loop over a column block's outputs: its accumulators, then `parts`."""
+        out.write("for (int64_t xindex = xblock; xindex < xend; xindex++)")
+        out.write("{")
+        with out.indent():
+            for ref in refs:
+                out.write(ref)
+            out.extend(self.prologue)
+            for part in parts:
+                out.extend(part)
+        out.write("}")
+
 
 def generate_cpp(plan: KernelPlan, header: list[str]) -> CppKernel:
-    gen = CppKernelCodegen(plan)
-    lines = gen.generate(header)
-    line_map = [{"line": i + 1, "origins": list(ln.origins), "buffers": list(ln.buffers)}
-                for i, ln in enumerate(lines.lines) if ln.origins or ln.buffers]
-    return CppKernel(plan.name, lines.text(), line_map, plan.inputs + plan.stores)
+    lines = CppKernelCodegen(plan).generate(header)
+    return CppKernel(plan.name, lines.text(), lines.line_map(), plan.inputs + plan.stores)
 
 
 CXX = os.environ.get("CXX", "g++")

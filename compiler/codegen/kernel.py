@@ -13,8 +13,10 @@ reduction dimension, split where a node needs a reduction result from the curren
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import sympy
@@ -22,37 +24,63 @@ import torch
 
 from compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
 from compiler.codegen.optable import OpTable
-from compiler.codegen.tiling import YINDEX
 from compiler.ir.indexing import FloorDiv, ModularIndexing, decompose, simplify_index, sym
 from compiler.ir.nodes import ComputedBuffer, Pointwise, Reduction
 from compiler.ir.ops import Handler, result_dtype, use_handler
+from compiler.schedule.domain import split_point
 from compiler.schedule.nodes import SchedNode
 from compiler.schedule.plan import KernelPlan
 
 
-class KernelCodegen(Handler):
-    index_prefix = {"x": "x", "r": "r"}
+@dataclass
+class Block:
+    """Where the code of a run of nodes goes (one explicit object, no mode flags).
 
-    def __init__(self, plan: KernelPlan, persistent: bool) -> None:
+    A straight block runs once per output element: a pointwise kernel, or the epilogue
+    of a reduction kernel. A loop block is one pass over the reduction dimension: `pre`
+    runs before the loop (accumulators), `index` at the top of each iteration (index
+    variables over rindex), `body` is the loop body and `post` runs after the loop
+    (final reductions and the stores of their results). A persistent block (a whole row
+    in registers) has `index` but no `pre`/`post`: it reduces in place.
+    """
+
+    body: Lines
+    scope: Scope  # CSE; its `lines` are `body` except inside a masked sub-block
+    index: Lines | None = None  # where index variables over rindex go
+    index_names: dict[str, str] = field(default_factory=dict)  # printed term -> variable
+    pre: Lines | None = None
+    post: Lines | None = None
+    nodes: list[SchedNode] = field(default_factory=list)
+
+    @property
+    def is_loop(self) -> bool:
+        return self.pre is not None
+
+
+class KernelCodegen(Handler):
+    """The kernel skeleton: segments, loops, loads, stores, masks and the line-to-origin
+    map, for every backend. Backends give the op table, a literal printer and the hooks
+    below (how a load, a store, an accumulator and a loop are spelled)."""
+
+    index_prefix = {"x": "x", "r": "r"}
+    comment = "#"  # how the backend starts a comment line
+
+    def __init__(self, plan: KernelPlan) -> None:
         self.plan = plan
-        self.persistent = persistent
         self.args = plan.arg_names()
         self.prologue = Lines()  # index variables that depend on xindex only
-        self.body = Lines()
-        self.scope = Scope(self.body)
-        self.kernel_scope = self.scope
-        self.index_scope: dict[str, str] = {}  # printed subterm -> variable, x-domain
+        self.index_names: dict[str, str] = {}  # printed x-domain term -> variable
+        self.kernel_scope = Scope(Lines())
+        self.block = self.straight_block(Lines())
+        self.blocks: list[Block] = []  # every block generated, in order
         self.reductions: dict[str, Var] = {}
         self.node: SchedNode | None = None
-        self.masks: list[Var] = []
         self.counter = 0
         self.icounter = {"x": 0, "r": 0}
-        self.r_index_lines: Lines | None = None  # where r-domain index vars go
-        self.r_index_scope: dict[str, str] = {}
         self.bounds = {XINDEX: max(plan.xnumel - 1, 0), RINDEX: max(plan.rnumel - 1, 0)}
-        self.tile: Any = None  # a codegen.tiling.Tile when a pointwise kernel runs 2-D
-        self.pre: Lines | None = None  # before the current reduction loop
-        self.post: Lines | None = None  # after it
+        # The domain of every symbol an index may contain: rindex, the index variables
+        # named here, and loaded values used as indices (indirect indexing).
+        self.symbol_domains: dict[sympy.Symbol, str] = {XINDEX: "x", RINDEX: "r"}
 
     # -- backend hooks ------------------------------------------------------------------
     table: OpTable  # how this backend spells each op, per operand dtype
@@ -75,10 +103,13 @@ class KernelCodegen(Handler):
     def fmt_index(self, expr: sympy.Expr) -> str:
         raise NotImplementedError
 
-    def load_external(self, name: str, index: sympy.Expr) -> Var:
+    def fmt_index_value(self, expr: sympy.Expr, dtype: torch.dtype) -> str:
         raise NotImplementedError
 
-    def store(self, name: str, index: sympy.Expr, value: Var) -> None:
+    def load_expr(self, name: str, index: sympy.Expr, dtype: torch.dtype, domain: str) -> str:
+        raise NotImplementedError
+
+    def store_line(self, name: str, index: sympy.Expr, value: Var, domain: str) -> str:
         raise NotImplementedError
 
     def reduce(self, node: SchedNode, value: Var) -> Var:
@@ -86,6 +117,17 @@ class KernelCodegen(Handler):
 
     def masked_body(self, mask: Var, body: Callable[[], Any], other: Any) -> Var:
         raise NotImplementedError
+
+    def write_loop(self, out: Lines, block: Block) -> None:
+        """Write a loop block's loop over the reduction (its index lines and body)."""
+        raise NotImplementedError
+
+    def assemble(self, header: list[str], body: Lines) -> Lines:
+        """The whole kernel around its body: signature, header comments, setup."""
+        raise NotImplementedError
+
+    def pointwise_vars(self, ranges: list[int]) -> list[Any]:
+        return decompose(XINDEX, ranges)
 
     # -- emission -----------------------------------------------------------------------
     def new_var(self, prefix: str = "tmp") -> str:
@@ -95,16 +137,17 @@ class KernelCodegen(Handler):
 
     def emit(self, expr: str, dtype: torch.dtype, domain: str) -> Var:
         key = f"{expr}::{dtype}"
-        hit = self.scope.get(key)
+        hit = self.block.scope.get(key)
         if hit is not None:
             return hit
         var = Var(self.new_var(), dtype, domain)
-        self.scope.cache[key] = var
+        self.block.scope.cache[key] = var
         self.write_assign(var, expr)
         return var
 
     def write_assign(self, var: Var, expr: str) -> None:
-        self.scope.lines.write(f"{var.name} = {expr}", self.origins(), self.buffer_names())
+        self.block.scope.lines.write(f"{var.name} = {expr}", self.origins(),
+                                     self.buffer_names())
 
     def origins(self) -> tuple[str, ...]:
         return (self.origin,) if self.origin else ()
@@ -112,17 +155,39 @@ class KernelCodegen(Handler):
     def buffer_names(self) -> tuple[str, ...]:
         return (self.node.name,) if self.node is not None else ()
 
+    def write_for(self, lines: Lines, node: SchedNode, text: str) -> None:
+        """A line that belongs to `node` (its origins when no op is being generated)."""
+        lines.write(text, self.origins() or tuple(sorted(node.buffer.origins)), (node.name,))
+
+    def write_header(self, out: Lines, header: list[str]) -> None:
+        for h in header:
+            out.write(f"{self.comment} {h}")
+
+    @contextlib.contextmanager
+    def sub_scope(self) -> Iterator[Lines]:
+        """Lines (with their own CSE scope) nested inside the current block's."""
+        outer = self.block.scope
+        lines = Lines()
+        self.block.scope = Scope(lines, outer)
+        try:
+            yield lines
+        finally:
+            self.block.scope = outer
+
     def index_var(self, term: sympy.Expr) -> sympy.Symbol:
         """Name an index subterm (`xindex % 64`) once, in the block its domain needs."""
+        # By rindex alone: a term over loaded values must be computed where they are.
         domain = "r" if RINDEX in term.free_symbols else "x"
-        table = self.r_index_scope if domain == "r" else self.index_scope
+        table, target = self.index_names, self.prologue
+        if domain == "r":
+            table, target = self.block.index_names, self.block.index  # type: ignore[assignment]
+            assert target is not None, "an rindex term outside a reduction block"
         text = self.fmt_index(term)
         if text not in table:
             name = f"{self.index_prefix[domain]}{self.icounter[domain]}"
             self.icounter[domain] += 1
             table[text] = name
-            target = self.r_index_lines if domain == "r" else self.prologue
-            assert target is not None
+            self.symbol_domains[sym(name)] = domain
             self.write_index_var(target, name, text)
         return sym(table[text])
 
@@ -134,6 +199,11 @@ class KernelCodegen(Handler):
         terms = sorted(expr.atoms(FloorDiv, ModularIndexing), key=str)
         return expr.xreplace({t: self.index_var(t) for t in terms})
 
+    def domain_of(self, expr: sympy.Expr) -> str:
+        """"r" when the expression varies along the reduction, else "x"."""
+        return "r" if any(self.symbol_domains.get(s) == "r" for s in expr.free_symbols) \
+            else "x"
+
     # -- ops ----------------------------------------------------------------------------
     def load(self, name: str, index: Any) -> Var:
         if name in self.reductions:
@@ -144,6 +214,22 @@ class KernelCodegen(Handler):
         if name in written:
             return self.recompute(written[name], simplify_index(index, self.bounds))
         return self.load_external(name, simplify_index(index, self.bounds))
+
+    def load_external(self, name: str, index: sympy.Expr) -> Var:
+        index = self.name_subterms(index)
+        domain = self.domain_of(index)
+        dtype = self.plan.buffers[name].dtype
+        return self.emit(self.load_expr(name, index, dtype, domain), dtype, domain)
+
+    def store(self, name: str, index: sympy.Expr, value: Var) -> None:
+        index = self.name_subterms(index)
+        domain = "r" if value.domain == "r" or self.domain_of(index) == "r" else "x"
+        block = self.block
+        # A per-row value stored from a loop block is stored once, after the loop.
+        lines = block.post if block.post is not None and value.domain == "x" else \
+            block.scope.lines
+        lines.write(self.store_line(name, index, value, domain),
+                    self.origins() or tuple(sorted(self.plan.written[name].origins)), (name,))
 
     def recompute(self, buf: ComputedBuffer, flat: sympy.Expr) -> Var:
         lay = buf.layout
@@ -164,11 +250,7 @@ class KernelCodegen(Handler):
 
     def index_expr(self, expr: Any, dtype: torch.dtype) -> Var:
         expr = self.name_subterms(sympy.sympify(expr))
-        domain = "r" if any(str(s).startswith("r") for s in expr.free_symbols) else "x"
-        return self.emit(self.fmt_index_value(expr, dtype), dtype, domain)
-
-    def fmt_index_value(self, expr: sympy.Expr, dtype: torch.dtype) -> str:
-        raise NotImplementedError
+        return self.emit(self.fmt_index_value(expr, dtype), dtype, self.domain_of(expr))
 
     def to_dtype(self, x: Var, dtype: torch.dtype) -> Var:
         if x.dtype == dtype:
@@ -190,7 +272,9 @@ class KernelCodegen(Handler):
         return self.masked_body(mask, body, other)
 
     def indirect_indexing(self, x: Var, size: int) -> sympy.Symbol:
-        return sym(x.name)
+        s = sym(x.name)
+        self.symbol_domains[s] = x.domain
+        return s
 
     def _unary(self, name: str, x: Var) -> Var:
         return self.op(name, [x], result_dtype(name, x.dtype))
@@ -206,20 +290,11 @@ class KernelCodegen(Handler):
             return (decompose(XINDEX, list(data.ranges)),
                     decompose(RINDEX, list(data.reduction_ranges)))
         ranges = list(data.ranges)
-        if self.tile is not None:
-            return _split_vars(ranges, self.tile.y, YINDEX, XINDEX, self.tile.x), []
-        if self.plan.kind == "pointwise" or node.numel == self.plan.xnumel:
+        if self.plan.kind == "pointwise":
+            return self.pointwise_vars(ranges), []
+        if node.numel == self.plan.xnumel:
             return decompose(XINDEX, ranges), []
-        acc, split = 1, None
-        for k in range(len(ranges) + 1):
-            if acc == self.plan.xnumel:
-                split = k
-                break
-            if k < len(ranges):
-                acc *= ranges[k]
-        if split is not None:
-            return decompose(XINDEX, ranges[:split]) + decompose(RINDEX, ranges[split:]), []
-        return decompose(XINDEX * self.plan.rnumel + RINDEX, ranges), []
+        return _split_vars(ranges, self.plan.xnumel, XINDEX, RINDEX, self.plan.rnumel), []
 
     def codegen_node(self, node: SchedNode) -> None:
         self.node = node
@@ -231,42 +306,60 @@ class KernelCodegen(Handler):
                 value = self._as_var(buf.data.inner_fn(xs, rs), buf.data.src_dtype)
                 # The same reduction of the same value (mean and var both sum x): once.
                 key = f"reduction:{buf.data.reduction_type}:{value.name}:{buf.dtype}"
-                result = self.scope.get(key) or self.reduce(node, value)
-                self.scope.cache[key] = result
+                result = self.block.scope.get(key) or self.reduce(node, value)
+                self.block.scope.cache[key] = result
                 self.reductions[node.name] = result
-                if node.name in self.plan.stores:
-                    self.store_reduction(node, buf.layout.index(xs), result)
             else:
-                value = self._as_var(buf.data.inner_fn(xs), buf.dtype)
-                if node.name in self.plan.stores:
-                    index = simplify_index(buf.layout.index(xs), self.bounds)
-                    self.store(node.name, index, value)
+                result = self._as_var(buf.data.inner_fn(xs), buf.dtype)
+            if node.name in self.plan.stores:
+                self.store(node.name, simplify_index(buf.layout.index(xs), self.bounds), result)
         self.node = None
-
-    def store_reduction(self, node: SchedNode, index: sympy.Expr, value: Var) -> None:
-        self.store(node.name, simplify_index(index, self.bounds), value)
 
     def _as_var(self, value: Any, dtype: torch.dtype) -> Var:
         if isinstance(value, Var):
             return value
         return self.constant(value, dtype)
 
-    def run_segment(self, kind: str, nodes: list[SchedNode], outer: Lines) -> Lines | None:
-        """Generate one segment. An "x" segment goes straight into `outer`; a "loop"
-        segment fills self.pre (accumulator setup), the returned loop body, and self.post
-        (final reductions and their stores), which the backend wraps in its loop syntax."""
-        if kind == "x":
-            self.scope = Scope(outer, self.kernel_scope)
-            self.pre = self.post = None
-            for node in nodes:
-                self.codegen_node(node)
-            return None
-        self.pre, loop, self.post = Lines(), Lines(), Lines()
-        self.r_index_lines, self.r_index_scope = Lines(), {}
-        self.scope = Scope(loop, self.kernel_scope)
+    # -- blocks and segments ------------------------------------------------------------
+    def straight_block(self, lines: Lines) -> Block:
+        return Block(lines, Scope(lines, self.kernel_scope))
+
+    def loop_block(self) -> Block:
+        body = Lines()
+        return Block(body, Scope(body, self.kernel_scope), index=Lines(), pre=Lines(),
+                     post=Lines())
+
+    def run(self, block: Block, nodes: list[SchedNode]) -> Block:
+        """Generate `nodes` into `block`."""
+        self.block = block
+        self.blocks.append(block)
+        block.nodes = list(nodes)
         for node in nodes:
             self.codegen_node(node)
-        return loop
+        return block
+
+    def generate(self, header: list[str]) -> Lines:
+        body = self.pointwise_body() if self.plan.kind == "pointwise" else \
+            self.reduction_body()
+        return self.assemble(header, body)
+
+    def pointwise_body(self) -> Lines:
+        return self.run(self.straight_block(Lines()), self.plan.nodes).body
+
+    def reduction_body(self) -> Lines:
+        """Segments in order: epilogues straight into the body, each loop block as its
+        setup, its loop (the backend's syntax) and what runs after it."""
+        out = Lines()
+        for kind, nodes in self.segments():
+            if kind == "x":
+                self.run(self.straight_block(out), nodes)
+                continue
+            block = self.run(self.loop_block(), nodes)
+            assert block.pre is not None and block.post is not None
+            out.extend(block.pre)
+            self.write_loop(out, block)
+            out.extend(block.post)
+        return out
 
     def segments(self) -> list[tuple[str, list[SchedNode]]]:
         """Split nodes into ("loop", nodes) runs over rindex and ("x", nodes) epilogues."""
@@ -302,13 +395,10 @@ def _split_vars(ranges: list[int], outer_numel: int, outer: sympy.Symbol,
                 inner: sympy.Symbol, inner_numel: int) -> list[Any]:
     """Coordinates of a loop nest iterated as (outer, inner): split at the dims whose
     product is outer_numel, else through the flat position."""
-    acc = 1
-    for k in range(len(ranges) + 1):
-        if acc == outer_numel:
-            return decompose(outer, ranges[:k]) + decompose(inner, ranges[k:])
-        if k < len(ranges):
-            acc *= ranges[k]
-    return decompose(outer * inner_numel + inner, ranges)
+    k = split_point(ranges, outer_numel)
+    if k is None:
+        return decompose(outer * inner_numel + inner, ranges)
+    return decompose(outer, ranges[:k]) + decompose(inner, ranges[k:])
 
 
 def cast_value(value: Any, dtype: torch.dtype) -> bool | int | float:

@@ -71,6 +71,41 @@ class OpTable:
         return rule(*args, t=result_type)
 
 
+def calls(template: str, names: str, *, kinds: Sequence[str] = ("float",)
+          ) -> dict[str, dict[str, Rule]]:
+    """Rules for ops that are one function call each: `calls("std::{}({{0}})", "exp log")`."""
+    return {n: {k: template.format(n) for k in kinds} for n in names.split()}
+
+
+_INTEGER_BITWISE = {f"bitwise_{n}": {"int": f"{{0}} {c} {{1}}", "uint": f"{{0}} {c} {{1}}"}
+                    for n, c in (("and", "&"), ("or", "|"), ("xor", "^"))}
+
+# What C-like targets spell alike; a backend table starts from these (tinygrad's
+# `code_for_op = {**CStyleLanguage.code_for_op, ...}`) and overrides per op.
+C_LIKE: dict[str, Rule | Mapping[str, Rule]] = {
+    "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}",
+    "eq": "{0} == {1}", "ne": "{0} != {1}", "lt": "{0} < {1}", "le": "{0} <= {1}",
+    "gt": "{0} > {1}", "ge": "{0} >= {1}",
+    "fmod": {"int": "{0} % {1}", "uint": "{0} % {1}"},  # C's remainder: the dividend's sign
+    "neg": {"int": "-{0}", "uint": "-{0}", "float": "-{0}"},
+    **_INTEGER_BITWISE,
+    "bitwise_not": {"int": "~{0}", "uint": "~{0}"},
+}
+
+
+def merged(base: Mapping[str, Rule | Mapping[str, Rule]],
+           rules: Mapping[str, Rule | Mapping[str, Rule]]) -> dict[str, Rule | Mapping[str, Rule]]:
+    """`base` with `rules` laid over it; per-kind rules of one op are merged kind by kind."""
+    out = dict(base)
+    for op, rule in rules.items():
+        entry = out.get(op)
+        if isinstance(entry, Mapping) and isinstance(rule, Mapping):
+            out[op] = {**entry, **rule}
+        else:
+            out[op] = rule
+    return out
+
+
 def float_only(rule: Rule) -> dict[str, Rule]:
     return {"float": rule}
 

@@ -21,8 +21,8 @@ import torch
 
 from compiler.codegen.backend import Backend, BuildResult, GeneratedKernel
 from compiler.codegen.common import XINDEX, Lines, Scope, Var, next_power_of_2
-from compiler.codegen.kernel import KernelCodegen
-from compiler.codegen.optable import OpTable, float_only, numeric
+from compiler.codegen.kernel import Block, KernelCodegen, _split_vars
+from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
 from compiler.codegen.tiling import YINDEX, Tile, choose_tile, fits_grid, tile_config
 from compiler.ir.indexing import pexpr
 from compiler.ir.ops import reduction_identity as identity
@@ -38,43 +38,33 @@ TL_DTYPE = {
 
 _FLOOR_DIV_INT = ("tl.where((({0} % {1}) != 0) & (({0} < 0) != ({1} < 0)), "
                   "{0} // {1} - 1, {0} // {1})")  # `//` truncates; torch floors
-OPS = OpTable("Triton", {
-    "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}",
+OPS = OpTable("Triton", merged(C_LIKE, {
     "truediv": float_only("{0} / {1}"),
     "floordiv": {"int": _FLOOR_DIV_INT, "uint": "{0} // {1}", "float": "tl.floor({0} / {1})"},
     # Integer `%` is C's remainder (the sign of the dividend): fmod's rule; mod takes the
     # sign of the divisor, as Python's and torch.remainder do.
     "mod": {"int": "((({0} % {1}) + {1}) % {1})", "uint": "{0} % {1}",
             "float": "({0} - {1} * tl.floor({0} / {1}))"},
-    "fmod": {"int": "{0} % {1}", "uint": "{0} % {1}", "float": "libdevice.fmod({0}, {1})"},
-    "pow": float_only("libdevice.pow({0}, {1})"), "maximum": "tl.maximum({0}, {1})",
-    "minimum": "tl.minimum({0}, {1})", "atan2": float_only("libdevice.atan2({0}, {1})"),
-    "eq": "{0} == {1}", "ne": "{0} != {1}", "lt": "{0} < {1}", "le": "{0} <= {1}",
-    "gt": "{0} > {1}", "ge": "{0} >= {1}",
+    "fmod": {"float": "libdevice.fmod({0}, {1})"},
+    "pow": float_only("libdevice.pow({0}, {1})"),
+    "maximum": "tl.maximum({0}, {1})", "minimum": "tl.minimum({0}, {1})",
     "logical_and": "{0} & {1}", "logical_or": "{0} | {1}", "logical_xor": "{0} ^ {1}",
-    "bitwise_and": {"bool": "{0} & {1}", "int": "{0} & {1}", "uint": "{0} & {1}"},
-    "bitwise_or": {"bool": "{0} | {1}", "int": "{0} | {1}", "uint": "{0} | {1}"},
-    "bitwise_xor": {"bool": "{0} ^ {1}", "int": "{0} ^ {1}", "uint": "{0} ^ {1}"},
-    "logical_not": "{0} == 0", "bitwise_not": {"bool": "{0} == 0", "int": "~{0}", "uint": "~{0}"},
-    "neg": numeric("-{0}"), "abs": "tl.abs({0})", "exp": float_only("tl.exp({0})"),
-    "exp2": float_only("tl.exp2({0})"), "expm1": float_only("libdevice.expm1({0})"),
-    "log": float_only("tl.log({0})"), "log1p": float_only("libdevice.log1p({0})"),
-    "log2": float_only("tl.log2({0})"), "sqrt": float_only("tl.sqrt({0})"),
-    "rsqrt": float_only("tl.rsqrt({0})"), "sin": float_only("tl.sin({0})"),
-    "cos": float_only("tl.cos({0})"), "tan": float_only("libdevice.tan({0})"),
-    "tanh": float_only("libdevice.tanh({0})"), "sigmoid": float_only("tl.sigmoid({0})"),
-    "erf": float_only("tl.erf({0})"),
-    "floor": {"float": "tl.floor({0})", "*": "{0}"}, "ceil": {"float": "tl.ceil({0})", "*": "{0}"},
-    "trunc": {"float": "libdevice.trunc({0})", "*": "{0}"},
-    "round": {"float": "libdevice.nearbyint({0})", "*": "{0}"},
+    "bitwise_and": {"bool": "{0} & {1}"}, "bitwise_or": {"bool": "{0} | {1}"},
+    "bitwise_xor": {"bool": "{0} ^ {1}"}, "bitwise_not": {"bool": "{0} == 0"},
+    "logical_not": "{0} == 0", "abs": "tl.abs({0})",
+    **calls("tl.{}({{0}})", "exp exp2 log log2 sqrt rsqrt sin cos sigmoid erf"),
+    **calls("libdevice.{}({{0}})", "expm1 log1p tan tanh asin acos atan sinh cosh"),
+    **calls("libdevice.{}({{0}}, {{1}})", "atan2"),
+    # Rounding an integer is the integer.
+    **{n: {"float": f, "*": "{0}"}
+       for n, f in (("floor", "tl.floor({0})"), ("ceil", "tl.ceil({0})"),
+                    ("trunc", "libdevice.trunc({0})"), ("round", "libdevice.nearbyint({0})"))},
     "reciprocal": float_only("1.0 / {0}"),
     "sign": numeric("(({0} > 0).to({0}.dtype) - ({0} < 0).to({0}.dtype))"),
     "isnan": "{0} != {0}", "isinf": "tl.abs({0}) == float('inf')",
-    "relu": numeric("tl.maximum({0}, 0)"), "asin": float_only("libdevice.asin({0})"),
-    "acos": float_only("libdevice.acos({0})"), "atan": float_only("libdevice.atan({0})"),
-    "sinh": float_only("libdevice.sinh({0})"), "cosh": float_only("libdevice.cosh({0})"),
+    "relu": numeric("tl.maximum({0}, 0)"),
     "where": "tl.where({0}, {1}, {2})",
-})
+}))
 
 # Under TRITON_INTERPRET=1 libdevice is not available: the same math from tl primitives.
 INTERPRET_OPS = OPS.extend({
@@ -83,7 +73,7 @@ INTERPRET_OPS = OPS.extend({
     "expm1": float_only("(tl.exp({0}) - 1.0)"), "log1p": float_only("tl.log(1.0 + {0})"),
     "tan": float_only("(tl.sin({0}) / tl.cos({0}))"),
     "trunc": {"float": "tl.where({0} >= 0, tl.floor({0}), tl.ceil({0}))", "*": "{0}"},
-    "fmod": {"int": "{0} % {1}", "uint": "{0} % {1}",
+    "fmod": {**C_LIKE["fmod"],  # type: ignore[dict-item]
              "float": "({0} - {1} * tl.where({0} / {1} >= 0, tl.floor({0} / {1}), "
                       "tl.ceil({0} / {1})))"},
     "round": {"float": "tl.floor({0} + 0.5)", "*": "{0}"},
@@ -127,10 +117,16 @@ class TritonKernelCodegen(KernelCodegen):
     literal = staticmethod(literal)
 
     def __init__(self, plan: KernelPlan, persistent: bool, rblock: int,
-                 interpret: bool = False) -> None:
-        super().__init__(plan, persistent)
+                 interpret: bool = False, tile: Tile | None = None) -> None:
+        super().__init__(plan)
+        self.persistent = persistent  # the whole row in registers: no loop over RBLOCK
         self.rblock = rblock
         self.table = INTERPRET_OPS if interpret else OPS
+        self.tile = tile  # 2-D [YBLOCK, XBLOCK] tiles of a pointwise kernel
+        self.masks: list[Var] = []  # the masks of the `masked` bodies being generated
+        if tile is not None:
+            self.bounds[YINDEX] = tile.y - 1
+            self.bounds[XINDEX] = tile.x - 1
 
     def fmt_cast(self, x: Var, dtype: torch.dtype) -> str:
         return f"{x.name}.to({TL_DTYPE[dtype]})"
@@ -139,11 +135,9 @@ class TritonKernelCodegen(KernelCodegen):
         return TL_DTYPE[dtype]
 
     def to_dtype(self, x: Var, dtype: torch.dtype) -> Var:
-        if x.dtype == dtype:
-            return x
-        if x.value is not None:
+        if x.dtype != dtype and x.value is not None:
             return self.constant(x.value, dtype)
-        return self.emit(self.fmt_cast(x, dtype), dtype, x.domain)
+        return super().to_dtype(x, dtype)
 
     def fmt_index(self, expr: sympy.Expr) -> str:
         return pexpr(expr)
@@ -154,55 +148,29 @@ class TritonKernelCodegen(KernelCodegen):
             return literal(int(expr), dtype)
         return f"({text}).to({TL_DTYPE[dtype]})"
 
+    def pointwise_vars(self, ranges: list[int]) -> list[Any]:
+        if self.tile is None:
+            return super().pointwise_vars(ranges)
+        return _split_vars(ranges, self.tile.y, YINDEX, XINDEX, self.tile.x)
+
     def _mask(self, domain: str) -> str:
         parts = (["ymask"] if self.tile is not None else []) + ["xmask"]
         parts += ["rmask"] if domain == "r" else []
         parts += [m.name for m in self.masks]
         return " & ".join(parts)
 
-    def _index_domain(self, index: sympy.Expr) -> str:
-        names = {str(s) for s in index.free_symbols}
-        if any(n.startswith("r") for n in names):
-            return "r"
-        for n in names:
-            v = self._vars.get(n)
-            if v is not None and v.domain == "r":
-                return "r"
-        return "x"
-
-    @property
-    def _vars(self) -> dict[str, Var]:
-        out: dict[str, Var] = {}
-        scope: Scope | None = self.scope
-        while scope is not None:
-            for v in scope.cache.values():
-                out[v.name] = v
-            scope = scope.parent
-        return out
-
-    def load_external(self, name: str, index: sympy.Expr) -> Var:
-        index = self.name_subterms(index)
-        buf = self.plan.buffers[name]
-        domain = self._index_domain(index)
+    def load_expr(self, name: str, index: sympy.Expr, dtype: torch.dtype, domain: str) -> str:
         if not index.free_symbols and not self.masks:
             expr = f"tl.load({self.args[name]} + ({pexpr(index)}))"
         else:
             expr = f"tl.load({self.args[name]} + ({pexpr(index)}), {self._mask(domain)}, other=0)"
-        if buf.dtype == torch.bool:
-            expr += ".to(tl.int1)"
-        return self.emit(expr, buf.dtype, domain)
+        return expr + ".to(tl.int1)" if dtype == torch.bool else expr
 
-    def store(self, name: str, index: sympy.Expr, value: Var) -> None:
-        index = self.name_subterms(index)
-        domain = "r" if value.domain == "r" or self._index_domain(index) == "r" else "x"
-        shape = self._shape(domain)
+    def store_line(self, name: str, index: sympy.Expr, value: Var, domain: str) -> str:
         v = value.name
         if value.is_literal:
-            v = f"tl.full({shape}, {value.name}, {TL_DTYPE[value.dtype]})"
-        lines = self.post if (self.post is not None and value.domain == "x"
-                              and self.plan.kind == "reduction") else self.scope.lines
-        lines.write(f"tl.store({self.args[name]} + ({pexpr(index)}), {v}, {self._mask(domain)})",
-                    self.origins() or tuple(sorted(self.plan.written[name].origins)), (name,))
+            v = f"tl.full({self._shape(domain)}, {value.name}, {TL_DTYPE[value.dtype]})"
+        return f"tl.store({self.args[name]} + ({pexpr(index)}), {v}, {self._mask(domain)})"
 
     def _shape(self, domain: str) -> str:
         if self.tile is not None:
@@ -228,46 +196,42 @@ class TritonKernelCodegen(KernelCodegen):
         data = node.buffer.data  # type: ignore[attr-defined]
         rtype, src = data.reduction_type, value.dtype
         ident = literal(identity(rtype, src), src)
-        origins = self.origins() or tuple(sorted(node.buffer.origins))
         if value.is_literal or value.domain == "x":
             value = self.emit(f"tl.full([XBLOCK, RBLOCK], {value.name}, {TL_DTYPE[src]})"
                               if value.is_literal else
                               f"tl.broadcast_to({value.name}, [XBLOCK, RBLOCK])", src, "r")
         out_dtype = TL_DTYPE[node.buffer.dtype]
-        if self.persistent:
-            lines = self.scope.lines
+        block, lines = self.block, self.block.scope.lines
+        if block.pre is None or block.post is None:  # persistent: the row is in registers
             masked = self.emit(f"tl.where(xmask & rmask, {value.name}, {ident})", src, "r")
             result = Var(self.new_var(), node.buffer.dtype, "x")
-            lines.write(f"{result.name} = {self._finish(rtype, masked.name, '_' + result.name)}"
-                        f".to({out_dtype})", origins, (node.name,))
+            finish = self._finish(rtype, masked.name)
+            self.write_for(lines, node, f"{result.name} = {finish}.to({out_dtype})")
             return result
-        assert self.pre is not None and self.post is not None
         result = Var(self.new_var(), node.buffer.dtype, "x")
         acc = f"_{result.name}"
-        self.pre.write(f"{acc} = tl.full([XBLOCK, RBLOCK], {ident}, {TL_DTYPE[src]})",
-                       origins, (node.name,))
+        self.write_for(block.pre, node, f"{acc} = tl.full([XBLOCK, RBLOCK], {ident}, "
+                                        f"{TL_DTYPE[src]})")
         if rtype in ("argmax", "argmin"):
             cmp = ">" if rtype == "argmax" else "<"
-            self.pre.write(f"{acc}_idx = tl.full([XBLOCK, RBLOCK], 2147483647, tl.int32)",
-                           origins, (node.name,))
+            self.write_for(block.pre, node,
+                           f"{acc}_idx = tl.full([XBLOCK, RBLOCK], 2147483647, tl.int32)")
             take = self.emit(f"xmask & rmask & ({value.name} {cmp} {acc})", torch.bool, "r")
-            self.scope.lines.write(f"{acc}_idx = tl.where({take.name}, rindex, {acc}_idx)",
-                                   origins, (node.name,))
-            self.scope.lines.write(f"{acc} = tl.where({take.name}, {value.name}, {acc})",
-                                   origins, (node.name,))
+            self.write_for(lines, node, f"{acc}_idx = tl.where({take.name}, rindex, {acc}_idx)")
+            self.write_for(lines, node, f"{acc} = tl.where({take.name}, {value.name}, {acc})")
             best = "tl.max" if rtype == "argmax" else "tl.min"
-            self.post.write(f"{acc}_best = {best}({acc}, 1)[:, None]", origins, (node.name,))
-            self.post.write(f"{result.name} = tl.min(tl.where({acc} == {acc}_best, {acc}_idx, "
-                            f"2147483647), 1)[:, None].to({out_dtype})", origins, (node.name,))
+            self.write_for(block.post, node, f"{acc}_best = {best}({acc}, 1)[:, None]")
+            self.write_for(block.post, node,
+                           f"{result.name} = tl.min(tl.where({acc} == {acc}_best, {acc}_idx, "
+                           f"2147483647), 1)[:, None].to({out_dtype})")
             return result
         combined = COMBINE[rtype].format(acc, value.name)
-        self.scope.lines.write(f"{acc} = tl.where(xmask & rmask, {combined}, {acc})",
-                               origins, (node.name,))
-        self.post.write(f"{result.name} = {REDUCE[rtype].format(acc)}[:, None].to({out_dtype})",
-                        origins, (node.name,))
+        self.write_for(lines, node, f"{acc} = tl.where(xmask & rmask, {combined}, {acc})")
+        self.write_for(block.post, node,
+                       f"{result.name} = {REDUCE[rtype].format(acc)}[:, None].to({out_dtype})")
         return result
 
-    def _finish(self, rtype: str, masked: str, scratch: str) -> str:
+    def _finish(self, rtype: str, masked: str) -> str:
         if rtype in ("argmax", "argmin"):
             best = "tl.max" if rtype == "argmax" else "tl.min"
             return (f"tl.min(tl.where({masked} == {best}({masked}, 1)[:, None], rindex, "
@@ -275,14 +239,31 @@ class TritonKernelCodegen(KernelCodegen):
         return REDUCE[rtype].format(masked) + "[:, None]"
 
     # -- assembling the kernel ----------------------------------------------------------
-    def generate(self, header: list[str]) -> Lines:
+    def reduction_body(self) -> Lines:
+        if not self.persistent:
+            return super().reduction_body()
+        main = Lines()
+        block = Block(main, Scope(main, self.kernel_scope), index=Lines())
+        self.run(block, self.plan.nodes)
+        body = Lines()
+        body.write("rindex = rbase")
+        body.write("rmask = rindex < rnumel")
+        assert block.index is not None
+        body.extend(block.index)
+        body.extend(main)
+        return body
+
+    def write_loop(self, out: Lines, block: Block) -> None:
+        assert block.index is not None
+        out.write("for roffset in range(0, rnumel, RBLOCK):")
+        with out.indent():
+            out.write("rindex = roffset + rbase")
+            out.write("rmask = rindex < rnumel")
+            out.extend(block.index)
+            out.extend(block.body)
+
+    def assemble(self, header: list[str], body: Lines) -> Lines:
         plan = self.plan
-        if plan.kind == "pointwise":
-            for node in plan.nodes:
-                self.codegen_node(node)
-            body = self.body
-        else:
-            body = self._reduction_body()
         out = Lines()
         out.write("@triton.jit")
         params = [self.args[b] for b in plan.inputs] + [self.args[b] for b in plan.stores]
@@ -294,8 +275,7 @@ class TritonKernelCodegen(KernelCodegen):
             params += ["xnumel", "rnumel", "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"]
         out.write(f"def {plan.name}({', '.join(params)}):")
         with out.indent():
-            for h in header:
-                out.write(f"# {h}")
+            self.write_header(out, header)
             if self.tile is not None:
                 out.write("yoffset = tl.program_id(1) * YBLOCK")
                 out.write("yindex = yoffset + tl.arange(0, YBLOCK)[:, None]")
@@ -313,36 +293,6 @@ class TritonKernelCodegen(KernelCodegen):
             out.extend(self.prologue)
             out.extend(body)
         return out
-
-    def _reduction_body(self) -> Lines:
-        body = Lines()
-        if self.persistent:
-            body.write("rindex = rbase")
-            body.write("rmask = rindex < rnumel")
-            self.r_index_lines = body
-            main = Lines()
-            self.body, self.scope = main, Scope(main)
-            self.kernel_scope = self.scope
-            for node in self.plan.nodes:
-                self.codegen_node(node)
-            body.extend(main)
-            return body
-        for kind, nodes in self.segments():
-            loop = self.run_segment(kind, nodes, body)
-            if loop is None:
-                continue
-            assert self.pre is not None and self.post is not None
-            assert self.r_index_lines is not None
-            body.extend(self.pre)
-            body.write("for roffset in range(0, rnumel, RBLOCK):")
-            with body.indent():
-                body.write("rindex = roffset + rbase")
-                body.write("rmask = rindex < rnumel")
-                body.extend(self.r_index_lines)
-                body.extend(loop)
-            body.extend(self.post)
-            self.pre = self.post = None
-        return body
 
 
 def _dom(*vs: Var) -> str:
@@ -373,35 +323,24 @@ def block_config(plan: KernelPlan, persistent_limit: int) -> dict[str, Any]:
 def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
                     interpret: bool = False) -> TritonKernel:
     cfg = block_config(plan, persistent_limit)
-    gen = TritonKernelCodegen(plan, cfg["persistent"], cfg["RBLOCK"], interpret)
     tile = choose_tile(plan)
     if tile is not None and fits_grid(tile, tile_config(tile)["YBLOCK"]):
-        return _generate_tiled(gen, tile, header)
+        tcfg = tile_config(tile)
+        gen = TritonKernelCodegen(plan, True, 1, interpret, tile)
+        lines = gen.generate(header + [tile.reason])
+        grid = (-(-tile.x // tcfg["XBLOCK"]), -(-tile.y // tcfg["YBLOCK"]))
+        return TritonKernel(plan.name, lines.text(), lines.line_map(), grid,
+                            {"YBLOCK": tcfg["YBLOCK"], "XBLOCK": tcfg["XBLOCK"]},
+                            tcfg["num_warps"], plan.inputs + plan.stores, [tile.y, tile.x])
+    gen = TritonKernelCodegen(plan, cfg["persistent"], cfg["RBLOCK"], interpret)
     lines = gen.generate(header)
     meta = {"XBLOCK": cfg["XBLOCK"]}
     numels = [plan.xnumel]
     if plan.kind == "reduction":
         meta["RBLOCK"] = cfg["RBLOCK"]
         numels.append(plan.rnumel)
-    line_map = [{"line": i + 1, "origins": list(ln.origins), "buffers": list(ln.buffers)}
-                for i, ln in enumerate(lines.lines) if ln.origins or ln.buffers]
-    return TritonKernel(plan.name, lines.text(), line_map, cfg["grid"], meta,
+    return TritonKernel(plan.name, lines.text(), lines.line_map(), cfg["grid"], meta,
                         cfg["num_warps"], plan.inputs + plan.stores, numels)
-
-
-def _generate_tiled(gen: TritonKernelCodegen, tile: Tile, header: list[str]) -> TritonKernel:
-    plan = gen.plan
-    cfg = tile_config(tile)
-    gen.tile = tile
-    gen.bounds[YINDEX] = tile.y - 1
-    gen.bounds[XINDEX] = tile.x - 1
-    lines = gen.generate(header + [tile.reason])
-    grid = (-(-tile.x // cfg["XBLOCK"]), -(-tile.y // cfg["YBLOCK"]))
-    line_map = [{"line": i + 1, "origins": list(ln.origins), "buffers": list(ln.buffers)}
-                for i, ln in enumerate(lines.lines) if ln.origins or ln.buffers]
-    return TritonKernel(plan.name, lines.text(), line_map, grid,
-                        {"YBLOCK": cfg["YBLOCK"], "XBLOCK": cfg["XBLOCK"]}, cfg["num_warps"],
-                        plan.inputs + plan.stores, [tile.y, tile.x])
 
 
 TRITON_IMPORTS = """import triton

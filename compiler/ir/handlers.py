@@ -155,12 +155,17 @@ class DepsHandler(Handler):
         return None
 
 
+def body_vars(node: Pointwise | Reduction) -> tuple[list[sympy.Symbol], list[sympy.Symbol]]:
+    """The symbols `call_body` binds: one per output dim, one per reduction dim."""
+    ridx = index_vars("r", len(node.reduction_ranges)) if isinstance(node, Reduction) else []
+    return index_vars("i", len(node.ranges)), ridx
+
+
 def call_body(node: Pointwise | Reduction, handler: Handler) -> tuple[list[sympy.Symbol], Any]:
     """Run a loop body on symbolic loop variables under `handler`."""
-    idx = index_vars("i", len(node.ranges))
+    idx, ridx = body_vars(node)
     with use_handler(handler):
         if isinstance(node, Reduction):
-            ridx = index_vars("r", len(node.reduction_ranges))
             return idx + ridx, node.inner_fn(idx, ridx)
         return idx, node.inner_fn(idx)
 

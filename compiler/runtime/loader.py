@@ -20,6 +20,7 @@ import torch
 
 from compiler.codegen.backend import Backend
 from compiler.options import CompileOptions
+from compiler.runtime import launch
 from compiler.runtime.cache import cache_root, content_key, write_once
 from compiler.runtime.timing import instrument
 
@@ -64,6 +65,7 @@ def load_graph(wrapper: str, build_source: str, backend: Backend, options: Compi
     path = root / f"graph_{key}.py"
     hit = write_once(path, wrapper) and result.cache_hit
     module = _import(path, f"kernelscope_graph_{key}")
+    launch.install(module, kernels, backend.device)
     return CompiledGraph(module, path, hit, (time.perf_counter() - start) * 1000, result.ms,
                          backend, kernels)
 

@@ -1,4 +1,4 @@
-"""The `run` and `profile` stages' measurements: correctness against eager, and time.
+"""The `profile` stage's measurements: eager, Kernelscope and Inductor time, per kernel.
 
 Timing follows the usual rules: warm up first, take medians, synchronize the device.
 On a GPU: `triton.testing.do_bench` for whole calls and CUDA events around each kernel
@@ -14,46 +14,10 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-import torch.utils._pytree as pytree
 
-from compiler.events import finite
 from compiler.options import CompileOptions
+from compiler.runtime.inductor import inductor_output
 from compiler.runtime.timing import instrument
-
-
-def compare_outputs(out: Any, ref: Any, atol: float, rtol: float) -> dict[str, Any]:
-    outs, refs = pytree.tree_leaves(out), pytree.tree_leaves(ref)
-    results, ok = [], len(outs) == len(refs)
-    for i, (o, r) in enumerate(zip(outs, refs)):
-        if not isinstance(r, torch.Tensor):
-            same = o == r
-            results.append({"index": i, "ok": bool(same), "value": repr(o)[:80]})
-            ok &= bool(same)
-            continue
-        entry: dict[str, Any] = {"index": i, "shape": list(r.shape),
-                                 "dtype": str(r.dtype).removeprefix("torch.")}
-        if not isinstance(o, torch.Tensor) or o.shape != r.shape:
-            entry.update(ok=False, error="shape mismatch")
-            ok = False
-            results.append(entry)
-            continue
-        if r.dtype.is_floating_point or r.dtype.is_complex:
-            diff = (o.double() - r.double()).abs()
-            bad = ~torch.isclose(o.double(), r.double(), atol=atol, rtol=rtol, equal_nan=True)
-            max_abs = diff[~torch.isnan(diff)].max().item() if diff.numel() else 0.0
-            denom = r.double().abs().clamp_min(1e-12)
-            max_rel = (diff / denom)[~torch.isnan(diff)].max().item() if diff.numel() else 0.0
-            good = not bool(bad.any())
-            entry.update(max_abs_err=finite(max_abs), max_rel_err=finite(max_rel), ok=good,
-                         mismatched=int(bad.sum()))
-        else:
-            mism = int((o != r).sum())
-            good = mism == 0
-            entry.update(max_abs_err=float(mism > 0), max_rel_err=None, ok=good,
-                         mismatched=mism)
-        ok &= good
-        results.append(entry)
-    return {"ok": bool(ok), "outputs": results, "atol": atol, "rtol": rtol}
 
 
 def _bench_cpu(fn: Callable[[], Any], budget_s: float = 0.5) -> float:
@@ -98,17 +62,21 @@ def profile(eager: Callable[[], Any], ours: Callable[[], Any],
     `compiled_graphs` are the CompiledGraphs `ours` runs (each kernel launch is timed).
     """
     cuda = options.device == "cuda"
+    # Inductor's own output code is kept whether or not timings mean anything here.
+    built = inductor_output(inductor) if options.inductor and inductor is not None else None
+    extra = {"inductor": built[0]} if built is not None else {}
     if not options.profile:
-        return {"measured": False, "reason": "profiling is off"}
+        return {"measured": False, "reason": "profiling is off", **extra}
     emulated = next((g.backend for g in compiled_graphs if g.backend.emulated), None)
     if emulated is not None:
         return {"measured": False, "device": emulated.device,
                 "reason": f"{emulated.label} kernels ran emulated on the {emulated.device}: "
-                          "their timings would mean nothing"}
+                          "their timings would mean nothing", **extra}
     bench = _bench_cuda if cuda else _bench_cpu
     eager_ms = bench(eager)
     ours_ms = bench(ours)
-    inductor_ms = bench(inductor()) if options.inductor and inductor is not None else None
+    inductor_fn = built[1] if built is not None else None
+    inductor_ms = bench(inductor_fn) if inductor_fn is not None else None
     kernels = _kernel_times(compiled_graphs, ours, cuda)
     peak = copy_bandwidth_gbps() if cuda else None
     for k in kernels:
@@ -120,7 +88,8 @@ def profile(eager: Callable[[], Any], ours: Callable[[], Any],
     device = torch.cuda.get_device_name() if cuda else "cpu"
     return {"measured": True, "device": device, "reason": None,
             "eager_ms": round(eager_ms, 4), "kernelscope_ms": _r(ours_ms),
-            "inductor_ms": _r(inductor_ms), "peak_gbps": _r(peak), "kernels": kernels}
+            "inductor_ms": _r(inductor_ms), "peak_gbps": _r(peak), "kernels": kernels,
+            **extra}
 
 
 def _r(x: float | None) -> float | None:

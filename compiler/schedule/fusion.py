@@ -17,7 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from compiler.ir.handlers import body_vars
 from compiler.ir.indexing import index_vars
+from compiler.schedule.domain import split_point
 from compiler.schedule.nodes import SchedNode, canonical
 
 MAX_DECISIONS = 5000
@@ -196,19 +198,12 @@ def _reduction_reads_ok(a: Group, b: Group) -> tuple[bool, str]:
 def _x_view(reader: SchedNode, index: Any, x: int, r: int) -> Any:
     """The read index as a function of the reader's output position, if it is one."""
     ranges = list(reader.ranges)
-    variables = index_vars("i", len(ranges))
+    variables, reduction_vars = body_vars(reader.buffer.data)  # type: ignore[attr-defined]
     if reader.kind == "reduction" or reader.numel == x:
-        if any(str(s).startswith("r") for s in index.free_symbols):
+        if index.free_symbols & set(reduction_vars):
             return None
         return canonical(index, variables, ranges)
-    acc, split = 1, None
-    for k, s in enumerate(ranges):
-        if acc == x:
-            split = k
-            break
-        acc *= s
-    if split is None and acc == x:
-        split = len(ranges)
+    split = split_point(ranges, x)
     if split is None or any(v in index.free_symbols for v in variables[split:]):
         return None
     return canonical(index, variables[:split], ranges[:split])

@@ -71,13 +71,18 @@ export class KernelscopeClient {
     return request(this.base, "POST", "/api/compile", req);
   }
 
-  /** Asks the server to stop a job; false when this server has no cancel endpoint. */
-  async cancel(jobId: string): Promise<boolean> {
+  /**
+   * Asks the server to stop a job (`POST /api/jobs/<id>/cancel`): "cancelled" (its stream then
+   * ends with an `error` of kind `cancelled` and `done`), "finished" (409: too late), or
+   * "unsupported" when this server has no cancel endpoint.
+   */
+  async cancel(jobId: string): Promise<"cancelled" | "finished" | "unsupported"> {
     try {
       await request(this.base, "POST", `/api/jobs/${encodeURIComponent(jobId)}/cancel`, {});
-      return true;
+      return "cancelled";
     } catch (err) {
-      if (err instanceof ApiError && (err.status === 404 || err.status === 405)) return false;
+      if (err instanceof ApiError && err.status === 409) return "finished";
+      if (err instanceof ApiError && (err.status === 404 || err.status === 405)) return "unsupported";
       throw err;
     }
   }

@@ -19,6 +19,7 @@ export class KernelscopePanel {
 
   private disposables: vscode.Disposable[] = [];
   private ready = false;
+  private disposed = false;
   private queue: HostToWebview[] = [];
 
   static options(extensionUri: vscode.Uri): vscode.WebviewOptions & vscode.WebviewPanelOptions {
@@ -63,6 +64,7 @@ export class KernelscopePanel {
 
   /** Posts a message, holding it until the webview script has said it is ready. */
   post(message: HostToWebview): void {
+    if (this.disposed) return; // closed during a compile: the job goes on for the editor
     if (!this.ready) {
       // Only the latest state matters for a webview that is not listening yet.
       if (message.type === "reset" || message.type === "trace") this.queue = [];
@@ -84,6 +86,7 @@ export class KernelscopePanel {
   }
 
   dispose(): void {
+    this.disposed = true;
     if (KernelscopePanel.current === this) KernelscopePanel.current = null;
     for (const d of this.disposables.splice(0)) d.dispose();
     this.panel.dispose();

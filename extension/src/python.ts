@@ -269,6 +269,14 @@ function readBy(stmt: string): string[] {
   return identifiers(noKwargs(s));
 }
 
+/** Names local to an expression: comprehension targets and lambda parameters. */
+function expressionLocals(stmt: string): Set<string> {
+  const local = new Set<string>();
+  for (const m of stmt.matchAll(/\bfor\s+(.+?)\s+in\b/g)) identifiers(m[1]).forEach((n) => local.add(n));
+  for (const m of stmt.matchAll(/\blambda\b([^:]*):/g)) identifiers(m[1].replace(/=[^,]*/g, "")).forEach((n) => local.add(n));
+  return local;
+}
+
 function identifiers(s: string): string[] {
   return [...s.matchAll(/(?<![\w.])([A-Za-z_]\w*)(?!\w|["'])/g)].map((m) => m[1])
     .filter((n) => !KEYWORDS.has(n));
@@ -283,8 +291,9 @@ export function blockNames(block: string, fileTopLevel: Set<string>): { free: st
   const bound: string[] = [];
   const free: string[] = [];
   for (const l of logicalLines(block)) {
+    const local = /^(?:async\s+)?for\b/.test(l.text) ? new Set<string>() : expressionLocals(l.text);
     for (const n of readBy(l.text)) {
-      if (KEYWORDS.has(n) || BUILTINS.has(n) || fileTopLevel.has(n)) continue;
+      if (KEYWORDS.has(n) || BUILTINS.has(n) || fileTopLevel.has(n) || local.has(n)) continue;
       if (!bound.includes(n) && !free.includes(n)) free.push(n);
     }
     for (const n of boundBy(l.text)) if (!bound.includes(n)) bound.push(n);

@@ -9,6 +9,10 @@
 import type { StageEvent, TraceTitle } from "./protocol";
 import { Trace } from "../../webui/js/trace.js";
 import { buildIndex } from "../../webui/js/provenance.js";
+import EVENT_SCHEMA from "../../docs/events.schema.json";
+
+/** The pipeline's stages in order, from the checked-in event contract. */
+const STAGE_ORDER: string[] = EVENT_SCHEMA["x-stages"];
 
 export interface KernelInfo {
   gid: number;
@@ -134,10 +138,9 @@ export class CompileResult {
   /** The stage the job is in: the one after the last event that arrived. */
   stage(): string {
     const last = this.events[this.events.length - 1]?.stage;
-    const order = ["source", "capture", "lowering", "scheduling", "memory", "codegen", "compile", "run", "profile"];
     if (!last) return "starting";
     if (last === "done" || last === "error") return last;
-    return order[order.indexOf(last) + 1] ?? "done";
+    return STAGE_ORDER[STAGE_ORDER.indexOf(last) + 1] ?? "done";
   }
 
   /** One line for the status bar: kernels and time, or the error. */

@@ -43,7 +43,7 @@ export function readSettings(folder: vscode.WorkspaceFolder | undefined): Settin
 }
 
 interface Running {
-  client: KernelscopeClient;
+  client: KernelscopeClient | null;
   jobId: string | null;
   abort: AbortController;
 }
@@ -101,7 +101,7 @@ export class Session implements vscode.Disposable {
     const panel = KernelscopePanel.createOrShow(this.context.extensionUri);
     panel.post({ type: "reset", title });
     this.setResult(result);
-    const running: Running = { client: null as unknown as KernelscopeClient, jobId: null, abort: new AbortController() };
+    const running: Running = { client: null, jobId: null, abort: new AbortController() };
     this.running = running;
     this.status.running(plan.label, "starting the server");
     try {
@@ -109,22 +109,24 @@ export class Session implements vscode.Disposable {
       running.client = client;
       const device = await chooseDevice(client, settings.device);
       const options = { ...settings.compileOptions, device, backend: settings.backend };
+      if (running.abort.signal.aborted) throw new Error("cancelled before the job started");
       this.status.running(plan.label, "queued");
       const { job_id: jobId } = await client.compile({ code: snippet.code, ...(snippet.entry ? { entry: snippet.entry } : {}), options });
       running.jobId = jobId;
       for await (const raw of client.events(jobId, running.abort.signal)) {
         const event = remapLines<StageEvent>(raw, snippet);
         if (!result.add(event)) continue;
-        panel.post({ type: "event", event });
+        // A newer compile owns the panel and the status bar (this one was cancelled for it).
         if (this.result === result) {
+          panel.post({ type: "event", event });
           this.status.running(plan.label, result.stage());
           if (["lowering", "scheduling", "codegen", "profile", "error"].includes(event.stage)) this.decorations.show(result);
         }
       }
-      this.status.finished(result.ok !== false, result.summary());
+      if (this.result === result) this.status.finished(result.ok !== false, result.summary());
       if (result.traceId) await this.remember(document.uri, result.traceId);
     } catch (err) {
-      this.fail(err, running.abort.signal.aborted);
+      if (this.result === result) this.fail(err, running.abort.signal.aborted);
     } finally {
       if (this.running === running) this.running = null;
     }
@@ -166,25 +168,39 @@ export class Session implements vscode.Disposable {
     void vscode.window.showErrorMessage(`Kernelscope: ${message}`);
   }
 
-  /** Stops the running job: asks the server to cancel it, and stops following its events. */
+  /**
+   * Stops the running job. A server that cancels it ends the stream itself (an `error` of
+   * kind `cancelled`, then `done`, and the partial trace is stored), so the stream is read to
+   * its end, for 10 s at most; otherwise the extension stops following the job.
+   */
   async cancel(): Promise<void> {
     const running = this.running;
     if (!running) return;
-    let cancelled = false;
+    let answer: "cancelled" | "finished" | "unsupported" | "failed" = "unsupported";
     try {
-      if (running.jobId && running.client) cancelled = await running.client.cancel(running.jobId);
+      if (running.jobId && running.client) answer = await running.client.cancel(running.jobId);
     } catch (err) {
+      answer = "failed";
       this.log.appendLine(`cancel failed: ${(err as Error).message}`);
     }
+    if (answer === "cancelled" || answer === "finished") {
+      setTimeout(() => running.abort.abort(), 10_000).unref?.();
+      return;
+    }
     running.abort.abort();
-    this.running = null;
-    if (!cancelled) {
+    if (this.running === running) this.running = null;
+    if (answer === "unsupported") {
       void vscode.window.showInformationMessage("Kernelscope: stopped following the job (this server cannot cancel jobs; it finishes on its own).");
     }
   }
 
   get isRunning(): boolean {
     return this.running !== null;
+  }
+
+  /** The server's id of the running job, once the server has accepted it. */
+  get jobId(): string | null {
+    return this.running?.jobId ?? null;
   }
 
   private setResult(result: CompileResult): void {
@@ -219,6 +235,20 @@ export class Session implements vscode.Disposable {
     list.push(traceId);
     all[uri.toString()] = list.slice(-20);
     await this.context.workspaceState.update(HISTORY, all);
+  }
+
+  /** The configured server when it answers now, else null (nothing is started). */
+  private async attachOnly(): Promise<KernelscopeClient | null> {
+    const url = readSettings(undefined).serverUrl;
+    if (!url) return null;
+    const client = new KernelscopeClient(url);
+    try {
+      await client.health(1500);
+      this.client = client;
+      return client;
+    } catch {
+      return null;
+    }
   }
 
   /** The client of the last server used, for permalinks and diffs. */
@@ -265,6 +295,9 @@ export class Session implements vscode.Disposable {
       case "reveal":
         void this.reveal(m.lines);
         break;
+      case "cancel":
+        void this.cancel();
+        break;
       case "hover":
         this.decorations.mark(m.lines);
         break;
@@ -284,10 +317,11 @@ export class Session implements vscode.Disposable {
         }
         break;
       case "highlight": {
-        const client = this.client;
         const answer = (html: string | null) => KernelscopePanel.current?.post({ type: "highlighted", id: m.id, html });
-        if (!client) { answer(null); break; }
-        client.highlight(m.code, m.language).then(answer, () => answer(null));
+        // A panel restored after a reload highlights through the configured server if it
+        // answers; no server is started just for that.
+        const client = this.client ? Promise.resolve(this.client) : this.attachOnly();
+        client.then((c) => (c ? c.highlight(m.code, m.language) : null)).then(answer, () => answer(null));
         break;
       }
     }

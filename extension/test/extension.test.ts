@@ -206,8 +206,26 @@ test("the status bar shows the stage and cancels the job", async () => {
   await vscode.commands.executeCommand("kernelscope.cancel");
   await running;
   assert.ok(srv.requests.some((r) => r.method === "POST" && r.url === "/api/jobs/j1/cancel"));
+  // The server ended the stream: its `cancelled` error is in the panel, the partial trace kept.
+  assert.match(statusText(), /\$\(error\) Kernelscope: cancelled: cancelled by the client/);
+  const stages = (posted("event") as unknown as { event: { stage: string; data: { kind?: string } } }[]).map((m) => m.event);
+  assert.deepEqual(stages.slice(-2).map((e) => e.stage), ["error", "done"]);
+  assert.equal(session.result?.traceId, "PARTIAL1");
+});
+
+test("a server without a cancel endpoint: the extension stops following the job", async () => {
+  await start({ hang: true, cancel: false });
+  const editor = stub.openEditor("/work/block.py", recorded().code);
+  editor.selection = new Selection(new Position(5, 0), new Position(5, 0));
+  const running = vscode.commands.executeCommand("kernelscope.compileSelection");
+  await until(() => stub.panels.length > 0);
+  panel().webview.send({ type: "ready", restored: false });
+  await until(() => /Kernelscope: scheduling/.test(statusText()), 5000, "the stage in the status bar");
+  await vscode.commands.executeCommand("kernelscope.cancel");
+  await running;
   assert.match(statusText(), /cancelled/);
   assert.equal((posted("failure").at(-1) as unknown as { kind: string }).kind, "cancelled");
+  assert.ok(stub.messages.some((m) => /cannot cancel jobs/.test(m.text)));
 });
 
 test("Open Permalink shows a stored trace; Compare With Previous opens the diff view", async () => {
@@ -267,4 +285,17 @@ test("the error's line, graph breaks and ATen fallbacks become diagnostics on th
     [8, 0, "exception in scheduling: RuntimeError: boom"],
   ]);
   assert.match(statusText(), /\$\(error\) Kernelscope: exception: RuntimeError: boom/);
+});
+
+test("a restored panel's highlight requests go to the configured server, if it answers", async () => {
+  await start();
+  const restored = new WebviewPanel("kernelscope.panel", "Kernelscope", {});
+  await stub.serializers.get("kernelscope.panel")!.deserializeWebviewPanel(restored as never, {});
+  restored.webview.send({ type: "ready", restored: true });
+  restored.webview.send({ type: "highlight", id: 1, code: "x = 1", language: "python" });
+  await until(() => restored.webview.posted.length > 0);
+  assert.deepEqual(restored.webview.posted, [{ type: "highlighted", id: 1, html: "<div class=\"highlight\"><pre></pre></div>" }]);
+  const manifest = JSON.parse(readFileSync(path.join(EXT, "package.json"), "utf8"));
+  assert.deepEqual(manifest.capabilities.untrustedWorkspaces.restrictedConfigurations.sort(),
+    ["kernelscope.pythonPath", "kernelscope.serverUrl", "kernelscope.startServer"]);
 });

@@ -51,7 +51,14 @@ export function fakeServer(opts: { hang?: boolean; cuda?: boolean; cancel?: bool
         if (opts.hang) { open.push(res); return; }
         return res.end();
       }
-      if (req.url === "/api/jobs/j1/cancel" && opts.cancel !== false) return json(200, { ok: true });
+      if (req.url === "/api/jobs/j1/cancel" && opts.cancel !== false) {
+        // As the server does: the stream ends with an error of kind "cancelled", then done.
+        for (const res of open.splice(0)) {
+          res.write(`data: ${JSON.stringify({ seq: 3, stage: "error", ms: 0, data: { stage: "scheduling", kind: "cancelled", message: "cancelled by the client" } })}\n\n`);
+          res.end(`data: ${JSON.stringify({ seq: 4, stage: "done", ms: 0, data: { ok: false, trace_id: "PARTIAL1" } })}\n\n`);
+        }
+        return json(202, { cancelled: true });
+      }
       if (req.url?.startsWith("/api/traces/")) return json(200, { id: req.url.split("/").pop(), ok: true, ...trace });
       if (req.url === "/api/highlight") return json(200, { html: "<div class=\"highlight\"><pre></pre></div>" });
       return json(404, { error: "not found", status: 404 });

@@ -3,10 +3,9 @@
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { execFileSync } from "node:child_process";
 import { KernelscopeClient } from "../src/client";
 import { ServerManager, SetupError, chooseDevice, freePort } from "../src/server";
-import { REPO, fakePython, fakeServer } from "./helpers";
+import { fakePython, fakeServer } from "./helpers";
 
 const base = { autoStart: true, startTimeoutMs: 20_000 };
 
@@ -94,23 +93,4 @@ test("asking for cuda on a server without a GPU says to use cpu; auto picks what
   await gpu.close();
 });
 
-function realPython(): string | null {
-  for (const py of [process.env.PYTHON, "python", "python3"]) {
-    if (!py) continue;
-    try {
-      execFileSync(py, ["-c", "import server, flask"], { env: { ...process.env, PYTHONPATH: REPO }, stdio: "ignore" });
-      return py;
-    } catch { /* next */ }
-  }
-  return null;
-}
-
-test("starts the real server (python -m server) from this checkout", { skip: realPython() === null ? "no Python with the kernelscope package" : false, timeout: 90_000 }, async () => {
-  const manager = new ServerManager();
-  const client = await manager.ensure({ ...base, startTimeoutMs: 60_000, serverUrl: "", python: realPython()!,
-    cwd: REPO, env: { PYTHONPATH: REPO, XDG_DATA_HOME: require("node:os").tmpdir() + "/ks-ext-test" } });
-  const health = await client.health();
-  assert.equal(health.ok, true);
-  assert.ok(health.versions?.kernelscope, "health reports the package version");
-  manager.stop();
-});
+// The real `python -m server` is started by test/e2e.test.ts.

@@ -1,18 +1,14 @@
 /** Compile Selection's request (src/snippet.ts, src/python.ts): which entry, which inputs,
  * the whole file as context, and the map from appended lines back to the selection.
- * The snippets built here are parsed by Python, and one is compiled by the real compiler. */
+ * The snippets built here are parsed by Python (test/e2e.test.ts compiles one for real). */
 
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import path from "node:path";
 import { definitions, blockNames, topLevelNames, blankStringsAndComments } from "../src/python";
 import {
   SELECTION_FN, buildSnippet, firstCompiled, inputExpression, parseTensorSpec, planFile, planSelection, remapLines, validInput,
 } from "../src/snippet";
-import { REPO, recorded } from "./helpers";
 
 const FILE = `import torch
 import torch.nn.functional as F
@@ -66,6 +62,9 @@ test("a block's free names are what it reads before binding, minus the file's na
     new Set(["F", "torch"]));
   assert.deepEqual(free, ["x", "w", "bias"]);
   assert.deepEqual(bound, ["h", "q", "k"]);
+  // Comprehension targets and lambda parameters are not free; a for loop's target is bound.
+  const more = blockNames("ys = [t * 2 for t in xs]\nf = lambda a, b=1: a + b + c\nfor i in range(n):\n    acc = acc + i\n", new Set());
+  assert.deepEqual(more.free, ["xs", "c", "n", "acc"]);
 });
 
 test("the cursor in a function with no inputs in the file: that function, asking for its parameters", () => {
@@ -155,30 +154,4 @@ test("input specs: dtype[shape] become tensors, anything else is a Python expres
   assert.equal(validInput("float16[1, 2]"), null);
 });
 
-function compilerPython(): string | null {
-  try {
-    execFileSync(python(), ["-c", "import compiler, torch"], { env: { ...process.env, PYTHONPATH: REPO }, stdio: "ignore" });
-    return python();
-  } catch {
-    return null;
-  }
-}
-
-test("the real compiler compiles a selected block and names the selected lines", { skip: compilerPython() ? false : "no Python with the compiler", timeout: 240_000 }, () => {
-  const file = recorded().code.replace(/\nx = torch.randn[\s\S]*$/, "\n");
-  const plan = planSelection(file, 6, 8); // h = x @ w; gelu; softmax, inside block()
-  const snippet = buildSnippet(file, plan, ["float32[16, 32]", "float32[32, 64]"]);
-  const dir = mkdtempSync(path.join(tmpdir(), "ks-snippet-"));
-  writeFileSync(path.join(dir, "snippet.py"), snippet.code);
-  const out = execFileSync(python(), ["-m", "compiler", "compile", path.join(dir, "snippet.py"), "--json",
-    "--device", "cpu", "--backend", "cpp", "--entry", snippet.entry!, "--no-profile"],
-  { env: { ...process.env, PYTHONPATH: REPO, KERNELSCOPE_CACHE: path.join(dir, "cache") }, encoding: "utf8", maxBuffer: 64 << 20 });
-  const events = out.trim().split("\n").map((l) => JSON.parse(l)).map((e) => remapLines(e, snippet));
-  const stages = events.map((e) => e.stage);
-  assert.ok(!stages.includes("error"), JSON.stringify(events.find((e) => e.stage === "error")));
-  const run = events.find((e) => e.stage === "run");
-  assert.equal(run.data.ok, true, "matches eager");
-  const kernels = events.find((e) => e.stage === "scheduling").data.graphs.flatMap((g: { kernels: { lines: number[] }[] }) => g.kernels);
-  const lines = new Set(kernels.flatMap((k: { lines: number[] }) => k.lines));
-  assert.deepEqual([...lines].sort(), [6, 7, 8], "every kernel line is a selected line of the file");
-});
+// The real compiler on a selected block: test/e2e.test.ts (through the real server).

@@ -141,9 +141,11 @@ def test_webview_shows_every_pane_and_provenance(open_panel: Any) -> None:
     assert page.locator(".status .total.ok").count() == 1
     assert answer_highlights(page) > 0
     page.wait_for_selector(".code[data-highlight=pygments]")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     for tab in ["graph", "ir", "fusion", "memory", "timings"]:
         page.click(f"button.tab[data-tab={tab}]")
         assert page.locator(f"[data-pane={tab}]").is_visible()
+        page.screenshot(path=str(SCREENSHOTS / f"extension-webview-{tab}.png"))
     page.click("button.tab[data-tab=graph]")
     page.wait_for_selector("[data-pane=graph] canvas")
 
@@ -160,7 +162,6 @@ def test_webview_shows_every_pane_and_provenance(open_panel: Any) -> None:
     page.click("button.tab[data-tab=ir]")
     assert page.locator("[data-pane=ir] .ir-card.hl").count() > 0
     page.click("button.tab[data-tab=graph]")
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "extension-webview.png"))
 
     # Clicking a kernel reveals its source lines in the editor; a double-click opens it.

@@ -48,3 +48,73 @@ def compiled(fn: Callable[..., Any], **options: Any) -> Callable[..., Any]:
 
     torch._dynamo.reset()
     return torch.compile(fn, backend=backend, options=options or None)
+
+
+# Tolerances per dtype, as Inductor's check_model uses them: float64 and float32 compared
+# closely; float16 / bfloat16 results are compared with the function run in float32 (its
+# inputs upcast), rounded to the low dtype, at torch.testing's tolerances for that dtype.
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {  # (atol, rtol)
+    torch.float64: (1e-7, 1e-7),
+    torch.float32: (1e-5, 1e-5),
+    torch.float16: (1e-5, 1e-3),
+    torch.bfloat16: (1e-5, 1.6e-2),
+}
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+def _leaves(x: Any) -> list[Any]:
+    import torch.utils._pytree as pytree
+
+    return pytree.tree_leaves(x)
+
+
+def reference(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[list[Any], list[Any]]:
+    """fn's eager outputs, and the outputs to compare against: for a low-precision output,
+    fn run on float32 copies of the low-precision inputs, rounded back to the output's
+    dtype; for any other output, the eager output itself."""
+    def fresh(a: Any) -> Any:
+        return a.clone() if isinstance(a, torch.Tensor) else a
+
+    with torch.no_grad():
+        eager = _leaves(fn(*[fresh(a) for a in args]))
+        if not any(isinstance(e, torch.Tensor) and e.dtype in LOW_PRECISION for e in eager):
+            return eager, eager
+        up = [a.float() if isinstance(a, torch.Tensor) and a.dtype in LOW_PRECISION
+              else fresh(a) for a in args]
+        wide = _leaves(fn(*up))
+    assert len(wide) == len(eager)
+    ref = [w.to(e.dtype) if isinstance(e, torch.Tensor) and e.dtype in LOW_PRECISION else e
+           for w, e in zip(wide, eager)]
+    return eager, ref
+
+
+def assert_same(got: Any, eager: list[Any], ref: list[Any] | None = None) -> None:
+    """Outputs match eager: same count, type, dtype, device, shape; values at the dtype's
+    tolerance against `ref` (see `reference`); integers and booleans exactly."""
+    outs = _leaves(got)
+    ref = eager if ref is None else ref
+    assert len(outs) == len(eager), f"{len(outs)} outputs, eager has {len(eager)}"
+    for i, (o, e, r) in enumerate(zip(outs, eager, ref)):
+        where = f"output {i}"
+        if not isinstance(e, torch.Tensor):
+            assert o == e, f"{where}: {o!r} != {e!r}"
+            continue
+        assert isinstance(o, torch.Tensor), f"{where}: {type(o).__name__}, not a tensor"
+        assert o.dtype == e.dtype, f"{where}: dtype {o.dtype} != {e.dtype}"
+        assert o.device == e.device, f"{where}: device {o.device} != {e.device}"
+        assert o.shape == e.shape, f"{where}: shape {tuple(o.shape)} != {tuple(e.shape)}"
+        atol, rtol = TOLERANCES.get(e.dtype, (0.0, 0.0))
+        torch.testing.assert_close(o, r, atol=atol, rtol=rtol, equal_nan=True,
+                                   check_stride=False, msg=lambda m, w=where: f"{w}: {m}")
+
+
+def check_compiled(fn: Callable[..., Any], args: tuple[Any, ...], **options: Any) -> None:
+    """fn compiled with Kernelscope matches eager (outputs and mutated inputs)."""
+    eager, ref = reference(fn, args)
+    copies = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    expected_inputs = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+    with torch.no_grad():
+        fn(*expected_inputs)  # what eager leaves in the (mutated) inputs
+        got = compiled(fn, **options)(*copies)
+    assert_same(got, eager, ref)
+    assert_same(copies, expected_inputs)

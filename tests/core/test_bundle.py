@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import torch
 from ks_helpers import REPO
+from ks_schema import check_stream
 
 from compiler.capture import bundle as bundle_mod
 from compiler.capture.bundle import BundleError, read_bundle
@@ -42,6 +43,7 @@ ADD = ("import torch\n"
 def test_back_half_runs_a_bundle_and_replays_the_front_events(tmp_path: Path) -> None:
     bundle = _front(tmp_path, ADD)
     events = list(run_back(bundle, OPTS))
+    check_stream([json.loads(e.to_json()) for e in events])
     by = _stages(events)
     assert [e.stage for e in events] == ["source", "capture", "lowering", "scheduling",
                                          "memory", "codegen", "compile", "run", "profile",
@@ -117,7 +119,7 @@ def test_snippet_output_is_data_never_events(tmp_path: Path) -> None:
         env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert proc.returncode == 0, proc.stderr[-2000:]
     back = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert [e["seq"] for e in back] == list(range(len(back)))
+    check_stream(back)
     assert [e["stage"] for e in back].count("run") == 1
     assert back[-1]["data"] == {"ok": True, "isolated": True}
 
@@ -149,7 +151,7 @@ def test_a_call_outside_the_allow_list_is_refused(tmp_path: Path, target: str) -
 
 
 @pytest.mark.parametrize("case", ["opcode", "arg_tag", "node_ref", "extra_key", "tensor_size",
-                                  "version", "kind"])
+                                  "version", "kind", "placeholder", "name"])
 def test_malformed_bundles_are_refused(tmp_path: Path, case: str) -> None:
     bundle = _front(tmp_path, ADD)
 
@@ -171,6 +173,10 @@ def test_malformed_bundles_are_refused(tmp_path: Path, case: str) -> None:
             m["version"] = 99
         elif case == "kind":
             g["kind"] = "mystery"
+        elif case == "placeholder":
+            g["nodes"][0]["target"] = "x=__import__('os').system('id')"
+        elif case == "name":
+            call["name"] = "import"  # a keyword: FX would rename it
 
     _tamper(bundle, edit)
     with pytest.raises(BundleError):
@@ -207,3 +213,69 @@ def test_a_failing_snippet_bundles_its_error(tmp_path: Path) -> None:
     events = list(run_back(bundle, OPTS))
     assert [e.stage for e in events] == ["error", "done"]
     assert events[0].data["stage"] == "source" and events[0].data["line"] == 2
+
+
+def test_a_wrong_kernel_fails_run_and_done(tmp_path: Path, monkeypatch: Any) -> None:
+    """`run` checks the compiled graph for real: a kernel computing the wrong function
+    makes `run` and `done` say so."""
+    from compiler.codegen import cpp
+
+    monkeypatch.setitem(cpp.OPS.rules, "exp", "std::exp(({0}) * 1.001f)")
+    path = tmp_path / "exp.py"
+    path.write_text("import torch\n"
+                    "def f(x):\n"
+                    "    return torch.exp(x) + 1\n"
+                    "example_inputs = (torch.randn(64),)\n")
+    by = _stages(run_pipeline(path.read_text(), OPTS, str(path)))
+    assert by["run"]["ok"] is False and by["run"]["outputs"][0]["mismatched"] > 0
+    assert by["done"]["ok"] is False
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_low_precision_graphs_pass_against_a_float32_reference(tmp_path: Path,
+                                                               dtype: str) -> None:
+    path = tmp_path / "half.py"
+    path.write_text("import torch\n"
+                    "def f(x):\n"
+                    "    return torch.softmax(x * 1.7, -1) + x.sum(-1, keepdim=True)\n"
+                    f"example_inputs = (torch.randn(32, 300).to(torch.{dtype}),)\n")
+    by = _stages(run_pipeline(path.read_text(), OPTS, str(path)))
+    out = by["run"]["outputs"][0]
+    assert by["run"]["ok"], by["run"]
+    assert out["dtype"] == dtype and out["rtol"] > OPTS.rtol
+    assert "float32" in by["run"]["graphs"][0]["reference"]
+
+
+def test_the_back_half_never_calls_the_snippet(tmp_path: Path) -> None:
+    """The snippet's function counts its calls in a file: the back half adds none."""
+    calls = tmp_path / "calls.txt"
+    code = ("import torch\n"
+            "from pathlib import Path\n"
+            f"CALLS = Path({str(calls)!r})\n"
+            "def f(x):\n"
+            "    CALLS.write_text(CALLS.read_text() + 'x' if CALLS.exists() else 'x')\n"
+            "    return torch.sin(x) * 2\n"
+            "example_inputs = (torch.randn(16),)\n")
+    bundle = _front(tmp_path, code)
+    after_front = calls.read_text()
+    by = _stages(run_back(bundle, CompileOptions(device="cpu", backend="cpp", profile=True)))
+    assert by["run"]["ok"] and by["profile"]["measured"]
+    assert calls.read_text() == after_front
+
+
+def test_stages_command_runs_triton_kernels_in_the_interpreter(tmp_path: Path) -> None:
+    """`kernelscope stages B --backend triton` on a CPU host switches the interpreter on
+    before torch is imported (regression: it imported the pipeline first)."""
+    bundle = _front(tmp_path, ADD)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "compiler", "stages", str(bundle), "--json", "--device", "cpu",
+         "--backend", "triton"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+        env=dict(env, PYTHONPATH=str(REPO)))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    check_stream(events)
+    by = {e["stage"]: e["data"] for e in events}
+    assert by["codegen"]["graphs"][0]["backend"] == "triton", by.get("error")
+    assert by["run"]["ok"] and by["done"]["ok"]

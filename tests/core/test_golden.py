@@ -1,12 +1,14 @@
 """Golden generated code: the shape of the kernels is the point here.
 
-Set KERNELSCOPE_UPDATE_GOLDEN=1 to rewrite the files after an intended change (and read
-the diff: a refactor should leave them byte-identical).
+Set KERNELSCOPE_UPDATE_GOLDEN=1 to (re)write the files after an intended change (and read
+the diff: a refactor should leave them byte-identical). Without it a missing golden file
+is a failure, never a file written and a pass.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -53,9 +55,11 @@ def test_generated_code_matches_golden(name: str) -> None:
     fn, args, backend = CASES[name]
     text = generated(fn, args, backend)
     path = GOLDEN / f"{name}.txt"
-    if os.environ.get("KERNELSCOPE_UPDATE_GOLDEN") == "1" or not path.exists():
+    if os.environ.get("KERNELSCOPE_UPDATE_GOLDEN") == "1":
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+    assert path.exists(), (f"no golden file {path.relative_to(GOLDEN.parents[1])}: run with "
+                           "KERNELSCOPE_UPDATE_GOLDEN=1 to write it, then read and commit it")
     assert text == path.read_text()
 
 
@@ -79,3 +83,11 @@ def test_contiguous_and_broadcast_operands_stay_1d() -> None:
     assert "yindex" not in text
     text = generated(add_row, (torch.randn(64, 128), torch.randn(64, 1)), "triton")
     assert "yindex" not in text
+
+
+def test_a_missing_golden_file_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "GOLDEN", tmp_path / "golden")
+    monkeypatch.delenv("KERNELSCOPE_UPDATE_GOLDEN", raising=False)
+    with pytest.raises(AssertionError, match="no golden file"):
+        test_generated_code_matches_golden("add_relu_cpp")
+    assert not (tmp_path / "golden").exists()

@@ -63,14 +63,102 @@ ISOLATION = os.environ.get("KERNELSCOPE_TEST_ISOLATION", "auto")
 AppFactory = Callable[..., Flask]
 
 
+# The back-ends the API and streaming tests run against (test modules that set
+# `ALL_BACKENDS = True` run every test on each; conftest.py parametrizes them):
+# - embedded: local supervisor threads and SQLite (the defaults);
+# - postgres: local supervisor threads, traces in PostgreSQL;
+# - redis: jobs on RQ workers (two `kernelscope worker` processes) through Redis, traces in
+#   PostgreSQL.
+# The services come from KERNELSCOPE_TEST_REDIS / KERNELSCOPE_TEST_POSTGRES (`eval "$(bash
+# scripts/services.sh start)"`); without them those cases skip, saying so.
+BACKENDS = ("embedded", "postgres", "redis")
+REDIS_URL = os.environ.get("KERNELSCOPE_TEST_REDIS")
+POSTGRES_URL = os.environ.get("KERNELSCOPE_TEST_POSTGRES")
+
+
 @pytest.fixture
-def make_app(tmp_path: Path) -> Iterator[AppFactory]:
-    """Build apps on tmp_path/traces.sqlite3 (the same file each call: a "restart")."""
+def backend(request: pytest.FixtureRequest) -> str:
+    name: str = getattr(request, "param", "embedded")
+    missing = []
+    if name in ("postgres", "redis") and not POSTGRES_URL:
+        missing.append("KERNELSCOPE_TEST_POSTGRES")
+    if name == "redis" and not REDIS_URL:
+        missing.append("KERNELSCOPE_TEST_REDIS")
+    if missing:
+        why = f"{' and '.join(missing)} not set (eval \"$(bash scripts/services.sh start)\")"
+        if os.environ.get("KERNELSCOPE_REQUIRE_SERVICES") == "1":  # CI: never skip these
+            pytest.fail(why)
+        pytest.skip(why)
+    if request.node.get_closest_marker("embedded_only") and name != "embedded":
+        pytest.skip("looks inside the local job manager or the SQLite store")
+    return name
+
+
+def postgres_schema_url(name: str) -> str:
+    """A fresh schema in the test database, as a URL whose connections use it."""
+    import psycopg
+
+    assert POSTGRES_URL
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA IF NOT EXISTS {name}")
+    sep = "&" if "?" in POSTGRES_URL else "?"
+    return f"{POSTGRES_URL}{sep}options=-csearch_path%3D{name}"
+
+
+def drop_postgres_schema(name: str) -> None:
+    import psycopg
+
+    assert POSTGRES_URL
+    with psycopg.connect(POSTGRES_URL, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {name} CASCADE")
+
+
+def start_rq_workers(config: dict[str, Any], count: int, folder: Path) -> list[Any]:
+    """`kernelscope worker` processes for this app's queue, with the app's configuration."""
+    import subprocess
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"worker-{time.monotonic_ns()}.json"
+    path.write_text(json.dumps(config))
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "server.cli", "worker", "--config", str(path)]
+    return [
+        subprocess.Popen(
+            cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+        for _ in range(count)
+    ]
+
+
+def stop_rq_workers(workers: list[Any]) -> None:
+    import signal
+
+    for proc in workers:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+    for proc in workers:
+        try:
+            proc.wait(10)
+        except Exception:  # noqa: BLE001 - a worker that ignores SIGTERM is killed
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+
+
+@pytest.fixture
+def make_app(tmp_path: Path, backend: str) -> Iterator[AppFactory]:
+    """Build apps on tmp_path/traces.sqlite3 (the same file each call: a "restart"), or on
+    the test's own PostgreSQL schema and Redis queue for the other back-ends."""
     made: list[Flask] = []
+    workers: list[Any] = []
+    tag = f"t{os.getpid()}_{time.monotonic_ns()}"
+    database = str(tmp_path / "db" / "traces.sqlite3")
+    if backend in ("postgres", "redis"):
+        database = postgres_schema_url(tag)
 
     def factory(**overrides: Any) -> Flask:
         config = {
-            "DATABASE": str(tmp_path / "db" / "traces.sqlite3"),
+            "DATABASE": database,
             "WORKER_CMD": FAKE_WORKER,
             "BACK_CMD": FAKE_BACK,
             "JOB_TIMEOUT_S": 5,
@@ -78,8 +166,18 @@ def make_app(tmp_path: Path) -> Iterator[AppFactory]:
             "WORKER_THREADS": 2,
             "SAMPLES_DIR": str(REPO / "samples"),
             "ISOLATION": ISOLATION,
+            # Warm workers for the fake worker: nothing to import, nothing to warm up.
+            "WARM_IMPORTS": [],
+            "WARM_UP": False,
+            "KERNEL_CACHE": str(tmp_path / "kernels"),
         }
+        if backend != "embedded" and "DATABASE" not in overrides:
+            config["DATABASE"] = database
         config.update(overrides)
+        if backend == "redis":
+            config.update(QUEUE_URL=REDIS_URL, QUEUE_NAME=tag)
+            count = int(config.get("MAX_JOBS", 2))
+            workers.extend(start_rq_workers(config, count, tmp_path / "workers"))
         app = create_app(config)
         app.config["TESTING"] = True
         made.append(app)
@@ -88,6 +186,9 @@ def make_app(tmp_path: Path) -> Iterator[AppFactory]:
     yield factory
     for app in made:
         state(app).jobs.shutdown()
+    stop_rq_workers(workers)
+    if backend in ("postgres", "redis"):
+        drop_postgres_schema(tag)
 
 
 @pytest.fixture
@@ -131,6 +232,21 @@ def first_error(events: list[dict[str, Any]]) -> dict[str, Any]:
     errors = [e["data"] for e in events if e["stage"] == "error"]
     assert errors, f"no error event in {[e['stage'] for e in events]}"
     return errors[0]
+
+
+def idle_warm_workers(*apps: Flask) -> set[int]:
+    """Pids of every process in the process group of a warm worker of these apps that no
+    job has taken yet."""
+    pools = [state(app).jobs.pool for app in apps]
+    groups = {g for pool in pools if pool is not None for g in pool.idle_groups()}
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            if int(stat.read_text().rsplit(")", 1)[1].split()[2]) in groups:
+                found.add(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    return found
 
 
 def wait_until(check: Callable[[], bool], timeout: float = 10.0) -> bool:

@@ -8,6 +8,8 @@ import pytest
 from flask.testing import FlaskClient
 from server_support import AppFactory, compile_events, state
 
+ALL_BACKENDS = True  # every test runs on each back-end (server_support.BACKENDS)
+
 
 @pytest.mark.parametrize(
     ("body", "message"),
@@ -26,6 +28,7 @@ from server_support import AppFactory, compile_events, state
         ({"code": "x = 1", "options": {"device": "cuda:1"}}, "options.device"),
     ],
 )
+
 def test_compile_rejects_bad_requests(client: FlaskClient, body: dict, message: str) -> None:
     response = client.post("/api/compile", json=body)
     assert response.status_code == 400
@@ -71,12 +74,16 @@ def test_unknown_things_answer_json_404(client: FlaskClient) -> None:
         "/api/jobs/nope/events",
         "/api/traces/AAAAAAAAAAAA",
         "/api/traces/../../etc",
-        "/t/AAAAAAAAAAAA",
-        "/no/such/page",
+        "/api/no/such/route",
     ):
         response = client.get(url)
         assert response.status_code == 404, url
         assert response.is_json and "error" in response.get_json(), url
+    # Pages answer the web UI itself with 404: it shows its own not-found view.
+    for url in ("/t/AAAAAAAAAAAA", "/no/such/page", "/diff/AAAAAAAAAAAA/inductor"):
+        response = client.get(url)
+        assert response.status_code == 404, url
+        assert response.mimetype == "text/html", url
 
 
 def test_wrong_method_is_json_405(client: FlaskClient) -> None:
@@ -173,6 +180,7 @@ def test_trusted_hosts_refuse_a_rebound_name(make_app: AppFactory) -> None:
     assert evil.status_code == 400 and evil.is_json
 
 
+@pytest.mark.embedded_only
 def test_apps_do_not_share_state(make_app: AppFactory, tmp_path: Path) -> None:
     first = make_app()
     second = make_app(DATABASE=str(tmp_path / "other.sqlite3"))

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 from flask import Flask
 from server_support import AppFactory, state, stream, wait_until
 
+ALL_BACKENDS = True  # every test runs on each back-end (server_support.BACKENDS)
 
 def _one_client(app: Flask, index: int, results: dict[int, object]) -> None:
     client = app.test_client()
@@ -45,6 +47,7 @@ def test_twenty_concurrent_compiles_complete_or_get_busy(make_app: AppFactory) -
     assert state(app).jobs.stats()["queued"] == 0
 
 
+@pytest.mark.embedded_only
 def test_a_job_finishes_and_is_stored_after_its_client_goes_away(make_app: AppFactory) -> None:
     app = make_app(HEARTBEAT_S=0.1)
     client = app.test_client()

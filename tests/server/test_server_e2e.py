@@ -21,12 +21,12 @@ from server_support import (
     submit,
 )
 
+from compiler.events import STAGES as STAGES_IN_ORDER
 from server import create_app
 
 pytestmark = needs_real_cli
 
-STAGES = ["source", "capture", "lowering", "scheduling", "memory", "codegen", "compile", "run",
-          "profile", "done"]  # fmt: skip
+STAGES = [*STAGES_IN_ORDER, "done"]
 
 
 def config(root: Path) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from server_support import (
     add_relu_code,
     compile_events,
     first_error,
+    idle_warm_workers,
     state,
     stream,
     wait_until,
@@ -79,6 +80,26 @@ SCRATCH_MARK = f"ks-hostile-{os.getpid()}"
 
 def in_sandbox(cmd: str) -> bool:
     return any(marker in cmd for marker in (SCRATCH_MARK, SLEEP_MARK, BOMB_MARK))
+
+
+def job_processes(*apps: Flask) -> list[int]:
+    """Sandboxed processes left over from jobs: idle warm workers (no job yet) do not count."""
+    found = processes(in_sandbox)
+    idle = idle_warm_workers(*apps)  # after: a worker started in between is not in `found`
+    return [pid for pid in found if pid not in idle]
+
+
+def describe(pids: list[int]) -> str:
+    """What the leftover processes are (for a failing assertion's message)."""
+    out = []
+    for pid in pids[:8]:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")[:200]
+            out.append(f"{pid} {stat[0]} pgid={stat[2]} {cmd.decode(errors='replace')}")
+        except OSError:
+            continue
+    return f"{len(pids)} left: " + "; ".join(out)
 
 
 def quick_cases(app: Flask, secret: Path, port: int) -> dict[str, str]:
@@ -137,6 +158,7 @@ def hostile_config(root: Path, timeout_s: float) -> dict[str, Any]:
         "WORKER_THREADS": 1,
         "HEARTBEAT_S": 1.0,
         "ISOLATION": ISOLATION,
+        "KERNEL_CACHE": str(root / "kernels"),
     }
 
 
@@ -293,7 +315,9 @@ FORK_BOMB = (
 )
 
 
-def test_infinite_loop_with_escaped_children_is_killed(slow_client: FlaskClient) -> None:
+def test_infinite_loop_with_escaped_children_is_killed(
+    slow_client: FlaskClient, hostile_app: Flask
+) -> None:
     code = (
         "import subprocess\n"
         "for _ in range(200):\n"
@@ -305,7 +329,10 @@ def test_infinite_loop_with_escaped_children_is_killed(slow_client: FlaskClient)
         error = finished_with_error(compile_events(slow_client, code))
     assert error["kind"] == "timeout" and f"longer than {TIMEOUT_S} s" in error["message"]
     assert watch.most >= 50, "the snippet never started its children"
-    assert wait_until(lambda: not processes(in_sandbox), timeout=15)
+    apps = (slow_client.application, hostile_app)  # both keep warm workers in this root
+    assert wait_until(lambda: not job_processes(*apps), timeout=15), describe(
+        job_processes(*apps)
+    )
 
 
 def test_fork_bomb(slow_client: FlaskClient, hostile_app: Flask) -> None:
@@ -318,7 +345,9 @@ def test_fork_bomb(slow_client: FlaskClient, hostile_app: Flask) -> None:
         error = finished_with_error(compile_events(slow_client, code))
     assert error["kind"] in ("timeout", "exception", "killed"), error
     assert 20 < watch.most <= 256, watch.most  # it forked, and RLIMIT_NPROC held
-    assert wait_until(lambda: not processes(in_sandbox), timeout=30)
+    assert wait_until(
+        lambda: not job_processes(slow_client.application, hostile_app), timeout=30
+    )
 
 
 def test_a_normal_compile_works_afterwards(client: FlaskClient) -> None:

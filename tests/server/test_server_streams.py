@@ -6,6 +6,7 @@ import json
 import signal
 import sqlite3
 
+import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 from server_support import AppFactory, compile_events, state, stream, submit
@@ -15,6 +16,8 @@ from server.sandbox import Limits
 from server.store import TraceStore, trace_id
 from server.streams import parse_sse
 from server.worker import explain, normalize, parse_event
+
+ALL_BACKENDS = True  # every test runs on each back-end (server_support.BACKENDS)
 
 STAGES = [
     "source",
@@ -28,6 +31,7 @@ STAGES = [
     "profile",
     "done",
 ]
+
 
 
 def test_sse_stream_has_every_stage_then_done_with_trace_id(client: FlaskClient) -> None:
@@ -218,6 +222,7 @@ def test_explain_names_what_happened() -> None:
         assert data["kind"] == kind and words in data["message"], (reason, sig, data)
 
 
+@pytest.mark.embedded_only
 def test_finished_jobs_are_forgotten_but_traces_stay(client: FlaskClient, app: Flask) -> None:
     manager = state(app).jobs
     job_id = submit(client, "x = 1\n")

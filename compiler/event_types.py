@@ -1,0 +1,544 @@
+"""The typed model of every stage's payload, and the JSON Schema generated from it.
+
+No torch here: the server and the tests import it without the compiler. docs/events.md
+explains each field; this module says which fields there are and what type each has.
+A field without a default is required; a field with one may be absent. Every object
+allows further keys (a stage may grow), but the listed ones must have the listed types.
+
+    python -m compiler.event_types            # print the schema
+    python -m compiler.event_types --write    # rewrite docs/events.schema.json
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from compiler.events import SCHEMA_VERSION, STAGES, TERMINAL
+
+GraphKind = Literal["forward", "backward", "inference"]
+ErrorKind = Literal["syntax", "entry", "exception", "unsupported", "bundle", "build",
+                    "mismatch", "timeout", "memory", "killed", "sandbox", "busy",
+                    "cancelled"]
+Origin = Literal["snippet"]
+
+
+# -- source --------------------------------------------------------------------------------
+@dataclass
+class InputSpec:
+    name: str
+    shape: list[int] = field(default_factory=list)
+    stride: list[int] = field(default_factory=list)
+    dtype: str = ""
+    device: str = ""
+    value: str = ""  # a non-tensor input, as repr
+
+
+@dataclass
+class Versions:
+    python: str
+    torch: str
+    triton: str | None
+    gpu: str | None
+    kernelscope: str
+
+
+@dataclass
+class Source:
+    code: str
+    filename: str
+    entry: str
+    entry_line: int | None
+    inputs: list[InputSpec]
+    device: str
+    backend: str
+    triton_interpret: bool
+    options: dict[str, Any]
+    versions: Versions
+    backend_label: str = ""
+    emulated: bool = False
+    stdout: str = ""
+    origin: Origin = "snippet"
+
+
+# -- capture -------------------------------------------------------------------------------
+@dataclass
+class FxNode:
+    name: str
+    op: Literal["placeholder", "call_function", "get_attr", "output"]
+    target: str
+    args: list[Any]
+    line: int | None
+    source: str | None = None
+    shape: Any = None  # list of ints, or one list per tensor of a tuple value
+    stride: Any = None
+    dtype: Any = None
+
+
+@dataclass
+class CaptureGraph:
+    id: int
+    name: str
+    code: str
+    nodes: list[FxNode]
+    edges: list[list[str]]
+    kind: GraphKind
+    dynamo_graph: int
+
+
+@dataclass
+class GraphBreak:
+    reason: str
+    line: int | None
+
+
+@dataclass
+class Guard:
+    """One check Dynamo runs before it reuses a compiled frame, in words."""
+
+    kind: str
+    text: str
+    line: int | None = None
+
+
+@dataclass
+class CallInput:
+    shape: list[int] = field(default_factory=list)
+    dtype: str = ""
+    device: str = ""
+    requires_grad: bool = False
+    value: str = ""  # a non-tensor argument, as repr
+
+
+@dataclass
+class DynamoCompile:
+    """One Dynamo frame compile of the snippet's calls (compiler/capture/guards.py)."""
+
+    compile_id: str | None
+    call: int
+    recompile: bool
+    reasons: list[str]
+    function: str = ""
+    line: int | None = None
+    inputs: list[CallInput] = field(default_factory=list)
+    grad_mode: bool = True
+    guards: list[Guard] = field(default_factory=list)
+    hidden_guards: int = 0
+    raw: str = ""
+    error: str = ""
+
+
+@dataclass
+class Capture:
+    graphs: list[CaptureGraph]
+    graph_breaks: list[GraphBreak]
+    dynamo_graphs: int
+    stdout: str = ""
+    origin: Origin = "snippet"
+    compiles: list[DynamoCompile] = field(default_factory=list)
+
+
+# -- lowering ------------------------------------------------------------------------------
+@dataclass
+class Read:
+    buffer: str
+    index: str
+
+
+@dataclass
+class Buffer:
+    name: str
+    kind: str  # pointwise, reduction, extern, view, ...
+    size: list[int]
+    stride: list[int]
+    dtype: str
+    device: str
+    origins: list[str]
+    lines: list[int]
+    realized: str = ""
+    text: str = ""
+    tree: Any = None
+    reads: list[Read] = field(default_factory=list)
+    ranges: list[int] = field(default_factory=list)
+    reduction_ranges: list[int] = field(default_factory=list)
+    reduction_type: str | None = None
+    write_index: str = ""
+    extern: dict[str, Any] = field(default_factory=dict)
+    extern_output: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LoweringInput:
+    name: str
+    size: list[int]
+    stride: list[int]
+    dtype: str
+
+
+@dataclass
+class Fallback:
+    op: str
+    node: str
+    buffer: str
+    reason: str
+    line: int | None
+
+
+@dataclass
+class LoweringGraph:
+    id: int
+    buffers: list[Buffer]
+    inputs: list[LoweringInput]
+    outputs: list[str]
+    fallbacks: list[Fallback]
+
+
+@dataclass
+class Lowering:
+    graphs: list[LoweringGraph]
+
+
+# -- scheduling ----------------------------------------------------------------------------
+@dataclass
+class ScheduledKernel:
+    name: str
+    kind: str
+    buffers: list[str]
+    numel: int
+    rnumel: int
+    origins: list[str]
+    lines: list[int]
+    reads: list[str] = field(default_factory=list)
+    writes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FusionDecision:
+    node1: str
+    node2: str
+    fused: bool
+    kind: str
+    reason: str
+    score: int
+
+
+@dataclass
+class SchedulingGraph:
+    id: int
+    kernels: list[ScheduledKernel]
+    decisions: list[FusionDecision]
+    removed_buffers: list[str]
+
+
+@dataclass
+class Scheduling:
+    graphs: list[SchedulingGraph]
+
+
+# -- memory --------------------------------------------------------------------------------
+@dataclass
+class PlannedBuffer:
+    name: str
+    bytes: int
+    first: int
+    last: int
+    reused_from: str | None
+    output: bool
+    allocated_by: str = "wrapper"
+
+
+@dataclass
+class MemoryGraph:
+    id: int
+    steps: list[str]
+    buffers: list[PlannedBuffer]
+    peak_bytes: int
+    peak_bytes_no_reuse: int
+    frees: dict[str, list[str]] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
+    saved: list[SavedActivation] = field(default_factory=list)
+
+
+@dataclass
+class SavedActivation:
+    """A forward graph's value kept for the backward graph (training)."""
+
+    node: str
+    buffer: str | None = None  # None: a graph input, no new memory
+    bytes: int | None = None
+    backward_input: str = ""
+
+
+@dataclass
+class Memory:
+    graphs: list[MemoryGraph]
+
+
+# -- codegen -------------------------------------------------------------------------------
+@dataclass
+class KernelLine:
+    line: int
+    origins: list[str]
+    lines: list[int]
+    buffers: list[str] = field(default_factory=list)
+
+
+@dataclass
+class GeneratedKernel:
+    name: str
+    language: str
+    source: str
+    line_map: list[KernelLine]
+    target: str = ""
+
+
+@dataclass
+class WrapperLine:
+    line: int
+    kernel: str | None = None
+
+
+@dataclass
+class Wrapper:
+    source: str
+    line_map: list[WrapperLine]
+
+
+@dataclass
+class CodegenGraph:
+    id: int
+    backend: str
+    kernels: list[GeneratedKernel]
+    wrapper: Wrapper
+    backend_label: str = ""
+    emulated: bool = False
+    triton_interpret: bool = False
+
+
+@dataclass
+class Codegen:
+    graphs: list[CodegenGraph]
+
+
+# -- compile -------------------------------------------------------------------------------
+@dataclass
+class BuiltKernel:
+    name: str
+    ms: float | None
+    cache_hit: bool = False
+    registers: int | None = None
+    spills: int | None = None
+    shared_bytes: int | None = None
+
+
+@dataclass
+class CompileGraph:
+    id: int
+    ms: float
+    cache_hit: bool
+    kernels: list[BuiltKernel]
+    path: str = ""
+    build_ms: float = 0.0
+
+
+@dataclass
+class Compile:
+    graphs: list[CompileGraph]
+
+
+# -- run -----------------------------------------------------------------------------------
+@dataclass
+class OutputCheck:
+    index: int
+    ok: bool
+    shape: list[int] = field(default_factory=list)
+    dtype: str = ""
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    mismatched: int = 0
+    graph: int = 0
+    error: str = ""
+    value: str = ""
+    atol: float = 0.0  # the tolerance this output was compared at (its dtype's)
+    rtol: float = 0.0
+
+
+@dataclass
+class RunGraph:
+    id: int
+    ok: bool
+    outputs: list[OutputCheck]
+    reference: str = ""
+
+
+@dataclass
+class Run:
+    ok: bool
+    outputs: list[OutputCheck]
+    atol: float
+    rtol: float
+    graphs: list[RunGraph] = field(default_factory=list)
+    reference: str = ""
+
+
+# -- profile -------------------------------------------------------------------------------
+@dataclass
+class KernelTime:
+    name: str
+    ms: float | None
+    bytes: int = 0
+    gbps: float | None = None
+    pct_peak: float | None = None
+
+
+@dataclass
+class Profile:
+    measured: bool
+    reason: str | None = None
+    device: str = ""
+    eager_ms: float | None = None
+    kernelscope_ms: float | None = None
+    inductor_ms: float | None = None
+    peak_gbps: float | None = None
+    kernels: list[KernelTime] = field(default_factory=list)
+    inductor: InductorOutput | None = None
+
+
+@dataclass
+class InductorKernel:
+    name: str
+    language: str
+    source: str
+
+
+@dataclass
+class InductorOutput:
+    """TorchInductor's own output code for the same graphs (compiler/runtime/inductor.py)."""
+
+    code: list[str]
+    kernels: list[InductorKernel]
+    error: str | None = None
+
+
+# -- error, done ---------------------------------------------------------------------------
+@dataclass
+class Error:
+    stage: str
+    kind: ErrorKind
+    message: str
+    line: int | None = None
+    traceback: str | None = None
+    kernel: str | None = None
+    log: str | None = None
+
+
+@dataclass
+class Done:
+    """ok: every stage ran and `run` found no output that differs from eager."""
+
+    ok: bool
+    isolated: bool = False
+    trace_id: str = ""
+
+
+PAYLOADS: dict[str, type] = {
+    "source": Source, "capture": Capture, "lowering": Lowering, "scheduling": Scheduling,
+    "memory": Memory, "codegen": Codegen, "compile": Compile, "run": Run,
+    "profile": Profile, "error": Error, "done": Done,
+}
+assert tuple(PAYLOADS) == STAGES + TERMINAL
+
+
+# -- JSON Schema ---------------------------------------------------------------------------
+def _type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
+    origin = typing.get_origin(tp)
+    if tp is Any:
+        return {}
+    if tp is type(None):
+        return {"type": "null"}
+    if tp is bool:
+        return {"type": "boolean"}
+    if tp is int:
+        return {"type": "integer"}
+    if tp is float:
+        return {"type": "number"}
+    if tp is str:
+        return {"type": "string"}
+    if origin is Literal:
+        return {"enum": list(typing.get_args(tp))}
+    if origin in (typing.Union, types.UnionType):
+        return {"anyOf": [_type_schema(a, defs) for a in typing.get_args(tp)]}
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        return {"type": "array", "items": _type_schema(item, defs)}
+    if origin is dict:
+        _, value = typing.get_args(tp)
+        return {"type": "object", "additionalProperties": _type_schema(value, defs)}
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        name = tp.__name__
+        if name not in defs:
+            defs[name] = {}  # placeholder: recursive types terminate
+            defs[name] = _object_schema(tp, defs)
+        return {"$ref": f"#/$defs/{name}"}
+    raise TypeError(f"no JSON Schema for {tp!r}")
+
+
+def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    props, required = {}, []
+    for f in dataclasses.fields(cls):
+        props[f.name] = _type_schema(hints[f.name], defs)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            required.append(f.name)
+    out: dict[str, Any] = {"type": "object", "properties": props, "required": required}
+    if cls.__doc__ and not cls.__doc__.startswith(f"{cls.__name__}("):
+        out["description"] = cls.__doc__.strip()
+    return out
+
+
+def json_schema() -> dict[str, Any]:
+    """The schema of one event (docs/events.schema.json is this, checked in)."""
+    defs: dict[str, Any] = {}
+    payload_refs = {stage: _type_schema(cls, defs) for stage, cls in PAYLOADS.items()}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": f"https://kernelscope.dev/events.schema.v{SCHEMA_VERSION}.json",
+        "title": "Kernelscope StageEvent",
+        "description": "One event of a Kernelscope trace (docs/events.md). Generated by "
+                       "compiler/event_types.py: do not edit by hand.",
+        "type": "object",
+        "required": ["schema", "seq", "stage", "ms", "data"],
+        "properties": {
+            "schema": {"const": SCHEMA_VERSION},
+            "seq": {"type": "integer", "minimum": 0},
+            "stage": {"enum": [*STAGES, *TERMINAL]},
+            "ms": {"type": "number", "minimum": 0},
+            "data": {"type": "object"},
+        },
+        "allOf": [{"if": {"properties": {"stage": {"const": stage}}},
+                   "then": {"properties": {"data": ref}}}
+                  for stage, ref in payload_refs.items()],
+        "$defs": dict(sorted(defs.items())),
+        "x-stages": list(STAGES),
+        "x-terminal": list(TERMINAL),
+    }
+
+
+def schema_text() -> str:
+    return json.dumps(json_schema(), indent=1, sort_keys=False) + "\n"
+
+
+SCHEMA_PATH = Path(__file__).resolve().parents[1] / "docs" / "events.schema.json"
+
+if __name__ == "__main__":
+    if "--write" in sys.argv[1:]:
+        SCHEMA_PATH.write_text(schema_text())
+        print(f"wrote {SCHEMA_PATH}")
+    else:
+        sys.stdout.write(schema_text())

@@ -1,0 +1,156 @@
+"""Click-to-result latency of the explorer, measured through the real server on loopback.
+
+    PYTHONPATH=$PWD python scripts/latency.py [--runs 7] [--sample add_relu] [--pool 2]
+                                              [--back-to-back] [--server URL]
+
+Starts `kernelscope serve` (gunicorn, the real compiler CLI, the sandbox, a temporary
+database) on a free loopback port, waits until its warm workers are ready, then posts the
+sample `--runs` times, one after another, each time reading the SSE stream and timing, from
+the moment the POST is sent: the first event (`source`, the "first stage") and `done`. It
+prints each run, then the medians, next to the `wall_ms` and `stages_ms` the `done` event
+carries. Between runs it waits until the pool is warm again, as a person reading the result
+before the next click would; `--back-to-back` posts at once instead. `--pool 0` measures
+cold workers (every job imports torch). `--server URL` measures a server already running.
+
+This is a benchmark, not a test: it prints numbers and asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def get_json(base: str, path: str) -> dict[str, Any]:
+    with urllib.request.urlopen(base + path, timeout=10) as r:
+        body: dict[str, Any] = json.load(r)
+        return body
+
+
+def wait_pool(base: str, timeout: float) -> dict[str, Any]:
+    """Until the server answers and its pool has every worker ready (or timeout)."""
+    end = time.monotonic() + timeout
+    health: dict[str, Any] = {}
+    while time.monotonic() < end:
+        try:
+            health = get_json(base, "/api/health")
+            pool = health.get("jobs", {}).get("pool")
+            if pool is None or pool["size"] == 0 or pool["ready"] >= pool["size"]:
+                return health
+        except OSError:
+            pass
+        time.sleep(0.2)
+    return health
+
+
+def one_run(host: str, port: int, code: str, options: dict[str, Any]) -> dict[str, Any]:
+    body = json.dumps({"code": code, "options": options})
+    start = time.perf_counter()
+    conn = http.client.HTTPConnection(host, port, timeout=120)
+    conn.request("POST", "/api/compile", body, {"Content-Type": "application/json"})
+    reply = conn.getresponse()
+    job = json.loads(reply.read())
+    if reply.status != 202:
+        return {"error": job}
+    conn.request("GET", job["events"])
+    stream = conn.getresponse()
+    first = done = None
+    last: dict[str, Any] = {}
+    stages: dict[str, float] = {}
+    while True:
+        line = stream.fp.readline()
+        if not line:
+            break
+        if line.startswith(b"data: "):
+            event = json.loads(line[6:])
+            now = time.perf_counter() - start
+            first = now if first is None else first
+            stages[event["stage"]] = round(event["ms"], 1)
+            if event["stage"] == "done":
+                done, last = now, event["data"]
+                break
+    conn.close()
+    return {
+        "first_s": first,
+        "done_s": done,
+        "ok": last.get("ok"),
+        "wall_ms": last.get("wall_ms"),
+        "stages_ms": last.get("stages_ms"),
+        "stages": stages,
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--runs", type=int, default=7)
+    p.add_argument("--sample", default="add_relu")
+    p.add_argument("--backend", default="cpp")
+    p.add_argument("--pool", type=int, default=2, help="warm workers (0: cold)")
+    p.add_argument("--back-to-back", action="store_true")
+    p.add_argument("--server", help="measure this running server instead of starting one")
+    args = p.parse_args()
+    code = (REPO / "samples" / f"{args.sample}.py").read_text()
+    options = {"device": "cpu", "backend": args.backend}
+    proc = None
+    if args.server:
+        base = args.server.rstrip("/")
+    else:
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        tmp = tempfile.mkdtemp(prefix="kernelscope-latency-")
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        cmd = [sys.executable, "-m", "server", "--port", str(port), "--db", f"{tmp}/t.sqlite3"]
+        cmd += ["--pool", str(args.pool)]
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    host, port_s = base.split("//")[1].split(":")
+    try:
+        health = wait_pool(base, 180)
+        pool = health["jobs"].get("pool")
+        print(f"server {base}: sandbox {health.get('isolation')}, pool {pool}")
+        results = []
+        for i in range(args.runs):
+            if not args.back_to_back:
+                wait_pool(base, 120)
+            r = one_run(host, int(port_s), code, options)
+            results.append(r)
+            print(f"run {i + 1}: {json.dumps(r)}", flush=True)
+        good = [r for r in results if r.get("done_s") is not None]
+        if good:
+            med = {k: statistics.median(float(r[k] or 0) for r in good) for k in good[0] if
+                   k not in ("ok", "stages")}
+            print(
+                f"median over {len(good)} runs: first stage {med['first_s']:.3f} s, "
+                f"done {med['done_s']:.3f} s (server wall {med['wall_ms']:.0f} ms, "
+                f"stage sum {med['stages_ms']:.0f} ms); all ok: {all(r['ok'] for r in good)}"
+            )
+    finally:
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

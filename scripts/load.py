@@ -1,0 +1,175 @@
+"""Load on the explorer: N concurrent compiles through the real server on loopback.
+
+    PYTHONPATH=$PWD python scripts/load.py [--clients 50] [--mode local|rq] [--workers 2]
+        [--queue-size 8] [--sample add_relu] [--queue redis://... --db postgresql://...]
+
+Starts `kernelscope serve` (gunicorn, a temporary SQLite database) with local workers
+(`--mode local`, `--max-jobs --workers`), or with `--mode rq`: the server on `--queue` and
+`--db` plus `--workers` `kernelscope worker` processes on the same queue. Then `--clients`
+threads each post the sample once, all at the same moment, and read their event stream to
+`done`. It reports how many were done, told busy (503), or lost (no `done` and no 503:
+an error, a hang past `--timeout`), and the p50 / p95 / max time from post to `done` of
+those done. Every request goes to 127.0.0.1 and each client makes one request, so the run
+is bounded. This is a benchmark, not a test: it prints numbers and asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_health(base: str, timeout: float) -> dict[str, Any]:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            with urllib.request.urlopen(base + "/api/health", timeout=5) as r:
+                health: dict[str, Any] = json.load(r)
+            pool = health["jobs"].get("pool") or {}
+            if not pool or pool.get("ready", 0) >= pool.get("size", 0):
+                return health
+        except OSError:
+            pass
+        time.sleep(0.3)
+    raise SystemExit("the server did not come up")
+
+
+def one_client(base: str, code: str, go: threading.Event, timeout: float) -> dict[str, Any]:
+    go.wait()
+    start = time.perf_counter()
+    body = json.dumps({"code": code, "options": {"device": "cpu", "backend": "cpp"}}).encode()
+    request = urllib.request.Request(
+        base + "/api/compile", body, {"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as r:
+            job = json.load(r)
+    except urllib.error.HTTPError as exc:
+        return {"result": "busy" if exc.code == 503 else f"http {exc.code}"}
+    except OSError as exc:
+        return {"result": "lost", "why": str(exc)}
+    try:
+        with urllib.request.urlopen(base + job["events"], timeout=timeout) as r:
+            for raw in r:
+                if raw.startswith(b"data: "):
+                    event = json.loads(raw[6:])
+                    if event["stage"] == "done":
+                        data = event["data"]
+                        return {
+                            "result": "done",
+                            "ok": data.get("ok"),
+                            "s": time.perf_counter() - start,
+                            "trace": bool(data.get("trace_id")),
+                        }
+    except OSError as exc:
+        return {"result": "lost", "why": str(exc)}
+    return {"result": "lost", "why": "stream ended without done"}
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--clients", type=int, default=50)
+    p.add_argument("--mode", choices=("local", "rq"), default="local")
+    p.add_argument("--workers", type=int, default=2, help="local workers, or RQ workers")
+    p.add_argument("--queue-size", type=int, default=8)
+    p.add_argument("--sample", default="add_relu")
+    p.add_argument("--queue", default=os.environ.get("KERNELSCOPE_TEST_REDIS"))
+    p.add_argument("--db", default=os.environ.get("KERNELSCOPE_TEST_POSTGRES"))
+    p.add_argument("--timeout", type=float, default=600)
+    args = p.parse_args()
+    code = (REPO / "samples" / f"{args.sample}.py").read_text()
+    tmp = tempfile.mkdtemp(prefix="kernelscope-load-")
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    serve = [sys.executable, "-m", "server", "--port", str(port)]
+    serve += ["--queue-size", str(args.queue_size)]
+    procs: list[subprocess.Popen[bytes]] = []
+    if args.mode == "local":
+        serve += ["--db", f"{tmp}/traces.sqlite3", "--max-jobs", str(args.workers)]
+    else:
+        if not args.queue or not args.db:
+            raise SystemExit("--mode rq needs --queue redis://... and --db postgresql://...")
+        name = f"load{os.getpid()}"
+        serve += ["--queue", args.queue, "--db", args.db, "--queue-name", name]
+        worker = [sys.executable, "-m", "server.cli", "worker", "--queue", args.queue]
+        worker += ["--db", args.db, "--queue-name", name]
+        for _ in range(args.workers):
+            procs.append(subprocess.Popen(worker, env=env, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL, start_new_session=True))
+    procs.append(subprocess.Popen(serve, env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True))
+    try:
+        health = wait_health(base, 180)
+        if args.mode == "rq":
+            time.sleep(15)  # the workers' warm pools
+        print(f"{args.mode}: {args.workers} workers, queue {args.queue_size}, "
+              f"sandbox {health['isolation']}, {args.clients} clients", flush=True)
+        go = threading.Event()
+        results: list[dict[str, Any]] = [{} for _ in range(args.clients)]
+
+        def run(i: int) -> None:
+            results[i] = one_client(base, code, go, args.timeout)
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(args.clients)]
+        for thread in threads:
+            thread.start()
+        started = time.perf_counter()
+        go.set()
+        for thread in threads:
+            thread.join(args.timeout + 30)
+        total = time.perf_counter() - started
+        done = [r for r in results if r.get("result") == "done"]
+        busy = [r for r in results if r.get("result") == "busy"]
+        lost = [r for r in results if r.get("result") not in ("done", "busy")]
+        times = [r["s"] for r in done]
+        line = f"done {len(done)} (ok {sum(1 for r in done if r['ok'])}), busy {len(busy)}, "
+        line += f"lost {len(lost)}"
+        if times:
+            line += (f"; post to done p50 {statistics.median(times):.1f} s, "
+                     f"p95 {pct(times, 0.95):.1f} s, max {max(times):.1f} s")
+        print(line + f"; all answered in {total:.1f} s")
+        for r in lost[:5]:
+            print("lost:", r)
+    finally:
+        for proc in procs:
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        for proc in procs:
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,145 @@
+"""`kernelscope serve` and `kernelscope worker`: the explorer's web tier and its queue workers.
+
+    kernelscope serve  [--host H] [--port P] [--db FILE|postgresql://...] [--queue redis://...]
+                       [--max-jobs N] [--pool N] [--workers N] [--threads N] [--debug] ...
+    kernelscope worker --queue redis://... --db postgresql://... [--pool N] ...
+
+`serve` runs the app under gunicorn with gthread workers (one thread per open event stream,
+and a worker timeout that only watches the worker's main loop, so a long SSE stream is never
+cut); `--debug` runs Werkzeug's development server instead. `worker` takes jobs from Redis
+through RQ (server/queue.py). Both accept `--config FILE.json`, a JSON object of the
+configuration keys of docs/server.md, applied before the flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from typing import Any
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--db",
+        help="where traces are stored: an SQLite file (default "
+        "~/.local/share/kernelscope/traces.sqlite3) or a postgresql:// URL",
+    )
+    p.add_argument("--queue", help="redis://HOST:PORT/DB: run jobs on RQ workers (default: local)")
+    p.add_argument("--queue-name", help="the RQ queue's name (default kernelscope)")
+    p.add_argument("--timeout", type=float, help="wall-clock seconds per job (default 120)")
+    p.add_argument(
+        "--isolation", choices=("auto", "bubblewrap", "rlimits-only"), help="sandbox to use"
+    )
+    p.add_argument("--pool", type=int, help="warm workers kept started (default: --max-jobs)")
+    p.add_argument("--scratch-root", help="where job scratch directories are made")
+    p.add_argument("--config", help="a JSON file of configuration keys (docs/server.md)")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="kernelscope", description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    sub = p.add_subparsers(dest="command", required=True)
+    s = sub.add_parser("serve", help="run the explorer (web UI and API)")
+    s.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
+    s.add_argument("--port", type=int, default=8765, help="port (default 8765)")
+    _common(s)
+    s.add_argument("--max-jobs", type=int, help="local workers running at once (default 2)")
+    s.add_argument("--queue-size", type=int, help="jobs waiting before 'busy' (default 8)")
+    s.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="gunicorn worker processes (default 1; more need --queue, since local jobs "
+        "live in the serving process)",
+    )
+    s.add_argument(
+        "--threads", type=int, default=64, help="threads per gunicorn worker: open streams"
+    )
+    s.add_argument("--trusted-host", action="append", help="accepted Host header (repeatable)")
+    s.add_argument(
+        "--debug", action="store_true", help="Werkzeug's development server instead of gunicorn"
+    )
+    w = sub.add_parser("worker", help="run compile jobs from a Redis queue (RQ)")
+    _common(w)
+    w.add_argument("--name", help="the RQ worker's name (default: host and pid)")
+    w.add_argument(
+        "--burst", action="store_true", help="exit when the queue is empty (tests, batch runs)"
+    )
+    return p
+
+
+def config_from(args: argparse.Namespace) -> dict[str, Any]:
+    """The app/worker configuration the flags ask for (only the keys they set)."""
+    config: dict[str, Any] = {}
+    if args.config:
+        with open(args.config, encoding="utf-8") as f:
+            loaded = json.load(f)
+        if not isinstance(loaded, dict):
+            raise SystemExit(f"{args.config}: expected a JSON object")
+        config.update(loaded)
+    flags = {
+        "db": "DATABASE",
+        "queue": "QUEUE_URL",
+        "queue_name": "QUEUE_NAME",
+        "timeout": "JOB_TIMEOUT_S",
+        "isolation": "ISOLATION",
+        "pool": "WARM_POOL",
+        "scratch_root": "SCRATCH_ROOT",
+        "max_jobs": "MAX_JOBS",
+        "queue_size": "QUEUE_SIZE",
+        "trusted_host": "TRUSTED_HOSTS",
+    }
+    for attr, key in flags.items():
+        value = getattr(args, attr, None)
+        if value is not None:
+            config[key] = value
+    return config
+
+
+def serve(args: argparse.Namespace) -> int:
+    config = config_from(args)
+    if args.host in LOOPBACK and "TRUSTED_HOSTS" not in config:
+        # A page on another site that rebinds its DNS name to 127.0.0.1 is refused.
+        config["TRUSTED_HOSTS"] = ["localhost", "127.0.0.1", "::1", "[::1]"]
+    if args.workers > 1 and not config.get("QUEUE_URL"):
+        print("kernelscope serve: --workers > 1 needs --queue", file=sys.stderr)
+        return 2
+    if args.debug:
+        from server import serve as dev_serve
+
+        dev_serve(args.host, args.port, config)
+        return 0
+    from server.wsgi import run_gunicorn
+
+    return run_gunicorn(args.host, args.port, config, args.workers, args.threads)
+
+
+def worker(args: argparse.Namespace) -> int:
+    from server.queue import run_worker
+
+    config = config_from(args)
+    if not config.get("QUEUE_URL"):
+        print("kernelscope worker: --queue redis://... is required", file=sys.stderr)
+        return 2
+    return run_worker(config, name=args.name, burst=args.burst)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    try:
+        return serve(args) if args.command == "serve" else worker(args)
+    except KeyboardInterrupt:
+        return 0
+    except (OSError, RuntimeError) as exc:
+        print(f"kernelscope {args.command}: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

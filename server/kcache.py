@@ -1,0 +1,282 @@
+"""The kernel cache shared across jobs, written only by trusted code.
+
+In: a job's scratch directory, before the job (to show it the shared entries) and after it
+(to take its new entries in). Out: a cache directory of built C++ libraries
+(`kernels_<key>.so`) and generated wrapper modules (`graph_<key>.py`) that every later job
+finds by the same content-derived names the compiler uses (compiler/runtime/cache.py), so a
+kernel compiled once is never built again.
+
+A snippet runs in the same process as the compiler, so nothing a job wrote can be trusted.
+The rules that keep one snippet from planting code that another job loads:
+
+- Jobs never write here. Before a job starts, the server puts into the job's own cache
+  folder symlinks to the shared entries; the shared folder is read-only to the job
+  (bubblewrap binds it read-only; without bubblewrap its files are the server's and the
+  job runs as another uid; where neither holds, sharing is off and /api/health says so).
+- After a job, the server reads the job's cache folder as data. A wrapper is taken only if
+  its content hashes to the key in its name (so a later job that generates the same
+  wrapper gets exactly those bytes). A library is never taken: the server takes the C++
+  source, checks it hashes to its name, and builds the library itself with g++ in a fresh
+  sandbox that no snippet ran in. Symlinks, oversized files and other names are ignored.
+- Entries are written atomically (temporary name, then rename) with mode 0644.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import logging
+import os
+import platform
+import re
+import shutil
+import stat
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+KEY = r"[0-9a-f]{20}"
+SOURCE_NAME = re.compile(rf"^kernels_({KEY})\.cpp$")
+WRAPPER_NAME = re.compile(rf"^graph_({KEY})\.py$")
+SHARED_NAME = re.compile(rf"^(kernels_{KEY}\.so|graph_{KEY}\.py)$")
+MAX_FILE_BYTES = 4 << 20
+MAX_PER_JOB = 32  # new entries taken from one job
+MAX_LINKS = 4096  # newest entries shown to a job
+MAX_ENTRIES = 20000  # the cache keeps this many, dropping the oldest
+WRAPPER_BACKENDS = ("cpp", "triton")
+BUILD_TIMEOUT_S = 120
+
+
+def versions_key() -> str:
+    """compiler.runtime.cache.versions_key() without importing torch (a test checks they
+    agree; if they ever differ, nothing verifies and nothing is shared, which is safe)."""
+
+    def version(name: str) -> str:
+        try:
+            return importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            return "none"
+
+    return f"torch={version('torch')};triton={version('triton')};py={platform.python_version()}"
+
+
+def content_key(versions: str, *parts: str) -> str:
+    """compiler.runtime.cache.content_key, with the versions passed in."""
+    h = hashlib.sha256()
+    for p in (*parts, versions):
+        h.update(p.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:20]
+
+
+@dataclass
+class Promotion:
+    wrappers: int = 0
+    libraries: int = 0
+    rejected: int = 0
+
+
+class KernelCache:
+    """The shared folder plus the two trusted steps around each job."""
+
+    def __init__(self, root: str | os.PathLike[str], settings: Any) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root, 0o755)
+        self.settings = settings  # server.worker.WorkerSettings: the build sandbox
+        self.versions = versions_key()
+        self._lock = threading.Lock()
+        self.stats = {"linked": 0, "wrappers": 0, "libraries": 0, "rejected": 0}
+
+    # -- before the job ------------------------------------------------------------------
+    def link_into(self, scratch: Path) -> int:
+        """Symlink the newest shared entries into the job's cache folder; returns how many.
+        Names already there are left alone (the job made them, or they are linked)."""
+        folder = job_cache(scratch)
+        folder.mkdir(parents=True, exist_ok=True)
+        uid = self.settings.isolation.uid
+        if uid is not None:
+            os.chown(folder.parent, uid, -1)
+            os.chown(folder, uid, -1)
+        entries = []
+        with os.scandir(self.root) as it:
+            for entry in it:
+                if SHARED_NAME.match(entry.name) and entry.is_file(follow_symlinks=False):
+                    entries.append((entry.stat(follow_symlinks=False).st_mtime, entry.name))
+        entries.sort(reverse=True)
+        made = 0
+        for _mtime, name in entries[:MAX_LINKS]:
+            try:
+                os.symlink(self.root / name, folder / name)
+                made += 1
+            except FileExistsError:
+                continue
+        with self._lock:
+            self.stats["linked"] += made
+        return made
+
+    # -- after the job -------------------------------------------------------------------
+    def promote(self, scratch: Path) -> Promotion:
+        """Take a finished job's new wrappers (verified) and libraries (rebuilt here)."""
+        result = Promotion()
+        folder = job_cache(scratch)
+        if not folder.is_dir() or folder.is_symlink():
+            return result
+        taken = 0
+        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+            if taken >= MAX_PER_JOB:
+                break
+            wrapper, source = WRAPPER_NAME.match(entry.name), SOURCE_NAME.match(entry.name)
+            if not (wrapper or source) or not entry.is_file(follow_symlinks=False):
+                continue
+            name = entry.name if wrapper else entry.name[: -len(".cpp")] + ".so"
+            target = self.root / name
+            if target.exists():
+                continue
+            text = _read_small(Path(entry.path))
+            if text is None:
+                result.rejected += 1
+                continue
+            if wrapper and self._wrapper_ok(text, wrapper[1]):
+                _install(target, text.encode())
+                result.wrappers += 1
+                taken += 1
+            elif source and content_key(self.versions, text) == source[1]:
+                if self._build(text, target):
+                    result.libraries += 1
+                    taken += 1
+                else:
+                    result.rejected += 1
+            else:
+                result.rejected += 1
+        with self._lock:
+            for key in ("wrappers", "libraries", "rejected"):
+                self.stats[key] += getattr(result, key)
+        if taken:
+            self._prune()
+        return result
+
+    def _wrapper_ok(self, text: str, key: str) -> bool:
+        return any(content_key(self.versions, text, b) == key for b in WRAPPER_BACKENDS)
+
+    def _build(self, source: str, target: Path) -> bool:
+        """g++ on verified source in a fresh sandbox (no snippet ever ran in it)."""
+        from server.sandbox import INNER_SCRATCH, make_launch, make_scratch, remove_scratch
+
+        s = self.settings
+        iso = s.isolation
+        scratch = make_scratch(s.scratch_root, iso)
+        try:
+            src = scratch / "kernels.cpp"
+            src.write_text(source, encoding="utf-8")
+            if iso.uid is not None:
+                os.chown(src, iso.uid, iso.gid if iso.gid is not None else -1)
+            view = INNER_SCRATCH if iso.mode == "bubblewrap" else str(scratch)
+            cxx, flags = compiler_flags(s.repo_dir)
+            argv = [shutil.which(cxx) or cxx, *flags, f"{view}/kernels.cpp"]
+            argv += ["-o", f"{view}/kernels.so"]
+            launch = make_launch(iso, lambda _v: argv, scratch, s.spec, s.limits, s.repo_dir)
+            done = subprocess.run(
+                launch.argv,
+                env=launch.env or None,
+                cwd=launch.cwd,
+                preexec_fn=launch.preexec,  # noqa: PLW1509 - setrlimit only
+                user=launch.user,
+                group=launch.group,
+                extra_groups=[] if launch.user is not None else None,
+                start_new_session=True,
+                capture_output=True,
+                timeout=BUILD_TIMEOUT_S,
+                check=False,
+            )
+            built = scratch / "kernels.so"
+            if done.returncode != 0 or built.is_symlink() or not built.is_file():
+                log.info("kernel cache: rebuild failed: %s", done.stderr[-500:])
+                return False
+            _install(target, built.read_bytes())
+            return True
+        except (OSError, subprocess.SubprocessError) as exc:
+            log.warning("kernel cache: rebuild failed: %s", exc)
+            return False
+        finally:
+            remove_scratch(scratch)
+
+    def _prune(self) -> None:
+        entries = sorted(
+            (e.stat(follow_symlinks=False).st_mtime, e.path)
+            for e in os.scandir(self.root)
+            if SHARED_NAME.match(e.name)
+        )
+        for _mtime, path in entries[: max(0, len(entries) - MAX_ENTRIES)]:
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+
+    def to_json(self) -> dict[str, Any]:
+        with self._lock:
+            return {"dir": str(self.root), **self.stats}
+
+
+def compiler_flags(repo_dir: Path) -> tuple[str, list[str]]:
+    """The C++ backend's compiler and flags (compiler/codegen/cpp.py's CXX and FLAGS), read
+    from its source, because importing it would import torch into the server."""
+    import ast
+
+    source = (Path(repo_dir) / "compiler" / "codegen" / "cpp.py").read_text()
+    flags: list[str] | None = None
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == [
+            "FLAGS"
+        ]:
+            flags = [str(f) for f in ast.literal_eval(node.value)]
+    if flags is None:
+        raise RuntimeError("compiler/codegen/cpp.py defines no FLAGS")
+    return os.environ.get("CXX", "g++"), flags
+
+
+def shared_kernel_cache(root: str | None, settings: Any) -> KernelCache | None:
+    """The cache, or None where it is off or a job could write into it: without bubblewrap
+    a worker that runs as the server's own uid could (read-only needs another uid)."""
+    if not root:
+        return None
+    iso = settings.isolation
+    if iso.mode != "bubblewrap" and iso.uid is None:
+        return None
+    return KernelCache(root, settings)
+
+
+def job_cache(scratch: Path) -> Path:
+    """Where a job's compiler caches (KERNELSCOPE_CACHE in server/sandbox.py)."""
+    return scratch / "cache" / "kernelscope"
+
+
+def _read_small(path: Path) -> str | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        data = os.read(fd, MAX_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_FILE_BYTES:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+
+
+def _install(target: Path, data: bytes) -> None:
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{time.monotonic_ns()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, target)

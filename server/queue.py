@@ -1,0 +1,416 @@
+"""Jobs on Redis through RQ: the web tier enqueues, `kernelscope worker` processes run them.
+
+In: `QUEUE_URL` (`redis://host:port/db`) in the app's and the workers' configuration.
+Out, on the web tier: `RedisJobManager`, the same interface as the local JobManager
+(server/jobs.py), whose jobs (`RemoteJob`) read their events from Redis; on a worker host:
+`run_worker`, an RQ worker whose task runs the job exactly as a local supervisor thread
+would (server/worker.py: the warm pool, the sandbox, the limits, the shared kernel cache)
+and stores the trace (PostgreSQL, so every host sees it).
+
+Keys, per job (`<ns>` is `QUEUE_NAME`):
+
+- `ks:<ns>:job:<id>` a hash: the request, `created`, `state`, `finished`;
+- `ks:<ns>:job:<id>:events` a Redis stream, entry id `0-<seq+1>`, one event per entry.
+  Appends go through one Lua script that numbers the event, refuses anything after `done`
+  and marks the job finished, so a worker and a web tier that both try to end a job end it
+  once. A subscriber reads the stream from any seq (replay and `Last-Event-ID` for free);
+- `ks:<ns>:job:<id>:alive` set by the worker every second with a 6 s expiry while it runs;
+- `ks:<ns>:job:<id>:cancel` set by `POST /api/jobs/<id>/cancel`.
+
+Why RQ's `SimpleWorker`: the task body never runs the compiler or imports torch; it starts
+a sandboxed process per job (warm from the pool, or cold) and supervises it, so "one
+process per job", which CUDA's fork rules need, is the sandbox's process, and it is a fresh
+exec, never a fork of a process that touched CUDA. A forking RQ worker would fork a work
+horse per job as well, and that horse could not take over warm workers the parent started
+(their pipes belong to the parent). A worker killed with kill -9 takes its sandbox with it
+(bubblewrap's --die-with-parent); its job's `alive` key expires and the web tier, which
+watches it while anyone streams the job, fails the job with an `error` (kind `killed`) and
+stores the trace. Every job gets an RQ timeout of the job's wall clock plus a margin.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from server.jobs import SCHEMA_VERSION, Busy, Job, JobRequest
+from server.kcache import KernelCache
+from server.pool import WarmPool
+
+log = logging.getLogger(__name__)
+ALIVE_TTL_MS = 6000
+ALIVE_EVERY_S = 1.0
+CANCEL_POLL_S = 0.2
+LOST_AFTER_S = 2.0  # `alive` missing this long (after the job started): the worker is gone
+
+APPEND = """
+if redis.call('HGET', KEYS[1], 'finished') == '1' then return -1 end
+local n = redis.call('XLEN', KEYS[2])
+redis.call('XADD', KEYS[2], '0-' .. (n + 1), 'stage', ARGV[1], 'ms', ARGV[2], 'data', ARGV[3],
+           'origin', ARGV[5])
+if ARGV[1] == 'done' then
+  redis.call('HSET', KEYS[1], 'finished', '1', 'state', 'finished')
+  redis.call('EXPIRE', KEYS[1], ARGV[4])
+  redis.call('EXPIRE', KEYS[2], ARGV[4])
+end
+return n
+"""
+
+
+def _redis(url: str) -> Any:
+    import redis
+
+    return redis.Redis.from_url(url, socket_timeout=30, health_check_interval=30)
+
+
+class Keys:
+    def __init__(self, ns: str, job_id: str) -> None:
+        base = f"ks:{ns}:job:{job_id}"
+        self.meta, self.events = base, f"{base}:events"
+        self.alive, self.cancel = f"{base}:alive", f"{base}:cancel"
+
+
+def _decode(entry_id: bytes | str, fields: dict[bytes, bytes]) -> dict[str, Any]:
+    ident = entry_id.decode() if isinstance(entry_id, bytes) else entry_id
+    event = {
+        "schema": SCHEMA_VERSION,
+        "seq": int(ident.split("-")[1]) - 1,
+        "stage": fields[b"stage"].decode(),
+        "ms": float(fields[b"ms"]),
+        "data": json.loads(fields[b"data"]),
+    }
+    if fields.get(b"origin"):
+        event["origin"] = fields[b"origin"].decode()
+    return event
+
+
+def append(
+    conn: Any,
+    keys: Keys,
+    stage: str,
+    data: dict[str, Any],
+    ms: float,
+    retention_s: float,
+    origin: str | None = None,
+) -> int:
+    """Append one event; its seq, or -1 when the job had already finished."""
+    script = conn.register_script(APPEND)
+    n = script(
+        keys=[keys.meta, keys.events],
+        args=[stage, repr(float(ms)), json.dumps(data), int(retention_s), origin or ""],
+    )
+    return int(n)
+
+
+# -- the web tier -------------------------------------------------------------------------
+class RemoteJob:
+    """A job whose events live in Redis (any web process can serve any job)."""
+
+    def __init__(self, manager: RedisJobManager, job_id: str, meta: dict[bytes, bytes]) -> None:
+        self.manager, self.id = manager, job_id
+        self.keys = Keys(manager.ns, job_id)
+        body = json.loads(meta[b"request"])
+        self.request = JobRequest(body["code"], body["options"], body.get("entry"))
+        self.created = float(meta[b"created"])
+        self._seen_alive = False
+        self._missing_since: float | None = None
+
+    @property
+    def conn(self) -> Any:
+        return self.manager.conn
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        return [_decode(i, f) for i, f in self.conn.xrange(self.keys.events)]
+
+    @property
+    def finished(self) -> bool:
+        return self.conn.hget(self.keys.meta, "finished") == b"1"
+
+    @property
+    def state(self) -> str:
+        value = self.conn.hget(self.keys.meta, "state")
+        return value.decode() if value else "queued"
+
+    def cancel(self) -> bool:
+        if self.finished:
+            return False
+        self.conn.set(self.keys.cancel, b"1", ex=int(self.manager.retention_s))
+        if self.state == "queued":
+            # No worker has it yet: end it here (a worker that takes it later sees it ended).
+            self.manager.fail(self, "cancelled", "Cancelled")
+        return True
+
+    def status(self) -> dict[str, Any]:
+        events = self.events
+        done = events[-1]["data"] if events and events[-1]["stage"] == "done" else {}
+        return {
+            "id": self.id,
+            "state": self.state,
+            "events": len(events),
+            "ok": done.get("ok"),
+            "trace_id": done.get("trace_id"),
+        }
+
+    def subscribe(self, start: int, heartbeat_s: float) -> Iterator[dict[str, Any] | None]:
+        """Events from seq `start` until `done`; None for each `heartbeat_s` of silence.
+        While it waits it also watches the worker: a job whose worker died is failed."""
+        last = f"0-{start}"
+        block_ms = max(1, int(min(heartbeat_s, 1.0) * 1000))
+        quiet = 0.0
+        while True:
+            reply = self.conn.xread({self.keys.events: last}, block=block_ms, count=100)
+            batch = [_decode(i, f) for _key, entries in reply or [] for i, f in entries]
+            for event in batch:
+                yield event
+                if event["stage"] == "done":
+                    return
+            if batch:
+                last = f"0-{batch[-1]['seq'] + 1}"
+                quiet = 0.0
+                continue
+            quiet += block_ms / 1000
+            if quiet >= heartbeat_s:
+                quiet = 0.0
+                yield None
+            self.watch()
+
+    def watch(self) -> None:
+        """Fail the job if its worker stopped beating (kill -9, a host gone)."""
+        if self.state != "running" or self.finished:
+            return
+        if self.conn.exists(self.keys.alive):
+            self._seen_alive, self._missing_since = True, None
+            return
+        now = time.monotonic()
+        if self._missing_since is None:
+            self._missing_since = now
+        elif now - self._missing_since >= LOST_AFTER_S:
+            self.manager.fail(
+                self,
+                "killed",
+                "The worker running this job stopped (its process or host died) "
+                f"during the {self._last_stage()} stage",
+            )
+
+    def _last_stage(self) -> str:
+        stages = [e["stage"] for e in self.events if e["stage"] not in ("error", "done")]
+        return stages[-1] if stages else "source"
+
+
+class RedisJobManager:
+    """The JobManager interface on RQ: submit enqueues, get finds any job in Redis."""
+
+    pool: WarmPool | None = None  # warm workers live on the worker hosts
+    kcache: KernelCache | None = None
+
+    def __init__(self, cfg: dict[str, Any], store: Any) -> None:
+        from rq import Queue
+
+        self.url = str(cfg["QUEUE_URL"])
+        self.ns = str(cfg.get("QUEUE_NAME") or "kernelscope")
+        self.store = store
+        self.queue_size = int(cfg["QUEUE_SIZE"])
+        self.retention_s = float(cfg["JOB_RETENTION_S"])
+        self.job_timeout = int(float(cfg["JOB_TIMEOUT_S"]) + 120)
+        self.conn = _redis(self.url)
+        self.conn.ping()
+        self.queue = Queue(self.ns, connection=self.conn)
+
+    def submit(self, request: JobRequest) -> RemoteJob:
+        if self.queue.count >= self.queue_size:
+            raise Busy()
+        job_id = secrets.token_urlsafe(9)
+        keys = Keys(self.ns, job_id)
+        body = {"code": request.code, "options": request.options, "entry": request.entry}
+        meta = {"request": json.dumps(body), "created": repr(time.time()), "state": "queued"}
+        self.conn.hset(keys.meta, mapping=meta)
+        self.conn.expire(keys.meta, int(self.retention_s + self.job_timeout * 4))
+        self.queue.enqueue_call(
+            "server.queue.execute",
+            args=(self.ns, job_id),
+            job_id=f"{self.ns}-{job_id}",
+            timeout=self.job_timeout,
+            result_ttl=int(self.retention_s),
+            failure_ttl=int(self.retention_s),
+        )
+        found = self.get(job_id)
+        assert found is not None
+        return found
+
+    def get(self, job_id: str) -> RemoteJob | None:
+        if not job_id.replace("-", "").replace("_", "").isalnum() or len(job_id) > 40:
+            return None
+        meta = self.conn.hgetall(Keys(self.ns, job_id).meta)
+        return RemoteJob(self, job_id, meta) if meta else None
+
+    def cancel(self, job_id: str) -> RemoteJob | None:
+        job = self.get(job_id)
+        if job is not None:
+            job.cancel()
+        return job
+
+    def fail(self, job: RemoteJob, kind: str, message: str) -> None:
+        """End a job from the web tier: `error` + the stored trace + `done`, once."""
+        keys = job.keys
+        stage = job._last_stage() if job.events else "source"
+        error = {"stage": stage, "kind": kind, "message": message, "line": None,
+                 "traceback": None}  # fmt: skip
+        if append(self.conn, keys, "error", error, 0.0, self.retention_s) < 0:
+            return
+        events = job.events
+        data: dict[str, Any] = {"ok": False}
+        stages = sum(float(e["ms"]) for e in events)
+        data |= {"wall_ms": round((time.time() - job.created) * 1000, 1), "stages_ms": stages}
+        closing = {"schema": SCHEMA_VERSION, "seq": len(events), "stage": "done", "ms": 0.0,
+                   "data": data}
+        try:
+            opts = job.request.trace_options()
+            data["trace_id"] = self.store.put(job.request.code, opts, [*events, closing], False)
+        except Exception:
+            log.exception("job %s: could not store the trace", job.id)
+            data["store_error"] = "the trace could not be stored"
+        append(self.conn, keys, "done", data, 0.0, self.retention_s)
+
+    def stats(self) -> dict[str, Any]:
+        from rq import Worker
+        from rq.registry import StartedJobRegistry
+
+        started = StartedJobRegistry(self.ns, connection=self.conn)
+        return {
+            "executor": "rq",
+            "running": started.count,
+            "queued": self.queue.count,
+            "queue_size": self.queue_size,
+            "workers": Worker.count(queue=self.queue),
+        }
+
+    def warm(self) -> None:
+        return None
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        self.conn.close()
+
+
+# -- the worker ---------------------------------------------------------------------------
+class RedisJob(Job):
+    """The worker's side of a job: a local Job whose events also go to Redis."""
+
+    def __init__(self, conn: Any, ns: str, job_id: str, request: JobRequest, created: float,
+                 retention_s: float) -> None:  # fmt: skip
+        super().__init__(job_id, request, created=created)
+        self.conn, self.keys, self.retention_s = conn, Keys(ns, job_id), retention_s
+        self._cancel_checked = 0.0
+        self.ended_elsewhere = False
+
+    def publish(
+        self, stage: str, data: dict[str, Any], ms: float = 0.0, origin: str | None = None
+    ) -> dict[str, Any]:
+        event = super().publish(stage, data, ms, origin)
+        if append(self.conn, self.keys, stage, data, ms, self.retention_s, origin) < 0:
+            self.ended_elsewhere = True  # cancelled or failed by the web tier meanwhile
+        return event
+
+    def cancel_requested(self) -> bool:
+        if self.ended_elsewhere or super().cancel_requested():
+            return True
+        now = time.monotonic()
+        if now - self._cancel_checked >= CANCEL_POLL_S:
+            self._cancel_checked = now
+            if self.conn.exists(self.keys.cancel):
+                self.cancel()
+        return super().cancel_requested()
+
+
+class WorkerRuntime:
+    """What one `kernelscope worker` process holds for all its jobs: the same pieces a
+    local server builds (sandbox, warm pool, kernel cache, store), from the same config."""
+
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        from server import create_app
+        from server.state import EXTENSION
+
+        local = {**cfg, "QUEUE_URL": None}  # the app object is only a way to build the parts
+        app = create_app(local)
+        state = app.extensions[EXTENSION]
+        self.cfg = app.config
+        self.store, self.settings = state.store, state.settings
+        self.pool, self.kcache = state.jobs.pool, state.jobs.kcache
+        self.conn = _redis(str(cfg["QUEUE_URL"]))
+        self.retention_s = float(self.cfg["JOB_RETENTION_S"])
+
+
+# The worker process's runtime, set once by run_worker before RQ starts taking jobs: RQ
+# calls `execute` by its import path, so this is how the task reaches it.
+_RUNTIME: WorkerRuntime | None = None
+
+
+def execute(ns: str, job_id: str) -> dict[str, Any]:
+    """The RQ task: run one job with the worker's runtime."""
+    from server.worker import cancelled, finish, run_job
+
+    rt = _RUNTIME
+    if rt is None:
+        raise RuntimeError("server.queue.execute runs only inside `kernelscope worker`")
+    keys = Keys(ns, job_id)
+    meta = rt.conn.hgetall(keys.meta)
+    if not meta or meta.get(b"finished") == b"1":
+        return {"skipped": True}  # expired, or cancelled while it was queued
+    body = json.loads(meta[b"request"])
+    request = JobRequest(body["code"], body["options"], body.get("entry"))
+    job = RedisJob(rt.conn, ns, job_id, request, float(meta[b"created"]), rt.retention_s)
+    rt.conn.hset(keys.meta, "state", "running")
+    stop = threading.Event()
+    beat = threading.Thread(target=_beat, args=(rt.conn, keys, stop), daemon=True)
+    rt.conn.set(keys.alive, b"1", px=ALIVE_TTL_MS)
+    beat.start()
+    try:
+        job.state = "running"
+        run_job(job, rt.settings, rt.store, rt.pool, rt.kcache)
+    except Exception:
+        log.exception("job %s failed in the worker", job_id)
+        if not job.finished:
+            if job.cancel_requested():
+                job.publish("error", cancelled(job))
+            finish(job, rt.store, {"ok": False})
+    finally:
+        stop.set()
+        beat.join(5)
+        rt.conn.delete(keys.alive)
+    return {"ok": bool(job.events and job.events[-1]["data"].get("ok"))}
+
+
+def _beat(conn: Any, keys: Keys, stop: threading.Event) -> None:
+    while not stop.wait(ALIVE_EVERY_S):
+        try:
+            conn.set(keys.alive, b"1", px=ALIVE_TTL_MS)
+        except Exception:  # noqa: BLE001 - a Redis hiccup must not kill the job
+            log.warning("could not refresh %s", keys.alive)
+
+
+def run_worker(cfg: dict[str, Any], name: str | None = None, burst: bool = False) -> int:
+    """`kernelscope worker`: take jobs from the queue until stopped (or empty, `burst`)."""
+    global _RUNTIME
+    from rq import Queue, SimpleWorker
+
+    _RUNTIME = runtime = WorkerRuntime(cfg)
+    runtime.pool and runtime.pool.start()
+    ns = str(cfg.get("QUEUE_NAME") or "kernelscope")
+    queue = Queue(ns, connection=runtime.conn)
+    worker_name = name or f"{socket.gethostname()}-{os.getpid()}"
+    worker = SimpleWorker([queue], connection=runtime.conn, name=worker_name)
+    mode = runtime.settings.isolation.mode
+    print(f"kernelscope worker {worker_name}: queue {ns!r}, sandbox {mode}", flush=True)
+    try:
+        worker.work(burst=burst, logging_level="WARNING")
+    finally:
+        if runtime.pool is not None:
+            runtime.pool.shutdown()
+    return 0

@@ -1,0 +1,113 @@
+"""The lean Triton launch path and the CUDA-graph wrapper, with stand-ins for Triton's
+JIT function and compiled kernel (this machine has no GPU; the H200 runs are in
+docs/perf.md)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from compiler.runtime import graphs, launch
+
+
+class FakeCompiled:
+    function, packed_metadata = "fn-handle", "meta"
+
+    def __init__(self) -> None:
+        self.launches: list[tuple[Any, ...]] = []
+
+    def _init_handles(self) -> None:
+        pass
+
+    def run(self, *args: Any) -> None:
+        self.launches.append(args)
+
+
+class FakeJit:
+    arg_names = ["in_ptr0", "out_ptr0", "xnumel", "XBLOCK"]
+
+    def __init__(self) -> None:
+        self.compiled = FakeCompiled()
+        self.jit_calls = 0
+
+    def __getitem__(self, grid: Any) -> Any:
+        def run(*args: Any, **kwargs: Any) -> None:
+            self.jit_calls += 1
+        return run
+
+    def warmup(self, *args: Any, grid: Any, **kwargs: Any) -> FakeCompiled:
+        return self.compiled
+
+
+@pytest.fixture
+def fake_device(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(launch, "_stream", lambda device: 7)
+    monkeypatch.setattr(launch, "_on_device", lambda t: True)
+
+
+def test_first_launch_through_the_jit_then_direct(fake_device: None) -> None:
+    jit = FakeJit()
+    kernel = launch.FastKernel(jit)
+    x, y = torch.zeros(64), torch.zeros(64)
+    for _ in range(3):
+        kernel[(4,)](x, y, 64, XBLOCK=16, num_warps=4)
+    assert jit.jit_calls == 1
+    assert len(jit.compiled.launches) == 2
+    g0, g1, g2, stream, fn, meta, _, _, _, *rest = jit.compiled.launches[0]
+    assert (g0, g1, g2, stream, fn, meta) == (4, 1, 1, 7, "fn-handle", "meta")
+    assert rest[:2] == [x, y] and rest[2:] == [64, 16]  # constexprs in signature order
+    assert kernel.arg_names == FakeJit.arg_names  # reports still see the JIT function
+
+
+def test_misaligned_tensor_takes_the_jit_path(fake_device: None) -> None:
+    jit = FakeJit()
+    kernel = launch.FastKernel(jit)
+    x, y = torch.zeros(65), torch.zeros(64)
+    kernel[(4,)](x, y, 64, XBLOCK=16, num_warps=4)
+    kernel[(4,)](x[1:], y, 64, XBLOCK=16, num_warps=4)  # 4 bytes off: not 16-aligned
+    assert jit.jit_calls == 2 and not jit.compiled.launches
+
+
+def test_a_launcher_that_rejects_the_arguments_falls_back(fake_device: None) -> None:
+    jit = FakeJit()
+
+    def reject(*args: Any) -> None:
+        raise TypeError("function takes 9 positional arguments")
+
+    jit.compiled.run = reject  # type: ignore[method-assign]
+    kernel = launch.FastKernel(jit)
+    x, y = torch.zeros(64), torch.zeros(64)
+    for _ in range(3):
+        kernel[(4,)](x, y, 64, XBLOCK=16, num_warps=4)
+    assert jit.jit_calls == 3
+
+
+def test_cpu_tensors_are_never_launched_directly() -> None:
+    jit = FakeJit()
+    kernel = launch.FastKernel(jit)
+    x = torch.zeros(64)
+    for _ in range(2):
+        kernel[(4,)](x, x, 64, XBLOCK=16, num_warps=4)
+    assert jit.jit_calls == 2 and not jit.compiled.launches
+
+
+def test_cuda_graphs_run_plainly_off_the_gpu() -> None:
+    calls: list[int] = []
+
+    def fn(*args: Any) -> list[Any]:
+        calls.append(1)
+        return [args[0] + 1]
+
+    g = graphs.CudaGraphed(fn, static=[])
+    x = torch.ones(3)
+    for _ in range(3):
+        assert torch.equal(g(x)[0], x + 1)
+    assert len(calls) == 3 and g.graph is None and "CPU" in (g.why_not or "")
+
+
+def test_cuda_graphs_option_is_known() -> None:
+    from compiler.options import CompileOptions
+
+    assert CompileOptions.from_mapping({"cuda_graphs": True}).cuda_graphs

@@ -1,0 +1,221 @@
+"""The warm pool, Cancel, wall time in `done`, and the production server (gunicorn)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from flask.testing import FlaskClient
+from server_support import (
+    FAKE_BACK,
+    FAKE_WORKER,
+    REPO,
+    AppFactory,
+    compile_events,
+    first_error,
+    state,
+    stream,
+    submit,
+    wait_until,
+)
+
+from server.cli import parser
+from server.streams import parse_sse
+
+# Says which process it ran in (its start time: pids repeat across pid namespaces) and
+# whether an earlier snippet ran in that process before (it leaves a mark in builtins).
+WHO_SNIPPET = """import builtins
+start = open('/proc/self/stat').read().rsplit(')', 1)[1].split()[19]
+seen = getattr(builtins, 'kernelscope_seen', False)
+builtins.kernelscope_seen = True
+raise ValueError(f'start={start} seen={seen}')
+"""
+
+
+def _who(events: list[dict]) -> tuple[str, str]:
+    match = re.search(r"start=(\d+) seen=(\w+)", first_error(events)["message"])
+    assert match, events
+    return match.group(1), match.group(2)
+
+
+def test_jobs_run_in_warm_workers_each_used_once(make_app: AppFactory) -> None:
+    app = make_app(WARM_POOL=2, MAX_JOBS=1)
+    pool = state(app).jobs.pool
+    assert pool is not None and pool.wait_ready(2, timeout=30)
+    client = app.test_client()
+    runs = [_who(compile_events(client, WHO_SNIPPET)) for _ in range(3)]
+    stats = pool.stats()
+    assert stats["handed_out"] == 3 and stats["cold_starts"] == 0
+    # Every job got a process of its own, in which no snippet had run before.
+    assert len({start for start, _ in runs}) == 3
+    assert all(seen == "False" for _, seen in runs)
+    assert wait_until(lambda: pool.stats()["ready"] + pool.stats()["warming"] == 2, 10)
+
+
+def test_without_a_pool_jobs_start_cold(make_app: AppFactory) -> None:
+    app = make_app(WARM_POOL=0)
+    events = compile_events(app.test_client(), "x = 1\n")
+    assert events[-1]["data"]["ok"] is True
+    assert state(app).jobs.stats()["pool"]["size"] == 0
+
+
+def test_a_warm_worker_runs_the_same_events_as_a_cold_one(make_app: AppFactory) -> None:
+    cold = compile_events(make_app(WARM_POOL=0).test_client(), "y = 3\n")
+    warm_app = make_app(WARM_POOL=1)
+    assert state(warm_app).jobs.pool.wait_ready(1, timeout=30)
+    warm = compile_events(warm_app.test_client(), "y = 3\n")
+    strip = lambda evs: [(e["stage"], e["seq"]) for e in evs]  # noqa: E731
+    assert strip(cold) == strip(warm)
+    assert warm[0]["data"]["code"] == "y = 3\n"
+
+
+def test_done_carries_wall_time_next_to_the_stage_sum(client: FlaskClient) -> None:
+    events = compile_events(client, "# fake-sleep: 0.05\nx = 1\n")
+    done = events[-1]["data"]
+    stage_sum = sum(e["ms"] for e in events)
+    assert abs(done["stages_ms"] - stage_sum) < 1.0
+    assert done["wall_ms"] >= done["stages_ms"] > 0
+    assert done["wall_ms"] < 10_000
+
+
+def test_cancel_kills_a_running_job(make_app: AppFactory) -> None:
+    client = make_app(JOB_TIMEOUT_S=30).test_client()
+    job_id = submit(client, "# fake-sleep: 3\nx = 1\n")
+    assert wait_until(lambda: client.get(f"/api/jobs/{job_id}").get_json()["events"] >= 1, 20)
+    start = time.monotonic()
+    reply = client.post(f"/api/jobs/{job_id}/cancel")
+    assert reply.status_code == 202 and reply.get_json()["cancelled"] is True
+    events = stream(client, job_id)
+    assert time.monotonic() - start < 3.0  # well before the 8 stages x 3 s would end
+    error = first_error(events)
+    assert error["kind"] == "cancelled" and "Cancelled" in error["message"]
+    done = events[-1]
+    assert done["stage"] == "done" and done["data"]["ok"] is False
+    trace = client.get(f"/api/traces/{done['data']['trace_id']}").get_json()
+    assert trace["ok"] is False and trace["events"][-2]["data"]["kind"] == "cancelled"
+    # Cancelling a finished job is refused; an unknown job is 404.
+    assert client.post(f"/api/jobs/{job_id}/cancel").status_code == 409
+    assert client.post("/api/jobs/nosuchjob/cancel").status_code == 404
+    # The next job works.
+    assert compile_events(client, "x = 2\n")[-1]["data"]["ok"] is True
+
+
+def test_cancel_a_queued_job_never_starts_it(make_app: AppFactory) -> None:
+    client = make_app(MAX_JOBS=1, WARM_POOL=0, JOB_TIMEOUT_S=30).test_client()
+    running = submit(client, "# fake-sleep: 0.5\nx = 1\n")
+    queued = submit(client, "open('started', 'w')\n")
+    assert client.post(f"/api/jobs/{queued}/cancel").status_code == 202
+    events = stream(client, queued)
+    assert [e["stage"] for e in events] == ["error", "done"]
+    assert events[0]["data"]["kind"] == "cancelled"
+    assert stream(client, running)[-1]["data"]["ok"] is True
+
+
+def test_serve_help_lists_every_flag() -> None:
+    text = parser().format_help()
+    serve = subprocess.run(
+        [sys.executable, "-m", "compiler", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=60,
+    )
+    assert serve.returncode == 0 and "serve" in text
+    for flag in (
+        "--host", "--port", "--db", "--queue", "--max-jobs", "--queue-size", "--timeout",
+        "--isolation", "--pool", "--workers", "--threads", "--debug", "--config",
+    ):  # fmt: skip
+        assert flag in serve.stdout, flag
+    worker = subprocess.run(
+        [sys.executable, "-m", "compiler", "worker", "--help"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=60,
+    )
+    for flag in ("--queue", "--db", "--pool", "--burst", "--timeout", "--isolation"):
+        assert flag in worker.stdout, flag
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _serve(tmp_path: Path, *flags: str) -> tuple[subprocess.Popen[bytes], str]:
+    config = tmp_path / "config.json"
+    config.write_text(
+        json.dumps({"WORKER_CMD": FAKE_WORKER, "BACK_CMD": FAKE_BACK, "WARM_IMPORTS": [],
+                    "WARM_UP": False})
+    )
+    port = _free_port()
+    cmd = [sys.executable, "-m", "server", "--port", str(port), "--db", str(tmp_path / "t.db")]
+    proc = subprocess.Popen(
+        [*cmd, "--config", str(config), *flags],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    end = time.monotonic() + 60
+    while time.monotonic() < end:
+        try:
+            urllib.request.urlopen(base + "/api/health", timeout=5).close()
+            return proc, base
+        except OSError:
+            time.sleep(0.2)
+    proc.kill()
+    raise AssertionError("the server did not start")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(5)
+
+
+def _compile_over_http(base: str, code: str) -> tuple[list[dict], str]:
+    request = urllib.request.Request(
+        base + "/api/compile",
+        data=json.dumps({"code": code}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=10) as r:
+        job = json.load(r)
+    with urllib.request.urlopen(base + job["events"], timeout=30) as r:
+        server = r.headers.get("Server", "")
+        return parse_sse(r.read().decode()), server
+
+
+def test_serve_runs_gunicorn_and_streams_events(tmp_path: Path) -> None:
+    proc, base = _serve(tmp_path)
+    try:
+        events, server = _compile_over_http(base, "# fake-sleep: 0.2\nx = 1\n")
+        assert "gunicorn" in server.lower()
+        assert events[-1]["stage"] == "done" and events[-1]["data"]["ok"] is True
+        assert [e["seq"] for e in events] == list(range(len(events)))
+    finally:
+        _stop(proc)
+
+
+def test_serve_debug_runs_the_development_server(tmp_path: Path) -> None:
+    proc, base = _serve(tmp_path, "--debug")
+    try:
+        events, server = _compile_over_http(base, "x = 1\n")
+        assert "werkzeug" in server.lower()
+        assert events[-1]["data"]["ok"] is True
+    finally:
+        _stop(proc)

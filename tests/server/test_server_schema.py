@@ -1,0 +1,18 @@
+"""GET /api/schema publishes the event contract the compiler generates."""
+
+from __future__ import annotations
+
+import json
+
+from flask.testing import FlaskClient
+
+from compiler.event_types import SCHEMA_PATH
+from compiler.events import SCHEMA_VERSION, STAGES
+
+
+def test_schema_route_serves_the_checked_in_schema(client: FlaskClient) -> None:
+    body = client.get("/api/schema").get_json()
+    assert body["version"] == SCHEMA_VERSION
+    assert body["stages"] == list(STAGES)
+    assert body["terminal"] == ["error", "done"]
+    assert body["schema"] == json.loads(SCHEMA_PATH.read_text())
