@@ -15,6 +15,7 @@ any of the snippet's code (docs/architecture.md, "Trust boundary").
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -54,6 +55,8 @@ def _common(c: argparse.ArgumentParser) -> None:
     c.add_argument("--no-reuse", action="store_true", help="no buffer reuse")
     c.add_argument("--no-profile", action="store_true")
     c.add_argument("--inductor", action="store_true", help="also time TorchInductor")
+    c.add_argument("--options", default=None, metavar="JSON",
+                   help='more CompileOptions fields, e.g. \'{"persistent_rblock": 1024}\'')
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,9 +123,10 @@ def _stages(args: argparse.Namespace) -> int:
     if not Path(args.bundle).is_file():
         print(f"kernelscope: no such bundle: {args.bundle}", file=sys.stderr)
         return 2
+    options = _options(args)  # first: it decides TRITON_INTERPRET before torch is imported
     from compiler.pipeline import run_back
 
-    return _print(run_back(args.bundle, _options(args), replay=not args.no_replay), args)
+    return _print(run_back(args.bundle, options, replay=not args.no_replay), args)
 
 
 def _options(args: argparse.Namespace, entry: str | None = None) -> Any:
@@ -133,9 +137,12 @@ def _options(args: argparse.Namespace, entry: str | None = None) -> Any:
         os.environ.setdefault("TRITON_INTERPRET", "1")
     from compiler.options import CompileOptions
 
-    return CompileOptions(device=device, backend=args.backend, fusion=not args.no_fusion,
-                          memory_reuse=not args.no_reuse, profile=not args.no_profile,
-                          inductor=args.inductor, entry=entry)
+    fields = {"device": device, "backend": args.backend, "fusion": not args.no_fusion,
+              "memory_reuse": not args.no_reuse, "profile": not args.no_profile,
+              "inductor": args.inductor, "entry": entry}
+    if getattr(args, "options", None):
+        fields.update(json.loads(args.options))
+    return CompileOptions.from_mapping(fields)
 
 
 def _print(events: Iterator[Any], args: argparse.Namespace) -> int:

@@ -99,12 +99,49 @@ class GraphBreak:
 
 
 @dataclass
+class Guard:
+    """One check Dynamo runs before it reuses a compiled frame, in words."""
+
+    kind: str
+    text: str
+    line: int | None = None
+
+
+@dataclass
+class CallInput:
+    shape: list[int] = field(default_factory=list)
+    dtype: str = ""
+    device: str = ""
+    requires_grad: bool = False
+    value: str = ""  # a non-tensor argument, as repr
+
+
+@dataclass
+class DynamoCompile:
+    """One Dynamo frame compile of the snippet's calls (compiler/capture/guards.py)."""
+
+    compile_id: str | None
+    call: int
+    recompile: bool
+    reasons: list[str]
+    function: str = ""
+    line: int | None = None
+    inputs: list[CallInput] = field(default_factory=list)
+    grad_mode: bool = True
+    guards: list[Guard] = field(default_factory=list)
+    hidden_guards: int = 0
+    raw: str = ""
+    error: str = ""
+
+
+@dataclass
 class Capture:
     graphs: list[CaptureGraph]
     graph_breaks: list[GraphBreak]
     dynamo_graphs: int
     stdout: str = ""
     origin: Origin = "snippet"
+    compiles: list[DynamoCompile] = field(default_factory=list)
 
 
 # -- lowering ------------------------------------------------------------------------------
@@ -225,6 +262,17 @@ class MemoryGraph:
     peak_bytes_no_reuse: int
     frees: dict[str, list[str]] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
+    saved: list[SavedActivation] = field(default_factory=list)
+
+
+@dataclass
+class SavedActivation:
+    """A forward graph's value kept for the backward graph (training)."""
+
+    node: str
+    buffer: str | None = None  # None: a graph input, no new memory
+    bytes: int | None = None
+    backward_input: str = ""
 
 
 @dataclass
@@ -360,6 +408,23 @@ class Profile:
     inductor_ms: float | None = None
     peak_gbps: float | None = None
     kernels: list[KernelTime] = field(default_factory=list)
+    inductor: InductorOutput | None = None
+
+
+@dataclass
+class InductorKernel:
+    name: str
+    language: str
+    source: str
+
+
+@dataclass
+class InductorOutput:
+    """TorchInductor's own output code for the same graphs (compiler/runtime/inductor.py)."""
+
+    code: list[str]
+    kernels: list[InductorKernel]
+    error: str | None = None
 
 
 # -- error, done ---------------------------------------------------------------------------

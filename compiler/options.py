@@ -24,8 +24,8 @@ class CompileOptions:
     inductor: bool = False  # also time torch.compile's own Inductor in `profile`
     profile: bool = True  # time eager and compiled code where that means something
     check: bool = True  # compare compiled outputs against eager in `run`
-    atol: float = 1e-4
-    rtol: float = 1e-4
+    atol: float = 1e-4  # absolute tolerance of the check against eager
+    rtol: float = 1e-4  # relative tolerance of the check against eager
     cuda_graphs: bool = False  # replay each compiled graph from a CUDA graph (runtime/graphs.py)
     cache_dir: str | None = None  # on-disk compile cache; None: ~/.cache/kernelscope
     entry: str | None = None  # snippet entry point override

@@ -38,12 +38,22 @@ class SnippetError(Exception):
 
 
 @dataclass
+class Call:
+    """One call the snippet made of its compiled function (replayed for guards)."""
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    grad_mode: bool
+
+
+@dataclass
 class Entry:
     fn: Callable[..., Any]
     name: str
     inputs: tuple[Any, ...]
     line: int | None = None
     kwargs: dict[str, Any] = field(default_factory=dict)
+    calls: list[Call] = field(default_factory=list)  # every call, in order (first = inputs)
 
 
 def write_snippet(code: str, directory: Path) -> Path:
@@ -62,6 +72,9 @@ def check_syntax(code: str, filename: str) -> ast.Module:
         raise SnippetError("syntax", f"SyntaxError: {e.msg}", e.lineno) from e
 
 
+MAX_CALLS = 8  # calls of a compiled function remembered (for guards and recompiles)
+
+
 class _CompileRecorder:
     """Stands in for torch.compile while the snippet runs: remembers fn and first args."""
 
@@ -74,8 +87,12 @@ class _CompileRecorder:
         recorder = self
 
         def compiled(*args: Any, **kw: Any) -> Any:
-            if not any(e.fn is model for e in recorder.calls):
-                recorder.calls.append(Entry(model, _name_of(model), args, _line_of(model), kw))
+            entry = next((e for e in recorder.calls if e.fn is model), None)
+            if entry is None:
+                entry = Entry(model, _name_of(model), args, _line_of(model), kw)
+                recorder.calls.append(entry)
+            if len(entry.calls) < MAX_CALLS:
+                entry.calls.append(Call(args, kw, torch.is_grad_enabled()))
             return model(*args, **kw)
 
         compiled.__wrapped__ = model  # type: ignore[attr-defined]
@@ -182,7 +199,8 @@ def run_snippet(path: Path, device: str, entry_name: str | None = None) -> Entry
     scope: dict[str, Any] = {"__name__": "__kernelscope__", "__file__": str(path)}
     recorder = _CompileRecorder()
     try:
-        with _compile_recorded(recorder), torch.device(device):
+        # As a script runs: grad mode on (the calls' grad mode is recorded for guards).
+        with _compile_recorded(recorder), torch.device(device), torch.enable_grad():
             exec(compile(tree, str(path), "exec"), scope)  # noqa: S102 - sandboxed worker
     except SnippetError:
         raise
@@ -208,7 +226,8 @@ def _explicit_entry(scope: dict[str, Any], tree: ast.Module, name: str | None) -
     fn = scope[name]
     if not callable(fn):
         raise SnippetError("entry", f"entry {name!r} is not callable")
-    return Entry(fn, name if name != "entry" else _name_of(fn), tuple(inputs), _line_of(fn))
+    return Entry(fn, name if name != "entry" else _name_of(fn), tuple(inputs), _line_of(fn),
+                 calls=[Call(tuple(inputs), {}, True)])
 
 
 def _last_definition(scope: dict[str, Any], tree: ast.Module) -> str | None:

@@ -17,14 +17,12 @@ from server import info
 from server.errors import ApiError
 from server.inputs import BadInput, entry_name_ok, parse_request
 from server.jobs import Busy, JobRequest, JobView
+from server.options import option_fields, parse_options
 from server.state import app_state
 from server.streams import SSE_HEADERS, ndjson, sse
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 
-DEVICES = ("cpu", "cuda")
-BACKENDS = ("auto", "cpp", "triton")
-BOOL_OPTIONS = ("fusion", "inductor")
 HIGHLIGHT_WAIT_S = 5.0  # how long a highlight request waits for the one highlighting slot
 
 
@@ -38,29 +36,6 @@ def _json_body() -> dict[str, Any]:
     if not isinstance(body, dict):
         raise ApiError("the body must be a JSON object")
     return body
-
-
-def parse_options(raw: Any) -> dict[str, Any]:
-    """{device, backend, fusion, inductor} with defaults; the compiler resolves "auto"."""
-    raw = {} if raw is None else raw
-    if not isinstance(raw, dict):
-        raise ApiError("options must be an object")
-    unknown = sorted(set(raw) - {"device", "backend", *BOOL_OPTIONS})
-    if unknown:
-        raise ApiError(f"unknown option(s): {', '.join(unknown)}")
-    device = raw.get("device", "cpu")
-    if device not in DEVICES:
-        raise ApiError("options.device must be 'cpu' or 'cuda'")
-    backend = raw.get("backend", "auto")
-    if backend not in BACKENDS:
-        raise ApiError(f"options.backend must be one of {', '.join(BACKENDS)}")
-    opts: dict[str, Any] = {"device": device, "backend": backend}
-    for name, default in (("fusion", True), ("inductor", False)):
-        value = raw.get(name, default)
-        if not isinstance(value, bool):
-            raise ApiError(f"options.{name} must be true or false")
-        opts[name] = value
-    return opts
 
 
 def parse_compile(body: dict[str, Any], max_code_bytes: int) -> JobRequest:
@@ -171,6 +146,12 @@ def schema() -> Response:
 @bp.get("/samples")
 def samples() -> Response:
     return jsonify({"samples": info.list_samples(app_state().samples_dir)})
+
+
+@bp.get("/options")
+def options() -> Response:
+    """Every compile option a request may set: type, default, choices, what it does."""
+    return jsonify({"options": option_fields()})
 
 
 @bp.get("/health")

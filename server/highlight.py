@@ -10,7 +10,16 @@ from __future__ import annotations
 from pygments import highlight as pygments_highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexer import Lexer
-from pygments.lexers import CLexer, CppLexer, PythonLexer, TextLexer
+from pygments.lexers import (
+    CLexer,
+    CppLexer,
+    GasLexer,
+    LlvmLexer,
+    ObjdumpLexer,
+    PtxLexer,
+    PythonLexer,
+    TextLexer,
+)
 from pygments.styles import get_all_styles
 
 LEXERS: dict[str, type[Lexer]] = {
@@ -19,6 +28,10 @@ LEXERS: dict[str, type[Lexer]] = {
     "cpp": CppLexer,
     "c": CLexer,
     "text": TextLexer,
+    "llvm": LlvmLexer,  # Triton's LLVM IR
+    "ptx": PtxLexer,
+    "asm": GasLexer,  # SASS and g++ assembly read well enough as GNU as
+    "objdump": ObjdumpLexer,
 }
 CSS_CLASS = "highlight"
 

@@ -15,6 +15,7 @@ enforces the output, event and trace caps; `seq` is renumbered here.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import select
@@ -82,6 +83,9 @@ def worker_argv(settings: WorkerSettings, job: Job, scratch: str) -> list[str]:
         argv.append("--inductor")
     if job.request.entry:
         argv += ["--entry", job.request.entry]
+    more = {k: v for k, v in opts.items() if k not in ("device", "backend", "fusion", "inductor")}
+    if more:  # every other CompileOptions field, checked by server/options.py
+        argv += ["--options", json.dumps(more, sort_keys=True)]
     return argv
 
 

@@ -53,11 +53,10 @@ class Recorder:
 
         def keep(kind: str) -> AOTDispatchCompiler:
             def compiler(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
-                if kind == "forward" and not torch.is_grad_enabled():
-                    kind_now = "inference"
-                else:
-                    kind_now = kind
-                captured = CapturedGraph(gm, list(example_inputs), kind_now, dynamo_graph)
+                # AOTAutograd says which graph this is by the compiler it calls (it runs
+                # the forward compiler of a training graph under no_grad, so grad mode
+                # cannot tell a forward from an inference graph).
+                captured = CapturedGraph(gm, list(example_inputs), kind, dynamo_graph)
                 self.graphs.append(captured)
 
                 def run(args: list[Any]) -> Any:
@@ -72,6 +71,7 @@ class Recorder:
 
         return aot_module_simplified(gm, example_inputs, fw_compiler=keep("forward"),
                                      bw_compiler=keep("backward"),
+                                     inference_compiler=keep("inference"),
                                      decompositions=decomposition_table())
 
 

@@ -19,6 +19,7 @@ import torch
 from compiler.capture.bundle import BundleWriter, snapshot
 from compiler.capture.dynamo import CapturedGraph, Recorder
 from compiler.capture.fxgraph import graph_json, node_lines
+from compiler.capture.guards import compiles_json
 from compiler.options import CompileOptions
 from compiler.snippet import Entry, SnippetError, run_snippet, user_line_of
 
@@ -91,13 +92,14 @@ def capture_stage(run: FrontRun) -> dict[str, Any]:
         raise StageFailed("capture", "exception", f"{type(e).__name__}: {str(e)[:2000]}",
                           user_line_of(e, run.path), traceback.format_exc(limit=-8)) from e
     run.graphs = recorder.graphs
+    compiles = compiles_json(entry.fn, entry.calls, run.path)  # every call, for its guards
     code_lines = run.code.splitlines()
     graphs = []
     for i, g in enumerate(recorder.graphs):
         info = graph_json(g.gm, i, node_lines(g.gm, str(run.path)), code_lines)
         graphs.append({**info, "kind": g.kind, "dynamo_graph": g.dynamo_graph})
     return {"graphs": graphs, "graph_breaks": [_break(r, run.path) for r in recorder.breaks],
-            "dynamo_graphs": recorder.dynamo_graphs}
+            "dynamo_graphs": recorder.dynamo_graphs, "compiles": compiles}
 
 
 def _break(reason: Any, path: Path) -> dict[str, Any]:

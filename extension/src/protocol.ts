@@ -51,6 +51,8 @@ export type WebviewToHost =
   | { type: "openKernel"; gid: number; kernel: string }
   /** Highlight code with the server's Pygments (`POST /api/highlight`). */
   | { type: "highlight"; id: number; code: string; language: string }
+  /** The status strip's Cancel button: stop the running job. */
+  | { type: "cancel" }
   /** A panel restored after a reload hands its trace back, so the editor is decorated again. */
   | { type: "restore"; title: TraceTitle; events: StageEvent[] };
 
@@ -65,6 +67,8 @@ export function isWebviewToHost(m: unknown): m is WebviewToHost {
   switch (m.type) {
     case "ready":
       return typeof m.restored === "boolean";
+    case "cancel":
+      return true;
     case "reveal":
     case "hover":
       return isLines(m.lines);

@@ -138,7 +138,8 @@ export class ServerManager {
     const url = `http://127.0.0.1:${port}`;
     const args = ["-m", "server", "--host", "127.0.0.1", "--port", String(port)];
     this.log(`starting ${settings.python} ${args.join(" ")}`);
-    const child = spawn(settings.python, args, { cwd: settings.cwd, env, stdio: ["ignore", "pipe", "pipe"] });
+    // Its own process group, so stopping it also stops what it starts (WSGI workers, pools).
+    const child = spawn(settings.python, args, { cwd: settings.cwd, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
     this.child = child;
     this.started = { url, settings };
     let output = "";
@@ -177,15 +178,18 @@ export class ServerManager {
     return client;
   }
 
-  /** Stops the server this manager started (SIGTERM, then SIGKILL after 3 s). */
+  /** Stops the server this manager started and its process group (SIGTERM, then SIGKILL
+   * after 5 s for whatever is left of the group). */
   stop(): void {
     const child = this.child;
     this.child = null;
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
-    child.kill("SIGTERM");
-    const timer = setTimeout(() => child.kill("SIGKILL"), 3000);
+    if (!child?.pid || child.exitCode !== null || child.signalCode !== null) return;
+    const group = (signal: NodeJS.Signals) => {
+      try { process.kill(-child.pid!, signal); } catch { /* already gone */ }
+    };
+    group("SIGTERM");
+    const timer = setTimeout(() => group("SIGKILL"), 5000);
     timer.unref();
-    child.once("exit", () => clearTimeout(timer));
   }
 }
 

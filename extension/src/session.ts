@@ -198,6 +198,11 @@ export class Session implements vscode.Disposable {
     return this.running !== null;
   }
 
+  /** The server's id of the running job, once the server has accepted it. */
+  get jobId(): string | null {
+    return this.running?.jobId ?? null;
+  }
+
   private setResult(result: CompileResult): void {
     this.result = result;
     this.documents.remember(result);
@@ -289,6 +294,9 @@ export class Session implements vscode.Disposable {
         break;
       case "reveal":
         void this.reveal(m.lines);
+        break;
+      case "cancel":
+        void this.cancel();
         break;
       case "hover":
         this.decorations.mark(m.lines);

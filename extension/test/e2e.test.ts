@@ -73,13 +73,31 @@ test("Compile Selection on a block, through the real server and compiler", { ski
     // The panel got every event the server streamed.
     const posted = stub.panels[0].webview.posted as { type: string; event?: { stage: string } }[];
     assert.equal(posted.filter((m) => m.type === "event").length, result.events.length);
+
+    // Cancel from the status bar stops a job that would run for a minute: the server ends
+    // the stream with an error of kind "cancelled".
+    const slow = stub.openEditor(path.join(REPO, "slow.py"), "import time\nimport torch\n\n\ndef g(x):\n    return x.cos()\n\n\ntime.sleep(60)\n");
+    slow.selection = new Selection(new Position(5, 4), new Position(5, 4));
+    stub.inputAnswers = ["float32[8]"];
+    const started = Date.now();
+    const slowRun = vscode.commands.executeCommand("kernelscope.compileSelection");
+    await until(() => session.jobId !== null, 60_000, "the job to be accepted");
+    await vscode.commands.executeCommand("kernelscope.cancel");
+    await slowRun;
+    const cancelled = session.result!;
+    assert.equal((cancelled.trace.error as { kind?: string } | null)?.kind, "cancelled", JSON.stringify(cancelled.events.map((e) => e.stage)));
+    assert.equal(cancelled.ok, false);
+    assert.ok(Date.now() - started < 55_000, "cancelled before the snippet's sleep ended");
+    assert.match(stub.statusItems[0].text, /\$\(error\) Kernelscope: cancelled/);
   } finally {
     const url = session.server.startedUrl;
     deactivate();
     for (const d of context.subscriptions) d.dispose();
     if (url) {
-      await new Promise((r) => setTimeout(r, 1500));
-      await assert.rejects(fetch(`${url}/api/health`), "the started server is stopped on deactivate");
+      const gone = async () => { try { await fetch(`${url}/api/health`); return false; } catch { return true; } };
+      const end = Date.now() + 15_000;
+      while (!(await gone()) && Date.now() < end) await new Promise((r) => setTimeout(r, 250));
+      assert.ok(await gone(), "the started server is stopped on deactivate");
     }
   }
 });

@@ -1,9 +1,14 @@
 """A stand-in for server/ that the web UI's browser tests run against.
 
-It serves webui/ exactly where the real server does and answers the same API from the
-recorded fixture trace (fixtures/softmax_block.json), so the UI can be tested without the
-compiler. A snippet that does not parse streams a `syntax` error; one containing `raise`
-streams its `source` stage and then an `exception` error in capture, as the compiler would.
+It serves webui/ exactly where the real server does and answers the same API from fixture
+traces, so the UI can be tested without the compiler: the hand-written
+fixtures/softmax_block.json for any snippet, and the traces the compiler recorded
+(fixtures/record_fixtures.py: training, recompiles, add_relu, add_relu_nofusion) for their
+own snippets; those are also stored traces under their names (`/t/training`). A snippet
+that does not parse streams a `syntax` error; one containing `raise` streams its `source`
+stage and then an `exception` error in capture, as the compiler would; one containing
+`time.sleep` runs until it is cancelled (POST /api/jobs/<id>/cancel). The option list is
+the real server's (server/options.py).
 
     python tests/browser/stub_server.py   # http://127.0.0.1:8766
 """
@@ -39,8 +44,29 @@ RAISES = (
 )
 
 
-def load_fixture() -> dict[str, Any]:
-    return json.loads(FIXTURE.read_text())
+RECORDED = ("training", "recompiles", "add_relu", "add_relu_nofusion")
+SLEEPY = "import time\n\n\ndef f(x):\n    return x\n\n\ntime.sleep(60)\n"
+
+
+def load_fixture(name: str | None = None) -> dict[str, Any]:
+    path = FIXTURE if name is None else FIXTURE.with_name(f"{name}.json")
+    return json.loads(path.read_text())
+
+
+def recorded_events(code: str, options: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The recorded trace for this snippet (fusion off picks add_relu_nofusion), no `done`."""
+    for name in RECORDED:
+        trace = load_fixture(name)
+        if trace["code"] != code:
+            continue
+        if name == "add_relu" and options.get("fusion") is False:
+            trace = load_fixture("add_relu_nofusion")
+        elif name == "add_relu" and not options.get("inductor"):
+            for e in trace["events"]:
+                if e["stage"] == "profile":
+                    e["data"].pop("inductor", None)
+        return [e for e in trace["events"] if e["stage"] != "done"]
+    return None
 
 
 def event(seq: int, stage: str, data: dict[str, Any], ms: float = 0) -> dict[str, Any]:
@@ -50,6 +76,9 @@ def event(seq: int, stage: str, data: dict[str, Any], ms: float = 0) -> dict[str
 def events_for(code: str, options: dict[str, Any]) -> list[dict[str, Any]]:
     """What the compiler would stream for `code`: the fixture, or an error."""
     fixture = load_fixture()["events"]
+    recorded = recorded_events(code, options)
+    if recorded is not None:
+        return recorded
     try:
         compile(code, "snippet.py", "exec")
     except SyntaxError as e:
@@ -86,6 +115,19 @@ def events_for(code: str, options: dict[str, Any]) -> list[dict[str, Any]]:
         ]
     evs = copy.deepcopy(fixture[:-1])
     evs[0]["data"]["code"] = code
+    if "print(" in code:  # what the compiler reports when the snippet prints
+        evs[0]["data"]["stdout"] = "hello from the snippet\n"
+        evs[1]["data"]["stdout"] = "traced once\n"
+    if options.get("device") == "cuda":
+        # What a GPU build report adds to each kernel (the shape the UI reads; made up
+        # here, as no GPU runs these tests).
+        for g in evs[6]["data"]["graphs"]:
+            for k in g["kernels"]:
+                k.update(registers=32, spills=0, shared_bytes=0, num_warps=4, num_stages=3)
+                k["ir"] = {
+                    "ttir": f"module {{\n  tt.func public @{k['name']}() {{\n  }}\n}}\n",
+                    "ptx": f".visible .entry {k['name']}(\n)\n{{\n\tret;\n}}\n",
+                }
     if options.get("backend") == "triton":
         evs[-1]["data"] = {
             "measured": False,
@@ -105,12 +147,42 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
     app = Flask(__name__, static_folder=None)
     jobs: dict[str, dict[str, Any]] = {}
     traces: dict[str, dict[str, Any]] = {}
+    for name in RECORDED:
+        stored = load_fixture(name)
+        stored["id"] = name
+        stored["created"] = "2026-12-01T08:00:00Z"
+        stored["events"][-1]["data"]["trace_id"] = name
+        traces[name] = stored
     ids = itertools.count(1)
 
     @app.get("/")
     @app.get("/t/<trace_id>")
-    def index(trace_id: str | None = None) -> Response:
-        return send_from_directory(WEBUI, "index.html")
+    @app.get("/diff/<a>/<b>")
+    def index(trace_id: str | None = None, a: str | None = None, b: str | None = None) -> Response:
+        response = send_from_directory(WEBUI, "index.html")
+        if trace_id is not None and trace_id not in traces:
+            response.status_code = 404  # the page shows its own not-found view
+        return response
+
+    @app.get("/<path:unknown>")
+    def not_found(unknown: str) -> Response:
+        if unknown.startswith("api/"):
+            abort(404)
+        response = send_from_directory(WEBUI, "index.html")
+        response.status_code = 404
+        return response
+
+    @app.get("/api/options")
+    def options() -> Response:
+        from server.options import option_fields
+
+        return jsonify({"options": option_fields()})
+
+    @app.post("/api/jobs/<job_id>/cancel")
+    def cancel(job_id: str) -> Response:
+        job = jobs.get(job_id) or abort(404)
+        job["cancelled"] = True
+        return jsonify({"cancelled": True})
 
     @app.get("/webui/<path:path>")
     def webui(path: str) -> Response:
@@ -145,6 +217,11 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
                     },
                     {"name": "syntax_error", "title": "A syntax error", "code": BROKEN},
                     {"name": "raises", "title": "A snippet that raises", "code": RAISES},
+                    {"name": "sleepy", "title": "A snippet that never ends", "code": SLEEPY},
+                ]
+                + [
+                    {"name": name, "title": f"recorded: {name}", "code": load_fixture(name)["code"]}
+                    for name in ("training", "recompiles", "add_relu")
                 ]
             }
         )
@@ -162,6 +239,9 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
         return Response(stream(job), mimetype="text/event-stream")
 
     def stream(job: dict[str, Any]) -> Iterator[str]:
+        if "time.sleep" in job["code"]:
+            yield from sleepy(job)
+            return
         evs = events_for(job["code"], job["options"])
         for ev in evs:
             time.sleep(delay)
@@ -179,6 +259,27 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
             "events": evs + [done],
         }
         yield f"data: {json.dumps(done)}\n\n"
+
+    def sleepy(job: dict[str, Any]) -> Iterator[str]:
+        first = copy.deepcopy(load_fixture()["events"][0])
+        first["data"]["code"] = job["code"]
+        yield f"data: {json.dumps(first)}\n\n"
+        deadline = time.monotonic() + 30
+        while not job.get("cancelled") and time.monotonic() < deadline:
+            time.sleep(0.05)
+            yield ": heartbeat\n\n"
+        err = event(
+            1,
+            "error",
+            {
+                "stage": "capture",
+                "kind": "killed",
+                "line": None,
+                "message": "cancelled: the worker was killed",
+            },
+        )
+        yield f"data: {json.dumps(err)}\n\n"
+        yield f"data: {json.dumps(event(2, 'done', {'ok': False, 'cancelled': True}))}\n\n"
 
     @app.get("/api/traces/<trace_id>")
     def trace(trace_id: str) -> Response:
@@ -201,4 +302,7 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
 
 
 if __name__ == "__main__":
+    import sys
+
+    sys.path.insert(0, str(ROOT))  # this checkout's server/, not an installed one
     create_stub_app(delay=0.3).run(host="127.0.0.1", port=8766, threaded=True)

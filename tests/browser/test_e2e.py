@@ -119,3 +119,70 @@ def test_compile_hover_share_and_reopen(
     screenshot(fresh, "e2e-permalink")
     assert page_errors(page) == []
     assert page_errors(fresh) == []
+
+
+RECOMPILES = """import torch
+
+
+def f(x):
+    y = x + 1
+    return torch.relu(y)
+
+
+cf = torch.compile(f)
+cf(torch.randn(16))
+cf(torch.randn(32))
+"""
+
+
+def test_a_recompile_shows_its_reason_and_fusion_off_diffs_from_a_permalink(
+    new_page: Callable[[str], Page], real_server: LiveServer
+) -> None:
+    page = new_page(real_server.url)
+    open_explorer(page)
+    page.evaluate(f"window.kernelscope.editor.code = {RECOMPILES!r}")
+    page.click("#compile")
+    wait_done(page, COMPILE_TIMEOUT_S)
+    assert page.evaluate("window.kernelscope.state.trace.error") is None
+    show_tab(page, "guards")
+    cards = page.locator(".compile-card")
+    expect(cards).to_have_count(2)
+    expect(cards.nth(1).locator(".reasons")).to_contain_text(
+        "tensor 'x' size mismatch at index 0. expected 16, actual 32"
+    )
+    screenshot(page, "e2e-guards")
+    expect(page.locator(".total")).to_contain_text(" s wall · stages ")
+
+    page.click("#options-summary")
+    page.uncheck("#opt-fusion")
+    page.click("#options-summary")
+    page.click("#compile")
+    wait_done(page, COMPILE_TIMEOUT_S)
+    link = page.locator("#diff-previous")
+    expect(link).to_be_visible()
+    diff = new_page(real_server.url)
+    diff.goto(link.get_attribute("href") or "")
+    diff.wait_for_selector("body[data-ready=true]")
+    pane = diff.locator("[data-pane=diff][data-filled=true]")
+    expect(pane.locator(".diff-changes")).to_contain_text("fusion true → false")
+    expect(pane.locator(".diff-kernels tbody tr")).not_to_have_count(0)
+    screenshot(diff, "e2e-diff-fusion")
+    assert page_errors(page) == [] and page_errors(diff) == []
+
+
+def test_cancel_kills_a_running_compile_and_keeps_its_partial_trace(
+    new_page: Callable[[str], Page], real_server: LiveServer
+) -> None:
+    page = new_page(real_server.url)
+    open_explorer(page)
+    page.evaluate("window.kernelscope.editor.code = 'import time\\n\\n\\ntime.sleep(120)\\n'")
+    page.click("#compile")
+    cancel = page.locator("button.cancel")
+    expect(cancel).to_be_visible()
+    page.wait_for_timeout(500)
+    cancel.click()
+    expect(page.locator(".total")).to_contain_text("cancelled after", timeout=20_000)
+    expect(cancel).to_be_hidden()
+    expect(page.locator("#compile")).to_be_enabled()
+    assert page.evaluate("window.kernelscope.state.trace.error?.kind") == "cancelled"
+    expect(page.locator("#share")).to_be_enabled()

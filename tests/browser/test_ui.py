@@ -47,7 +47,7 @@ def compiled(page: Page) -> Page:
 
 def test_compile_fills_every_pane_and_the_status_strip(page: Page) -> None:
     open_explorer(page)
-    expect(page.locator("#samples option")).to_have_count(4)
+    expect(page.locator("#samples option")).to_have_count(8)
     compile_and_wait(page)
     wait_panes_filled(page)
     expect(page.locator(".stage.done")).to_have_count(9)
@@ -234,7 +234,7 @@ def test_share_then_the_permalink_replays_read_only(
 
 def test_an_unknown_permalink_says_so(page: Page) -> None:
     open_explorer(page, "/t/doesnotexist")
-    expect(page.locator(".error-banner")).to_contain_text("doesnotexist")
+    expect(page.locator(".not-found-view")).to_contain_text("doesnotexist")
 
 
 def test_code_stays_plain_text_when_highlighting_fails(new_page: Callable[[str], Page]) -> None:

@@ -261,3 +261,21 @@ def test_the_back_half_never_calls_the_snippet(tmp_path: Path) -> None:
     by = _stages(run_back(bundle, CompileOptions(device="cpu", backend="cpp", profile=True)))
     assert by["run"]["ok"] and by["profile"]["measured"]
     assert calls.read_text() == after_front
+
+
+def test_stages_command_runs_triton_kernels_in_the_interpreter(tmp_path: Path) -> None:
+    """`kernelscope stages B --backend triton` on a CPU host switches the interpreter on
+    before torch is imported (regression: it imported the pipeline first)."""
+    bundle = _front(tmp_path, ADD)
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "compiler", "stages", str(bundle), "--json", "--device", "cpu",
+         "--backend", "triton"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+        env=dict(env, PYTHONPATH=str(REPO)))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    check_stream(events)
+    by = {e["stage"]: e["data"] for e in events}
+    assert by["codegen"]["graphs"][0]["backend"] == "triton", by.get("error")
+    assert by["run"]["ok"] and by["done"]["ok"]

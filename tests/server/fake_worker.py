@@ -31,6 +31,7 @@ def main(argv: list[str]) -> int:
     p.add_argument("--backend", default="auto")
     p.add_argument("--no-fusion", action="store_true")
     p.add_argument("--inductor", action="store_true")
+    p.add_argument("--options")  # further CompileOptions as JSON (server/options.py)
     p.add_argument("--entry")
     p.add_argument("--inputs")
     args = p.parse_args(argv)

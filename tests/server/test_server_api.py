@@ -74,12 +74,16 @@ def test_unknown_things_answer_json_404(client: FlaskClient) -> None:
         "/api/jobs/nope/events",
         "/api/traces/AAAAAAAAAAAA",
         "/api/traces/../../etc",
-        "/t/AAAAAAAAAAAA",
-        "/no/such/page",
+        "/api/no/such/route",
     ):
         response = client.get(url)
         assert response.status_code == 404, url
         assert response.is_json and "error" in response.get_json(), url
+    # Pages answer the web UI itself with 404: it shows its own not-found view.
+    for url in ("/t/AAAAAAAAAAAA", "/no/such/page", "/diff/AAAAAAAAAAAA/inductor"):
+        response = client.get(url)
+        assert response.status_code == 404, url
+        assert response.mimetype == "text/html", url
 
 
 def test_wrong_method_is_json_405(client: FlaskClient) -> None:

@@ -33,7 +33,9 @@ async function request(method, url, body) {
 
 export const getSamples = () => request("GET", "/api/samples");
 export const getHealth = () => request("GET", "/api/health");
+export const getOptions = () => request("GET", "/api/options");
 export const getSchema = () => request("GET", "/api/schema");
+export const cancelJob = (id) => request("POST", `/api/jobs/${encodeURIComponent(id)}/cancel`);
 export const getTrace = (id) => request("GET", `/api/traces/${encodeURIComponent(id)}`);
 export const startCompile = (code, options) => request("POST", "/api/compile", { code, options });
 

@@ -3,7 +3,7 @@
 // it arrives; if highlighting fails or does not line up with the source, stays plain.
 
 import { h, escapeHtml } from "./dom.js";
-import { highlight } from "./api.js";
+import { highlight as serverHighlight } from "./api.js";
 
 // Splits Pygments HTML (one element per line, ids "L-<n>") into per-line HTML, or returns
 // null when the lines do not match `source` exactly.
@@ -29,9 +29,12 @@ export function splitHighlighted(html, source) {
   return lines;
 }
 
-// Renders `source`; `decorate(lineNumber, el)` may add classes, data and listeners.
+// Renders `source`; `decorate(lineNumber, el)` may add classes, data and listeners;
+// `highlight(code, language)` (a promise of Pygments HTML or null) colours it: the pane's
+// `ctx.highlight` when it has one, else api.js's (POST /api/highlight; the VS Code
+// webview's build puts its own module in api.js's place); null keeps it plain.
 // Returns the block element; its `lineEls` maps line numbers to line elements.
-export function codeBlock(source, language, decorate = () => {}) {
+export function codeBlock(source, language, decorate = () => {}, highlight = serverHighlight) {
   const text = source.replace(/\n$/, "").split("\n");
   const lineEls = new Map();
   const rows = text.map((line, i) => {
@@ -44,6 +47,10 @@ export function codeBlock(source, language, decorate = () => {}) {
   });
   const block = h("div.code.highlight", { dataset: { language } }, rows);
   block.lineEls = lineEls;
+  if (!highlight) {
+    block.dataset.highlight = "plain";
+    return block;
+  }
   highlight(source, language).then((html) => {
     const lines = html && splitHighlighted(html, source);
     if (!lines) {

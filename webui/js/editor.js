@@ -10,32 +10,33 @@ import {
 } from "../vendor/codemirror.js";
 import { lineColour } from "./provenance.js";
 
+// Token colours are CSS variables, so the light and dark themes (app.css) both apply.
 const highlightStyle = HighlightStyle.define([
-  { tag: t.keyword, color: "#c792ea" },
-  { tag: [t.controlKeyword, t.moduleKeyword, t.operatorKeyword], color: "#c792ea" },
+  { tag: t.keyword, color: "var(--tok-keyword)" },
+  { tag: [t.controlKeyword, t.moduleKeyword, t.operatorKeyword], color: "var(--tok-keyword)" },
   { tag: [t.definition(t.variableName), t.function(t.definition(t.variableName))],
-    color: "#82aaff" },
-  { tag: [t.function(t.variableName), t.function(t.propertyName)], color: "#82aaff" },
-  { tag: t.propertyName, color: "#b2ccd6" },
-  { tag: [t.string, t.special(t.string)], color: "#c3e88d" },
-  { tag: [t.number, t.bool, t.null], color: "#f78c6c" },
-  { tag: t.comment, color: "#697098", fontStyle: "italic" },
-  { tag: [t.className, t.definition(t.className)], color: "#ffcb6b" },
-  { tag: t.self, color: "#ff5370" },
-  { tag: [t.operator, t.punctuation], color: "#89ddff" },
+    color: "var(--tok-function)" },
+  { tag: [t.function(t.variableName), t.function(t.propertyName)], color: "var(--tok-function)" },
+  { tag: t.propertyName, color: "var(--tok-property)" },
+  { tag: [t.string, t.special(t.string)], color: "var(--tok-string)" },
+  { tag: [t.number, t.bool, t.null], color: "var(--tok-number)" },
+  { tag: t.comment, color: "var(--tok-comment)", fontStyle: "italic" },
+  { tag: [t.className, t.definition(t.className)], color: "var(--tok-class)" },
+  { tag: t.self, color: "var(--tok-self)" },
+  { tag: [t.operator, t.punctuation], color: "var(--tok-operator)" },
 ]);
 
 const theme = EditorView.theme({
   "&": { height: "100%", backgroundColor: "var(--bg-code)", color: "var(--fg)" },
   ".cm-scroller": { fontFamily: "var(--mono)", fontSize: "13px", lineHeight: "1.55" },
-  ".cm-content": { caretColor: "#ffcc00" },
+  ".cm-content": { caretColor: "var(--caret)" },
   ".cm-gutters": { backgroundColor: "var(--bg-code)", color: "var(--fg-dim)", border: "none" },
-  ".cm-activeLine": { backgroundColor: "rgba(255,255,255,0.035)" },
+  ".cm-activeLine": { backgroundColor: "var(--active-line)" },
   ".cm-activeLineGutter": { backgroundColor: "transparent", color: "var(--fg)" },
   "&.cm-focused .cm-selectionBackground, .cm-selectionBackground, ::selection":
     { backgroundColor: "rgba(130,170,255,0.25)" },
   "&.cm-focused": { outline: "none" },
-}, { dark: true });
+});
 
 // The provenance decorations: {lines: Set, selected: Set, error: line|null, breaks: Set}.
 const setMarks = StateEffect.define();
@@ -65,7 +66,8 @@ function buildDecos(state, { lines, selected, error, breaks }) {
 }
 
 export class Editor {
-  constructor(parent, { onHoverLine, onClickLine, onRun }) {
+  constructor(parent, { onHoverLine, onClickLine, onRun, onChange = () => {},
+    onCursorLine = () => {} }) {
     this.readOnly = new Compartment();
     this.marks = { lines: new Set(), selected: new Set(), error: null, breaks: new Set() };
     this.hoverLine = null;
@@ -82,6 +84,14 @@ export class Editor {
           indentOnInput(), bracketMatching(), highlightActiveLine(), python(),
           syntaxHighlighting(highlightStyle), theme, marksField,
           EditorState.tabSize.of(4),
+          // Wrapped lines: no sideways scroll that could hide the start of every line.
+          EditorView.lineWrapping,
+          EditorView.updateListener.of((update) => {
+            if (update.docChanged) onChange();
+            else if (update.selectionSet && update.view.hasFocus && !this.programmatic) {
+              onCursorLine(update.state.doc.lineAt(update.state.selection.main.head).number);
+            }
+          }),
           this.readOnly.of([]),
           keymap.of([
             { key: "Mod-Enter", run: () => { onRun(); return true; } },
@@ -111,7 +121,11 @@ export class Editor {
   }
 
   set code(text) {
-    this.view.dispatch({ changes: { from: 0, to: this.view.state.doc.length, insert: text } });
+    this.programmatic = true;
+    this.view.dispatch({ changes: { from: 0, to: this.view.state.doc.length, insert: text },
+      selection: { anchor: 0 }, scrollIntoView: true });
+    this.view.scrollDOM.scrollLeft = 0;
+    this.programmatic = false;
   }
 
   setReadOnly(flag) {
@@ -132,8 +146,10 @@ export class Editor {
   revealLine(n) {
     if (n < 1 || n > this.view.state.doc.lines) return;
     const line = this.view.state.doc.line(n);
+    this.programmatic = true;
     this.view.dispatch({ selection: { anchor: line.from },
-      effects: EditorView.scrollIntoView(line.from, { y: "center" }) });
+      effects: EditorView.scrollIntoView(line.from, { y: "center", x: "start" }) });
+    this.programmatic = false;
     this.view.focus();
   }
 }

@@ -72,3 +72,58 @@ export function toast(message) {
   clearTimeout(toastTimer);
   toastTimer = setTimeout(() => el.classList.remove("show"), 2500);
 }
+
+// A "maximise" button in each column's head: the column takes the whole workspace until
+// the button (or Escape) restores the layout.
+export function makeMaximise(workspace, columns, onChange = () => {}) {
+  const restore = () => {
+    workspace.classList.remove("maximised");
+    for (const col of columns) col.classList.remove("max");
+    onChange();
+  };
+  for (const col of columns) {
+    const head = col.querySelector(".col-head, .tabs");
+    const button = h("button.maxbtn", { type: "button", title: "Maximise this pane (Escape restores)",
+      "aria-label": "Maximise" }, "⤢");
+    button.addEventListener("click", () => {
+      const on = !col.classList.contains("max");
+      restore();
+      if (on) {
+        workspace.classList.add("maximised");
+        col.classList.add("max");
+        onChange();
+      }
+    });
+    head.append(button);
+  }
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Escape" && workspace.classList.contains("maximised")) restore();
+  });
+}
+
+// Light or dark, remembered across visits; dark until the user picks light.
+export function initTheme(button) {
+  const saved = localStorage.getItem("ks.theme");
+  const apply = (theme) => {
+    document.documentElement.dataset.theme = theme;
+    button.textContent = theme === "light" ? "☾ dark" : "☀ light";
+    button.title = `Switch to the ${theme === "light" ? "dark" : "light"} theme`;
+  };
+  apply(saved ?? "dark");
+  button.addEventListener("click", () => {
+    const next = document.documentElement.dataset.theme === "light" ? "dark" : "light";
+    localStorage.setItem("ks.theme", next);
+    apply(next);
+  });
+}
+
+// The page's own not-found view (a mistyped permalink, an unknown path).
+export function notFound(message) {
+  document.body.classList.add("not-found");
+  const view = h("section.not-found-view", { role: "alert" },
+    h("h1", "Not found"), h("p", message),
+    h("p", "Permalinks look like ", h("code", "/t/k3J9x0aQ2mP1"), "; a diff like ",
+      h("code", "/diff/<a>/<b>"), "."),
+    h("p", h("a", { href: "/" }, "Open the explorer")));
+  document.querySelector(".workspace").replaceWith(view);
+}

@@ -1,14 +1,18 @@
 // Boots the explorer: the editor and options on the left, the generated code in the
 // middle, the analysis panes in tabs on the right. Compiling streams a job's events into a
 // Trace and hands each one to every pane; a permalink (/t/<id>) replays a stored trace the
-// same way, read-only. Provenance selections travel through one SelectionBus.
+// same way, read-only; /diff/<a>/<b> compares two stored traces (diffpage.js). Provenance
+// selections travel through one SelectionBus.
 
-import { getSamples, getHealth, getSchema, getTrace, startCompile, jobEvents } from "./api.js";
+import { getSamples, getHealth, getTrace, startCompile, jobEvents, cancelJob, highlight,
+  getSchema } from "./api.js";
 import { Editor } from "./editor.js";
 import { loadCytoscape, libInfo } from "./libs.js";
-import { Trace, loadStages } from "./trace.js";
+import { Trace, graphView, graphLabels, loadStages } from "./trace.js";
 import { SelectionBus, buildIndex, fromSourceLine, isEmpty } from "./provenance.js";
-import { makeTabs, makeSplitter, toast } from "./layout.js";
+import { makeTabs, makeSplitter, makeMaximise, toast, initTheme, notFound } from "./layout.js";
+import { OptionControls, fingerprint, unchangedNotes } from "./options.js";
+import { openDiff } from "./diffpage.js";
 import { StatusStrip } from "./panes/status.js";
 import { ErrorBanner } from "./panes/errors.js";
 import { CodePane } from "./panes/code.js";
@@ -17,46 +21,63 @@ import { IrPane } from "./panes/ir.js";
 import { FusionPane } from "./panes/fusion.js";
 import { MemoryPane } from "./panes/memory.js";
 import { TimingsPane } from "./panes/timings.js";
+import { GuardsPane } from "./panes/guards.js";
+import { OutputPane } from "./panes/output.js";
 
 await loadStages(getSchema); // before any pane is built: they lay out one chip per stage
 const $ = (id) => document.getElementById(id);
 
-const state = { trace: new Trace(), index: null, running: false, permalink: null };
+const state = { trace: new Trace(), index: null, running: false, permalink: null,
+  stale: false, graphs: null, jobId: null, abort: null, last: null, traceId: null,
+  before: null };
 state.index = buildIndex(state.trace);
 const bus = new SelectionBus();
 
+// While the code differs from what was compiled, its lines no longer match the trace's.
+const live = (fn) => (...args) => (state.stale ? undefined : fn(...args));
 const ctx = {
   index: () => state.index,
   current: () => bus.current,
-  hover: (sel) => bus.hover(sel),
+  hover: live((sel) => bus.hover(sel)),
   unhover: () => bus.unhover(),
-  pin: (sel) => bus.pin(sel),
+  pin: live((sel) => bus.pin(sel)),
   clearPin: () => bus.clear(),
   kernelColour: (gid, name) => state.index.kernelColour.get(`${gid}:${name}`) ?? "#3a4256",
   cytoscape: loadCytoscape,
+  highlight,
+  revealLine: (line) => editor.revealLine(line),
 };
 
 const editor = new Editor($("editor"), {
   onHoverLine: (line) => (line && state.index.sourceLines.has(line)
-    ? bus.hover(fromSourceLine(state.index, line)) : bus.unhover()),
+    ? ctx.hover(fromSourceLine(state.index, line)) : bus.unhover()),
   onClickLine: (line) => {
-    if (!line || !state.index.sourceLines.has(line)) return;
-    const sel = fromSourceLine(state.index, line);
-    bus.pin(sel);
+    if (!line || !state.index.sourceLines.has(line) || state.stale) return;
+    bus.pin(fromSourceLine(state.index, line));
     code.scrollToSelection();
     ir.scrollToSelection();
   },
+  // The keyboard's way to the same selection: the cursor's line while the editor has focus.
+  onCursorLine: (line) => {
+    if (state.stale || !state.index.sourceLines.has(line)) return;
+    bus.pin(fromSourceLine(state.index, line));
+    code.scrollToSelection();
+  },
+  onChange: () => markStale(),
   onRun: () => compile(),
 });
 
-const status = new StatusStrip();
+const status = new StatusStrip({ onCancel: () => cancel() });
 const banner = new ErrorBanner({ onLine: (line) => editor.revealLine(line) });
-$("status-host").append(status.el, banner.el);
+const graphTabs = document.createElement("nav");
+graphTabs.className = "graph-tabs";
+graphTabs.hidden = true;
+$("status-host").append(status.el, graphTabs, banner.el);
 
 const code = new CodePane(ctx);
 const ir = new IrPane(ctx);
 const tabPanes = [new GraphPane(ctx), ir, new FusionPane(ctx), new MemoryPane(ctx),
-  new TimingsPane(ctx)];
+  new TimingsPane(ctx), new GuardsPane(ctx), new OutputPane(ctx)];
 const panes = [code, ...tabPanes];
 code.el.dataset.pane = "code";
 $("code-host").append(code.el);
@@ -66,7 +87,11 @@ const workspace = document.querySelector(".workspace");
 const reflow = () => tabPanes.forEach((p) => !p.el.hidden && p.shown?.());
 makeSplitter($("split-1"), workspace, "--w-editor", { onResize: reflow });
 makeSplitter($("split-2"), workspace, "--w-code", { onResize: reflow });
+makeMaximise(workspace, document.querySelectorAll(".col"), reflow);
 window.addEventListener("resize", reflow);
+initTheme($("theme"));
+
+const optionControls = new OptionControls($("options-panel"), $("options-summary"));
 
 bus.subscribe((sel) => {
   editor.mark({ selected: sel.lines });
@@ -77,7 +102,7 @@ document.addEventListener("keydown", (e) => { if (e.key === "Escape") bus.clear(
 
 function options() {
   return { device: $("opt-device").value, backend: $("opt-backend").value,
-    fusion: $("opt-fusion").checked, inductor: $("opt-inductor").checked };
+    ...optionControls.values() };
 }
 
 // Sets the option controls; values the controls do not offer (backend "auto") are skipped.
@@ -86,27 +111,29 @@ function setOptions(opts = {}) {
     const select = $(id);
     if (value && [...select.options].some((o) => o.value === value)) select.value = value;
   }
-  if (opts.fusion !== undefined) $("opt-fusion").checked = !!opts.fusion;
-  if (opts.inductor !== undefined) $("opt-inductor").checked = !!opts.inductor;
+  optionControls.set(opts);
 }
 
 function reset() {
   state.trace = new Trace();
   state.index = buildIndex(state.trace);
+  state.graphs = null;
   bus.clear();
   banner.reset();
   status.reset();
+  setStale(false);
   editor.mark({ lines: new Set(), selected: new Set(), error: null, breaks: new Set() });
   for (const pane of panes) pane.reset();
+  renderGraphTabs();
   tabs.refresh();
   setShare(null);
 }
 
-function handle(event, live) {
+function handle(event, isLive) {
   const trace = state.trace;
   if (!trace.add(event)) return;
   state.index = buildIndex(trace);
-  status.update(trace, event, live);
+  status.update(trace, event, isLive);
   if (event.stage === "error") {
     banner.show(event.data);
     editor.mark({ error: event.data.line ?? null });
@@ -114,11 +141,73 @@ function handle(event, live) {
   if (event.stage === "done") setShare(event.data.trace_id ?? null);
   if (event.stage === "capture") {
     editor.mark({ breaks: new Set((event.data.graph_breaks ?? []).map((b) => b.line)) });
+    renderGraphTabs();
   }
-  for (const pane of panes) pane.update(trace, event.stage);
+  const view = graphView(trace, state.graphs);
+  for (const pane of panes) pane.update(view, event.stage);
   editor.mark({ lines: state.index.sourceLines });
   bus.emit();
   tabs.refresh();
+}
+
+// Forward / backward (or one tab per graph break) when a trace has more than one graph:
+// every pane then shows the chosen graph only.
+function renderGraphTabs() {
+  const labels = graphLabels(state.trace);
+  graphTabs.replaceChildren();
+  graphTabs.hidden = labels.length < 2;
+  if (graphTabs.hidden) return;
+  const button = (ids, text, title) => {
+    const b = document.createElement("button");
+    b.className = "gtab";
+    b.textContent = text;
+    b.title = title;
+    b.dataset.graphs = ids ? ids.join(",") : "all";
+    b.classList.toggle("active", JSON.stringify(ids) === JSON.stringify(state.graphs));
+    b.addEventListener("click", () => showGraphs(ids));
+    return b;
+  };
+  const head = document.createElement("span");
+  head.className = "hint";
+  head.textContent = "graphs:";
+  graphTabs.append(head, button(null, "all", "every graph"),
+    ...labels.map((g) => button([g.id], g.label, g.title)));
+}
+
+function showGraphs(ids) {
+  state.graphs = ids;
+  const view = graphView(state.trace, ids);
+  for (const pane of panes) {
+    pane.reset();
+    for (const event of state.trace.events) pane.update(view, event.stage);
+  }
+  renderGraphTabs();
+  bus.emit();
+  tabs.refresh();
+  reflow();
+}
+
+// Edited since the compile: the result stays, marked stale, and provenance is off (its
+// line numbers belong to the code that was compiled) until the next compile.
+function markStale() {
+  const source = state.trace.data("source");
+  if (!source || state.running || state.permalink) return;
+  const stale = editor.code !== source.code;
+  if (stale !== state.stale) setStale(stale);
+  const sample = $("samples");
+  if (sample.value && sampleCode.get(sample.value) !== editor.code) sample.value = "";
+}
+
+function setStale(flag) {
+  state.stale = flag;
+  document.body.classList.toggle("stale", flag);
+  status.setStale(flag);
+  if (flag) {
+    bus.clear();
+    editor.mark({ lines: new Set(), selected: new Set(), error: null, breaks: new Set() });
+  } else if (state.trace.has("source")) {
+    editor.mark({ lines: state.index.sourceLines });
+  }
 }
 
 async function compile() {
@@ -126,20 +215,66 @@ async function compile() {
   state.running = true;
   document.body.classList.add("running");
   $("compile").disabled = true;
+  const opts = options();
+  const code = editor.code;
+  state.before = state.traceId ?? state.before;  // the "diff with previous" link
   reset();
   status.start();
+  state.abort = new AbortController();
+  state.cancelling = false;
   try {
-    const { job_id: jobId } = await startCompile(editor.code, options());
-    for await (const event of jobEvents(jobId)) handle(event, true);
+    const { job_id: jobId } = await startCompile(code, opts);
+    state.jobId = jobId;
+    status.running(true);
+    for await (const event of jobEvents(jobId, state.abort.signal)) handle(event, true);
+    if (state.cancelling) {  // the server's closing error is the kill we asked for
+      banner.reset();
+      status.cancelled();
+    } else {
+      noteUnchanged(code, opts);
+    }
   } catch (err) {
-    console.error(err);
-    status.update(state.trace, { stage: "error", data: { stage: null } }, false);
-    banner.show({ kind: err.kind ?? "client", message: err.message });
+    if (err.name === "AbortError" || state.abort?.signal.aborted || state.cancelling) {
+      status.cancelled();
+    } else {
+      console.error(err);
+      status.update(state.trace, { stage: "error", data: { stage: null } }, false);
+      banner.show({ kind: err.kind ?? "client", message: err.message });
+    }
   } finally {
     state.running = false;
+    state.jobId = null;
+    status.running(false);
     document.body.classList.remove("running");
     $("compile").disabled = false;
   }
+}
+
+// Cancel asks the server to kill the job; its stream then ends with a `cancelled` error
+// and a `done` whose partial trace is stored (and can be shared). Without a cancel API
+// (an older server), or if the stream does not end soon, the UI stops listening.
+async function cancel() {
+  if (!state.running) return;
+  state.cancelling = true;
+  const jobId = state.jobId;
+  const abort = state.abort;
+  try {
+    if (!jobId) throw new Error("the job has not started yet");
+    await cancelJob(jobId);
+    setTimeout(() => abort?.abort(), CANCEL_GRACE_MS);
+  } catch (err) {
+    toast(`The server could not cancel the job (${err.message}); stopped watching it.`);
+    abort?.abort();
+  }
+}
+
+const CANCEL_GRACE_MS = 5000;
+
+function noteUnchanged(code, opts) {
+  if (!state.trace.done?.ok) return;
+  const now = { code, options: opts, print: fingerprint(state.trace), trace: state.trace };
+  status.notes(unchangedNotes(state.last, now));
+  state.last = now;
 }
 
 function setShare(traceId) {
@@ -148,6 +283,12 @@ function setShare(traceId) {
   const link = $("permalink");
   link.hidden = !traceId || !state.permalink;
   link.value = traceId ? permalinkUrl(traceId) : "";
+  const inductor = $("diff-inductor");
+  inductor.hidden = !traceId || !state.trace.data("profile")?.inductor;
+  inductor.href = traceId ? `/diff/${traceId}/inductor` : "#";
+  const previous = $("diff-previous");
+  previous.hidden = !traceId || !state.before || state.before === traceId;
+  previous.href = previous.hidden ? "#" : `/diff/${state.before}/${traceId}`;
 }
 
 const permalinkUrl = (id) => new URL(`/t/${id}`, location.origin).href;
@@ -169,42 +310,48 @@ async function share() {
   toast(copied ? `Link copied: ${url}` : `Permalink: ${url}`);
 }
 
+function setReadOnly(flag) {
+  editor.setReadOnly(flag);
+  for (const el of document.querySelectorAll(".options select, .options input")) el.disabled = flag;
+  optionControls.setDisabled(flag);
+  $("samples").disabled = flag;
+  $("compile").hidden = flag;
+  $("edit-copy").hidden = !flag;
+}
+
 async function openPermalink(id) {
   state.permalink = id;
   document.body.classList.add("permalink");
-  editor.setReadOnly(true);
-  for (const el of document.querySelectorAll(".options select, .options input")) el.disabled = true;
-  $("samples").disabled = true;
-  $("compile").hidden = true;
-  $("edit-copy").hidden = false;
+  setReadOnly(true);
   reset();
+  let trace;
   try {
-    const trace = await getTrace(id);
-    editor.code = trace.code ?? "";
-    setOptions(trace.options);
-    $("permalink-info").textContent =
-      `Read-only trace ${trace.id ?? id}${trace.created ? ` · created ${new Date(trace.created).toLocaleString()}` : ""}`;
-    for (const event of trace.events ?? []) handle(event, false);
-    const source = state.trace.data("source");
-    if (source) setOptions({ device: source.device, backend: source.backend });
-    setShare(trace.id ?? id);
+    trace = await getTrace(id);
   } catch (err) {
-    banner.show({ kind: err.status === 404 ? "not found" : err.kind ?? "client",
-      message: err.status === 404 ? `No stored trace has the id ${id}.` : err.message });
+    if (err.status === 404) return notFound(`No stored trace has the id “${id}”.`);
+    banner.show({ kind: err.kind ?? "client", message: err.message });
+    return;
   }
+  editor.code = trace.code ?? "";
+  setOptions(trace.options);
+  $("permalink-info").textContent = `Read-only trace ${trace.id ?? id}` +
+    `${trace.ok === false ? " (failed compile)" : ""}` +
+    `${trace.created ? ` · created ${new Date(trace.created).toLocaleString()}` : ""}`;
+  for (const event of trace.events ?? []) handle(event, false);
+  const source = state.trace.data("source");
+  if (source) setOptions({ device: source.device, backend: source.backend, ...source.options });
+  setShare(trace.id ?? id);
 }
 
 function editCopy() {
   state.permalink = null;
   document.body.classList.remove("permalink");
-  editor.setReadOnly(false);
-  for (const el of document.querySelectorAll(".options select, .options input")) el.disabled = false;
-  $("samples").disabled = false;
-  $("compile").hidden = false;
-  $("edit-copy").hidden = true;
+  setReadOnly(false);
   $("permalink").hidden = true;
   history.pushState({}, "", "/");
 }
+
+const sampleCode = new Map();
 
 async function loadSamples() {
   let samples = [];
@@ -217,6 +364,7 @@ async function loadSamples() {
   const select = $("samples");
   for (const s of samples) {
     select.append(new Option(s.title || s.name, s.name));
+    sampleCode.set(s.name, s.code);
   }
   select.addEventListener("change", () => {
     const sample = samples.find((s) => s.name === select.value);
@@ -256,10 +404,18 @@ $("opt-device").addEventListener("change", () => {
 
 async function boot() {
   showHealth();
+  const diff = location.pathname.match(/^\/diff\/([^/]+)\/([^/]+)\/?$/);
+  if (diff) {
+    await openDiff(decodeURIComponent(diff[1]), decodeURIComponent(diff[2]), ctx);
+    document.body.dataset.ready = "true";
+    return;
+  }
   const match = location.pathname.match(/^\/t\/([^/]+)\/?$/);
-  const samples = await loadSamples();
+  const [samples] = await Promise.all([loadSamples(), optionControls.load()]);
   if (match) {
     await openPermalink(decodeURIComponent(match[1]));
+  } else if (location.pathname !== "/" && location.pathname !== "/index.html") {
+    notFound(`There is no page at ${location.pathname}.`);
   } else if (samples.length) {
     const first = samples.find((s) => s.name === "gelu_tanh") ?? samples[0];
     $("samples").value = first.name;
@@ -269,5 +425,6 @@ async function boot() {
   document.body.dataset.ready = "true";
 }
 
-window.kernelscope = { state, bus, editor, panes, libInfo, compile, openPermalink };
+window.kernelscope = { state, bus, editor, panes, libInfo, compile, cancel, openPermalink,
+  showGraphs };
 boot();

@@ -58,3 +58,28 @@ export class Trace {
     return this.graphs("scheduling").flatMap((g) => g.kernels.map((k) => ({ ...k, gid: g.id })));
   }
 }
+
+// The same trace seen through a graph filter: `graphs(stage)` and `graph(stage, id)` keep
+// only the graphs whose id is in `ids` (the forward or backward tab); everything else is
+// the trace itself. Panes render a view exactly as they render a trace.
+export function graphView(trace, ids) {
+  if (!ids) return trace;
+  const keep = new Set(ids);
+  const view = Object.create(trace);
+  view.graphs = (stage) => trace.graphs(stage).filter((g) => keep.has(g.id));
+  view.graph = (stage, id) => (keep.has(id) ? trace.graph(stage, id) : null);
+  view.kernels = () => trace.kernels().filter((k) => keep.has(k.gid));
+  return view;
+}
+
+// One label per captured graph: its kind (forward, backward, inference) when the capture
+// stage says, and its Dynamo compile.
+export function graphLabels(trace) {
+  return trace.graphs("capture").map((g) => ({
+    id: g.id,
+    kind: g.kind ?? null,
+    label: `${g.kind ?? "graph"} ${g.id}`,
+    title: [g.kind && `${g.kind} graph`, g.compile_id && `Dynamo compile ${g.compile_id}`,
+      `${g.nodes?.length ?? 0} nodes`].filter(Boolean).join(" · "),
+  }));
+}

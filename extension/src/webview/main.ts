@@ -9,18 +9,13 @@
 
 import type { HostToWebview, TraceTitle, WebviewState, WebviewToHost, StageEvent } from "../protocol";
 import { isHostToWebview } from "../protocol";
-import { answerHighlight, connectHighlight } from "./highlight";
-import { Trace, loadStages } from "../../../webui/js/trace.js";
+import { answerHighlight, connectHighlight, highlight } from "./highlight";
+import * as traceModule from "../../../webui/js/trace.js";
 import { SelectionBus, buildIndex, fromSourceLine, isEmpty, union } from "../../../webui/js/provenance.js";
 import { makeTabs } from "../../../webui/js/layout.js";
 import { StatusStrip } from "../../../webui/js/panes/status.js";
 import { ErrorBanner } from "../../../webui/js/panes/errors.js";
 import { CodePane } from "../../../webui/js/panes/code.js";
-import { GraphPane } from "../../../webui/js/panes/graph.js";
-import { IrPane } from "../../../webui/js/panes/ir.js";
-import { FusionPane } from "../../../webui/js/panes/fusion.js";
-import { MemoryPane } from "../../../webui/js/panes/memory.js";
-import { TimingsPane } from "../../../webui/js/panes/timings.js";
 import cytoscapeModule from "../../../webui/vendor/cytoscape.esm.min.js";
 import dagre from "../../../webui/vendor/cytoscape-dagre.min.js";
 // The event contract as checked in (the server's GET /api/schema serves the same stages);
@@ -37,6 +32,33 @@ interface Pane {
   scrollToSelection?(): void;
 }
 type Selection = ReturnType<typeof fromSourceLine>;
+const { Trace } = traceModule;
+
+/**
+ * The analysis tabs, in order: webui/js/panes/<name>.js, class <Name>Pane. They are bundled
+ * by a glob import (every module of webui/js/panes goes into dist/webview.js), so a pane the
+ * web UI adds is one name here, and one this webui checkout lacks is left out.
+ */
+const TAB_PANES = ["graph", "ir", "fusion", "memory", "timings", "guards", "output"];
+
+type PaneClass = new (ctx: unknown) => Pane;
+
+async function paneClass(name: string): Promise<PaneClass | null> {
+  try {
+    const mod = await import(`../../../webui/js/panes/${name}.js`) as Record<string, unknown>;
+    const cls = mod[`${name[0].toUpperCase()}${name.slice(1)}Pane`];
+    return typeof cls === "function" ? (cls as PaneClass) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The stages before any pane is built (the status strip lays out one chip per stage). */
+async function setStages(stages: string[]): Promise<void> {
+  const t = traceModule as Record<string, unknown>;
+  if (typeof t.setStages === "function") t.setStages(stages);
+  else if (typeof t.loadStages === "function") await t.loadStages(async () => ({ stages }));
+}
 
 interface VsCodeApi {
   postMessage(message: WebviewToHost): void;
@@ -45,7 +67,7 @@ interface VsCodeApi {
 }
 declare function acquireVsCodeApi(): VsCodeApi;
 
-function start(): void {
+function start(paneClasses: PaneClass[]): void {
   const vscode = acquireVsCodeApi();
   const post = (m: WebviewToHost) => vscode.postMessage(m);
   connectHighlight(post);
@@ -93,15 +115,18 @@ function start(): void {
     clearPin: () => bus.clear(),
     kernelColour: (gid: number, name: string) => state.index.kernelColour.get(`${gid}:${name}`) ?? "#3a4256",
     cytoscape: loadCytoscape,
+    highlight,
+    revealLine: (line: number) => post({ type: "reveal", lines: [line] }),
   };
 
-  const status = new StatusStrip();
+  // Newer status strips take an onCancel (a Cancel button); older ones ignore the argument.
+  const Strip = StatusStrip as unknown as new (opts?: { onCancel?: () => void }) => InstanceType<typeof StatusStrip>;
+  const status = new Strip({ onCancel: () => post({ type: "cancel" }) });
   const banner = new ErrorBanner({ onLine: (line: number) => post({ type: "reveal", lines: [line] }) });
   $("status-host").append(status.el, banner.el);
 
   const code = new CodePane(ctx) as unknown as Pane;
-  const tabPanes = [new GraphPane(ctx), new IrPane(ctx), new FusionPane(ctx), new MemoryPane(ctx),
-    new TimingsPane(ctx)] as unknown as Pane[];
+  const tabPanes = paneClasses.map((Cls) => new Cls(ctx));
   const panes = [code, ...tabPanes];
   code.el.dataset.pane = "code";
   $("code-host").append(code.el);
@@ -218,4 +243,8 @@ function start(): void {
   (window as unknown as { kernelscope: unknown }).kernelscope = { state, bus, panes };
 }
 
-void loadStages(async () => ({ stages: EVENT_SCHEMA["x-stages"] })).then(start);
+void (async () => {
+  await setStages(EVENT_SCHEMA["x-stages"]);
+  const classes = await Promise.all(TAB_PANES.map(paneClass));
+  start(classes.filter((c): c is PaneClass => c !== null));
+})();

@@ -1,35 +1,74 @@
 // Code pane: every generated kernel (Triton or C++) and each graph's Python wrapper, with
 // line numbers. Each kernel line carries the colour of the user line it came from
 // (codegen line_map); hovering it selects that line's provenance, and lines selected
-// elsewhere are marked here with the `hl` class.
+// elsewhere are marked here with the `hl` class. With the pane focused, the arrow keys
+// walk the kernel lines and select each one's provenance (Escape clears). Where the
+// compile event carries a kernel's own lower stages (Triton's TTIR, TTGIR, LLVM IR, PTX,
+// SASS; the C++ kernels' assembly), buttons in its header show them instead of the source.
 
 import { h, clear, empty, badge, fmtMs } from "../dom.js";
 import { codeBlock } from "../codeview.js";
 import { lineColour, fromKernelLine, fromWrapperLine, fromKernel } from "../provenance.js";
+import { Pane } from "./pane.js";
 
-export class CodePane {
+// A kernel's lower stages, as the compile event may carry them (`asm` or `stages`), in
+// the order the compiler makes them, with the highlighter each one reads best with.
+const LOWER_STAGES = [
+  ["ttir", "TTIR", "text"], ["ttgir", "TTGIR", "text"], ["llir", "LLVM IR", "llvm"],
+  ["ptx", "PTX", "ptx"], ["sass", "SASS", "asm"], ["asm", "assembly", "asm"],
+  ["objdump", "objdump -d", "objdump"],
+];
+
+export class CodePane extends Pane {
   id = "code";
   title = "Code";
 
   constructor(ctx) {
-    this.ctx = ctx;
-    this.el = h("div.pane-body.code-pane");
+    super(ctx, "div.pane-body.code-pane");
+    this.el.tabIndex = 0;
+    this.el.setAttribute("aria-label", "Generated code: arrow keys walk the kernel lines");
+    this.el.addEventListener("keydown", (e) => this.key(e));
     this.lines = new Map();   // "gid:kernel:line" / "gid:wrapper:line" -> element
     this.headers = new Map(); // "gid:kernel" -> header element
+    this.cursor = -1;
     this.reset();
+  }
+
+  // Up/Down (and j/k) move through the kernel lines that have provenance, pinning each.
+  key(e) {
+    const step = { ArrowDown: 1, ArrowUp: -1, j: 1, k: -1 }[e.key];
+    if (!step) return;
+    e.preventDefault();
+    const rows = [...this.lines.values()].filter((r) => r.classList.contains("pv"));
+    if (!rows.length) return;
+    this.cursor = Math.max(0, Math.min(rows.length - 1, this.cursor + step));
+    for (const r of this.el.querySelectorAll(".cl.cursor")) r.classList.remove("cursor");
+    const row = rows[this.cursor];
+    row.classList.add("cursor");
+    row.scrollIntoView({ block: "nearest" });
+    const [gid, ...rest] = row.dataset.key.split(":");
+    const line = Number(rest.pop());
+    const kernel = rest.join(":");
+    const index = this.ctx.index();
+    this.ctx.pin(kernel === "wrapper" ? fromWrapperLine(index, Number(gid), line)
+      : fromKernelLine(index, Number(gid), kernel, line));
   }
 
   reset() {
     this.lines.clear();
     this.headers.clear();
     this.marked = [];
+    this.cursor = -1;
     delete this.el.dataset.filled;
     clear(this.el, empty("Generated kernels appear here after codegen."));
   }
 
   update(trace, stage) {
     if (stage === "codegen") this.render(trace);
-    if ((stage === "compile" || stage === "profile") && trace.has("codegen")) this.badges(trace);
+    if ((stage === "compile" || stage === "profile") && trace.has("codegen")) {
+      this.badges(trace);
+      if (stage === "compile") this.lowerStages(trace);
+    }
   }
 
   render(trace) {
@@ -88,9 +127,9 @@ export class CodePane {
       row.addEventListener("mouseleave", () => this.ctx.unhover());
       row.addEventListener("click", () =>
         this.ctx.pin(fromKernelLine(this.ctx.index(), gid, kernel.name, n)));
-    });
+    }, this.ctx.highlight);
     return h("section.kernel", { dataset: { kernel: kernel.name, graph: gid } },
-      this.header(gid, kernel.name, kernel.target, meta), block);
+      this.header(gid, kernel.name, kernel.target, meta), h("div.stage-bar"), block);
   }
 
   externSection(gid, k) {
@@ -113,12 +152,13 @@ export class CodePane {
         this.ctx.hover(fromWrapperLine(this.ctx.index(), gid, n)));
       row.addEventListener("mouseleave", () => this.ctx.unhover());
       row.addEventListener("click", () => this.ctx.pin(fromWrapperLine(this.ctx.index(), gid, n)));
-    });
+    }, this.ctx.highlight);
     return h("section.kernel.wrapper", { dataset: { graph: gid } },
       h("div.kernel-head", h("span.kname", `wrapper · graph ${gid}`), badge("Python")), block);
   }
 
-  // Compile and profile numbers in the kernel headers.
+  // Compile and profile numbers in the kernel headers. The compile stage's per-kernel
+  // time is the first launch (for Triton it includes the JIT compile), not a build.
   badges(trace) {
     const compiled = new Map(trace.graphs("compile").flatMap((g) =>
       g.kernels.map((k) => [`${g.id}:${k.name}`, k])));
@@ -128,10 +168,45 @@ export class CodePane {
       const c = compiled.get(key);
       const p = profiled.get(name);
       const parts = [];
-      if (c) parts.push(`built ${fmtMs(c.ms)}${c.cache_hit ? " (cached)" : ""}`);
+      if (c?.ms !== undefined && c.ms !== null) {
+        parts.push(`first launch ${fmtMs(c.ms)}${c.cache_hit ? " (cached build)" : ""}`);
+      }
       if (c?.registers !== undefined) parts.push(`${c.registers} regs`);
-      if (p) parts.push(`runs ${fmtMs(p.ms)}`);
+      if (c?.spills) parts.push(`${c.spills} spills`);
+      if (p?.ms !== undefined && p.ms !== null) parts.push(`runs ${fmtMs(p.ms)}`);
       el.querySelector(".perf").textContent = parts.join(" · ");
+    }
+  }
+
+  // Buttons for each lower stage a kernel's compile entry carries; the source stays first.
+  lowerStages(trace) {
+    for (const g of trace.graphs("compile")) {
+      for (const k of g.kernels ?? []) {
+        const section = this.el.querySelector(
+          `section.kernel[data-graph="${g.id}"][data-kernel="${CSS.escape(k.name)}"]`);
+        const stages = { ...(k.ir ?? {}), ...(k.stages ?? {}), ...(k.asm ?? {}) };
+        const present = LOWER_STAGES.filter(([key]) => typeof stages[key] === "string" && stages[key]);
+        const facts = [["num_warps", "warps"], ["num_stages", "stages"], ["registers", "registers"],
+          ["spills", "spills"], ["shared_bytes", "shared bytes"]]
+          .filter(([key]) => k[key] !== undefined && k[key] !== null)
+          .map(([key, label]) => `${label} ${k[key]}`);
+        const bar = section?.querySelector(".stage-bar");
+        if (!bar || (!present.length && !facts.length)) continue;
+        const source = section.querySelector(".code");
+        let shown = source;
+        const show = (button, text, language) => {
+          for (const b of bar.querySelectorAll("button")) b.classList.toggle("active", b === button);
+          const next = text === null ? source : codeBlock(text, language, () => {}, this.ctx.highlight);
+          if (next !== shown) { shown.replaceWith(next); shown = next; }
+        };
+        const sourceButton = h("button.sbtn.active", { type: "button" }, "source");
+        sourceButton.addEventListener("click", () => show(sourceButton, null));
+        clear(bar, sourceButton, present.map(([key, label, language]) => {
+          const b = h("button.sbtn", { type: "button", dataset: { stage: key } }, label);
+          b.addEventListener("click", () => show(b, stages[key], language));
+          return b;
+        }), facts.length ? h("span.facts", facts.join(" · ")) : null);
+      }
     }
   }
 

@@ -3,13 +3,14 @@
 
 import { h, clear, empty, badge, fmtBytes, plural } from "../dom.js";
 import { lineColour, fromBuffer, fromKernel, union } from "../provenance.js";
+import { Pane } from "./pane.js";
 
-export class FusionPane {
+export class FusionPane extends Pane {
   id = "fusion";
   title = "Fusion";
 
   constructor(ctx) {
-    this.ctx = ctx;
+    super(ctx);
     this.el = h("div.pane-body.fusion-pane");
     this.rows = [];
     this.reset();

@@ -5,6 +5,7 @@
 
 import { h, clear, empty, shape } from "../dom.js";
 import { fromNode, fromKernel, fromBuffer } from "../provenance.js";
+import { Pane } from "./pane.js";
 
 const STYLE = [
   { selector: "node", style: {
@@ -48,12 +49,12 @@ function box(label) {
   return { w: Math.max(...lines.map((l) => l.length)) * 6.9 + 18, hgt: lines.length * 14 + 12 };
 }
 
-export class GraphPane {
+export class GraphPane extends Pane {
   id = "graph";
   title = "Graph";
 
   constructor(ctx) {
-    this.ctx = ctx;
+    super(ctx);
     this.graphId = 0;
     this.pick = h("select.graph-pick", { onchange: () => this.showGraph(Number(this.pick.value)) });
     this.fxEl = h("div.cy");
@@ -90,10 +91,11 @@ export class GraphPane {
     clear(this.el,
       h("div.graph-col",
         h("div.graph-title", "FX graph", graphs.length > 1 ? this.pick : null,
-          h("span.hint", "ATen ops · colour = kernel")),
+          h("span.hint", "ATen ops · colour = kernel"), this.zoomBar(() => this.fx)),
         this.fxEl, this.breaks),
       h("div.graph-col.narrow",
-        h("div.graph-title", "Fused kernels", h("span.hint", "edges = buffers read")),
+        h("div.graph-title", "Fused kernels", h("span.hint", "edges = buffers read"),
+          this.zoomBar(() => this.kg)),
         this.kEl, this.details));
     this.showGraph(graphs[0]?.id ?? 0);
     this.el.dataset.filled = "true";
@@ -228,6 +230,34 @@ export class GraphPane {
     clear(this.details, h("table.kv", rows));
   }
 
+  // Fit / zoom in / zoom out for one graph (the wheel and drag work too).
+  zoomBar(cyOf) {
+    const zoom = (factor) => {
+      const cy = cyOf();
+      if (!cy) return;
+      cy.zoom({ level: cy.zoom() * factor, renderedPosition: { x: cy.width() / 2, y: cy.height() / 2 } });
+    };
+    return h("span.zoom",
+      h("button.zbtn", { type: "button", title: "Fit the whole graph", onclick: () => cyOf()?.fit(undefined, 16) }, "fit"),
+      h("button.zbtn", { type: "button", title: "Zoom in", onclick: () => zoom(1.25) }, "+"),
+      h("button.zbtn", { type: "button", title: "Zoom out", onclick: () => zoom(0.8) }, "−"));
+  }
+
+  // Brings highlighted nodes into view: centred if they fit at this zoom, else fitted.
+  reveal(cy, hit) {
+    if (!hit.nonempty() || !cy.width()) return;
+    const box = hit.renderedBoundingBox();
+    const inside = box.x1 >= 0 && box.y1 >= 0 && box.x2 <= cy.width() && box.y2 <= cy.height();
+    if (inside) return;
+    cy.stop();
+    if (box.w > cy.width() * 0.9 || box.h > cy.height() * 0.9) {
+      cy.fit(hit, 30);
+      if (cy.zoom() < 0.3) cy.zoom(0.3);
+    } else {
+      cy.center(hit);
+    }
+  }
+
   shown() {
     for (const cy of [this.fx, this.kg]) {
       if (!cy) continue;
@@ -256,6 +286,7 @@ export class GraphPane {
       hit.edgesWith(hit).addClass("hl");
       this.fx.elements().not(hit).not(hit.edgesWith(hit)).addClass("dim");
     });
+    if (this.fx && active && !this.el.closest("[hidden]")) this.reveal(this.fx, this.fx.nodes(".hl"));
     this.kg?.batch(() => {
       this.kg.elements().removeClass("hl dim");
       if (!active) return;
@@ -264,6 +295,7 @@ export class GraphPane {
       this.kg.edges().filter((e) => sel.buffers.has(`${gid}:${e.data("buffer")}`)).addClass("hl");
       this.kg.elements().not(".hl").addClass("dim");
     });
+    if (this.kg && active && !this.el.closest("[hidden]")) this.reveal(this.kg, this.kg.nodes(".hl"));
   }
 
   // For tests and the console: which FX nodes are marked now.

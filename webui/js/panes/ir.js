@@ -5,13 +5,14 @@
 import { h, clear, empty, badge, shape } from "../dom.js";
 import { treeSvg } from "./irtree.js";
 import { lineColour, fromBuffer, fromNode } from "../provenance.js";
+import { Pane } from "./pane.js";
 
-export class IrPane {
+export class IrPane extends Pane {
   id = "ir";
   title = "IR";
 
   constructor(ctx) {
-    this.ctx = ctx;
+    super(ctx);
     this.el = h("div.pane-body.ir-pane");
     this.cards = new Map();
     this.reset();

@@ -6,6 +6,7 @@
 
 import { h, clear, empty, fmtBytes, plural } from "../dom.js";
 import { fromBuffer, fromKernel } from "../provenance.js";
+import { Pane } from "./pane.js";
 
 const SLOT_HUES = [205, 30, 140, 280, 350, 60, 175, 250, 100, 320];
 const ROW_H = 22;
@@ -13,12 +14,12 @@ const COL_W = 74;
 const LABEL_W = 120;
 const HEAD_H = 84;
 
-export class MemoryPane {
+export class MemoryPane extends Pane {
   id = "memory";
   title = "Memory";
 
   constructor(ctx) {
-    this.ctx = ctx;
+    super(ctx);
     this.el = h("div.pane-body.memory-pane");
     this.bars = new Map();
     this.reset();
@@ -36,9 +37,10 @@ export class MemoryPane {
 
   render(trace) {
     this.bars.clear();
-    clear(this.el, trace.graphs("memory").map((g) => h("section",
-      h("h3", `Graph ${g.id}`, h("span.hint", `${plural(g.buffers.length, "buffer")} over ${plural(g.steps.length, "kernel")}`)),
-      this.peaks(g), this.chart(g),
+    clear(this.el, trace.graphs("memory").map((g) => h("section", { dataset: { graph: g.id } },
+      h("h3", `${trace.graph("capture", g.id)?.kind ?? "graph"} ${g.id}`,
+        h("span.hint", `${plural(g.buffers.length, "buffer")} over ${plural(g.steps.length, "kernel")}`)),
+      this.peaks(g), this.saved(g), this.chart(g),
       h("details.plan", h("summary", "Allocation plan"),
         h("pre.code-plain", (g.lines ?? []).join("\n"))))));
     this.el.dataset.filled = "true";
@@ -57,6 +59,27 @@ export class MemoryPane {
       bar("peak without reuse", g.peak_bytes_no_reuse, "base"),
       h("div.note", saved > 0 ? `Reuse saves ${(saved * 100).toFixed(0)}% of peak memory.`
         : "Reuse does not lower the peak here."));
+  }
+
+  // Training: what the forward graph keeps alive for the backward graph (memory.saved:
+  // the backward graph's inputs other than its tangents, and the buffer holding each).
+  saved(g) {
+    if (!g.saved?.length) return null;
+    const total = g.saved.reduce((n, s) => n + (s.bytes ?? 0), 0);
+    return h("div.saved-acts",
+      h("h4", `Saved for backward: ${plural(g.saved.length, "tensor")}`,
+        h("span.hint", `${fmtBytes(total)} in buffers this graph writes; they live until backward runs`)),
+      h("table.grid", h("thead", h("tr", ["saved", "held in", "size", "backward input"].map((c) => h("th", c)))),
+        h("tbody", g.saved.map((s) => {
+          const tr = h("tr", { dataset: { saved: s.node } }, h("td.mono", s.node),
+            h("td.mono", s.buffer ?? "graph input (no new memory)"),
+            h("td.num", s.bytes != null ? fmtBytes(s.bytes) : "–"), h("td.mono", s.backward_input ?? "–"));
+          if (s.buffer) {
+            tr.addEventListener("mouseenter", () => this.ctx.hover(fromBuffer(this.ctx.index(), g.id, s.buffer)));
+            tr.addEventListener("mouseleave", () => this.ctx.unhover());
+          }
+          return tr;
+        }))));
   }
 
   // Storage slots: a buffer that reuses another takes its slot (and colour).
@@ -91,14 +114,16 @@ export class MemoryPane {
       t.addEventListener("mouseleave", () => this.ctx.unhover());
       return t;
     });
+    const saved = new Set((g.saved ?? []).map((s) => s.buffer).filter(Boolean));
     const rows = g.buffers.map((b, i) => {
       const [first, last] = span(b);
       const y = HEAD_H + i * ROW_H;
       const hue = SLOT_HUES[slot.get(b.name) % SLOT_HUES.length];
-      const bar = h("g.mbar", { dataset: { buffer: b.name } },
+      const bar = h(saved.has(b.name) ? "g.mbar.saved" : "g.mbar", { dataset: { buffer: b.name } },
         h("title", `${b.name}: ${fmtBytes(b.bytes)}, live ${g.steps[first]} → ${g.steps[last]}` +
           `${b.reused_from ? `, reuses ${b.reused_from}'s storage` : ""}${b.output ? ", graph output" : ""}`),
-        h("text.row-label", { x: 8, y: y + 15 }, b.name, b.output ? " (out)" : ""),
+        h("text.row-label", { x: 8, y: y + 15 }, b.name,
+          saved.has(b.name) ? " (saved)" : b.output ? " (out)" : ""),
         h("rect", { x: x(first) + 4, y: y + 3, width: (last - first + 1) * COL_W - 8,
           height: ROW_H - 6, rx: 4, style: `fill: hsl(${hue} 60% 45%); stroke: hsl(${hue} 70% 65%)` }),
         h("text.bytes", { x: x(last + 1) + 6, y: y + 15 }, fmtBytes(b.bytes)));

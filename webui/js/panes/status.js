@@ -1,17 +1,35 @@
 // The status strip: one chip per pipeline stage, filled in with its wall time as its event
-// arrives, the running stage animated, a failed stage red; and one line about the source
+// arrives, the running stage animated, a failed stage red; the wall time from the click to
+// `done` next to the sum of the stage times; Cancel while a job runs; a stale marker after
+// an edit; notes about options that changed nothing; and one line about the source
 // (entry, inputs, device, backend, versions).
 
 import { h, clear, fmtMs, shape } from "../dom.js";
 import { STAGES } from "../trace.js";
 
 export class StatusStrip {
-  constructor() {
+  constructor({ onCancel = () => {} } = {}) {
+    this.stagesEl = h("div.stages");
+    this.total = h("span.total");
+    this.cancelButton = h("button.cancel", { type: "button", hidden: true,
+      title: "Stop this compile (the server kills its worker)", onclick: () => onCancel() }, "Cancel");
+    this.staleEl = h("span.stale-note", { hidden: true,
+      title: "The code changed after this compile; its line numbers no longer match" },
+      "edited since this compile · provenance off · Ctrl+Enter recompiles");
+    this.info = h("div.source-info");
+    this.notesEl = h("div.option-notes");
+    this.el = h("div.status", this.stagesEl, this.total, this.cancelButton, this.staleEl,
+      this.info, this.notesEl);
+    this.t0 = null;
+    this.timer = null;
+    this.rebuild();
+  }
+
+  // The chips for the current stage list (the server's schema may change it).
+  rebuild() {
     this.chips = new Map(STAGES.map((s) => [s, h("span.stage", { dataset: { stage: s } },
       h("span.dot"), h("span.sname", s), h("span.sms"))]));
-    this.total = h("span.total");
-    this.info = h("div.source-info");
-    this.el = h("div.status", h("div.stages", [...this.chips.values()], this.total), this.info);
+    clear(this.stagesEl, [...this.chips.values()]);
     this.reset();
   }
 
@@ -20,14 +38,46 @@ export class StatusStrip {
       chip.className = "stage";
       chip.querySelector(".sms").textContent = "";
     }
+    this.stopClock();
+    this.t0 = null;
     this.total.textContent = "";
+    this.total.className = "total";
     clear(this.info);
+    clear(this.notesEl);
   }
 
-  // Marks the first stage as running when a job starts.
+  // Marks the first stage as running when a job starts, and starts the wall clock.
   start() {
     this.reset();
-    this.chips.get(STAGES[0]).classList.add("running");
+    this.t0 = performance.now();
+    this.chips.get(STAGES[0])?.classList.add("running");
+    this.timer = setInterval(() => {
+      this.total.textContent = `running · ${fmtSeconds(performance.now() - this.t0)}`;
+    }, 100);
+  }
+
+  running(flag) {
+    this.cancelButton.hidden = !flag;
+  }
+
+  stopClock() {
+    clearInterval(this.timer);
+    this.timer = null;
+  }
+
+  cancelled() {
+    this.stopClock();
+    for (const c of this.chips.values()) c.classList.remove("running");
+    this.total.textContent = `cancelled after ${fmtSeconds(performance.now() - (this.t0 ?? performance.now()))}`;
+    this.total.className = "total bad";
+  }
+
+  setStale(flag) {
+    this.staleEl.hidden = !flag;
+  }
+
+  notes(list) {
+    clear(this.notesEl, list.map((n) => h("div.option-note", n)));
   }
 
   update(trace, event, live) {
@@ -42,13 +92,25 @@ export class StatusStrip {
       for (const c of this.chips.values()) c.classList.remove("running");
       this.chips.get(event.data.stage)?.classList.add("failed");
     }
-    if (event.stage === "done") {
-      for (const c of this.chips.values()) c.classList.remove("running");
-      const total = STAGES.reduce((n, s) => n + (trace.ms(s) ?? 0), 0);
-      this.total.textContent = `${event.data.ok === false ? "failed" : "done"} · ${fmtMs(total)}`;
-      this.total.className = `total ${event.data.ok === false ? "bad" : "ok"}`;
-    }
+    if (event.stage === "done") this.finish(trace, event, live);
     if (event.stage === "source") this.sourceInfo(event.data);
+  }
+
+  // "done · 1.43 s wall (stages 1.14 s)": the wall time is what the user waited, measured
+  // here from the click (or reported by the server); the stage sum is the compiler's work.
+  finish(trace, event, live) {
+    this.stopClock();
+    for (const c of this.chips.values()) c.classList.remove("running");
+    const ok = event.data.ok !== false;
+    const sum = STAGES.reduce((n, s) => n + (trace.ms(s) ?? 0), 0);
+    const wallMs = live && this.t0 !== null ? performance.now() - this.t0 : event.data.wall_ms ?? null;
+    const failedIn = trace.error?.stage;
+    const parts = [ok ? "done" : failedIn ? `failed in ${failedIn}` : "failed"];
+    if (wallMs !== null) parts.push(`${fmtSeconds(wallMs)} wall`);
+    if (sum > 0) parts.push(`stages ${fmtMs(sum)}`);
+    this.total.textContent = parts.join(" · ");
+    this.total.title = "wall: from the click to the last event; stages: the sum of the compiler's stage times";
+    this.total.className = `total ${ok ? "ok" : "bad"}`;
   }
 
   sourceInfo(s) {
@@ -62,3 +124,5 @@ export class StatusStrip {
       h("span.dim", versions.join(" · ")));
   }
 }
+
+const fmtSeconds = (ms) => `${(ms / 1000).toFixed(2)} s`;

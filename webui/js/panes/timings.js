@@ -5,13 +5,14 @@
 import { h, clear, empty, badge, fmtMs, fmtBytes, fmtNum, shape } from "../dom.js";
 import { fromKernel } from "../provenance.js";
 import { STAGES } from "../trace.js";
+import { Pane } from "./pane.js";
 
-export class TimingsPane {
+export class TimingsPane extends Pane {
   id = "timings";
   title = "Timings";
 
   constructor(ctx) {
-    this.ctx = ctx;
+    super(ctx);
     this.el = h("div.pane-body.timings-pane");
     this.rows = new Map();
     this.reset();
@@ -55,10 +56,16 @@ export class TimingsPane {
       return h("section", h("h3", "Performance"),
         h("div.notice", h("b", "Not measured. "), p.reason ?? "no reason given"));
     }
-    const totals = [["eager", p.eager_ms, "base"], ["kernelscope", p.kernelscope_ms, "good"],
-      ["inductor", p.inductor_ms, "alt"]].filter(([, ms]) => ms !== null && ms !== undefined);
+    // Bars are coloured by faster (green) or slower (red) than eager, not by who they are.
+    const vsEager = (ms) => (!p.eager_ms || !ms ? "alt" : ms <= p.eager_ms ? "good" : "slow");
+    const totals = [["eager", p.eager_ms, "base"], ["kernelscope", p.kernelscope_ms, vsEager(p.kernelscope_ms)],
+      ["inductor", p.inductor_ms, vsEager(p.inductor_ms)]].filter(([, ms]) => ms !== null && ms !== undefined);
     const max = Math.max(...totals.map(([, ms]) => ms));
-    const speedup = (ms) => p.eager_ms && ms ? `${(p.eager_ms / ms).toFixed(2)}× eager` : "";
+    const speedup = (ms) => {
+      if (!p.eager_ms || !ms) return "";
+      const x = p.eager_ms / ms;
+      return x >= 1 ? `${x.toFixed(2)}× faster than eager` : `${(1 / x).toFixed(2)}× slower than eager`;
+    };
     const kmax = Math.max(...p.kernels.map((k) => k.ms), 1e-9);
     return h("section",
       h("h3", "Performance", h("span.hint", `${p.device ?? ""}${p.peak_gbps ? ` · measured peak ${fmtNum(p.peak_gbps)} GB/s` : ""}`)),
@@ -76,7 +83,7 @@ export class TimingsPane {
     const pct = k.pct_peak ?? (peak && k.gbps ? (100 * k.gbps) / peak : null);
     const tr = h("tr", { title: `${k.name}: ${fmtBytes(k.bytes)} moved in ${fmtMs(k.ms)}` },
       h("td", h("span.chip", { style: { "--kc": this.ctx.kernelColour(gid, k.name) } }, k.name)),
-      h("td", h("div.barcell", h("span.mini-track", h("span.mini.good", { style: { width: `${(100 * k.ms) / kmax}%` } })),
+      h("td", h("div.barcell", h("span.mini-track", h("span.mini.time", { style: { width: `${(100 * k.ms) / kmax}%` } })),
         h("span.mini-val", fmtMs(k.ms)))),
       h("td", h("div.barcell", h("span.mini-track.peak", h("span.mini.bw", { style: { width: `${Math.min(pct ?? 0, 100)}%` } })),
         h("span.mini-val", k.gbps !== null && k.gbps !== undefined
@@ -88,10 +95,16 @@ export class TimingsPane {
   }
 
   compile(trace) {
-    return h("section", h("h3", "Build"), trace.graphs("compile").map((g) => h("div",
-      h("p.note", `graph ${g.id}: ${fmtMs(g.ms)}${g.cache_hit ? " (cache hit)" : ""}` +
-        `${g.path ? ` · ${g.path}` : ""}`),
-      h("table.grid", h("thead", h("tr", ["kernel", "build", "cache", "registers", "spills", "shared"]
+    const buildText = (g) => [
+      g.build_ms !== undefined && g.build_ms !== null
+        ? (g.cache_hit && !g.build_ms ? "g++ build: cached" : `g++ build ${fmtMs(g.build_ms)}`) : null,
+      g.ms !== undefined && g.ms !== null ? `load and first launches ${fmtMs(g.ms)}` : null,
+      g.cache_hit ? "cache hit" : "cache miss",
+      g.path ? g.path : null].filter(Boolean).join(" · ");
+    return h("section", h("h3", "Build", h("span.hint", "first launch: the kernel's first call on zero inputs (Triton: includes its JIT compile)")),
+      trace.graphs("compile").map((g) => h("div",
+      h("p.note", `graph ${g.id}: ${buildText(g)}`),
+      h("table.grid", h("thead", h("tr", ["kernel", "first launch", "cache", "registers", "spills", "shared"]
         .map((c) => h("th", c)))),
       h("tbody", g.kernels.map((k) => h("tr",
         h("td", k.name), h("td.num", fmtMs(k.ms)), h("td", k.cache_hit ? "hit" : "miss"),

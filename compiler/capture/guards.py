@@ -1,0 +1,204 @@
+"""Guards and recompiles: what Dynamo checks before it reuses a compiled frame, and why it
+compiled a frame again (part of the `capture` stage).
+
+In: the snippet's calls of its compiled function (`snippet.Call`: arguments and grad mode as
+the snippet made them) and the user's file. Out: `capture.data.compiles`, one entry per
+Dynamo frame compile, in order:
+
+    {"compile_id": "0/1", "function": "f", "line": 4, "call": 1,
+     "inputs": [{"shape": [32], "dtype": "float32", ...}], "grad_mode": true,
+     "recompile": true, "reasons": ["tensor 'x' size mismatch at index 0. expected 16, actual 32"],
+     "guards": [{"kind": "TENSOR_MATCH", "text": "x: float32[32] ...", "line": 5}],
+     "raw": "TREE_GUARD_MANAGER: ..."}
+
+Guard text comes from each cache entry's guard manager (what `TORCH_LOGS=guards` prints);
+recompile reasons from Dynamo's `guard_fail_fn` hook (what `TORCH_LOGS=recompiles` prints).
+The guards are replayed with a backend that compiles nothing (the graphs themselves are
+captured once, by the Recorder), so this costs one Dynamo trace per call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+MAX_RAW = 20_000  # characters of a guard tree kept verbatim
+MAX_GUARDS = 200  # readable guard lines kept per compile
+
+# Guard kinds that say nothing a user acts on; counted, not listed.
+_NOISE = {"DIMENSION_DYNAMIC_MARKING_GUARD", "TORCH_FUNCTION_MODE_STACK", "LAMBDA_GUARD",
+          "DEFAULT_DEVICE", "NO_HASATTR", "DICT_VERSION", "DICT_CONTAINS"}
+_DTYPES = {"5": "float16", "6": "float32", "7": "float64", "15": "bfloat16"}  # ScalarType
+_LEAF = re.compile(r"^[| ]*\+- ([A-Z_]+): (.*)$")
+_WHERE = re.compile(r"#\s*(.*?)\s*#\s*([^#\s]+):(\d+) in (\w+).*$")
+
+
+@dataclass
+class GuardLog:
+    """Collects guard failures (Dynamo's guard_fail_fn) between compiles."""
+
+    path: str
+    pending: list[str] = field(default_factory=list)
+    compiles: list[dict[str, Any]] = field(default_factory=list)
+    call: int = 0
+
+    def fail(self, failure: Any) -> None:
+        reason = getattr(failure, "reason", str(failure))
+        self.pending.append(str(reason))
+
+    def backend(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        """A Dynamo backend that records the compile and runs the graph as traced."""
+        compile_id = torch._guards.CompileContext.current_compile_id()
+        reasons = list(dict.fromkeys(_strip_id(r) for r in self.pending))
+        self.pending = []
+        self.compiles.append({"compile_id": str(compile_id), "call": self.call,
+                              "recompile": bool(reasons), "reasons": reasons})
+        return gm.forward
+
+
+def _strip_id(reason: str) -> str:
+    # "0/1: tensor 'x' ..." names the cache entry that failed; keep the reason itself.
+    return re.sub(r"^\d+/\d+: ", "", reason.strip())
+
+
+def compiles_json(fn: Any, calls: Sequence[Any], path: Path) -> list[dict[str, Any]]:
+    """Every frame compile of the snippet's calls. Called right after the capture trace:
+    with one call, its cache entries are read as they are; with more, they are replayed."""
+    if len(calls) <= 1:
+        entries = cache_entries(str(path))
+        inputs = [input_spec(a) for a in calls[0].args] if calls else []
+        return [{"compile_id": cid, "call": 0, "recompile": False, "reasons": [],
+                 "inputs": inputs, **e} for cid, e in sorted(entries.items(), key=_id_key)]
+    return record_compiles(fn, calls, path)
+
+
+def _id_key(item: tuple[str, Any]) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", item[0]))
+
+
+def record_compiles(fn: Any, calls: Sequence[Any], path: Path) -> list[dict[str, Any]]:
+    """Replays `calls` (snippet.Call) through Dynamo and reports every frame compile."""
+    torch._dynamo.reset()
+    log = GuardLog(str(path))
+    compiled = torch._dynamo.optimize(log.backend, guard_fail_fn=log.fail)(fn)
+    for i, call in enumerate(calls):
+        log.call = i
+        args = [a.clone() if isinstance(a, torch.Tensor) else a for a in call.args]
+        try:
+            with torch.set_grad_enabled(call.grad_mode):
+                compiled(*args, **call.kwargs)
+        except Exception as e:  # the capture stage reports the snippet's own errors
+            log.compiles.append({"compile_id": None, "call": i, "recompile": False,
+                                 "reasons": [], "error": f"{type(e).__name__}: {e}"[:500]})
+            break
+    entries = cache_entries(str(path))
+    for c in log.compiles:
+        call = calls[c["call"]] if c["call"] < len(calls) else None
+        c.update(entries.get(c["compile_id"], {}))
+        if call is not None:
+            c["inputs"] = [input_spec(a) for a in call.args]
+            c["grad_mode"] = call.grad_mode
+    torch._dynamo.reset()
+    return log.compiles
+
+
+def cache_entries(path: str) -> dict[str, dict[str, Any]]:
+    """compile id -> function, line and guards of every frame Dynamo has compiled."""
+    from torch._dynamo.convert_frame import input_codes
+    from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    out: dict[str, dict[str, Any]] = {}
+    for ref in list(input_codes.seen):
+        code = ref() if callable(ref) else ref
+        if code is None:
+            continue
+        for entry in _debug_get_cache_entry_list(code):
+            raw = str(entry.guard_manager)
+            out[str(entry.compile_id)] = {
+                "function": code.co_name,
+                "line": code.co_firstlineno if code.co_filename == path else None,
+                "guards": readable_guards(raw, path),
+                "hidden_guards": sum(1 for ln in raw.splitlines()
+                                     if (m := _LEAF.match(ln)) and m.group(1) in _NOISE),
+                "raw": raw.strip()[:MAX_RAW],
+            }
+    return out
+
+
+def readable_guards(raw: str, path: str) -> list[dict[str, Any]]:
+    """The guard tree's checks, one line each, in words where the kind is a common one."""
+    out: list[dict[str, Any]] = []
+    name = Path(path).name
+    for text in raw.splitlines():
+        m = _LEAF.match(text)
+        if m is None:
+            continue
+        kind, body = m.groups()
+        if kind == "LAMBDA_GUARD" and "size()" in body:
+            kind = "SHAPE"  # a symbolic shape's range: the guard of a dynamic dimension
+        elif kind in _NOISE:
+            continue
+        line = None
+        where = _WHERE.search(body)
+        if where is not None:
+            if Path(where.group(2)).name == name:
+                line = int(where.group(3))
+            body = body[: where.start()].rstrip()
+        body = body.split("  #")[0].rstrip()  # Dynamo's own notes after the check
+        out.append({"kind": kind, "text": _describe(kind, body), "line": line})
+        if len(out) >= MAX_GUARDS:
+            break
+    return out
+
+
+def _source(expr: str) -> str:
+    # L['x'] -> x ; L['self']._modules['l'] -> self._modules['l']; G['name'] -> name
+    expr = re.sub(r"\bL\['([^']+)'\]", r"\1", expr)
+    return re.sub(r"\bG\['([^']+)'\]", r"\1", expr)
+
+
+def _describe(kind: str, body: str) -> str:
+    if kind == "TENSOR_MATCH":
+        m = re.match(r"check_tensor\((.*?), (\w+), DispatchKeySet\((.*?)\), torch\.(\w+), "
+                     r"device=(\w+), requires_grad=(\w+), size=(\[.*?\]), stride=(\[.*?\])\)",
+                     body)
+        if m:
+            src, cls, _keys, dtype, device, grad, size, stride = m.groups()
+            dev = "" if device == "None" else f" on cuda:{device}"
+            size, stride = size.replace("None", "?"), stride.replace("None", "?")
+            if "?" in size:
+                size += " (dynamic: any size where ?)"
+            return (f"{_source(src)}: {cls} {dtype}{size}, stride {stride}{dev}, "
+                    f"requires_grad={grad}")
+    if kind == "GLOBAL_STATE":
+        m = re.search(r'"grad_mode":(\w+)', body)
+        dtype = re.search(r'"default_dtype":(\d+)', body)
+        parts = [f"grad_mode={m.group(1) == 'true'}" if m else None,
+                 "autocast off" if '"enabled":[false' in body else "autocast state",
+                 f"default dtype {_DTYPES.get(dtype.group(1), dtype.group(1))}" if dtype
+                 else None]
+        return "global state unchanged: " + ", ".join(p for p in parts if p)
+    if kind == "ID_MATCH":
+        m = re.match(r"___check_obj_id\((.*?), \d+\)", body)
+        if m:
+            return f"{_source(m.group(1))} is the same object"
+    if kind == "TYPE_MATCH":
+        m = re.match(r"___check_type_id\((.*?), \d+\), type=<class '(.*?)'>", body)
+        if m:
+            return f"{_source(m.group(1))} has type {m.group(2).rsplit('.', 1)[-1]}"
+    if kind in ("EQUALS_MATCH", "CONSTANT_MATCH"):
+        return _source(body)
+    return _source(body)[:300]
+
+
+def input_spec(a: Any) -> dict[str, Any]:
+    if isinstance(a, torch.Tensor):
+        return {"shape": list(a.shape), "dtype": str(a.dtype).removeprefix("torch."),
+                "device": a.device.type, "requires_grad": a.requires_grad}
+    return {"value": repr(a)[:80]}
+

@@ -1,0 +1,94 @@
+// Diff pane: two traces side by side (two option sets of one snippet, two snippets, or
+// ours against Inductor's own output code). Totals, the options and code that differ, a
+// kernel-level match-up with each pair's time and its delta, and for every pair a
+// side-by-side line diff of the two sources. `show(left, right)` takes two sides:
+// {label, href, trace, kernels} (kernels from diff.js: oursKernels / inductorKernels).
+
+import { h, clear, empty, badge, fmtMs } from "../dom.js";
+import { lineDiff, matchKernels, optionChanges, sideBySide } from "../diff.js";
+import { Pane } from "./pane.js";
+
+export class DiffPane extends Pane {
+  id = "diff";
+  title = "Diff";
+
+  constructor(ctx) {
+    super(ctx, "div.pane-body.diff-pane");
+    this.reset();
+  }
+
+  reset() {
+    this.setFilled(false);
+    clear(this.el, empty("Pick two traces to compare."));
+  }
+
+  show(left, right) {
+    this.rows = matchKernels(left.kernels, right.kernels);
+    const sameCode = left.trace.data("source")?.code === right.trace.data("source")?.code;
+    clear(this.el,
+      h("div.diff-sides", [left, right].map((s, i) => h("div.diff-side",
+        h("span.side-tag", i ? "B" : "A"),
+        s.href ? h("a", { href: s.href }, s.label) : h("b", s.label),
+        h("span.hint", this.totals(s))))),
+      this.changes(left, right, sameCode),
+      h("h3", "Kernels, matched", h("span.hint", "time is the measured median per call; Δ is B − A")),
+      this.table(),
+      sameCode ? null : this.codeDiff("Snippet", left.trace.data("source")?.code,
+        right.trace.data("source")?.code, "python"),
+      this.rows.filter((r) => r.a?.source || r.b?.source).map((r) => this.codeDiff(
+        `${r.a?.name ?? "—"} ↔ ${r.b?.name ?? "—"}`, r.a?.source, r.b?.source,
+        r.a?.language ?? r.b?.language)));
+    this.setFilled(true);
+  }
+
+  totals(side) {
+    const p = side.trace.data("profile");
+    if (side.inductor) return p?.inductor_ms ? `Inductor ${fmtMs(p.inductor_ms)} per call` : "Inductor: not timed";
+    if (!p) return side.trace.error ? `failed in ${side.trace.error.stage ?? "?"}` : "no profile";
+    if (!p.measured) return `not timed: ${p.reason ?? ""}`;
+    return `${fmtMs(p.kernelscope_ms)} per call · eager ${fmtMs(p.eager_ms)}`;
+  }
+
+  changes(left, right, sameCode) {
+    const items = [];
+    if (!left.inductor && !right.inductor) {
+      for (const c of optionChanges(left.trace, right.trace)) {
+        items.push(h("li", h("code", c.name), ` ${JSON.stringify(c.a)} → ${JSON.stringify(c.b)}`));
+      }
+    }
+    items.push(h("li", sameCode ? "same snippet" : "different snippets (diff below)"));
+    if (left.inductor || right.inductor) items.push(h("li", "B is TorchInductor's own output code for the same snippet"));
+    return h("ul.diff-changes", items);
+  }
+
+  table() {
+    const row = (r) => {
+      const delta = r.a?.ms != null && r.b?.ms != null ? r.b.ms - r.a.ms : null;
+      const pct = delta !== null && r.a.ms ? (100 * delta) / r.a.ms : null;
+      const cls = delta === null ? "" : delta < 0 ? ".faster" : delta > 0 ? ".slower" : "";
+      return h("tr", { dataset: { a: r.a?.name ?? "", b: r.b?.name ?? "" } },
+        h("td", r.a ? h("code", r.a.name) : h("span.hint", "no match")),
+        h("td", r.b ? h("code", r.b.name) : h("span.hint", "no match")),
+        h("td", r.how ? badge(r.how) : ""),
+        h("td.num", fmtMs(r.a?.ms)), h("td.num", fmtMs(r.b?.ms)),
+        h(`td.num.delta${cls}`, delta === null ? "–"
+          : `${delta > 0 ? "+" : delta < 0 ? "−" : ""}${fmtMs(Math.abs(delta))}` +
+            (pct !== null ? ` (${pct > 0 ? "+" : ""}${pct.toFixed(0)}%)` : "")));
+    };
+    return h("table.grid.diff-kernels",
+      h("thead", h("tr", ["A kernel", "B kernel", "matched by", "A time", "B time", "Δ"].map((c) => h("th", c)))),
+      h("tbody", this.rows.map(row)));
+  }
+
+  codeDiff(title, left, right, language) {
+    const rows = sideBySide(lineDiff(left, right));
+    const changed = rows.filter((r) => r.left?.op !== "same").length;
+    const cell = (x, side) => x
+      ? [h(`td.ln`, String(x[side] ?? "")), h(`td.dt.${x.op}`, x.text || " ")]
+      : [h("td.ln"), h("td.dt.gap", " ")];
+    return h("details.code-diff", { open: changed > 0 && changed < 400, dataset: { language: language ?? "" } },
+      h("summary", h("code", title), h("span.hint", changed ? `${changed} changed lines` : "identical")),
+      h("div.diff-scroll", h("table.diff-lines", h("tbody", rows.map((r) =>
+        h("tr", cell(r.left, "a"), cell(r.right, "b")))))));
+  }
+}

@@ -1,0 +1,77 @@
+// Guards pane: every Dynamo frame compile of the snippet's calls (capture.compiles), the
+// checks (guards) Dynamo runs before it reuses each one, in words, and for every
+// recompile the guard failure that caused it; then the graph breaks with their reasons.
+
+import { h, clear, empty, badge, plural, shape } from "../dom.js";
+import { fromSourceLine, lineColour } from "../provenance.js";
+import { Pane } from "./pane.js";
+
+export class GuardsPane extends Pane {
+  id = "guards";
+  title = "Guards";
+
+  constructor(ctx) {
+    super(ctx, "div.pane-body.guards-pane");
+    this.reset();
+  }
+
+  reset() {
+    this.setFilled(false);
+    clear(this.el, empty("Dynamo's guards and recompiles appear here after capture."));
+  }
+
+  update(trace, stage) {
+    if (stage === "capture") this.render(trace.data("capture"));
+  }
+
+  render(data) {
+    const compiles = data.compiles ?? [];
+    const breaks = data.graph_breaks ?? [];
+    const recompiles = compiles.filter((c) => c.recompile).length;
+    clear(this.el,
+      h("h3", plural(compiles.length, "Dynamo compile"),
+        h("span.hint", recompiles
+          ? `${plural(recompiles, "recompile")}: a later call failed a guard of every earlier compile`
+          : "no recompiles: every call reused the first compile")),
+      compiles.length ? compiles.map((c, i) => this.compile(c, i))
+        : h("p.note", "This trace records no guards (it was made before guards were captured)."),
+      h("h3", plural(breaks.length, "graph break"),
+        h("span.hint", breaks.length ? "Dynamo split the function here" : "one graph per frame")),
+      breaks.map((b) => h("div.gbreak", this.lineChip(b.line), h("span", b.reason))));
+    this.setFilled(true);
+  }
+
+  lineChip(line) {
+    if (!line) return h("span.line-chip.none", "–");
+    const chip = h("span.line-chip", { style: { "--pc": lineColour(line) }, title: `line ${line}`,
+      tabindex: 0 }, String(line));
+    const sel = () => fromSourceLine(this.ctx.index(), line);
+    chip.addEventListener("mouseenter", () => this.ctx.hover(sel()));
+    chip.addEventListener("mouseleave", () => this.ctx.unhover());
+    chip.addEventListener("click", () => { this.ctx.pin(sel()); this.ctx.revealLine?.(line); });
+    return chip;
+  }
+
+  compile(c, i) {
+    const inputs = (c.inputs ?? []).map((x) => x.shape
+      ? `${x.dtype}${shape(x.shape)}${x.requires_grad ? " requires_grad" : ""}` : x.value);
+    const guards = c.guards ?? [];
+    return h("section.compile-card", { dataset: { compile: c.compile_id ?? `error${i}` } },
+      h("div.compile-head",
+        h("span.cid", c.compile_id ?? "–"),
+        c.recompile ? badge("recompile", "warn") : badge("first compile", "ok"),
+        h("span", `${c.function ?? "?"}${c.line ? ` (line ${c.line})` : ""}`),
+        h("span.meta", `call ${c.call + 1}: (${inputs.join(", ")})` +
+          (c.grad_mode === undefined ? "" : ` · grad ${c.grad_mode ? "on" : "off"}`))),
+      c.reasons?.length ? h("div.reasons", h("b", "Why it recompiled: "),
+        h("ul", c.reasons.map((r) => h("li", r)))) : null,
+      c.error ? h("div.reasons", h("b", "Replaying this call failed: "), c.error) : null,
+      guards.length ? h("table.grid.guards", h("tbody", guards.map((g) => h("tr",
+        h("td", this.lineChip(g.line)), h("td", badge(g.kind)), h("td.mono.wrap", g.text)))))
+        : null,
+      c.hidden_guards ? h("p.note", `${plural(c.hidden_guards, "bookkeeping guard")} not listed ` +
+        "(dynamic-dimension markers, ambient state).") : null,
+      c.raw ? h("details", h("summary", "Dynamo's guard tree (TORCH_LOGS=guards)"),
+        h("pre.code-plain", c.raw)) : null);
+  }
+}
