@@ -123,7 +123,8 @@ def model_table(rows: list[dict[str, Any]]) -> str:
 
 
 def overhead_table(rows: list[dict[str, Any]]) -> str:
-    labels = ["eager", "inductor", "inductor_graphs", "kernelscope", "kernelscope_graphs"]
+    labels = ["eager", "inductor", "inductor_graphs", "kernelscope", "kernelscope_jit",
+              "kernelscope_graphs"]
     head = "| probe | " + " | ".join(labels) + " |"
     lines = [head, "|" + "---|" * (len(labels) + 1)]
     for row in rows:

@@ -17,6 +17,7 @@ import torch
 import torch.fx
 from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 
+from compiler.capture.attention import rewrite_attention
 from compiler.capture.decompositions import decomposition_table
 from compiler.capture.fxgraph import node_lines
 from compiler.codegen.backend import Backend, GeneratedKernel
@@ -249,6 +250,8 @@ def make_backend(options: CompileOptions, filename: str | None = None,
         return make_boxed_func(compiled)
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        if options.attention_to_sdpa:
+            rewrite_attention(gm)  # CUDA graphs only; recorded in gm.meta
         return aot_module_simplified(gm, example_inputs, fw_compiler=compile_aten,
                                      bw_compiler=compile_aten,
                                      decompositions=decomposition_table())

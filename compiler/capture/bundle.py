@@ -254,7 +254,7 @@ class BundleGraph:
                 node.meta["stack_trace"] = spec["meta"]["stack_trace"]
             env[name] = node
         outputs = [n for n in graph.nodes if n.op == "output"]
-        if len(outputs) != 1 or next(reversed(graph.nodes)) is not outputs[0]:
+        if len(outputs) != 1 or next(iter(reversed(graph.nodes))) is not outputs[0]:
             raise BundleError(f"graph {self.id}: needs exactly one output node, last")
         placeholders = [n for n in graph.nodes if n.op == "placeholder"]
         if len(placeholders) != len(self.inputs):

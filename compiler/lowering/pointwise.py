@@ -14,7 +14,7 @@ from typing import Any
 import torch
 
 from compiler.ir.nodes import Index, TensorValue
-from compiler.ir.ops import ops
+from compiler.ir.ops import ops, promote_types
 from compiler.lowering.registry import aten, prims, register_lowering
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)
@@ -30,7 +30,7 @@ def compute_dtype(out: torch.dtype, args: Sequence[Any]) -> torch.dtype:
     tensors = [a.dtype for a in args if isinstance(a, TensorValue)]
     dtype = tensors[0] if tensors else torch.float32
     for d in tensors[1:]:
-        dtype = torch.promote_types(dtype, d)
+        dtype = promote_types(dtype, d)
     if any(isinstance(a, float) for a in args) and not dtype.is_floating_point:
         dtype = torch.float32
     return upcast(dtype)

@@ -16,6 +16,7 @@ In: the module globals the wrapper launches through. Out: the same globals, wrap
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
@@ -134,8 +135,9 @@ class FastKernel:
 
 def install(module: ModuleType, kernels: list[str], device: str) -> None:
     """Wrap the module's Triton kernels (once; on CUDA only: the interpreter keeps the
-    JIT path, which it implements)."""
-    if device != "cuda":
+    JIT path, which it implements). KERNELSCOPE_LAUNCH=jit keeps the JIT path everywhere
+    (to compare the two, as benchmarks' call_us probe does)."""
+    if device != "cuda" or os.environ.get("KERNELSCOPE_LAUNCH") == "jit":
         return
     for name in kernels:
         fn = getattr(module, name, None)
