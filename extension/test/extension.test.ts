@@ -299,3 +299,17 @@ test("a restored panel's highlight requests go to the configured server, if it a
   assert.deepEqual(manifest.capabilities.untrustedWorkspaces.restrictedConfigurations.sort(),
     ["kernelscope.pythonPath", "kernelscope.serverUrl", "kernelscope.startServer"]);
 });
+
+test("the panel's Cancel button cancels the running job", async () => {
+  await start({ hang: true });
+  const editor = stub.openEditor("/work/block.py", recorded().code);
+  editor.selection = new Selection(new Position(5, 0), new Position(5, 0));
+  const running = vscode.commands.executeCommand("kernelscope.compileSelection");
+  await until(() => stub.panels.length > 0);
+  panel().webview.send({ type: "ready", restored: false });
+  await until(() => session.jobId !== null, 5000, "the job");
+  panel().webview.send({ type: "cancel" });
+  await running;
+  assert.ok(srv.requests.some((r) => r.method === "POST" && r.url === "/api/jobs/j1/cancel"));
+  assert.equal((session.result?.trace.error as { kind?: string } | null)?.kind, "cancelled");
+});
