@@ -64,7 +64,8 @@ def compare(out: Any, ref: Any, tol: float, ref64: Any = None) -> dict[str, Any]
             res["ok"] = False
             res["why"] = f"max abs err {(od - rd).abs().max().item():.3g} (tol {tol:g})"
         norm = rd.norm().item() or 1.0
-        res["rel_err"] = max(res["rel_err"], (od - rd).norm().item() / norm)
+        err = (od - rd).norm().item() / norm
+        res["rel_err"] = max(res["rel_err"], err if err == err else float("inf"))  # NaN: inf
     if ref64 is not None:
         errs = [(o.double() - r).norm().item() / (r.norm().item() or 1.0)
                 for o, r in zip(outs, _tensors(ref64))]
