@@ -2,7 +2,8 @@
 # One H200 call: what to run, in order of importance, each part writing its JSON and
 # Markdown under OUT as it finishes (a call cut short keeps what it measured).
 #
-#   OUT=/tmp/out bash benchmarks/h200.sh [parts...]   # parts: suite models overhead cpu
+#   OUT=/tmp/out bash benchmarks/h200.sh [parts...]   # parts: all suite models overhead cpu
+#   (all: the three GPU parts in one run, their compiles overlapping under --jobs)
 #
 # Environment: JOBS (items compiling at once, default 4), ITEM_TIMEOUT (s, default 240),
 # CASES / MODELS (comma lists, default all), TITLE (for the sections' headings).
@@ -18,6 +19,9 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
   --format=csv > "$OUT/gpu.txt" 2>&1 || true
 for part in ${parts[*]}; do
   case "$part" in
+    all) python -m benchmarks --only suite,models,overhead --jobs "$JOBS" \
+             --item-timeout "$T" --json "$OUT/all.json" --out "$OUT/perf.md" \
+             --title "${TITLE:-suite, models, overheads}" ;;
     suite) python -m benchmarks --only suite --cases "${CASES:-}" --jobs "$JOBS" \
              --item-timeout "$T" --json "$OUT/suite.json" --out "$OUT/perf.md" \
              --title "${TITLE:-suite}" ;;

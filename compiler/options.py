@@ -26,6 +26,7 @@ class CompileOptions:
     check: bool = True  # compare compiled outputs against eager in `run`
     atol: float = 1e-4  # absolute tolerance of the check against eager
     rtol: float = 1e-4  # relative tolerance of the check against eager
+    attention_to_sdpa: bool = True  # naive attention -> scaled_dot_product_attention (CUDA)
     cuda_graphs: bool = False  # replay each compiled graph from a CUDA graph (runtime/graphs.py)
     cache_dir: str | None = None  # on-disk compile cache; None: ~/.cache/kernelscope
     entry: str | None = None  # snippet entry point override

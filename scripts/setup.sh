@@ -4,17 +4,21 @@
 #
 #   bash scripts/setup.sh          # run it: torch (CPU build), triton, the package, g++, bubblewrap
 #   bash scripts/setup.sh --test   # and test it: pytest, playwright (Python), Chromium, Node.js + npm
+#   bash scripts/setup.sh --which-python   # print the interpreter it installs into, and stop
 #
-# Environment: PYTHON (default: python, else python3); KERNELSCOPE_TORCH (the torch to install
+# Environment: PYTHON (default: the active virtualenv, else .venv/ or venv/ in the checkout,
+# else python, else python3: scripts/python.sh); KERNELSCOPE_TORCH (the torch to install
 # when none is importable, default torch==2.13.0); KERNELSCOPE_NO_APT=1 to skip apt-get.
 set -euo pipefail
 
-usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }  # the comment above
 
 WITH_TEST=0
+WHICH_PYTHON=0
 for arg in "$@"; do
   case "$arg" in
     --test) WITH_TEST=1 ;;
+    --which-python) WHICH_PYTHON=1 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "setup.sh: unknown option $arg" >&2; usage >&2; exit 2 ;;
   esac
@@ -23,7 +27,9 @@ done
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-PYTHON="${PYTHON:-$(command -v python || command -v python3)}"
+. "$ROOT/scripts/python.sh"
+PYTHON="$(kernelscope_python "$ROOT")"
+if [ "$WHICH_PYTHON" -eq 1 ]; then echo "$PYTHON"; exit 0; fi  # what it would install into
 TORCH_SPEC="${KERNELSCOPE_TORCH:-torch==2.13.0}"
 # Versions the test suite was last run with; torch is installed first and alone, so that
 # nothing else can pull a (multi-GB, CUDA) torch of its own choosing.
@@ -128,7 +134,7 @@ gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
 print(f"\nkernelscope {compiler.__version__}: torch {torch.__version__}, triton {triton_version}, "
       f"GPU {gpu}")
 PY
-if ! command -v kernelscope >/dev/null; then
-  echo "setup: the kernelscope command is not on PATH; use '$PYTHON -m compiler' instead" >&2
+if [ "$(command -v kernelscope || true)" != "$(dirname "$PYTHON")/kernelscope" ]; then
+  echo "setup: run Kernelscope as scripts/kernelscope (it uses $PYTHON)" >&2
 fi
 say "done"

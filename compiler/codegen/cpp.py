@@ -8,6 +8,7 @@ goes through two small helpers.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -22,8 +23,8 @@ import sympy
 import torch
 
 from compiler.codegen.backend import Backend, BuildError, BuildResult, GeneratedKernel
-from compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
-from compiler.codegen.kernel import Block, KernelCodegen
+from compiler.codegen.common import Lines, Scope, Var
+from compiler.codegen.kernel import Block, KernelCodegen, walks_columns
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
 from compiler.ir.indexing import cexpr
 from compiler.ir.ops import reduction_identity as identity
@@ -370,15 +371,10 @@ class CppKernelCodegen(KernelCodegen):
         the outputs and more than 1 along the reduction, so loop over outputs innermost."""
         if not isinstance(block, CppLoop) or self.plan.xnumel < 16 or block.chunked:
             return False
-        if len(block.accs) != len(block.simd) or not block.r_loads or \
-                any(not c for c in block.simd):
+        if len(block.accs) != len(block.simd) or any(not c for c in block.simd):
             return False
-        for index in block.r_loads:
-            if not index.free_symbols <= {XINDEX, RINDEX}:
-                return False
-            dx, dr = sympy.diff(index, XINDEX), sympy.diff(index, RINDEX)
-            if dx != 1 or not (dr.is_Integer and dr > 1):
-                return False
+        if not walks_columns(block.r_loads):
+            return False
         return not any(n.name in self.plan.stores and n.kind != "reduction"
                        for n in block.nodes)
 
@@ -475,6 +471,44 @@ class CppBackend(Backend):
                              proc.stderr[-4000:])
         os.replace(tmp, lib)
         return BuildResult(lib, False, (time.perf_counter() - start) * 1000)
+
+
+    def kernel_report(self, module: Any, kernel: str) -> dict[str, Any]:
+        """The kernel's machine code as g++ built it (`objdump -d`): its own function and
+        the OpenMP regions outlined from it, under `ir.asm`; empty without objdump."""
+        lib = getattr(getattr(module, "_lib", None), "_name", None)
+        if not isinstance(lib, str) or not os.path.exists(lib):
+            return {}
+        stat = os.stat(lib)
+        text = _kernel_asm(_disassembly(lib, stat.st_mtime_ns), kernel)
+        return {"ir": {"asm": text}} if text else {}
+
+
+ASM_LIMIT = 1 << 16  # characters of one kernel's assembly kept in the event
+
+
+@functools.lru_cache(maxsize=16)
+def _disassembly(lib: str, mtime_ns: int) -> str:
+    """`objdump -d` of a built library, once per library (mtime_ns keys a rebuild)."""
+    try:
+        proc = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-C", lib],
+                              capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return proc.stdout if proc.returncode == 0 else ""
+
+
+def _kernel_asm(disassembly: str, kernel: str) -> str:
+    """The functions of `kernel` (`kernel`, `kernel._omp_fn.0`, ...) cut out of objdump's text."""
+    parts = re.split(r"\n(?=[0-9a-f]+ <)", disassembly)
+    parts = [re.sub(r"\n\s*Disassembly of section .*$", "", p, flags=re.S) for p in parts]
+    mine = [p.strip() for p in parts
+            if (m := re.match(r"[0-9a-f]+ <([^>]+)>:", p)) and
+            (m.group(1) == kernel or m.group(1).startswith(kernel + "."))]
+    text = "\n\n".join(mine)
+    if len(text) > ASM_LIMIT:
+        text = text[:ASM_LIMIT] + f"\n... ({len(text) - ASM_LIMIT} more characters)"
+    return text + "\n" if text else ""
 
 
 def _kernel_at_error(source: str, stderr: str) -> str | None:

@@ -401,6 +401,21 @@ def _split_vars(ranges: list[int], outer_numel: int, outer: sympy.Symbol,
     return decompose(outer, ranges[:k]) + decompose(inner, ranges[k:])
 
 
+def walks_columns(loads: Sequence[sympy.Expr]) -> bool:
+    """Every load in a reduction loop steps 1 along the outputs and more along the
+    reduction (x.sum(0)): neighbouring outputs, not neighbouring reduction steps, share a
+    cache line, so both backends reorder such loops."""
+    if not loads:
+        return False
+    for index in loads:
+        if not index.free_symbols <= {XINDEX, RINDEX}:
+            return False
+        dx, dr = sympy.diff(index, XINDEX), sympy.diff(index, RINDEX)
+        if dx != 1 or not (dr.is_Integer and dr > 1):
+            return False
+    return True
+
+
 def cast_value(value: Any, dtype: torch.dtype) -> bool | int | float:
     """A Python constant as a value of `dtype` (what a literal of that type holds)."""
     if dtype == torch.bool:

@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
+from compiler.ir.ops import promote_types
+
 Rule = str | Callable[..., str]
 KINDS = ("bool", "int", "uint", "float")
 
@@ -35,7 +37,7 @@ def kind_of(dtype: torch.dtype) -> str:
 def promoted(dtypes: Sequence[torch.dtype]) -> torch.dtype:
     out = dtypes[0]
     for d in dtypes[1:]:
-        out = torch.promote_types(out, d)
+        out = promote_types(out, d)
     return out
 
 

@@ -21,7 +21,7 @@ import torch
 
 from compiler.codegen.backend import Backend, BuildResult, GeneratedKernel
 from compiler.codegen.common import XINDEX, Lines, Scope, Var, next_power_of_2
-from compiler.codegen.kernel import Block, KernelCodegen, _split_vars
+from compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
 from compiler.codegen.tiling import YINDEX, Tile, choose_tile, fits_grid, tile_config
 from compiler.ir.indexing import pexpr
@@ -121,6 +121,7 @@ class TritonKernelCodegen(KernelCodegen):
         super().__init__(plan)
         self.persistent = persistent  # the whole row in registers: no loop over RBLOCK
         self.rblock = rblock
+        self.r_loads: list[sympy.Expr] = []  # indices of loads inside the reduction loop
         self.table = INTERPRET_OPS if interpret else OPS
         self.tile = tile  # 2-D [YBLOCK, XBLOCK] tiles of a pointwise kernel
         self.masks: list[Var] = []  # the masks of the `masked` bodies being generated
@@ -160,17 +161,28 @@ class TritonKernelCodegen(KernelCodegen):
         return " & ".join(parts)
 
     def load_expr(self, name: str, index: sympy.Expr, dtype: torch.dtype, domain: str) -> str:
+        if domain == "r":
+            self.r_loads.append(index)
         if not index.free_symbols and not self.masks:
             expr = f"tl.load({self.args[name]} + ({pexpr(index)}))"
         else:
-            expr = f"tl.load({self.args[name]} + ({pexpr(index)}), {self._mask(domain)}, other=0)"
+            expr = f"tl.load({self.args[name]} + ({self._offset(index, domain)}), " \
+                f"{self._mask(domain)}, other=0)"
         return expr + ".to(tl.int1)" if dtype == torch.bool else expr
 
     def store_line(self, name: str, index: sympy.Expr, value: Var, domain: str) -> str:
         v = value.name
         if value.is_literal:
             v = f"tl.full({self._shape(domain)}, {value.name}, {TL_DTYPE[value.dtype]})"
-        return f"tl.store({self.args[name]} + ({pexpr(index)}), {v}, {self._mask(domain)})"
+        return f"tl.store({self.args[name]} + ({self._offset(index, domain)}), {v}, " \
+            f"{self._mask(domain)})"
+
+    def _offset(self, index: sympy.Expr, domain: str) -> str:
+        """One element (a scalar result) is addressed through a block of pointers, as
+        the value and mask are: a scalar pointer with a block value does not compile."""
+        if not index.free_symbols:
+            return f"tl.full({self._shape(domain)}, {pexpr(index)}, tl.int32)"
+        return pexpr(index)
 
     def _shape(self, domain: str) -> str:
         if self.tile is not None:
@@ -312,11 +324,26 @@ def block_config(plan: KernelPlan, persistent_limit: int) -> dict[str, Any]:
         xblock = max(1, min(next_power_of_2(plan.xnumel), max(1, 2048 // rblock)))
         persistent = True
     else:
+        # Enough programs to fill the GPU several times over (132 SMs on an H200): few,
+        # wide rows (softmax over 512 x 262144) get one row per program, not eight.
         xblock = min(8, next_power_of_2(plan.xnumel))
+        while xblock > 1 and plan.xnumel // xblock < 1024:
+            xblock //= 2
         rblock = max(128, 2048 // xblock)
         persistent = False
     warps = max(1, min(8, (xblock * rblock) // 256))
     return {"persistent": persistent, "XBLOCK": xblock, "RBLOCK": rblock, "num_warps": warps,
+            "grid": (-(-plan.xnumel // xblock),)}
+
+
+def column_config(plan: KernelPlan) -> dict[str, Any]:
+    """Looped column reductions: 32 outputs (one 128-byte line of fp32) by 128 rows per
+    step, fewer outputs per program when that would leave the GPU's SMs idle."""
+    xblock = 32
+    while xblock > 8 and plan.xnumel // xblock < 132:
+        xblock //= 2
+    rblock = 4096 // xblock
+    return {"persistent": False, "XBLOCK": xblock, "RBLOCK": rblock, "num_warps": 8,
             "grid": (-(-plan.xnumel // xblock),)}
 
 
@@ -334,6 +361,8 @@ def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
                             tcfg["num_warps"], plan.inputs + plan.stores, [tile.y, tile.x])
     gen = TritonKernelCodegen(plan, cfg["persistent"], cfg["RBLOCK"], interpret)
     lines = gen.generate(header)
+    if plan.kind == "reduction" and not cfg["persistent"] and walks_columns(gen.r_loads):
+        cfg = column_config(plan)
     meta = {"XBLOCK": cfg["XBLOCK"]}
     numels = [plan.xnumel]
     if plan.kind == "reduction":

@@ -270,7 +270,7 @@ class IndexPrinter(StrPrinter):
         return "*".join(self._print(a) for a in e.args)
 
     def _print_Add(self, e: sympy.Add, order: str | None = None) -> str:
-        terms = sorted(e.args, key=lambda t: (t.is_number, str(t)))
+        terms = sorted(e.args, key=lambda t: (t.is_number, _str(t)))
         out = self._print(terms[0])
         for t in terms[1:]:
             s = self._print(t)
@@ -286,12 +286,29 @@ class CppIndexPrinter(IndexPrinter):
         return f"{v}L" if abs(v) > 2**31 - 1 else str(v)
 
 
+# Printing and simplifying are pure functions of immutable sympy expressions, and the same
+# indices come back many times while one graph is generated: memoized (compile time).
+@functools.lru_cache(maxsize=1 << 16)
+def _str(e: Expr) -> str:
+    return str(e)
+
+
 def pexpr(expr: Expr) -> str:
-    return IndexPrinter().doprint(sympy.sympify(expr))
+    return _pexpr(sympy.sympify(expr))
 
 
 def cexpr(expr: Expr) -> str:
-    return CppIndexPrinter().doprint(sympy.sympify(expr))
+    return _cexpr(sympy.sympify(expr))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _pexpr(expr: Expr) -> str:
+    return IndexPrinter().doprint(expr)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _cexpr(expr: Expr) -> str:
+    return CppIndexPrinter().doprint(expr)
 
 
 def _as_mod(atom: Expr) -> tuple[Expr, Expr, Expr] | None:
@@ -349,7 +366,16 @@ def simplify_index(expr: Expr, bounds: dict[sympy.Symbol, int] | None = None) ->
     past the end are masked, so their addresses never matter), which lets
     `(1000*xindex + rindex) // 1000` become `xindex`.
     """
-    expr = sympy.sympify(expr)
+    key = tuple(sorted(bounds.items(), key=lambda kv: kv[0].name)) if bounds else ()
+    return _simplify_cached(sympy.sympify(expr), key)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _simplify_cached(expr: Expr, bounds_key: tuple[tuple[sympy.Symbol, int], ...]) -> Expr:
+    return _simplify(expr, dict(bounds_key) if bounds_key else None)
+
+
+def _simplify(expr: Expr, bounds: dict[sympy.Symbol, int] | None) -> Expr:
     if isinstance(expr, (FloorDiv, ModularIndexing)):
         args = [simplify_index(a, bounds) for a in expr.args]
         return join_dimensions(_bounded(type(expr)(*args), bounds))

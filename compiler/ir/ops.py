@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -148,13 +149,20 @@ def with_origin(fn: Callable[..., Any], origin: str) -> Callable[..., Any]:
     return traced
 
 
+@functools.cache
+def promote_types(a: torch.dtype, b: torch.dtype) -> torch.dtype:
+    """torch.promote_types, memoized: under a FakeTensorMode every call dispatches
+    (about a millisecond each), and codegen asks for every op of every kernel."""
+    return torch.promote_types(a, b)
+
+
 def result_dtype(name: str, *dtypes: torch.dtype) -> torch.dtype:
     """dtype of an op's result, given its operands' dtypes."""
     if name in COMPARISONS or name in ("isnan", "isinf", "logical_not"):
         return torch.bool
     out = dtypes[0]
     for d in dtypes[1:]:
-        out = torch.promote_types(out, d)
+        out = promote_types(out, d)
     return out
 
 

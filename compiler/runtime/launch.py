@@ -16,6 +16,7 @@ In: the module globals the wrapper launches through. Out: the same globals, wrap
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
@@ -134,10 +135,15 @@ class FastKernel:
 
 def install(module: ModuleType, kernels: list[str], device: str) -> None:
     """Wrap the module's Triton kernels (once; on CUDA only: the interpreter keeps the
-    JIT path, which it implements)."""
+    JIT path, which it implements). KERNELSCOPE_LAUNCH=jit keeps the JIT path everywhere
+    (to compare the two, as benchmarks' call_us probe does)."""
     if device != "cuda":
         return
-    for name in kernels:
+    jit = os.environ.get("KERNELSCOPE_LAUNCH") == "jit"
+    for name in kernels:  # modules are shared by identical graphs: (un)wrap every load
         fn = getattr(module, name, None)
-        if fn is not None and not isinstance(fn, FastKernel) and hasattr(fn, "warmup"):
+        if isinstance(fn, FastKernel) and jit:
+            setattr(module, name, fn.fn)
+        elif fn is not None and not isinstance(fn, FastKernel) and hasattr(fn, "warmup") \
+                and not jit:
             setattr(module, name, FastKernel(fn))

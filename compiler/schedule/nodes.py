@@ -7,6 +7,7 @@ loop body under the dependency handler), what it writes, and its iteration space
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import sympy
@@ -91,6 +92,12 @@ def _extern_inputs(buf: ExternKernel) -> list[str]:
 def canonical(expr: sympy.Expr, variables: list[sympy.Symbol], sizes: list[int]
               ) -> tuple[tuple[int, ...], sympy.Expr]:
     """An index over a loop nest, with contiguous dims merged and variables renamed."""
-    new_sizes, rewrite = merge_loops(sizes, [expr], variables)
+    return _canonical(sympy.sympify(expr), tuple(variables), tuple(sizes))
+
+
+@functools.lru_cache(maxsize=1 << 14)  # fusion asks the same question many times
+def _canonical(expr: sympy.Expr, variables: tuple[sympy.Symbol, ...], sizes: tuple[int, ...]
+               ) -> tuple[tuple[int, ...], sympy.Expr]:
+    new_sizes, rewrite = merge_loops(list(sizes), [expr], list(variables))
     cvars = index_vars("c", len(new_sizes))
     return tuple(new_sizes), rewrite(expr, cvars)

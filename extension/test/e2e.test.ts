@@ -74,6 +74,12 @@ test("Compile Selection on a block, through the real server and compiler", { ski
     const posted = stub.panels[0].webview.posted as { type: string; event?: { stage: string } }[];
     assert.equal(posted.filter((m) => m.type === "event").length, result.events.length);
 
+    // The diff view Compare With Previous opens is a page of this server.
+    const client = await session.currentClient();
+    const diff = await fetch(client.diffUrl(result.traceId!, result.traceId!));
+    assert.equal(diff.status, 200);
+    assert.match(diff.headers.get("content-type") ?? "", /text\/html/);
+
     // Cancel from the status bar stops a job that would run for a minute: the server ends
     // the stream with an error of kind "cancelled".
     const slow = stub.openEditor(path.join(REPO, "slow.py"), "import time\nimport torch\n\n\ndef g(x):\n    return x.cos()\n\n\ntime.sleep(60)\n");

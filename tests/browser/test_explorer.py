@@ -455,3 +455,53 @@ def test_mistyped_links_get_the_pages_own_not_found_view(page: Page, path: str) 
     if path.startswith("/t/"):
         assert statuses == [404]
         screenshot(page, "not-found")
+
+
+def test_an_h200_trace_shows_tritons_stages_registers_and_inductors_kernels(page: Page) -> None:
+    open_explorer(page, "/t/h200_softmax")
+    wait_done(page)
+    compiled = fixture_stage("h200_softmax", "compile")["graphs"][0]["kernels"][0]
+    section = page.locator(f"section.kernel[data-kernel={compiled['name']}]")
+    bar = section.locator(".stage-bar")
+    expect(bar.locator("button")).to_have_text(["source", "TTIR", "TTGIR", "LLVM IR", "PTX"])
+    expect(bar.locator(".facts")).to_contain_text(f"registers {compiled['registers']}")
+    expect(section.locator(".perf")).to_contain_text(f"{compiled['registers']} regs")
+    bar.locator("button[data-stage=ptx]").click()
+    expect(section.locator(".code")).to_contain_text(".visible .entry")
+    screenshot(page, "h200-ptx")
+    bar.locator("button[data-stage=ttgir]").click()
+    expect(section.locator(".code")).to_contain_text("ttg.")
+    screenshot(page, "h200-ttgir")
+    show_tab(page, "timings")
+    expect(page.locator("[data-total=kernelscope]")).to_contain_text("faster than eager")
+    screenshot(page, "h200-timings")
+    open_explorer(page, "/diff/h200_softmax/inductor")
+    row = page.locator(".diff-kernels tbody tr").first
+    expect(row).to_have_attribute("data-a", compiled["name"])
+    expect(row).to_have_attribute("data-b", re.compile(r"^triton_"))
+    screenshot(page, "h200-diff-inductor")
+
+
+def test_the_graph_break_label_is_whole_and_listed_with_its_reason(page: Page) -> None:
+    open_explorer(page)
+    code = (
+        "import torch\n\n\ndef f(x):\n    y = x.sin()\n"
+        "    torch._dynamo.graph_break()  # a long comment that fills the editor's width\n"
+        "    return y.cos()\n"
+    )
+    page.evaluate(f"window.kernelscope.editor.code = {json.dumps(code)}")
+    compile_and_wait(page)
+    line = editor_line(page, 6)
+    expect(line).to_have_class(has_class("ks-break"))
+    label = line.evaluate("""el => {
+        const after = getComputedStyle(el, '::after');
+        const box = el.getBoundingClientRect();
+        const scroller = el.closest('.cm-scroller').getBoundingClientRect();
+        return [after.content, after.display, box.right <= scroller.right + 1]; }""")
+    assert label == ['"graph break"', "inline-block", True]
+    assert page.evaluate("document.querySelector('.cm-scroller').scrollWidth") <= page.evaluate(
+        "document.querySelector('.cm-scroller').clientWidth"
+    )
+    show_tab(page, "guards")
+    expect(page.locator(".gbreak")).to_contain_text("call to torch._dynamo.graph_break()")
+    expect(page.locator(".gbreak .line-chip")).to_have_text("6")

@@ -124,7 +124,10 @@ def stream_trace(page: Any) -> dict[str, Any]:
     return trace
 
 
-PANES = ["code", "graph", "ir", "fusion", "memory", "timings"]
+# The panes the recorded trace fills; the panel also has the web UI's Guards and Output tabs
+# (Output stays empty: the fixture did not run Inductor).
+PANES = ["code", "graph", "ir", "fusion", "memory", "timings", "guards"]
+TABS = ["graph", "ir", "fusion", "memory", "timings", "guards", "output"]
 
 
 def test_webview_shows_every_pane_and_provenance(open_panel: Any) -> None:
@@ -142,7 +145,9 @@ def test_webview_shows_every_pane_and_provenance(open_panel: Any) -> None:
     assert answer_highlights(page) > 0
     page.wait_for_selector(".code[data-highlight=pygments]")
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    for tab in ["graph", "ir", "fusion", "memory", "timings"]:
+    tabs = page.eval_on_selector_all("button.tab[data-tab]", "els => els.map(e => e.dataset.tab)")
+    assert tabs == TABS, "the panel has every analysis tab of the web UI"
+    for tab in TABS:
         page.click(f"button.tab[data-tab={tab}]")
         assert page.locator(f"[data-pane={tab}]").is_visible()
         page.screenshot(path=str(SCREENSHOTS / f"extension-webview-{tab}.png"))

@@ -111,3 +111,18 @@ def test_cuda_graphs_option_is_known() -> None:
     from compiler.options import CompileOptions
 
     assert CompileOptions.from_mapping({"cuda_graphs": True}).cuda_graphs
+
+
+def test_install_wraps_and_the_jit_switch_unwraps(monkeypatch: pytest.MonkeyPatch) -> None:
+    import types
+
+    module = types.ModuleType("m")
+    jit = FakeJit()
+    module.k = jit  # type: ignore[attr-defined]
+    launch.install(module, ["k"], "cuda")
+    assert isinstance(module.k, launch.FastKernel)  # type: ignore[attr-defined]
+    monkeypatch.setenv("KERNELSCOPE_LAUNCH", "jit")
+    launch.install(module, ["k"], "cuda")
+    assert module.k is jit  # type: ignore[attr-defined]
+    launch.install(module, ["k"], "cpu")
+    assert module.k is jit  # type: ignore[attr-defined]

@@ -15,7 +15,7 @@ import { Pane } from "./pane.js";
 // the order the compiler makes them, with the highlighter each one reads best with.
 const LOWER_STAGES = [
   ["ttir", "TTIR", "text"], ["ttgir", "TTGIR", "text"], ["llir", "LLVM IR", "llvm"],
-  ["ptx", "PTX", "ptx"], ["sass", "SASS", "asm"], ["asm", "assembly", "asm"],
+  ["ptx", "PTX", "ptx"], ["sass", "SASS", "asm"], ["asm", "assembly", "objdump"],
   ["objdump", "objdump -d", "objdump"],
 ];
 
