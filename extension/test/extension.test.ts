@@ -247,7 +247,13 @@ test("Open Permalink shows a stored trace; Compare With Previous opens the diff 
   await context.workspaceState.update("kernelscope.history", { [editor.document.uri.toString()]: ["A1", "TRACE1"] });
   window_activate(editor);
   await vscode.commands.executeCommand("kernelscope.compareWithPrevious");
-  assert.deepEqual(stub.opened, [`${srv.url}/diff/A1/TRACE1`]);
+  // The web UI's Diff pane in the panel, both stored traces fetched; the page is one click away.
+  assert.ok(srv.requests.some((r) => r.url === "/api/traces/A1") && srv.requests.some((r) => r.url === "/api/traces/TRACE1"));
+  const diff = posted("diff").at(-1) as unknown as { a: { id: string; href: string; events: unknown[] }; b: { id: string } };
+  assert.deepEqual([diff.a.id, diff.b.id, diff.a.href], ["A1", "TRACE1", `${srv.url}/t/A1`]);
+  assert.equal(diff.a.events.length, recorded().events.length);
+  assert.deepEqual(stub.opened, []);
+  assert.ok(stub.messages.some((m) => /comparing trace A1 with TRACE1/.test(m.text)));
 });
 
 function window_activate(editor: TextEditor): void {
