@@ -70,6 +70,10 @@ def _redis(url: str) -> Any:
     return redis.Redis.from_url(url, socket_timeout=30, health_check_interval=30)
 
 
+def waiting_key(ns: str) -> str:
+    return f"ks:{ns}:waiting"
+
+
 class Keys:
     def __init__(self, ns: str, job_id: str) -> None:
         base = f"ks:{ns}:job:{job_id}"
@@ -149,6 +153,7 @@ class RemoteJob:
         return True
 
     def status(self) -> dict[str, Any]:
+        self.watch()  # a client that polls instead of streaming also learns of a lost worker
         events = self.events
         done = events[-1]["data"] if events and events[-1]["stage"] == "done" else {}
         return {
@@ -225,7 +230,12 @@ class RedisJobManager:
         self.queue = Queue(self.ns, connection=self.conn)
 
     def submit(self, request: JobRequest) -> RemoteJob:
-        if self.queue.count >= self.queue_size:
+        # Admission is one atomic counter of jobs no worker has taken yet (a worker
+        # decrements it when it takes one): checking the queue's length and then enqueueing
+        # would let a burst of requests all see room.
+        waiting = waiting_key(self.ns)
+        if int(self.conn.incr(waiting)) > self.queue_size:
+            self.conn.decr(waiting)
             raise Busy()
         job_id = secrets.token_urlsafe(9)
         keys = Keys(self.ns, job_id)
@@ -338,6 +348,8 @@ class WorkerRuntime:
         from server.state import EXTENSION
 
         local = {**cfg, "QUEUE_URL": None}  # the app object is only a way to build the parts
+        if local.get("WARM_POOL") is None:
+            local["WARM_POOL"] = 1  # a worker runs one job at a time: one warm process
         app = create_app(local)
         state = app.extensions[EXTENSION]
         self.cfg = app.config
@@ -360,6 +372,7 @@ def execute(ns: str, job_id: str) -> dict[str, Any]:
     if rt is None:
         raise RuntimeError("server.queue.execute runs only inside `kernelscope worker`")
     keys = Keys(ns, job_id)
+    rt.conn.decr(waiting_key(ns))  # taken off the queue: room for one more
     meta = rt.conn.hgetall(keys.meta)
     if not meta or meta.get(b"finished") == b"1":
         return {"skipped": True}  # expired, or cancelled while it was queued

@@ -33,6 +33,7 @@ from compiler.ir.nodes import (
     Stored,
     TensorValue,
 )
+from compiler.ir.opnames import op_name
 from compiler.ir.ops import with_origin
 from compiler.lowering.registry import find_lowering, load_all
 
@@ -236,7 +237,7 @@ class GraphLowering:
         """Call ATen for this op on realized inputs; outputs follow the FX meta."""
         def as_arg(v: Any) -> Any:
             if isinstance(v, TensorValue):
-                stored = self.realize(v, f"input to extern {_op_name(op)}")
+                stored = self.realize(v, f"input to extern {op_name(op)}")
                 return stored.as_arg()
             return v
 
@@ -267,14 +268,8 @@ class GraphLowering:
                     items.append(m)
             result = tuple(items)
         if fallback:
-            self.fallbacks.append(Fallback(_op_name(op), self.node_name(), name, reason))
+            self.fallbacks.append(Fallback(op_name(op), self.node_name(), name, reason))
         return result
-
-
-def _op_name(op: Any) -> str:
-    return str(op).removeprefix("aten::") if not hasattr(op, "_schema") else (
-        f"aten.{op._schema.name.split('::')[-1]}.{op._overloadname}"
-    )
 
 
 def _layout_of(t: torch.Tensor) -> Layout:

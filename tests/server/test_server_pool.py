@@ -13,6 +13,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
 from flask.testing import FlaskClient
 from server_support import (
     FAKE_WORKER,
@@ -85,6 +86,7 @@ def test_done_carries_wall_time_next_to_the_stage_sum(client: FlaskClient) -> No
     assert done["wall_ms"] < 10_000
 
 
+@pytest.mark.parametrize("backend", ["embedded", "redis"], indirect=True)
 def test_cancel_kills_a_running_job(make_app: AppFactory) -> None:
     client = make_app(JOB_TIMEOUT_S=30).test_client()
     job_id = submit(client, "# fake-sleep: 3\nx = 1\n")
@@ -107,6 +109,7 @@ def test_cancel_kills_a_running_job(make_app: AppFactory) -> None:
     assert compile_events(client, "x = 2\n")[-1]["data"]["ok"] is True
 
 
+@pytest.mark.parametrize("backend", ["embedded", "redis"], indirect=True)
 def test_cancel_a_queued_job_never_starts_it(make_app: AppFactory) -> None:
     client = make_app(MAX_JOBS=1, WARM_POOL=0, JOB_TIMEOUT_S=30).test_client()
     running = submit(client, "# fake-sleep: 0.5\nx = 1\n")
