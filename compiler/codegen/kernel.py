@@ -62,7 +62,6 @@ class KernelCodegen(Handler):
     map, for every backend. Backends give the op table, a literal printer and the hooks
     below (how a load, a store, an accumulator and a loop are spelled)."""
 
-    index_prefix = {"x": "x", "r": "r"}
     comment = "#"  # how the backend starts a comment line
 
     def __init__(self, plan: KernelPlan) -> None:
@@ -184,7 +183,7 @@ class KernelCodegen(Handler):
             assert target is not None, "an rindex term outside a reduction block"
         text = self.fmt_index(term)
         if text not in table:
-            name = f"{self.index_prefix[domain]}{self.icounter[domain]}"
+            name = f"{domain}{self.icounter[domain]}"  # x0, x1, ... and r0, r1, ...
             self.icounter[domain] += 1
             table[text] = name
             self.symbol_domains[sym(name)] = domain

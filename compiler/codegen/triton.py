@@ -116,11 +116,10 @@ def literal(value: Any, dtype: torch.dtype) -> str:
 class TritonKernelCodegen(KernelCodegen):
     literal = staticmethod(literal)
 
-    def __init__(self, plan: KernelPlan, persistent: bool, rblock: int,
+    def __init__(self, plan: KernelPlan, persistent: bool,
                  interpret: bool = False, tile: Tile | None = None) -> None:
         super().__init__(plan)
         self.persistent = persistent  # the whole row in registers: no loop over RBLOCK
-        self.rblock = rblock
         self.r_loads: list[sympy.Expr] = []  # indices of loads inside the reduction loop
         self.table = INTERPRET_OPS if interpret else OPS
         self.tile = tile  # 2-D [YBLOCK, XBLOCK] tiles of a pointwise kernel
@@ -353,13 +352,13 @@ def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
     tile = choose_tile(plan)
     if tile is not None and fits_grid(tile, tile_config(tile)["YBLOCK"]):
         tcfg = tile_config(tile)
-        gen = TritonKernelCodegen(plan, True, 1, interpret, tile)
+        gen = TritonKernelCodegen(plan, True, interpret, tile)
         lines = gen.generate(header + [tile.reason])
         grid = (-(-tile.x // tcfg["XBLOCK"]), -(-tile.y // tcfg["YBLOCK"]))
         return TritonKernel(plan.name, lines.text(), lines.line_map(), grid,
                             {"YBLOCK": tcfg["YBLOCK"], "XBLOCK": tcfg["XBLOCK"]},
                             tcfg["num_warps"], plan.inputs + plan.stores, [tile.y, tile.x])
-    gen = TritonKernelCodegen(plan, cfg["persistent"], cfg["RBLOCK"], interpret)
+    gen = TritonKernelCodegen(plan, cfg["persistent"], interpret)
     lines = gen.generate(header)
     if plan.kind == "reduction" and not cfg["persistent"] and walks_columns(gen.r_loads):
         cfg = column_config(plan)
