@@ -236,5 +236,9 @@ def test_webview_compares_two_traces_in_the_diff_pane(open_panel: Any) -> None:
     page.click("#ks-diff-close")
     assert page.locator(".ks-workspace").is_visible()
     assert page.locator("[data-pane=code][data-filled=true]").count() == 1
+    # A new compile while the diff shows goes back to the trace view.
+    post(page, {"type": "diff", "a": side("CPU1", cpu), "b": side("GPU1", gpu)})
+    stream_trace(page)
+    assert page.locator(".ks-workspace").is_visible()
     assert page.evaluate("window.__errors") == []
     assert page.evaluate("window.__csp") == []

@@ -171,6 +171,8 @@ function start(paneClasses: PaneClass[]): void {
   }
 
   function reset(title: TraceTitle | null): void {
+    document.body.classList.remove("ks-diffing"); // a new trace leaves the diff
+    $("ks-diff").hidden = true;
     state.trace = new Trace();
     state.index = buildIndex(state.trace);
     bus.clear();
