@@ -19,13 +19,14 @@ from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 
 from compiler.capture.attention import rewrite_attention
 from compiler.capture.decompositions import decomposition_table
-from compiler.capture.fxgraph import node_lines, target_name
+from compiler.capture.fxgraph import node_lines
 from compiler.codegen.backend import Backend, GeneratedKernel
 from compiler.codegen.backends import choose_backend
 from compiler.codegen.wrapper import generate_wrapper
 from compiler.ir.handlers import describe, dtype_name
 from compiler.ir.indexing import index_vars, pexpr
 from compiler.ir.nodes import ComputedBuffer, ExternKernel, ExternOutput, Reduction
+from compiler.ir.opnames import op_name, op_short
 from compiler.lowering.graph import GraphLowering, LoweredGraph, Unsupported
 from compiler.options import CompileOptions
 from compiler.runtime import loader
@@ -57,7 +58,7 @@ class GraphWork:
 
     def __post_init__(self) -> None:
         self.lines = node_lines(self.gm, self.filename)
-        self.op_names = {n.name: _op_short(n.target) for n in self.gm.graph.nodes
+        self.op_names = {n.name: op_short(n.target) for n in self.gm.graph.nodes
                          if n.op == "call_function"}
 
     def describe_origins(self, origins: Sequence[str]) -> str:
@@ -78,11 +79,6 @@ class GraphWork:
 
     def origin_lines(self, origins: Any) -> list[int]:
         return sorted({ln for o in origins if (ln := self.lines.get(o)) is not None})
-
-
-def _op_short(target: Any) -> str:
-    return target_name(target).split(".")[1] if "." in target_name(target) else \
-        target_name(target)
 
 
 def graph_device(example_inputs: Sequence[Any], gm: torch.fx.GraphModule | None = None) -> str:
@@ -139,7 +135,7 @@ def _buffer_json(work: GraphWork, b: Any) -> dict[str, Any]:
             "realized": b.realized,
         })
     elif isinstance(b, ExternKernel):
-        out["extern"] = {"op": target_name(b.op), "fallback": b.fallback,
+        out["extern"] = {"op": op_name(b.op), "fallback": b.fallback,
                          "args": [_arg_text(a) for a in b.args]}
         out["realized"] = "extern call" if not b.fallback else "fallback to ATen"
     elif isinstance(b, ExternOutput):

@@ -338,6 +338,7 @@ class BuiltKernel:
     registers: int | None = None
     spills: int | None = None
     shared_bytes: int | None = None
+    ir: dict[str, str] | None = None  # the backend's intermediate stages (Triton on a GPU)
 
 
 @dataclass

@@ -112,6 +112,20 @@ def versions(device: str) -> dict[str, Any]:
             "triton": triton_version, "gpu": gpu, "kernelscope": __version__}
 
 
+def _compiler_facts(options: CompileOptions) -> dict[str, Any]:
+    """What `source` says about the compiler: stated by the process that compiles."""
+    backend = choose_backend(options.backend, options.device, options)
+    return {**backend.to_json(), "triton_interpret": backend.emulated,
+            "device": options.device, "options": options.to_json(),
+            "versions": versions(options.device)}
+
+
+def _replayed_source(events: dict[str, Any], options: CompileOptions) -> dict[str, Any]:
+    """The front's `source` (the snippet's words: code, entry, inputs, stdout) with the
+    compiler's facts (backend, options, versions) stated here, never taken from the bundle."""
+    return {**events["source"]["data"], **_compiler_facts(options)}
+
+
 # -- front half ----------------------------------------------------------------------------
 def run_front(code: str, options: CompileOptions, bundle_path: str | Path,
               filename: str | None = None, _seq: _Seq | None = None
@@ -143,9 +157,7 @@ def run_front(code: str, options: CompileOptions, bundle_path: str | Path,
             yield from _fail(seq, err)
             return
         if name == "source":
-            backend = choose_backend(options.backend, options.device, options)
-            data.update(**backend.to_json(), triton_interpret=backend.emulated,
-                        versions=versions(options.device))
+            data.update(_compiler_facts(options))
         if printed():
             data["stdout"] = printed()
         data["origin"] = "snippet"
@@ -190,7 +202,7 @@ def run_back(bundle_path: str | Path, options: CompileOptions, replay: bool = Tr
     events = bundle.events
     if "error" in events:
         if replay and "source" in events:
-            yield seq.event("source", events["source"]["ms"], events["source"]["data"])
+            yield seq.event("source", events["source"]["ms"], _replayed_source(events, options))
         yield from _fail(seq, events["error"]["data"], isolated=isolated)
         return
     run = _BackRun(bundle, options)
@@ -205,7 +217,7 @@ def run_back(bundle_path: str | Path, options: CompileOptions, replay: bool = Tr
     run.works = [GraphWork(g.id, gm, inputs, options, bundle.snippet_path, code_lines)
                  for g, gm, inputs in run.graphs]
     if replay:
-        yield seq.event("source", events["source"]["ms"], events["source"]["data"])
+        yield seq.event("source", events["source"]["ms"], _replayed_source(events, options))
         capture = dict(events["capture"]["data"])
         capture["graphs"] = [
             {**graph_json(w.gm, w.gid, w.lines, code_lines), "kind": g.kind,

@@ -17,7 +17,7 @@ from typing import Any
 
 from flask import Flask
 
-from server import api, headers, pages
+from server import api, cgroups, headers, pages, scratch
 from server.errors import register_error_handlers
 from server.jobs import JobManager, Jobs
 from server.kcache import shared_kernel_cache
@@ -67,7 +67,11 @@ def default_config() -> dict[str, Any]:
         "HIGHLIGHT_LIMIT_KB": 256,  # largest /api/highlight input (Pygments: ~1 s per 256 KiB)
         "HEARTBEAT_S": 2.0,
         "JOB_RETENTION_S": 900,  # finished jobs stay streamable this long
+        # The front half (runs the snippet, writes the capture bundle) and the back half
+        # (our code on the bundle). BACK_CMD None: WORKER_CMD runs the whole pipeline in one
+        # process, and the trace says every event came from the snippet's process.
         "WORKER_CMD": [sys.executable, "-m", "compiler", "compile"],
+        "BACK_CMD": [sys.executable, "-m", "compiler", "stages"],
         "WORKER_THREADS": min(os.cpu_count() or 1, 16),  # OMP_NUM_THREADS in the worker
         "WORKER_ENV": {},  # extra environment variables for the worker
         "WARM_POOL": None,  # warm workers kept started (None: MAX_JOBS; 0: every job cold)
@@ -75,6 +79,8 @@ def default_config() -> dict[str, Any]:
         "WARM_UP": True,  # warm workers compile a built-in snippet before taking a job
         "KERNEL_CACHE": default_kernel_cache(),  # shared across jobs ("" turns it off)
         "ISOLATION": "auto",  # "auto", "bubblewrap" (required) or "rlimits-only"
+        "CGROUPS": "auto",  # "auto" (per-job cgroups where the host allows) or "off"
+        "CGROUP_PARENT": None,  # a delegated cgroup v2 directory for job groups
         "SANDBOX_UID": 65534,  # the uid/gid workers drop to when the server runs as root
         "SANDBOX_GID": 65534,
         "EXTRA_RO_PATHS": [],  # more host paths the sandbox shows read-only
@@ -113,9 +119,17 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         cfg["EXTRA_RO_PATHS"] = [*cfg["EXTRA_RO_PATHS"], str(cfg["KERNEL_CACHE"])]
     spec = _sandbox_spec(cfg)
     repo = Path(cfg["REPO_DIR"])
-    isolation = probe_isolation(
-        cfg["ISOLATION"], spec, limits, repo, int(cfg["SANDBOX_UID"]), int(cfg["SANDBOX_GID"])
+    groups = (
+        cgroups.probe(cfg["CGROUP_PARENT"]) if cfg["CGROUPS"] != "off"
+        else cgroups.CgroupSupport("none", note="per-job cgroups are off (CGROUPS='off')")
     )
+    isolation = probe_isolation(
+        cfg["ISOLATION"], spec, limits, repo, int(cfg["SANDBOX_UID"]), int(cfg["SANDBOX_GID"]),
+        groups,
+    )
+    swept = scratch.sweep(cfg["SCRATCH_ROOT"], min_age_s=2 * limits.wall_s + 60)
+    if swept:
+        app.logger.warning("removed %d scratch directories left by a stopped server", swept)
     for note in isolation.notes:
         app.logger.warning("sandbox: %s", note)
     settings = WorkerSettings(
@@ -125,6 +139,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
         limits=limits,
         repo_dir=repo,
         scratch_root=cfg["SCRATCH_ROOT"],
+        back_command=tuple(cfg["BACK_CMD"]) if cfg["BACK_CMD"] else None,
     )
     jobs: Jobs
     if cfg["QUEUE_URL"]:

@@ -297,8 +297,9 @@ class JobManager:
                             "kind": "sandbox",
                             "message": "the job supervisor failed; see the server log",
                         },
+                        origin="server",
                     )
-                    job.publish("done", {"ok": False})
+                    job.publish("done", {"ok": False}, origin="server")
 
     def _prune(self) -> None:
         """Forget finished jobs past the retention time, or beyond the newest

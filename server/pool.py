@@ -31,7 +31,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-from server.sandbox import INNER_SCRATCH, make_launch, make_scratch, remove_scratch
+from server.cgroups import JobCgroup
+from server.sandbox import INNER_SCRATCH, make_launch
+from server.scratch import JobDir
+from server.seccomp import filter_fd
 from server.warm import READY
 
 log = logging.getLogger(__name__)
@@ -55,7 +58,8 @@ class WarmWorker:
     """One pre-started sandboxed worker, not yet given a job."""
 
     proc: subprocess.Popen[bytes]
-    scratch: Path
+    jobdir: JobDir  # the job directory it will run in; it is the job's front half
+    group: JobCgroup | None  # the job's cgroups, which it joined when it started
     view: str  # the scratch directory as the worker sees it
     stderr: IO[bytes]
     events_r: int  # the read end of the worker's event channel (server/worker_entry.py)
@@ -86,7 +90,13 @@ class WarmWorker:
             os.close(self.events_r)
         except OSError:
             pass
-        remove_scratch(self.scratch)
+        if self.group is not None:
+            self.group.remove()
+        self.jobdir.remove()
+
+    @property
+    def scratch(self) -> Path:
+        return self.jobdir.phase("front")
 
 
 def pool_prefix(command: tuple[str, ...]) -> tuple[str, list[str]] | None:
@@ -280,9 +290,18 @@ class WarmPool:
         python, _rest = self.prefix
         s = self.settings
         iso = s.isolation
-        scratch = make_scratch(s.scratch_root, iso)
+        # The job's own directory and cgroups, made now: the warm worker is its front half,
+        # under the same limits as a cold one (memory and pids cgroups, tmpfs, seccomp).
+        jobdir = JobDir(s.scratch_root, iso.uid, iso.gid,
+                        s.limits.scratch_mb if iso.tmpfs else None)
+        scratch = jobdir.phase("front")
+        group: JobCgroup | None = None
         events_r, events_w = os.pipe()
+        seccomp_fd = filter_fd(iso.seccomp) if iso.seccomp is not None else None
         try:
+            if iso.cgroups.version != "none":
+                group = JobCgroup(iso.cgroups, jobdir.path.name, s.limits.memory_mb,
+                                  s.limits.processes)
             if self.kcache is not None:
                 self.kcache.link_into(scratch)  # the warm-up finds its kernel built
             # Run as a script, not `-m server.warm`: that would import the server package
@@ -295,7 +314,8 @@ class WarmPool:
             spec = s.spec
             if self.interpret:
                 spec = replace(spec, env={"TRITON_INTERPRET": "1", **spec.env})
-            launch = make_launch(iso, lambda _view: argv, scratch, spec, s.limits, s.repo_dir)
+            launch = make_launch(iso, lambda _view: argv, scratch, spec, s.limits, s.repo_dir,
+                                 group.procs if group is not None else [], seccomp_fd)
             view = INNER_SCRATCH if iso.mode == "bubblewrap" else str(scratch)
             stderr = tempfile.TemporaryFile()
             proc = subprocess.Popen(
@@ -306,7 +326,7 @@ class WarmPool:
                 env=launch.env,
                 cwd=launch.cwd,
                 start_new_session=True,
-                pass_fds=(events_w,),
+                pass_fds=(events_w, *launch.pass_fds),
                 preexec_fn=_niced(launch.preexec, os.geteuid() == 0),  # noqa: PLW1509 - setrlimit and nice only
                 user=launch.user,
                 group=launch.group,
@@ -316,11 +336,15 @@ class WarmPool:
                 self._groups.add(proc.pid)
         except BaseException:
             os.close(events_r)
-            remove_scratch(scratch)
+            if group is not None:
+                group.remove()
+            jobdir.remove()
             raise
         finally:
             os.close(events_w)
-        return WarmWorker(proc, scratch, view, stderr, events_r)
+            if seccomp_fd is not None:
+                os.close(seccomp_fd)
+        return WarmWorker(proc, jobdir, group, view, stderr, events_r)
 
 
 def renice_group(pgid: int) -> None:

@@ -69,12 +69,20 @@ class Relay:
         job: Job,
         limits: Limits,
         normalize: Callable[[dict[str, Any], Limits], dict[str, Any]],
+        sink: Callable[[str, dict[str, Any], float], None],
         scratch_over: Callable[[], bool],
-        origin: str,
+        until_done: bool = True,
     ) -> None:
-        self.job, self.limits, self.normalize = job, limits, normalize
-        self.scratch_over, self.origin = scratch_over, origin
+        """`sink(stage, data, ms)` receives each accepted event (publishing it, or not).
+
+        `until_done`: stop at the first `done`; otherwise (a process whose channel the
+        snippet can write to) read on until the process closes it or a limit is hit.
+        """
+        self.job, self.limits, self.normalize, self.sink = job, limits, normalize, sink
+        self.until_done = until_done
+        self.scratch_over = scratch_over
         self.read_bytes = 0
+        self.count = len(job.events)
         self.trace_bytes = sum(len(json.dumps(e)) for e in job.events)
         self.stdout_tail = ""
 
@@ -142,12 +150,14 @@ class Relay:
             if event is None:
                 continue
             if event["stage"] == "done":
-                return Outcome(done=event["data"])
-            if len(self.job.events) >= self.limits.events:
+                if self.until_done:
+                    return Outcome(done=event["data"])
+                continue
+            if self.count >= self.limits.events:
                 return Outcome(reason="events")
             self.trace_bytes += len(line)
             if self.trace_bytes > self.limits.trace_mb * MiB:
                 return Outcome(reason="trace")
-            data = self.normalize(event, self.limits)
-            self.job.publish(event["stage"], data, event["ms"], origin=self.origin)
+            self.count += 1
+            self.sink(event["stage"], self.normalize(event, self.limits), event["ms"])
         return None

@@ -35,6 +35,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from server.cgroups import CgroupSupport, join
+from server.scratch import JobDir, remove_tree
+from server.seccomp import build_filter, filter_fd
+
 INNER_SCRATCH = "/scratch"
 PASSTHROUGH_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH")
 MASKED_FILES = ("/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-")
@@ -82,10 +86,20 @@ class Isolation:
     uid: int | None = None  # drop to this uid/gid (only when the server runs as root)
     gid: int | None = None
     notes: tuple[str, ...] = ()
+    cgroups: CgroupSupport = field(default_factory=lambda: CgroupSupport("none"))
+    seccomp: bytes | None = None  # the BPF program bubblewrap loads (server/seccomp.py)
+    tmpfs: bool = False  # each job's scratch is a tmpfs of the scratch budget (root only)
 
     def to_json(self) -> dict[str, Any]:
         user = "unchanged" if self.uid is None else f"uid {self.uid}"
-        return {"mode": self.mode, "worker_user": user, "notes": list(self.notes)}
+        return {
+            "mode": self.mode,
+            "worker_user": user,
+            "cgroup": self.cgroups.to_json(),
+            "seccomp": self.seccomp is not None,
+            "scratch": "tmpfs" if self.tmpfs else "disk (walked every second)",
+            "notes": list(self.notes),
+        }
 
 
 @dataclass(frozen=True)
@@ -98,6 +112,7 @@ class Launch:
     preexec: Callable[[], None]
     user: int | None = None
     group: int | None = None
+    pass_fds: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -158,7 +173,24 @@ def _ancestors(path: str) -> list[str]:
     return [str(p) for p in reversed(list(parts)) if str(p) != "/"]
 
 
-def bwrap_args(bwrap: str, scratch: Path, spec: SandboxSpec, as_root: bool) -> list[str]:
+def _children_except_database(folder: str, spec: SandboxSpec) -> list[str]:
+    """A visible folder that also holds the database (`--db` in a checkout): bind its
+    entries one by one, leaving out the database and every file SQLite keeps next to it
+    (`-wal`, `-shm`, `-journal`, whether or not they exist yet)."""
+    names = {os.path.basename(m) for m in spec.masked}
+    stems = tuple(n for n in names if not n.endswith(("-wal", "-shm", "-journal")))
+    args = ["--perms", "0755", "--dir", folder]
+    for name in sorted(os.listdir(folder)):
+        if name in names or name.startswith(stems):
+            continue
+        source = os.path.join(folder, name)
+        args += ["--ro-bind", os.path.realpath(source), source]
+    return args
+
+
+def bwrap_args(
+    bwrap: str, scratch: Path, spec: SandboxSpec, as_root: bool, seccomp_fd: int | None = None
+) -> list[str]:
     """The bubblewrap command line, up to (not including) the worker argv.
 
     The writable binds come first, so a read-only path that lies under /tmp (a checkout or
@@ -185,12 +217,17 @@ def bwrap_args(bwrap: str, scratch: Path, spec: SandboxSpec, as_root: bool) -> l
             if anc not in made:
                 args += ["--perms", "0755", "--dir", anc]
                 made.add(anc)
-        args += ["--ro-bind", os.path.realpath(path), path]
+        if path in spec.hidden:
+            args += _children_except_database(path, spec)
+        else:
+            args += ["--ro-bind", os.path.realpath(path), path]
     for hidden in spec.hidden:
         inside = any(_under(hidden, p) for p in spec.readonly)
         if inside and not any(_under(p, hidden) for p in spec.readonly):
             args += ["--tmpfs", hidden]
     for masked in spec.masked:
+        if os.path.dirname(masked) in spec.hidden and os.path.dirname(masked) in spec.readonly:
+            continue  # left out of that folder's entries altogether
         if os.path.exists(masked) and any(_under(masked, p) for p in spec.readonly):
             args += ["--ro-bind", "/dev/null", masked]
     for node in sorted(glob.glob("/dev/nvidia*")):
@@ -200,6 +237,8 @@ def bwrap_args(bwrap: str, scratch: Path, spec: SandboxSpec, as_root: bool) -> l
     args += ["--unshare-cgroup-try", "--die-with-parent", "--chdir", INNER_SCRATCH, "--clearenv"]
     if not as_root:
         args += ["--unshare-user", "--disable-userns", "--cap-drop", "ALL"]
+    if seccomp_fd is not None:
+        args += ["--seccomp", str(seccomp_fd)]
     return args
 
 
@@ -243,17 +282,27 @@ def count_user_tasks(uid: int) -> int:
     return total
 
 
-def rlimit_preexec(limits: Limits, nproc: int) -> Callable[[], None]:
-    """The function run in the child between fork and exec: only setrlimit calls."""
+def rlimit_preexec(
+    limits: Limits, nproc: int, cgroup_procs: Iterable[str] = ()
+) -> Callable[[], None]:
+    """The function run in the child between fork and exec: join the job's cgroups, then
+    only setrlimit calls.
+
+    In a pids cgroup the job's own `pids.max` bounds its tasks, so RLIMIT_NPROC (one count
+    for every job of the sandbox uid: one job's fork bomb starved the others) is not set.
+    """
+    procs = list(cgroup_procs)
     pairs = [
         (resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 5)),
         (resource.RLIMIT_DATA, (limits.memory_mb * MiB, limits.memory_mb * MiB)),
         (resource.RLIMIT_FSIZE, (limits.file_mb * MiB, limits.file_mb * MiB)),
-        (resource.RLIMIT_NPROC, (nproc, nproc)),
         (resource.RLIMIT_CORE, (0, 0)),
     ]
+    if not procs:
+        pairs.append((resource.RLIMIT_NPROC, (nproc, nproc)))
 
     def apply() -> None:
+        join(procs)
         for which, value in pairs:
             resource.setrlimit(which, value)
 
@@ -267,13 +316,18 @@ def make_launch(
     spec: SandboxSpec,
     limits: Limits,
     repo_dir: Path,
+    cgroup_procs: Iterable[str] = (),
+    seccomp_fd: int | None = None,
 ) -> Launch:
-    """Build the Launch for one job. `worker(scratch_as_seen)` returns the worker argv."""
+    """Build the Launch for one sandboxed process. `worker(scratch_as_seen)` returns its
+    argv; it joins the cgroups whose `cgroup.procs` files are given, and bubblewrap loads
+    the seccomp program readable from `seccomp_fd`."""
     drop = iso.uid is not None
+    fds = () if seccomp_fd is None else (seccomp_fd,)
     if iso.mode == "bubblewrap":
         assert iso.bwrap is not None
         env = worker_env(INNER_SCRATCH, spec, repo_dir)
-        argv = bwrap_args(iso.bwrap, scratch, spec, as_root=os.geteuid() == 0)
+        argv = bwrap_args(iso.bwrap, scratch, spec, os.geteuid() == 0, seccomp_fd)
         for key, value in env.items():
             argv += ["--setenv", key, value]
         if drop:
@@ -281,14 +335,15 @@ def make_launch(
             argv += ["--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
         argv += worker(INNER_SCRATCH)
         nproc = limits.processes if drop else count_user_tasks(os.getuid()) + limits.processes
-        return Launch(argv, {}, str(scratch), rlimit_preexec(limits, nproc))
+        preexec = rlimit_preexec(limits, nproc, cgroup_procs)
+        return Launch(argv, {}, str(scratch), preexec, pass_fds=fds)
     env = worker_env(str(scratch), spec, repo_dir)
     nproc = limits.processes if drop else count_user_tasks(os.getuid()) + limits.processes
     return Launch(
         worker(str(scratch)),
         env,
         str(scratch),
-        rlimit_preexec(limits, nproc),
+        rlimit_preexec(limits, nproc, cgroup_procs),
         user=iso.uid,
         group=iso.gid,
     )
@@ -315,37 +370,19 @@ def kill_strays(scratch: Path, passes: int = 10) -> int:
     return total
 
 
-def make_scratch(root: str | None, iso: Isolation) -> Path:
-    """A fresh scratch directory (with tmp/, shm/, cache/) owned by the worker's uid."""
-    scratch = Path(tempfile.mkdtemp(prefix="kernelscope-job-", dir=root))
-    for sub in ("tmp", "shm", "cache"):
-        (scratch / sub).mkdir()
-    if iso.uid is not None:
-        for path in (scratch, scratch / "tmp", scratch / "shm", scratch / "cache"):
-            os.chown(path, iso.uid, iso.gid if iso.gid is not None else -1)
-    return scratch
-
-
-def remove_scratch(scratch: Path) -> None:
-    """Delete a scratch tree even if the snippet chmod-ed parts of it away."""
-
-    def fix(func: Callable[..., Any], path: str, _exc: Any) -> None:
-        try:
-            os.chmod(os.path.dirname(path), 0o700)
-            os.chmod(path, 0o700)
-            func(path)
-        except OSError:
-            pass
-
-    shutil.rmtree(scratch, onerror=fix)
-
-
 def _probe(iso: Isolation, spec: SandboxSpec, limits: Limits, repo_dir: Path) -> str | None:
     """Run `python -c pass` the way a job would run; None on success, else why not."""
-    scratch = make_scratch(None, iso)
+    job = JobDir(None, iso.uid, iso.gid, limits.scratch_mb if iso.tmpfs else None)
+    seccomp_fd = filter_fd(iso.seccomp) if iso.seccomp is not None else None
     try:
         launch = make_launch(
-            iso, lambda _s: [sys.executable, "-c", "pass"], scratch, spec, limits, repo_dir
+            iso,
+            lambda _s: [sys.executable, "-c", "pass"],
+            job.phase("front"),
+            spec,
+            limits,
+            repo_dir,
+            seccomp_fd=seccomp_fd,
         )
         done = subprocess.run(
             launch.argv,
@@ -359,6 +396,7 @@ def _probe(iso: Isolation, spec: SandboxSpec, limits: Limits, repo_dir: Path) ->
             group=launch.group,
             extra_groups=[] if launch.user is not None else None,
             start_new_session=True,
+            pass_fds=launch.pass_fds,
         )
         if done.returncode == 0:
             return None
@@ -366,34 +404,95 @@ def _probe(iso: Isolation, spec: SandboxSpec, limits: Limits, repo_dir: Path) ->
     except (OSError, subprocess.SubprocessError) as exc:
         return str(exc)
     finally:
-        remove_scratch(scratch)
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)
+        job.remove()
+
+
+def _tmpfs_works(as_root: bool) -> bool:
+    """Can this server mount a tmpfs for a job's scratch (root, and the kernel allows it)?"""
+    if not as_root:
+        return False
+    try:
+        JobDir(None, None, None, 1).remove()
+    except OSError:
+        return False
+    return True
 
 
 def probe_isolation(
-    preference: str, spec: SandboxSpec, limits: Limits, repo_dir: Path, uid: int, gid: int
+    preference: str,
+    spec: SandboxSpec,
+    limits: Limits,
+    repo_dir: Path,
+    uid: int,
+    gid: int,
+    cgroups: CgroupSupport | None = None,
 ) -> Isolation:
-    """Pick the strongest isolation that works here ("auto"), or check the one asked for."""
+    """Pick the strongest isolation that works here ("auto"), or check the one asked for.
+
+    Every layer is tried and kept only if a probe job runs under it; /api/health shows
+    what is active and, in `notes`, why anything is missing.
+    """
     as_root = os.geteuid() == 0
-    notes: list[str] = []
+    groups = cgroups or CgroupSupport("none")
+    notes: list[str] = [groups.note] if groups.note else []
+    tmpfs = _tmpfs_works(as_root)
+    if not tmpfs:
+        notes.append("scratch on disk, walked every second (a tmpfs per job needs root): "
+                     "files deleted while open are not counted")
     bwrap = shutil.which("bwrap")
     setpriv = shutil.which("setpriv")
     if preference in ("auto", "bubblewrap") and bwrap:
         drop = as_root and setpriv is not None
-        iso = Isolation("bubblewrap", bwrap, setpriv, uid if drop else None, gid if drop else None)
+        try:
+            program: bytes | None = build_filter()
+        except OSError as exc:
+            program = None
+            notes.append(f"no seccomp filter: libseccomp unusable ({exc}; apt-get install "
+                         "libseccomp2)")
+        iso = Isolation("bubblewrap", bwrap, setpriv, uid if drop else None,
+                        gid if drop else None, (), groups, program, tmpfs)
         why = _probe(iso, spec, limits, repo_dir)
+        if why is not None and program is not None:
+            notes.append(f"seccomp filter refused, running without it: {why}")
+            iso = Isolation("bubblewrap", bwrap, setpriv, iso.uid, iso.gid, (), groups, None,
+                            tmpfs)
+            why = _probe(iso, spec, limits, repo_dir)
         if why is None:
             if as_root and not drop:
                 notes.append("setpriv not found: the worker runs as root, process limit ignored")
-            return Isolation(iso.mode, bwrap, setpriv, iso.uid, iso.gid, tuple(notes))
+            return Isolation(iso.mode, bwrap, setpriv, iso.uid, iso.gid, tuple(notes), groups,
+                             iso.seccomp, tmpfs)
         notes.append(f"bubblewrap probe failed: {why}")
     elif preference in ("auto", "bubblewrap"):
         notes.append("bwrap not installed (apt-get install bubblewrap)")
     if preference == "bubblewrap":
         raise RuntimeError("ISOLATION='bubblewrap' but it does not work here: " + "; ".join(notes))
+    notes.append("no seccomp filter without bubblewrap")
     if as_root:
-        dropped = Isolation("rlimits-only", None, None, uid, gid)
+        dropped = Isolation("rlimits-only", None, None, uid, gid, (), groups, None, tmpfs)
         if _probe(dropped, spec, limits, repo_dir) is None:
-            return Isolation("rlimits-only", None, None, uid, gid, tuple(notes))
+            return Isolation("rlimits-only", None, None, uid, gid, tuple(notes), groups, None,
+                             tmpfs)
         notes.append("the worker runs as root: Python is not readable by the sandbox uid")
     notes.append("no namespaces: the worker can see the host's files and network")
-    return Isolation("rlimits-only", notes=tuple(notes))
+    return Isolation("rlimits-only", notes=tuple(notes), cgroups=groups, tmpfs=tmpfs)
+
+
+def make_scratch(root: str | None, iso: Isolation) -> Path:
+    """A plain scratch directory (tmp/, shm/, cache/) owned by the worker's uid, for a
+    sandboxed process of the server's own (the shared kernel cache's rebuilds); jobs get a
+    `server.scratch.JobDir`."""
+    scratch = Path(tempfile.mkdtemp(prefix="kernelscope-build-", dir=root))
+    for sub in ("tmp", "shm", "cache"):
+        (scratch / sub).mkdir()
+    if iso.uid is not None:
+        for path in (scratch, scratch / "tmp", scratch / "shm", scratch / "cache"):
+            os.chown(path, iso.uid, iso.gid if iso.gid is not None else -1)
+    return scratch
+
+
+def remove_scratch(scratch: Path) -> None:
+    """Delete a scratch tree, never following a link (server/scratch.py)."""
+    remove_tree(scratch)

@@ -2,7 +2,7 @@
 
 In: a `Job` (code and options). Out: the job's events, published as they arrive, always
 ending with `done`; when the worker dies without `done` (timeout, signal, memory, a limit),
-an `error` event names what happened first. The finished trace goes to the `TraceStore`
+an `error` event names what happened first. The finished trace goes to the `Store`
 and its id into the `done` event.
 
 The worker is `WORKER_CMD <scratch>/snippet.py --json --device D --backend B [--no-fusion]
@@ -20,26 +20,23 @@ import logging
 import os
 import select
 import signal
+import stat
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from server.cgroups import JobCgroup
 from server.jobs import SCHEMA_VERSION, Job
 from server.kcache import KernelCache
 from server.pool import WARM_TIMEOUT_S, WarmPool, WarmWorker
 from server.relay import Outcome, Relay, parse_event
-from server.sandbox import (
-    Isolation,
-    Limits,
-    SandboxSpec,
-    kill_strays,
-    make_launch,
-    make_scratch,
-    remove_scratch,
-)
+from server.sandbox import Isolation, Limits, SandboxSpec, kill_strays, make_launch
+from server.scratch import JobDir
+from server.seccomp import filter_fd
 from server.store import Store
 from server.warm import READY
 
@@ -71,22 +68,40 @@ class WorkerSettings:
     repo_dir: Path
     scratch_root: str | None = None
     grace_s: float = 2.0  # how long a worker may linger after `done` before it is killed
+    back_command: tuple[str, ...] | None = None  # the back half; None: one process
 
 
-def worker_argv(settings: WorkerSettings, job: Job, scratch: str) -> list[str]:
+BUNDLE = "capture.ksb"
+FRONT_STAGES = ("source", "capture", "error")
+
+
+def _option_flags(job: Job) -> list[str]:
     opts = job.request.options
-    argv = [*settings.command, f"{scratch}/snippet.py", "--json"]
-    argv += ["--device", str(opts["device"]), "--backend", str(opts["backend"])]
+    argv = ["--json", "--device", str(opts["device"]), "--backend", str(opts["backend"])]
     if not opts.get("fusion", True):
         argv.append("--no-fusion")
     if opts.get("inductor", False):
         argv.append("--inductor")
-    if job.request.entry:
-        argv += ["--entry", job.request.entry]
     more = {k: v for k, v in opts.items() if k not in ("device", "backend", "fusion", "inductor")}
     if more:  # every other CompileOptions field, checked by server/options.py
         argv += ["--options", json.dumps(more, sort_keys=True)]
     return argv
+
+
+def front_argv(settings: WorkerSettings, job: Job, scratch: str, split: bool) -> list[str]:
+    """The front half (or, unsplit, the whole pipeline) on the snippet."""
+    argv = [*settings.command, f"{scratch}/snippet.py", *_option_flags(job)]
+    if split:
+        argv += ["--front-only", "--bundle", f"{scratch}/{BUNDLE}"]
+    if job.request.entry:
+        argv += ["--entry", job.request.entry]
+    return argv
+
+
+def back_argv(settings: WorkerSettings, job: Job, scratch: str) -> list[str]:
+    """The back half on the bundle; options from the request, never from the bundle."""
+    assert settings.back_command is not None
+    return [*settings.back_command, f"{scratch}/{BUNDLE}", *_option_flags(job)]
 
 
 ENTRY_SCRIPT = Path(__file__).with_name("worker_entry.py")
@@ -97,6 +112,20 @@ def wrapped_argv(argv: list[str], events_fd: int) -> list[str]:
     return [argv[0], str(ENTRY_SCRIPT), "--events-fd", str(events_fd), "--", *argv[1:]]
 
 
+@dataclass
+class Phase:
+    """One sandboxed process of a job, after it ended."""
+
+    outcome: Outcome
+    returncode: int | None
+    stderr: str
+    stdout: str  # the tail of what it wrote to fd 1 (data)
+    stages: list[str]  # the stages it reported, in order
+    trusted: bool  # the back half: a process that never ran the snippet
+    said: list[tuple[str, dict[str, Any], float]]  # (stage, data, ms) of those stages
+    deadline: float  # the job's wall clock (monotonic), shared by both halves
+
+
 def run_job(
     job: Job,
     settings: WorkerSettings,
@@ -104,77 +133,158 @@ def run_job(
     pool: WarmPool | None = None,
     kcache: KernelCache | None = None,
 ) -> None:
-    """The JobManager's runner: one sandboxed worker from start to `done`. With a pool, the
-    worker is a warm one (server/pool.py) when one is there, else it starts cold. With a
-    shared kernel cache (server/kcache.py) the job sees its entries and, once it is over,
-    what it built is verified or rebuilt and shared."""
-    iso = settings.isolation
+    """The JobManager's runner: a job from its first sandboxed process to `done`.
+
+    With a back command (the default), two sandboxes: the front half runs the snippet and
+    writes the capture bundle; its events are not used. The server copies the bundle into a
+    fresh directory, and the back half, our code alone, replays source and capture from it
+    and runs every stage after capture: its events are the trace. Without one (a custom
+    WORKER_CMD), one sandbox runs the whole pipeline and every event is the snippet's.
+
+    With a pool, the front (or the one process) is a warm worker (server/pool.py) when one
+    is there, in the job directory and cgroup the pool made for it. With a shared kernel
+    cache (server/kcache.py) the process that compiles sees its entries and, once it is
+    over, what it built is verified or rebuilt and shared.
+    """
+    iso, limits = settings.isolation, settings.limits
     if job.cancel_requested():
-        job.publish("error", cancelled(job))
+        job.publish("error", cancelled(job), origin="server")
         finish(job, store, {"ok": False})
         return
     warm = pool.take(job.request.options) if pool is not None else None
-    scratch = warm.scratch if warm is not None else make_scratch(settings.scratch_root, iso)
+    jobdir, group = (warm.jobdir, warm.group) if warm is not None else new_job_dir(settings)
+    split = settings.back_command is not None
+    compiles = "back" if split else "front"
     try:
-        _write_snippet(job, scratch, iso)
+        _write_snippet(job, jobdir.phase("front"), iso)
         if kcache is not None:
-            kcache.link_into(scratch)
-        with contextlib.ExitStack() as stack:
-            if warm is not None:
-                proc, stderr, events_r = warm.proc, warm.stderr, warm.events_r
-                stack.callback(stderr.close)
-                warm.hand(worker_argv(settings, job, warm.view)[1:])
-            else:
-                stderr = stack.enter_context(tempfile.TemporaryFile())
-                proc, events_r = _start_cold(job, settings, scratch, stderr)
-            outcome = Outcome()
-            relay = Relay(job, settings.limits, normalize,
-                          lambda: scratch_exceeded(scratch, settings.limits.scratch_mb * MiB),
-                          origin="snippet")  # fmt: skip
-            try:
-                assert proc.stdout is not None
-                if warm is not None and warm.ready_at is None:
-                    # Still warming up: the job's wall clock starts once it is ready.
-                    outcome = _await_ready(warm, job)
-                if outcome.reason is None:
-                    deadline = time.monotonic() + settings.limits.wall_s
-                    outcome = relay.run(events_r, proc.stdout.fileno(), deadline)
-                if outcome.done is not None:
-                    finish(job, store, outcome.done, relay.stdout_tail)
-            finally:
-                os.close(events_r)
-                # After `done` or EOF the worker is exiting on its own: give it a moment (so
-                # its exit status, e.g. a signal, is its own); after a limit, kill at once.
-                stop(proc, settings.grace_s if outcome.reason is None else 0.0)
-                if iso.mode != "bubblewrap":
-                    kill_strays(scratch)
-            if outcome.done is None:
-                # A compiler that reported its own error and then died already said what
-                # went wrong; only one error event precedes `done`.
-                if not any(e["stage"] == "error" for e in job.events):
-                    code = _exit_signal(proc.returncode, iso)
-                    why = explain(outcome.reason, code, _tail(stderr), job, settings.limits)
-                    job.publish("error", why)
-                finish(job, store, {"ok": False}, relay.stdout_tail)
+            kcache.link_into(jobdir.phase(compiles))
+        front = run_phase(job, settings, jobdir, "front",
+                          lambda v: front_argv(settings, job, v, split=split), None, group,
+                          publish=not split, warm=warm)
+        if not split:
+            conclude(job, store, front, settings, group, stdout=front.stdout)
+        elif front.outcome.reason is None and "error" in front.stages:
+            # The snippet's own failure (a syntax error, an exception): nothing to compile,
+            # and a failure is all the front can claim, labelled as the snippet's words.
+            for stage, data, ms in front.said:
+                job.publish(stage, data, ms, origin="snippet")
+                if stage == "error":
+                    break
+            finish(job, store, {"ok": False}, front.stdout, "snippet")
+        elif front.outcome.reason is None and take_bundle(jobdir, iso, limits):
+            back = run_phase(job, settings, jobdir, "back",
+                             lambda v: back_argv(settings, job, v), front.deadline, group,
+                             publish=True)
+            conclude(job, store, back, settings, group, stdout=front.stdout)
+        else:
+            conclude(job, store, front, settings, group, stdout=front.stdout)
+        if group is not None:
+            group.kill()
         if kcache is not None:
-            kcache.promote(scratch)  # the worker is dead: its files are only data now
+            kcache.promote(jobdir.phase(compiles))  # its process is dead: files are data now
     finally:
-        remove_scratch(scratch)
+        if group is not None:
+            group.remove()
+        jobdir.remove()
+
+
+def new_job_dir(settings: WorkerSettings) -> tuple[JobDir, JobCgroup | None]:
+    """A job directory (a tmpfs of the scratch budget where the server may mount one) and
+    the job's cgroups (where the host delegates them)."""
+    iso, limits = settings.isolation, settings.limits
+    jobdir = JobDir(settings.scratch_root, iso.uid, iso.gid,
+                    limits.scratch_mb if iso.tmpfs else None)
+    try:
+        group = (JobCgroup(iso.cgroups, jobdir.path.name, limits.memory_mb, limits.processes)
+                 if iso.cgroups.version != "none" else None)
+    except OSError:
+        jobdir.remove()
+        raise
+    return jobdir, group
+
+
+def run_phase(
+    job: Job,
+    settings: WorkerSettings,
+    jobdir: JobDir,
+    name: str,
+    argv: Callable[[str], list[str]],
+    deadline: float | None,
+    group: JobCgroup | None,
+    publish: bool,
+    warm: WarmWorker | None = None,
+) -> Phase:
+    """Run one sandboxed process (started now, or the warm one given), relay its event
+    channel, stop it, and say how it ended. `deadline` None: the wall clock starts when the
+    process is ready.
+
+    `publish`: its events go into the job (origin "snippet" for the front or a whole
+    pipeline, "compiler" for the back half except the events it replays from the bundle).
+    """
+    iso, limits = settings.isolation, settings.limits
+    scratch = jobdir.phase(name)
+    stages: list[str] = []
+    said: list[tuple[str, dict[str, Any], float]] = []
+    trusted = name == "back"
+
+    def sink(stage: str, data: dict[str, Any], ms: float) -> None:
+        if publish or stage in FRONT_STAGES:  # what else a front says is the snippet's
+            stages.append(stage)
+            said.append((stage, data, ms))
+        if publish:
+            origin = "compiler" if trusted and data.get("origin") != "snippet" else "snippet"
+            job.publish(stage, data, ms, origin=origin)
+
+    with contextlib.ExitStack() as stack:
+        if warm is not None:
+            proc, stderr, events_r = warm.proc, warm.stderr, warm.events_r
+            stack.callback(stderr.close)
+            warm.hand(argv(warm.view)[1:])
+        else:
+            stderr = stack.enter_context(tempfile.TemporaryFile())
+            proc, events_r = _start_cold(settings, scratch, argv, group, stderr)
+        walk = not iso.tmpfs  # a tmpfs enforces the budget itself
+        relay = Relay(job, limits, normalize, sink, lambda: walk and scratch_exceeded(
+            jobdir.path, limits.scratch_mb * MiB), until_done=publish)
+        outcome = Outcome()
+        try:
+            assert proc.stdout is not None
+            if warm is not None and warm.ready_at is None:
+                # Still warming up: the job's wall clock starts once it is ready.
+                outcome = _await_ready(warm, job)
+            if deadline is None:
+                deadline = time.monotonic() + limits.wall_s
+            if outcome.reason is None:
+                outcome = relay.run(events_r, proc.stdout.fileno(), deadline)
+        finally:
+            os.close(events_r)
+            # After `done` or EOF the worker is exiting on its own: give it a moment (so
+            # its exit status, e.g. a signal, is its own); after a limit, kill at once.
+            stop(proc, settings.grace_s if outcome.reason is None else 0.0)
+            if group is not None:
+                group.kill()
+            if iso.mode != "bubblewrap":
+                kill_strays(scratch)
+        assert deadline is not None
+        return Phase(outcome, proc.returncode, _tail(stderr), relay.stdout_tail, stages, trusted,
+                     said, deadline)
 
 
 def _start_cold(
-    job: Job, settings: WorkerSettings, scratch: Path, stderr: IO[bytes]
+    settings: WorkerSettings,
+    scratch: Path,
+    argv: Callable[[str], list[str]],
+    group: JobCgroup | None,
+    stderr: IO[bytes],
 ) -> tuple[subprocess.Popen[bytes], int]:
-    """Start a worker for this job now; returns it and the read end of its event channel."""
+    """Start a sandboxed process now; returns it and the read end of its event channel."""
+    iso = settings.isolation
     events_r, events_w = os.pipe()
-    launch = make_launch(
-        settings.isolation,
-        lambda view: wrapped_argv(worker_argv(settings, job, view), events_w),
-        scratch,
-        settings.spec,
-        settings.limits,
-        settings.repo_dir,
-    )
+    seccomp_fd = filter_fd(iso.seccomp) if iso.seccomp is not None else None
+    procs = group.procs if group is not None else []
+    launch = make_launch(iso, lambda view: wrapped_argv(argv(view), events_w), scratch,
+                         settings.spec, settings.limits, settings.repo_dir, procs, seccomp_fd)
     try:
         proc = subprocess.Popen(
             launch.argv,
@@ -184,8 +294,8 @@ def _start_cold(
             env=launch.env,
             cwd=launch.cwd,
             start_new_session=True,
-            pass_fds=(events_w,),
-            preexec_fn=launch.preexec,  # noqa: PLW1509 - only setrlimit calls
+            pass_fds=(events_w, *launch.pass_fds),
+            preexec_fn=launch.preexec,  # noqa: PLW1509 - cgroup join and setrlimit only
             user=launch.user,
             group=launch.group,
             extra_groups=[] if launch.user is not None else None,
@@ -195,6 +305,8 @@ def _start_cold(
         raise
     finally:
         os.close(events_w)
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)
     return proc, events_r
 
 
@@ -209,6 +321,60 @@ def _await_ready(warm: WarmWorker, job: Job) -> Outcome:
             got = os.read(warm.events_r, len(READY))
             return Outcome() if got == READY else Outcome(reason="warm")
     return Outcome(reason="warm")
+
+
+def conclude(
+    job: Job,
+    store: Store,
+    phase: Phase,
+    settings: WorkerSettings,
+    group: JobCgroup | None,
+    stdout: str = "",
+) -> None:
+    """Finish the job from the phase that ended it: its `done`, or an error saying why not."""
+    if phase.outcome.done is not None and job.events:
+        finish(job, store, phase.outcome.done, stdout, "compiler" if phase.trusted else "snippet")
+        return
+    # A compiler that reported its own error and then died already said what went wrong;
+    # only one error event precedes `done`.
+    if not any(e["stage"] == "error" for e in job.events):
+        sig = _exit_signal(phase.returncode, settings.isolation)
+        oom = group is not None and group.oom_killed()
+        stage = next((s for s in reversed(phase.stages) if s not in ("error", "done")), None)
+        why = explain(phase.outcome.reason, sig, phase.stderr, job, settings.limits,
+                      oom=oom, stage=stage)
+        job.publish("error", why, origin="server")
+    finish(job, store, {"ok": False}, stdout)
+
+
+def take_bundle(jobdir: JobDir, iso: Isolation, limits: Limits) -> bool:
+    """Copy the front half's bundle into the back half's directory, if it wrote one.
+
+    The server reads it itself, never following a link and never more than the scratch
+    budget, so nothing the snippet left in its directory can reach the back half but this
+    one regular file.
+    """
+    source = jobdir.phase("front") / BUNDLE
+    try:
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > limits.scratch_mb * MiB:
+            return False
+        target = jobdir.phase("back") / BUNDLE
+        out = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        try:
+            while chunk := os.read(fd, 1 << 20):
+                os.write(out, chunk)
+        finally:
+            os.close(out)
+        if iso.uid is not None:
+            os.chown(target, iso.uid, iso.gid if iso.gid is not None else -1)
+        return True
+    finally:
+        os.close(fd)
 
 
 def _write_snippet(job: Job, scratch: Path, iso: Isolation) -> None:
@@ -275,10 +441,13 @@ def stop(proc: subprocess.Popen[bytes], grace_s: float) -> None:
         proc.stdout.close()
 
 
-def finish(job: Job, store: Store, done: dict[str, Any], stdout: str = "") -> None:
+def finish(
+    job: Job, store: Store, done: dict[str, Any], stdout: str = "", origin: str = "server"
+) -> None:
     """Store the trace, then publish `done` with its trace_id.
 
     `stdout` is what the snippet wrote to fd 1 (its tail): shown as data, never parsed.
+    `origin`: who said the job was done ("compiler", "snippet", or the "server" itself).
     """
     ok = bool(done.get("ok", False)) and not any(e["stage"] == "error" for e in job.events)
     data = {**done, "ok": ok, **timing(job)}
@@ -286,14 +455,14 @@ def finish(job: Job, store: Store, done: dict[str, Any], stdout: str = "") -> No
     if stdout:
         data["snippet_stdout"] = stdout
     closing = {"schema": SCHEMA_VERSION, "seq": len(job.events), "stage": "done", "ms": 0.0,
-               "data": data}
+               "data": data, "origin": origin}
     try:
         opts = job.request.trace_options()
         data["trace_id"] = store.put(job.request.code, opts, [*job.events, closing], ok)
     except Exception:
         log.exception("job %s: could not store the trace", job.id)
         data["store_error"] = "the trace could not be stored"
-    job.publish("done", data)
+    job.publish("done", data, origin=origin)
 
 
 def timing(job: Job) -> dict[str, float]:
@@ -337,10 +506,20 @@ def _memory_message(limits: Limits) -> str:
 
 
 def explain(
-    reason: str | None, sig: int | None, stderr: str, job: Job, limits: Limits
+    reason: str | None,
+    sig: int | None,
+    stderr: str,
+    job: Job,
+    limits: Limits,
+    oom: bool = False,
+    stage: str | None = None,
 ) -> dict[str, Any]:
-    """The `error` event for a worker that stopped without `done`."""
-    stage = job.last_stage or "source"
+    """The `error` event for a worker that stopped without `done`.
+
+    `oom`: the job's memory cgroup killed it; `stage`: the last stage the stopped process
+    reported (else the job's last published stage).
+    """
+    stage = stage or job.last_stage or "source"
     during = f"during the {stage} stage"
     kind, message = "killed", ""
     if reason == "cancelled":
@@ -375,6 +554,9 @@ def explain(
     elif sig == signal.SIGXFSZ:
         kind = "sandbox"
         message = f"Stopped: the job wrote a file larger than {limits.file_mb} MiB"
+    elif oom:
+        kind = "memory"
+        message = f"{_memory_message(limits)} (shared memory and tmpfs included; {during})"
     elif "MemoryError" in stderr or "std::bad_alloc" in stderr:
         kind, message = "memory", _memory_message(limits)
     elif sig == signal.SIGKILL:

@@ -57,6 +57,7 @@ MEMORY_FORMATS = {"contiguous_format": torch.contiguous_format,
                   "channels_last": torch.channels_last,
                   "preserve_format": torch.preserve_format}
 MAX_NODES = 200_000
+MAX_MANIFEST = 64 << 20  # characters of manifest JSON
 MAX_TEXT = 8000  # a stack trace kept per node
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
 _QUALNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}(\.[A-Za-z_][A-Za-z0-9_]{0,199}){0,8}")
@@ -304,6 +305,7 @@ def read_bundle(path: str | Path) -> Bundle:
     _expect(isinstance(raw, dict) and set(raw) == {"manifest", "tensors"},
             "top level must be {'manifest', 'tensors'}")
     _expect(isinstance(raw["manifest"], str), "manifest must be JSON text")
+    _expect(len(raw["manifest"]) <= MAX_MANIFEST, f"manifest over {MAX_MANIFEST >> 20} MiB")
     try:
         manifest = json.loads(raw["manifest"], parse_constant=_no_constant)
     except (ValueError, RecursionError) as e:

@@ -9,6 +9,7 @@ import torch
 import torch.fx
 
 from compiler.ir.handlers import dtype_name
+from compiler.ir.opnames import op_name
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 
@@ -29,15 +30,6 @@ def source_line(node: torch.fx.Node, filename: str | None) -> int | None:
 
 def node_lines(gm: torch.fx.GraphModule, filename: str | None) -> dict[str, int | None]:
     return {n.name: source_line(n, filename) for n in gm.graph.nodes}
-
-
-def target_name(target: Any) -> str:
-    if isinstance(target, str):
-        return target
-    if hasattr(target, "_schema"):
-        ns, name = target._schema.name.split("::")
-        return f"{ns}.{name}.{target._overloadname}"
-    return getattr(target, "__name__", str(target))
 
 
 def _meta(node: torch.fx.Node) -> dict[str, Any]:
@@ -68,7 +60,7 @@ def graph_json(gm: torch.fx.GraphModule, gid: int, lines: dict[str, int | None],
         nodes.append({
             "name": n.name,
             "op": n.op,
-            "target": target_name(n.target),
+            "target": op_name(n.target),
             "args": [_arg_text(a) for a in n.args],
             "line": line,
             "source": code_lines[line - 1].strip() if line and line <= len(code_lines) else None,

@@ -23,8 +23,8 @@ import sympy
 import torch
 
 from compiler.codegen.backend import Backend, BuildError, BuildResult, GeneratedKernel
-from compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
-from compiler.codegen.kernel import Block, KernelCodegen
+from compiler.codegen.common import Lines, Scope, Var
+from compiler.codegen.kernel import Block, KernelCodegen, walks_columns
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
 from compiler.ir.indexing import cexpr
 from compiler.ir.ops import reduction_identity as identity
@@ -371,15 +371,10 @@ class CppKernelCodegen(KernelCodegen):
         the outputs and more than 1 along the reduction, so loop over outputs innermost."""
         if not isinstance(block, CppLoop) or self.plan.xnumel < 16 or block.chunked:
             return False
-        if len(block.accs) != len(block.simd) or not block.r_loads or \
-                any(not c for c in block.simd):
+        if len(block.accs) != len(block.simd) or any(not c for c in block.simd):
             return False
-        for index in block.r_loads:
-            if not index.free_symbols <= {XINDEX, RINDEX}:
-                return False
-            dx, dr = sympy.diff(index, XINDEX), sympy.diff(index, RINDEX)
-            if dx != 1 or not (dr.is_Integer and dr > 1):
-                return False
+        if not walks_columns(block.r_loads):
+            return False
         return not any(n.name in self.plan.stores and n.kind != "reduction"
                        for n in block.nodes)
 

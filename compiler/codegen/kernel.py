@@ -62,7 +62,6 @@ class KernelCodegen(Handler):
     map, for every backend. Backends give the op table, a literal printer and the hooks
     below (how a load, a store, an accumulator and a loop are spelled)."""
 
-    index_prefix = {"x": "x", "r": "r"}
     comment = "#"  # how the backend starts a comment line
 
     def __init__(self, plan: KernelPlan) -> None:
@@ -184,7 +183,7 @@ class KernelCodegen(Handler):
             assert target is not None, "an rindex term outside a reduction block"
         text = self.fmt_index(term)
         if text not in table:
-            name = f"{self.index_prefix[domain]}{self.icounter[domain]}"
+            name = f"{domain}{self.icounter[domain]}"  # x0, x1, ... and r0, r1, ...
             self.icounter[domain] += 1
             table[text] = name
             self.symbol_domains[sym(name)] = domain
@@ -399,6 +398,21 @@ def _split_vars(ranges: list[int], outer_numel: int, outer: sympy.Symbol,
     if k is None:
         return decompose(outer * inner_numel + inner, ranges)
     return decompose(outer, ranges[:k]) + decompose(inner, ranges[k:])
+
+
+def walks_columns(loads: Sequence[sympy.Expr]) -> bool:
+    """Every load in a reduction loop steps 1 along the outputs and more along the
+    reduction (x.sum(0)): neighbouring outputs, not neighbouring reduction steps, share a
+    cache line, so both backends reorder such loops."""
+    if not loads:
+        return False
+    for index in loads:
+        if not index.free_symbols <= {XINDEX, RINDEX}:
+            return False
+        dx, dr = sympy.diff(index, XINDEX), sympy.diff(index, RINDEX)
+        if dx != 1 or not (dr.is_Integer and dr > 1):
+            return False
+    return True
 
 
 def cast_value(value: Any, dtype: torch.dtype) -> bool | int | float:

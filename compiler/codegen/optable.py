@@ -19,7 +19,6 @@ import torch
 from compiler.ir.ops import promote_types
 
 Rule = str | Callable[..., str]
-KINDS = ("bool", "int", "uint", "float")
 
 
 class CodegenError(Exception):

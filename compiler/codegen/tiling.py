@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from compiler.codegen.common import next_power_of_2
 from compiler.ir.indexing import index_vars, linear_stride, merge_loops, sym
 from compiler.schedule.plan import KernelPlan
 
@@ -61,16 +62,9 @@ def choose_tile(plan: KernelPlan) -> Tile | None:
 
 
 def tile_config(tile: Tile) -> dict[str, int]:
-    yblock = min(64, _pow2(tile.y))
-    xblock = min(64, _pow2(tile.x))
+    yblock = min(64, next_power_of_2(tile.y))
+    xblock = min(64, next_power_of_2(tile.x))
     return {"YBLOCK": yblock, "XBLOCK": xblock, "num_warps": 4 if yblock * xblock >= 2048 else 2}
-
-
-def _pow2(n: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return p
 
 
 def fits_grid(tile: Tile, yblock: int) -> bool:

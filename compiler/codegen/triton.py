@@ -20,8 +20,8 @@ import sympy
 import torch
 
 from compiler.codegen.backend import Backend, BuildResult, GeneratedKernel
-from compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var, next_power_of_2
-from compiler.codegen.kernel import Block, KernelCodegen, _split_vars
+from compiler.codegen.common import XINDEX, Lines, Scope, Var, next_power_of_2
+from compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
 from compiler.codegen.tiling import YINDEX, Tile, choose_tile, fits_grid, tile_config
 from compiler.ir.indexing import pexpr
@@ -116,11 +116,10 @@ def literal(value: Any, dtype: torch.dtype) -> str:
 class TritonKernelCodegen(KernelCodegen):
     literal = staticmethod(literal)
 
-    def __init__(self, plan: KernelPlan, persistent: bool, rblock: int,
+    def __init__(self, plan: KernelPlan, persistent: bool,
                  interpret: bool = False, tile: Tile | None = None) -> None:
         super().__init__(plan)
         self.persistent = persistent  # the whole row in registers: no loop over RBLOCK
-        self.rblock = rblock
         self.r_loads: list[sympy.Expr] = []  # indices of loads inside the reduction loop
         self.table = INTERPRET_OPS if interpret else OPS
         self.tile = tile  # 2-D [YBLOCK, XBLOCK] tiles of a pointwise kernel
@@ -336,20 +335,6 @@ def block_config(plan: KernelPlan, persistent_limit: int) -> dict[str, Any]:
             "grid": (-(-plan.xnumel // xblock),)}
 
 
-def _columns(loads: list[sympy.Expr]) -> bool:
-    """Every load in the loop steps 1 along the outputs and more along the reduction
-    (x.sum(0)): then neighbouring outputs, not neighbouring reduction steps, share a line."""
-    if not loads:
-        return False
-    for index in loads:
-        if not index.free_symbols <= {XINDEX, RINDEX}:
-            return False
-        dx, dr = sympy.diff(index, XINDEX), sympy.diff(index, RINDEX)
-        if dx != 1 or not (dr.is_Integer and dr > 1):
-            return False
-    return True
-
-
 def column_config(plan: KernelPlan) -> dict[str, Any]:
     """Looped column reductions: 32 outputs (one 128-byte line of fp32) by 128 rows per
     step, fewer outputs per program when that would leave the GPU's SMs idle."""
@@ -367,15 +352,15 @@ def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
     tile = choose_tile(plan)
     if tile is not None and fits_grid(tile, tile_config(tile)["YBLOCK"]):
         tcfg = tile_config(tile)
-        gen = TritonKernelCodegen(plan, True, 1, interpret, tile)
+        gen = TritonKernelCodegen(plan, True, interpret, tile)
         lines = gen.generate(header + [tile.reason])
         grid = (-(-tile.x // tcfg["XBLOCK"]), -(-tile.y // tcfg["YBLOCK"]))
         return TritonKernel(plan.name, lines.text(), lines.line_map(), grid,
                             {"YBLOCK": tcfg["YBLOCK"], "XBLOCK": tcfg["XBLOCK"]},
                             tcfg["num_warps"], plan.inputs + plan.stores, [tile.y, tile.x])
-    gen = TritonKernelCodegen(plan, cfg["persistent"], cfg["RBLOCK"], interpret)
+    gen = TritonKernelCodegen(plan, cfg["persistent"], interpret)
     lines = gen.generate(header)
-    if plan.kind == "reduction" and not cfg["persistent"] and _columns(gen.r_loads):
+    if plan.kind == "reduction" and not cfg["persistent"] and walks_columns(gen.r_loads):
         cfg = column_config(plan)
     meta = {"XBLOCK": cfg["XBLOCK"]}
     numels = [plan.xnumel]

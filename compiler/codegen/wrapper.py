@@ -17,6 +17,7 @@ import torch
 from compiler.codegen.backend import Backend, GeneratedKernel
 from compiler.codegen.common import Lines
 from compiler.ir.nodes import ExternKernel, ExternOutput, Stored, TensorArg
+from compiler.ir.opnames import op_call
 from compiler.schedule.memory import MemoryPlan
 from compiler.schedule.scheduler import Schedule
 
@@ -38,13 +39,6 @@ def _pyval(v: Any) -> str:
     if isinstance(v, (torch.layout, torch.memory_format)):
         return str(v)
     return repr(v)
-
-
-def _op_path(op: Any) -> str:
-    if hasattr(op, "_schema"):
-        ns, name = op._schema.name.split("::")
-        return f"torch.ops.{ns}.{name}.{op._overloadname}"
-    return f"torch.ops.{op}"
 
 
 def generate_wrapper(inputs: Sequence[str], outputs: Sequence[Any], sched: Schedule,
@@ -101,7 +95,7 @@ def _write_extern(out: Lines, sched: Schedule, step: Any) -> None:
     kwargs = "".join(f", {k}={_pyval(v)}" for k, v in ext.kwargs.items())
     if ext.kwargs and not args:
         kwargs = kwargs[2:]
-    out.write(f"{ext.name} = {_op_path(ext.op)}({args}{kwargs})", (), (step.name,))
+    out.write(f"{ext.name} = {op_call(ext.op)}({args}{kwargs})", (), (step.name,))
     for child in ext.outputs:
         buf = sched.buffers[child]
         assert isinstance(buf, ExternOutput)

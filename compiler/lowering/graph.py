@@ -33,6 +33,7 @@ from compiler.ir.nodes import (
     Stored,
     TensorValue,
 )
+from compiler.ir.opnames import op_name
 from compiler.ir.ops import with_origin
 from compiler.lowering.registry import find_lowering, load_all
 
@@ -264,12 +265,12 @@ class GraphLowering:
         """Call ATen for this op on realized inputs; outputs follow the FX meta."""
         def as_arg(v: Any) -> Any:
             if isinstance(v, TensorValue):
-                stored = self.realize(v, f"input to extern {_op_name(op)}")
+                stored = self.realize(v, f"input to extern {op_name(op)}")
                 return stored.as_arg()
             return v
 
         if fallback and not self.allow_fallback:
-            raise Unsupported(f"ATen fallback is off: {_op_name(op)} ({reason})")
+            raise Unsupported(f"ATen fallback is off: {op_name(op)} ({reason})")
         targs = tuple(torch.fx.node.map_aggregate(args, as_arg))
         tkwargs = dict(torch.fx.node.map_aggregate(kwargs, as_arg))
         meta = self.out_meta()
@@ -297,7 +298,7 @@ class GraphLowering:
                     items.append(m)
             result = tuple(items)
         if fallback:
-            self.fallbacks.append(Fallback(_op_name(op), self.node_name(), name, reason))
+            self.fallbacks.append(Fallback(op_name(op), self.node_name(), name, reason))
         return result
 
 
@@ -328,12 +329,6 @@ def _tensor_args(args: Any, kwargs: Any) -> list[Any]:
     torch.fx.node.map_aggregate((args, kwargs), lambda v: out.append(v)
                                 if isinstance(v, TensorValue) else None)
     return out
-
-
-def _op_name(op: Any) -> str:
-    return str(op).removeprefix("aten::") if not hasattr(op, "_schema") else (
-        f"aten.{op._schema.name.split('::')[-1]}.{op._overloadname}"
-    )
 
 
 def _layout_of(t: torch.Tensor) -> Layout:

@@ -22,35 +22,58 @@ def _meta(g: Any) -> torch.Tensor:
     return g.out_meta()
 
 
-@register_lowering(aten.full.default, aten.full_like, aten.zeros_like, aten.ones_like,
-                   aten.scalar_tensor, aten.zeros.default, aten.ones.default,
-                   aten.new_zeros, aten.new_ones, aten.new_full, prims.full)
-def full(g: Any, *args: Any, **kwargs: Any) -> Any:
+def _filled(g: Any, value: Any) -> Any:
+    """A tensor of the node's shape and dtype, every element `value`."""
     meta = _meta(g)
-    target = g.current.target.overloadpacket.__name__
-    if target in ("zeros_like", "zeros", "new_zeros"):
-        value: Any = 0
-    elif target in ("ones_like", "ones", "new_ones"):
-        value = 1
-    elif target == "scalar_tensor":
-        value = args[0]
-    else:
-        value = args[1] if target in ("full", "full_like", "new_full") else kwargs["fill_value"]
     dtype = meta.dtype
     return g.lazy(lambda idx: ops.constant(value, dtype), tuple(meta.shape), dtype)
 
 
-@register_lowering(aten.arange.start_step, aten.arange.default, aten.arange.start,
-                   prims.iota)
+# One lowering per op, each reading its fill value from its own signature.
+@register_lowering(aten.zeros.default, aten.zeros_like, aten.new_zeros)
+def zeros(g: Any, *args: Any, **kwargs: Any) -> Any:
+    return _filled(g, 0)
+
+
+@register_lowering(aten.ones.default, aten.ones_like, aten.new_ones)
+def ones(g: Any, *args: Any, **kwargs: Any) -> Any:
+    return _filled(g, 1)
+
+
+@register_lowering(aten.full.default, prims.full)
+def full(g: Any, size: Any, fill_value: Any, **kwargs: Any) -> Any:
+    return _filled(g, fill_value)
+
+
+@register_lowering(aten.full_like)
+def full_like(g: Any, a: Any, fill_value: Any, **kwargs: Any) -> Any:
+    return _filled(g, fill_value)
+
+
+@register_lowering(aten.new_full)
+def new_full(g: Any, a: Any, size: Any, fill_value: Any, **kwargs: Any) -> Any:
+    return _filled(g, fill_value)
+
+
+@register_lowering(aten.scalar_tensor)
+def scalar_tensor(g: Any, s: Any, **kwargs: Any) -> Any:
+    return _filled(g, s)
+
+
+@register_lowering(prims.iota)
+def iota(g: Any, length: Any, *, start: Any = 0, step: Any = 1, **kwargs: Any) -> Any:
+    return _range(g, start, step)
+
+
+@register_lowering(aten.arange.start_step, aten.arange.default, aten.arange.start)
 def arange(g: Any, *args: Any, **kwargs: Any) -> Any:
+    if len(args) >= 2:  # arange(start, end[, step])
+        return _range(g, args[0], args[2] if len(args) > 2 else kwargs.get("step", 1))
+    return _range(g, 0, 1)  # arange(end)
+
+
+def _range(g: Any, start: Any, step: Any) -> Any:
     meta = _meta(g)
-    target = g.current.target
-    if target is prims.iota.default:
-        start, step = kwargs.get("start", 0), kwargs.get("step", 1)
-    elif len(args) >= 2:
-        start, step = args[0], (args[2] if len(args) > 2 else kwargs.get("step", 1))
-    else:
-        start, step = 0, 1
     dtype = meta.dtype
 
     def inner(idx: Index) -> Any:

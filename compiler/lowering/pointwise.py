@@ -236,11 +236,22 @@ def relu(g: Any, a: Any) -> Any:
     return pointwise(g, ops.relu, a)
 
 
-@register_lowering(aten.clamp, aten.clamp_min, aten.clamp_max)
+@register_lowering(aten.clamp)
 def clamp(g: Any, a: Any, lo: Any = None, hi: Any = None) -> Any:
-    name = g.current.target.overloadpacket.__name__ if g.current is not None else "clamp"
-    if name == "clamp_max":
-        lo, hi = None, lo
+    return _clamp(g, a, lo, hi)
+
+
+@register_lowering(aten.clamp_min)
+def clamp_min(g: Any, a: Any, lo: Any) -> Any:
+    return _clamp(g, a, lo, None)
+
+
+@register_lowering(aten.clamp_max)
+def clamp_max(g: Any, a: Any, hi: Any) -> Any:
+    return _clamp(g, a, None, hi)
+
+
+def _clamp(g: Any, a: Any, lo: Any, hi: Any) -> Any:
     args = [a] + [v for v in (lo, hi) if v is not None]
 
     def fn(x: Any, *bounds: Any) -> Any:
@@ -270,17 +281,29 @@ def where(g: Any, cond: Any, a: Any, b: Any) -> Any:
     return g.lazy(inner_fn, size, out, [v for v in (cond, a, b) if isinstance(v, TensorValue)])
 
 
-@register_lowering(aten._to_copy, aten.clone, aten.lift_fresh_copy, aten.copy.default,
-                   prims.convert_element_type, aten.alias, aten.detach, aten.contiguous)
-def to_copy(g: Any, a: Any, *args: Any, **kwargs: Any) -> Any:
-    target = g.current.target if g.current is not None else None
-    if target is aten.copy.default:
-        a = args[0]  # copy(self, src): the result is src's values in self's shape
+def _copy_of(g: Any, op: Any, src: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """`src`'s values in the node's shape and dtype; ATen copies between devices."""
     meta = g.out_meta()
-    if isinstance(meta, torch.Tensor) and meta.device.type != _dev(a):
-        return g.extern(target, (a, *args), kwargs, fallback=True,
-                        reason="copy between devices")
-    return pointwise(g, lambda x: x, a)
+    if isinstance(meta, torch.Tensor) and meta.device.type != _dev(src):
+        return g.extern(op, args, kwargs, fallback=True, reason="copy between devices")
+    return pointwise(g, lambda x: x, src)
+
+
+def _register_copy(op: Any) -> None:
+    @register_lowering(op)
+    def copy_like(g: Any, a: Any, *args: Any, **kwargs: Any) -> Any:
+        return _copy_of(g, op, a, (a, *args), kwargs)
+
+
+for _op in (aten._to_copy, aten.clone, aten.lift_fresh_copy, prims.convert_element_type,
+            aten.alias, aten.detach, aten.contiguous):
+    _register_copy(_op)
+
+
+@register_lowering(aten.copy.default)
+def copy(g: Any, a: Any, src: Any, *args: Any, **kwargs: Any) -> Any:
+    # copy(self, src): the result is src's values in self's shape
+    return _copy_of(g, aten.copy.default, src, (a, src, *args), kwargs)
 
 
 def _dev(v: Any) -> str:

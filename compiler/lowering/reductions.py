@@ -212,9 +212,17 @@ def all_(g: Any, x: TensorValue, dim: Any = None, keepdim: bool = False) -> Stor
     return reduce(g, x, dim, keepdim, "all", torch.bool, torch.bool)
 
 
-@register_lowering(aten.argmax, aten.argmin)
+@register_lowering(aten.argmax)
 def argmax(g: Any, x: TensorValue, dim: int | None = None, keepdim: bool = False) -> Any:
-    rtype = "argmax" if g.current.target.overloadpacket is aten.argmax else "argmin"
+    return _arg_reduce(g, x, dim, keepdim, "argmax")
+
+
+@register_lowering(aten.argmin)
+def argmin(g: Any, x: TensorValue, dim: int | None = None, keepdim: bool = False) -> Any:
+    return _arg_reduce(g, x, dim, keepdim, "argmin")
+
+
+def _arg_reduce(g: Any, x: TensorValue, dim: int | None, keepdim: bool, rtype: str) -> Any:
     if dim is None:
         from compiler.lowering.views import remap
 

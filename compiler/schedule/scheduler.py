@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from compiler.ir.nodes import Buffer, ExternKernel
+from compiler.ir.opnames import op_short
 from compiler.lowering.graph import LoweredGraph
 from compiler.schedule.fusion import Decision, Group, fuse
 from compiler.schedule.nodes import SchedNode, build_nodes
@@ -66,7 +67,7 @@ def schedule(graph: LoweredGraph, target: KernelNamer, fusion: bool = True,
         if kind == "extern":
             ext = group.nodes[0].buffer
             assert isinstance(ext, ExternKernel)
-            steps.append(Step(f"extern_{_short(ext.op)}_{i}", kind, group))
+            steps.append(Step(f"extern_{op_short(ext.op)}_{i}", kind, group))
             continue
         x, r = group.shape
         name = f"{target.kernel_prefix(kind, r)}_fused_{'_'.join(ops)}_{i}"
@@ -101,11 +102,6 @@ def _op_names(nodes: list[SchedNode], op_names: dict[str, str]) -> list[str]:
             if op not in seen:
                 seen.append(op)
     return seen[:5] or ["kernel"]
-
-
-def _short(op: Any) -> str:
-    name = getattr(op, "__name__", str(op))
-    return name.split(".")[0]
 
 
 def schedule_json(s: Schedule, lines: dict[str, int | None]) -> dict[str, Any]:

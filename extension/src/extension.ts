@@ -73,10 +73,20 @@ export function activate(context: vscode.ExtensionContext): Session {
       return void vscode.window.showInformationMessage("Kernelscope: compile this file twice (change something in between) to compare the two traces.");
     }
     const [a, b] = history.slice(-2);
-    const url = (await s.currentClient()).diffUrl(a, b);
-    // The explorer's diff view in the browser: the server forbids framing its pages
-    // (frame-ancestors 'none'), so VS Code's Simple Browser, an iframe, cannot show it.
-    await vscode.env.openExternal(vscode.Uri.parse(url));
+    const client = await s.currentClient();
+    try {
+      // The explorer's Diff pane in the panel; its page, /diff/<a>/<b>, one click away.
+      const [ta, tb] = await Promise.all([client.trace(a), client.trace(b)]);
+      KernelscopePanel.createOrShow(context.extensionUri).post({ type: "diff",
+        a: { id: a, href: client.permalink(a), events: ta.events }, b: { id: b, href: client.permalink(b), events: tb.events } });
+      const choice = await vscode.window.showInformationMessage(`Kernelscope: comparing trace ${a} with ${b}.`, "Open in Browser");
+      if (choice !== "Open in Browser") return;
+    } catch (err) {
+      void vscode.window.showWarningMessage(`Kernelscope: ${(err as Error).message}; opening the diff page instead.`);
+    }
+    // In the browser: the server forbids framing its pages (frame-ancestors 'none'), so
+    // VS Code's Simple Browser, an iframe, cannot show it.
+    await vscode.env.openExternal(vscode.Uri.parse(client.diffUrl(a, b)));
   });
   command("kernelscope.openKernel", async (resultId?: string, gid?: number, name?: string) => {
     const result = s.result;

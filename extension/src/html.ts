@@ -42,6 +42,11 @@ export function renderHtml({ cspSource, scriptUri, styleUri, nonce = makeNonce()
   <header class="ks-title"><span class="logo"></span><span id="ks-title">Kernelscope</span>
     <span class="hint" id="ks-hint">Run "Kernelscope: Compile Selection" in a Python file.</span></header>
   <div id="status-host"></div>
+  <section id="ks-diff" class="ks-diff" hidden>
+    <div class="col-head">Diff <span class="hint" id="ks-diff-title"></span>
+      <a href="#" id="ks-diff-close">back to the trace</a></div>
+    <div id="ks-diff-host" class="col-body"></div>
+  </section>
   <main class="ks-workspace">
     <section class="col code-col">
       <div class="col-head">Generated code <span class="hint">double-click a kernel to open it as a document</span></div>

@@ -26,6 +26,13 @@ export interface TraceTitle {
   document?: string | null;
 }
 
+/** One side of a diff: a stored trace, and the page that shows it alone. */
+export interface DiffSide {
+  id: string;
+  href: string;
+  events: StageEvent[];
+}
+
 export type HostToWebview =
   /** A new compile starts: clear every pane. */
   | { type: "reset"; title: TraceTitle }
@@ -37,6 +44,8 @@ export type HostToWebview =
   | { type: "selectLines"; lines: number[]; pin: boolean }
   /** The answer to a `highlight` request: Pygments HTML, or null to stay plain. */
   | { type: "highlighted"; id: number; html: string | null }
+  /** Compare two stored traces in the web UI's Diff pane (Compare With Previous). */
+  | { type: "diff"; a: DiffSide; b: DiffSide }
   /** A failure outside the event stream (server unreachable, HTTP error, cancelled). */
   | { type: "failure"; kind: string; message: string };
 
@@ -100,6 +109,8 @@ export function isHostToWebview(m: unknown): m is HostToWebview {
       return Number.isInteger(m.id) && (m.html === null || typeof m.html === "string");
     case "failure":
       return typeof m.kind === "string" && typeof m.message === "string";
+    case "diff":
+      return [m.a, m.b].every((x) => isObject(x) && typeof x.id === "string" && Array.isArray(x.events));
     default:
       return false;
   }

@@ -12,7 +12,7 @@ import { activate, parsePermalink } from "../src/extension";
 import { KernelscopePanel } from "../src/panel";
 import { isWebviewToHost, isHostToWebview } from "../src/protocol";
 import type { Session } from "../src/session";
-import { EXT, FakeServer, fakeServer, recorded, until } from "./helpers";
+import { EXT, FIXTURE, FakeServer, fakeServer, recorded, until } from "./helpers";
 
 let srv: FakeServer;
 let session: Session;
@@ -247,7 +247,13 @@ test("Open Permalink shows a stored trace; Compare With Previous opens the diff 
   await context.workspaceState.update("kernelscope.history", { [editor.document.uri.toString()]: ["A1", "TRACE1"] });
   window_activate(editor);
   await vscode.commands.executeCommand("kernelscope.compareWithPrevious");
-  assert.deepEqual(stub.opened, [`${srv.url}/diff/A1/TRACE1`]);
+  // The web UI's Diff pane in the panel, both stored traces fetched; the page is one click away.
+  assert.ok(srv.requests.some((r) => r.url === "/api/traces/A1") && srv.requests.some((r) => r.url === "/api/traces/TRACE1"));
+  const diff = posted("diff").at(-1) as unknown as { a: { id: string; href: string; events: unknown[] }; b: { id: string } };
+  assert.deepEqual([diff.a.id, diff.b.id, diff.a.href], ["A1", "TRACE1", `${srv.url}/t/A1`]);
+  assert.equal(diff.a.events.length, recorded().events.length);
+  assert.deepEqual(stub.opened, []);
+  assert.ok(stub.messages.some((m) => /comparing trace A1 with TRACE1/.test(m.text)));
 });
 
 function window_activate(editor: TextEditor): void {
@@ -312,4 +318,26 @@ test("the panel's Cancel button cancels the running job", async () => {
   await running;
   assert.ok(srv.requests.some((r) => r.method === "POST" && r.url === "/api/jobs/j1/cancel"));
   assert.equal((session.result?.trace.error as { kind?: string } | null)?.kind, "cancelled");
+});
+
+test("a recorded GPU trace: Triton kernels hover with their time and % of peak and open as Python", async () => {
+  const h200 = JSON.parse(readFileSync(path.join(path.dirname(FIXTURE), "h200_softmax.json"), "utf8")) as ReturnType<typeof recorded>;
+  await start({ events: h200.events });
+  const editor = stub.openEditor("/work/softmax.py", h200.code);
+  const running = vscode.commands.executeCommand("kernelscope.compileFile");
+  await until(() => stub.panels.length > 0);
+  panel().webview.send({ type: "ready", restored: false });
+  await running;
+  const body = srv.requests.find((r) => r.url === "/api/compile")!.body as { code: string; entry?: string };
+  assert.equal(body.entry, undefined, "the file's example_inputs and default entry");
+  assert.equal(body.code, h200.code);
+  const kernel = session.result!.kernels()[0];
+  const line = kernel.lines[0];
+  const hover = stub.hoverProviders[0].provideHover(editor.document, new Position(line - 1, 0)) as Hover;
+  assert.match(hover.contents.value, /triton_per_fused_amax_sub_exp_sum_div_0.*\| 20\.8 µs \| 1\.2 % \|/);
+  await vscode.commands.executeCommand("kernelscope.openKernel", session.result!.id, kernel.gid, kernel.name);
+  const doc = stub.shown.at(-1)!.document;
+  assert.match(doc.uri.path, /\.py$/);
+  assert.equal(doc.languageId, "python");
+  assert.match(doc.getText(), /@triton\.jit/);
 });

@@ -115,6 +115,11 @@ def events_for(code: str, options: dict[str, Any]) -> list[dict[str, Any]]:
         ]
     evs = copy.deepcopy(fixture[:-1])
     evs[0]["data"]["code"] = code
+    if "graph_break()" in code:  # the capture stage's report of a graph break
+        line = next(i for i, t in enumerate(code.splitlines(), 1) if "graph_break()" in t)
+        evs[1]["data"]["graph_breaks"] = [
+            {"reason": "call to torch._dynamo.graph_break()", "line": line}
+        ]
     if "print(" in code:  # what the compiler reports when the snippet prints
         evs[0]["data"]["stdout"] = "hello from the snippet\n"
         evs[1]["data"]["stdout"] = "traced once\n"
@@ -201,8 +206,14 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
 
     @app.get("/api/schema")
     def schema() -> Response:
-        return jsonify({"version": SCHEMA_VERSION, "stages": list(STAGES),
-                        "terminal": list(TERMINAL), "schema": json_schema()})
+        return jsonify(
+            {
+                "version": SCHEMA_VERSION,
+                "stages": list(STAGES),
+                "terminal": list(TERMINAL),
+                "schema": json_schema(),
+            }
+        )
 
     @app.get("/api/samples")
     def samples() -> Response:

@@ -480,3 +480,28 @@ def test_an_h200_trace_shows_tritons_stages_registers_and_inductors_kernels(page
     expect(row).to_have_attribute("data-a", compiled["name"])
     expect(row).to_have_attribute("data-b", re.compile(r"^triton_"))
     screenshot(page, "h200-diff-inductor")
+
+
+def test_the_graph_break_label_is_whole_and_listed_with_its_reason(page: Page) -> None:
+    open_explorer(page)
+    code = (
+        "import torch\n\n\ndef f(x):\n    y = x.sin()\n"
+        "    torch._dynamo.graph_break()  # a long comment that fills the editor's width\n"
+        "    return y.cos()\n"
+    )
+    page.evaluate(f"window.kernelscope.editor.code = {json.dumps(code)}")
+    compile_and_wait(page)
+    line = editor_line(page, 6)
+    expect(line).to_have_class(has_class("ks-break"))
+    label = line.evaluate("""el => {
+        const after = getComputedStyle(el, '::after');
+        const box = el.getBoundingClientRect();
+        const scroller = el.closest('.cm-scroller').getBoundingClientRect();
+        return [after.content, after.display, box.right <= scroller.right + 1]; }""")
+    assert label == ['"graph break"', "inline-block", True]
+    assert page.evaluate("document.querySelector('.cm-scroller').scrollWidth") <= page.evaluate(
+        "document.querySelector('.cm-scroller').clientWidth"
+    )
+    show_tab(page, "guards")
+    expect(page.locator(".gbreak")).to_contain_text("call to torch._dynamo.graph_break()")
+    expect(page.locator(".gbreak .line-chip")).to_have_text("6")

@@ -214,3 +214,31 @@ def test_webview_shows_failures(open_panel: Any) -> None:
     post(page, {"type": "event"})
     post(page, {"type": "nonsense"})
     assert page.evaluate("window.__errors") == []
+
+
+def test_webview_compares_two_traces_in_the_diff_pane(open_panel: Any) -> None:
+    page = open_panel()
+    stream_trace(page)
+    cpu = json.loads(FIXTURE.read_text())
+    gpu = json.loads((FIXTURE.parent / "h200_softmax.json").read_text())
+    def side(trace_id: str, trace: dict[str, Any]) -> dict[str, Any]:
+        href = f"http://127.0.0.1:8765/t/{trace_id}"
+        return {"id": trace_id, "href": href, "events": trace["events"]}
+
+    post(page, {"type": "diff", "a": side("CPU1", cpu), "b": side("GPU1", gpu)})
+    diff = page.locator("[data-pane=diff][data-filled=true]")
+    assert diff.is_visible()
+    assert "CPU1" in diff.inner_text() and "GPU1" in diff.inner_text()
+    assert "triton_per_fused_amax_sub_exp_sum_div_0" in diff.inner_text()
+    assert not page.locator(".ks-workspace").is_visible()
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "extension-webview-diff.png"))
+    page.click("#ks-diff-close")
+    assert page.locator(".ks-workspace").is_visible()
+    assert page.locator("[data-pane=code][data-filled=true]").count() == 1
+    # A new compile while the diff shows goes back to the trace view.
+    post(page, {"type": "diff", "a": side("CPU1", cpu), "b": side("GPU1", gpu)})
+    stream_trace(page)
+    assert page.locator(".ks-workspace").is_visible()
+    assert page.evaluate("window.__errors") == []
+    assert page.evaluate("window.__csp") == []

@@ -279,3 +279,20 @@ def test_stages_command_runs_triton_kernels_in_the_interpreter(tmp_path: Path) -
     by = {e["stage"]: e["data"] for e in events}
     assert by["codegen"]["graphs"][0]["backend"] == "triton", by.get("error")
     assert by["run"]["ok"] and by["done"]["ok"]
+
+
+def test_the_compiler_facts_in_source_come_from_the_back_half(tmp_path: Path) -> None:
+    """A bundle that claims another backend, GPU or options does not change what the
+    trace says about the compiler; the snippet's own words (code, entry) are replayed."""
+    bundle = _front(tmp_path, ADD)
+
+    def edit(m: dict[str, Any], _: Any) -> None:
+        data = m["events"]["source"]["data"]
+        data.update(backend="triton", versions={**data["versions"], "gpu": "NVIDIA H200"},
+                    options={**data["options"], "fusion": False})
+
+    _tamper(bundle, edit)
+    src = _stages(run_back(bundle, OPTS))["source"]
+    assert src["backend"] == "cpp" and src["versions"]["gpu"] is None
+    assert src["options"]["fusion"] is True
+    assert src["code"] == ADD and src["entry"] == "f" and src["origin"] == "snippet"

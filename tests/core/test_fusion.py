@@ -10,7 +10,7 @@ import torch
 from ks_helpers import lower_fn
 
 from compiler.codegen.backends import choose_backend
-from compiler.compile_fx import _op_short
+from compiler.ir.opnames import op_short
 from compiler.options import CompileOptions
 from compiler.schedule.scheduler import Schedule, schedule
 
@@ -19,7 +19,7 @@ TRITON = choose_backend("triton", "cpu", CompileOptions())
 
 def sched(fn: Callable[..., Any], *args: Any, fusion: bool = True) -> Schedule:
     (gm, lowered), = lower_fn(fn, *args)
-    op_names = {n.name: _op_short(n.target) for n in gm.graph.nodes if n.op == "call_function"}
+    op_names = {n.name: op_short(n.target) for n in gm.graph.nodes if n.op == "call_function"}
     return schedule(lowered, TRITON, fusion=fusion, op_names=op_names)
 
 

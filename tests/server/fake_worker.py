@@ -1,21 +1,29 @@
-"""A stand-in for `python -m compiler compile FILE --json`: same flags, same NDJSON shape.
+"""A stand-in for the compiler CLI's two halves: same flags, same NDJSON shape, fast.
 
-It emits `source`, runs the snippet with exec() (so hostile snippets behave as they would in
-the real compiler's `source`/`capture` stages), then emits the remaining stages with tiny
-payloads and `done`. Used for the concurrency test, where 20 real compiles on 2 cores would
-take minutes. `# fake-sleep: 0.3` in a snippet makes every stage take that long.
+- `fake_worker.py FILE --json ... --front-only --bundle B` (the front half): emits
+  `source`, runs the snippet with exec() (so hostile snippets behave as they would in the
+  real compiler's `source`/`capture` stages), and writes a JSON "bundle" holding source and
+  capture, or the error;
+- `fake_worker.py stages B --json ...` (the back half): never runs the snippet; replays the
+  bundle's events and emits the remaining stages with tiny payloads and `done`;
+- without `--front-only`, both in one process (the server's BACK_CMD=None mode).
+
+Used where 20 real compiles on 2 cores would take minutes. `# fake-sleep: 0.3` in a
+snippet makes every stage take that long.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
 import traceback
+from typing import Any
 
-STAGES = ("capture", "lowering", "scheduling", "memory", "codegen", "compile", "run", "profile")
+STAGES = ("lowering", "scheduling", "memory", "codegen", "compile", "run", "profile")
 
 
 def emit(seq: int, stage: str, data: dict, ms: float = 0.0) -> int:
@@ -23,64 +31,94 @@ def emit(seq: int, stage: str, data: dict, ms: float = 0.0) -> int:
     return seq + 1
 
 
-def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser()
-    p.add_argument("file")
+def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
     p.add_argument("--device", default="cpu")
     p.add_argument("--backend", default="auto")
     p.add_argument("--no-fusion", action="store_true")
     p.add_argument("--inductor", action="store_true")
     p.add_argument("--options")  # further CompileOptions as JSON (server/options.py)
-    p.add_argument("--entry")
-    p.add_argument("--inputs")
-    args = p.parse_args(argv)
+
+
+def front(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the snippet; the bundle's content: source and capture, or an error."""
     with open(args.file, encoding="utf-8") as f:
         code = f.read()
-    match = re.search(r"#\s*fake-sleep:\s*([0-9.]+)", code)
-    pause = float(match.group(1)) if match else 0.0
-    options = {"fusion": not args.no_fusion, "inductor": args.inductor}
-    seq = emit(
-        0,
-        "source",
-        {
-            "code": code,
-            "filename": "snippet.py",
-            "entry": args.entry,
-            "device": args.device,
-            # what the compiler reports for a CPU graph: "auto" resolves to C++ there
-            "backend": "cpp" if args.backend == "auto" else args.backend,
-            "options": options,
-        },
-    )
+    source = {
+        "code": code,
+        "filename": "snippet.py",
+        "entry": args.entry,
+        "device": args.device,
+        # what the compiler reports for a CPU graph: "auto" resolves to C++ there
+        "backend": "cpp" if args.backend == "auto" else args.backend,
+        "options": {"fusion": not args.no_fusion, "inductor": args.inductor},
+    }
+    emit(0, "source", source)
     try:
         exec(compile(code, "snippet.py", "exec"), {"__name__": "__snippet__"})  # noqa: S102
     except SyntaxError as exc:
-        seq = emit(
-            seq,
-            "error",
-            {"stage": "source", "kind": "syntax", "message": str(exc), "line": exc.lineno},
-        )
-        emit(seq, "done", {"ok": False})
-        return 0
+        error = {"stage": "source", "kind": "syntax", "message": str(exc), "line": exc.lineno}
+        return {"source": source, "error": error}
     except BaseException as exc:  # noqa: BLE001 - the snippet may raise anything
-        seq = emit(
-            seq,
-            "error",
-            {
-                "stage": "capture",
-                "kind": "exception",
-                "message": f"{type(exc).__name__}: {exc}",
-                "line": None,
-                "traceback": traceback.format_exc(),
-            },
-        )
-        emit(seq, "done", {"ok": False})
-        return 0
+        error = {
+            "stage": "capture",
+            "kind": "exception",
+            "message": f"{type(exc).__name__}: {exc}",
+            "line": None,
+            "traceback": traceback.format_exc(),
+        }
+        return {"source": source, "error": error}
+    return {"source": source, "capture": {"graphs": []}}
+
+
+def back(bundle: dict[str, Any], replay: bool, isolated: bool, seq: int = 0) -> None:
+    """Everything after capture, from the bundle alone."""
+    match = re.search(r"#\s*fake-sleep:\s*([0-9.]+)", str(bundle["source"].get("code", "")))
+    pause = float(match.group(1)) if match else 0.0
+    if replay:
+        seq = emit(seq, "source", {**bundle["source"], "origin": "snippet"})
+    if "error" in bundle:
+        seq = emit(seq, "error", bundle["error"])
+        emit(seq, "done", {"ok": False, "isolated": isolated})
+        return
+    if replay:
+        seq = emit(seq, "capture", {**bundle["capture"], "origin": "snippet"})
     for stage in STAGES:
         time.sleep(pause)
         seq = emit(seq, stage, {"graphs": []} if stage != "run" else {"ok": True}, pause * 1000)
-    emit(seq, "done", {"ok": True})
+    emit(seq, "done", {"ok": True, "isolated": isolated})
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser()
+    if argv[:1] == ["stages"]:
+        p.add_argument("bundle")
+        options(p)
+        args = p.parse_args(argv[1:])
+        with open(args.bundle, encoding="utf-8") as f:
+            back(json.load(f), replay=True, isolated=True)
+        return 0
+    p.add_argument("file")
+    options(p)
+    p.add_argument("--entry")
+    p.add_argument("--bundle")
+    p.add_argument("--front-only", action="store_true")
+    args = p.parse_args(argv)
+    bundle = front(args)
+    if args.front_only:
+        with open(args.bundle + ".tmp", "w", encoding="utf-8") as f:
+            json.dump(bundle, f)
+        os.replace(args.bundle + ".tmp", args.bundle)
+        if "error" in bundle:
+            emit(1, "error", bundle["error"])
+            emit(2, "done", {"ok": False})
+        return 0
+    if "error" in bundle:
+        emit(1, "error", bundle["error"])
+        emit(2, "done", {"ok": False, "isolated": False})
+        return 0
+    emit(1, "capture", bundle["capture"])
+    back(bundle, replay=False, isolated=False, seq=2)
     return 0
 
 

@@ -30,7 +30,9 @@ from server.state import AppState  # noqa: E402 - after the sys.path line above
 from server.streams import parse_sse  # noqa: E402 - after the sys.path line above
 
 FAKE_WORKER = [sys.executable, str(HERE / "fake_worker.py")]
+FAKE_BACK = [*FAKE_WORKER, "stages"]
 REAL_WORKER = [sys.executable, "-m", "compiler", "compile"]
+REAL_BACK = [sys.executable, "-m", "compiler", "stages"]
 REAL_CLI_PRESENT = (REPO / "compiler" / "__main__.py").exists() or (
     REPO / "compiler" / "cli.py"
 ).exists()
@@ -158,6 +160,7 @@ def make_app(tmp_path: Path, backend: str) -> Iterator[AppFactory]:
         config = {
             "DATABASE": database,
             "WORKER_CMD": FAKE_WORKER,
+            "BACK_CMD": FAKE_BACK,
             "JOB_TIMEOUT_S": 5,
             "HEARTBEAT_S": 0.5,
             "WORKER_THREADS": 2,

@@ -78,8 +78,9 @@ def test_event_count_and_trace_size_are_capped(make_app: AppFactory) -> None:
     assert len(trace.get_data()) < 1.2 * (1 << 20)
 
 
-def test_nan_and_infinity_in_events_become_null(client: FlaskClient) -> None:
+def test_nan_and_infinity_in_events_become_null(make_app: AppFactory) -> None:
     """9: NaN/Infinity in an event broke the permalink page (JSON.parse rejects them)."""
+    client = make_app(BACK_CMD=None).test_client()  # one process: the channel is published
     line = '{"schema":1,"seq":0,"stage":"profile","ms":1,"data":{"speedup":NaN,"x":[Infinity]}}'
     surrogate = '{"stage":"run","data":{"v":"\\ud800"}}'
     code = CHANNEL + f"emit({line!r})\nemit({surrogate!r})\n"

@@ -52,8 +52,9 @@ def test_kill_9_of_a_local_worker_fails_that_job_and_the_next_works(make_app: Ap
     client = make_app(WARM_POOL=0, JOB_TIMEOUT_S=30).test_client()
     job_id = submit(client, "# fake-sleep: 2\nx = 'kill-me-4242'\n")
     assert wait_until(lambda: client.get(f"/api/jobs/{job_id}").get_json()["events"] >= 1, 20)
-    # The compiler process inside the sandbox: the one running the fake worker on a snippet.
-    victims = [p for p in _pids("/snippet.py") if "fake_worker" in Path(f"/proc/{p}/cmdline")
+    # The compiler process inside the sandbox: once events stream, the back half (the fake
+    # worker on the capture bundle) is the one running.
+    victims = [p for p in _pids("capture.ksb") if "fake_worker" in Path(f"/proc/{p}/cmdline")
                .read_bytes().decode(errors="replace") and "bwrap" not in Path(
                    f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")]  # fmt: skip
     assert victims, "the worker process was not found"

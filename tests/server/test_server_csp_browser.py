@@ -89,6 +89,10 @@ def test_the_page_runs_under_its_csp(make_app: AppFactory, chromium: Any, cdn: s
         vendored = (REPO / "webui" / "vendor" / "cytoscape.esm.min.js").read_bytes()
         body = {"offline": None, "genuine": vendored, "tampered": vendored + b"\n//x"}[cdn]
         page = open_page(chromium, server.url, body)
+        for _ in range(300):  # main.js loads its modules and the API's answers first
+            if page.evaluate("typeof window.kernelscope") == "object":
+                break
+            page.wait_for_timeout(100)
         assert page.evaluate("typeof window.kernelscope") == "object", "main.js did not run"
         source = lib_source(page)
         assert source == ("cdn" if cdn == "genuine" else "vendor"), source

@@ -11,6 +11,7 @@ import pytest
 from flask import Flask
 from server_support import (
     ISOLATION,
+    REAL_BACK,
     REAL_WORKER,
     REPO,
     add_relu_code,
@@ -32,6 +33,7 @@ def config(root: Path) -> dict[str, Any]:
     return {
         "DATABASE": str(root / "traces.sqlite3"),
         "WORKER_CMD": REAL_WORKER,
+        "BACK_CMD": REAL_BACK,
         "JOB_TIMEOUT_S": 240,
         "WORKER_THREADS": 2,
         "ISOLATION": ISOLATION,

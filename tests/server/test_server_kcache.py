@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from server_support import (
+    REAL_BACK,
     REAL_WORKER,
     REPO,
     AppFactory,
@@ -118,6 +119,7 @@ raise RuntimeError(f"poisoned {poisoned}")
 def test_a_snippet_cannot_poison_what_a_later_job_loads(make_app: AppFactory) -> None:
     app = make_app(
         WORKER_CMD=REAL_WORKER,
+        BACK_CMD=REAL_BACK,
         JOB_TIMEOUT_S=240,
         WARM_IMPORTS=["torch", "compiler.pipeline"],
         MAX_JOBS=1,
@@ -132,16 +134,14 @@ def test_a_snippet_cannot_poison_what_a_later_job_loads(make_app: AppFactory) ->
     assert wait_until(lambda: state(app).jobs.stats()["running"] == 0, 60)
     for entry in kcache.root.iterdir():
         assert b"POISONED" not in entry.read_bytes(), entry.name
-    assert kcache.stats["rejected"] >= 1, kcache.stats  # its forged wrappers were refused
+    # Only the back half's cache is offered to the shared cache, and the snippet's process
+    # never sees that directory: its forgeries are not even candidates.
+    assert kcache.stats["rejected"] == 0, kcache.stats
     later = compile_events(client, code, device="cpu", backend="cpp")
     assert wait_until(lambda: state(app).jobs.stats()["running"] == 0, 60)
     stages = {e["stage"]: e["data"] for e in later}
     assert later[-1]["data"]["ok"] is True, later[-2]
     assert stages["run"]["ok"] is True
-    # The later job built no library: it loaded the one the server built from the verified
-    # source (its wrapper was refused, so the job wrote that itself).
-    graphs = stages["compile"]["graphs"]
-    assert graphs and all(g["build_ms"] == 0.0 for g in graphs), graphs
     for entry in kcache.root.iterdir():
         assert b"POISONED" not in entry.read_bytes(), entry.name
     assert any(p.name.startswith("graph_") for p in kcache.root.iterdir())

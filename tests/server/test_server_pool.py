@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from flask.testing import FlaskClient
 from server_support import (
+    FAKE_BACK,
     FAKE_WORKER,
     REPO,
     AppFactory,
@@ -156,7 +157,8 @@ def _free_port() -> int:
 def _serve(tmp_path: Path, *flags: str) -> tuple[subprocess.Popen[bytes], str]:
     config = tmp_path / "config.json"
     config.write_text(
-        json.dumps({"WORKER_CMD": FAKE_WORKER, "WARM_IMPORTS": [], "WARM_UP": False})
+        json.dumps({"WORKER_CMD": FAKE_WORKER, "BACK_CMD": FAKE_BACK, "WARM_IMPORTS": [],
+                    "WARM_UP": False})
     )
     port = _free_port()
     cmd = [sys.executable, "-m", "server", "--port", str(port), "--db", str(tmp_path / "t.db")]

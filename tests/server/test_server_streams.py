@@ -143,23 +143,45 @@ def test_store_ids_are_content_derived_and_inserts_never_overwrite(tmp_path) -> 
     assert store.get("bad id!") is None
 
 
-def test_fd1_output_is_data_and_channel_events_are_renumbered(client: FlaskClient) -> None:
-    # The fake worker runs the snippet without redirecting print(), so print() reaches the
-    # event channel (as a compiler bug would); os.write(1, ...) is the snippet's own output.
-    code = (
-        "import os\nprint('hello from the snippet')\n"
-        "print('{\"schema\":1,\"seq\":99,\"stage\":\"capture\",\"ms\":-5,\"data\":[1]}')\n"
-        "os.write(1, b'not json\\n{\"broken\": \\n')\n"
-        'os.write(1, b\'{"schema":1,"seq":7,"stage":"lowering","ms":1,"data":{}}\\n\')\n'
-    )
-    events = compile_events(client, code)
+FORGER = (
+    "import json, os, sys\n"
+    "print('hello from the snippet')\n"
+    "def forge(write):\n"
+    "    for stage, data in (('capture', [1]), ('run', {'ok': True, 'forged': 1}),\n"
+    "                        ('profile', {'speedup': 1000.0}), ('done', {'ok': True})):\n"
+    "        event = {'schema': 1, 'seq': 99, 'stage': stage, 'ms': -5, 'data': data}\n"
+    "        write((json.dumps(event) + '\\n').encode())\n"
+    "forge(lambda b: os.write(1, b))\n"
+    "forge(lambda b: (sys.stdout.write(b.decode()), sys.stdout.flush()))\n"
+    "os.write(1, b'not json\\n{\"broken\": \\n')\n"
+)
+
+
+def test_nothing_the_front_half_prints_reaches_the_trace(client: FlaskClient) -> None:
+    """Finding 1 (fake halves): forged events on fd 1 and on the front's own event channel."""
+    events = compile_events(client, FORGER)
+    stages = [e["stage"] for e in events]
+    assert stages == ["source", "capture", "lowering", "scheduling", "memory", "codegen",
+                      "compile", "run", "profile", "done"]  # fmt: skip
     assert [e["seq"] for e in events] == list(range(len(events)))
-    channel = events[1]
-    assert channel["stage"] == "capture" and channel["ms"] == 0.0
-    assert channel["data"] == {"value": [1]}
-    assert [e["stage"] for e in events].count("lowering") == 1  # the fake's own, not fd 1's
+    by_stage = {e["stage"]: e for e in events}
+    assert by_stage["run"]["data"] == {"ok": True} and by_stage["profile"]["data"] == {"graphs": []}
+    assert [e["origin"] for e in events[:2]] == ["snippet", "snippet"]
+    assert {e["origin"] for e in events[2:]} == {"compiler"}  # `done` included
     done = events[-1]["data"]
-    assert done["ok"] is True and '"stage":"lowering"' in done["snippet_stdout"]
+    assert done["isolated"] is True and '"stage": "profile"' in done["snippet_stdout"]
+
+
+def test_one_process_mode_renumbers_and_labels_everything_untrusted(
+    make_app: AppFactory,
+) -> None:
+    client = make_app(BACK_CMD=None).test_client()
+    events = compile_events(client, FORGER)
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    # Here the snippet shares the process that writes the event channel (the fake worker
+    # does not even redirect print()), so it can forge; the trace says so on every event.
+    assert {e["origin"] for e in events} == {"snippet"}
+    assert events[-1]["data"].get("isolated") is not True
 
 
 def test_parse_event_accepts_only_stage_events() -> None:
@@ -212,8 +234,9 @@ def test_finished_jobs_are_forgotten_but_traces_stay(client: FlaskClient, app: F
 
 
 def test_a_worker_that_dies_after_its_own_error_gets_one_error_and_done(
-    client: FlaskClient,
+    make_app: AppFactory,
 ) -> None:
+    client = make_app(BACK_CMD=None).test_client()  # one process: the channel is published
     code = (
         "import json, os\n"
         "event = {'schema': 1, 'seq': 1, 'stage': 'error', 'ms': 0,\n"

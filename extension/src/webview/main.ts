@@ -16,6 +16,8 @@ import { makeTabs } from "../../../webui/js/layout.js";
 import { StatusStrip } from "../../../webui/js/panes/status.js";
 import { ErrorBanner } from "../../../webui/js/panes/errors.js";
 import { CodePane } from "../../../webui/js/panes/code.js";
+import { DiffPane } from "../../../webui/js/panes/diff.js";
+import { oursKernels } from "../../../webui/js/diff.js";
 import cytoscapeModule from "../../../webui/vendor/cytoscape.esm.min.js";
 import dagre from "../../../webui/vendor/cytoscape-dagre.min.js";
 // The event contract as checked in (the server's GET /api/schema serves the same stages);
@@ -169,6 +171,8 @@ function start(paneClasses: PaneClass[]): void {
   }
 
   function reset(title: TraceTitle | null): void {
+    document.body.classList.remove("ks-diffing"); // a new trace leaves the diff
+    $("ks-diff").hidden = true;
     state.trace = new Trace();
     state.index = buildIndex(state.trace);
     bus.clear();
@@ -191,6 +195,27 @@ function start(paneClasses: PaneClass[]): void {
     for (const pane of panes) pane.update(trace, event.stage);
     bus.emit();
     tabs.refresh();
+  }
+
+  // Compare With Previous: the web UI's Diff pane over the whole panel, until "back".
+  const diff = new DiffPane(ctx) as unknown as Pane & { show(a: unknown, b: unknown): void };
+  diff.el.dataset.pane = "diff";
+  $("ks-diff-host").append(diff.el);
+  $("ks-diff-close").addEventListener("click", (e) => {
+    e.preventDefault();
+    document.body.classList.remove("ks-diffing");
+    $("ks-diff").hidden = true;
+  });
+  function showDiff(m: Extract<HostToWebview, { type: "diff" }>): void {
+    const side = (s: typeof m.a, tag: string) => {
+      const trace = new Trace();
+      for (const e of s.events) trace.add(e);
+      return { label: `${tag} · trace ${s.id}`, href: s.href, trace, kernels: oursKernels(trace) };
+    };
+    diff.show(side(m.a, "A"), side(m.b, "B"));
+    $("ks-diff-title").textContent = `${m.a.id} → ${m.b.id}`;
+    $("ks-diff").hidden = false;
+    document.body.classList.add("ks-diffing");
   }
 
   function onMessage(m: HostToWebview): void {
@@ -220,6 +245,9 @@ function start(paneClasses: PaneClass[]): void {
       }
       case "highlighted":
         answerHighlight(m);
+        return;
+      case "diff":
+        showDiff(m);
         return;
       case "failure":
         status.update(state.trace, { stage: "error", data: { stage: null } }, false);

@@ -30,6 +30,26 @@ const STYLE = [
   { selector: "node:selected", style: { "border-width": 3, "border-color": "#ffffff" } },
 ];
 
+// STYLE with the page theme's colours (css/app.css variables) for what sits on the graph's
+// background: edge lines, their labels, and input/output nodes.
+function themed() {
+  const css = getComputedStyle(document.documentElement);
+  const v = (name, fallback) => css.getPropertyValue(name).trim() || fallback;
+  const bg = v("--graph-bg", "#10141c"), dim = v("--fg-dim", "#9aa3b8"), fg = v("--fg", "#c9cfdb");
+  const line = v("--line", "#4b5468"), raised = v("--bg-raised", "#2a3142");
+  return STYLE.map((rule) => {
+    if (rule.selector === "edge") {
+      return { ...rule, style: { ...rule.style, color: dim, "text-background-color": bg,
+        "line-color": dim, "target-arrow-color": dim } };
+    }
+    if (rule.selector === "node.io") {
+      return { ...rule, style: { ...rule.style, "background-color": raised, color: fg,
+        "border-color": line } };
+    }
+    return rule;
+  });
+}
+
 // Below this zoom labels cannot be read; a long graph is shown from its top instead.
 const MIN_READABLE_ZOOM = 0.8;
 // Above this a small graph looks blown up; it is centred at this zoom instead.
@@ -111,7 +131,7 @@ export class GraphPane extends Pane {
     if (!g) return;
     this.fx?.destroy();
     this.fx = cytoscape({ container: this.fxEl, elements: this.fxElements(trace, g),
-      style: STYLE, layout: LAYOUT, minZoom: 0.1, maxZoom: 3 });
+      style: themed(), layout: LAYOUT, minZoom: 0.1, maxZoom: 3 });
     this.wire(this.fx, (node) => fromNode(this.ctx.index(), id, node.id()));
     this.kg?.destroy();
     this.kg = null;
@@ -120,7 +140,7 @@ export class GraphPane extends Pane {
       this.kEl.append(empty("Kernels appear here after scheduling."));
     } else {
       this.kg = cytoscape({ container: this.kEl, elements: this.kernelElements(trace, id),
-        style: STYLE, layout: LAYOUT, minZoom: 0.1, maxZoom: 3 });
+        style: themed(), layout: LAYOUT, minZoom: 0.1, maxZoom: 3 });
       this.wire(this.kg, (node) => node.data("kind") === "kernel"
         ? fromKernel(this.ctx.index(), id, node.id())
         : fromBuffer(this.ctx.index(), id, node.id()));
