@@ -62,8 +62,9 @@ apt_install() {
 }
 
 if [ "${KERNELSCOPE_NO_APT:-0}" != "1" ] && command -v apt-get >/dev/null; then
-  # g++ builds the C++ backend's kernels; bubblewrap sandboxes the server's jobs.
-  pkgs=(g++ bubblewrap)
+  # g++ builds the C++ backend's kernels; bubblewrap sandboxes the server's jobs, and
+  # libseccomp2 compiles its seccomp filter (server/seccomp.py).
+  pkgs=(g++ bubblewrap libseccomp2)
   if [ "$WITH_TEST" = 1 ]; then
     pkgs+=(chromium)  # Playwright drives Debian's /usr/bin/chromium (never `playwright install`)
     command -v node >/dev/null || pkgs+=(nodejs)  # the web UI's JavaScript unit tests
