@@ -54,6 +54,7 @@ class GraphWork:
     wrapper_line_map: list[dict[str, Any]] = field(default_factory=list)
     build_source: str = ""  # what the backend builds before the first launch
     compiled: loader.CompiledGraph | None = None
+    notes: list[str] = field(default_factory=list)  # what the UI should know (lowering event)
 
     def __post_init__(self) -> None:
         self.lines = node_lines(self.gm, self.filename)
@@ -80,18 +81,27 @@ class GraphWork:
         return sorted({ln for o in origins if (ln := self.lines.get(o)) is not None})
 
 
-def graph_device(example_inputs: Sequence[Any]) -> str:
-    """Where a graph's tensors live: its first tensor input's device (else the CPU)."""
-    devices = [t.device.type for t in example_inputs if isinstance(t, torch.Tensor)]
-    return devices[0] if devices else "cpu"
+def graph_device(example_inputs: Sequence[Any], gm: torch.fx.GraphModule | None = None) -> str:
+    """Where a graph's tensors live: CUDA if any input is on CUDA (CPU scalars mixed with
+    CUDA tensors run on the GPU, as in eager), else the device of the tensors the graph
+    makes when it has no tensor inputs (`torch.arange(n, device="cuda")`), else the CPU."""
+    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)
+               and t.device.type != "meta"}
+    if not devices and gm is not None:
+        for node in gm.graph.nodes:
+            val = node.meta.get("val")
+            if isinstance(val, torch.Tensor):
+                devices.add(val.device.type)
+    return "cuda" if "cuda" in devices else "cpu"
 
 
 # -- stages ------------------------------------------------------------------------------
 def lower(work: GraphWork) -> dict[str, Any]:
-    work.backend = backend = choose_backend(work.options.backend,
-                                            graph_device(work.example_inputs), work.options)
+    device = graph_device(work.example_inputs, work.gm)
+    work.backend = backend = choose_backend(work.options.backend, device, work.options)
     split = work.options.split_reductions and backend.split_reductions
-    lowering = GraphLowering(work.gm, work.example_inputs, work.lines, split_reductions=split)
+    lowering = GraphLowering(work.gm, work.example_inputs, work.lines, split_reductions=split,
+                             fallback=work.options.fallback)
     work.lowered = lowered = lowering.run()
     buffers = [_buffer_json(work, b) for b in lowered.buffers]
     return {
@@ -102,6 +112,7 @@ def lower(work: GraphWork) -> dict[str, Any]:
         "outputs": sorted(lowered.output_names()),
         "fallbacks": [{"op": f.op, "node": f.node, "buffer": f.buffer, "reason": f.reason,
                        "line": work.lines.get(f.node)} for f in lowered.fallbacks],
+        "notes": work.notes + lowered.notes,
     }
 
 
@@ -212,10 +223,11 @@ def build_stage(work: GraphWork, warmup: bool = True) -> dict[str, Any]:
 
 
 def compile_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
-               options: CompileOptions, filename: str | None = None, gid: int = 0
-               ) -> Callable[..., Any]:
+               options: CompileOptions, filename: str | None = None, gid: int = 0,
+               notes: Sequence[str] = ()) -> Callable[..., Any]:
     """Everything at once: the backend's path. Returns fn(*args) -> list of outputs."""
     work = GraphWork(gid, gm, list(example_inputs), options, filename)
+    work.notes.extend(notes)
     lower(work)
     schedule_stage(work)
     memory_stage(work)
@@ -223,6 +235,63 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
     build_stage(work, warmup=False)
     assert work.compiled is not None
     return work.compiled
+
+
+def _is_dynamic(example_inputs: Sequence[Any]) -> bool:
+    for t in example_inputs:
+        if isinstance(t, torch.SymInt):
+            return True
+        if isinstance(t, torch.Tensor) and any(isinstance(s, torch.SymInt)
+                                               for s in (*t.shape, *t.stride())):
+            return True
+    return False
+
+
+def _specialising(gm: torch.fx.GraphModule, options: CompileOptions, filename: str | None,
+                  gid: int) -> Callable[..., Any]:
+    """A graph with symbolic sizes, compiled once per concrete shape it is called with.
+
+    Lowering needs integer sizes, so each new set of input shapes (and int arguments)
+    retraces the ATen graph with them (make_fx over fake copies: the sizes become
+    constants) and compiles that; the note says so in the graph's `lowering` event."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    cache: dict[Any, Callable[..., Any]] = {}
+
+    @torch._disable_dynamo  # type: ignore[misc]
+    def run(*args: Any) -> Any:
+        key = tuple((tuple(a.shape), tuple(a.stride()), a.dtype, a.device.type)
+                    if isinstance(a, torch.Tensor) else a for a in args)
+        pos = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+        tensors = [args[i] for i in pos]
+        fn = cache.get(key)
+        if fn is None:
+            def with_sizes(*ts: Any) -> Any:
+                full = list(args)
+                for i, t in zip(pos, ts):
+                    full[i] = t
+                return gm(*full)
+
+            concrete = make_fx(with_sizes, tracing_mode="fake")(*tensors)
+            sizes = ", ".join(str(list(a.shape)) if isinstance(a, torch.Tensor) else repr(a)
+                              for a in args)
+            note = f"dynamic shapes: specialised to the sizes of this call ({sizes})"
+            try:
+                fn = compile_fx(concrete, tensors, options, filename, gid, notes=[note])
+            except Unsupported as e:
+                warnings.warn(f"kernelscope: running graph {gid} eagerly: {e}", stacklevel=2)
+                fn = _eager(concrete)
+            cache[key] = fn
+        return fn(*tensors)
+
+    return run
+
+
+def _eager(gm: torch.fx.GraphModule) -> Callable[..., Any]:
+    def run_eagerly(*args: Any) -> Any:
+        return gm.forward(*args)
+
+    return run_eagerly
 
 
 def make_backend(options: CompileOptions, filename: str | None = None,
@@ -234,20 +303,29 @@ def make_backend(options: CompileOptions, filename: str | None = None,
     """
     counter = [0]
 
+    # The backward graph is compiled lazily, inside `loss.backward()`; when that call sits in
+    # a torch.compile'd function Dynamo is still watching frames, and would trace our own
+    # compiler (sympy included) as user code. Compiling is never user code.
+    @torch._disable_dynamo  # type: ignore[misc]
     def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
         gid = counter[0]
         counter[0] += 1
+        if _is_dynamic(example_inputs):
+            return make_boxed_func(_specialising(gm, options, filename, gid))
         try:
             compiled = compile_fx(gm, example_inputs, options, filename, gid)
         except Unsupported as e:
             warnings.warn(f"kernelscope: running graph {gid} eagerly: {e}", stacklevel=2)
-            return make_boxed_func(gm.forward)
+            return make_boxed_func(torch._disable_dynamo(_eager(gm)))
         if sink is not None:
             sink.append(compiled)
+        run: Callable[..., Any] = compiled
         if options.cuda_graphs and getattr(compiled, "backend", None) is not None \
                 and compiled.backend.device == "cuda":  # type: ignore[attr-defined]
-            return make_boxed_func(CudaGraphed(compiled, static_input_indices()))
-        return make_boxed_func(compiled)
+            run = CudaGraphed(compiled, static_input_indices())
+        # Run the wrapper (ctypes calls on data pointers) as plain Python, never traced:
+        # a backward graph runs inside `loss.backward()`, where Dynamo may be watching.
+        return make_boxed_func(torch._disable_dynamo(run))
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         if options.attention_to_sdpa:

@@ -197,6 +197,9 @@ class LoweringGraph:
     inputs: list[LoweringInput]
     outputs: list[str]
     fallbacks: list[Fallback]
+    # Facts about the graph as compiled: random ops (not bit-comparable with eager), a
+    # dynamic-shape graph specialised to the sizes of a call, ...
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass

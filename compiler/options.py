@@ -30,6 +30,9 @@ class CompileOptions:
     cuda_graphs: bool = False  # replay each compiled graph from a CUDA graph (runtime/graphs.py)
     cache_dir: str | None = None  # on-disk compile cache; None: ~/.cache/kernelscope
     entry: str | None = None  # snippet entry point override
+    # False: an op without a lowering (or a case a lowering hands to ATen) makes the graph
+    # run eagerly with the reason, so coverage counts only what is lowered natively.
+    fallback: bool = True
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -60,6 +60,7 @@ class LoweredGraph:
     fallbacks: list[Fallback]
     device: str
     lines: dict[str, int | None] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
 
     def buffer(self, name: str) -> Buffer:
         for b in self.inputs + self.buffers:
@@ -82,12 +83,16 @@ class GraphLowering:
         example_inputs: Sequence[Any],
         lines: dict[str, int | None] | None = None,
         split_reductions: bool = True,
+        fallback: bool = True,
     ) -> None:
         load_all()
         self.gm = gm
         self.example_inputs = list(example_inputs)
         self.lines = lines or {}
         self.split_reductions = split_reductions
+        self.allow_fallback = fallback
+        self.input_offsets: dict[str, int] = {}  # storage offsets of the real inputs
+        self.notes: list[str] = []
         self.buffers: list[Buffer] = []
         self.inputs: list[InputBuffer] = []
         self.fallbacks: list[Fallback] = []
@@ -113,7 +118,7 @@ class GraphLowering:
                 self.env[node] = self._constant(node)
         self.current = None
         return LoweredGraph(self.inputs, self.buffers, outputs, self.fallbacks, self.device,
-                            self.lines)
+                            self.lines, self.notes)
 
     def _input(self, node: torch.fx.Node, example: Any) -> Any:
         if not isinstance(example, torch.Tensor):
@@ -127,6 +132,7 @@ class GraphLowering:
                         tuple(example.stride()), 0)
         buf = InputBuffer(node.name, layout)
         self.inputs.append(buf)
+        self.input_offsets[node.name] = int(example.storage_offset())
         return Stored(buf, layout)
 
     def _constant(self, node: torch.fx.Node) -> Any:
@@ -137,6 +143,23 @@ class GraphLowering:
         kwargs = torch.fx.map_arg(node.kwargs, lambda n: self.env[n])
         if node.target is operator.getitem:
             return args[0][args[1]]
+        meta = node.meta.get("val")
+        if isinstance(meta, torch.Tensor) and meta.numel() == 0 and _static(meta):
+            # Nothing to compute: any kernel over zero elements is a no-op (and index math
+            # over a zero-size dim divides by zero), so the value is just an allocation.
+            return self.extern(aten.empty_strided.default,
+                               (list(meta.shape), list(meta.stride())),
+                               {"dtype": meta.dtype, "device": meta.device}, fallback=False,
+                               reason="zero-size result: allocated, nothing to compute")
+        if _is_complex(meta) or any(_is_complex(a) for a in _tensor_args(args, kwargs)):
+            return self.extern(node.target, args, kwargs, fallback=True,
+                               reason="complex dtype: computed by ATen")
+        if getattr(node.target, "overloadpacket", None) in RANDOM_OPS:
+            self.notes.append(f"{node.name}: random values, sampled by ATen with torch's "
+                              "generator: deterministic per seed, but not bit-comparable with "
+                              "eager (compare by distribution)")
+            return self.extern(node.target, args, kwargs, fallback=True,
+                               reason="random op: sampled by ATen (not bit-comparable)")
         lowering = find_lowering(node.target)
         if lowering is None:
             return self.extern(node.target, args, kwargs, fallback=True,
@@ -174,6 +197,11 @@ class GraphLowering:
     def out_meta(self) -> Any:
         return self.current.meta.get("val") if self.current is not None else None
 
+    def _here(self) -> str:
+        """Device of a value made from nothing (full, arange, ...): the FX node's own."""
+        meta = self.out_meta()
+        return device_of(meta) if isinstance(meta, torch.Tensor) else self.device
+
     def node_name(self) -> str:
         return self.current.name if self.current is not None else "?"
 
@@ -188,7 +216,7 @@ class GraphLowering:
         origins = frozenset([origin]).union(
             *[v.origins for v in inputs if isinstance(v, Lazy)]
         )
-        device = next((v.device for v in inputs if isinstance(v, TensorValue)), self.device)
+        device = next((v.device for v in inputs if isinstance(v, TensorValue)), self._here())
         node = Pointwise(device, dtype, with_origin(inner_fn, origin),
                          tuple(int(s) for s in size), origins)
         return Lazy(node)
@@ -226,7 +254,7 @@ class GraphLowering:
         origins = frozenset([origin]).union(
             *[v.origins for v in inputs if isinstance(v, Lazy)]
         )
-        device = next((v.device for v in inputs if isinstance(v, TensorValue)), self.device)
+        device = next((v.device for v in inputs if isinstance(v, TensorValue)), self._here())
         return Reduction(device, dtype, with_origin(inner_fn, origin),
                          tuple(int(r) for r in ranges),
                          tuple(int(r) for r in reduction_ranges),
@@ -241,6 +269,8 @@ class GraphLowering:
                 return stored.as_arg()
             return v
 
+        if fallback and not self.allow_fallback:
+            raise Unsupported(f"ATen fallback is off: {op_name(op)} ({reason})")
         targs = tuple(torch.fx.node.map_aggregate(args, as_arg))
         tkwargs = dict(torch.fx.node.map_aggregate(kwargs, as_arg))
         meta = self.out_meta()
@@ -272,11 +302,41 @@ class GraphLowering:
         return result
 
 
+aten = torch.ops.aten
+
+
+# Ops whose values come from the random generator: never lowered, and never compared bit
+# for bit (Inductor's own RNG differs from eager too).
+RANDOM_OPS = frozenset(getattr(aten, n) for n in (
+    "rand rand_like randn randn_like randint randint_like bernoulli native_dropout normal "
+    "uniform exponential geometric log_normal cauchy multinomial randperm rrelu_with_noise"
+).split() if hasattr(aten, n))
+
+
+def _static(t: torch.Tensor) -> bool:
+    return not any(isinstance(s, torch.SymInt) for s in (*t.shape, *t.stride()))
+
+
+def _is_complex(v: Any) -> bool:
+    if isinstance(v, (list, tuple)):
+        return any(_is_complex(x) for x in v)
+    dtype = getattr(v, "dtype", None)
+    return isinstance(dtype, torch.dtype) and dtype.is_complex
+
+
+def _tensor_args(args: Any, kwargs: Any) -> list[Any]:
+    out: list[Any] = []
+    torch.fx.node.map_aggregate((args, kwargs), lambda v: out.append(v)
+                                if isinstance(v, TensorValue) else None)
+    return out
+
+
 def _layout_of(t: torch.Tensor) -> Layout:
+    """Layout of what an extern call returns. Its offset is 0: views of the result count
+    from the returned tensor's own first element (its storage offset is ATen's business)."""
     if any(isinstance(s, torch.SymInt) for s in t.shape):
         raise Unsupported("dynamic shapes (symbolic sizes) are not supported")
-    return Layout(device_of(t), t.dtype, tuple(t.shape), tuple(t.stride()),
-                  int(t.storage_offset()))
+    return Layout(device_of(t), t.dtype, tuple(t.shape), tuple(t.stride()), 0)
 
 
 def _dense_permutation(size: Sequence[int], stride: Sequence[int]) -> bool:

@@ -42,6 +42,8 @@ def index_select(g: Any, x: TensorValue, dim: int, index: TensorValue) -> Any:
     meta = g.out_meta()
     dim = dim + len(x.size) if dim < 0 else dim
     lx, li = x.loader(), index.loader()
+    if not x.size:  # a 0-d input: the only valid index is 0
+        return g.lazy(lambda idx: lx([]), tuple(meta.shape), x.dtype, [x])
 
     def inner(idx: Index) -> Any:
         src = list(idx)

@@ -84,14 +84,43 @@ for _name in ("maximum minimum atan2").split():
     _register_simple(_name, getattr(aten, _name))
 for _name in ("eq ne lt le gt ge").split():
     _register_simple(_name, getattr(aten, _name))
+for _name in ("bitwise_and bitwise_or bitwise_xor").split():
+    _register_simple(_name, getattr(aten, _name))
+
+
+def _logical(name: str) -> Callable[..., Any]:
+    def lowering(g: Any, *args: Any) -> Any:
+        # Operands are truth values first: logical_xor(True, 2.0) is False, not 1 != 2.
+        meta = g.out_meta()
+        size, out = tuple(meta.shape), meta.dtype
+        loaders = [broadcast_loader(a, size, torch.bool) for a in args]
+
+        def inner_fn(idx: Index) -> Any:
+            r = getattr(ops, name)(*[ld(idx) for ld in loaders])
+            return ops.to_dtype(r, out) if out != torch.bool else r
+
+        return g.lazy(inner_fn, size, out, [a for a in args if isinstance(a, TensorValue)])
+
+    return lowering
+
+
 for _name in ("logical_and logical_or logical_xor logical_not").split():
-    _register_simple(_name, getattr(aten, _name))
-for _name in ("bitwise_and bitwise_or bitwise_xor bitwise_not").split():
-    _register_simple(_name, getattr(aten, _name))
+    register_lowering(getattr(aten, _name))(_logical(_name))
+
+
+@register_lowering(aten.bitwise_not)
+def bitwise_not(g: Any, a: Any) -> Any:
+    if a.dtype == torch.bool:  # ~ on a C++ bool promotes to int: ~true == -2, still true
+        return _logical("logical_not")(g, a)
+    return pointwise(g, ops.bitwise_not, a)
 _register_simple("isnan", aten.isnan)
 _register_simple("isinf", aten.isinf)
 _register_simple("round", aten.round.default)
-_register_simple("fmod", aten.fmod)
+
+
+@register_lowering(aten.fmod)
+def fmod(g: Any, a: Any, b: Any) -> Any:
+    return pointwise(g, ops.fmod, a, b)
 
 
 @register_lowering(aten.add, prims.add)
@@ -130,8 +159,19 @@ def div_mode(g: Any, a: Any, b: Any, rounding_mode: str | None = None) -> Any:
             return pointwise(g, ops.floordiv, a, b)
         return pointwise(g, lambda x, y: ops.floor(ops.truediv(x, y)), a, b)
     if rounding_mode == "trunc":
+        if not g.out_meta().dtype.is_floating_point:
+            return pointwise(g, _int_trunc_div, a, b)
         return pointwise(g, lambda x, y: ops.trunc(ops.truediv(x, y)), a, b)
     return pointwise(g, ops.truediv, a, b)
+
+
+def _int_trunc_div(x: Any, y: Any) -> Any:
+    """Integer division rounding toward zero, from floor division: one up where the
+    remainder is non-zero and the signs differ."""
+    q, r = ops.floordiv(x, y), ops.fmod(x, y)
+    zero = ops.constant(0, torch.int64)
+    fix = ops.logical_and(ops.ne(r, zero), ops.ne(ops.lt(r, zero), ops.lt(y, zero)))
+    return ops.where(fix, ops.add(q, ops.constant(1, torch.int64)), q)
 
 
 @register_lowering(aten.remainder)
@@ -148,6 +188,9 @@ def remainder(g: Any, a: Any, b: Any) -> Any:
 
 @register_lowering(aten.pow)
 def pow_(g: Any, a: Any, b: Any) -> Any:
+    out = g.out_meta().dtype
+    if not out.is_floating_point:
+        return _int_pow(g, a, b)
     if isinstance(b, (int, float)) and not isinstance(b, bool):
         if b == 2:
             return pointwise(g, lambda x: ops.mul(x, x), a)
@@ -162,6 +205,30 @@ def pow_(g: Any, a: Any, b: Any) -> Any:
         if b == 1:
             return pointwise(g, lambda x: x, a)
     return pointwise(g, ops.pow, a, b)
+
+
+def _int_pow(g: Any, a: Any, b: Any) -> Any:
+    """Integer pow: exact repeated multiplication for small constant exponents; the rest
+    (tensor exponents, where float pow would round large results) goes to ATen."""
+    if isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 16 and \
+            isinstance(a, TensorValue):
+        out = g.out_meta().dtype
+
+        def fn(x: Any) -> Any:
+            if b == 0:
+                return ops.constant(1, out)
+            result, base, e = None, x, b
+            while e:  # square-and-multiply
+                if e & 1:
+                    result = base if result is None else ops.mul(result, base)
+                e >>= 1
+                if e:
+                    base = ops.mul(base, base)
+            return result
+
+        return pointwise(g, fn, a)
+    return g.extern(g.current.target, (a, b), {}, fallback=True,
+                    reason="integer pow with a tensor or large exponent")
 
 
 @register_lowering(aten.relu)

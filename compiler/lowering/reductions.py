@@ -8,6 +8,7 @@ is split in two passes so that the first one keeps the whole device busy.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import sympy
@@ -29,6 +30,8 @@ COMBINE = {"sum": "sum", "prod": "prod", "max": "max", "min": "min", "any": "any
 
 
 def _dims(dims: Any, ndim: int) -> list[int]:
+    if ndim == 0:  # a 0-d tensor accepts dim 0 / -1 and has nothing to reduce over
+        return []
     if dims is None or dims == [] or dims == ():
         return list(range(ndim))
     if isinstance(dims, int):
@@ -64,7 +67,11 @@ def reduce(g: Any, x: TensorValue, dims: Any, keepdim: bool, rtype: str,
     numel = 1
     for s in out_size:
         numel *= s
-    if (g.split_reductions and rtype in COMBINE and numel <= SPLIT_MAX_OUTPUTS
+    if rnumel == 0 or not rranges:
+        # Over nothing: the identity (sum 0, prod 1, any False, all True). Over a single
+        # element per output (0-d input, dims of size one only): that element itself.
+        stored = _trivial(g, x, out_size, rdims, rtype, src, out_dtype, value, rnumel == 0)
+    elif (g.split_reductions and rtype in COMBINE and numel <= SPLIT_MAX_OUTPUTS
             and rnumel >= SPLIT_MIN_RNUMEL):
         stored = _split(g, x, out_size, rranges, rtype, src, out_dtype, value, full_index,
                         rnumel)
@@ -77,6 +84,24 @@ def reduce(g: Any, x: TensorValue, dims: Any, keepdim: bool, rtype: str,
     return stored.with_view([s for k, s in enumerate(out_size) if k not in rdims],
                             [st for k, st in enumerate(stored.view.stride) if k not in rdims],
                             stored.view.offset)
+
+
+def _trivial(g: Any, x: TensorValue, out_size: list[int], rdims: list[int], rtype: str,
+             src: torch.dtype, out_dtype: torch.dtype, value: Any, empty: bool) -> Stored:
+    def inner(idx: Index) -> Any:
+        if empty:
+            return ops.constant(identity(rtype, out_dtype), out_dtype)
+        if rtype.startswith("arg"):
+            return ops.constant(0, out_dtype)
+        full = [sympy.Integer(0) if k in rdims else i for k, i in enumerate(idx)]
+        v = value(full)
+        if rtype in ("any", "all"):
+            v = ops.ne(v, ops.constant(0, src)) if src != torch.bool else v
+        return ops.to_dtype(v, out_dtype) if src != out_dtype else v
+
+    lazy = g.lazy(inner, out_size, out_dtype, [x])
+    reason = "reduction over zero elements" if empty else "reduction over one element"
+    return g.realize(lazy, reason)
 
 
 def _split(g: Any, x: TensorValue, out_size: list[int], rranges: list[int], rtype: str,
@@ -120,14 +145,61 @@ def prod(g: Any, x: TensorValue, dim: Any = None, keepdim: bool = False, **kw: A
     return reduce(g, x, dim, keepdim, "prod", _out_dtype(g))
 
 
+def _isnan(g: Any, x: TensorValue) -> Any:
+    load = x.loader()
+    return g.lazy(lambda idx: ops.isnan(load(idx)), x.size, torch.bool, [x])
+
+
+def _nan_aware(g: Any, x: TensorValue, dims: Any, keepdim: bool, rtype: str,
+               out_dtype: torch.dtype) -> Any:
+    """max/min/argmax/argmin of floats as eager: a NaN anywhere in the row wins (argmax:
+    the first NaN). Built from NaN-blind reductions plus `any(isnan)` and the index of the
+    first NaN, so every backend's max/min combine may ignore NaNs; all of them fuse into
+    one kernel (same iteration space)."""
+    best = reduce(g, x, dims, keepdim, rtype, out_dtype, None if rtype in ("max", "min")
+                  else x.dtype)
+    if not x.dtype.is_floating_point or _only_shifts_its_input(g):
+        return best
+    nan = _isnan(g, x)
+    has_nan = reduce(g, nan, dims, keepdim, "any", torch.bool, torch.bool)
+    lb, lh = best.loader(), has_nan.loader()
+    if rtype in ("max", "min"):
+        def inner(idx: Index) -> Any:
+            return ops.where(lh(idx), ops.constant(float("nan"), upcast(out_dtype)), lb(idx))
+    else:
+        load_nan = nan.loader()
+        as_int = g.lazy(lambda idx: ops.to_dtype(load_nan(idx), torch.int8), x.size,
+                        torch.int8, [nan])
+        first = reduce(g, as_int, dims, keepdim, "argmax", torch.int64, torch.int8)
+        lf = first.loader()
+
+        def inner(idx: Index) -> Any:
+            return ops.where(lh(idx), lf(idx), lb(idx))
+    return g.lazy(inner, best.size, out_dtype, [])
+
+
+def _only_shifts_its_input(g: Any) -> bool:
+    """True for the max inside softmax / log_softmax (`x - amax(x)`, then a sum of exp over
+    the row): a NaN in the row already makes the whole row NaN there, so this max need not
+    carry it. Decided from the op the decomposition came from, not from the graph's shape."""
+    node = g.current
+    if node is None or not node.users or not node.args:
+        return False
+    whole = getattr(node.meta.get("original_aten"), "overloadpacket", None)
+    if whole not in (aten._softmax, aten._log_softmax):
+        return False
+    src = node.args[0]
+    return all(u.target is aten.sub.Tensor and u.args[0] is src for u in node.users)
+
+
 @register_lowering(aten.amax, prims.amax)
-def amax(g: Any, x: TensorValue, dims: Any = None, keepdim: bool = False) -> Stored:
-    return reduce(g, x, dims, keepdim, "max", _out_dtype(g))
+def amax(g: Any, x: TensorValue, dims: Any = None, keepdim: bool = False) -> Any:
+    return _nan_aware(g, x, dims, keepdim, "max", _out_dtype(g))
 
 
 @register_lowering(aten.amin, prims.amin)
-def amin(g: Any, x: TensorValue, dims: Any = None, keepdim: bool = False) -> Stored:
-    return reduce(g, x, dims, keepdim, "min", _out_dtype(g))
+def amin(g: Any, x: TensorValue, dims: Any = None, keepdim: bool = False) -> Any:
+    return _nan_aware(g, x, dims, keepdim, "min", _out_dtype(g))
 
 
 @register_lowering(aten.any.dim, aten.any.dims, aten.any.default)
@@ -156,9 +228,13 @@ def _arg_reduce(g: Any, x: TensorValue, dim: int | None, keepdim: bool, rtype: s
 
         n = x.numel()
         flat = remap(g, x, [n], lambda idx: decompose(idx[0], list(x.size)))
-        out = reduce(g, flat, [0], False, rtype, torch.int64, x.dtype)
-        return out.with_view([1] * len(x.size), [0] * len(x.size), 0) if keepdim else out
-    return reduce(g, x, [dim], keepdim, rtype, torch.int64, x.dtype)
+        out = _nan_aware(g, flat, [0], False, rtype, torch.int64)
+        if not keepdim:
+            return out
+        from compiler.lowering.views import remap as remap_
+
+        return remap_(g, out, [1] * len(x.size), lambda idx: [])
+    return _nan_aware(g, x, [dim], keepdim, rtype, torch.int64)
 
 
 @register_lowering(aten.mean.dim, aten.mean.default)
@@ -167,7 +243,11 @@ def mean(g: Any, x: TensorValue, dims: Any = None, keepdim: bool = False,
     out = _out_dtype(g)
     total = reduce(g, x, dims, keepdim, "sum", upcast(out), upcast(out))
     n = _count(x, dims)
-    return _scale(g, total, 1.0 / n, out)
+    return _scale(g, total, _inv(n), out)
+
+
+def _inv(n: float) -> float:
+    return 1.0 / n if n > 0 else float("nan")
 
 
 def _count(x: TensorValue, dims: Any) -> int:
@@ -180,9 +260,24 @@ def _count(x: TensorValue, dims: Any) -> int:
 def _scale(g: Any, total: Stored, factor: float, out: torch.dtype) -> Any:
     load = total.loader()
     cd = total.dtype
+    if not math.isfinite(factor):
+        factor = float("nan")
 
     def inner(idx: Index) -> Any:
         v = ops.mul(load(idx), ops.constant(factor, cd))
+        return ops.to_dtype(v, out) if out != cd else v
+
+    return g.lazy(inner, total.size, out, [])
+
+
+def _divide(g: Any, total: Stored, divisor: float, out: torch.dtype) -> Any:
+    if divisor > 0:
+        return _scale(g, total, 1.0 / divisor, out)
+    load = total.loader()
+    cd = total.dtype
+
+    def inner(idx: Index) -> Any:
+        v = ops.truediv(load(idx), ops.constant(divisor, cd))
         return ops.to_dtype(v, out) if out != cd else v
 
     return g.lazy(inner, total.size, out, [])
@@ -195,7 +290,7 @@ def variance(g: Any, x: TensorValue, dims: Any, correction: float, keepdim: bool
     acc = upcast(out)
     n = _count(x, dims)
     total = reduce(g, x, dims, True, "sum", acc, acc)
-    mean_keep = _scale(g, total, 1.0 / n, acc)
+    mean_keep = _scale(g, total, _inv(n), acc)
     load_x, load_m = x.loader(), mean_keep.loader()
     rdims = _dims(dims, len(x.size))
 
@@ -208,9 +303,10 @@ def variance(g: Any, x: TensorValue, dims: Any, correction: float, keepdim: bool
 
     dev = g.lazy(sq_dev, x.size, acc, [x, mean_keep])
     ssq = reduce(g, dev, dims, keepdim, "sum", acc, acc)
-    dof = n - correction
-    var = _scale(g, ssq, 1.0 / dof if dof > 0 else float("nan"), out)
-    mean_out = _scale(g, total, 1.0 / n, out)
+    # eager clamps the degrees of freedom at 0 and divides: inf, or nan where ssq is 0.
+    dof = max(0.0, n - correction)
+    var = _divide(g, ssq, dof, out)
+    mean_out = _scale(g, total, _inv(n), out)
     if not keepdim:
         from compiler.lowering.views import remap
 

@@ -13,7 +13,7 @@ from typing import Any
 import sympy
 
 from compiler.ir.indexing import contiguous_strides, decompose
-from compiler.ir.nodes import Index, Lazy, Stored, TensorValue
+from compiler.ir.nodes import Index, InputBuffer, Lazy, Stored, TensorValue
 from compiler.lowering.registry import aten, prims, register_lowering
 
 
@@ -34,6 +34,10 @@ def _meta_size(g: Any) -> tuple[int, ...]:
 @register_lowering(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
                    prims.reshape, aten._reshape_alias)
 def view(g: Any, x: TensorValue, *args: Any) -> TensorValue:
+    meta = g.out_meta()
+    if meta.dtype != x.dtype:  # view(dtype): reinterpret the bits, which ATen does right
+        return g.extern(g.current.target, (x, *args), {}, fallback=True,
+                        reason="dtype view (bit reinterpretation)")
     size = _meta_size(g)
     if size == tuple(x.size):
         return x
@@ -126,15 +130,39 @@ def select(g: Any, x: TensorValue, dim: int, index: int) -> TensorValue:
 @register_lowering(aten.as_strided, prims.as_strided)
 def as_strided(g: Any, x: TensorValue, size: Sequence[int], stride: Sequence[int],
                storage_offset: int | None = None) -> TensorValue:
-    stored = g.realize(x, "as_strided needs storage")
-    base = stored.view.offset if storage_offset is None else int(storage_offset)
-    return stored.with_view([int(s) for s in size], [int(s) for s in stride], base)
+    """A view of x's *storage*: only right where our storage is laid out as eager's.
+
+    An input's storage is the real one. Anything else is first copied into a buffer with
+    eager's strides for x, and the view must stay inside that copy (else: run eagerly).
+    """
+    from compiler.lowering.graph import Unsupported, _dense_permutation
+
+    size, stride = [int(s) for s in size], [int(s) for s in stride]
+    node = g.current.args[0]
+    meta = node.meta["val"]
+    offset = int(meta.storage_offset()) if storage_offset is None else int(storage_offset)
+    if isinstance(x, Stored) and isinstance(x.buffer, InputBuffer):
+        return x.with_view(size, stride, offset - g.input_offsets.get(x.buffer.name, 0))
+    mstride = [int(s) for s in meta.stride()]
+    if not _dense_permutation(list(x.size), mstride):
+        raise Unsupported("as_strided of a non-dense intermediate")
+    rel = offset - int(meta.storage_offset())
+    hi = rel + sum((n - 1) * st for n, st in zip(size, stride) if n > 0)
+    if any(n == 0 for n in size):
+        hi = rel
+    if rel < 0 or hi >= max(1, x.numel()) or any(st < 0 for st in stride):
+        raise Unsupported("as_strided reaching outside its input's own elements")
+    copy = g.realize(remap(g, x, x.size, lambda idx: list(idx)), "as_strided needs storage "
+                     "laid out as eager's", stride=mstride)
+    return copy.with_view(size, stride, rel)
 
 
 @register_lowering(aten.unfold)
 def unfold(g: Any, x: TensorValue, dim: int, size: int, step: int) -> TensorValue:
     dim = _norm_dim(dim, len(x.size))
     out = _meta_size(g)
+    if not x.size:  # unfold of a 0-d tensor: one window of the one element
+        return remap(g, x, out, lambda idx: [])
 
     def reindex(idx: Index) -> list[sympy.Expr]:
         res = list(idx[:-1])
@@ -143,3 +171,88 @@ def unfold(g: Any, x: TensorValue, dim: int, size: int, step: int) -> TensorValu
 
     return remap(g, x, out, reindex)
 
+
+
+def _narrow(g: Any, x: TensorValue, dim: int, start: int, length: int) -> TensorValue:
+    size = list(x.size)
+    size[dim] = length
+    if isinstance(x, Stored):
+        return x.with_view(size, x.view.stride, x.view.offset + start * x.view.stride[dim])
+
+    def reindex(idx: Index) -> list[sympy.Expr]:
+        out = list(idx)
+        out[dim] = idx[dim] + start
+        return out
+
+    return remap(g, x, size, reindex)
+
+
+@register_lowering(aten.split_with_sizes, aten.split_with_sizes_copy)
+def split_with_sizes(g: Any, x: TensorValue, sizes: Sequence[int], dim: int = 0
+                     ) -> tuple[TensorValue, ...]:
+    dim = _norm_dim(dim, len(x.size))
+    out, start = [], 0
+    for n in sizes:
+        out.append(_narrow(g, x, dim, start, int(n)))
+        start += int(n)
+    return tuple(out)
+
+
+@register_lowering(aten.split.Tensor, aten.split_copy.Tensor)
+def split(g: Any, x: TensorValue, split_size: int, dim: int = 0) -> tuple[TensorValue, ...]:
+    dim = _norm_dim(dim, len(x.size))
+    n = x.size[dim]
+    sizes = [min(split_size, n - s) for s in range(0, n, split_size)] if split_size else [n]
+    return split_with_sizes(g, x, sizes or [0], dim)
+
+
+@register_lowering(aten.unbind.int, aten.unbind_copy.int)
+def unbind(g: Any, x: TensorValue, dim: int = 0) -> tuple[TensorValue, ...]:
+    dim = _norm_dim(dim, len(x.size))
+    size = [s for k, s in enumerate(x.size) if k != dim]
+    out: list[TensorValue] = []
+    for i in range(x.size[dim]):
+        if isinstance(x, Stored):
+            stride = [st for k, st in enumerate(x.view.stride) if k != dim]
+            out.append(x.with_view(size, stride, x.view.offset + i * x.view.stride[dim]))
+        else:
+            out.append(remap(g, x, size, _select_at(dim, i)))
+    return tuple(out)
+
+
+def _select_at(dim: int, i: int) -> Callable[[Index], list[sympy.Expr]]:
+    return lambda idx: list(idx[:dim]) + [sympy.Integer(i)] + list(idx[dim:])
+
+
+@register_lowering(aten.flip)
+def flip(g: Any, x: TensorValue, dims: Sequence[int]) -> TensorValue:
+    nd = len(x.size)
+    flipped = {_norm_dim(d, nd) for d in dims}
+    size = list(x.size)
+    return remap(g, x, size, lambda idx: [size[k] - 1 - i if k in flipped else i
+                                          for k, i in enumerate(idx)])
+
+
+@register_lowering(aten.diagonal, aten.diagonal_copy)
+def diagonal(g: Any, x: TensorValue, offset: int = 0, dim1: int = 0, dim2: int = 1
+             ) -> TensorValue:
+    nd = len(x.size)
+    d1, d2 = _norm_dim(dim1, nd), _norm_dim(dim2, nd)
+    size = _meta_size(g)
+    rest = [k for k in range(nd) if k not in (d1, d2)]
+    start1, start2 = (0, offset) if offset >= 0 else (-offset, 0)
+    if isinstance(x, Stored):
+        st = x.view.stride
+        n = size[-1]
+        base = x.view.offset + (start1 * st[d1] + start2 * st[d2] if n > 0 else 0)
+        return x.with_view(size, [st[k] for k in rest] + [st[d1] + st[d2]], base)
+
+    def reindex(idx: Index) -> list[sympy.Expr]:
+        out: list[sympy.Expr] = [sympy.Integer(0)] * nd
+        for k, i in zip(rest, idx[:-1]):
+            out[k] = i
+        out[d1] = idx[-1] + start1
+        out[d2] = idx[-1] + start2
+        return out
+
+    return remap(g, x, size, reindex)

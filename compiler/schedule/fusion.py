@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compiler.ir.handlers import body_vars
-from compiler.ir.indexing import index_vars
+from compiler.ir.indexing import contiguous_strides, decompose, index_vars, simplify_index
 from compiler.schedule.domain import split_point
 from compiler.schedule.nodes import SchedNode, canonical
 
@@ -192,7 +192,63 @@ def _reduction_reads_ok(a: Group, b: Group) -> tuple[bool, str]:
                 if got is None or got != want:
                     return False, (f"{reader.name} reads reduction {name} at another row "
                                    f"({index}), not the one it computes")
+    # Through in-kernel pointwise nodes: a reader recomputes such a node at the index it
+    # reads it, so that node's reads of a reduction happen at the composed index (a column
+    # sum over values that use per-row statistics reads every row's statistics).
+    pointwise = {n.name: n for n in nodes if n.kind == "pointwise"}
+    for reader in nodes:
+        for name, indexes in reader.reads.items():
+            if name not in pointwise or reader is pointwise[name]:
+                continue
+            for index in indexes:
+                for red_name, composite in _through(pointwise, reductions, name, index, 0):
+                    red = reductions[red_name]
+                    if reader is red:
+                        continue
+                    want = canonical(red.write_index(), index_vars("i", len(red.ranges)),
+                                     list(red.ranges))
+                    got = None if composite is None else \
+                        _x_view(reader, simplify_index(composite, _bounds(reader)), x, r)
+                    if got is None or got != want:
+                        return False, (f"{reader.name} reads {name}, which reads reduction "
+                                       f"{red_name} at another row than {reader.name} computes")
     return True, ""
+
+
+def _through(pointwise: dict[str, SchedNode], reductions: dict[str, SchedNode], name: str,
+             index: Any, depth: int) -> list[tuple[str, Any]]:
+    """(reduction, index) pairs read by recomputing pointwise node `name` at storage index
+    `index`; the index is None where it cannot be composed (then the fusion is refused)."""
+    node = pointwise[name]
+    lay = node.buffer.layout
+    if depth > 8:
+        return [(red, None) for red in reductions]
+    if list(lay.stride) != contiguous_strides(lay.size) or lay.offset:
+        coords = None
+    else:
+        coords = decompose(index, list(lay.size))
+    variables, _ = body_vars(node.buffer.data)  # type: ignore[attr-defined]
+    out: list[tuple[str, Any]] = []
+    for src, idxs in node.reads.items():
+        if src not in reductions and src not in pointwise:
+            continue
+        for j in idxs:
+            composed = None if coords is None else \
+                j.subs(dict(zip(variables, coords)), simultaneous=True)
+            if src in reductions:
+                out.append((src, composed))
+            elif composed is None:
+                out.extend((red, None) for red in reductions)
+            else:
+                out.extend(_through(pointwise, reductions, src, composed, depth + 1))
+    return out
+
+
+def _bounds(node: SchedNode) -> dict[Any, int]:
+    data = node.buffer.data  # type: ignore[attr-defined]
+    variables, rvars = body_vars(data)
+    ranges = list(data.ranges) + list(getattr(data, "reduction_ranges", ()))
+    return {v: int(n) - 1 for v, n in zip(list(variables) + list(rvars), ranges)}
 
 
 def _x_view(reader: SchedNode, index: Any, x: int, r: int) -> Any:

@@ -1,0 +1,150 @@
+"""Regression cases for the correctness classes: compiled vs eager, exactly where it must be.
+
+Each case is (fn, make_inputs). `check` compiles fn with the named backend and compares
+output count, dtype, shape, device and values (NaNs equal) with eager. Run as a script
+(`python correctness_cases.py BACKEND`) it prints one line per case: the tests run it
+in-process for C++ and in a subprocess under the Triton interpreter.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+NAN = float("nan")
+Case = tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]
+
+
+def _nan_rows() -> tuple[torch.Tensor]:
+    return (torch.tensor([[1.0, NAN, 3.0, NAN], [1.0, 5.0, 3.0, 5.0], [-1.0, -2.0, NAN, 0.0]]),)
+
+
+CASES: dict[str, Case] = {
+    # zero-size tensors, zero-size dims, dim=() and 0-d inputs
+    "unary_empty": (torch.exp, lambda: (torch.randn(0, 3),)),
+    "cat_with_empty": (lambda x: torch.cat([x, torch.empty(0)]) * 2, lambda: (torch.randn(3),)),
+    "sum_zero_dim": (lambda x: x.sum(0), lambda: (torch.randn(0, 3),)),
+    "prod_zero_dim": (lambda x: x.prod(1), lambda: (torch.randn(3, 0),)),
+    "mean_zero_dim": (lambda x: x.mean(0), lambda: (torch.randn(0, 3),)),
+    "sum_0d": (lambda x: x.sum() + 1, lambda: (torch.tensor(3.0),)),
+    "sum_dim_empty_tuple": (lambda x: x.sum(dim=()), lambda: (torch.randn(3, 4),)),
+    "amax_0d": (lambda x: x.amax(), lambda: (torch.tensor(-2.0),)),
+    "argmax_0d": (lambda x: x.argmax(), lambda: (torch.tensor(-2.0),)),
+    "linspace_0_steps": (lambda x: torch.linspace(0, 1, 0) + x.sum(), lambda: (torch.randn(2),)),
+    "eye_0": (lambda x: torch.eye(0) + x.sum(), lambda: (torch.randn(2),)),
+    "unfold_empty": (lambda x: x.unfold(1, 2, 1) * 2, lambda: (torch.randn(0, 4),)),
+    # integer and bool semantics
+    "bitwise_not_bool_mask": (lambda x, m: x.masked_fill(~m, float("-inf")).softmax(-1),
+                              lambda: (torch.randn(3, 4), torch.rand(3, 4) > 0.3)),
+    "logical_xor_float": (torch.logical_xor, lambda: (torch.tensor([True, False, True]),
+                                                       torch.tensor([2.0, 0.0, 0.0]))),
+    "logical_and_int": (torch.logical_and, lambda: (torch.tensor([2, 0, -1]),
+                                                     torch.tensor([3, 3, 0]))),
+    "int_pow": (lambda x: x ** 3 + x ** 0, lambda: (torch.tensor([2, -3, 5, 0]),)),
+    "int_fmod_negative": (torch.fmod, lambda: (torch.tensor([-7, 7, -8, 8]),
+                                                torch.tensor([3, -3, 3, -5]))),
+    "int_remainder_negative": (torch.remainder, lambda: (torch.tensor([-7, 7, -8, 8]),
+                                                          torch.tensor([3, -3, 3, -5]))),
+    "int_div_floor": (lambda x, y: torch.div(x, y, rounding_mode="floor"),
+                      lambda: (torch.tensor([-7, 7, -8, 8]), torch.tensor([3, -3, 3, -5]))),
+    "int_div_trunc": (lambda x, y: torch.div(x, y, rounding_mode="trunc"),
+                      lambda: (torch.tensor([-7, 7, -8, 8]), torch.tensor([3, -3, 3, -5]))),
+    "neg_uint8": (lambda x: -x, lambda: (torch.tensor([1, 2, 250], dtype=torch.uint8),)),
+    "sum_bool": (lambda x: x.sum(), lambda: (torch.tensor([True, True, False]),)),
+    "sum_int": (lambda x: x.sum(1), lambda: (torch.randint(-5, 5, (4, 7), dtype=torch.int32),)),
+    "dtype_view": (lambda x: (x * 2).view(torch.int32), lambda: (torch.randn(4),)),
+    "float_to_int": (lambda x: (x * 100).to(torch.int32), lambda: (torch.randn(16),)),
+    # NaN semantics
+    "argmax_nan": (lambda x: torch.argmax(x, 1), _nan_rows),
+    "argmin_nan_flat": (lambda x: torch.argmin(x), _nan_rows),
+    "amax_nan": (lambda x: torch.amax(x, 1), _nan_rows),
+    "max_dim_nan": (lambda x: torch.max(x, 1), _nan_rows),
+    "min_nan": (lambda x: torch.min(x), _nan_rows),
+    "shift_by_max_nan": (lambda x: x - x.amax(1, keepdim=True), _nan_rows),
+    "softmax_nan": (lambda x: torch.softmax(x, 1), _nan_rows),
+    "logsumexp_nan": (lambda x: torch.logsumexp(x, 1), _nan_rows),
+    "var_correction_ge_n": (lambda x: torch.var(x, 1, correction=5), lambda: (torch.randn(3, 4),)),
+    "std_single": (lambda x: x.std(1), lambda: (torch.randn(3, 1),)),
+    # views and storage offsets
+    "chunk_offsets": (lambda x: torch.chunk(x, 3), lambda: (torch.randn(10, 5, 5),)),
+    "chunk_of_lazy": (lambda x: torch.chunk(x * 2, 3)[1] + 1, lambda: (torch.randn(10, 5, 5),)),
+    "split_of_slice": (lambda x: torch.split(x[2:], 3), lambda: (torch.randn(10, 5),)),
+    "unbind": (lambda x: torch.unbind(x + 1, 1), lambda: (torch.randn(4, 3),)),
+    "diagonal_offset": (lambda x: torch.diagonal(x, 1, 1, 2) + 0, lambda: (torch.randn(2, 4, 5),)),
+    "diagonal_negative": (lambda x: torch.diagonal(x, -1) * 1, lambda: (torch.randn(3, 4),)),
+    "as_strided_channels_last": (
+        lambda x: x.contiguous(memory_format=torch.channels_last).as_strided((2, 3), (1, 2)) + 1,
+        lambda: (torch.randn(1, 2, 2, 3),)),
+    "negative_slice": (lambda x: x[-3:-1] * 2, lambda: (torch.randn(6, 2),)),
+    "flip": (lambda x: x.flip(0) + 1, lambda: (torch.randn(5),)),
+    "unfold": (lambda x: x.unfold(1, 3, 2) * 2, lambda: (torch.randn(2, 7),)),
+    "roll": (lambda x: torch.roll(x * 2, (1, -1), (0, 1)), lambda: (torch.randn(5, 3),)),
+    # indirect indexing
+    "index_negative": (lambda x, i: x[i], lambda: (torch.randn(5), torch.tensor([-1, 0, -5]))),
+    "gather_negative_free": (lambda x, i: torch.gather(x, 1, i),
+                             lambda: (torch.randn(3, 4), torch.tensor([[0, 3], [1, 1], [3, 2]]))),
+    "index_broadcast": (lambda x, i, j: x[i, j],
+                        lambda: (torch.randn(4, 5), torch.tensor([[0], [3]]),
+                                 torch.tensor([1, -1, 2]))),
+    "prod_long_row": (lambda x: x.prod(1), lambda: (torch.rand(1, 2050) * 0.2 + 0.9,)),
+    # complex goes to ATen
+    "complex_view_as_real": (lambda x: torch.view_as_real(x * 2) + 1,
+                             lambda: (torch.randn(3, dtype=torch.complex64),)),
+    # multi-output linalg wrappers
+    "linalg_qr": (torch.linalg.qr, lambda: (torch.randn(3, 3),)),
+    "linalg_eigh": (lambda x: torch.linalg.eigh(x @ x.T + torch.eye(3)),
+                    lambda: (torch.randn(3, 3),)),
+}
+NO_INTERPRETER: set[str] = set()
+TOL = {torch.float16: 1e-3, torch.bfloat16: 1.6e-2, torch.float64: 1e-7}
+
+
+def _flat(x: Any) -> list[Any]:
+    return list(x) if isinstance(x, (tuple, list)) else [x]
+
+
+def compare(got: Any, expected: Any) -> str:
+    out, exp = _flat(got), _flat(expected)
+    if len(out) != len(exp):
+        return f"{len(out)} outputs, eager {len(exp)}"
+    for k, (o, e) in enumerate(zip(out, exp)):
+        if not isinstance(o, torch.Tensor):
+            return f"output {k} is {type(o).__name__}"
+        if o.dtype != e.dtype or o.shape != e.shape or o.device != e.device:
+            return f"output {k}: {o.dtype} {tuple(o.shape)} {o.device} vs eager " \
+                   f"{e.dtype} {tuple(e.shape)} {e.device}"
+        tol = TOL.get(e.dtype, 1e-5)
+        if e.dtype.is_floating_point:
+            if not torch.allclose(o, e, atol=tol, rtol=tol, equal_nan=True):
+                return f"output {k} differs: {o.tolist()} vs {e.tolist()}"[:300]
+        elif not torch.equal(o, e):
+            return f"output {k} differs: {o.tolist()} vs {e.tolist()}"[:300]
+    return "ok"
+
+
+def check(name: str, backend_name: str) -> str:
+    from compiler import backend
+
+    fn, make = CASES[name]
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    args = make()
+    with torch.no_grad():
+        expected = fn(*[a.clone() for a in args])
+        got = torch.compile(fn, backend=backend, options={"backend": backend_name})(*args)
+    return compare(got, expected)
+
+
+if __name__ == "__main__":
+    be = sys.argv[1]
+    for case in CASES:
+        if be == "triton" and case in NO_INTERPRETER:
+            continue
+        try:
+            result = check(case, be)
+        except Exception as e:  # noqa: BLE001 - reported per case
+            result = f"raised {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        print(f"{case} {result}", flush=True)

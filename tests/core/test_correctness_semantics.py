@@ -1,0 +1,42 @@
+"""Zero sizes, integer/bool semantics, NaNs, views, indexing, complex: eager's answers.
+
+The cases live in correctness_cases.py; C++ runs them in-process, the Triton interpreter in
+a subprocess (TRITON_INTERPRET must be set before Triton is imported).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from correctness_cases import CASES, NO_INTERPRETER, check
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cpp_matches_eager(name: str) -> None:
+    assert check(name, "cpp") == "ok"
+
+
+@pytest.fixture(scope="module")
+def interpreter_results() -> dict[str, str]:
+    env = {**os.environ, "TRITON_INTERPRET": "1",
+           "PYTHONPATH": os.pathsep.join([str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, str(HERE / "correctness_cases.py"), "triton"],
+                          capture_output=True, text=True, env=env, timeout=900)
+    results = {}
+    for line in proc.stdout.splitlines():
+        name, _, result = line.partition(" ")
+        results[name] = result
+    assert results, proc.stderr[-3000:]
+    return results
+
+
+@pytest.mark.parametrize("name", sorted(set(CASES) - NO_INTERPRETER))
+def test_triton_interpreter_matches_eager(name: str, interpreter_results: dict[str, str]
+                                          ) -> None:
+    assert interpreter_results.get(name) == "ok", interpreter_results.get(name, "crashed")

@@ -1,0 +1,110 @@
+"""docs/coverage.md from the sweep's result files (docs/coverage/<target>.jsonl).
+
+In: one JSON line per case (op, dtype, sample, status, reason) per target, and the target's
+`.meta.json` (date, versions, command). Out: a Markdown page with the totals per target and
+one row per op: its status on each target, the dtypes that are not native, and a reason.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from opinfo_harness import STATUS_ORDER, aggregate
+
+ORDER = ["cpp", "triton-interpret", "cuda"]
+
+
+def _load(directory: Path) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
+    out = {}
+    for path in sorted(directory.glob("*.jsonl")):
+        target = path.stem
+        meta_path = path.with_suffix(".meta.json")
+        meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        cases = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        out[target] = (meta, cases)
+    return dict(sorted(out.items(), key=lambda kv: ORDER.index(kv[0])
+                       if kv[0] in ORDER else 99))
+
+
+def _totals(ops: dict[str, dict[str, Any]], cases: list[dict[str, Any]],
+            dtype: str | None = None) -> dict[str, int]:
+    counts = {s: 0 for s in STATUS_ORDER}
+    for entry in ops.values():
+        if dtype is None:
+            counts[entry["status"]] += 1
+        elif dtype in entry["dtypes"]:
+            counts[entry["dtypes"][dtype]] += 1
+    return counts
+
+
+def write_report(directory: Path, out: Path) -> Path:
+    targets = _load(directory)
+    lines = [
+        "# OpInfo coverage",
+        "",
+        "Every entry of PyTorch's OpInfo database (`op_db`), its first samples per dtype,",
+        "eager against `torch.compile(fn, backend=\"kernelscope\")`. Status per op is the worst",
+        "over its cases: **native** (lowered by Kernelscope with the ATen fallback off, and",
+        "equal to eager), **fallback** (correct, but some op went to ATen, with the reason),",
+        "**mismatch** (a different answer), **error** (eager ran, we raised, timed out or",
+        "crashed), **skip** (eager rejects every sample). float16/bfloat16 are compared as",
+        "Inductor's `check_model` does (against a float32 reference where eager itself is",
+        "off); random ops and uninitialized outputs by shape, dtype and statistics.",
+        "",
+        "Regenerate (all targets present on the host; `--target cuda` on a GPU host):",
+        "",
+        "```",
+        "python tests/opinfo/sweep.py                 # C++ and the Triton interpreter",
+        "python tests/opinfo/sweep.py --target cuda   # on a GPU host",
+        "python tests/opinfo/sweep.py --report-only   # rewrite this page from docs/coverage/",
+        "```",
+        "",
+        "The CI tier runs a fixed slice of it: `tests/opinfo/test_opinfo_slice.py`.",
+        "",
+        "## Totals (ops)",
+        "",
+        "| target | date | torch | triton | GPU | dtypes | samples | native | fallback | "
+        "mismatch | error | skip | cases | command |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    per_target: dict[str, dict[str, dict[str, Any]]] = {}
+    for target, (meta, cases) in targets.items():
+        ops = aggregate(cases)
+        per_target[target] = ops
+        t = _totals(ops, cases)
+        lines.append(
+            f"| {target} | {meta.get('date', '?')} | {meta.get('torch', '?')} | "
+            f"{meta.get('triton', '?')} | {meta.get('gpu', '?')} | {meta.get('dtypes', '?')} | "
+            f"{meta.get('samples', '?')} | {t['native']} | {t['fallback']} | {t['mismatch']} "
+            f"| {t['error']} | {t['skip']} | {len(cases)} | `{meta.get('command', '?')}` |")
+    lines += ["", "## Totals per dtype (ops with at least one sample of that dtype)", "",
+              "| target | dtype | native | fallback | mismatch | error | skip |",
+              "|---|---|---|---|---|---|---|"]
+    for target, (_meta, cases) in targets.items():
+        ops = per_target[target]
+        for dtype in ("f32", "f16", "bf16", "f64", "i32", "i64", "bool"):
+            t = _totals(ops, cases, dtype)
+            if sum(t.values()):
+                lines.append(f"| {target} | {dtype} | {t['native']} | {t['fallback']} | "
+                             f"{t['mismatch']} | {t['error']} | {t['skip']} |")
+    names = sorted({op for ops in per_target.values() for op in ops})
+    header = " | ".join(per_target)
+    lines += ["", "## Per op", "",
+              "Status per target; `dtypes` lists the dtypes that are not native on the first",
+              "target, with their status; the reason is the worst case's.", "",
+              f"| op | {header} | dtypes not native | reason |",
+              "|---|" + "---|" * len(per_target) + "---|---|"]
+    first = next(iter(per_target.values()), {})
+    for name in names:
+        cells = [per_target[t].get(name, {}).get("status", "-") for t in per_target]
+        entry = first.get(name) or next(ops[name] for ops in per_target.values() if name in ops)
+        odd = ", ".join(f"{d}: {s}" for d, s in sorted(entry["dtypes"].items())
+                        if s not in ("native", "skip"))
+        reason = next((per_target[t][name]["reason"] for t in per_target
+                       if name in per_target[t] and per_target[t][name]["reason"]), "")
+        reason = reason.replace("|", "\\|").replace("\n", " ")[:160]
+        lines.append(f"| `{name}` | {' | '.join(cells)} | {odd} | {reason} |")
+    out.write_text("\n".join(lines) + "\n")
+    return out

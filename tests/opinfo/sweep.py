@@ -1,0 +1,205 @@
+"""The OpInfo sweep: run the differential harness over op_db in parallel shards.
+
+    python tests/opinfo/sweep.py                          # full sweep, C++ + Triton interpreter
+    python tests/opinfo/sweep.py --target cpp --dtypes f32 --ops add,sum
+    python tests/opinfo/sweep.py --target cuda            # on a GPU host
+    python tests/opinfo/sweep.py --report-only            # rewrite docs/coverage.md
+
+Each target writes its per-case results to docs/coverage/<target>.jsonl and docs/coverage.md
+is rebuilt from every such file present. A shard is a subprocess of its own: a case that
+crashes the process (the Triton interpreter reading out of bounds, a segfault) is recorded as
+an error and the shard restarts after it. Each case has a time limit (--timeout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+OUT_DIR = REPO / "docs" / "coverage"
+TARGETS = {  # name -> (device, compile options, extra environment)
+    "cpp": ("cpu", {"backend": "cpp"}, {}),
+    "triton-interpret": ("cpu", {"backend": "triton"}, {"TRITON_INTERPRET": "1"}),
+    "cuda": ("cuda", {}, {}),
+}
+ALL_DTYPES = "f32,f16,bf16,f64,i32,i64,bool"
+
+
+def _ops(names: str | None) -> list[Any]:
+    from opinfo_harness import op_key
+    from torch.testing._internal.common_methods_invocations import op_db
+
+    if not names:
+        return list(op_db)
+    wanted = set(names.split(","))
+    return [op for op in op_db if op_key(op) in wanted or op.name in wanted]
+
+
+def worker(args: argparse.Namespace) -> int:
+    """Run the cases of one shard, appending one JSON line per case (and a start marker)."""
+    import torch
+    from opinfo_harness import DTYPES, CaseResult, op_key, run_case, samples
+
+    device, options, _env = TARGETS[args.target]
+    options = {**options, "cache_dir": args.cache_dir} if args.cache_dir else options
+    path = Path(args.results)
+    done: set[tuple[str, str, int]] = set()
+    if path.exists():
+        for line in path.read_text().splitlines():
+            rec = json.loads(line)
+            done.add(tuple(rec["start"] if "start" in rec else
+                           (rec["op"], rec["dtype"], rec["sample"])))  # type: ignore[arg-type]
+    torch.set_num_threads(1)
+    ops = _ops(args.ops)
+    with path.open("a") as out:
+        for i, op in enumerate(ops):
+            if i % args.jobs != args.shard:
+                continue
+            supported = op.supported_dtypes(device)
+            for dname in args.dtypes.split(","):
+                dtype = DTYPES[dname]
+                if dtype not in supported:
+                    continue
+                for k, sample in enumerate(samples(op, device, dtype, args.samples)):
+                    key = (op_key(op), dname, k)
+                    if key in done:
+                        continue
+                    out.write(json.dumps({"start": list(key)}) + "\n")
+                    out.flush()
+                    try:
+                        res = run_case(op, dname, k, sample, options, args.timeout)
+                    except Exception as e:  # noqa: BLE001 - the harness itself must go on
+                        res = CaseResult(*key, "error", f"harness: {type(e).__name__}: {e}")
+                    out.write(json.dumps(res.to_json()) + "\n")
+                    out.flush()
+    return 0
+
+
+def _shard_cmd(args: argparse.Namespace, shard: int, results: Path) -> list[str]:
+    cmd = [sys.executable, str(HERE / "sweep.py"), "--worker", "--target", args.target,
+           "--shard", str(shard), "--jobs", str(args.jobs), "--results", str(results),
+           "--dtypes", args.dtypes, "--samples", str(args.samples),
+           "--timeout", str(args.timeout)]
+    if args.ops:
+        cmd += ["--ops", args.ops]
+    if args.cache_dir:
+        cmd += ["--cache-dir", args.cache_dir]
+    return cmd
+
+
+def _crash_record(results: Path, rc: int) -> bool:
+    """After a shard died: record its unfinished case as an error. False if none."""
+    lines = results.read_text().splitlines() if results.exists() else []
+    if not lines:
+        return False
+    last = json.loads(lines[-1])
+    if "start" not in last:
+        return False
+    op, dtype, sample = last["start"]
+    rec = {"op": op, "dtype": dtype, "sample": sample, "status": "error",
+           "reason": f"crashed the process (exit {rc})", "seconds": 0.0}
+    with results.open("a") as out:
+        out.write(json.dumps(rec) + "\n")
+    return True
+
+
+def drive(args: argparse.Namespace) -> Path:
+    """Run all shards of one target in parallel, restarting shards after crashes."""
+    _device, _options, env_extra = TARGETS[args.target]
+    tmp = Path(args.work_dir or (REPO / ".coverage-work")) / args.target
+    tmp.mkdir(parents=True, exist_ok=True)
+    if not args.resume:
+        for f in tmp.glob("shard*.jsonl"):
+            f.unlink()
+    env = {**os.environ, **env_extra, "PYTHONPATH": os.pathsep.join(
+        [str(REPO), str(HERE), os.environ.get("PYTHONPATH", "")])}
+    shards = {k: tmp / f"shard{k}.jsonl" for k in range(args.jobs)}
+    procs = {k: subprocess.Popen(_shard_cmd(args, k, p), env=env) for k, p in shards.items()}
+    start = time.time()
+    while procs:
+        time.sleep(1)
+        for k, proc in list(procs.items()):
+            rc = proc.poll()
+            if rc is None:
+                continue
+            del procs[k]
+            if rc != 0 and _crash_record(shards[k], rc):
+                procs[k] = subprocess.Popen(_shard_cmd(args, k, shards[k]), env=env)
+    cases = []
+    for p in shards.values():
+        for line in p.read_text().splitlines() if p.exists() else []:
+            rec = json.loads(line)
+            if "start" not in rec:
+                cases.append(rec)
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    out = Path(args.output) if args.output else OUT_DIR / f"{args.target}.jsonl"
+    out.write_text("".join(json.dumps(c, sort_keys=True) + "\n" for c in
+                           sorted(cases, key=lambda c: (c["op"], c["dtype"], c["sample"]))))
+    meta = _versions(args, time.time() - start)
+    out.with_suffix(".meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    print(f"sweep {args.target}: {len(cases)} cases in {meta['seconds']:.0f}s -> {out}")
+    return out
+
+
+def _versions(args: argparse.Namespace, seconds: float) -> dict[str, Any]:
+    import torch
+
+    try:
+        import triton
+
+        tv = triton.__version__
+    except ImportError:
+        tv = "missing"
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
+    return {"target": args.target, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "torch": torch.__version__, "triton": tv, "gpu": gpu, "dtypes": args.dtypes,
+            "samples": args.samples, "ops": args.ops or "all", "seconds": round(seconds, 1),
+            "command": " ".join(["python", "tests/opinfo/sweep.py", "--target", args.target,
+                                 "--dtypes", args.dtypes, "--samples", str(args.samples)]
+                                + (["--ops", args.ops] if args.ops else []))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--target", action="append", choices=sorted(TARGETS))
+    ap.add_argument("--dtypes", default=ALL_DTYPES)
+    ap.add_argument("--samples", type=int, default=2, help="samples per op and dtype")
+    ap.add_argument("--ops", default=None, help="comma-separated OpInfo names (default all)")
+    ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2)))
+    ap.add_argument("--timeout", type=float, default=60.0, help="seconds per case")
+    ap.add_argument("--output", default=None, help="results file (one target only)")
+    ap.add_argument("--work-dir", default=None)
+    ap.add_argument("--cache-dir", default=None)
+    ap.add_argument("--resume", action="store_true", help="keep finished cases of a shard")
+    ap.add_argument("--report-only", action="store_true")
+    ap.add_argument("--no-report", action="store_true")
+    ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--shard", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--results", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.worker:
+        args.target = args.target[0]
+        return worker(args)
+    if not args.report_only:
+        for target in args.target or ["cpp", "triton-interpret"]:
+            sub = argparse.Namespace(**{**vars(args), "target": target})
+            drive(sub)
+    if not args.no_report:
+        from coverage_report import write_report
+
+        print(f"wrote {write_report(OUT_DIR, REPO / 'docs' / 'coverage.md')}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(HERE))
+    sys.path.insert(0, str(REPO))
+    raise SystemExit(main())

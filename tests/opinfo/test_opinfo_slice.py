@@ -1,0 +1,52 @@
+"""The CI tier of the OpInfo sweep: a fixed slice of op_db on the C++ backend.
+
+Every case must give eager's answer (no mismatch, no error), and each op must keep the
+status it has today: `native` ops lowered with the ATen fallback off, `fallback` ops right
+through ATen. The full sweep is `python tests/opinfo/sweep.py` (docs/coverage.md).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+NATIVE = """add sub mul div.no_rounding_mode div.floor_rounding div.trunc_rounding remainder fmod
+exp log sqrt rsqrt sigmoid tanh abs neg clamp where maximum logical_xor logical_not
+bitwise_not sum mean amax amin argmax argmin var std softmax log_softmax nn.functional.gelu
+nn.functional.layer_norm cat split chunk unbind diagonal roll flip index_select gather
+masked_fill""".split()
+FALLBACK = ["pow"]  # integer pow with a tensor exponent goes to ATen
+DTYPES = "f32,i64,bool"
+
+
+@pytest.fixture(scope="module")
+def slice_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, object]]:
+    sys.path.insert(0, str(HERE))
+    from opinfo_harness import aggregate
+
+    work = tmp_path_factory.mktemp("opinfo")
+    out = work / "cpp.jsonl"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")])}
+    cmd = [sys.executable, str(HERE / "sweep.py"), "--target", "cpp", "--dtypes", DTYPES,
+           "--samples", "2", "--ops", ",".join(NATIVE + FALLBACK), "--jobs", "2",
+           "--timeout", "120", "--no-report", "--output", str(out),
+           "--work-dir", str(work), "--cache-dir", str(work / "cache")]
+    subprocess.run(cmd, check=True, env=env, timeout=900, capture_output=True)
+    cases = [json.loads(line) for line in out.read_text().splitlines()]
+    assert cases
+    return aggregate(cases)
+
+
+@pytest.mark.parametrize("op", NATIVE + FALLBACK)
+def test_slice_op(op: str, slice_results: dict[str, dict[str, object]]) -> None:
+    entry = slice_results.get(op)
+    assert entry is not None, f"{op}: no case ran"
+    expected = "native" if op in NATIVE else "fallback"
+    assert entry["status"] == expected, (entry["status"], entry["reason"], entry["dtypes"])
