@@ -66,6 +66,23 @@ def need(app: Flask, what: str) -> None:
         pytest.skip(f"this host has no {what} for jobs: {'; '.join(info['notes'])}")
 
 
+def test_health_reports_the_isolation_level(app: Flask) -> None:
+    """2-4, 8: /api/health says which limits hold here, and why any layer is missing."""
+    info = sandbox(app)
+    assert info["cgroup"]["version"] in ("v2", "v1", "none")
+    assert info["scratch"] in ("tmpfs", "disk (walked every second)")
+    assert isinstance(info["seccomp"], bool)
+    notes = " ".join(info["notes"])
+    if info["cgroup"]["version"] == "none":
+        assert "cgroup" in notes and info["cgroup"]["note"]
+    else:
+        assert info["cgroup"]["controllers"] == ["memory", "pids"]
+    if info["scratch"] != "tmpfs":
+        assert "scratch on disk" in notes
+    if info["mode"] == "bubblewrap" and not info["seccomp"]:
+        assert "seccomp" in notes
+
+
 FORGE = """
 import json, os, sys
 def forge():
