@@ -23,6 +23,8 @@ from compiler.schedule.scheduler import Schedule
 
 
 def _pyval(v: Any) -> str:
+    if isinstance(v, torch._ops.OpOverload):  # an op as an argument (with_effects)
+        return op_call(v)
     if isinstance(v, TensorArg):
         if v.is_plain():
             return v.name

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 
 def op_name(target: Any) -> str:
     if isinstance(target, str):
@@ -25,4 +27,6 @@ def op_short(target: Any) -> str:
 
 
 def op_call(target: Any) -> str:
+    if isinstance(target, torch._ops.HigherOrderOperator):  # with_effects, ...
+        return f"torch.ops.higher_order.{target.name()}"
     return f"torch.ops.{op_name(target) if hasattr(target, '_schema') else target}"

@@ -95,6 +95,9 @@ CASES: dict[str, Case] = {
                              lambda: (torch.randn(3, dtype=torch.complex64),)),
     # multi-output linalg wrappers
     "linalg_qr": (torch.linalg.qr, lambda: (torch.randn(3, 3),)),
+    "linalg_inv_error_check": (torch.linalg.inv, lambda: (torch.randn(3, 3) + 3 * torch.eye(3),)),
+    "linalg_solve": (torch.linalg.solve, lambda: (torch.randn(3, 3) + 3 * torch.eye(3),
+                                                  torch.randn(3, 2))),
     "linalg_eigh": (lambda x: torch.linalg.eigh(x @ x.T + torch.eye(3)),
                     lambda: (torch.randn(3, 3),)),
 }

@@ -79,6 +79,10 @@ def write_report(directory: Path, out: Path) -> Path:
             f"{meta.get('triton', '?')} | {meta.get('gpu', '?')} | {meta.get('dtypes', '?')} | "
             f"{meta.get('samples', '?')} | {t['native']} | {t['fallback']} | {t['mismatch']} "
             f"| {t['error']} | {t['skip']} | {len(cases)} | `{meta.get('command', '?')}` |")
+    lines.append("")
+    for target, (meta, _cases) in targets.items():
+        lines.append(f"- {target}: ops swept: {meta.get('ops', 'all')}; "
+                     f"{meta.get('seconds', '?')} s")
     lines += ["", "## Totals per dtype (ops with at least one sample of that dtype)", "",
               "| target | dtype | native | fallback | mismatch | error | skip |",
               "|---|---|---|---|---|---|---|"]
