@@ -1,4 +1,5 @@
-"""Fixtures for the web UI's browser tests: headless Debian Chromium through Playwright.
+"""Fixtures for the web UI's browser tests: headless Debian Chromium through Playwright
+(the session's one browser is `browser` in tests/conftest.py).
 
 Every page runs offline: requests to any host but the test server are aborted, so the
 cytoscape CDN always fails and the vendored fallback is what the tests exercise (one test
@@ -9,8 +10,6 @@ artifacts/screenshots/ (gitignored).
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -22,16 +21,6 @@ import pytest
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
 SCREENSHOTS = REPO / "artifacts" / "screenshots"
-CHROMIUM = os.environ.get("KERNELSCOPE_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 VIEWPORT_SIZE = (1600, 950)
 
 for path in (HERE, REPO):
@@ -39,7 +28,7 @@ for path in (HERE, REPO):
         sys.path.insert(0, str(path))
 
 try:
-    from playwright.sync_api import Browser, BrowserContext, Page, ViewportSize, sync_playwright
+    from playwright.sync_api import Browser, BrowserContext, Page, ViewportSize
 
     HAVE_PLAYWRIGHT = True
 except ImportError:  # the tests skip with a reason below
@@ -68,18 +57,6 @@ class LiveServer:
     def close(self) -> None:
         self.server.shutdown()
         self.thread.join(timeout=5)
-
-
-@pytest.fixture(scope="session")
-def browser() -> Iterator[Browser]:
-    if not HAVE_PLAYWRIGHT:
-        pytest.skip("playwright is not installed (pip install playwright)")
-    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="session")

@@ -48,15 +48,37 @@ def _pids(match: str) -> list[int]:
     return found
 
 
-def test_kill_9_of_a_local_worker_fails_that_job_and_the_next_works(make_app: AppFactory) -> None:
-    client = make_app(WARM_POOL=0, JOB_TIMEOUT_S=30).test_client()
+def _pgid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2])
+
+
+def _cmd(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+
+
+@pytest.mark.parametrize("pool", [0, 1])
+def test_kill_9_of_a_local_worker_fails_that_job_and_the_next_works(
+    make_app: AppFactory, pool: int
+) -> None:
+    app = make_app(WARM_POOL=pool, JOB_TIMEOUT_S=30)
+    client = app.test_client()
+    warm = state(app).jobs.pool
+    if pool:
+        assert warm is not None and warm.wait_ready(1, timeout=30)
     job_id = submit(client, "# fake-sleep: 2\nx = 'kill-me-4242'\n")
     assert wait_until(lambda: client.get(f"/api/jobs/{job_id}").get_json()["events"] >= 1, 20)
-    # The compiler process inside the sandbox: once events stream, the back half (the fake
-    # worker on the capture bundle) is the one running.
-    victims = [p for p in _pids("capture.ksb") if "fake_worker" in Path(f"/proc/{p}/cmdline")
-               .read_bytes().decode(errors="replace") and "bwrap" not in Path(
-                   f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")]  # fmt: skip
+    # The Python process inside the sandbox that runs this job's current phase (front or
+    # back half, not bubblewrap around it, not an idle warm worker, not another checkout's).
+    idle = warm.idle_groups() if warm is not None else set()
+    victims = []
+    for pid in _pids(str(REPO / "server")):
+        try:
+            cmd = _cmd(pid)
+            worker = "worker_entry.py" in cmd or "warm.py" in cmd
+            if worker and "bwrap" not in cmd and _pgid(pid) not in idle:
+                victims.append(pid)
+        except OSError:
+            continue
     assert victims, "the worker process was not found"
     for pid in victims:
         os.kill(pid, signal.SIGKILL)

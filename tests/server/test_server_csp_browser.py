@@ -8,10 +8,6 @@ answer whose bytes do not match the pinned integrity hash is refused.
 
 from __future__ import annotations
 
-import os
-import shutil
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,7 +16,6 @@ from werkzeug.serving import make_server
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
-CHROMIUM = os.environ.get("KERNELSCOPE_CHROMIUM", "/usr/bin/chromium")
 WATCH = """
 window.__csp = [];
 document.addEventListener("securitypolicyviolation",
@@ -42,16 +37,6 @@ class LiveServer:
     def close(self) -> None:
         self.server.shutdown()
         self.thread.join(timeout=5)
-
-
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    if not (Path(CHROMIUM).exists() or shutil.which(CHROMIUM)):
-        pytest.skip(f"no Chromium at {CHROMIUM} (apt-get install chromium)")
-    with playwright_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox"])
-        yield browser
-        browser.close()
 
 
 def open_page(chromium: Any, url: str, cdn_body: bytes | None) -> Any:
@@ -83,12 +68,12 @@ def lib_source(page: Any) -> str:
 
 
 @pytest.mark.parametrize("cdn", ["offline", "genuine", "tampered"])
-def test_the_page_runs_under_its_csp(make_app: AppFactory, chromium: Any, cdn: str) -> None:
+def test_the_page_runs_under_its_csp(make_app: AppFactory, browser: Any, cdn: str) -> None:
     server = LiveServer(make_app())
     try:
         vendored = (REPO / "webui" / "vendor" / "cytoscape.esm.min.js").read_bytes()
         body = {"offline": None, "genuine": vendored, "tampered": vendored + b"\n//x"}[cdn]
-        page = open_page(chromium, server.url, body)
+        page = open_page(browser, server.url, body)
         for _ in range(300):  # main.js loads its modules and the API's answers first
             if page.evaluate("typeof window.kernelscope") == "object":
                 break
