@@ -34,7 +34,7 @@ class CompileOptions:
     entry: str | None = None  # snippet entry point override
     # False: an op without a lowering (or a case a lowering hands to ATen) makes the graph
     # run eagerly with the reason, so coverage counts only what is lowered natively.
-    fallback: bool = True
+    fallback: bool = True  # an op without a lowering runs on ATen; False: the graph runs eagerly
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
