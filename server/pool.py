@@ -66,6 +66,11 @@ class WarmWorker:
     spawned: float = field(default_factory=time.monotonic)
     ready_at: float | None = None
     taken: bool = False
+    # The job's back half, warm too (our code only: it never runs a snippet), started in the
+    # same job directory with cgroups of its own (same limits); it reads the bundle the
+    # server copies in. Its ready line is read by the job (run_phase), not the pool.
+    back: WarmWorker | None = None
+    owns_dir: bool = True  # a back half leaves the job directory to its front
 
     def hand(self, argv: list[str]) -> None:
         """Give the worker its job: argv is the command after `python`."""
@@ -74,6 +79,8 @@ class WarmWorker:
         self.proc.stdin.close()
 
     def discard(self) -> None:
+        if self.back is not None:
+            self.back.discard()
         try:
             os.killpg(self.proc.pid, 9)
         except (ProcessLookupError, PermissionError):
@@ -92,7 +99,11 @@ class WarmWorker:
             pass
         if self.group is not None:
             self.group.remove()
-        self.jobdir.remove()
+        if self.owns_dir:
+            self.jobdir.remove()
+
+    def pgids(self) -> list[int]:
+        return [self.proc.pid] + ([self.back.proc.pid] if self.back is not None else [])
 
     @property
     def scratch(self) -> Path:
@@ -169,7 +180,8 @@ class WarmPool:
                 self.cold += 1
                 return None
             worker = alive[0]
-            renice_group(worker.proc.pid)  # the job runs at normal priority
+            for pgid in worker.pgids():
+                renice_group(pgid)  # the job runs at normal priority
             worker.taken = True
             self._groups.discard(worker.proc.pid)
             self.workers.remove(worker)
@@ -186,7 +198,7 @@ class WarmPool:
     def _discard(self, worker: WarmWorker) -> None:
         worker.discard()
         with self._cond:
-            self._groups.discard(worker.proc.pid)
+            self._groups.difference_update(worker.pgids())
 
     def stats(self) -> dict[str, Any]:
         with self._cond:
@@ -286,24 +298,50 @@ class WarmPool:
         return False
 
     def _spawn(self) -> WarmWorker:
-        assert self.prefix is not None
-        python, _rest = self.prefix
         s = self.settings
         iso = s.isolation
         # The job's own directory and cgroups, made now: the warm worker is its front half,
         # under the same limits as a cold one (memory and pids cgroups, tmpfs, seccomp).
         jobdir = JobDir(s.scratch_root, iso.uid, iso.gid,
                         s.limits.scratch_mb if iso.tmpfs else None)
-        scratch = jobdir.phase("front")
         group: JobCgroup | None = None
-        events_r, events_w = os.pipe()
-        seccomp_fd = filter_fd(iso.seccomp) if iso.seccomp is not None else None
+        front: WarmWorker | None = None
         try:
             if iso.cgroups.version != "none":
                 group = JobCgroup(iso.cgroups, jobdir.path.name, s.limits.memory_mb,
                                   s.limits.processes)
             if self.kcache is not None:
-                self.kcache.link_into(scratch)  # the warm-up finds its kernel built
+                self.kcache.link_into(jobdir.phase("front"))  # the warm-up finds its kernel
+            front = self._start(jobdir, "front", group)
+            if getattr(s, "back_command", None) is not None:
+                # A cgroup of its own: the front's is killed when the front ends, and the
+                # back half waits through that.
+                back_group = None
+                if iso.cgroups.version != "none":
+                    back_group = JobCgroup(iso.cgroups, jobdir.path.name + "-back",
+                                           s.limits.memory_mb, s.limits.processes)
+                front.back = self._start(jobdir, "back", back_group)
+                front.back.owns_dir = False
+        except BaseException:
+            if front is not None:
+                front.discard()
+            else:
+                if group is not None:
+                    group.remove()
+                jobdir.remove()
+            raise
+        return front
+
+    def _start(self, jobdir: JobDir, phase: str, group: JobCgroup | None) -> WarmWorker:
+        """One warm process in `phase` of the job directory (front, or back half)."""
+        assert self.prefix is not None
+        python, _rest = self.prefix
+        s = self.settings
+        iso = s.isolation
+        scratch = jobdir.phase(phase)
+        events_r, events_w = os.pipe()
+        seccomp_fd = filter_fd(iso.seccomp) if iso.seccomp is not None else None
+        try:
             # Run as a script, not `-m server.warm`: that would import the server package
             # (Flask and all) into every worker.
             argv = [python, WARM_SCRIPT, "--events-fd", str(events_w)]
@@ -336,9 +374,6 @@ class WarmPool:
                 self._groups.add(proc.pid)
         except BaseException:
             os.close(events_r)
-            if group is not None:
-                group.remove()
-            jobdir.remove()
             raise
         finally:
             os.close(events_w)

@@ -26,6 +26,7 @@ import json
 import os
 import sys
 import tempfile
+import traceback
 
 READY = b'{"warm": "ready"}\n'
 
@@ -112,8 +113,22 @@ def main() -> int:
     os.dup2(null, 0)
     os.close(null)
     full_priority()
-    run(args.events_fd, [str(a) for a in request["argv"]])
-    return 0
+    status = 0
+    try:
+        run(args.events_fd, [str(a) for a in request["argv"]])
+    except SystemExit as exc:
+        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - reported like an uncaught exception would be
+        traceback.print_exc()
+        status = 1
+    # The job's output is complete: exit now. Interpreter teardown (torch's atexit hooks,
+    # thread pools) takes seconds on a loaded host, and the server waits for the exit.
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
 
 
 if __name__ == "__main__":

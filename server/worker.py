@@ -175,7 +175,7 @@ def run_job(
         elif front.outcome.reason is None and take_bundle(jobdir, iso, limits):
             back = run_phase(job, settings, jobdir, "back",
                              lambda v: back_argv(settings, job, v), front.deadline, group,
-                             publish=True)
+                             publish=True, warm=warm.back if warm is not None else None)
             conclude(job, store, back, settings, group, stdout=front.stdout)
         else:
             conclude(job, store, front, settings, group, stdout=front.stdout)
@@ -186,6 +186,9 @@ def run_job(
     finally:
         if group is not None:
             group.remove()
+        if warm is not None and warm.back is not None and warm.back.group is not None:
+            warm.back.group.kill()
+            warm.back.group.remove()
         jobdir.remove()
 
 

@@ -84,7 +84,7 @@ def test_done_carries_wall_time_next_to_the_stage_sum(client: FlaskClient) -> No
     stage_sum = sum(e["ms"] for e in events)
     assert abs(done["stages_ms"] - stage_sum) < 1.0
     assert done["wall_ms"] >= done["stages_ms"] > 0
-    assert done["wall_ms"] < 10_000
+    assert done["wall_ms"] < 120_000  # the job's wall clock, not a speed test
 
 
 @pytest.mark.parametrize("backend", ["embedded", "redis"], indirect=True)
