@@ -101,7 +101,7 @@ def lower(work: GraphWork) -> dict[str, Any]:
     work.backend = backend = choose_backend(work.options.backend, device, work.options)
     split = work.options.split_reductions and backend.split_reductions
     lowering = GraphLowering(work.gm, work.example_inputs, work.lines, split_reductions=split,
-                             fallback=work.options.fallback)
+                             fallback=work.options.fallback, missing_rule=backend.missing_rule)
     work.lowered = lowered = lowering.run()
     buffers = [_buffer_json(work, b) for b in lowered.buffers]
     return {
@@ -211,10 +211,10 @@ def _with_lines(work: GraphWork, line_map: list[dict[str, Any]]) -> list[dict[st
 
 
 def build_stage(work: GraphWork, warmup: bool = True) -> dict[str, Any]:
-    assert work.backend is not None
+    assert work.backend is not None and work.lowered is not None
     work.compiled = compiled = loader.load_graph(
         work.wrapper, work.build_source, work.backend, work.options,
-        [k.name for k in work.kernels])
+        [k.name for k in work.kernels], work.lowered.constants)
     kernels = []
     if warmup:
         kernels = loader.warmup(compiled, work.example_inputs)

@@ -18,6 +18,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
 
+import torch
+
 from compiler.options import CompileOptions
 from compiler.schedule.plan import KernelPlan
 
@@ -76,6 +78,12 @@ class Backend:
     # -- scheduling -----------------------------------------------------------------------
     def kernel_prefix(self, kind: str, rnumel: int) -> str:
         return f"{self.name}_{'poi' if kind == 'pointwise' else 'red'}"
+
+    # -- lowering -------------------------------------------------------------------------
+    def missing_rule(self, op: str, dtype: torch.dtype) -> str | None:
+        """Why this target cannot compute `op` (an ops-protocol name) on `dtype` operands,
+        or None: lowering leaves such an op to ATen and says why."""
+        return None
 
     # -- codegen --------------------------------------------------------------------------
     def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:

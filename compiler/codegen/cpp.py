@@ -25,6 +25,13 @@ import torch
 from compiler.codegen.backend import Backend, BuildError, BuildResult, GeneratedKernel
 from compiler.codegen.common import Lines, Scope, Var
 from compiler.codegen.kernel import Block, KernelCodegen, walks_columns
+from compiler.codegen.mathops import (
+    ATEN_INCLUDE,
+    CPP_MATH,
+    CPP_MATH_HELPERS,
+    TORCH_INCLUDE_DIR,
+    needs_aten_math,
+)
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
 from compiler.ir.indexing import cexpr
 from compiler.ir.ops import reduction_identity as identity
@@ -88,7 +95,7 @@ static inline uint16_t ks_float_to_bf16(float f) {
 }
 """
 
-OPS = OpTable("C++", merged(C_LIKE, {
+OPS = OpTable("C++", merged(merged(C_LIKE, {
     "truediv": float_only("{0} / {1}"),
     "floordiv": {"int": "ks_floordiv({0}, {1})", "uint": "{0} / {1}",
                  "float": "std::floor({0} / {1})"},
@@ -117,7 +124,7 @@ OPS = OpTable("C++", merged(C_LIKE, {
     "isinf": {"float": "std::isinf({0})", "*": "false"},
     "relu": numeric("ks_max({0}, decltype({0})(0))"),
     "where": "{0} ? {1} : {2}",
-}))
+}), CPP_MATH))
 # Arithmetic on 8- and 16-bit integers happens in int in C++; the result wraps like torch's
 # only once it is cast back to its type.
 NARROW_INTS = (torch.int8, torch.int16, torch.uint8)
@@ -426,7 +433,7 @@ def generate_cpp(plan: KernelPlan, header: list[str]) -> CppKernel:
 
 CXX = os.environ.get("CXX", "g++")
 FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17",
-         "-fno-math-errno", "-Wno-unused-variable"]
+         "-fno-math-errno", "-Wno-unused-variable", "-I", TORCH_INCLUDE_DIR]
 
 
 class CppBackend(Backend):
@@ -437,6 +444,9 @@ class CppBackend(Backend):
     language = "cpp"
     devices = ("cpu",)
     source_suffix = ".cpp"
+
+    def missing_rule(self, op: str, dtype: torch.dtype) -> str | None:
+        return OPS.missing(op, dtype)
 
     def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:
         k = generate_cpp(plan, header)
@@ -451,7 +461,9 @@ class CppBackend(Backend):
         return lines
 
     def build_source(self, kernels: list[GeneratedKernel]) -> str:
-        return PRELUDE + "\n" + "\n".join(k.source for k in kernels)
+        body = "\n".join(k.source for k in kernels)
+        aten = ATEN_INCLUDE if needs_aten_math(body) else ""
+        return PRELUDE + aten + CPP_MATH_HELPERS + "\n" + body
 
     def artifact_path(self, source_path: Path) -> Path | None:
         return source_path.with_suffix(".so")

@@ -22,6 +22,12 @@ import torch
 from compiler.codegen.backend import Backend, BuildResult, GeneratedKernel
 from compiler.codegen.common import XINDEX, Lines, Scope, Var, next_power_of_2
 from compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
+from compiler.codegen.mathops import (
+    TRITON_INTERPRET_DROPS,
+    TRITON_INTERPRET_MATH,
+    TRITON_MATH,
+    TRITON_MATH_HELPERS,
+)
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
 from compiler.codegen.tiling import YINDEX, Tile, choose_tile, fits_grid, tile_config
 from compiler.ir.indexing import pexpr
@@ -38,7 +44,7 @@ TL_DTYPE = {
 
 _FLOOR_DIV_INT = ("tl.where((({0} % {1}) != 0) & (({0} < 0) != ({1} < 0)), "
                   "{0} // {1} - 1, {0} // {1})")  # `//` truncates; torch floors
-OPS = OpTable("Triton", merged(C_LIKE, {
+OPS = OpTable("Triton", merged(merged(C_LIKE, {
     "truediv": float_only("{0} / {1}"),
     "floordiv": {"int": _FLOOR_DIV_INT, "uint": "{0} // {1}", "float": "tl.floor({0} / {1})"},
     # Integer `%` is C's remainder (the sign of the dividend): fmod's rule; mod takes the
@@ -64,7 +70,7 @@ OPS = OpTable("Triton", merged(C_LIKE, {
     "isnan": "{0} != {0}", "isinf": "tl.abs({0}) == float('inf')",
     "relu": numeric("tl.maximum({0}, 0)"),
     "where": "tl.where({0}, {1}, {2})",
-}))
+}), TRITON_MATH))
 
 # Under TRITON_INTERPRET=1 libdevice is not available: the same math from tl primitives.
 INTERPRET_OPS = OPS.extend({
@@ -79,7 +85,8 @@ INTERPRET_OPS = OPS.extend({
     "round": {"float": "tl.floor({0} + 0.5)", "*": "{0}"},
     "sinh": float_only("(0.5 * (tl.exp({0}) - tl.exp(-{0})))"),
     "cosh": float_only("(0.5 * (tl.exp({0}) + tl.exp(-{0})))"),
-})
+    **TRITON_INTERPRET_MATH,
+}).without(TRITON_INTERPRET_DROPS)
 
 REDUCE = {"sum": "tl.sum({0}, 1)", "max": "tl.max({0}, 1)", "min": "tl.min({0}, 1)",
           "prod": "tl.reduce({0}, 1, _prod)", "any": "(tl.max({0}.to(tl.int8), 1) != 0)",
@@ -382,7 +389,7 @@ except ImportError:  # older Triton
 @triton.jit
 def _prod(a, b):
     return a * b
-"""
+""" + TRITON_MATH_HELPERS
 
 
 class InterpreterUnavailable(RuntimeError):
@@ -417,6 +424,11 @@ class TritonBackend(Backend):
         if kind != "pointwise" and rnumel <= self.options.persistent_rblock:
             return "triton_per"
         return super().kernel_prefix(kind, rnumel)
+
+    def missing_rule(self, op: str, dtype: torch.dtype) -> str | None:
+        table = INTERPRET_OPS if self.emulated else OPS
+        missing = table.missing(op, dtype)
+        return missing and (missing + (" under the interpreter" if self.emulated else ""))
 
     def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:
         k = generate_triton(plan, header, self.options.persistent_rblock, self.emulated)

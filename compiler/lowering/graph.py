@@ -61,6 +61,9 @@ class LoweredGraph:
     device: str
     lines: dict[str, int | None] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Graph constants (get_attr tensors), in the order they follow the placeholders among
+    # `inputs`: the compiled graph passes them to the wrapper after the caller's arguments.
+    constants: list[torch.Tensor] = field(default_factory=list)
 
     def buffer(self, name: str) -> Buffer:
         for b in self.inputs + self.buffers:
@@ -84,6 +87,7 @@ class GraphLowering:
         lines: dict[str, int | None] | None = None,
         split_reductions: bool = True,
         fallback: bool = True,
+        missing_rule: Callable[[str, torch.dtype], str | None] | None = None,
     ) -> None:
         load_all()
         self.gm = gm
@@ -91,10 +95,13 @@ class GraphLowering:
         self.lines = lines or {}
         self.split_reductions = split_reductions
         self.allow_fallback = fallback
+        # why the graph's backend cannot compute an op of the ops protocol (None: it can)
+        self.missing_rule = missing_rule or (lambda op, dtype: None)
         self.input_offsets: dict[str, int] = {}  # storage offsets of the real inputs
         self.notes: list[str] = []
         self.buffers: list[Buffer] = []
         self.inputs: list[InputBuffer] = []
+        self.constants: list[tuple[InputBuffer, torch.Tensor]] = []
         self.fallbacks: list[Fallback] = []
         self.env: dict[torch.fx.Node, Any] = {}
         self.current: torch.fx.Node | None = None
@@ -117,8 +124,9 @@ class GraphLowering:
             elif node.op == "get_attr":
                 self.env[node] = self._constant(node)
         self.current = None
-        return LoweredGraph(self.inputs, self.buffers, outputs, self.fallbacks, self.device,
-                            self.lines, self.notes)
+        return LoweredGraph(self.inputs + [b for b, _ in self.constants], self.buffers, outputs,
+                            self.fallbacks, self.device, self.lines, self.notes,
+                            [t for _, t in self.constants])
 
     def _input(self, node: torch.fx.Node, example: Any) -> Any:
         if not isinstance(example, torch.Tensor):
@@ -136,7 +144,24 @@ class GraphLowering:
         return Stored(buf, layout)
 
     def _constant(self, node: torch.fx.Node) -> Any:
-        raise Unsupported(f"graph constant {node.target!r} (get_attr) is not supported")
+        """A tensor the graph holds (`_tensor_constant0`): one more input of the wrapper,
+        passed by the compiled graph itself after the caller's arguments."""
+        value: Any = self.gm
+        for part in str(node.target).split("."):
+            value = getattr(value, part)
+        if not isinstance(value, torch.Tensor):
+            raise Unsupported(f"graph constant {node.target!r} (get_attr) is not a tensor")
+        if self.inputs and device_of(value) != self.device:
+            raise Unsupported(f"graph constant {node.target!r} is on {value.device}, the "
+                              f"graph on {self.device}")
+        layout = Layout(device_of(value), value.dtype, tuple(value.shape),
+                        tuple(value.stride()), 0)
+        buf = InputBuffer(node.name, layout)
+        self.constants.append((buf, value))
+        self.input_offsets[node.name] = int(value.storage_offset())
+        self.notes.append(f"{node.name}: graph constant {node.target} "
+                          f"({list(value.shape)}, {value.dtype}) passed to the wrapper as an input")
+        return Stored(buf, layout)
 
     def _call(self, node: torch.fx.Node) -> Any:
         args: tuple[Any, ...] = torch.fx.map_arg(node.args, lambda n: self.env[n])

@@ -55,12 +55,14 @@ def broadcast_loader(
 
 
 def pointwise(g: Any, fn: Callable[..., Any], *args: Any,
-              dtype: torch.dtype | None = None) -> Any:
-    """Build a Lazy value computing fn(*loaded args) at each output index."""
-    meta = g.out_meta()
+              dtype: torch.dtype | None = None, meta: Any = None,
+              compute: torch.dtype | None = None) -> Any:
+    """Build a Lazy value computing fn(*loaded args) at each output index (`meta`: the
+    output's fake tensor when the node has several; `compute`: the dtype args load as)."""
+    meta = meta if meta is not None else g.out_meta()
     size = tuple(meta.shape)
     out_dtype = dtype or meta.dtype
-    cdtype = compute_dtype(out_dtype, args)
+    cdtype = compute or compute_dtype(out_dtype, args)
     loaders = [broadcast_loader(a, size, cdtype) for a in args]
 
     def inner_fn(idx: Index) -> Any:
@@ -70,9 +72,23 @@ def pointwise(g: Any, fn: Callable[..., Any], *args: Any,
     return g.lazy(inner_fn, size, out_dtype, [a for a in args if isinstance(a, TensorValue)])
 
 
+def native_pointwise(g: Any, names: Sequence[str], fn: Callable[..., Any],
+                     args: Sequence[Any], kwargs: dict[str, Any],
+                     operands: Sequence[Any] | None = None) -> Any:
+    """pointwise(g, fn, *operands) if the graph's backend has a rule for each op in `names`
+    at the compute dtype; else the node (its `args`, `kwargs`) goes to ATen, saying why."""
+    operands = args if operands is None else operands
+    cdtype = compute_dtype(g.out_meta().dtype, operands)
+    why = next((w for n in names if (w := g.missing_rule(n, cdtype))), None)
+    if why:
+        return g.extern(g.current.target, tuple(args), kwargs, fallback=True, reason=why)
+    return pointwise(g, fn, *operands)
+
+
 def _register_simple(op_name: str, *targets: Any) -> None:
     def lowering(g: Any, *args: Any, **kwargs: Any) -> Any:
-        return pointwise(g, lambda *v: getattr(ops, op_name)(*v), *args)
+        return native_pointwise(g, [op_name], lambda *v: getattr(ops, op_name)(*v), args,
+                                kwargs)
 
     register_lowering(*targets)(lowering)
 
