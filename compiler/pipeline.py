@@ -20,6 +20,7 @@ becomes an `error` event naming the stage (and the user's line where known), fol
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import platform
 import sys
 import tempfile
@@ -100,11 +101,9 @@ def _error_data(stage: str, e: BaseException, path: Path | None) -> dict[str, An
 
 
 def versions(device: str) -> dict[str, Any]:
-    try:
-        import triton
-
-        triton_version: str | None = triton.__version__
-    except ImportError:
+    try:  # without importing Triton: its import decides whether it interprets
+        triton_version: str | None = importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
         triton_version = None
     gpu = torch.cuda.get_device_name() if device == "cuda" and torch.cuda.is_available() else None
     from compiler import __version__
