@@ -23,6 +23,7 @@ from compiler.check import tolerance
 from compiler.options import CompileOptions
 from compiler.pipeline import compiled_works, run_front, run_pipeline
 from compiler.snippet import run_snippet
+from compiler.training import saved_inputs
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "training_step.py"
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -67,8 +68,6 @@ def test_explorer_training_step_matches_eager_loss_grads_and_params(
     saved = fw.compiled(*_fresh(fw.example_inputs))
     _close(saved[0], loss.detach(), options, "loss")
     # The backward graph on what the compiled forward saved, with the captured tangent.
-    from compiler.training import saved_inputs
-
     args = _fresh(bw.example_inputs)
     for out_index, in_index in saved_inputs(fw.gm, bw.gm):
         args[in_index] = saved[out_index]
@@ -149,3 +148,39 @@ def test_no_grad_snippet_still_compiles_an_inference_graph(tmp_path: Path) -> No
     path.write_text(code)
     front = list(run_front(code, CompileOptions(profile=False), tmp_path / "b.ksb", str(path)))
     assert [g["kind"] for g in front[1].data["graphs"]] == ["inference"]
+
+
+ARG_NEEDS_GRAD = """import torch
+
+
+def step(x, w):
+    return torch.tanh(x @ w).sum()
+
+
+x = torch.randn(8, 4)
+w = torch.randn(4, 3, requires_grad=True)
+loss = torch.compile(step)(x, w)
+loss.backward()
+"""
+
+
+def test_an_argument_that_needs_a_gradient_still_needs_it_in_capture(tmp_path: Path) -> None:
+    """Regression: capture copied the arguments without `requires_grad`, so a weight passed
+    as an argument gave an inference graph and no backward."""
+    path = tmp_path / "snippet.py"
+    path.write_text(ARG_NEEDS_GRAD)
+    options = CompileOptions(profile=False)
+    front = list(run_front(ARG_NEEDS_GRAD, options, tmp_path / "b.ksb", str(path)))
+    assert [g["kind"] for g in front[1].data["graphs"]] == ["forward", "backward"]
+    fw, bw = compiled_works(tmp_path / "b.ksb", options)
+    x = next(a for a in fw.example_inputs if a.shape == (8, 4))
+    w = next(a for a in fw.example_inputs if a.shape == (4, 3))
+    ref = w.detach().clone().requires_grad_(True)
+    torch.tanh(x @ ref).sum().backward()
+    saved = fw.compiled(*_fresh(fw.example_inputs))
+    args = _fresh(bw.example_inputs)
+    for out_index, in_index in saved_inputs(fw.gm, bw.gm):
+        args[in_index] = saved[out_index]
+    grads = [g for g in bw.compiled(*args) if g is not None]
+    assert len(grads) == 1
+    _close(grads[0], ref.grad, options, "grad of w")
