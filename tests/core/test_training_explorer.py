@@ -126,16 +126,21 @@ out.backward(torch.full_like(out, 0.5))
 """
 
 
+def _forward_and_backward(code: str, options: CompileOptions, tmp_path: Path) -> list[Any]:
+    """The snippet's capture must be one forward and one backward graph: both compiled."""
+    path = tmp_path / "snippet.py"
+    path.write_text(code)
+    front = list(run_front(code, options, tmp_path / "b.ksb", str(path)))
+    assert [g["kind"] for g in front[1].data["graphs"]] == ["forward", "backward"]
+    return compiled_works(tmp_path / "b.ksb", options)
+
+
 def test_backward_outside_the_compiled_function_is_captured_with_its_tangent(
         tmp_path: Path) -> None:
     """`torch.compile(model)` with `.backward(grad)` called on its output afterwards: the
     backward graph is compiled and gets the snippet's own gradient as its tangent."""
-    path = tmp_path / "snippet.py"
-    path.write_text(MODEL_ONLY)
     options = CompileOptions(profile=False)
-    front = list(run_front(MODEL_ONLY, options, tmp_path / "b.ksb", str(path)))
-    assert [g["kind"] for g in front[1].data["graphs"]] == ["forward", "backward"]
-    _, bw = compiled_works(tmp_path / "b.ksb", options)
+    _, bw = _forward_and_backward(MODEL_ONLY, options, tmp_path)
     placeholders = [n.name for n in bw.gm.graph.nodes if n.op == "placeholder"]
     tangent = bw.example_inputs[placeholders.index("tangents_1")]
     assert torch.equal(tangent, torch.full((5, 4), 0.5))
@@ -167,12 +172,8 @@ loss.backward()
 def test_an_argument_that_needs_a_gradient_still_needs_it_in_capture(tmp_path: Path) -> None:
     """Regression: capture copied the arguments without `requires_grad`, so a weight passed
     as an argument gave an inference graph and no backward."""
-    path = tmp_path / "snippet.py"
-    path.write_text(ARG_NEEDS_GRAD)
     options = CompileOptions(profile=False)
-    front = list(run_front(ARG_NEEDS_GRAD, options, tmp_path / "b.ksb", str(path)))
-    assert [g["kind"] for g in front[1].data["graphs"]] == ["forward", "backward"]
-    fw, bw = compiled_works(tmp_path / "b.ksb", options)
+    fw, bw = _forward_and_backward(ARG_NEEDS_GRAD, options, tmp_path)
     x = next(a for a in fw.example_inputs if a.shape == (8, 4))
     w = next(a for a in fw.example_inputs if a.shape == (4, 3))
     ref = w.detach().clone().requires_grad_(True)
