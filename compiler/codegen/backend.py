@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from compiler.codegen.optable import CodegenError, OpTable
 from compiler.codegen.targets import Target
 from compiler.options import CompileOptions
 from compiler.schedule.plan import KernelPlan
@@ -90,9 +91,17 @@ class Backend:
         return f"{self.name}_{'poi' if kind == 'pointwise' else 'red'}"
 
     # -- lowering -------------------------------------------------------------------------
-    def missing_rule(self, op: str, dtype: torch.dtype) -> str | None:
-        """Why this target cannot compute `op` (an ops-protocol name) on `dtype` operands,
-        or None: lowering leaves such an op to ATen and says why."""
+    def op_table(self) -> OpTable:
+        """How this backend's kernels spell each op, per operand dtype."""
+        raise NotImplementedError
+
+    def refuses(self, op: str, dtype: torch.dtype) -> str | None:
+        """Why this backend cannot express `op` on `dtype` operands (lowering then leaves
+        the node to ATen and says so), or None when it can."""
+        try:
+            self.op_table().rule(op, dtype)
+        except CodegenError as e:
+            return str(e)
         return None
 
     # -- codegen --------------------------------------------------------------------------

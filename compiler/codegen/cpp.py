@@ -443,8 +443,8 @@ class CppBackend(Backend):
     target = targets.by_name("cpp")
     source_suffix = ".cpp"
 
-    def missing_rule(self, op: str, dtype: torch.dtype) -> str | None:
-        return OPS.missing(op, dtype)
+    def op_table(self) -> OpTable:
+        return OPS
 
     def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:
         k = generate_cpp(plan, header)

@@ -5,7 +5,7 @@ functions eager's own CPU kernels call (`ATen/native/Math.h`: `calc_digamma`, ..
 values are eager's. Triton on a GPU calls libdevice (the functions of CUDA's math library,
 present in Triton 3.6 and 3.9); under the Triton interpreter libdevice does not run, so
 there only the functions with a formula over `tl` primitives have a rule. An op without a
-rule for a backend is left to ATen there (`Backend.missing_rule`), never miscompiled.
+rule for a backend is left to ATen there (`Backend.refuses`), never miscompiled.
 """
 
 from __future__ import annotations
@@ -90,7 +90,6 @@ TRITON_INTERPRET_MATH: dict[str, Rule | dict[str, Rule]] = {
     "signbit": {"float": _SIGNBIT, **_NOT_FLOAT_SIGNBIT},
     "copysign": float_only(f"tl.where({_SIGNBIT.format('{1}')}, -tl.abs({{0}}), "
                            "tl.abs({0}))"),
-    "round": {"float": "_ks_rint({0})", "*": "{0}"},
 }
 # Not in the interpreter's table: what only libdevice computes (the inverse trigonometric
 # functions too: under the interpreter a libdevice call raises).
@@ -99,18 +98,6 @@ TRITON_INTERPRET_DROPS = ("erfinv lgamma erfcx nextafter i0 i1 modified_bessel_i
                           "bessel_y1 asin acos atan atan2").split()
 
 TRITON_MATH_HELPERS = """
-
-@triton.jit
-def _ks_rint(x):
-    # round half to even, as torch.round (nearbyint); values this big are integers already
-    if x.dtype == tl.float64:
-        big = 4503599627370496.0
-    else:
-        big = 8388608.0
-    r = tl.floor(x + 0.5)
-    r = tl.where((r - x == 0.5) & (r - 2.0 * tl.floor(r * 0.5) != 0.0), r - 1.0, r)
-    return tl.where(tl.abs(x) >= big, x, r)
-
 
 @triton.jit
 def _ks_hypot(x, y):

@@ -64,17 +64,9 @@ class OpTable:
                                f"{str(dtype).removeprefix('torch.')} operands")
         return rule
 
-    def missing(self, op: str, dtype: torch.dtype) -> str | None:
-        """Why `op` on `dtype` operands cannot be rendered; None when it can."""
-        try:
-            self.rule(op, dtype)
-        except CodegenError as e:
-            return str(e)
-        return None
-
-    def without(self, ops: Sequence[str]) -> OpTable:
-        """A table with no rules for `ops` (they go to ATen on this target)."""
-        return OpTable(self.backend, {k: v for k, v in self.rules.items() if k not in ops})
+    def without(self, ops: Sequence[str], backend: str) -> OpTable:
+        """A table (of `backend`, the name its refusals give) with no rules for `ops`."""
+        return OpTable(backend, {k: v for k, v in self.rules.items() if k not in ops})
 
     def render(self, op: str, args: Sequence[str], operand_dtypes: Sequence[torch.dtype],
                result_type: str) -> str:

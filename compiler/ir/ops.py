@@ -33,7 +33,7 @@ BINARY_OPS = (
     "logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor atan2"
 ).split()
 # Math functions (compiler/lowering/mathfns.py); a backend without a rule for one at the
-# compute dtype leaves the op to ATen (`Backend.missing_rule`), named in the event.
+# compute dtype leaves the node to ATen (`Backend.refuses`), named in the event.
 MATH_UNARY = (
     "log10 erfc erfinv lgamma digamma i0 i0e i1 i1e erfcx ndtri log_ndtr signbit asinh "
     "acosh atanh bessel_j0 bessel_j1 bessel_y0 bessel_y1 modified_bessel_i0 "

@@ -3,7 +3,8 @@
 Each is one op of the ops protocol (ops.MATH_UNARY / MATH_BINARY) applied elementwise,
 or a short composite of ops with eager's own formula (ldexp, angle, round(decimals)). A
 backend with no rule for the op at the compute dtype (most special functions under the
-Triton interpreter, where libdevice does not run) leaves the node to ATen and says why.
+Triton interpreter, where libdevice does not run) leaves the node to ATen and says why
+(GraphLowering asks the backend about every op a node's body uses).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 import torch
 
 from compiler.ir.ops import POLYNOMIALS, ops
-from compiler.lowering.pointwise import compute_dtype, native_pointwise, pointwise
+from compiler.lowering.pointwise import compute_dtype, pointwise
 from compiler.lowering.registry import aten, register_lowering
 
 UNARY = {  # aten op name -> op of the protocol
@@ -30,19 +31,23 @@ BINARY = {**{n: n for n in "hypot fmin fmax copysign nextafter igamma igammac".s
           "special_zeta": "zeta", **{f"special_{p}": p for p in POLYNOMIALS}}
 
 
-def _float_only(g: Any, names: Sequence[str], fn: Any, args: Sequence[Any],
-                kwargs: dict[str, Any], operands: Sequence[Any] | None = None) -> Any:
+def _float_only(g: Any, name: str, fn: Any, args: Sequence[Any], operands: Sequence[Any]
+                ) -> Any:
     """Math functions compute in floating point; an integer result (a polynomial of int
     operands) stays with ATen."""
-    if not g.out_meta().dtype.is_floating_point and names[0] != "signbit":
-        return g.extern(g.current.target, tuple(args), kwargs, fallback=True,
-                        reason=f"{names[0]} with a {g.out_meta().dtype} result")
-    return native_pointwise(g, names, fn, args, kwargs, operands)
+    out = g.out_meta().dtype
+    if not out.is_floating_point and name != "signbit":
+        return g.extern(g.current.target, tuple(args), {}, fallback=True,
+                        reason=f"{name} with a {out} result")
+    return pointwise(g, fn, *operands)
 
 
 def _register(aten_name: str, op: str) -> None:
     def lowering(g: Any, *args: Any, **kwargs: Any) -> Any:
-        return _float_only(g, [op], lambda *v: getattr(ops, op)(*v), args, kwargs)
+        if kwargs:  # not in the ATen graphs these come from; never guessed at
+            return g.extern(g.current.target, args, kwargs, fallback=True,
+                            reason="keyword arguments")
+        return _float_only(g, op, lambda *v: getattr(ops, op)(*v), args, args)
 
     register_lowering(getattr(aten, aten_name))(lowering)
 
@@ -61,17 +66,13 @@ def polygamma(g: Any, n: int, x: Any) -> Any:
             return ops.digamma(v)
         return ops.polygamma(ops.constant(n, torch.int32), v)
 
-    return _float_only(g, ["digamma" if n == 0 else "polygamma"], fn, (n, x), {}, [x])
+    return _float_only(g, "polygamma", fn, (n, x), [x])
 
 
 @register_lowering(aten.frexp)
 def frexp(g: Any, x: Any) -> Any:
     mantissa, exponent = g.out_meta()
-    names = ["frexp_mantissa", "frexp_exponent"]
     cdtype = compute_dtype(mantissa.dtype, [x])
-    why = next((w for n in names if (w := g.missing_rule(n, cdtype))), None)
-    if why:
-        return g.extern(g.current.target, (x,), {}, fallback=True, reason=why)
     m = pointwise(g, ops.frexp_mantissa, x, meta=mantissa)
     e = pointwise(g, ops.frexp_exponent, x, meta=exponent, compute=cdtype)
     return m, e

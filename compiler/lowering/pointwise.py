@@ -72,23 +72,9 @@ def pointwise(g: Any, fn: Callable[..., Any], *args: Any,
     return g.lazy(inner_fn, size, out_dtype, [a for a in args if isinstance(a, TensorValue)])
 
 
-def native_pointwise(g: Any, names: Sequence[str], fn: Callable[..., Any],
-                     args: Sequence[Any], kwargs: dict[str, Any],
-                     operands: Sequence[Any] | None = None) -> Any:
-    """pointwise(g, fn, *operands) if the graph's backend has a rule for each op in `names`
-    at the compute dtype; else the node (its `args`, `kwargs`) goes to ATen, saying why."""
-    operands = args if operands is None else operands
-    cdtype = compute_dtype(g.out_meta().dtype, operands)
-    why = next((w for n in names if (w := g.missing_rule(n, cdtype))), None)
-    if why:
-        return g.extern(g.current.target, tuple(args), kwargs, fallback=True, reason=why)
-    return pointwise(g, fn, *operands)
-
-
 def _register_simple(op_name: str, *targets: Any) -> None:
     def lowering(g: Any, *args: Any, **kwargs: Any) -> Any:
-        return native_pointwise(g, [op_name], lambda *v: getattr(ops, op_name)(*v), args,
-                                kwargs)
+        return pointwise(g, lambda *v: getattr(ops, op_name)(*v), *args)
 
     register_lowering(*targets)(lowering)
 
@@ -225,7 +211,8 @@ def pow_(g: Any, a: Any, b: Any) -> Any:
 
 def _int_pow(g: Any, a: Any, b: Any) -> Any:
     """Integer pow: exact repeated multiplication for small constant exponents; the rest
-    (tensor exponents, where float pow would round large results) goes to ATen."""
+    (tensor exponents) is an integer `pow`, which backends compute by squaring (one that
+    cannot is refused at lowering, and ATen computes the node)."""
     if isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 16 and \
             isinstance(a, TensorValue):
         out = g.out_meta().dtype
@@ -243,8 +230,7 @@ def _int_pow(g: Any, a: Any, b: Any) -> Any:
             return result
 
         return pointwise(g, fn, a)
-    return g.extern(g.current.target, (a, b), {}, fallback=True,
-                    reason="integer pow with a tensor or large exponent")
+    return pointwise(g, ops.pow, a, b)
 
 
 @register_lowering(aten.relu)
