@@ -221,7 +221,8 @@ class GraphLowering:
 
     def _dtype_of(self, name: str) -> torch.dtype:
         if name not in self._dtypes:
-            self._dtypes = {b.name: b.dtype for b in self.inputs + self.buffers}
+            known = self.inputs + [b for b, _ in self.constants] + self.buffers
+            self._dtypes = {b.name: b.dtype for b in known}
         return self._dtypes[name]
 
     def _maybe_realize(self, node: torch.fx.Node, value: Lazy) -> TensorValue:
