@@ -436,6 +436,9 @@ class CppBackend(Backend):
     target = targets.by_name("cpp")
     source_suffix = ".cpp"
 
+    def op_table(self) -> OpTable:
+        return OPS
+
     def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:
         k = generate_cpp(plan, header)
         launch = f"{k.name}({', '.join(f'ptr({a})' for a in k.args)})"

@@ -45,7 +45,8 @@ OPS = OpTable("Triton", merged(C_LIKE, {
     "mod": {"int": "((({0} % {1}) + {1}) % {1})", "uint": "{0} % {1}",
             "float": "({0} - {1} * tl.floor({0} / {1}))"},
     "fmod": {"float": "libdevice.fmod({0}, {1})"},
-    "pow": float_only("libdevice.pow({0}, {1})"),
+    "pow": {"float": "libdevice.pow({0}, {1})", "int": "_ipow({0}, {1})",
+            "uint": "_upow({0}, {1})"},
     "maximum": "tl.maximum({0}, {1})", "minimum": "tl.minimum({0}, {1})",
     "logical_and": "{0} & {1}", "logical_or": "{0} | {1}", "logical_xor": "{0} ^ {1}",
     "bitwise_and": {"bool": "{0} & {1}"}, "bitwise_or": {"bool": "{0} | {1}"},
@@ -65,17 +66,27 @@ OPS = OpTable("Triton", merged(C_LIKE, {
     "where": "tl.where({0}, {1}, {2})",
 }))
 
+# torch.round rounds half to even (libdevice.nearbyint on a GPU). From tl primitives: the
+# fraction decides, a tie goes to the even neighbour (floor + floor mod 2); inf and nan,
+# whose fraction is nan, stay themselves. `floor(x + 0.5)` rounded ties up, and
+# 0.49999997 to 1.
+_ROUND_HALF_EVEN = ("tl.where({0} - tl.floor({0}) != {0} - tl.floor({0}), {0}, "
+                    "tl.where({0} - tl.floor({0}) > 0.5, tl.floor({0}) + 1.0, "
+                    "tl.where({0} - tl.floor({0}) < 0.5, tl.floor({0}), "
+                    "tl.floor({0}) + (tl.floor({0}) - 2.0 * tl.floor(tl.floor({0}) * 0.5)))))")
+
 # Under TRITON_INTERPRET=1 libdevice is not available: the same math from tl primitives.
 INTERPRET_OPS = OPS.extend({
     "tanh": float_only("(2.0 * tl.sigmoid(2.0 * {0}) - 1.0)"),
-    "pow": float_only("tl.exp({1} * tl.log({0}))"),
+    "pow": {"float": "tl.exp({1} * tl.log({0}))", "int": "_ipow({0}, {1})",
+            "uint": "_upow({0}, {1})"},
     "expm1": float_only("(tl.exp({0}) - 1.0)"), "log1p": float_only("tl.log(1.0 + {0})"),
     "tan": float_only("(tl.sin({0}) / tl.cos({0}))"),
     "trunc": {"float": "tl.where({0} >= 0, tl.floor({0}), tl.ceil({0}))", "*": "{0}"},
     "fmod": {**C_LIKE["fmod"],  # type: ignore[dict-item]
              "float": "({0} - {1} * tl.where({0} / {1} >= 0, tl.floor({0} / {1}), "
                       "tl.ceil({0} / {1})))"},
-    "round": {"float": "tl.floor({0} + 0.5)", "*": "{0}"},
+    "round": {"float": _ROUND_HALF_EVEN, "*": "{0}"},
     "sinh": float_only("(0.5 * (tl.exp({0}) - tl.exp(-{0})))"),
     "cosh": float_only("(0.5 * (tl.exp({0}) + tl.exp(-{0})))"),
 })
@@ -381,6 +392,31 @@ except ImportError:  # older Triton
 @triton.jit
 def _prod(a, b):
     return a * b
+
+
+@triton.jit
+def _upow(base, exp):
+    # Integer power by squaring (exp >= 0), wrapping as torch's does.
+    b = base + exp * 0
+    e = exp + base * 0
+    result = b * 0 + 1
+    for _ in range(64):
+        result = tl.where((e & 1) != 0, result * b, result)
+        e = e >> 1
+        b = b * b
+    return result
+
+
+@triton.jit
+def _ipow(base, exp):
+    # A negative exponent follows torch's rule for integers: 1 for base 1, +-1 for base -1,
+    # 0 for every other base.
+    b = base + exp * 0
+    e = exp + base * 0
+    result = _upow(b, tl.where(e < 0, 0, e))
+    unit = tl.where((e & 1) != 0, b, b * b)  # (-1) ** e, where b is -1
+    small = tl.where(b == 1, b, tl.where(b == -1, unit, b * 0))
+    return tl.where(e < 0, small, result)
 """
 
 
@@ -408,6 +444,9 @@ class TritonBackend(Backend):
     target = targets.by_name("triton")
     # Split reductions pay off on a GPU's many multiprocessors.
     split_reductions = True
+
+    def op_table(self) -> OpTable:
+        return INTERPRET_OPS if self.emulated else OPS
 
     def kernel_prefix(self, kind: str, rnumel: int) -> str:
         if kind != "pointwise" and rnumel <= self.options.persistent_rblock:
