@@ -22,6 +22,7 @@ from typing import Any
 import sympy
 import torch
 
+from compiler.codegen import targets
 from compiler.codegen.backend import Backend, BuildError, BuildResult, GeneratedKernel
 from compiler.codegen.common import Lines, Scope, Var
 from compiler.codegen.debuglines import KernelFile, kernel_file, objdump_lines, spans
@@ -434,11 +435,11 @@ FLAGS = ["-O3", "-g", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++
 class CppBackend(Backend):
     """C++ for the CPU, built with g++ into one shared library per graph."""
 
-    name = "cpp"
-    label = "C++"
-    language = "cpp"
-    devices = ("cpu",)
+    target = targets.by_name("cpp")
     source_suffix = ".cpp"
+
+    def op_table(self) -> OpTable:
+        return OPS
 
     def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:
         k = generate_cpp(plan, header)
