@@ -90,6 +90,7 @@ class CaptureGraph:
     edges: list[list[str]]
     kind: GraphKind
     dynamo_graph: int
+    compile_id: str | None = None  # Dynamo's frame compile that made it ("0/1")
 
 
 @dataclass
@@ -382,6 +383,16 @@ class RunGraph:
 
 
 @dataclass
+class ChainedCheck:
+    """Training: a backward graph run on the activations its compiled forward saved."""
+
+    forward: int
+    backward: int
+    ok: bool
+    outputs: list[OutputCheck]
+
+
+@dataclass
 class Run:
     ok: bool
     outputs: list[OutputCheck]
@@ -389,6 +400,7 @@ class Run:
     rtol: float
     graphs: list[RunGraph] = field(default_factory=list)
     reference: str = ""
+    chained: list[ChainedCheck] = field(default_factory=list)
 
 
 # -- profile -------------------------------------------------------------------------------

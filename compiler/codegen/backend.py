@@ -18,6 +18,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
 
+from compiler.codegen.targets import Target
 from compiler.options import CompileOptions
 from compiler.schedule.plan import KernelPlan
 
@@ -51,8 +52,11 @@ class GeneratedKernel:
 
 
 class Backend:
-    """Base class; one subclass per target, registered in codegen/backends.py."""
+    """Base class; one subclass per target, registered in codegen/backends.py. Its name,
+    label, language and devices are its row of codegen/targets.py (torch-free, so a
+    process can ask them before it imports torch)."""
 
+    target: ClassVar[Target]
     name: ClassVar[str]  # what options and events call it ("triton")
     label: ClassVar[str]  # what the UI shows ("Triton")
     language: ClassVar[str]  # the highlighting language of its kernel sources
@@ -61,6 +65,12 @@ class Backend:
     source_suffix: ClassVar[str] = ""  # file suffix of what `build` compiles ("" = nothing)
     split_reductions: ClassVar[bool] = False  # lowering may split long, few-row reductions
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        t = cls.target
+        cls.name, cls.label, cls.language = t.name, t.label, t.language
+        cls.devices, cls.also_runs_on = t.devices, t.also_runs_on
+
     def __init__(self, device: str, options: CompileOptions) -> None:
         self.device = device
         self.options = options
@@ -68,7 +78,7 @@ class Backend:
     @property
     def emulated(self) -> bool:
         """True when the kernels run in an emulator (timings would mean nothing)."""
-        return self.device not in self.devices
+        return self.target.emulated_on(self.device)
 
     def to_json(self) -> dict[str, Any]:
         return {"backend": self.name, "backend_label": self.label, "emulated": self.emulated}

@@ -22,6 +22,7 @@ from typing import Any
 import sympy
 import torch
 
+from compiler.codegen import targets
 from compiler.codegen.backend import Backend, BuildError, BuildResult, GeneratedKernel
 from compiler.codegen.common import Lines, Scope, Var
 from compiler.codegen.kernel import Block, KernelCodegen, walks_columns
@@ -432,10 +433,7 @@ FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17",
 class CppBackend(Backend):
     """C++ for the CPU, built with g++ into one shared library per graph."""
 
-    name = "cpp"
-    label = "C++"
-    language = "cpp"
-    devices = ("cpu",)
+    target = targets.by_name("cpp")
     source_suffix = ".cpp"
 
     def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:

@@ -8,8 +8,6 @@ we compile fits), loads and stores are masked, and every line knows its FX origi
 from __future__ import annotations
 
 import math
-import os
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Any
 import sympy
 import torch
 
+from compiler.codegen import targets
 from compiler.codegen.backend import Backend, BuildResult, GeneratedKernel
 from compiler.codegen.common import XINDEX, Lines, Scope, Var, next_power_of_2
 from compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
@@ -389,27 +388,24 @@ class InterpreterUnavailable(RuntimeError):
     pass
 
 
-def ensure_interpreter() -> None:
-    """Triton kernels on the CPU need TRITON_INTERPRET=1 before Triton is first imported."""
-    os.environ["TRITON_INTERPRET"] = "1"
-    if "triton" in sys.modules:
-        import triton.language as tl
+def check_interpreter() -> None:
+    """Triton kernels on the CPU run under the Triton interpreter, which Triton takes on
+    when it is imported (torch._dynamo imports it): the process must start with
+    TRITON_INTERPRET=1 (targets.emulator_env; the kernelscope command and the server's
+    workers set it from the job's options). Nothing here changes the environment."""
+    import triton.language as tl
 
-        if type(tl.sigmoid).__name__ != "InterpretedFunction":
-            raise InterpreterUnavailable(
-                "Triton kernels on the CPU run under the Triton interpreter, which must be "
-                "switched on before Triton is imported: set TRITON_INTERPRET=1 in the "
-                "environment before importing torch")
+    if type(tl.sigmoid).__name__ != "InterpretedFunction":
+        raise InterpreterUnavailable(
+            "Triton kernels on the CPU run under the Triton interpreter, but Triton was "
+            "imported without it: start the process with TRITON_INTERPRET=1 in its "
+            "environment (the kernelscope command does so for --backend triton on a CPU)")
 
 
 class TritonBackend(Backend):
     """Triton on CUDA; on a CPU-only host, when asked for, under the Triton interpreter."""
 
-    name = "triton"
-    label = "Triton"
-    language = "python"
-    devices = ("cuda",)
-    also_runs_on = ("cpu",)
+    target = targets.by_name("triton")
     # Split reductions pay off on a GPU's many multiprocessors.
     split_reductions = True
 
@@ -434,10 +430,10 @@ class TritonBackend(Backend):
         return lines
 
     def build(self, source_path: Path | None) -> BuildResult:
-        # Triton compiles each kernel at its first launch; on the CPU that needs the
-        # interpreter switched on before then.
+        # Triton compiles each kernel at its first launch; on the CPU the interpreter runs
+        # it, which the process must have started with.
         if self.emulated:
-            ensure_interpreter()
+            check_interpreter()
         return BuildResult(None, True, 0.0)
 
     def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:

@@ -186,3 +186,51 @@ def test_cancel_kills_a_running_compile_and_keeps_its_partial_trace(
     expect(page.locator("#compile")).to_be_enabled()
     assert page.evaluate("window.kernelscope.state.trace.error?.kind") == "cancelled"
     expect(page.locator("#share")).to_be_enabled()
+
+
+def test_the_training_sample_shows_its_backward_graph_and_kernels(
+    new_page: Callable[[str], Page], real_server: LiveServer
+) -> None:
+    """samples/training_step.py through the real server: forward, backward and the AdamW
+    step's graph as tabs; the backward tab shows only the backward graph's kernels and its
+    tangents; the forward's memory plan lists what it saves; the run checks the backward on
+    the compiled forward's activations."""
+    page = new_page(real_server.url)
+    open_explorer(page)
+    page.select_option("#samples", "training_step")
+    page.select_option("#opt-device", "cpu")
+    page.select_option("#opt-backend", "cpp")
+    page.click("#compile")
+    wait_done(page, COMPILE_TIMEOUT_S)
+    assert page.evaluate("window.kernelscope.state.trace.error") is None
+    wait_panes_filled(page, ["code", "graph", "memory", "timings"])
+    expect(page.locator(".graph-tabs .gtab")).to_have_text(
+        ["all", "forward 0", "backward 1", "inference 2"]
+    )
+    codegen = page.evaluate("window.kernelscope.state.trace.data('codegen').graphs")
+    backward = {k["name"] for k in codegen[1]["kernels"]}
+    assert backward and not backward & {k["name"] for k in codegen[0]["kernels"]}
+
+    page.click(".gtab[data-graphs='1']")
+    expect(page.locator(".gtab.active")).to_have_text("backward 1")
+    assert set(kernel_sources(page)) == backward
+    show_tab(page, "graph")
+    page.wait_for_function(
+        "() => window.kernelscope.panes.find(p => p.id === 'graph').fx?.nodes().length > 0"
+    )
+    names = page.evaluate(
+        "window.kernelscope.panes.find(p => p.id === 'graph').fx.nodes().map(n => n.id())"
+    )
+    assert "tangents_1" in names
+    screenshot(page, "e2e-training-backward")
+
+    page.click(".gtab[data-graphs='0']")
+    show_tab(page, "memory")
+    saved = page.evaluate("window.kernelscope.state.trace.data('memory').graphs[0].saved")
+    expect(page.locator(".saved-acts")).to_contain_text(f"Saved for backward: {len(saved)} tensors")
+    screenshot(page, "e2e-training-saved")
+    page.click(".gtab[data-graphs='all']")
+    show_tab(page, "timings")
+    expect(page.locator("p.chained[data-backward='1']")).to_contain_text("backward graph 1")
+    expect(page.locator("p.chained .ok")).to_have_count(1)
+    assert page_errors(page) == []

@@ -9,6 +9,7 @@ import pytest
 import torch
 from ks_helpers import lower_fn
 
+from compiler.codegen import targets
 from compiler.codegen.backends import REGISTRY, backend_names, choose_backend
 from compiler.codegen.cpp import CppBackend
 from compiler.codegen.triton import TritonBackend, _compiled_report
@@ -41,8 +42,23 @@ def test_impossible_or_unknown_backends_are_clear_errors() -> None:
         choose_backend("auto", "mps", OPTS)
 
 
-def test_registry_names_are_unique() -> None:
-    assert len(set(backend_names())) == len(REGISTRY)
+def test_registry_implements_every_target_row_in_order() -> None:
+    assert backend_names() == targets.names() == list(REGISTRY)
+    for name, cls in REGISTRY.items():
+        assert cls.target is targets.by_name(name) and cls.name == name
+    assert targets.choices() == ["auto", *targets.names()]
+
+
+@pytest.mark.parametrize(("requested", "device", "env"), [
+    ("triton", "cpu", {"TRITON_INTERPRET": "1"}),  # emulated: the interpreter's switch
+    ("triton", "cuda", {}), ("auto", "cpu", {}), ("auto", "cuda", {}), ("cpp", "cpu", {}),
+    ("cpp", "cuda", {}),  # not a valid pair: the compile says so, not the environment
+])
+def test_the_emulator_environment_comes_from_the_target_table(requested: str, device: str,
+                                                              env: dict[str, str]) -> None:
+    assert targets.emulator_env(requested, device) == env
+    assert targets.emulation_env("cpu") == {"TRITON_INTERPRET": "1"}
+    assert targets.emulation_env("cuda") == {}
 
 
 def test_kernel_prefixes_come_from_the_backend() -> None:
