@@ -88,8 +88,7 @@ def capture_stage(run: FrontRun) -> dict[str, Any]:
     log = GuardLog(str(run.path))
     compiled = torch._dynamo.optimize(recorder.backend, guard_fail_fn=log.fail)(entry.fn)
     for i, call in enumerate(entry.calls or [Call(entry.inputs, entry.kwargs, True)]):
-        # A copy with the same strides: the graph is captured for the layout the user made.
-        args = [snapshot(a) if isinstance(a, torch.Tensor) else a for a in call.args]
+        args = [_copy(a) for a in call.args]
         try:
             with torch.set_grad_enabled(call.grad_mode):
                 out = compiled(*args, **call.kwargs)
@@ -113,6 +112,14 @@ def capture_stage(run: FrontRun) -> dict[str, Any]:
                        "compile_id": g.compile_id})
     return {"graphs": graphs, "graph_breaks": [_break(r, run.path) for r in recorder.breaks],
             "dynamo_graphs": recorder.dynamo_graphs, "compiles": log.compiles}
+
+
+def _copy(a: Any) -> Any:
+    """A copy with the same strides (the graph is captured for the layout the user made)
+    that needs a gradient where the snippet's argument did."""
+    if not isinstance(a, torch.Tensor):
+        return a
+    return snapshot(a).requires_grad_(a.requires_grad)
 
 
 def _backward_as_the_snippet_did(out: Any, call: Call) -> None:

@@ -107,6 +107,27 @@ def test_every_recompile_is_listed_with_dynamos_reason(page: Page) -> None:
     screenshot(page, "guards-recompiles")
 
 
+def test_each_recompile_has_its_own_compiled_graph(page: Page) -> None:
+    """Every call's compile goes down the pipeline: the card of a recompile shows its graph,
+    and that graph has kernels of its own, generated for the call's sizes."""
+    compile_sample(page, "recompiles")
+    expect(page.locator(".graph-tabs .gtab")).to_have_text(
+        ["all", "inference 0", "inference 1", "inference 2", "inference 3"]
+    )
+    codegen = fixture_stage("recompiles", "codegen")["graphs"]
+    assert [g["id"] for g in codegen] == [0, 1, 2, 3]
+    show_tab(page, "guards")
+    card = page.locator(".compile-card[data-compile='0/1']")
+    expect(card.locator(".compile-graphs .gtab")).to_have_text(["inference 1"])
+    card.locator(".compile-graphs .gtab").click()
+    expect(page.locator(".graph-tabs .gtab.active")).to_have_text("inference 1")
+    assert set(kernel_sources(page)) == {k["name"] for k in codegen[1]["kernels"]}
+    lowering = fixture_stage("recompiles", "lowering")["graphs"][1]
+    assert any("specialised to the sizes" in n for n in lowering["notes"])
+    screenshot(page, "guards-recompile-graph")
+    assert page_errors(page) == []
+
+
 # -- diff -------------------------------------------------------------------------------
 def test_a_diff_of_fusion_on_and_off_opens_from_its_permalink(page: Page) -> None:
     open_explorer(page, "/diff/add_relu/add_relu_nofusion")

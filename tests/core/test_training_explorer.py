@@ -23,6 +23,7 @@ from compiler.check import tolerance
 from compiler.options import CompileOptions
 from compiler.pipeline import compiled_works, run_front, run_pipeline
 from compiler.snippet import run_snippet
+from compiler.training import saved_inputs
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "training_step.py"
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -67,8 +68,6 @@ def test_explorer_training_step_matches_eager_loss_grads_and_params(
     saved = fw.compiled(*_fresh(fw.example_inputs))
     _close(saved[0], loss.detach(), options, "loss")
     # The backward graph on what the compiled forward saved, with the captured tangent.
-    from compiler.training import saved_inputs
-
     args = _fresh(bw.example_inputs)
     for out_index, in_index in saved_inputs(fw.gm, bw.gm):
         args[in_index] = saved[out_index]
@@ -127,16 +126,21 @@ out.backward(torch.full_like(out, 0.5))
 """
 
 
+def _forward_and_backward(code: str, options: CompileOptions, tmp_path: Path) -> list[Any]:
+    """The snippet's capture must be one forward and one backward graph: both compiled."""
+    path = tmp_path / "snippet.py"
+    path.write_text(code)
+    front = list(run_front(code, options, tmp_path / "b.ksb", str(path)))
+    assert [g["kind"] for g in front[1].data["graphs"]] == ["forward", "backward"]
+    return compiled_works(tmp_path / "b.ksb", options)
+
+
 def test_backward_outside_the_compiled_function_is_captured_with_its_tangent(
         tmp_path: Path) -> None:
     """`torch.compile(model)` with `.backward(grad)` called on its output afterwards: the
     backward graph is compiled and gets the snippet's own gradient as its tangent."""
-    path = tmp_path / "snippet.py"
-    path.write_text(MODEL_ONLY)
     options = CompileOptions(profile=False)
-    front = list(run_front(MODEL_ONLY, options, tmp_path / "b.ksb", str(path)))
-    assert [g["kind"] for g in front[1].data["graphs"]] == ["forward", "backward"]
-    _, bw = compiled_works(tmp_path / "b.ksb", options)
+    _, bw = _forward_and_backward(MODEL_ONLY, options, tmp_path)
     placeholders = [n.name for n in bw.gm.graph.nodes if n.op == "placeholder"]
     tangent = bw.example_inputs[placeholders.index("tangents_1")]
     assert torch.equal(tangent, torch.full((5, 4), 0.5))
@@ -149,3 +153,35 @@ def test_no_grad_snippet_still_compiles_an_inference_graph(tmp_path: Path) -> No
     path.write_text(code)
     front = list(run_front(code, CompileOptions(profile=False), tmp_path / "b.ksb", str(path)))
     assert [g["kind"] for g in front[1].data["graphs"]] == ["inference"]
+
+
+ARG_NEEDS_GRAD = """import torch
+
+
+def step(x, w):
+    return torch.tanh(x @ w).sum()
+
+
+x = torch.randn(8, 4)
+w = torch.randn(4, 3, requires_grad=True)
+loss = torch.compile(step)(x, w)
+loss.backward()
+"""
+
+
+def test_an_argument_that_needs_a_gradient_still_needs_it_in_capture(tmp_path: Path) -> None:
+    """Regression: capture copied the arguments without `requires_grad`, so a weight passed
+    as an argument gave an inference graph and no backward."""
+    options = CompileOptions(profile=False)
+    fw, bw = _forward_and_backward(ARG_NEEDS_GRAD, options, tmp_path)
+    x = next(a for a in fw.example_inputs if a.shape == (8, 4))
+    w = next(a for a in fw.example_inputs if a.shape == (4, 3))
+    ref = w.detach().clone().requires_grad_(True)
+    torch.tanh(x @ ref).sum().backward()
+    saved = fw.compiled(*_fresh(fw.example_inputs))
+    args = _fresh(bw.example_inputs)
+    for out_index, in_index in saved_inputs(fw.gm, bw.gm):
+        args[in_index] = saved[out_index]
+    grads = [g for g in bw.compiled(*args) if g is not None]
+    assert len(grads) == 1
+    _close(grads[0], ref.grad, options, "grad of w")

@@ -46,6 +46,7 @@ const ctx = {
   cytoscape: loadCytoscape,
   highlight,
   revealLine: (line) => editor.revealLine(line),
+  showGraphs: (ids) => showGraphs(ids),
 };
 
 const editor = new Editor($("editor"), {
