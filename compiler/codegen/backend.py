@@ -18,6 +18,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
 
+import torch
+
+from compiler.codegen.optable import CodegenError, OpTable
 from compiler.codegen.targets import Target
 from compiler.options import CompileOptions
 from compiler.schedule.plan import KernelPlan
@@ -86,6 +89,20 @@ class Backend:
     # -- scheduling -----------------------------------------------------------------------
     def kernel_prefix(self, kind: str, rnumel: int) -> str:
         return f"{self.name}_{'poi' if kind == 'pointwise' else 'red'}"
+
+    # -- lowering -------------------------------------------------------------------------
+    def op_table(self) -> OpTable:
+        """How this backend's kernels spell each op, per operand dtype."""
+        raise NotImplementedError
+
+    def refuses(self, op: str, dtype: torch.dtype) -> str | None:
+        """Why this backend cannot express `op` on `dtype` operands (lowering then leaves
+        the node to ATen and says so), or None when it can."""
+        try:
+            self.op_table().rule(op, dtype)
+        except CodegenError as e:
+            return str(e)
+        return None
 
     # -- codegen --------------------------------------------------------------------------
     def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:

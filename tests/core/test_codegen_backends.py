@@ -12,7 +12,8 @@ from ks_helpers import lower_fn
 from compiler.codegen import targets
 from compiler.codegen.backends import REGISTRY, backend_names, choose_backend
 from compiler.codegen.cpp import CppBackend
-from compiler.codegen.triton import TritonBackend, _compiled_report
+from compiler.codegen.triton import TritonBackend
+from compiler.codegen.triton_report import compiled_report
 from compiler.compile_fx import GraphWork, codegen_stage, lower, memory_stage, schedule_stage
 from compiler.options import CompileOptions
 
@@ -95,6 +96,31 @@ def test_triton_report_reads_the_compiled_kernel() -> None:
                                      metadata=types.SimpleNamespace(shared=1024),
                                      asm={"ttir": "module {}", "cubin": b"\x00"})
     fn = types.SimpleNamespace(device_caches={0: ({"key": compiled}, None, None, None, None)})
-    assert _compiled_report(fn) == {"registers": 32, "spills": 0, "shared_bytes": 1024,
+    assert compiled_report(fn) == {"registers": 32, "spills": 0, "shared_bytes": 1024,
                                     "ir": {"ttir": "module {}"}}
-    assert _compiled_report(types.SimpleNamespace()) == {}
+    assert compiled_report(types.SimpleNamespace()) == {}
+
+
+def test_the_backend_says_which_op_dtype_pairs_it_cannot_express() -> None:
+    cpp, triton = choose_backend("cpp", "cpu", OPTS), choose_backend("triton", "cuda", OPTS)
+    assert "cannot express 'exp' on int64" in (cpp.refuses("exp", torch.int64) or "")
+    assert cpp.refuses("pow", torch.int64) is None  # ks_ipow
+    assert triton.refuses("pow", torch.int32) is None  # _ipow (it had no integer rule)
+    assert "'sign' on bool" in (triton.refuses("sign", torch.bool) or "")
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_a_node_the_backend_cannot_express_goes_to_aten_with_the_reason(backend: str) -> None:
+    """Regression: torch.sign of a bool tensor was a CodegenError on both backends."""
+    (gm, _), = lower_fn(lambda b: torch.sign(b) & b, torch.rand(16) > 0.5)
+    inputs = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
+    work = GraphWork(0, gm, inputs, CompileOptions(backend=backend))
+    event = lower(work)
+    (fb,) = event["fallbacks"]
+    assert fb["op"].startswith("aten.sign") and "cannot express 'sign' on bool" in fb["reason"]
+    assert fb["reason"].endswith("computed by ATen")
+    names = [b["name"] for b in event["buffers"]]
+    assert names == [f"buf{i}" for i in range(len(names))]  # nothing left of the refused node
+    schedule_stage(work)
+    memory_stage(work)
+    codegen_stage(work)  # the rest still generates
