@@ -29,6 +29,7 @@ from compiler.codegen.mathops import (
 )
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
 from compiler.codegen.tiling import YINDEX, Tile, choose_tile, fits_grid, tile_config
+from compiler.codegen.triton_report import compiled_report
 from compiler.ir.indexing import pexpr
 from compiler.ir.ops import reduction_identity as identity
 from compiler.schedule.nodes import SchedNode
@@ -485,38 +486,4 @@ class TritonBackend(Backend):
     def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
         if self.emulated:
             return {}
-        return _compiled_report(getattr(module, kernel, None))
-
-
-def _compiled_report(fn: Any) -> dict[str, Any]:
-    """Registers, spills, shared memory and IR stages of a JIT function's compiled
-    kernel (the last one compiled, for the launch the warmup made)."""
-    compiled = None
-    for cache in getattr(fn, "device_caches", {}).values():
-        kernels = cache[0] if isinstance(cache, tuple) else cache
-        if kernels:
-            compiled = list(kernels.values())[-1]
-    if compiled is None:
-        return {}
-    report: dict[str, Any] = {}
-    for key, attr in (("registers", "n_regs"), ("spills", "n_spills")):
-        value = getattr(compiled, attr, None)
-        if isinstance(value, int):
-            report[key] = value
-    shared = getattr(getattr(compiled, "metadata", None), "shared", None)
-    if isinstance(shared, int):
-        report["shared_bytes"] = shared
-    asm = getattr(compiled, "asm", {}) or {}
-    stages = {k: _capped(v) for k, v in asm.items() if isinstance(v, str)}
-    if stages:
-        report["ir"] = stages
-    return report
-
-
-IR_STAGE_LIMIT = 1 << 16  # characters of one IR stage kept in the event
-
-
-def _capped(text: str) -> str:
-    if len(text) <= IR_STAGE_LIMIT:
-        return text
-    return text[:IR_STAGE_LIMIT] + f"\n... ({len(text) - IR_STAGE_LIMIT} more characters)\n"
+        return compiled_report(getattr(module, kernel, None))

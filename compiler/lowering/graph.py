@@ -175,10 +175,7 @@ class GraphLowering:
         if isinstance(meta, torch.Tensor) and meta.numel() == 0 and _static(meta):
             # Nothing to compute: any kernel over zero elements is a no-op (and index math
             # over a zero-size dim divides by zero), so the value is just an allocation.
-            return self.extern(aten.empty_strided.default,
-                               (list(meta.shape), list(meta.stride())),
-                               {"dtype": meta.dtype, "device": meta.device}, fallback=False,
-                               reason="zero-size result: allocated, nothing to compute")
+            return self.allocate("zero-size result: allocated, nothing to compute")
         if _is_complex(meta) or any(_is_complex(a) for a in _tensor_args(args, kwargs)):
             return self.extern(node.target, args, kwargs, fallback=True,
                                reason="complex dtype: computed by ATen")
@@ -315,6 +312,14 @@ class GraphLowering:
                          tuple(int(r) for r in ranges),
                          tuple(int(r) for r in reduction_ranges),
                          reduction_type, src_dtype, origins)
+
+    def allocate(self, reason: str) -> Any:
+        """The node's result as a bare allocation in its meta's shape, stride and dtype
+        (zero-size results; `empty`, whose values are unspecified)."""
+        meta = self.out_meta()
+        return self.extern(aten.empty_strided.default, (list(meta.shape), list(meta.stride())),
+                           {"dtype": meta.dtype, "device": meta.device}, fallback=False,
+                           reason=reason)
 
     def extern(self, op: Any, args: Any, kwargs: dict[str, Any], fallback: bool,
                reason: str = "") -> Any:

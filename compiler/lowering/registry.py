@@ -42,5 +42,7 @@ def load_all() -> None:
         misc,
         pointwise,
         reductions,
+        scans,
+        scatter,
         views,
     )
