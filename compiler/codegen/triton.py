@@ -412,6 +412,7 @@ class TritonBackend(Backend):
     also_runs_on = ("cpu",)
     # Split reductions pay off on a GPU's many multiprocessors.
     split_reductions = True
+    writes_over_inputs = True  # Triton pointers may alias: an input's update in place
 
     def kernel_prefix(self, kind: str, rnumel: int) -> str:
         if kind != "pointwise" and rnumel <= self.options.persistent_rblock:
