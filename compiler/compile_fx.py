@@ -102,8 +102,9 @@ def lower(work: GraphWork) -> dict[str, Any]:
     device = graph_device(work.example_inputs, work.gm)
     work.backend = backend = choose_backend(work.options.backend, device, work.options)
     split = work.options.split_reductions and backend.split_reductions
+    online = work.options.persistent_rblock if backend.online_softmax else None
     lowering = GraphLowering(work.gm, work.example_inputs, work.lines, split_reductions=split,
-                             fallback=work.options.fallback)
+                             fallback=work.options.fallback, online_softmax=online)
     work.lowered = lowered = lowering.run()
     buffers = [_buffer_json(work, b) for b in lowered.buffers]
     return {

@@ -63,6 +63,9 @@ class Backend:
     # A kernel may store a mutated input's new value over the input (schedule/inplace.py);
     # not where kernel pointers are declared non-aliasing (C++'s __restrict__).
     writes_over_inputs: ClassVar[bool] = False
+    # The codegen has the one-pass "logsumexp" reduction (running max and rescaled sum):
+    # softmax and log_softmax over long rows read each row once for it, not twice.
+    online_softmax: ClassVar[bool] = False
 
     def __init__(self, device: str, options: CompileOptions) -> None:
         self.device = device

@@ -84,12 +84,16 @@ class GraphLowering:
         lines: dict[str, int | None] | None = None,
         split_reductions: bool = True,
         fallback: bool = True,
+        online_softmax: int | None = None,
     ) -> None:
         load_all()
         self.gm = gm
         self.example_inputs = list(example_inputs)
         self.lines = lines or {}
         self.split_reductions = split_reductions
+        # Rows longer than this take softmax through a one-pass logsumexp reduction
+        # (log_softmax: every row); None: the backend has no such reduction.
+        self.online_softmax = online_softmax
         self.allow_fallback = fallback
         self.input_offsets: dict[str, int] = {}  # storage offsets of the real inputs
         self.notes: list[str] = []

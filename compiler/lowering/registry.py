@@ -36,4 +36,11 @@ def find_lowering(target: Any) -> LoweringFn | None:
 
 def load_all() -> None:
     """Import the modules whose decorators fill the table."""
-    from compiler.lowering import indexing, misc, pointwise, reductions, views  # noqa: F401
+    from compiler.lowering import (  # noqa: F401
+        indexing,
+        misc,
+        pointwise,
+        reductions,
+        softmax,
+        views,
+    )
