@@ -104,7 +104,8 @@ def lower(work: GraphWork) -> dict[str, Any]:
     split = work.options.split_reductions and backend.split_reductions
     online = work.options.persistent_rblock if backend.online_softmax else None
     lowering = GraphLowering(work.gm, work.example_inputs, work.lines, split_reductions=split,
-                             fallback=work.options.fallback, online_softmax=online)
+                             fallback=work.options.fallback, refuses=backend.refuses,
+                             online_softmax=online)
     work.lowered = lowered = lowering.run()
     buffers = [_buffer_json(work, b) for b in lowered.buffers]
     return {

@@ -54,6 +54,24 @@ BELOW_CORE: list[OperatorBase | OpOverloadPacket] = [
     aten.max.dim,
     aten.min.dim,
     aten.embedding_dense_backward,
+    # structural ops that decompose into indexing, views and reductions we lower
+    aten.linalg_vector_norm,
+    aten.dist,
+    aten.addmv,
+    aten.narrow_copy,
+    aten.permute_copy,
+    aten.as_strided_copy,
+    aten.unbind_copy,
+    aten.bucketize,
+    aten.grid_sampler_2d,
+    aten._adaptive_avg_pool2d,
+    aten.adaptive_max_pool2d,
+    aten.adaptive_max_pool3d,
+    aten.max_pool2d_with_indices,
+    aten.max_pool3d_with_indices,
+    aten.slice_scatter,
+    aten.new_empty_strided,
+    aten._upsample_bilinear2d_aa,
 ]
 
 # Core decompositions we undo: we lower these directly and better.

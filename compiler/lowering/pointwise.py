@@ -216,7 +216,8 @@ def pow_(g: Any, a: Any, b: Any) -> Any:
 
 def _int_pow(g: Any, a: Any, b: Any) -> Any:
     """Integer pow: exact repeated multiplication for small constant exponents; the rest
-    (tensor exponents, where float pow would round large results) goes to ATen."""
+    (tensor exponents) is an integer `pow`, which backends compute by squaring (one that
+    cannot is refused at lowering, and ATen computes the node)."""
     if isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 16 and \
             isinstance(a, TensorValue):
         out = g.out_meta().dtype
@@ -234,8 +235,7 @@ def _int_pow(g: Any, a: Any, b: Any) -> Any:
             return result
 
         return pointwise(g, fn, a)
-    return g.extern(g.current.target, (a, b), {}, fallback=True,
-                    reason="integer pow with a tensor or large exponent")
+    return pointwise(g, ops.pow, a, b)
 
 
 @register_lowering(aten.relu)

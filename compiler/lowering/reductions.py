@@ -237,6 +237,29 @@ def _arg_reduce(g: Any, x: TensorValue, dim: int | None, keepdim: bool, rtype: s
     return _nan_aware(g, x, [dim], keepdim, rtype, torch.int64)
 
 
+@register_lowering(aten.max.dim)
+def max_dim(g: Any, x: TensorValue, dim: int, keepdim: bool = False) -> tuple[Any, Any]:
+    """(values, indices) as eager: a NaN wins and its first index is returned."""
+    return (_nan_aware(g, x, [dim], keepdim, "max", x.dtype),
+            _arg_reduce(g, x, dim, keepdim, "argmax"))
+
+
+@register_lowering(aten.min.dim)
+def min_dim(g: Any, x: TensorValue, dim: int, keepdim: bool = False) -> tuple[Any, Any]:
+    return (_nan_aware(g, x, [dim], keepdim, "min", x.dtype),
+            _arg_reduce(g, x, dim, keepdim, "argmin"))
+
+
+@register_lowering(aten.max.default)
+def max_all(g: Any, x: TensorValue) -> Any:
+    return _nan_aware(g, x, None, False, "max", x.dtype)
+
+
+@register_lowering(aten.min.default)
+def min_all(g: Any, x: TensorValue) -> Any:
+    return _nan_aware(g, x, None, False, "min", x.dtype)
+
+
 @register_lowering(aten.mean.dim, aten.mean.default)
 def mean(g: Any, x: TensorValue, dims: Any = None, keepdim: bool = False,
          dtype: torch.dtype | None = None) -> Any:

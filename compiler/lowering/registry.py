@@ -41,6 +41,8 @@ def load_all() -> None:
         misc,
         pointwise,
         reductions,
+        scans,
+        scatter,
         softmax,
         views,
     )
