@@ -231,6 +231,8 @@ class TritonKernelCodegen(KernelCodegen):
                               f"tl.broadcast_to({value.name}, [XBLOCK, RBLOCK])", src, "r")
         out_dtype = TL_DTYPE[node.buffer.dtype]
         block, lines = self.block, self.block.scope.lines
+        if rtype == "logsumexp":
+            return self._logsumexp(node, value, TL_DTYPE[src], out_dtype)
         if block.pre is None or block.post is None:  # persistent: the row is in registers
             masked = self.emit(f"tl.where(xmask & rmask, {value.name}, {ident})", src, "r")
             result = Var(self.new_var(), node.buffer.dtype, "x")
@@ -258,6 +260,35 @@ class TritonKernelCodegen(KernelCodegen):
         self.write_for(lines, node, f"{acc} = tl.where(xmask & rmask, {combined}, {acc})")
         self.write_for(block.post, node,
                        f"{result.name} = {REDUCE[rtype].format(acc)}[:, None].to({out_dtype})")
+        return result
+
+    def _logsumexp(self, node: SchedNode, value: Var, src: str, out_dtype: str) -> Var:
+        """log(sum(exp(v))) over the row in one pass: each lane keeps its running max m
+        and a sum s of exp(v - m), rescaled by exp(m_old - m_new) when the max grows; the
+        lanes are combined after the loop. A lane that has seen only -inf keeps s = 0.
+        NaN anywhere in the row makes s, and so the result, NaN (as eager's softmax)."""
+        block, lines = self.block, self.block.scope.lines
+        result = Var(self.new_var(), node.buffer.dtype, "x")
+        acc, inf = f"_{result.name}", "float('-inf')"
+        put = self.write_for
+        if block.pre is None or block.post is None:  # persistent: the row is in registers
+            put(lines, node, f"{acc}_v = tl.where(xmask & rmask, {value.name}, {inf})")
+            put(lines, node, f"{acc}_m = tl.max({acc}_v, 1)[:, None]")
+            put(lines, node, f"{acc}_s = tl.sum(tl.where({acc}_v == {inf}, 0.0, "
+                             f"tl.exp({acc}_v - {acc}_m)), 1)[:, None]")
+            put(lines, node, f"{result.name} = ({acc}_m + tl.log({acc}_s)).to({out_dtype})")
+            return result
+        put(block.pre, node, f"{acc} = tl.full([XBLOCK, RBLOCK], {inf}, {src})")
+        put(block.pre, node, f"{acc}_sum = tl.zeros([XBLOCK, RBLOCK], {src})")
+        put(lines, node, f"{acc}_v = tl.where(xmask & rmask, {value.name}, {inf})")
+        put(lines, node, f"{acc}_new = tl.maximum({acc}, {acc}_v, tl.PropagateNan.ALL)")
+        put(lines, node, f"{acc}_sum = tl.where({acc}_new == {inf}, 0.0, {acc}_sum * "
+                         f"tl.exp({acc} - {acc}_new) + tl.exp({acc}_v - {acc}_new))")
+        put(lines, node, f"{acc} = {acc}_new")
+        put(block.post, node, f"{acc}_m = tl.max({acc}, 1)[:, None]")
+        put(block.post, node, f"{acc}_s = tl.sum(tl.where({acc} == {inf}, 0.0, "
+                              f"{acc}_sum * tl.exp({acc} - {acc}_m)), 1)[:, None]")
+        put(block.post, node, f"{result.name} = ({acc}_m + tl.log({acc}_s)).to({out_dtype})")
         return result
 
     def _finish(self, rtype: str, masked: str) -> str:
@@ -452,6 +483,8 @@ class TritonBackend(Backend):
     target = targets.by_name("triton")
     # Split reductions pay off on a GPU's many multiprocessors.
     split_reductions = True
+    writes_over_inputs = True  # Triton pointers may alias: an input's update in place
+    online_softmax = True  # the "logsumexp" reduction (reduce() below)
 
     def op_table(self) -> OpTable:
         return INTERPRET_OPS if self.emulated else OPS

@@ -194,7 +194,7 @@ def reduction_identity(rtype: str, dtype: torch.dtype) -> Any:
         return False if dtype == torch.bool else 0
     if rtype in ("prod", "all"):
         return True if dtype == torch.bool else 1
-    if rtype in ("max", "argmax"):
+    if rtype in ("max", "argmax", "logsumexp"):
         return float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
     if rtype in ("min", "argmin"):
         return float("inf") if dtype.is_floating_point else torch.iinfo(dtype).max

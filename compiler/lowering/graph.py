@@ -91,12 +91,16 @@ class GraphLowering:
         split_reductions: bool = True,
         fallback: bool = True,
         refuses: Refuses | None = None,
+        online_softmax: int | None = None,
     ) -> None:
         load_all()
         self.gm = gm
         self.example_inputs = list(example_inputs)
         self.lines = lines or {}
         self.split_reductions = split_reductions
+        # Rows longer than this take softmax through a one-pass logsumexp reduction
+        # (log_softmax: every row); None: the backend has no such reduction.
+        self.online_softmax = online_softmax
         self.allow_fallback = fallback
         self.refuses = refuses
         self._dtypes: dict[str, torch.dtype] = {}  # buffer name -> dtype, for `refuses`

@@ -132,6 +132,13 @@ def add(g: Any, a: Any, b: Any, alpha: Any = 1) -> Any:
     return pointwise(g, ops.add, a, b)
 
 
+@register_lowering(prims.fma)
+def fma(g: Any, a: Any, b: Any, c: Any) -> Any:
+    """a * b + c (torch's addcmul/addcdiv decompositions). A GPU contracts the two into
+    one fused multiply-add, as eager's kernel does; the C++ compiler may or may not."""
+    return pointwise(g, lambda x, y, z: ops.add(ops.mul(x, y), z), a, b, c)
+
+
 @register_lowering(aten.sub, prims.sub)
 def sub(g: Any, a: Any, b: Any, alpha: Any = 1) -> Any:
     if alpha != 1:

@@ -44,5 +44,6 @@ def load_all() -> None:
         reductions,
         scans,
         scatter,
+        softmax,
         views,
     )

@@ -147,6 +147,7 @@ def _grid(sizes: Sequence[int], device: str) -> list[torch.Tensor]:
 
 REDUCE: dict[str, Callable[..., torch.Tensor]] = {
     "sum": torch.sum, "prod": torch.prod, "any": torch.any, "all": torch.all,
+    "logsumexp": torch.logsumexp,
 }
 
 
