@@ -29,7 +29,7 @@ from compiler.ir.nodes import ComputedBuffer, ExternKernel, ExternOutput, Reduct
 from compiler.ir.opnames import op_name, op_short
 from compiler.lowering.graph import GraphLowering, LoweredGraph, Unsupported
 from compiler.options import CompileOptions
-from compiler.runtime import loader
+from compiler.runtime import graph_cache, loader
 from compiler.runtime.graphs import CudaGraphed, static_input_indices
 from compiler.schedule.memory import MemoryPlan, plan_memory
 from compiler.schedule.scheduler import Schedule, schedule, schedule_json
@@ -55,11 +55,17 @@ class GraphWork:
     build_source: str = ""  # what the backend builds before the first launch
     compiled: loader.CompiledGraph | None = None
     notes: list[str] = field(default_factory=list)  # what the UI should know (lowering event)
+    graph_key: str | None = None  # the whole-graph cache's key (None: not cacheable)
+    graph_cache: graph_cache.GraphCacheStatus | None = None
 
     def __post_init__(self) -> None:
         self.lines = node_lines(self.gm, self.filename)
         self.op_names = {n.name: op_short(n.target) for n in self.gm.graph.nodes
                          if n.op == "call_function"}
+        self.graph_key, why = graph_cache.graph_key(self.gm, self.example_inputs, self.options,
+                                                    self.lines, self.code_lines)
+        if self.graph_key is None:
+            self.graph_cache = graph_cache.GraphCacheStatus(None, "bypass", why)
 
     def describe_origins(self, origins: Sequence[str]) -> str:
         """FX nodes in program order, grouped by source line, each line quoted once:
@@ -215,19 +221,63 @@ def build_stage(work: GraphWork, warmup: bool = True) -> dict[str, Any]:
     work.compiled = compiled = loader.load_graph(
         work.wrapper, work.build_source, work.backend, work.options,
         [k.name for k in work.kernels])
+    _record(work, compiled)
     kernels = []
     if warmup:
         kernels = loader.warmup(compiled, work.example_inputs)
     return {"id": work.gid, "ms": compiled.ms, "cache_hit": compiled.cache_hit,
-            "path": str(compiled.path), "build_ms": compiled.build_ms, "kernels": kernels}
+            "path": str(compiled.path), "build_ms": compiled.build_ms, "kernels": kernels,
+            "graph_cache": compiled.graph_cache}
+
+
+def _record(work: GraphWork, compiled: loader.CompiledGraph) -> None:
+    """Say what the whole-graph cache held for this graph, and store what was built.
+
+    An entry that names another wrapper than the one just generated means the key missed
+    something that changes the code: it is reported as "stale" (and replaced)."""
+    status = work.graph_cache
+    key, backend = work.graph_key, work.backend
+    if key is not None and backend is not None:
+        entry, why = graph_cache.lookup(key, work.options)
+        if why or (entry is not None and entry.wrapper != compiled.path):
+            status = graph_cache.GraphCacheStatus(key, "stale", why or "another wrapper")
+        elif status is None:
+            status = graph_cache.GraphCacheStatus(key, "hit" if entry else "miss")
+        source = loader.source_path(work.build_source, backend, work.options)
+        graph_cache.store(key, work.options, backend.name, backend.device, compiled.path,
+                          source, loader.artifact_path(work.build_source, backend,
+                                                       work.options), compiled.kernels)
+    compiled.graph_cache = status.to_json() if status is not None else {}
+
+
+def _cached(work: GraphWork) -> loader.CompiledGraph | None:
+    """The graph as compiled before, from the whole-graph cache, or None (then compile it;
+    `work.graph_cache` says why when an entry was there and did not verify)."""
+    if work.graph_key is None:
+        return None
+    entry, why = graph_cache.lookup(work.graph_key, work.options)
+    if entry is None:
+        if why:
+            work.graph_cache = graph_cache.GraphCacheStatus(work.graph_key, "stale", why)
+        return None
+    backend = choose_backend(entry.backend, entry.device, work.options)
+    compiled = loader.load_built(entry.wrapper, entry.source, backend, entry.kernels)
+    compiled.graph_cache = graph_cache.GraphCacheStatus(work.graph_key, "hit").to_json()
+    return compiled
 
 
 def compile_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                options: CompileOptions, filename: str | None = None, gid: int = 0,
                notes: Sequence[str] = ()) -> Callable[..., Any]:
-    """Everything at once: the backend's path. Returns fn(*args) -> list of outputs."""
+    """Everything at once: the backend's path. Returns fn(*args) -> list of outputs.
+
+    A graph compiled before comes from the whole-graph cache (runtime/graph_cache.py)
+    without lowering..codegen; the CompiledGraph's `graph_cache` says which happened."""
     work = GraphWork(gid, gm, list(example_inputs), options, filename)
     work.notes.extend(notes)
+    cached = _cached(work)
+    if cached is not None:
+        return cached
     lower(work)
     schedule_stage(work)
     memory_stage(work)
