@@ -309,15 +309,25 @@ def compiler_flags(repo_dir: Path) -> tuple[str, list[str]]:
     import ast
 
     source = (Path(repo_dir) / "compiler" / "codegen" / "cpp.py").read_text()
+    # The names FLAGS may use, found as the compiler finds them (without importing torch).
+    names = {"TORCH_INCLUDE_DIR": _torch_include_dir()}
     flags: list[str] | None = None
     for node in ast.parse(source).body:
         if isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == [
             "FLAGS"
-        ]:
-            flags = [str(f) for f in ast.literal_eval(node.value)]
+        ] and isinstance(node.value, ast.List):
+            flags = [names[e.id] if isinstance(e, ast.Name) else str(ast.literal_eval(e))
+                     for e in node.value.elts]
     if flags is None:
         raise RuntimeError("compiler/codegen/cpp.py defines no FLAGS")
     return os.environ.get("CXX", "g++"), flags
+
+
+def _torch_include_dir() -> str:
+    """compiler/codegen/mathops.py's TORCH_INCLUDE_DIR: torch's package folder + include."""
+    spec = importlib.util.find_spec("torch")
+    origin = spec.origin if spec is not None and spec.origin else ""
+    return os.path.join(os.path.dirname(origin), "include")
 
 
 def shared_kernel_cache(root: str | None, settings: Any) -> KernelCache | None:
