@@ -25,12 +25,13 @@ from compiler.codegen.backends import choose_backend
 from compiler.codegen.wrapper import generate_wrapper
 from compiler.ir.handlers import describe, dtype_name
 from compiler.ir.indexing import index_vars, pexpr
-from compiler.ir.nodes import ComputedBuffer, ExternKernel, ExternOutput, Reduction
+from compiler.ir.nodes import ComputedBuffer, ExternKernel, ExternOutput, Reduction, Stored
 from compiler.ir.opnames import op_name, op_short
 from compiler.lowering.graph import GraphLowering, LoweredGraph, Unsupported
 from compiler.options import CompileOptions
 from compiler.runtime import graph_cache, loader
 from compiler.runtime.graphs import CudaGraphed, static_input_indices
+from compiler.schedule.inplace import in_place_outputs
 from compiler.schedule.memory import MemoryPlan, plan_memory
 from compiler.schedule.scheduler import Schedule, schedule, schedule_json
 
@@ -55,17 +56,13 @@ class GraphWork:
     build_source: str = ""  # what the backend builds before the first launch
     compiled: loader.CompiledGraph | None = None
     notes: list[str] = field(default_factory=list)  # what the UI should know (lowering event)
-    graph_key: str | None = None  # the whole-graph cache's key (None: not cacheable)
-    graph_cache: graph_cache.GraphCacheStatus | None = None
+    mutations: dict[int, int] = field(default_factory=dict)  # output -> input it updates
+    graph_cache: graph_cache.GraphCacheStatus | None = None  # what the whole-graph cache did
 
     def __post_init__(self) -> None:
         self.lines = node_lines(self.gm, self.filename)
         self.op_names = {n.name: op_short(n.target) for n in self.gm.graph.nodes
                          if n.op == "call_function"}
-        self.graph_key, why = graph_cache.graph_key(self.gm, self.example_inputs, self.options,
-                                                    self.lines, self.code_lines)
-        if self.graph_key is None:
-            self.graph_cache = graph_cache.GraphCacheStatus(None, "bypass", why)
 
     def describe_origins(self, origins: Sequence[str]) -> str:
         """FX nodes in program order, grouped by source line, each line quoted once:
@@ -106,8 +103,10 @@ def lower(work: GraphWork) -> dict[str, Any]:
     device = graph_device(work.example_inputs, work.gm)
     work.backend = backend = choose_backend(work.options.backend, device, work.options)
     split = work.options.split_reductions and backend.split_reductions
+    online = work.options.persistent_rblock if backend.online_softmax else None
     lowering = GraphLowering(work.gm, work.example_inputs, work.lines, split_reductions=split,
-                             fallback=work.options.fallback, refuses=backend.refuses)
+                             fallback=work.options.fallback, refuses=backend.refuses,
+                             online_softmax=online)
     work.lowered = lowered = lowering.run()
     buffers = [_buffer_json(work, b) for b in lowered.buffers]
     return {
@@ -172,14 +171,50 @@ def memory_stage(work: GraphWork) -> dict[str, Any]:
     for s in sched.steps:  # ATen fallbacks may return views of their inputs: keep them
         if s.extern is not None and s.extern.fallback:
             keep |= s.reads() | set(s.writes())
+    in_place = {}
+    if work.backend is not None and work.backend.writes_over_inputs:
+        in_place = in_place_outputs(_mutation_buffers(work), steps,
+                                    [s.plan for s in sched.steps], sched.buffers)
     work.memory = mem = plan_memory(steps, sched.buffers, keep, sched.removed,
-                                    work.options.memory_reuse)
+                                    work.options.memory_reuse, in_place)
     for p in mem.buffers:
         p.output = p.name in lowered.output_names()
     return {"id": work.gid, "steps": [s.name for s in sched.steps],
             "buffers": [p.to_json() for p in mem.buffers],
             "peak_bytes": mem.peak_bytes, "peak_bytes_no_reuse": mem.peak_bytes_no_reuse,
             "frees": {str(k): v for k, v in mem.frees.items()}}
+
+
+def _mutation_buffers(work: GraphWork) -> dict[str, str]:
+    """Output buffer -> input buffer, for graph outputs that are a mutated input's new
+    value (AOTAutograd copies them back after the call)."""
+    assert work.lowered is not None
+    outs, ins = work.lowered.outputs, work.lowered.inputs
+    found: dict[str, str] = {}
+    for j, i in work.mutations.items():
+        o = outs[j] if j < len(outs) else None
+        if isinstance(o, Stored) and o.as_arg().is_plain() and i < len(ins):
+            found.setdefault(o.buffer.name, ins[i].name)
+    return found
+
+
+def input_mutations() -> dict[int, int]:
+    """Graph output -> graph input, for the inputs AOTAutograd's runtime copies a new
+    value into (data mutations only; they are the graph's first outputs, in order)."""
+    ctx = torch._guards.TracingContext.try_get()
+    meta = getattr(ctx, "fw_metadata", None)
+    indices = getattr(meta, "mutated_inp_runtime_indices", None)
+    info = getattr(meta, "input_info", None)
+    bases: Any = getattr(meta, "num_intermediate_bases", 0)
+    if meta is None or indices is None or info is None or bases or \
+            getattr(meta, "tokens", None):
+        return {}
+    found: dict[int, int] = {}
+    for j, i in enumerate(indices):
+        if info[i].mutates_data and not info[i].mutates_metadata \
+                and not info[i].requires_grad:
+            found[j] = i
+    return found
 
 
 def codegen_stage(work: GraphWork) -> dict[str, Any]:
@@ -217,10 +252,10 @@ def _with_lines(work: GraphWork, line_map: list[dict[str, Any]]) -> list[dict[st
 
 
 def build_stage(work: GraphWork, warmup: bool = True) -> dict[str, Any]:
-    assert work.backend is not None
+    assert work.backend is not None and work.lowered is not None
     work.compiled = compiled = loader.load_graph(
         work.wrapper, work.build_source, work.backend, work.options,
-        [k.name for k in work.kernels])
+        [k.name for k in work.kernels], work.lowered.constants)
     _record(work, compiled)
     kernels = []
     if warmup:
@@ -230,51 +265,69 @@ def build_stage(work: GraphWork, warmup: bool = True) -> dict[str, Any]:
             "graph_cache": compiled.graph_cache}
 
 
+def _graph_key(work: GraphWork) -> str | None:
+    """The whole-graph cache's key for this graph (None, with the reason in
+    `work.graph_cache`, when the graph cannot be cached)."""
+    key, why = graph_cache.graph_key(
+        work.gm, work.example_inputs, work.options,
+        {"lines": work.lines, "code": work.code_lines,
+         "mutations": sorted(work.mutations.items())})
+    if key is None:
+        work.graph_cache = graph_cache.GraphCacheStatus(None, "bypass", why)
+    return key
+
+
 def _record(work: GraphWork, compiled: loader.CompiledGraph) -> None:
     """Say what the whole-graph cache held for this graph, and store what was built.
 
     An entry that names another wrapper than the one just generated means the key missed
     something that changes the code: it is reported as "stale" (and replaced)."""
     status = work.graph_cache
-    key, backend = work.graph_key, work.backend
-    if key is not None and backend is not None:
+    key, backend, lowered = _graph_key(work), work.backend, work.lowered
+    if key is not None and backend is not None and lowered is not None:
         entry, why = graph_cache.lookup(key, work.options)
         if why or (entry is not None and entry.wrapper != compiled.path):
             status = graph_cache.GraphCacheStatus(key, "stale", why or "another wrapper")
-        elif status is None:
+        elif status is None or status.status != "stale":
             status = graph_cache.GraphCacheStatus(key, "hit" if entry else "miss")
-        source = loader.source_path(work.build_source, backend, work.options)
-        graph_cache.store(key, work.options, backend.name, backend.device, compiled.path,
-                          source, loader.artifact_path(work.build_source, backend,
-                                                       work.options), compiled.kernels)
+        constants = [b.name for b in lowered.inputs[len(lowered.inputs)
+                                                    - len(lowered.constants):]]
+        graph_cache.store(key, work.options, graph_cache.Entry(
+            backend.name, backend.device, compiled.path,
+            loader.source_path(work.build_source, backend, work.options), compiled.kernels,
+            constants), loader.artifact_path(work.build_source, backend, work.options))
     compiled.graph_cache = status.to_json() if status is not None else {}
 
 
 def _cached(work: GraphWork) -> loader.CompiledGraph | None:
     """The graph as compiled before, from the whole-graph cache, or None (then compile it;
     `work.graph_cache` says why when an entry was there and did not verify)."""
-    if work.graph_key is None:
+    key = _graph_key(work)
+    if key is None:
         return None
-    entry, why = graph_cache.lookup(work.graph_key, work.options)
+    entry, why = graph_cache.lookup(key, work.options)
     if entry is None:
         if why:
-            work.graph_cache = graph_cache.GraphCacheStatus(work.graph_key, "stale", why)
+            work.graph_cache = graph_cache.GraphCacheStatus(key, "stale", why)
         return None
     backend = choose_backend(entry.backend, entry.device, work.options)
-    compiled = loader.load_built(entry.wrapper, entry.source, backend, entry.kernels)
-    compiled.graph_cache = graph_cache.GraphCacheStatus(work.graph_key, "hit").to_json()
+    compiled = loader.load_built(entry.wrapper, entry.source, backend, entry.kernels,
+                                 graph_cache.constant_values(work.gm, entry.constants))
+    compiled.graph_cache = graph_cache.GraphCacheStatus(key, "hit").to_json()
     return compiled
 
 
 def compile_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                options: CompileOptions, filename: str | None = None, gid: int = 0,
-               notes: Sequence[str] = ()) -> Callable[..., Any]:
+               notes: Sequence[str] = (), mutations: dict[int, int] | None = None
+               ) -> Callable[..., Any]:
     """Everything at once: the backend's path. Returns fn(*args) -> list of outputs.
 
     A graph compiled before comes from the whole-graph cache (runtime/graph_cache.py)
     without lowering..codegen; the CompiledGraph's `graph_cache` says which happened."""
     work = GraphWork(gid, gm, list(example_inputs), options, filename)
     work.notes.extend(notes)
+    work.mutations = dict(mutations or {})
     cached = _cached(work)
     if cached is not None:
         return cached
@@ -363,7 +416,8 @@ def make_backend(options: CompileOptions, filename: str | None = None,
         if _is_dynamic(example_inputs):
             return make_boxed_func(_specialising(gm, options, filename, gid))
         try:
-            compiled = compile_fx(gm, example_inputs, options, filename, gid)
+            compiled = compile_fx(gm, example_inputs, options, filename, gid,
+                                  mutations=input_mutations())
         except Unsupported as e:
             warnings.warn(f"kernelscope: running graph {gid} eagerly: {e}", stacklevel=2)
             return make_boxed_func(torch._disable_dynamo(_eager(gm)))

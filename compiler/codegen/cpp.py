@@ -27,6 +27,13 @@ from compiler.codegen.backend import Backend, BuildError, BuildResult, Generated
 from compiler.codegen.common import Lines, Scope, Var
 from compiler.codegen.debuglines import KernelFile, kernel_file, objdump_lines, spans
 from compiler.codegen.kernel import Block, KernelCodegen, walks_columns
+from compiler.codegen.mathops import (
+    ATEN_INCLUDE,
+    CPP_MATH,
+    CPP_MATH_HELPERS,
+    TORCH_INCLUDE_DIR,
+    needs_aten_math,
+)
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
 from compiler.ir.indexing import cexpr
 from compiler.ir.ops import reduction_identity as identity
@@ -90,7 +97,7 @@ static inline uint16_t ks_float_to_bf16(float f) {
 }
 """
 
-OPS = OpTable("C++", merged(C_LIKE, {
+OPS = OpTable("C++", merged(merged(C_LIKE, {
     "truediv": float_only("{0} / {1}"),
     "floordiv": {"int": "ks_floordiv({0}, {1})", "uint": "{0} / {1}",
                  "float": "std::floor({0} / {1})"},
@@ -119,7 +126,7 @@ OPS = OpTable("C++", merged(C_LIKE, {
     "isinf": {"float": "std::isinf({0})", "*": "false"},
     "relu": numeric("ks_max({0}, decltype({0})(0))"),
     "where": "{0} ? {1} : {2}",
-}))
+}), CPP_MATH))
 # Arithmetic on 8- and 16-bit integers happens in int in C++; the result wraps like torch's
 # only once it is cast back to its type.
 NARROW_INTS = (torch.int8, torch.int16, torch.uint8)
@@ -429,7 +436,7 @@ def generate_cpp(plan: KernelPlan, header: list[str]) -> CppKernel:
 CXX = os.environ.get("CXX", "g++")
 # -g: the line table that maps each kernel's assembly to its source (it changes no code).
 FLAGS = ["-O3", "-g", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17",
-         "-fno-math-errno", "-Wno-unused-variable"]
+         "-fno-math-errno", "-Wno-unused-variable", "-I", TORCH_INCLUDE_DIR]
 
 
 class CppBackend(Backend):
@@ -454,9 +461,10 @@ class CppBackend(Backend):
         return lines
 
     def build_source(self, kernels: list[GeneratedKernel]) -> str:
+        body = "\n".join(k.source for k in kernels)
+        aten = ATEN_INCLUDE if needs_aten_math(body) else ""
         # The flags are part of what is cached (a library built without -g has no lines).
-        return (PRELUDE + "\n" + "\n".join(k.source for k in kernels)
-                + f"\n// {' '.join(FLAGS)}\n")
+        return PRELUDE + aten + CPP_MATH_HELPERS + "\n" + body + f"\n// {' '.join(FLAGS)}\n"
 
     def artifact_path(self, source_path: Path) -> Path | None:
         return source_path.with_suffix(".so")

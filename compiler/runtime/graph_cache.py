@@ -56,6 +56,7 @@ class Entry:
     wrapper: Path
     source: Path | None  # what the backend built the library from
     kernels: list[str]
+    constants: list[str]  # get_attr nodes whose tensors follow the inputs, in wrapper order
 
 
 @functools.lru_cache(maxsize=1)
@@ -126,21 +127,17 @@ def _graph_text(gm: torch.fx.GraphModule) -> list[Any]:
         if node.op == "call_module":
             raise NotCacheable(f"node {node.name} calls a module")
         if node.op == "get_attr":
-            obj: Any = gm
-            for part in str(node.target).split("."):
-                obj = getattr(obj, part)
-            parts.append([node.target, _constant(obj)])
+            parts.append([node.target, _constant(_attr(gm, str(node.target)))])
     return parts
 
 
 def graph_key(gm: torch.fx.GraphModule, example_inputs: list[Any], options: Any,
-              lines: dict[str, int | None], code_lines: list[str]
-              ) -> tuple[str | None, str]:
+              context: dict[str, Any]) -> tuple[str | None, str]:
     """(key, "") for a graph the cache can hold, else (None, why not). Everything that can
     change what the pipeline generates goes in: the graph's code (and its constants), each
-    input's shape/stride/offset/dtype/device, the options, the source lines the kernels'
-    comments cite, the compiler's own source, the tools (torch, triton, Python, C++
-    compiler, machine)."""
+    input's shape/stride/offset/dtype/device, the options, `context` (the source lines the
+    kernels' comments cite, the inputs the graph updates in place), the compiler's own
+    source, the tools (torch, triton, Python, C++ compiler, machine)."""
     try:
         material: dict[str, Any] = {
             "graph": _graph_text(gm),
@@ -149,7 +146,7 @@ def graph_key(gm: torch.fx.GraphModule, example_inputs: list[Any], options: Any,
     except NotCacheable as e:
         return None, str(e)
     material.update(
-        options=options.to_json(), lines=lines, code=code_lines,
+        options=options.to_json(), context=context,
         compiler=compiler_source_hash(), default_dtype=str(torch.get_default_dtype()),
         cxx=os.environ.get("CXX", "g++"), machine=platform.machine(),
         interpret=os.environ.get("TRITON_INTERPRET", ""))
@@ -177,7 +174,8 @@ def lookup(key: str, options: Any) -> tuple[Entry | None, str]:
         return None, why
     src = data["source"]
     return Entry(data["backend"], data["device"], path.parent / data["wrapper"],
-                 path.parent / src if src else None, list(data["kernels"])), ""
+                 path.parent / src if src else None, list(data["kernels"]),
+                 list(data["constants"])), ""
 
 
 def _verify(data: dict[str, Any], key: str, root: Path) -> str:
@@ -197,11 +195,25 @@ def _verify(data: dict[str, Any], key: str, root: Path) -> str:
     return ""
 
 
-def store(key: str, options: Any, backend: str, device: str, wrapper: Path,
-          source: Path | None, library: Path | None, kernels: list[str]) -> None:
-    entry = {"version": ENTRY_VERSION, "key": key, "backend": backend, "device": device,
-             "wrapper": wrapper.name, "kernels": kernels,
-             "source": source.name if source else None,
-             "library": library.name if library else None,
-             "library_sha256": file_sha256(library) if library else None}
-    write_atomic(_entry_path(key, options), json.dumps(entry, indent=1))
+def store(key: str, options: Any, entry: Entry, library: Path | None) -> None:
+    """Write the entry for `key`: its files by name, the built library with its hash."""
+    data = {"version": ENTRY_VERSION, "key": key, "backend": entry.backend,
+            "device": entry.device, "wrapper": entry.wrapper.name, "kernels": entry.kernels,
+            "constants": entry.constants,
+            "source": entry.source.name if entry.source else None,
+            "library": library.name if library else None,
+            "library_sha256": file_sha256(library) if library else None}
+    write_atomic(_entry_path(key, options), json.dumps(data, indent=1))
+
+
+def constant_values(gm: torch.fx.GraphModule, names: list[str]) -> list[Any]:
+    """The tensors of the graph's get_attr nodes `names`, in that order."""
+    nodes = {n.name: n for n in gm.graph.nodes if n.op == "get_attr"}
+    return [_attr(gm, str(nodes[name].target)) for name in names]
+
+
+def _attr(gm: torch.fx.GraphModule, target: str) -> Any:
+    obj: Any = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj

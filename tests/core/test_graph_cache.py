@@ -42,10 +42,15 @@ def two_graphs(x: torch.Tensor) -> torch.Tensor:
     return (y + x).amax(0)
 
 
+def with_constant(x: torch.Tensor) -> torch.Tensor:
+    return (x * torch.tensor([1.5, -2.0, 3.0])).exp()  # a tensor the graph holds
+
+
 CASES: list[tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]] = [
     (softmax_sum, lambda: (torch.randn(8, 33), torch.randn(33))),
     (norm_gelu, lambda: (torch.randn(16, 24), torch.randn(24))),
     (two_graphs, lambda: (torch.randn(5, 7),)),
+    (with_constant, lambda: (torch.randn(4, 3),)),
 ]
 
 
@@ -145,7 +150,7 @@ def test_a_damaged_entry_is_detected_and_rebuilt(damage: str, tmp_path: Path) ->
 
 def test_a_graph_that_calls_a_python_function_is_not_cached() -> None:
     gm = torch.fx.symbolic_trace(lambda x: softmax_sum(x, x))
-    key, why = graph_cache.graph_key(gm, [torch.randn(3)], CompileOptions(), {}, [])
+    key, why = graph_cache.graph_key(gm, [torch.randn(3)], CompileOptions(), {})
     assert key is None and "calls" in why
 
 
