@@ -23,10 +23,11 @@ import sympy
 import torch
 
 from compiler.codegen.backend import Backend, BuildError, BuildResult, GeneratedKernel
-from compiler.codegen.common import Lines, Scope, Var
-from compiler.codegen.kernel import Block, KernelCodegen, walks_columns
+from compiler.codegen.common import XINDEX, Lines, Scope, Var
+from compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
-from compiler.ir.indexing import cexpr
+from compiler.codegen.tiling import YINDEX
+from compiler.ir.indexing import cexpr, index_vars, merge_loops
 from compiler.ir.ops import reduction_identity as identity
 from compiler.schedule.nodes import SchedNode
 from compiler.schedule.plan import KernelPlan
@@ -130,7 +131,11 @@ PARALLEL_MIN = 65536  # below this many elements, threads cost more than they sa
 # totals in double, so 16M-element sums stay within float rounding of the true sum.
 SUM_CHUNK = 4096
 COLUMN_BLOCK = 128  # outputs per block when a reduction is interchanged (column sums)
-OMP_OP = {"sum": "+", "max": "max", "min": "min", "prod": "*"}
+ROW_MIN = 16  # a pointwise kernel's rows shorter than this stay one flat loop
+OUTER_PARALLEL_MIN = 16  # fewer rows than this: the threads split each row instead
+# Reductions OpenMP can split across simd lanes (and threads). any/all too: amax's NaN
+# check is an any(isnan) in the same loop, and without its clause the loop stays scalar.
+OMP_OP = {"sum": "+", "max": "max", "min": "min", "prod": "*", "any": "||", "all": "&&"}
 
 
 @dataclass
@@ -160,6 +165,23 @@ def literal(value: Any, dtype: torch.dtype) -> str:
     return f"static_cast<{ctype}>({int(value)})"
 
 
+def choose_rows(plan: KernelPlan) -> tuple[int, int] | None:
+    """(rows, row length) for a pointwise kernel whose flat loop would need a division or
+    a modulo in some index (`x + b` with b broadcast along rows, a transposed operand):
+    it loops over rows outside and along each row inside, so the inner loop is an
+    `omp simd` loop of contiguous (or broadcast) loads and no index needs `%` or `/`."""
+    if plan.kind != "pointwise":
+        return None
+    for node in plan.nodes:
+        ranges = list(node.ranges)
+        exprs = [e for idx in node.reads.values() for e in idx] + [node.write_index()]
+        sizes, _ = merge_loops(ranges, exprs, index_vars("i", len(ranges)))
+        if len(sizes) > 1:
+            x = int(sizes[-1])
+            return (plan.xnumel // x, x) if x >= ROW_MIN else None
+    return None
+
+
 @dataclass
 class CppLoop(Block):
     """A loop block and what its `omp` pragmas need to know about its accumulators."""
@@ -177,6 +199,15 @@ class CppKernelCodegen(KernelCodegen):
     def __init__(self, plan: KernelPlan) -> None:
         super().__init__(plan)
         self.table = OPS
+        self.rows = choose_rows(plan)  # pointwise over (yindex, xindex), or flat
+        if self.rows is not None:
+            self.bounds[YINDEX], self.bounds[XINDEX] = self.rows[0] - 1, self.rows[1] - 1
+            self.symbol_domains[YINDEX] = "x"
+
+    def pointwise_vars(self, ranges: list[int]) -> list[Any]:
+        if self.rows is None:
+            return super().pointwise_vars(ranges)
+        return _split_vars(ranges, self.rows[0], YINDEX, XINDEX, self.rows[1])
 
     def fmt_cast(self, x: Var, dtype: torch.dtype) -> str:
         return f"static_cast<{compute_type(dtype)}>({x.name})"
@@ -293,8 +324,22 @@ class CppKernelCodegen(KernelCodegen):
         return out
 
     def pointwise_body(self) -> Lines:
-        return self._x_loop(super().pointwise_body(), "#pragma omp parallel for simd"
-                            if self.plan.xnumel >= PARALLEL_MIN else None)
+        parallel = self.plan.xnumel >= PARALLEL_MIN
+        if self.rows is None:
+            return self._x_loop(super().pointwise_body(), "#pragma omp parallel for simd"
+                                if parallel else None)
+        y, x = self.rows
+        outer = parallel and y >= OUTER_PARALLEL_MIN
+        out = Lines()
+        if outer:
+            out.write("#pragma omp parallel for")
+        out.write(f"for (int64_t yindex = 0; yindex < {y}; yindex++)")
+        out.write("{")
+        with out.indent():
+            out.extend(self._x_loop(super().pointwise_body(), "#pragma omp simd" if outer
+                                    or not parallel else "#pragma omp parallel for simd", x))
+        out.write("}")
+        return out
 
     def reduction_body(self) -> Lines:
         inner = super().reduction_body()
@@ -304,11 +349,12 @@ class CppKernelCodegen(KernelCodegen):
             self.plan.xnumel * self.plan.rnumel >= PARALLEL_MIN
         return self._x_loop(inner, "#pragma omp parallel for" if parallel else None)
 
-    def _x_loop(self, body: Lines, pragma: str | None) -> Lines:
+    def _x_loop(self, body: Lines, pragma: str | None, xnumel: int | None = None) -> Lines:
         out = Lines()
         if pragma:
             out.write(pragma)
-        out.write(f"for (int64_t xindex = 0; xindex < {self.plan.xnumel}; xindex++)")
+        out.write(f"for (int64_t xindex = 0; xindex < {xnumel or self.plan.xnumel}; "
+                  "xindex++)")
         out.write("{")
         with out.indent():
             out.extend(self.prologue)
