@@ -22,6 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from compiler.codegen import targets  # torch-free: asked before torch is imported
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="kernelscope", description=__doc__,
@@ -48,7 +50,7 @@ def _parser() -> argparse.ArgumentParser:
 def _common(c: argparse.ArgumentParser) -> None:
     c.add_argument("--device", choices=["cpu", "cuda"], default=None,
                    help="where tensors live (default: cuda if available, else cpu)")
-    c.add_argument("--backend", choices=["auto", "cpp", "triton"], default="auto")
+    c.add_argument("--backend", choices=targets.choices(), default=targets.AUTO)
     c.add_argument("--stage", default=None, help="print only this stage")
     c.add_argument("--json", action="store_true", help="one JSON event per line")
     c.add_argument("--no-fusion", action="store_true")
@@ -123,7 +125,7 @@ def _stages(args: argparse.Namespace) -> int:
     if not Path(args.bundle).is_file():
         print(f"kernelscope: no such bundle: {args.bundle}", file=sys.stderr)
         return 2
-    options = _options(args)  # first: it decides TRITON_INTERPRET before torch is imported
+    options = _options(args)  # first: it sets the emulator's environment before torch loads
     from compiler.pipeline import run_back
 
     return _print(run_back(args.bundle, options, replay=not args.no_replay), args)
@@ -131,10 +133,10 @@ def _stages(args: argparse.Namespace) -> int:
 
 def _options(args: argparse.Namespace, entry: str | None = None) -> Any:
     device = args.device or _default_device()
-    if args.backend == "triton" and device == "cpu":
-        # Process start-up, before torch imports triton: the interpreter is chosen once,
-        # from the arguments, for this whole process.
-        os.environ.setdefault("TRITON_INTERPRET", "1")
+    # Process start-up, before torch is imported: a backend that runs emulated here (Triton
+    # on a CPU) needs its emulator switched on for this whole process, from the arguments.
+    for key, value in targets.emulator_env(args.backend, device).items():
+        os.environ.setdefault(key, value)
     from compiler.options import CompileOptions
 
     fields = {"device": device, "backend": args.backend, "fusion": not args.no_fusion,

@@ -90,6 +90,7 @@ class CaptureGraph:
     edges: list[list[str]]
     kind: GraphKind
     dynamo_graph: int
+    compile_id: str | None = None  # Dynamo's frame compile that made it ("0/1")
 
 
 @dataclass
@@ -331,6 +332,16 @@ class Codegen:
 
 # -- compile -------------------------------------------------------------------------------
 @dataclass
+class StageLines:
+    """Lines first..last (1-based, inclusive) of one lower stage's text, all made from
+    the same lines of the kernel's source (its debug locations)."""
+
+    first: int
+    last: int
+    kernel_lines: list[int]
+
+
+@dataclass
 class BuiltKernel:
     name: str
     ms: float | None
@@ -338,7 +349,11 @@ class BuiltKernel:
     registers: int | None = None
     spills: int | None = None
     shared_bytes: int | None = None
-    ir: dict[str, str] | None = None  # the backend's intermediate stages (Triton on a GPU)
+    num_warps: int | None = None
+    num_stages: int | None = None
+    # the backend's lower stages: Triton's ttir/ttgir/llir/ptx/sass on a GPU, C++'s asm
+    ir: dict[str, str] | None = None
+    line_maps: dict[str, list[StageLines]] | None = None  # stage -> its mapped lines
 
 
 @dataclass
@@ -382,6 +397,16 @@ class RunGraph:
 
 
 @dataclass
+class ChainedCheck:
+    """Training: a backward graph run on the activations its compiled forward saved."""
+
+    forward: int
+    backward: int
+    ok: bool
+    outputs: list[OutputCheck]
+
+
+@dataclass
 class Run:
     ok: bool
     outputs: list[OutputCheck]
@@ -389,6 +414,7 @@ class Run:
     rtol: float
     graphs: list[RunGraph] = field(default_factory=list)
     reference: str = ""
+    chained: list[ChainedCheck] = field(default_factory=list)
 
 
 # -- profile -------------------------------------------------------------------------------

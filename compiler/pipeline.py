@@ -20,6 +20,7 @@ becomes an `error` event naming the stage (and the user's line where known), fol
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import platform
 import sys
 import tempfile
@@ -32,7 +33,7 @@ from typing import Any, TypeVar
 
 import torch
 
-from compiler import check
+from compiler import check, training
 from compiler.capture.bundle import Bundle, BundleError, BundleGraph, read_bundle, snapshot
 from compiler.capture.front import (
     FrontRun,
@@ -41,7 +42,8 @@ from compiler.capture.front import (
     source_stage,
     write_front_bundle,
 )
-from compiler.capture.fxgraph import graph_json
+from compiler.capture.fxgraph import graph_json, node_lines
+from compiler.capture.specialise import specialise
 from compiler.codegen.backend import BuildError
 from compiler.codegen.backends import choose_backend
 from compiler.compile_fx import (
@@ -99,11 +101,9 @@ def _error_data(stage: str, e: BaseException, path: Path | None) -> dict[str, An
 
 
 def versions(device: str) -> dict[str, Any]:
-    try:
-        import triton
-
-        triton_version: str | None = triton.__version__
-    except ImportError:
+    try:  # without importing Triton: its import decides whether it interprets
+        triton_version: str | None = importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
         triton_version = None
     gpu = torch.cuda.get_device_name() if device == "cuda" and torch.cuda.is_available() else None
     from compiler import __version__
@@ -148,7 +148,7 @@ def run_front(code: str, options: CompileOptions, bundle_path: str | Path,
         start = time.perf_counter()
         try:
             # The snippet's prints (Python or fd 1) are data: they never reach our output.
-            with torch.no_grad(), captured_stdout(STDOUT_LIMIT) as printed:
+            with captured_stdout(STDOUT_LIMIT) as printed:
                 data = fn(run)
         except Exception as e:  # StageFailed, or a compiler bug / unsupported construct
             err = _error_data(name, e, path)
@@ -206,22 +206,20 @@ def run_back(bundle_path: str | Path, options: CompileOptions, replay: bool = Tr
         yield from _fail(seq, events["error"]["data"], isolated=isolated)
         return
     run = _BackRun(bundle, options)
-    try:
-        with torch.no_grad():
-            run.graphs = bundle.rebuild(options.device)
-    except Exception as e:
-        yield from _fail(seq, _error_data("capture", e, None), isolated=isolated)
-        return
-    code = str(events.get("source", {}).get("data", {}).get("code", ""))
-    code_lines = code.splitlines()
-    run.works = [GraphWork(g.id, gm, inputs, options, bundle.snippet_path, code_lines)
-                 for g, gm, inputs in run.graphs]
+    for stage, prepare in (("capture", _rebuild), ("lowering", _make_works)):
+        try:
+            prepare(run)
+        except Exception as e:
+            yield from _fail(seq, _error_data(stage, e, None), isolated=isolated)
+            return
+    code_lines = _code_lines(bundle)
     if replay:
         yield seq.event("source", events["source"]["ms"], _replayed_source(events, options))
         capture = dict(events["capture"]["data"])
-        capture["graphs"] = [
-            {**graph_json(w.gm, w.gid, w.lines, code_lines), "kind": g.kind,
-             "dynamo_graph": g.dynamo_graph} for w, (g, _, _) in zip(run.works, run.graphs)]
+        capture["graphs"] = [  # as captured (a dynamic graph with its symbolic sizes)
+            {**graph_json(gm, g.id, node_lines(gm, bundle.snippet_path), code_lines),
+             "kind": g.kind, "dynamo_graph": g.dynamo_graph, "compile_id": g.compile_id}
+            for g, gm, _ in run.graphs]
         yield seq.event("capture", events["capture"]["ms"], capture)
     for name, fn in BACK_STAGES:
         start = time.perf_counter()
@@ -253,12 +251,63 @@ def run_pipeline(code: str, options: CompileOptions, filename: str | None = None
             yield from run_back(bundle, options, replay=False, isolated=False, _seq=seq)
 
 
+def _code_lines(bundle: Bundle) -> list[str]:
+    return str(bundle.events.get("source", {}).get("data", {}).get("code", "")).splitlines()
+
+
+def _rebuild(run: _BackRun) -> None:
+    with torch.no_grad():
+        run.graphs = run.bundle.rebuild(run.options.device)
+
+
+def _make_works(run: _BackRun) -> None:
+    lines = _code_lines(run.bundle)
+    run.works = [_work(g.id, gm, inputs, run.options, run.bundle.snippet_path, lines)
+                 for g, gm, inputs in run.graphs]
+
+
+def compiled_works(bundle_path: str | Path, options: CompileOptions) -> list[GraphWork]:
+    """A bundle's graphs through lowering .. compile, without events (tests and tools):
+    each GraphWork's `compiled` is what the `run` stage runs."""
+    run = _BackRun(read_bundle(bundle_path), options)
+    _rebuild(run)
+    _make_works(run)
+    for name, fn in BACK_STAGES:
+        if name in ("run", "profile"):
+            break
+        with torch.no_grad():
+            fn(run)
+    return run.works
+
+
+def _work(gid: int, gm: torch.fx.GraphModule, inputs: list[Any], options: CompileOptions,
+          filename: str | None, code_lines: list[str]) -> GraphWork:
+    """One graph's work; a dynamic-shape graph is specialised to its captured call."""
+    gm, inputs, note = specialise(gm, inputs)
+    work = GraphWork(gid, gm, inputs, options, filename, code_lines)
+    if note:
+        work.notes.append(note)
+    return work
+
+
 # -- the back half's stages ----------------------------------------------------------------
 def _per_graph(fn: Callable[[GraphWork], dict[str, Any]]) -> Callable[[_BackRun], dict[str, Any]]:
     def stage(run: _BackRun) -> dict[str, Any]:
         return {"graphs": [fn(w) for w in run.works]}
 
     return stage
+
+
+def _training_pairs(run: _BackRun) -> list[tuple[int, int]]:
+    return training.pairs([(g.kind, g.dynamo_graph) for g, _, _ in run.graphs])
+
+
+def _memory(run: _BackRun) -> dict[str, Any]:
+    """Each graph's memory plan; a forward graph's also lists what it saves for backward."""
+    graphs = [memory_stage(w) for w in run.works]
+    for fw, bw in _training_pairs(run):
+        graphs[fw]["saved"] = training.saved_activations(run.works[fw], run.works[bw])
+    return {"graphs": graphs}
 
 
 def _compile(run: _BackRun) -> dict[str, Any]:
@@ -297,9 +346,12 @@ def _run_stage(run: _BackRun) -> dict[str, Any]:
                        "reference": reference_text})
         outputs += [{**o, "graph": w.gid, "index": len(outputs) + i}
                     for i, o in enumerate(result["outputs"])]
-    run.ok = all(g["ok"] for g in graphs)
+    # Training: each backward graph again, on the activations the compiled forward saved.
+    chained = [training.chained_check(run.works[fw], run.works[bw], _fresh, run.options)
+               for fw, bw in _training_pairs(run)]
+    run.ok = all(g["ok"] for g in graphs) and all(c["ok"] for c in chained)
     return {"ok": run.ok, "outputs": outputs, "atol": run.options.atol,
-            "rtol": run.options.rtol, "graphs": graphs,
+            "rtol": run.options.rtol, "graphs": graphs, "chained": chained,
             "reference": "; ".join(sorted(how)) + ", on the captured inputs"}
 
 
@@ -334,6 +386,6 @@ def _profile(run: _BackRun) -> dict[str, Any]:
 
 BACK_STAGES: tuple[tuple[str, Callable[[_BackRun], dict[str, Any]]], ...] = (
     ("lowering", _per_graph(lower)), ("scheduling", _per_graph(schedule_stage)),
-    ("memory", _per_graph(memory_stage)), ("codegen", _per_graph(codegen_stage)),
+    ("memory", _memory), ("codegen", _per_graph(codegen_stage)),
     ("compile", _compile), ("run", _run_stage), ("profile", _profile),
 )

@@ -44,6 +44,10 @@ class Call:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     grad_mode: bool
+    # The gradient backward brought to each output (by its index among the flattened
+    # outputs) when the snippet ran backward through this call's result: capture runs the
+    # same backward, so the backward graph is compiled and gets the snippet's own tangents.
+    grads: dict[int, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -91,12 +95,28 @@ class _CompileRecorder:
             if entry is None:
                 entry = Entry(model, _name_of(model), args, _line_of(model), kw)
                 recorder.calls.append(entry)
+            out = model(*args, **kw)
             if len(entry.calls) < MAX_CALLS:
-                entry.calls.append(Call(args, kw, torch.is_grad_enabled()))
-            return model(*args, **kw)
+                call = Call(args, kw, torch.is_grad_enabled())
+                entry.calls.append(call)
+                _watch_backward(out, call)
+            return out
 
         compiled.__wrapped__ = model  # type: ignore[attr-defined]
         return compiled
+
+
+def _watch_backward(out: Any, call: Call) -> None:
+    """Remember the gradient that reaches each output needing one, if backward ever runs."""
+    from torch.utils._pytree import tree_leaves
+
+    for i, t in enumerate(tree_leaves(out)):
+        if isinstance(t, torch.Tensor) and t.requires_grad:
+            def keep(grad: torch.Tensor, i: int = i) -> None:
+                call.grads[i] = grad.detach().clone()
+
+            with contextlib.suppress(RuntimeError):  # a tensor that takes no hooks
+                t.register_hook(keep)
 
 
 def _name_of(obj: Any) -> str:

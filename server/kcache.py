@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compiler.codegen import targets
+
 log = logging.getLogger(__name__)
 KEY = r"[0-9a-f]{20}"
 SOURCE_NAME = re.compile(rf"^kernels_({KEY})\.cpp$")
@@ -47,7 +49,7 @@ MAX_FILE_BYTES = 4 << 20
 MAX_PER_JOB = 32  # new entries taken from one job
 MAX_LINKS = 4096  # newest entries shown to a job
 MAX_ENTRIES = 20000  # the cache keeps this many, dropping the oldest
-WRAPPER_BACKENDS = ("cpp", "triton")
+WRAPPER_BACKENDS = tuple(targets.names())
 BUILD_TIMEOUT_S = 120
 
 

@@ -15,6 +15,7 @@ import re
 from functools import lru_cache
 from typing import Any
 
+from compiler.codegen import targets
 from compiler.options import CompileOptions
 from server.errors import ApiError
 
@@ -22,7 +23,9 @@ from server.errors import ApiError
 # and free-form extras.
 SERVER_ONLY = frozenset({"cache_dir", "entry", "extra"})
 CHOICES: dict[str, tuple[str, ...]] = {"device": ("cpu", "cuda"),
-                                       "backend": ("auto", "cpp", "triton")}
+                                       "backend": tuple(targets.choices())}
+# What the UI shows for a choice, where that is not the value itself.
+LABELS: dict[str, dict[str, str]] = {"backend": targets.labels()}
 INT_RANGE = (0, 1 << 20)
 FLOAT_RANGE = (0.0, 1e3)
 
@@ -52,6 +55,8 @@ def option_fields() -> list[dict[str, Any]]:
                                  "help": f.metadata.get("help") or comments.get(f.name, "")}
         if f.name in CHOICES:
             entry["choices"] = list(CHOICES[f.name])
+            if f.name in LABELS:
+                entry["labels"] = LABELS[f.name]
         elif kind == "int":
             entry["min"], entry["max"] = INT_RANGE
         elif kind == "float":
@@ -74,7 +79,7 @@ def parse_options(raw: Any) -> dict[str, Any]:
     for name, value in raw.items():
         opts[name] = _check(fields[name], value)
     opts.setdefault("device", "cpu")
-    opts.setdefault("backend", "auto")
+    opts.setdefault("backend", targets.AUTO)
     opts.setdefault("fusion", True)
     opts.setdefault("inductor", False)
     return opts

@@ -20,7 +20,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from server.store import ID_PATTERN, trace_id
+from server.store import TraceRows, stamped
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS traces (
@@ -34,8 +34,11 @@ CREATE TABLE IF NOT EXISTS traces (
 """
 
 
-class PostgresTraceStore:
+class PostgresTraceStore(TraceRows):
     """Stores and returns traces in PostgreSQL; safe to share between threads."""
+
+    marker = "%s"
+    options_column = "options::text"
 
     def __init__(self, url: str) -> None:
         import psycopg
@@ -51,10 +54,7 @@ class PostgresTraceStore:
     def put(
         self, code: str, options: dict[str, Any], events: list[dict[str, Any]], ok: bool
     ) -> str:
-        ident = trace_id(code, options, events)
-        stored = [dict(e) for e in events]
-        if stored and stored[-1].get("stage") == "done":
-            stored[-1] = {**stored[-1], "data": {**stored[-1]["data"], "trace_id": ident}}
+        ident, stored = stamped(code, options, events)
         with self._connect() as conn:
             conn.execute(
                 "INSERT INTO traces (id, created, ok, code, options, events)"
@@ -63,34 +63,5 @@ class PostgresTraceStore:
             )
         return ident
 
-    def get(self, ident: str) -> dict[str, Any] | None:
-        if not ID_PATTERN.match(ident):
-            return None
-        with self._connect() as conn:
-            row = conn.execute(
-                "SELECT id, created, ok, code, options::text, events FROM traces WHERE id = %s",
-                (ident,),
-            ).fetchone()
-        if row is None:
-            return None
-        created = row[1].astimezone(UTC).isoformat(timespec="seconds")
-        return {
-            "id": row[0],
-            "created": created,
-            "ok": bool(row[2]),
-            "code": row[3],
-            "options": json.loads(row[4]),
-            "events": json.loads(row[5]),
-        }
-
-    def exists(self, ident: str) -> bool:
-        if not ID_PATTERN.match(ident):
-            return False
-        with self._connect() as conn:
-            row = conn.execute("SELECT 1 FROM traces WHERE id = %s", (ident,)).fetchone()
-        return row is not None
-
-    def count(self) -> int:
-        with self._connect() as conn:
-            row = conn.execute("SELECT count(*) FROM traces").fetchone()
-        return int(row[0]) if row else 0
+    def _created(self, value: Any) -> str:
+        return str(value.astimezone(UTC).isoformat(timespec="seconds"))

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
+from compiler.codegen import targets
 from server.cgroups import JobCgroup
 from server.sandbox import INNER_SCRATCH, make_launch
 from server.scratch import JobDir
@@ -48,9 +49,12 @@ def host_has_gpu() -> bool:
     return bool(glob.glob("/dev/nvidia[0-9]*"))
 
 
-def interpret_for(options: dict[str, Any]) -> bool:
-    """Does this job need the Triton interpreter (which must be on before triton loads)?"""
-    return options.get("backend") == "triton" and options.get("device") == "cpu"
+def emulator_env_for(options: dict[str, Any]) -> dict[str, str]:
+    """The environment this job's process must start with: its backend's emulator switch
+    when the backend runs emulated on the job's device (it must be on before the
+    backend's runtime loads), else nothing."""
+    return targets.emulator_env(options.get("backend", targets.AUTO),
+                                options.get("device", "cpu"))
 
 
 @dataclass
@@ -135,9 +139,10 @@ class WarmPool:
         self.size = max(0, size)
         self.imports = list(imports)
         self.warmup = warmup
-        # Without a GPU every job that runs Triton needs the interpreter, and C++ jobs do
-        # not care, so warm workers switch it on; on a GPU host they leave it off.
+        # Without a GPU every job that runs an emulated backend (Triton) needs its emulator,
+        # and the others do not care, so warm workers start with it on; on a GPU host off.
         self.interpret = (not host_has_gpu()) if interpret is None else interpret
+        self.env = targets.emulation_env("cpu") if self.interpret else {}
         self.prefix = pool_prefix(settings.command)
         self.workers: list[WarmWorker] = []
         self._cond = threading.Condition()
@@ -165,7 +170,8 @@ class WarmPool:
     def take(self, options: dict[str, Any]) -> WarmWorker | None:
         """A worker for a job with these options: a ready one first, else one still
         warming (it will be ready sooner than a cold start), else None."""
-        if not self.enabled or interpret_for(options) and not self.interpret:
+        needs = emulator_env_for(options)
+        if not self.enabled or any(self.env.get(k) != v for k, v in needs.items()):
             with self._cond:
                 self.cold += 1
             return None
@@ -350,8 +356,8 @@ class WarmPool:
             if self.warmup:
                 argv.append("--warmup")
             spec = s.spec
-            if self.interpret:
-                spec = replace(spec, env={"TRITON_INTERPRET": "1", **spec.env})
+            if self.env:
+                spec = replace(spec, env={**self.env, **spec.env})
             launch = make_launch(iso, lambda _view: argv, scratch, spec, s.limits, s.repo_dir,
                                  group.procs if group is not None else [], seccomp_fd)
             view = INNER_SCRATCH if iso.mode == "bubblewrap" else str(scratch)

@@ -55,7 +55,61 @@ def trace_id(code: str, options: dict[str, Any], events: list[dict[str, Any]]) -
     return base62(hashlib.sha256(blob.encode()).digest())[:ID_LENGTH]
 
 
-class TraceStore:
+def stamped(code: str, options: dict[str, Any], events: list[dict[str, Any]]
+            ) -> tuple[str, list[dict[str, Any]]]:
+    """A finished trace's id, and its events as stored: `done` carries the id."""
+    ident = trace_id(code, options, events)
+    stored = [dict(e) for e in events]
+    if stored and stored[-1].get("stage") == "done":
+        stored[-1] = {**stored[-1], "data": {**stored[-1]["data"], "trace_id": ident}}
+    return ident, stored
+
+
+class TraceRows:
+    """The reading half of a SQL trace store (SQLite here, PostgreSQL in server/pgstore.py):
+    one query each. A store gives `_connect` (a connection as a context manager), its
+    parameter marker, how it reads `options` as text and how `created` reads back."""
+
+    marker = "?"
+    options_column = "options"
+
+    def _connect(self) -> Any:
+        raise NotImplementedError
+
+    def _created(self, value: Any) -> str:
+        return str(value)
+
+    def _row(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        with self._connect() as conn:
+            return conn.execute(sql.replace("?", self.marker), params).fetchone()
+
+    def get(self, ident: str) -> dict[str, Any] | None:
+        if not ID_PATTERN.match(ident):
+            return None
+        row = self._row(f"SELECT id, created, ok, code, {self.options_column}, events "
+                        "FROM traces WHERE id = ?", (ident,))
+        if row is None:
+            return None
+        return {
+            "id": row[0],
+            "created": self._created(row[1]),
+            "ok": bool(row[2]),
+            "code": row[3],
+            "options": json.loads(row[4]),
+            "events": json.loads(row[5]),
+        }
+
+    def exists(self, ident: str) -> bool:
+        if not ID_PATTERN.match(ident):
+            return False
+        return self._row("SELECT 1 FROM traces WHERE id = ?", (ident,)) is not None
+
+    def count(self) -> int:
+        row = self._row("SELECT count(*) FROM traces")
+        return int(row[0]) if row else 0
+
+
+class TraceStore(TraceRows):
     """Stores and returns traces; safe to share between threads (it holds only a path)."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -68,7 +122,7 @@ class TraceStore:
         # permissions keep an unprivileged worker uid out.
         os.chmod(self.path, 0o600)
 
-    @contextmanager
+    @contextmanager  # type: ignore[override]
     def _connect(self) -> Iterator[sqlite3.Connection]:
         conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
         try:
@@ -82,10 +136,7 @@ class TraceStore:
         self, code: str, options: dict[str, Any], events: list[dict[str, Any]], ok: bool
     ) -> str:
         """Store a finished trace. `events` ends with `done`, whose trace_id is filled in."""
-        ident = trace_id(code, options, events)
-        stored = [dict(e) for e in events]
-        if stored and stored[-1].get("stage") == "done":
-            stored[-1] = {**stored[-1], "data": {**stored[-1]["data"], "trace_id": ident}}
+        ident, stored = stamped(code, options, events)
         created = datetime.now(UTC).isoformat(timespec="seconds")
         with self._connect() as conn:
             conn.execute(
@@ -94,35 +145,6 @@ class TraceStore:
                 (ident, created, int(ok), code, json.dumps(options), json.dumps(stored)),
             )
         return ident
-
-    def get(self, ident: str) -> dict[str, Any] | None:
-        if not ID_PATTERN.match(ident):
-            return None
-        with self._connect() as conn:
-            row = conn.execute(
-                "SELECT id, created, ok, code, options, events FROM traces WHERE id = ?", (ident,)
-            ).fetchone()
-        if row is None:
-            return None
-        return {
-            "id": row[0],
-            "created": row[1],
-            "ok": bool(row[2]),
-            "code": row[3],
-            "options": json.loads(row[4]),
-            "events": json.loads(row[5]),
-        }
-
-    def exists(self, ident: str) -> bool:
-        if not ID_PATTERN.match(ident):
-            return False
-        with self._connect() as conn:
-            row = conn.execute("SELECT 1 FROM traces WHERE id = ?", (ident,)).fetchone()
-        return row is not None
-
-    def count(self) -> int:
-        with self._connect() as conn:
-            return int(conn.execute("SELECT count(*) FROM traces").fetchone()[0])
 
 
 class Store(Protocol):

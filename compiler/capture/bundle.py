@@ -62,7 +62,9 @@ MAX_TEXT = 8000  # a stack trace kept per node
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
 _QUALNAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}(\.[A-Za-z_][A-Za-z0-9_]{0,199}){0,8}")
 _DEVICE = re.compile(r"(cpu|cuda|meta)(:\d{1,3})?")
-_GRAPH_KEYS = {"id", "kind", "nodes", "inputs", "constants", "inputs_recorded", "dynamo_graph"}
+_GRAPH_KEYS = {"id", "kind", "nodes", "inputs", "constants", "inputs_recorded", "dynamo_graph",
+               "compile_id"}
+_COMPILE_ID = re.compile(r"\d{1,6}/\d{1,6}")
 _NODE_KEYS = {"name", "op", "target", "args", "kwargs", "meta"}
 _TENSOR_KEYS = {"shape", "stride", "offset", "dtype", "device", "requires_grad"}
 
@@ -99,7 +101,8 @@ class BundleWriter:
         return {"tensor": key}
 
     def add_graph(self, gm: torch.fx.GraphModule, inputs: Sequence[Any] | None, kind: str,
-                  fake_inputs: Sequence[Any] = (), dynamo_graph: int = 0) -> int:
+                  fake_inputs: Sequence[Any] = (), dynamo_graph: int = 0,
+                  compile_id: str | None = None) -> int:
         """Add one ATen graph; `inputs` are the real values it was called with (or None)."""
         gid = len(self.graphs)
         constants = {}
@@ -113,7 +116,7 @@ class BundleWriter:
         if inputs is None:  # never called (a backward nobody ran): zeros shaped like it
             inputs = _zeros_like(fake_inputs)
         self.graphs.append({
-            "id": gid, "kind": kind, "dynamo_graph": dynamo_graph,
+            "id": gid, "kind": kind, "dynamo_graph": dynamo_graph, "compile_id": compile_id,
             "nodes": [_encode_node(n) for n in gm.graph.nodes],
             "inputs": [self.tensor(a) if isinstance(a, torch.Tensor) else encode_arg(a)
                        for a in inputs],
@@ -236,6 +239,7 @@ class BundleGraph:
     inputs: list[Any]
     constants: dict[str, str]
     inputs_recorded: bool
+    compile_id: str | None = None
 
     def rebuild(self, tensors: Mapping[str, torch.Tensor], device: str | None = None
                 ) -> tuple[torch.fx.GraphModule, list[Any]]:
@@ -272,7 +276,7 @@ class BundleGraph:
         gm = torch.fx.GraphModule(root, graph)
         inputs = [_move(tensors[a["tensor"]], device) if isinstance(a, dict) and "tensor" in a
                   else _decode(a, {}, "input") for a in self.inputs]
-        _propagate(gm, inputs)
+        propagate(gm, inputs)
         return gm, inputs
 
 
@@ -392,8 +396,11 @@ def _check_graph(i: int, g: Any, tensors: Mapping[str, torch.Tensor]) -> BundleG
         isinstance(k, str) and _QUALNAME.fullmatch(k) and v in tensors
         for k, v in g["constants"].items()), f"{where}: constants")
     _expect(isinstance(g["inputs_recorded"], bool), f"{where}: inputs_recorded")
+    cid = g["compile_id"]
+    _expect(cid is None or (isinstance(cid, str) and _COMPILE_ID.fullmatch(cid) is not None),
+            f"{where}: compile_id")
     return BundleGraph(i, g["kind"], g["dynamo_graph"], nodes, g["inputs"], g["constants"],
-                       g["inputs_recorded"])
+                       g["inputs_recorded"], cid)
 
 
 def _check_node(where: str, n: Any) -> None:
@@ -512,7 +519,7 @@ def _move(t: torch.Tensor, device: str | None) -> torch.Tensor:
     return flat.as_strided(t.shape, t.stride())
 
 
-def _propagate(gm: torch.fx.GraphModule, inputs: list[Any]) -> None:
+def propagate(gm: torch.fx.GraphModule, inputs: list[Any]) -> None:
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 

@@ -30,6 +30,7 @@ class CapturedGraph:
     kind: str  # "forward" | "backward" | "inference"
     dynamo_graph: int = 0  # which Dynamo graph (graph break) it came from
     inputs: list[Any] | None = None  # the real values of its first call, cloned
+    compile_id: str | None = None  # Dynamo's frame compile ("0/1": frame 0, second compile)
 
 
 @dataclass
@@ -47,18 +48,26 @@ class Recorder:
     def backend(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         dynamo_graph = self.dynamo_graphs
         self.dynamo_graphs += 1
+        compile_id = torch._guards.CompileContext.current_compile_id()
+        cid = None if compile_id is None else str(compile_id)
         reason = getattr(gm, "compile_subgraph_reason", None)
         if reason is not None and getattr(reason, "graph_break", False):
             self.breaks.append(reason)
 
         def keep(kind: str) -> AOTDispatchCompiler:
+            # A backward graph is compiled and run inside `loss.backward()`; when that call
+            # sits in the snippet's compiled function Dynamo is still watching frames and
+            # would trace this recorder (its snapshots) as the snippet's code: it never is.
+            @torch._disable_dynamo  # type: ignore[misc]
             def compiler(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
                 # AOTAutograd says which graph this is by the compiler it calls (it runs
                 # the forward compiler of a training graph under no_grad, so grad mode
                 # cannot tell a forward from an inference graph).
-                captured = CapturedGraph(gm, list(example_inputs), kind, dynamo_graph)
+                captured = CapturedGraph(gm, list(example_inputs), kind, dynamo_graph,
+                                         compile_id=cid)
                 self.graphs.append(captured)
 
+                @torch._disable_dynamo  # type: ignore[misc]
                 def run(args: list[Any]) -> Any:
                     if captured.inputs is None:
                         captured.inputs = [_snapshot(a) for a in args]

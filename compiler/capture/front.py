@@ -19,9 +19,9 @@ import torch
 from compiler.capture.bundle import BundleWriter, snapshot
 from compiler.capture.dynamo import CapturedGraph, Recorder
 from compiler.capture.fxgraph import graph_json, node_lines
-from compiler.capture.guards import compiles_json
+from compiler.capture.guards import GuardLog
 from compiler.options import CompileOptions
-from compiler.snippet import Entry, SnippetError, run_snippet, user_line_of
+from compiler.snippet import Call, Entry, SnippetError, run_snippet, user_line_of
 
 
 class StageFailed(Exception):
@@ -77,29 +77,62 @@ def source_stage(run: FrontRun) -> dict[str, Any]:
 
 
 def capture_stage(run: FrontRun) -> dict[str, Any]:
+    """Each of the snippet's calls of its compiled function again, through Dynamo with the
+    recording backend, under the grad mode the snippet called it with; where the snippet
+    ran backward through a call's result, the same backward (with the gradients it
+    brought) runs here too, so AOTAutograd compiles the backward graph."""
     entry = run.entry
     assert entry is not None
     torch._dynamo.reset()
     recorder = Recorder()
-    compiled = torch.compile(entry.fn, backend=recorder.backend)
-    # A copy with the same strides: the graph is captured for the layout the user made.
-    args = [snapshot(a) if isinstance(a, torch.Tensor) else a for a in entry.inputs]
-    try:
-        compiled(*args, **entry.kwargs)
-    except Exception as e:
-        import traceback
+    log = GuardLog(str(run.path))
+    compiled = torch._dynamo.optimize(recorder.backend, guard_fail_fn=log.fail)(entry.fn)
+    for i, call in enumerate(entry.calls or [Call(entry.inputs, entry.kwargs, True)]):
+        args = [_copy(a) for a in call.args]
+        try:
+            with torch.set_grad_enabled(call.grad_mode):
+                out = compiled(*args, **call.kwargs)
+            _backward_as_the_snippet_did(out, call)
+        except Exception as e:
+            if i:  # a later call: its compile says so, the first call's graphs stand
+                log.failed(i, e)
+                break
+            import traceback
 
-        raise StageFailed("capture", "exception", f"{type(e).__name__}: {str(e)[:2000]}",
-                          user_line_of(e, run.path), traceback.format_exc(limit=-8)) from e
+            raise StageFailed("capture", "exception", f"{type(e).__name__}: {str(e)[:2000]}",
+                              user_line_of(e, run.path), traceback.format_exc(limit=-8)) from e
+        log.after_call(i, call)
+    torch._dynamo.reset()
     run.graphs = recorder.graphs
-    compiles = compiles_json(entry.fn, entry.calls, run.path)  # every call, for its guards
     code_lines = run.code.splitlines()
     graphs = []
     for i, g in enumerate(recorder.graphs):
         info = graph_json(g.gm, i, node_lines(g.gm, str(run.path)), code_lines)
-        graphs.append({**info, "kind": g.kind, "dynamo_graph": g.dynamo_graph})
+        graphs.append({**info, "kind": g.kind, "dynamo_graph": g.dynamo_graph,
+                       "compile_id": g.compile_id})
     return {"graphs": graphs, "graph_breaks": [_break(r, run.path) for r in recorder.breaks],
-            "dynamo_graphs": recorder.dynamo_graphs, "compiles": compiles}
+            "dynamo_graphs": recorder.dynamo_graphs, "compiles": log.compiles}
+
+
+def _copy(a: Any) -> Any:
+    """A copy with the same strides (the graph is captured for the layout the user made)
+    that needs a gradient where the snippet's argument did."""
+    if not isinstance(a, torch.Tensor):
+        return a
+    return snapshot(a).requires_grad_(a.requires_grad)
+
+
+def _backward_as_the_snippet_did(out: Any, call: Call) -> None:
+    if not call.grads:
+        return
+    from torch.utils._pytree import tree_leaves
+
+    leaves = tree_leaves(out)
+    pairs = [(leaves[i], g) for i, g in sorted(call.grads.items())
+             if i < len(leaves) and isinstance(leaves[i], torch.Tensor)
+             and leaves[i].requires_grad]
+    if pairs:
+        torch.autograd.backward([t for t, _ in pairs], [g for _, g in pairs])
 
 
 def _break(reason: Any, path: Path) -> dict[str, Any]:
@@ -115,6 +148,7 @@ def write_front_bundle(run: FrontRun, bundle_path: str | Path) -> int:
     """Write what the front half produced; returns the number of graphs in it."""
     writer = BundleWriter()
     for g in run.graphs:
-        writer.add_graph(g.gm, g.inputs, g.kind, g.example_inputs, g.dynamo_graph)
+        writer.add_graph(g.gm, g.inputs, g.kind, g.example_inputs, g.dynamo_graph,
+                         g.compile_id)
     writer.write(bundle_path, run.events, str(run.path))
     return len(writer.graphs)

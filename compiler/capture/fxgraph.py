@@ -32,14 +32,19 @@ def node_lines(gm: torch.fx.GraphModule, filename: str | None) -> dict[str, int 
     return {n.name: source_line(n, filename) for n in gm.graph.nodes}
 
 
+def _dims(sizes: Any) -> list[int | str]:
+    # A symbolic size (a dynamic-shape graph as Dynamo captured it) reads as its expression.
+    return [s if isinstance(s, int) else str(s) for s in sizes]
+
+
 def _meta(node: torch.fx.Node) -> dict[str, Any]:
     val = node.meta.get("val")
     if isinstance(val, torch.Tensor):
-        return {"shape": [int(s) for s in val.shape], "stride": [int(s) for s in val.stride()],
+        return {"shape": _dims(val.shape), "stride": _dims(val.stride()),
                 "dtype": dtype_name(val.dtype)}
     if isinstance(val, (list, tuple)):
         parts = [v for v in val if isinstance(v, torch.Tensor)]
-        return {"shape": [[int(s) for s in v.shape] for v in parts],
+        return {"shape": [_dims(v.shape) for v in parts],
                 "dtype": [dtype_name(v.dtype) for v in parts], "stride": None}
     return {"shape": None, "stride": None, "dtype": None}
 

@@ -13,14 +13,14 @@ Dynamo frame compile, in order:
 
 Guard text comes from each cache entry's guard manager (what `TORCH_LOGS=guards` prints);
 recompile reasons from Dynamo's `guard_fail_fn` hook (what `TORCH_LOGS=recompiles` prints).
-The guards are replayed with a backend that compiles nothing (the graphs themselves are
-captured once, by the Recorder), so this costs one Dynamo trace per call.
+Capture replays each of the snippet's calls (up to snippet.MAX_CALLS) through Dynamo with
+the recording backend, so every recompile's graphs are captured too; `GuardLog.after_call`
+reads what each call compiled.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,25 +40,37 @@ _WHERE = re.compile(r"#\s*(.*?)\s*#\s*([^#\s]+):(\d+) in (\w+).*$")
 
 @dataclass
 class GuardLog:
-    """Collects guard failures (Dynamo's guard_fail_fn) between compiles."""
+    """Collects Dynamo's guard failures (its guard_fail_fn) and, after each of the
+    snippet's calls, the frame compiles that call caused."""
 
     path: str
     pending: list[str] = field(default_factory=list)
     compiles: list[dict[str, Any]] = field(default_factory=list)
-    call: int = 0
+    seen: set[str] = field(default_factory=set)
 
     def fail(self, failure: Any) -> None:
         reason = getattr(failure, "reason", str(failure))
-        self.pending.append(str(reason))
+        self.pending.append(str(reason).strip())
 
-    def backend(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
-        """A Dynamo backend that records the compile and runs the graph as traced."""
-        compile_id = torch._guards.CompileContext.current_compile_id()
-        reasons = list(dict.fromkeys(_strip_id(r) for r in self.pending))
+    def after_call(self, index: int, call: Any) -> None:
+        """Every cache entry new since the last call is a compile this call caused; a
+        recompile's reasons are the guard failures of the same frame's older entries."""
+        entries = cache_entries(self.path)
+        for cid in sorted(set(entries) - self.seen, key=_id_key):
+            frame, _, count = cid.partition("/")
+            mine = [r for r in self.pending if r.split("/", 1)[0] == frame]
+            self.pending = [r for r in self.pending if r not in mine]
+            self.compiles.append({
+                "compile_id": cid, "call": index, "recompile": count not in ("", "0"),
+                "reasons": list(dict.fromkeys(_strip_id(r) for r in mine)),
+                "inputs": [input_spec(a) for a in call.args], "grad_mode": call.grad_mode,
+                **entries[cid]})
+        self.seen |= set(entries)
         self.pending = []
-        self.compiles.append({"compile_id": str(compile_id), "call": self.call,
-                              "recompile": bool(reasons), "reasons": reasons})
-        return gm.forward
+
+    def failed(self, index: int, e: BaseException) -> None:
+        self.compiles.append({"compile_id": None, "call": index, "recompile": False,
+                              "reasons": [], "error": f"{type(e).__name__}: {e}"[:500]})
 
 
 def _strip_id(reason: str) -> str:
@@ -66,45 +78,8 @@ def _strip_id(reason: str) -> str:
     return re.sub(r"^\d+/\d+: ", "", reason.strip())
 
 
-def compiles_json(fn: Any, calls: Sequence[Any], path: Path) -> list[dict[str, Any]]:
-    """Every frame compile of the snippet's calls. Called right after the capture trace:
-    with one call, its cache entries are read as they are; with more, they are replayed."""
-    if len(calls) <= 1:
-        entries = cache_entries(str(path))
-        inputs = [input_spec(a) for a in calls[0].args] if calls else []
-        return [{"compile_id": cid, "call": 0, "recompile": False, "reasons": [],
-                 "inputs": inputs, **e} for cid, e in sorted(entries.items(), key=_id_key)]
-    return record_compiles(fn, calls, path)
-
-
-def _id_key(item: tuple[str, Any]) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", item[0]))
-
-
-def record_compiles(fn: Any, calls: Sequence[Any], path: Path) -> list[dict[str, Any]]:
-    """Replays `calls` (snippet.Call) through Dynamo and reports every frame compile."""
-    torch._dynamo.reset()
-    log = GuardLog(str(path))
-    compiled = torch._dynamo.optimize(log.backend, guard_fail_fn=log.fail)(fn)
-    for i, call in enumerate(calls):
-        log.call = i
-        args = [a.clone() if isinstance(a, torch.Tensor) else a for a in call.args]
-        try:
-            with torch.set_grad_enabled(call.grad_mode):
-                compiled(*args, **call.kwargs)
-        except Exception as e:  # the capture stage reports the snippet's own errors
-            log.compiles.append({"compile_id": None, "call": i, "recompile": False,
-                                 "reasons": [], "error": f"{type(e).__name__}: {e}"[:500]})
-            break
-    entries = cache_entries(str(path))
-    for c in log.compiles:
-        call = calls[c["call"]] if c["call"] < len(calls) else None
-        c.update(entries.get(c["compile_id"], {}))
-        if call is not None:
-            c["inputs"] = [input_spec(a) for a in call.args]
-            c["grad_mode"] = call.grad_mode
-    torch._dynamo.reset()
-    return log.compiles
+def _id_key(cid: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", cid))
 
 
 def cache_entries(path: str) -> dict[str, dict[str, Any]]:

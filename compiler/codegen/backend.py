@@ -18,6 +18,10 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, ClassVar
 
+import torch
+
+from compiler.codegen.optable import CodegenError, OpTable
+from compiler.codegen.targets import Target
 from compiler.options import CompileOptions
 from compiler.schedule.plan import KernelPlan
 
@@ -51,8 +55,11 @@ class GeneratedKernel:
 
 
 class Backend:
-    """Base class; one subclass per target, registered in codegen/backends.py."""
+    """Base class; one subclass per target, registered in codegen/backends.py. Its name,
+    label, language and devices are its row of codegen/targets.py (torch-free, so a
+    process can ask them before it imports torch)."""
 
+    target: ClassVar[Target]
     name: ClassVar[str]  # what options and events call it ("triton")
     label: ClassVar[str]  # what the UI shows ("Triton")
     language: ClassVar[str]  # the highlighting language of its kernel sources
@@ -60,6 +67,18 @@ class Backend:
     also_runs_on: ClassVar[tuple[str, ...]] = ()  # where it runs only when asked for
     source_suffix: ClassVar[str] = ""  # file suffix of what `build` compiles ("" = nothing)
     split_reductions: ClassVar[bool] = False  # lowering may split long, few-row reductions
+    # A kernel may store a mutated input's new value over the input (schedule/inplace.py);
+    # not where kernel pointers are declared non-aliasing (C++'s __restrict__).
+    writes_over_inputs: ClassVar[bool] = False
+    # The codegen has the one-pass "logsumexp" reduction (running max and rescaled sum):
+    # softmax and log_softmax over long rows read each row once for it, not twice.
+    online_softmax: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        t = cls.target
+        cls.name, cls.label, cls.language = t.name, t.label, t.language
+        cls.devices, cls.also_runs_on = t.devices, t.also_runs_on
 
     def __init__(self, device: str, options: CompileOptions) -> None:
         self.device = device
@@ -68,7 +87,7 @@ class Backend:
     @property
     def emulated(self) -> bool:
         """True when the kernels run in an emulator (timings would mean nothing)."""
-        return self.device not in self.devices
+        return self.target.emulated_on(self.device)
 
     def to_json(self) -> dict[str, Any]:
         return {"backend": self.name, "backend_label": self.label, "emulated": self.emulated}
@@ -76,6 +95,20 @@ class Backend:
     # -- scheduling -----------------------------------------------------------------------
     def kernel_prefix(self, kind: str, rnumel: int) -> str:
         return f"{self.name}_{'poi' if kind == 'pointwise' else 'red'}"
+
+    # -- lowering -------------------------------------------------------------------------
+    def op_table(self) -> OpTable:
+        """How this backend's kernels spell each op, per operand dtype."""
+        raise NotImplementedError
+
+    def refuses(self, op: str, dtype: torch.dtype) -> str | None:
+        """Why this backend cannot express `op` on `dtype` operands (lowering then leaves
+        the node to ATen and says so), or None when it can."""
+        try:
+            self.op_table().rule(op, dtype)
+        except CodegenError as e:
+            return str(e)
+        return None
 
     # -- codegen --------------------------------------------------------------------------
     def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:

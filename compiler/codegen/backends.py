@@ -1,43 +1,30 @@
-"""The registry of code generation targets, and the one place "auto" is resolved.
+"""The registry of code generation targets: each target's row (codegen/targets.py, torch
+free) and the class that implements it.
 
-Adding a target is one module (a `Backend` subclass with its kernel class) and one line
-in `REGISTRY`. The driver calls `choose_backend` once per graph, with the device the
-graph's tensors live on.
+Adding a target is one module (a `Backend` subclass with its kernel class), its row in
+`targets.TARGETS` and one line in `REGISTRY`. The driver calls `choose_backend` once per
+graph, with the device the graph's tensors live on; "auto" is resolved by
+`targets.resolve`, nowhere else.
 """
 
 from __future__ import annotations
 
+from compiler.codegen import targets
 from compiler.codegen.backend import Backend
 from compiler.codegen.cpp import CppBackend
 from compiler.codegen.triton import TritonBackend
 from compiler.options import CompileOptions
 
-# In order of preference: "auto" takes the first one native to the device.
-REGISTRY: tuple[type[Backend], ...] = (
-    TritonBackend,
-    CppBackend,
-)
+REGISTRY: dict[str, type[Backend]] = {
+    TritonBackend.name: TritonBackend,
+    CppBackend.name: CppBackend,
+}
 
 
 def backend_names() -> list[str]:
-    return [b.name for b in REGISTRY]
+    return list(REGISTRY)
 
 
 def choose_backend(requested: str, device: str, options: CompileOptions) -> Backend:
-    """The backend for a graph whose tensors live on `device` ("auto": the first
-    registered backend native to it; a named one if it can run there at all)."""
-    if requested == "auto":
-        for cls in REGISTRY:
-            if device in cls.devices:
-                return cls(device, options)
-        raise ValueError(f"no backend generates code for device {device!r}")
-    by_name = {b.name: b for b in REGISTRY}
-    if requested not in by_name:
-        raise ValueError(f"unknown backend {requested!r}; choose one of "
-                         f"auto, {', '.join(by_name)}")
-    cls = by_name[requested]
-    if device not in cls.devices + cls.also_runs_on:
-        native = [b.name for b in REGISTRY if device in b.devices]
-        raise ValueError(f"the {cls.label} backend cannot run on {device!r}; use --backend "
-                         f"{' or '.join(native) or 'auto'} for {device}")
-    return cls(device, options)
+    """The backend for a graph whose tensors live on `device` (see targets.resolve)."""
+    return REGISTRY[targets.resolve(requested, device).name](device, options)

@@ -22,12 +22,21 @@ from typing import Any
 import sympy
 import torch
 
+from compiler.codegen import targets
 from compiler.codegen.backend import Backend, BuildError, BuildResult, GeneratedKernel
 from compiler.codegen.common import XINDEX, Lines, Scope, Var
+from compiler.codegen.debuglines import KernelFile, kernel_file, objdump_lines, spans
 from compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
+from compiler.codegen.mathops import (
+    ATEN_INCLUDE,
+    CPP_MATH,
+    CPP_MATH_HELPERS,
+    TORCH_INCLUDE_DIR,
+    needs_aten_math,
+)
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
-from compiler.codegen.tiling import YINDEX
-from compiler.ir.indexing import cexpr, index_vars, merge_loops
+from compiler.codegen.tiling import YINDEX, choose_rows
+from compiler.ir.indexing import cexpr
 from compiler.ir.ops import reduction_identity as identity
 from compiler.schedule.nodes import SchedNode
 from compiler.schedule.plan import KernelPlan
@@ -89,7 +98,7 @@ static inline uint16_t ks_float_to_bf16(float f) {
 }
 """
 
-OPS = OpTable("C++", merged(C_LIKE, {
+OPS = OpTable("C++", merged(merged(C_LIKE, {
     "truediv": float_only("{0} / {1}"),
     "floordiv": {"int": "ks_floordiv({0}, {1})", "uint": "{0} / {1}",
                  "float": "std::floor({0} / {1})"},
@@ -118,7 +127,7 @@ OPS = OpTable("C++", merged(C_LIKE, {
     "isinf": {"float": "std::isinf({0})", "*": "false"},
     "relu": numeric("ks_max({0}, decltype({0})(0))"),
     "where": "{0} ? {1} : {2}",
-}))
+}), CPP_MATH))
 # Arithmetic on 8- and 16-bit integers happens in int in C++; the result wraps like torch's
 # only once it is cast back to its type.
 NARROW_INTS = (torch.int8, torch.int16, torch.uint8)
@@ -131,7 +140,6 @@ PARALLEL_MIN = 65536  # below this many elements, threads cost more than they sa
 # totals in double, so 16M-element sums stay within float rounding of the true sum.
 SUM_CHUNK = 4096
 COLUMN_BLOCK = 128  # outputs per block when a reduction is interchanged (column sums)
-ROW_MIN = 16  # a pointwise kernel's rows shorter than this stay one flat loop
 OUTER_PARALLEL_MIN = 16  # fewer rows than this: the threads split each row instead
 # Reductions OpenMP can split across simd lanes (and threads). any/all too: amax's NaN
 # check is an any(isnan) in the same loop, and without its clause the loop stays scalar.
@@ -163,23 +171,6 @@ def literal(value: Any, dtype: torch.dtype) -> str:
             return f"std::numeric_limits<{ctype}>::quiet_NaN()"
         return f"static_cast<{ctype}>({v!r})"
     return f"static_cast<{ctype}>({int(value)})"
-
-
-def choose_rows(plan: KernelPlan) -> tuple[int, int] | None:
-    """(rows, row length) for a pointwise kernel whose flat loop would need a division or
-    a modulo in some index (`x + b` with b broadcast along rows, a transposed operand):
-    it loops over rows outside and along each row inside, so the inner loop is an
-    `omp simd` loop of contiguous (or broadcast) loads and no index needs `%` or `/`."""
-    if plan.kind != "pointwise":
-        return None
-    for node in plan.nodes:
-        ranges = list(node.ranges)
-        exprs = [e for idx in node.reads.values() for e in idx] + [node.write_index()]
-        sizes, _ = merge_loops(ranges, exprs, index_vars("i", len(ranges)))
-        if len(sizes) > 1:
-            x = int(sizes[-1])
-            return (plan.xnumel // x, x) if x >= ROW_MIN else None
-    return None
 
 
 @dataclass
@@ -471,18 +462,19 @@ def generate_cpp(plan: KernelPlan, header: list[str]) -> CppKernel:
 
 
 CXX = os.environ.get("CXX", "g++")
-FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17",
-         "-fno-math-errno", "-Wno-unused-variable"]
+# -g: the line table that maps each kernel's assembly to its source (it changes no code).
+FLAGS = ["-O3", "-g", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17",
+         "-fno-math-errno", "-Wno-unused-variable", "-I", TORCH_INCLUDE_DIR]
 
 
 class CppBackend(Backend):
     """C++ for the CPU, built with g++ into one shared library per graph."""
 
-    name = "cpp"
-    label = "C++"
-    language = "cpp"
-    devices = ("cpu",)
+    target = targets.by_name("cpp")
     source_suffix = ".cpp"
+
+    def op_table(self) -> OpTable:
+        return OPS
 
     def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:
         k = generate_cpp(plan, header)
@@ -497,7 +489,10 @@ class CppBackend(Backend):
         return lines
 
     def build_source(self, kernels: list[GeneratedKernel]) -> str:
-        return PRELUDE + "\n" + "\n".join(k.source for k in kernels)
+        body = "\n".join(k.source for k in kernels)
+        aten = ATEN_INCLUDE if needs_aten_math(body) else ""
+        # The flags are part of what is cached (a library built without -g has no lines).
+        return PRELUDE + aten + CPP_MATH_HELPERS + "\n" + body + f"\n// {' '.join(FLAGS)}\n"
 
     def artifact_path(self, source_path: Path) -> Path | None:
         return source_path.with_suffix(".so")
@@ -520,14 +515,21 @@ class CppBackend(Backend):
 
 
     def kernel_report(self, module: Any, kernel: str) -> dict[str, Any]:
-        """The kernel's machine code as g++ built it (`objdump -d`): its own function and
-        the OpenMP regions outlined from it, under `ir.asm`; empty without objdump."""
+        """The kernel's machine code as g++ built it (`objdump -d -l`): its own function
+        and the OpenMP regions outlined from it, under `ir.asm`, and which kernel source
+        lines each instruction comes from (`line_maps.asm`); empty without objdump."""
         lib = getattr(getattr(module, "_lib", None), "_name", None)
         if not isinstance(lib, str) or not os.path.exists(lib):
             return {}
         stat = os.stat(lib)
         text = _kernel_asm(_disassembly(lib, stat.st_mtime_ns), kernel)
-        return {"ir": {"asm": text}} if text else {}
+        if not text:
+            return {}
+        kf = _kernel_file(Path(lib).with_suffix(".cpp"), kernel)
+        if kf is None:
+            return {"ir": {"asm": objdump_lines(text, KernelFile("", 0, 0))[0]}}
+        text, lines = objdump_lines(text, kf)
+        return {"ir": {"asm": text}, "line_maps": {"asm": spans(lines)}}
 
 
 ASM_LIMIT = 1 << 16  # characters of one kernel's assembly kept in the event
@@ -537,11 +539,30 @@ ASM_LIMIT = 1 << 16  # characters of one kernel's assembly kept in the event
 def _disassembly(lib: str, mtime_ns: int) -> str:
     """`objdump -d` of a built library, once per library (mtime_ns keys a rebuild)."""
     try:
-        proc = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-C", lib],
-                              capture_output=True, text=True, timeout=30)
+        for lines in (["-l", "--inlines"], ["-l"]):  # --inlines: binutils 2.30 and later
+            proc = subprocess.run(["objdump", "-d", *lines, "--no-show-raw-insn", "-C", lib],
+                                  capture_output=True, text=True, timeout=30)
+            if proc.returncode == 0:
+                return proc.stdout
     except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return proc.stdout if proc.returncode == 0 else ""
+        pass
+    return ""
+
+
+def _kernel_file(source: Path, kernel: str) -> KernelFile | None:
+    """Where `kernel` sits in the library's source (its `extern "C"` line is line 1)."""
+    try:
+        text = source.read_text()
+    except OSError:
+        return None
+    opening = f'extern "C" void {kernel}('
+    # "*.cpp": the shared cache's rebuild compiles the same text under another name.
+    kf = kernel_file("*.cpp", text, opening, 0)
+    if kf is None:
+        return None
+    rest = text.splitlines()[kf.first:]
+    count = 1 + next((i for i, t in enumerate(rest) if t.startswith('extern "C" ')), len(rest))
+    return KernelFile(kf.name, kf.first, count)
 
 
 def _kernel_asm(disassembly: str, kernel: str) -> str:

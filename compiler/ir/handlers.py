@@ -15,7 +15,7 @@ import torch
 
 from compiler.ir.indexing import index_vars, pexpr, sym
 from compiler.ir.nodes import Pointwise, Reduction
-from compiler.ir.ops import Handler, use_handler
+from compiler.ir.ops import Handler, promote_types, result_dtype, use_handler
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -153,6 +153,60 @@ class DepsHandler(Handler):
 
     def _binary(self, name: str, a: Any, b: Any) -> None:
         return None
+
+
+class OpUseHandler(Handler):
+    """Records each op a body calls with its operands' promoted dtype (what a backend's op
+    table is asked), following dtypes as kernel codegen does; values are dtypes."""
+
+    def __init__(self, dtype_of: Callable[[str], torch.dtype]) -> None:
+        self.dtype_of = dtype_of
+        self.uses: dict[tuple[str, torch.dtype], None] = {}
+
+    def _use(self, name: str, *dtypes: torch.dtype) -> None:
+        out = dtypes[0]
+        for d in dtypes[1:]:
+            out = promote_types(out, d)
+        self.uses[(name, out)] = None
+
+    def load(self, name: str, index: Any) -> torch.dtype:
+        return self.dtype_of(name)
+
+    def constant(self, value: Any, dtype: torch.dtype) -> torch.dtype:
+        return dtype
+
+    def index_expr(self, expr: Any, dtype: torch.dtype) -> torch.dtype:
+        return dtype
+
+    def to_dtype(self, x: Any, dtype: torch.dtype) -> torch.dtype:
+        return dtype
+
+    def where(self, cond: Any, a: torch.dtype, b: torch.dtype) -> torch.dtype:
+        self._use("where", a, b)
+        return result_dtype("where", a, b)
+
+    def masked(self, mask: Any, body: Callable[[], Any], other: float) -> torch.dtype:
+        value = body()
+        return value if isinstance(value, torch.dtype) else torch.float32
+
+    def indirect_indexing(self, x: Any, size: int) -> sympy.Symbol:
+        return sym(f"indirect{len(self.uses)}")
+
+    def _unary(self, name: str, x: torch.dtype) -> torch.dtype:
+        self._use(name, x)
+        return result_dtype(name, x)
+
+    def _binary(self, name: str, a: torch.dtype, b: torch.dtype) -> torch.dtype:
+        self._use(name, a, b)
+        return result_dtype(name, a, b)
+
+
+def op_uses(node: Pointwise | Reduction, dtype_of: Callable[[str], torch.dtype]
+            ) -> list[tuple[str, torch.dtype]]:
+    """(op, operand dtype) for every op of a loop body, each once, in order."""
+    handler = OpUseHandler(dtype_of)
+    call_body(node, handler)
+    return list(handler.uses)
 
 
 def body_vars(node: Pointwise | Reduction) -> tuple[list[sympy.Symbol], list[sympy.Symbol]]:

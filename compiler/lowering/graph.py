@@ -18,7 +18,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from compiler.ir.handlers import PrintHandler, call_body
+from compiler.ir.handlers import PrintHandler, call_body, op_uses
 from compiler.ir.indexing import contiguous_strides
 from compiler.ir.nodes import (
     Buffer,
@@ -38,6 +38,9 @@ from compiler.ir.ops import with_origin
 from compiler.lowering.registry import find_lowering, load_all
 
 MAX_INLINE_ORIGINS = 24  # realize a value once this many FX nodes are inlined into it
+# Asked for each (op, operand dtype) a lowered body uses: why the backend cannot express
+# it, or None when it can (the graph's Backend.refuses).
+Refuses = Callable[[str, torch.dtype], str | None]
 
 
 class Unsupported(Exception):
@@ -61,6 +64,9 @@ class LoweredGraph:
     device: str
     lines: dict[str, int | None] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Graph constants (get_attr tensors), in the order they follow the placeholders among
+    # `inputs`: the compiled graph passes them to the wrapper after the caller's arguments.
+    constants: list[torch.Tensor] = field(default_factory=list)
 
     def buffer(self, name: str) -> Buffer:
         for b in self.inputs + self.buffers:
@@ -89,17 +95,25 @@ class GraphLowering:
         lines: dict[str, int | None] | None = None,
         split_reductions: bool = True,
         fallback: bool = True,
+        refuses: Refuses | None = None,
+        online_softmax: int | None = None,
     ) -> None:
         load_all()
         self.gm = gm
         self.example_inputs = list(example_inputs)
         self.lines = lines or {}
         self.split_reductions = split_reductions
+        # Rows longer than this take softmax through a one-pass logsumexp reduction
+        # (log_softmax: every row); None: the backend has no such reduction.
+        self.online_softmax = online_softmax
         self.allow_fallback = fallback
+        self.refuses = refuses
+        self._dtypes: dict[str, torch.dtype] = {}  # buffer name -> dtype, for `refuses`
         self.input_offsets: dict[str, int] = {}  # storage offsets of the real inputs
         self.notes: list[str] = []
         self.buffers: list[Buffer] = []
         self.inputs: list[InputBuffer] = []
+        self.constants: list[tuple[InputBuffer, torch.Tensor]] = []
         self.fallbacks: list[Fallback] = []
         self.env: dict[torch.fx.Node, Any] = {}
         self.current: torch.fx.Node | None = None
@@ -122,8 +136,9 @@ class GraphLowering:
             elif node.op == "get_attr":
                 self.env[node] = self._constant(node)
         self.current = None
-        return LoweredGraph(self.inputs, self.buffers, outputs, self.fallbacks, self.device,
-                            self.lines, self.notes)
+        return LoweredGraph(self.inputs + [b for b, _ in self.constants], self.buffers, outputs,
+                            self.fallbacks, self.device, self.lines, self.notes,
+                            [t for _, t in self.constants])
 
     def _input(self, node: torch.fx.Node, example: Any) -> Any:
         if not isinstance(example, torch.Tensor):
@@ -141,7 +156,24 @@ class GraphLowering:
         return Stored(buf, layout)
 
     def _constant(self, node: torch.fx.Node) -> Any:
-        raise Unsupported(f"graph constant {node.target!r} (get_attr) is not supported")
+        """A tensor the graph holds (`_tensor_constant0`): one more input of the wrapper,
+        passed by the compiled graph itself after the caller's arguments."""
+        value: Any = self.gm
+        for part in str(node.target).split("."):
+            value = getattr(value, part)
+        if not isinstance(value, torch.Tensor):
+            raise Unsupported(f"graph constant {node.target!r} (get_attr) is not a tensor")
+        if self.inputs and device_of(value) != self.device:
+            raise Unsupported(f"graph constant {node.target!r} is on {value.device}, the "
+                              f"graph on {self.device}")
+        layout = Layout(device_of(value), value.dtype, tuple(value.shape),
+                        tuple(value.stride()), 0)
+        buf = InputBuffer(node.name, layout)
+        self.constants.append((buf, value))
+        self.input_offsets[node.name] = int(value.storage_offset())
+        self.notes.append(f"{node.name}: graph constant {node.target} "
+                          f"({list(value.shape)}, {value.dtype}) passed to the wrapper as an input")
+        return Stored(buf, layout)
 
     def _call(self, node: torch.fx.Node) -> Any:
         args: tuple[Any, ...] = torch.fx.map_arg(node.args, lambda n: self.env[n])
@@ -152,10 +184,7 @@ class GraphLowering:
         if isinstance(meta, torch.Tensor) and meta.numel() == 0 and _static(meta):
             # Nothing to compute: any kernel over zero elements is a no-op (and index math
             # over a zero-size dim divides by zero), so the value is just an allocation.
-            return self.extern(aten.empty_strided.default,
-                               (list(meta.shape), list(meta.stride())),
-                               {"dtype": meta.dtype, "device": meta.device}, fallback=False,
-                               reason="zero-size result: allocated, nothing to compute")
+            return self.allocate("zero-size result: allocated, nothing to compute")
         if _is_complex(meta) or any(_is_complex(a) for a in _tensor_args(args, kwargs)):
             return self.extern(node.target, args, kwargs, fallback=True,
                                reason="complex dtype: computed by ATen")
@@ -169,10 +198,38 @@ class GraphLowering:
         if lowering is None:
             return self.extern(node.target, args, kwargs, fallback=True,
                                reason="no lowering for this op")
+        mark = (len(self.buffers), len(self.fallbacks), self._counter)
         result = lowering(self, *args, **kwargs)
+        reason = self._refused(result, mark[0])
+        if reason is not None:  # what this node built is dropped; ATen computes it
+            del self.buffers[mark[0]:], self.fallbacks[mark[1]:]
+            self._counter = mark[2]
+            return self.extern(node.target, args, kwargs, fallback=True, reason=reason)
         if isinstance(result, Lazy):
             result = self._maybe_realize(node, result)
         return result
+
+    def _refused(self, result: Any, first_new: int) -> str | None:
+        """Why the backend cannot express an op of what this node's lowering built (its
+        value and the buffers it added), or None."""
+        if self.refuses is None:
+            return None
+        values = result if isinstance(result, tuple) else (result,)  # frexp: two values
+        bodies: list[Pointwise | Reduction] = [v.node for v in values if isinstance(v, Lazy)]
+        bodies += [b.data for b in self.buffers[first_new:]
+                   if isinstance(b, ComputedBuffer) and b.data is not None]
+        for body in bodies:
+            for op, dtype in op_uses(body, self._dtype_of):
+                reason = self.refuses(op, dtype)
+                if reason is not None:
+                    return f"{reason}: computed by ATen"
+        return None
+
+    def _dtype_of(self, name: str) -> torch.dtype:
+        if name not in self._dtypes:
+            known = self.inputs + [b for b, _ in self.constants] + self.buffers
+            self._dtypes = {b.name: b.dtype for b in known}
+        return self._dtypes[name]
 
     def _maybe_realize(self, node: torch.fx.Node, value: Lazy) -> TensorValue:
         users = len(node.users)
@@ -264,6 +321,14 @@ class GraphLowering:
                          tuple(int(r) for r in ranges),
                          tuple(int(r) for r in reduction_ranges),
                          reduction_type, src_dtype, origins)
+
+    def allocate(self, reason: str) -> Any:
+        """The node's result as a bare allocation in its meta's shape, stride and dtype
+        (zero-size results; `empty`, whose values are unspecified)."""
+        meta = self.out_meta()
+        return self.extern(aten.empty_strided.default, (list(meta.shape), list(meta.stride())),
+                           {"dtype": meta.dtype, "device": meta.device}, fallback=False,
+                           reason=reason)
 
     def extern(self, op: Any, args: Any, kwargs: dict[str, Any], fallback: bool,
                reason: str = "") -> Any:

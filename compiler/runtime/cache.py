@@ -7,6 +7,7 @@ found again by content hash: recompiling the same graph costs a file lookup.
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import os
 import platform
 from pathlib import Path
@@ -22,11 +23,9 @@ def cache_root(configured: str | None = None) -> Path:
 
 
 def versions_key() -> str:
-    try:
-        import triton
-
-        tv = triton.__version__
-    except ImportError:
+    try:  # the installed version, without importing Triton (its import picks its mode)
+        tv = importlib.metadata.version("triton")
+    except importlib.metadata.PackageNotFoundError:
         tv = "none"
     return f"torch={torch.__version__};triton={tv};py={platform.python_version()}"
 

@@ -8,9 +8,12 @@ import * as vscode from "vscode";
 import type { CompileResult, GeneratedCode } from "./result";
 
 export const SCHEME = "kernelscope";
+/** The file extension of each language id a result's code has (anything else reads as Python). */
+const EXTENSIONS: Record<string, string> = { python: "py", cpp: "cpp" };
+const KERNEL_PATH = new RegExp(`^/([^/]+)/(\\d+)/(.+)\\.(${Object.values(EXTENSIONS).join("|")})$`);
 
 export function kernelUri(resultId: string, code: Pick<GeneratedCode, "gid" | "name" | "language">): vscode.Uri {
-  const ext = code.language === "cpp" ? "cpp" : "py";
+  const ext = EXTENSIONS[code.language] ?? "py";
   return vscode.Uri.from({ scheme: SCHEME, path: `/${resultId}/${code.gid}/${code.name}.${ext}` });
 }
 
@@ -27,7 +30,7 @@ export class KernelDocuments implements vscode.TextDocumentContentProvider {
   }
 
   lookup(uri: vscode.Uri): GeneratedCode | null {
-    const m = /^\/([^/]+)\/(\d+)\/(.+)\.(py|cpp)$/.exec(uri.path);
+    const m = KERNEL_PATH.exec(uri.path);
     if (!m) return null;
     return this.results.get(m[1])?.code(Number(m[2]), m[3]) ?? null;
   }

@@ -95,7 +95,7 @@ export function activate(context: vscode.ExtensionContext): Session {
     }
     if (gid === undefined || name === undefined) {
       const picked = await vscode.window.showQuickPick(result.generated().map((c) => ({
-        label: c.name, description: `graph ${c.gid} · ${c.language === "cpp" ? "C++" : c.name === "wrapper" ? "Python" : "Triton"}`, code: c,
+        label: c.name, description: `graph ${c.gid} · ${c.target}`, code: c,
       })), { title: "Kernelscope: open generated code" });
       if (!picked) return;
       ({ gid, name } = picked.code);

@@ -36,6 +36,8 @@ export interface GeneratedCode {
   name: string;
   /** VS Code language id: python (Triton, wrappers) or cpp. */
   language: string;
+  /** What made it, as the trace labels it: the kernel's backend ("C++", "Triton"), or "Python". */
+  target: string;
   source: string;
 }
 
@@ -98,12 +100,14 @@ export class CompileResult {
   /** The generated kernels and wrappers (codegen), in order. */
   generated(): GeneratedCode[] {
     const out: GeneratedCode[] = [];
-    type Graph = { id: number; kernels: { name: string; language: string; source: string }[]; wrapper?: { source: string } };
+    type Kernel = { name: string; language: string; source: string; target?: string };
+    type Graph = { id: number; kernels: Kernel[]; wrapper?: { source: string }; backend_label?: string; backend?: string };
     for (const g of this.trace.graphs("codegen") as Graph[]) {
       for (const k of g.kernels) {
-        out.push({ gid: g.id, name: k.name, language: k.language === "cpp" ? "cpp" : "python", source: k.source });
+        out.push({ gid: g.id, name: k.name, language: k.language === "cpp" ? "cpp" : "python",
+          target: k.target || g.backend_label || g.backend || "", source: k.source });
       }
-      if (g.wrapper) out.push({ gid: g.id, name: "wrapper", language: "python", source: g.wrapper.source });
+      if (g.wrapper) out.push({ gid: g.id, name: "wrapper", language: "python", target: "Python", source: g.wrapper.source });
     }
     return out;
   }

@@ -170,6 +170,49 @@ def test_a_recompile_shows_its_reason_and_fusion_off_diffs_from_a_permalink(
     assert page_errors(page) == [] and page_errors(diff) == []
 
 
+REDUCTION = """import torch
+
+
+def f(x):
+    return torch.relu(x * 2.0).sum(dim=1)
+
+
+example_inputs = (torch.randn(64, 256),)
+"""
+
+
+def test_a_cpp_kernels_assembly_maps_to_its_lines_and_back(
+    new_page: Callable[[str], Page], real_server: LiveServer
+) -> None:
+    """The real g++ -g build: the assembly opens beside the kernel; hovering the store's
+    kernel line marks its instructions, and an instruction marks its kernel line and the
+    user's line (compile.kernels[].line_maps.asm)."""
+    page = new_page(real_server.url)
+    open_explorer(page)
+    page.evaluate(f"window.kernelscope.editor.code = {REDUCTION!r}")
+    page.select_option("#opt-device", "cpu")
+    page.select_option("#opt-backend", "cpp")
+    page.click("#compile")
+    wait_done(page, COMPILE_TIMEOUT_S)
+    assert page.evaluate("window.kernelscope.state.trace.error") is None
+    section = page.locator("section.kernel[data-kernel^=cpp_red]")
+    section.locator(".stage-bar button[data-stage=asm]").click()
+    asm = section.locator(".stage-code")
+    expect(asm).to_contain_text("<cpp_red_")
+    store = section.locator(".stage-src .cl", has_text="out_ptr0[xindex]")
+    store.hover()
+    expect(asm.locator(".cl.hl").first).to_be_attached()
+    assert any("mov" in t for t in asm.locator(".cl.hl .ct").all_text_contents())
+    line = asm.locator(".cl.hl").first.get_attribute("data-line")
+    page.mouse.move(0, 0)
+    asm.locator(f".cl[data-line='{line}']").hover()
+    expect(section.locator(".stage-src .cl.hl")).to_have_count(1)
+    expect(section.locator(".stage-src .cl.hl")).to_contain_text("out_ptr0[xindex]")
+    expect(page.locator(".cm-line.ks-hl")).to_have_count(1)  # the user's line 5
+    screenshot(page, "e2e-cpp-asm-lines")
+    assert page_errors(page) == []
+
+
 def test_cancel_kills_a_running_compile_and_keeps_its_partial_trace(
     new_page: Callable[[str], Page], real_server: LiveServer
 ) -> None:
@@ -186,3 +229,51 @@ def test_cancel_kills_a_running_compile_and_keeps_its_partial_trace(
     expect(page.locator("#compile")).to_be_enabled()
     assert page.evaluate("window.kernelscope.state.trace.error?.kind") == "cancelled"
     expect(page.locator("#share")).to_be_enabled()
+
+
+def test_the_training_sample_shows_its_backward_graph_and_kernels(
+    new_page: Callable[[str], Page], real_server: LiveServer
+) -> None:
+    """samples/training_step.py through the real server: forward, backward and the AdamW
+    step's graph as tabs; the backward tab shows only the backward graph's kernels and its
+    tangents; the forward's memory plan lists what it saves; the run checks the backward on
+    the compiled forward's activations."""
+    page = new_page(real_server.url)
+    open_explorer(page)
+    page.select_option("#samples", "training_step")
+    page.select_option("#opt-device", "cpu")
+    page.select_option("#opt-backend", "cpp")
+    page.click("#compile")
+    wait_done(page, COMPILE_TIMEOUT_S)
+    assert page.evaluate("window.kernelscope.state.trace.error") is None
+    wait_panes_filled(page, ["code", "graph", "memory", "timings"])
+    expect(page.locator(".graph-tabs .gtab")).to_have_text(
+        ["all", "forward 0", "backward 1", "inference 2"]
+    )
+    codegen = page.evaluate("window.kernelscope.state.trace.data('codegen').graphs")
+    backward = {k["name"] for k in codegen[1]["kernels"]}
+    assert backward and not backward & {k["name"] for k in codegen[0]["kernels"]}
+
+    page.click(".gtab[data-graphs='1']")
+    expect(page.locator(".gtab.active")).to_have_text("backward 1")
+    assert set(kernel_sources(page)) == backward
+    show_tab(page, "graph")
+    page.wait_for_function(
+        "() => window.kernelscope.panes.find(p => p.id === 'graph').fx?.nodes().length > 0"
+    )
+    names = page.evaluate(
+        "window.kernelscope.panes.find(p => p.id === 'graph').fx.nodes().map(n => n.id())"
+    )
+    assert "tangents_1" in names
+    screenshot(page, "e2e-training-backward")
+
+    page.click(".gtab[data-graphs='0']")
+    show_tab(page, "memory")
+    saved = page.evaluate("window.kernelscope.state.trace.data('memory').graphs[0].saved")
+    expect(page.locator(".saved-acts")).to_contain_text(f"Saved for backward: {len(saved)} tensors")
+    screenshot(page, "e2e-training-saved")
+    page.click(".gtab[data-graphs='all']")
+    show_tab(page, "timings")
+    expect(page.locator("p.chained[data-backward='1']")).to_contain_text("backward graph 1")
+    expect(page.locator("p.chained .ok")).to_have_count(1)
+    assert page_errors(page) == []

@@ -251,7 +251,10 @@ def test_code_stays_plain_text_when_highlighting_fails(new_page: Callable[[str],
 def test_unmeasured_profile_shows_its_reason(page: Page) -> None:
     open_explorer(page)
     page.select_option("#opt-device", "cuda")
-    assert page.input_value("#opt-backend") == "triton"
+    # The backend list is the server's (labels and all); "auto" leaves the choice to it.
+    expect(page.locator("#opt-backend option")).to_have_text(["auto", "Triton", "C++"])
+    assert page.input_value("#opt-backend") == "auto"
+    page.select_option("#opt-backend", "triton")
     compile_and_wait(page)
     show_tab(page, "timings")
     expect(page.locator(".timings-pane .notice")).to_contain_text("TRITON_INTERPRET=1")

@@ -9,9 +9,11 @@ import pytest
 import torch
 from ks_helpers import lower_fn
 
+from compiler.codegen import targets
 from compiler.codegen.backends import REGISTRY, backend_names, choose_backend
 from compiler.codegen.cpp import CppBackend
-from compiler.codegen.triton import TritonBackend, _compiled_report
+from compiler.codegen.triton import TritonBackend
+from compiler.codegen.triton_report import compiled_report
 from compiler.compile_fx import GraphWork, codegen_stage, lower, memory_stage, schedule_stage
 from compiler.options import CompileOptions
 
@@ -41,8 +43,23 @@ def test_impossible_or_unknown_backends_are_clear_errors() -> None:
         choose_backend("auto", "mps", OPTS)
 
 
-def test_registry_names_are_unique() -> None:
-    assert len(set(backend_names())) == len(REGISTRY)
+def test_registry_implements_every_target_row_in_order() -> None:
+    assert backend_names() == targets.names() == list(REGISTRY)
+    for name, cls in REGISTRY.items():
+        assert cls.target is targets.by_name(name) and cls.name == name
+    assert targets.choices() == ["auto", *targets.names()]
+
+
+@pytest.mark.parametrize(("requested", "device", "env"), [
+    ("triton", "cpu", {"TRITON_INTERPRET": "1"}),  # emulated: the interpreter's switch
+    ("triton", "cuda", {}), ("auto", "cpu", {}), ("auto", "cuda", {}), ("cpp", "cpu", {}),
+    ("cpp", "cuda", {}),  # not a valid pair: the compile says so, not the environment
+])
+def test_the_emulator_environment_comes_from_the_target_table(requested: str, device: str,
+                                                              env: dict[str, str]) -> None:
+    assert targets.emulator_env(requested, device) == env
+    assert targets.emulation_env("cpu") == {"TRITON_INTERPRET": "1"}
+    assert targets.emulation_env("cuda") == {}
 
 
 def test_kernel_prefixes_come_from_the_backend() -> None:
@@ -79,6 +96,31 @@ def test_triton_report_reads_the_compiled_kernel() -> None:
                                      metadata=types.SimpleNamespace(shared=1024),
                                      asm={"ttir": "module {}", "cubin": b"\x00"})
     fn = types.SimpleNamespace(device_caches={0: ({"key": compiled}, None, None, None, None)})
-    assert _compiled_report(fn) == {"registers": 32, "spills": 0, "shared_bytes": 1024,
+    assert compiled_report(fn) == {"registers": 32, "spills": 0, "shared_bytes": 1024,
                                     "ir": {"ttir": "module {}"}}
-    assert _compiled_report(types.SimpleNamespace()) == {}
+    assert compiled_report(types.SimpleNamespace()) == {}
+
+
+def test_the_backend_says_which_op_dtype_pairs_it_cannot_express() -> None:
+    cpp, triton = choose_backend("cpp", "cpu", OPTS), choose_backend("triton", "cuda", OPTS)
+    assert "cannot express 'exp' on int64" in (cpp.refuses("exp", torch.int64) or "")
+    assert cpp.refuses("pow", torch.int64) is None  # ks_ipow
+    assert triton.refuses("pow", torch.int32) is None  # _ipow (it had no integer rule)
+    assert "'sign' on bool" in (triton.refuses("sign", torch.bool) or "")
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_a_node_the_backend_cannot_express_goes_to_aten_with_the_reason(backend: str) -> None:
+    """Regression: torch.sign of a bool tensor was a CodegenError on both backends."""
+    (gm, _), = lower_fn(lambda b: torch.sign(b) & b, torch.rand(16) > 0.5)
+    inputs = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
+    work = GraphWork(0, gm, inputs, CompileOptions(backend=backend))
+    event = lower(work)
+    (fb,) = event["fallbacks"]
+    assert fb["op"].startswith("aten.sign") and "cannot express 'sign' on bool" in fb["reason"]
+    assert fb["reason"].endswith("computed by ATen")
+    names = [b["name"] for b in event["buffers"]]
+    assert names == [f"buf{i}" for i in range(len(names))]  # nothing left of the refused node
+    schedule_stage(work)
+    memory_stage(work)
+    codegen_stage(work)  # the rest still generates

@@ -44,9 +44,23 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]] = {
                   lambda: (_ints(-128, 128, dtype=torch.int8),)),
     "float_sign_divided": (lambda x: torch.sign(x) / 2, lambda: (torch.randn(64),)),
     "int_pow": (lambda a, b: torch.pow(a, b), lambda: (_ints(-5, 6), _ints(0, 5))),
+    # A tensor exponent is an integer pow in the kernel (Triton: _ipow, by squaring; it
+    # was a Triton compile error). Negative exponents: 1, +-1 or 0, as torch gives.
+    "int_pow_negative_exponents": (lambda a, b: a ** b,
+                                   lambda: (_ints(-3, 4), _ints(-4, 3))),
+    "int_pow_large_wraps": (lambda a, b: (a ** b, 3 ** b), lambda: (_ints(-9, 10), _ints(0, 40))),
+    "uint8_pow_wraps": (lambda a, b: a ** b, lambda: (_ints(0, 256, dtype=torch.uint8),
+                                                       _ints(0, 9, dtype=torch.uint8))),
+    # torch.round ties go to the even neighbour (the interpreter's rule was floor(x + 0.5)).
+    "round_half_to_even": (lambda x: (torch.round(x), torch.round(x.double())),
+                           lambda: (torch.tensor([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 3.5, 0.49999997,
+                                                  -0.49999997, 8388609.0, 2.0 ** 30 + 0.5,
+                                                  float("inf"), float("-inf"), 3.7, -3.7,
+                                                  -0.0]),)),
+    # No backend has a rule for sign on bool: the node is left to ATen (lowering says why).
+    "bool_sign_left_to_aten": (lambda b: torch.sign(b) & b, lambda: (_ints(0, 2) > 0,)),
 }
-# Integer pow no longer reaches Triton's op table: lowering expands small constant exponents
-# into multiplications and sends the rest to ATen (tests/core/correctness_cases.py).
+# Every case compiles on Triton too: a pair a backend cannot express goes to ATen.
 TRITON_REFUSES: dict[str, str] = {}
 
 

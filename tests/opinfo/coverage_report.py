@@ -39,6 +39,12 @@ def _totals(ops: dict[str, dict[str, Any]], cases: list[dict[str, Any]],
     return counts
 
 
+def _ops_summary(run: dict[str, Any]) -> str:
+    ops = str(run.get("ops", "all"))
+    names = ops.split(",")
+    return ops if len(names) < 6 else f"{len(names)} ops ({', '.join(names[:4])}, ...)"
+
+
 def write_report(directory: Path, out: Path) -> Path:
     targets = _load(directory)
     lines = [
@@ -59,7 +65,11 @@ def write_report(directory: Path, out: Path) -> Path:
         "python tests/opinfo/sweep.py                 # C++ and the Triton interpreter",
         "python tests/opinfo/sweep.py --target cuda   # on a GPU host",
         "python tests/opinfo/sweep.py --report-only   # rewrite this page from docs/coverage/",
+        "python tests/opinfo/sweep.py --target cpp --dtypes f32 --ops abs,sum  # re-run ops",
         "```",
+        "",
+        "A run with `--ops` replaces only those ops' records (for the dtypes it ran) in",
+        "docs/coverage/<target>.jsonl and keeps the rest; `--no-merge` rewrites the file.",
         "",
         "The CI tier runs a fixed slice of it: `tests/opinfo/test_opinfo_slice.py`.",
         "",
@@ -81,8 +91,14 @@ def write_report(directory: Path, out: Path) -> Path:
             f"| {t['error']} | {t['skip']} | {len(cases)} | `{meta.get('command', '?')}` |")
     lines.append("")
     for target, (meta, _cases) in targets.items():
-        lines.append(f"- {target}: ops swept: {meta.get('ops', 'all')}; "
-                     f"{meta.get('seconds', '?')} s")
+        runs = meta.get("runs", [])
+        if len(runs) < 2:
+            lines.append(f"- {target}: ops swept: {meta.get('ops', 'all')}; "
+                         f"{meta.get('seconds', '?')} s")
+            continue
+        lines.append(f"- {target}: ops swept: {meta.get('ops', 'all')}, merged from:")
+        lines += [f"  - {run.get('date', '?')}: {_ops_summary(run)}; {run.get('seconds', '?')} s;"
+                  f" `{run.get('command', '?')}`" for run in runs]
     lines += ["", "## Totals per dtype (ops with at least one sample of that dtype)", "",
               "| target | dtype | native | fallback | mismatch | error | skip |",
               "|---|---|---|---|---|---|---|"]

@@ -6,9 +6,12 @@
     python tests/opinfo/sweep.py --report-only            # rewrite docs/coverage.md
 
 Each target writes its per-case results to docs/coverage/<target>.jsonl and docs/coverage.md
-is rebuilt from every such file present. A shard is a subprocess of its own: a case that
-crashes the process (the Triton interpreter reading out of bounds, a segfault) is recorded as
-an error and the shard restarts after it. Each case has a time limit (--timeout).
+is rebuilt from every such file present. A run with --ops merges by default: it replaces the
+records of the ops and dtypes it ran and keeps every other record (--no-merge rewrites the
+file); the target's .meta.json lists each run merged into the file. A shard is a subprocess
+of its own: a case that crashes the process (the Triton interpreter reading out of bounds, a
+segfault) is recorded as an error and the shard restarts after it. Each case has a time limit
+(--timeout).
 """
 
 from __future__ import annotations
@@ -141,15 +144,44 @@ def drive(args: argparse.Namespace) -> Path:
                 cases.append(rec)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     out = Path(args.output) if args.output else OUT_DIR / f"{args.target}.jsonl"
+    meta_path = out.with_suffix(".meta.json")
+    run = _versions(args, time.time() - start, len(cases))
+    merge = args.merge if args.merge is not None else bool(args.ops)
+    if merge and out.exists():
+        from opinfo_harness import op_key
+
+        ran = {op_key(op) for op in _ops(args.ops)}
+        old = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+        cases = merge_cases(old, cases, ran, set(args.dtypes.split(",")))
+        old_meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
+        meta = merge_meta(old_meta, run, len({c["op"] for c in cases}),
+                          len({op_key(op) for op in _ops(None)}))
+    else:
+        meta = {**run, "runs": [run]}
     out.write_text("".join(json.dumps(c, sort_keys=True) + "\n" for c in
                            sorted(cases, key=lambda c: (c["op"], c["dtype"], c["sample"]))))
-    meta = _versions(args, time.time() - start)
-    out.with_suffix(".meta.json").write_text(json.dumps(meta, indent=1) + "\n")
-    print(f"sweep {args.target}: {len(cases)} cases in {meta['seconds']:.0f}s -> {out}")
+    meta_path.write_text(json.dumps(meta, indent=1) + "\n")
+    print(f"sweep {args.target}: {run['cases']} cases in {run['seconds']:.0f}s -> {out}"
+          + (f" (merged: {len(cases)} cases in all)" if merge else ""))
     return out
 
 
-def _versions(args: argparse.Namespace, seconds: float) -> dict[str, Any]:
+def merge_cases(old: list[dict[str, Any]], new: list[dict[str, Any]], ops: set[str],
+                dtypes: set[str]) -> list[dict[str, Any]]:
+    """The old records, less those of the (op, dtype) pairs a run covered, plus the new."""
+    kept = [c for c in old if not (c["op"] in ops and c["dtype"] in dtypes)]
+    return kept + new
+
+
+def merge_meta(old: dict[str, Any], run: dict[str, Any], ops_in_file: int,
+               ops_in_db: int) -> dict[str, Any]:
+    """The latest run's versions on top, every run merged into the file under `runs`."""
+    runs = old.get("runs") or ([{k: v for k, v in old.items() if k != "runs"}] if old else [])
+    ops = f"{ops_in_file} of {ops_in_db} ({len(runs) + 1} runs merged)"
+    return {**run, "ops": ops, "runs": [*runs, run]}
+
+
+def _versions(args: argparse.Namespace, seconds: float, cases: int) -> dict[str, Any]:
     import torch
 
     try:
@@ -162,6 +194,7 @@ def _versions(args: argparse.Namespace, seconds: float) -> dict[str, Any]:
     return {"target": args.target, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "torch": torch.__version__, "triton": tv, "gpu": gpu, "dtypes": args.dtypes,
             "samples": args.samples, "ops": args.ops or "all", "seconds": round(seconds, 1),
+            "cases": cases,
             "command": " ".join(["python", "tests/opinfo/sweep.py", "--target", args.target,
                                  "--dtypes", args.dtypes, "--samples", str(args.samples)]
                                 + (["--ops", args.ops] if args.ops else []))}
@@ -179,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--work-dir", default=None)
     ap.add_argument("--cache-dir", default=None)
     ap.add_argument("--resume", action="store_true", help="keep finished cases of a shard")
+    ap.add_argument("--merge", action=argparse.BooleanOptionalAction, default=None,
+                    help="replace only the swept ops' records in the results file and keep "
+                         "the others (default: on with --ops, off without)")
     ap.add_argument("--report-only", action="store_true")
     ap.add_argument("--no-report", action="store_true")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

@@ -28,8 +28,9 @@ const kindOf = (name) => (/_(red|per)_/.test(name) ? "reduction" : "pointwise");
 
 // "cpp_poi_fused_add_relu_0" / "triton_per_fused__softmax_2" -> {add, relu} / {softmax}
 export function opTokens(name) {
-  const core = name.replace(/^(cpp|triton|extern)_/, "").replace(/^(poi|red|per)_/, "")
-    .replace(/^fused_/, "").replace(/_\d+$/, "");
+  // The backend's prefix is whatever stands before "fused_" (or the first word).
+  const core = (name.includes("fused_") ? name.replace(/^.*?fused_/, "")
+    : name.replace(/^[a-z0-9]+_/, "").replace(/^(poi|red|per)_/, "")).replace(/_\d+$/, "");
   return new Set(core.split("_").filter((t) => t && !/^\d+$/.test(t)));
 }
 

@@ -11,7 +11,7 @@ import { loadCytoscape, libInfo } from "./libs.js";
 import { Trace, graphView, graphLabels, loadStages } from "./trace.js";
 import { SelectionBus, buildIndex, fromSourceLine, isEmpty } from "./provenance.js";
 import { makeTabs, makeSplitter, makeMaximise, toast, initTheme, notFound } from "./layout.js";
-import { OptionControls, fingerprint, unchangedNotes } from "./options.js";
+import { OptionControls, fillChoices, fingerprint, unchangedNotes } from "./options.js";
 import { openDiff } from "./diffpage.js";
 import { StatusStrip } from "./panes/status.js";
 import { ErrorBanner } from "./panes/errors.js";
@@ -46,6 +46,7 @@ const ctx = {
   cytoscape: loadCytoscape,
   highlight,
   revealLine: (line) => editor.revealLine(line),
+  showGraphs: (ids) => showGraphs(ids),
 };
 
 const editor = new Editor($("editor"), {
@@ -105,7 +106,7 @@ function options() {
     ...optionControls.values() };
 }
 
-// Sets the option controls; values the controls do not offer (backend "auto") are skipped.
+// Sets the option controls; values the controls do not offer are skipped.
 function setOptions(opts = {}) {
   for (const [id, value] of [["opt-device", opts.device], ["opt-backend", opts.backend]]) {
     const select = $(id);
@@ -398,9 +399,6 @@ async function showHealth() {
 $("compile").addEventListener("click", () => compile());
 $("share").addEventListener("click", () => share());
 $("edit-copy").addEventListener("click", () => editCopy());
-$("opt-device").addEventListener("change", () => {
-  $("opt-backend").value = $("opt-device").value === "cuda" ? "triton" : "cpp";
-});
 
 async function boot() {
   showHealth();
@@ -411,7 +409,8 @@ async function boot() {
     return;
   }
   const match = location.pathname.match(/^\/t\/([^/]+)\/?$/);
-  const [samples] = await Promise.all([loadSamples(), optionControls.load()]);
+  const [samples, specs] = await Promise.all([loadSamples(), optionControls.load()]);
+  fillChoices($("opt-backend"), specs.find((s) => s.name === "backend"));
   if (match) {
     await openPermalink(decodeURIComponent(match[1]));
   } else if (location.pathname !== "/" && location.pathname !== "/index.html") {

@@ -9,6 +9,15 @@ import { getOptions } from "./api.js";
 
 const TOP_BAR = new Set(["device", "backend"]);
 
+// A top-bar select's values from the server's option list (with their labels), keeping
+// the current value when the server still offers it; an older server leaves it as it is.
+export function fillChoices(select, spec) {
+  if (!select || !spec?.choices?.length) return;
+  const current = select.value || spec.default;
+  clear(select, spec.choices.map((c) => h("option", { value: c }, spec.labels?.[c] ?? String(c))));
+  select.value = spec.choices.includes(current) ? current : spec.default;
+}
+
 export class OptionControls {
   constructor(panel, summary) {
     this.panel = panel;

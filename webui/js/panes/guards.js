@@ -33,7 +33,7 @@ export class GuardsPane extends Pane {
         h("span.hint", recompiles
           ? `${plural(recompiles, "recompile")}: a later call failed a guard of every earlier compile`
           : "no recompiles: every call reused the first compile")),
-      compiles.length ? compiles.map((c, i) => this.compile(c, i))
+      compiles.length ? compiles.map((c, i) => this.compile(c, i, data.graphs ?? []))
         : h("p.note", "This trace records no guards (it was made before guards were captured)."),
       h("h3", plural(breaks.length, "graph break"),
         h("span.hint", breaks.length ? "Dynamo split the function here" : "one graph per frame")),
@@ -52,7 +52,21 @@ export class GuardsPane extends Pane {
     return chip;
   }
 
-  compile(c, i) {
+  // The graphs this compile made (a recompile's are compiled like the first's): each a
+  // button that shows that graph alone in every pane.
+  made(c, graphs) {
+    const mine = graphs.filter((g) => g.compile_id && g.compile_id === c.compile_id);
+    if (!c.compile_id) return null;
+    if (!mine.length) return h("p.note.compile-graphs", "No ATen graph: nothing in this frame to compile.");
+    return h("div.compile-graphs", h("b", "Graphs: "), mine.map((g) => {
+      const b = h("button.gtab", { dataset: { graph: g.id }, title: "show this graph in every pane" },
+        `${g.kind ?? "graph"} ${g.id}`);
+      b.addEventListener("click", () => this.ctx.showGraphs?.([g.id]));
+      return b;
+    }));
+  }
+
+  compile(c, i, graphs) {
     const inputs = (c.inputs ?? []).map((x) => x.shape
       ? `${x.dtype}${shape(x.shape)}${x.requires_grad ? " requires_grad" : ""}` : x.value);
     const guards = c.guards ?? [];
@@ -66,6 +80,7 @@ export class GuardsPane extends Pane {
       c.reasons?.length ? h("div.reasons", h("b", "Why it recompiled: "),
         h("ul", c.reasons.map((r) => h("li", r)))) : null,
       c.error ? h("div.reasons", h("b", "Replaying this call failed: "), c.error) : null,
+      this.made(c, graphs),
       guards.length ? h("table.grid.guards", h("tbody", guards.map((g) => h("tr",
         h("td", this.lineChip(g.line)), h("td", badge(g.kind)), h("td.mono.wrap", g.text)))))
         : null,

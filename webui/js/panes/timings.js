@@ -48,7 +48,17 @@ export class TimingsPane extends Pane {
       h("tbody", run.outputs.map((o) => h("tr",
         h("td.num", o.index), h("td", shape(o.shape)), h("td", o.dtype),
         h("td.num", fmtNum(o.max_abs_err)), h("td.num", fmtNum(o.max_rel_err)),
-        h("td", o.ok ? badge("pass", "ok") : badge("fail", "bad")))))));
+        h("td", o.ok ? badge("pass", "ok") : badge("fail", "bad")))))),
+      (run.chained ?? []).map((c) => this.chained(c)));
+  }
+
+  // Training: the backward graph run on what the compiled forward saved, as a step runs it.
+  chained(c) {
+    const worst = Math.max(0, ...c.outputs.map((o) => o.max_abs_err ?? 0));
+    return h("p.note.chained", { dataset: { forward: c.forward, backward: c.backward } },
+      c.ok ? badge("pass", "ok") : badge("fail", "bad"),
+      ` backward graph ${c.backward} run on the activations compiled forward graph ${c.forward} saved: `,
+      `${c.outputs.length} gradients, max abs err ${fmtNum(worst)}`);
   }
 
   profile(p) {

@@ -1,0 +1,81 @@
+"""Training graphs: how AOTAutograd's forward and backward graphs of one Dynamo graph
+relate, for the back half's `memory` and `run` stages.
+
+AOTAutograd's partition makes the forward graph return, after the user's outputs, the
+values the backward needs ("saved for backward"); the backward graph takes those same
+values (same node names) as its first inputs, then one tangent per output that needs a
+gradient (`tangents_1`, ...). A forward and a backward graph pair up by the Dynamo graph
+they came from (`dynamo_graph`, one per compile).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch.fx
+
+from compiler.ir.nodes import InputBuffer, Stored
+
+
+def pairs(kinds: Sequence[tuple[str, int]]) -> list[tuple[int, int]]:
+    """(forward index, backward index) for each (kind, dynamo_graph) pair in `kinds`."""
+    forwards = {dg: i for i, (kind, dg) in enumerate(kinds) if kind == "forward"}
+    return [(forwards[dg], i) for i, (kind, dg) in enumerate(kinds)
+            if kind == "backward" and dg in forwards]
+
+
+def output_names(gm: torch.fx.GraphModule) -> list[str | None]:
+    out = gm.graph.output_node().args[0]
+    items = out if isinstance(out, (list, tuple)) else [out]
+    return [a.name if isinstance(a, torch.fx.Node) else None for a in items]
+
+
+def saved_inputs(forward: torch.fx.GraphModule, backward: torch.fx.GraphModule
+                 ) -> list[tuple[int, int]]:
+    """(forward output index, backward input index) of every value saved for backward."""
+    position = {name: i for i, name in enumerate(output_names(forward)) if name is not None}
+    placeholders = [n for n in backward.graph.nodes if n.op == "placeholder"]
+    return [(position[p.name], j) for j, p in enumerate(placeholders)
+            if not p.name.startswith("tangents") and p.name in position]
+
+
+def saved_activations(forward: Any, backward: Any) -> list[dict[str, Any]]:
+    """The forward graph's memory plan entries for what it keeps for backward: the node,
+    the buffer holding it (None: a graph input, which costs no new memory), its bytes and
+    the backward graph's input it becomes. `forward`/`backward` are compile_fx.GraphWork
+    after `memory`."""
+    assert forward.lowered is not None and forward.memory is not None
+    planned = {p.name: p.bytes for p in forward.memory.buffers}
+    outputs = forward.lowered.outputs
+    names = output_names(forward.gm)
+    bw_inputs = [n.name for n in backward.gm.graph.nodes if n.op == "placeholder"]
+    saved = []
+    for out_index, in_index in saved_inputs(forward.gm, backward.gm):
+        value = outputs[out_index] if out_index < len(outputs) else None
+        buffer = value.buffer if isinstance(value, Stored) else None
+        held = None if buffer is None or isinstance(buffer, InputBuffer) else buffer.name
+        nbytes = planned.get(held) if held else None
+        if buffer is not None and held and nbytes is None:
+            nbytes = buffer.layout.nbytes()
+        saved.append({"node": names[out_index], "buffer": held, "bytes": nbytes,
+                      "backward_input": bw_inputs[in_index]})
+    return saved
+
+
+def chained_check(forward: Any, backward: Any, fresh: Any, options: Any) -> dict[str, Any]:
+    """The backward graph run on what the compiled forward saved (as training runs it),
+    against the backward graph run eagerly on what the eager forward saved (the captured
+    inputs). `fresh(inputs)` copies inputs; both works have been compiled."""
+    from compiler import check
+
+    assert forward.compiled is not None and backward.compiled is not None
+    saved = forward.compiled(*fresh(forward.example_inputs))
+    args = fresh(backward.example_inputs)
+    for out_index, in_index in saved_inputs(forward.gm, backward.gm):
+        args[in_index] = saved[out_index]
+    got = backward.compiled(*args)
+    ref, _ = check.reference(backward.gm, fresh(backward.example_inputs))
+    result = check.compare_outputs(got, ref, options)
+    return {"forward": forward.gid, "backward": backward.gid, "ok": result["ok"],
+            "outputs": result["outputs"]}

@@ -1,0 +1,151 @@
+"""The backend is an object chosen once per graph: outside the backend modules no code
+compares backend names, "auto" is resolved in one place (codegen/targets.py), and nothing
+in the compiler switches an emulator on through the environment behind the caller's back.
+
+The first two read the source as text, so they fail on a new `== "triton"` anywhere in
+compiler/, server/, webui/, extension/ or benchmarks/; each has a self-test showing that
+its pattern sees the kinds of comparison it is meant to find.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from compiler.codegen import targets
+
+REPO = Path(__file__).resolve().parents[2]
+SCANNED = ("compiler", "server", "webui/js", "extension/src", "benchmarks")
+SUFFIXES = {".py", ".js", ".mjs", ".ts", ".html"}
+# Where backend names may be compared: the backends themselves and their table.
+BACKEND_MODULES = {f"compiler/codegen/{m}.py" for m in
+                   ("backend", "backends", "targets", "triton", "cpp")}
+
+NAMES = "|".join(re.escape(n) for n in targets.names())
+_Q = r"""["'`]"""
+# `x == "triton"`, `"cpp" !== x`, `x in ("auto", "cpp")`, `/^(cpp|triton)_/`, a name
+# picked by a condition (`c ? "triton" : "cpp"`, `"cpp" if c else ...`), and "auto"
+# compared on a line about the backend (other settings have an "auto" of their own).
+NAME_COMPARISON = re.compile(
+    rf"""(?:[=!]==?\s*{_Q}(?:{NAMES}){_Q})|(?:{_Q}(?:{NAMES}){_Q}\s*[=!]==?)"""
+    rf"""|(?:\bin\s*[(\[{{][^)\]}}]*{_Q}(?:{NAMES}){_Q})"""
+    rf"""|(?:[(|](?:{NAMES})[|)])"""
+    rf"""|(?:\?\s*{_Q}(?:{NAMES}){_Q}\s*:)|(?:{_Q}(?:{NAMES}){_Q}\s+if\b)""")
+AUTO_COMPARISON = re.compile(
+    rf"""(?:[=!]==?\s*{_Q}auto{_Q})|(?:{_Q}auto{_Q}\s*[=!]==?)|(?:\bin\s*[(\[{{][^)\]}}]*{_Q}auto{_Q})""")
+
+
+def _findings(path: str, text: str) -> list[str]:
+    out = []
+    for i, line in enumerate(text.splitlines(), 1):
+        code = line.split("#", 1)[0] if path.endswith(".py") else line
+        if "language" in code:  # a highlighting language ("cpp" is one), not a backend
+            continue
+        if NAME_COMPARISON.search(code) or (
+                "backend" in code.lower() and AUTO_COMPARISON.search(code)):
+            out.append(f"{path}:{i}: {line.strip()}")
+    return out
+
+
+def _scanned_files() -> list[Path]:
+    files = []
+    for top in SCANNED:
+        for p in sorted((REPO / top).rglob("*")):
+            if p.suffix in SUFFIXES and p.is_file() and "vendor" not in p.parts \
+                    and "node_modules" not in p.parts:
+                files.append(p)
+    return files
+
+
+def test_the_patterns_see_backend_name_comparisons() -> None:
+    seen = [
+        'if args.backend == "triton" and device == "cpu":',
+        "return options.get('backend') != 'cpp'",
+        '$("opt-backend").value = dev === "cuda" ? "triton" : "cpp";',
+        "if (backend === `triton`) {",
+        'if requested in ("auto", "cpp"):',
+        'const core = name.replace(/^(cpp|triton|extern)_/, "");',
+        'if options.backend == "auto":',
+        'backend = "triton" if device == "cuda" else "cpp"',
+    ]
+    for line in seen:
+        assert _findings("x.py", line), line
+    unseen = [
+        'if preference in ("auto", "bubblewrap") and bwrap:',  # not the backend's auto
+        'LEXERS = {"triton": PythonLexer}',
+        'x = "cpp_poi_fused_add_0"',
+        'if target.name == requested:',
+        'const ext = code.language === "cpp" ? "cpp" : "py";',
+    ]
+    for line in unseen:
+        assert not _findings("x.py", line), line
+
+
+def test_no_code_outside_the_backend_modules_compares_backend_names() -> None:
+    files = _scanned_files()
+    assert len(files) > 50, "the scan found too few files: is the layout different?"
+    found = []
+    for p in files:
+        rel = p.relative_to(REPO).as_posix()
+        if rel not in BACKEND_MODULES:
+            found += _findings(rel, p.read_text(errors="replace"))
+    assert not found, "backend names compared outside the backend modules:\n" + "\n".join(found)
+
+
+def test_auto_is_resolved_only_by_the_target_table() -> None:
+    hits = []
+    for p in _scanned_files():
+        rel = p.relative_to(REPO).as_posix()
+        if rel == "compiler/codegen/targets.py":
+            continue
+        for i, line in enumerate(p.read_text(errors="replace").splitlines(), 1):
+            code = line.split("#", 1)[0] if rel.endswith(".py") else line
+            if AUTO_COMPARISON.search(code) and "backend" in code.lower():
+                hits.append(f"{rel}:{i}")
+    assert not hits
+    assert targets.resolve("auto", "cpu").name == "cpp"
+    assert targets.resolve("auto", "cuda").name == "triton"
+
+
+ENV_WRITE = re.compile(r"os\.environ\[[^\]]+\]\s*=|os\.environ\.(?:setdefault|update|pop)\(|"
+                       r"os\.putenv\(")
+
+
+def test_the_compiler_writes_the_environment_only_at_the_commands_start_up() -> None:
+    writers = []
+    for p in sorted((REPO / "compiler").rglob("*.py")):
+        for i, line in enumerate(p.read_text().splitlines(), 1):
+            if ENV_WRITE.search(line.split("#", 1)[0]):
+                writers.append(f"{p.relative_to(REPO).as_posix()}:{i}")
+    # cli.py: the process's own start-up, before torch is imported, from its arguments.
+    assert all(w.startswith("compiler/cli.py:") for w in writers), writers
+    assert ENV_WRITE.search('os.environ["TRITON_INTERPRET"] = "1"')
+
+
+def test_triton_on_the_cpu_without_the_interpreter_is_refused_and_leaves_the_env_alone(
+) -> None:
+    """Regression: the Triton backend's build set os.environ["TRITON_INTERPRET"] itself (a
+    process-wide side channel that could not work anyway: torch._dynamo imports Triton)."""
+    script = (
+        "import os\n"
+        "import torch._dynamo\n"
+        "from compiler.codegen.backends import choose_backend\n"
+        "from compiler.codegen.triton import InterpreterUnavailable\n"
+        "from compiler.options import CompileOptions\n"
+        "backend = choose_backend('triton', 'cpu', CompileOptions())\n"
+        "try:\n"
+        "    backend.build(None)\n"
+        "    print('built')\n"
+        "except InterpreterUnavailable as e:\n"
+        "    print('refused', 'TRITON_INTERPRET=1' in str(e))\n"
+        "print('env', os.environ.get('TRITON_INTERPRET'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = str(REPO)
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split("\n")[:2] == ["refused True", "env None"], proc.stdout

@@ -1,0 +1,34 @@
+"""The sweep's --merge mode: a run over some ops replaces only those ops' records."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from sweep import merge_cases, merge_meta  # noqa: E402
+
+
+def _case(op: str, dtype: str, sample: int, status: str) -> dict[str, object]:
+    return {"op": op, "dtype": dtype, "sample": sample, "status": status}
+
+
+def test_merge_replaces_only_the_ops_and_dtypes_run() -> None:
+    old = [_case("add", "f32", 0, "native"), _case("add", "f32", 1, "native"),
+           _case("sum", "f32", 0, "fallback"), _case("sum", "i64", 0, "fallback")]
+    new = [_case("sum", "f32", 0, "native")]
+    merged = merge_cases(old, new, {"sum"}, {"f32"})
+    assert sorted((c["op"], c["dtype"], c["sample"], c["status"]) for c in merged) == [
+        ("add", "f32", 0, "native"), ("add", "f32", 1, "native"),
+        ("sum", "f32", 0, "native"), ("sum", "i64", 0, "fallback")]
+
+
+def test_merge_meta_keeps_every_run() -> None:
+    first = {"date": "d0", "ops": "all", "command": "c0"}
+    run = {"date": "d1", "ops": "sum", "command": "c1", "torch": "t"}
+    meta = merge_meta(first, run, 3, 5)
+    assert meta["runs"] == [first, run]
+    assert meta["torch"] == "t" and meta["ops"].startswith("3 of 5")
+    again = merge_meta(meta, {**run, "date": "d2"}, 3, 5)
+    assert [r["date"] for r in again["runs"]] == ["d0", "d1", "d2"]
