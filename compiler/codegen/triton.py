@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -21,8 +22,15 @@ from compiler.codegen import targets
 from compiler.codegen.backend import Backend, BuildResult, GeneratedKernel
 from compiler.codegen.common import XINDEX, Lines, Scope, Var, next_power_of_2
 from compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
+from compiler.codegen.mathops import (
+    TRITON_INTERPRET_DROPS,
+    TRITON_INTERPRET_MATH,
+    TRITON_MATH,
+    TRITON_MATH_HELPERS,
+)
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
 from compiler.codegen.tiling import YINDEX, Tile, choose_tile, fits_grid, tile_config
+from compiler.codegen.triton_cache import graph_triton_cache
 from compiler.codegen.triton_report import compiled_report
 from compiler.ir.indexing import pexpr
 from compiler.ir.ops import reduction_identity as identity
@@ -38,7 +46,7 @@ TL_DTYPE = {
 
 _FLOOR_DIV_INT = ("tl.where((({0} % {1}) != 0) & (({0} < 0) != ({1} < 0)), "
                   "{0} // {1} - 1, {0} // {1})")  # `//` truncates; torch floors
-OPS = OpTable("Triton", merged(C_LIKE, {
+OPS = OpTable("Triton", merged(merged(C_LIKE, {
     "truediv": float_only("{0} / {1}"),
     "floordiv": {"int": _FLOOR_DIV_INT, "uint": "{0} // {1}", "float": "tl.floor({0} / {1})"},
     # Integer `%` is C's remainder (the sign of the dividend): fmod's rule; mod takes the
@@ -65,7 +73,7 @@ OPS = OpTable("Triton", merged(C_LIKE, {
     "isnan": "{0} != {0}", "isinf": "tl.abs({0}) == float('inf')",
     "relu": numeric("tl.maximum({0}, 0)"),
     "where": "tl.where({0}, {1}, {2})",
-}))
+}), TRITON_MATH))
 
 # torch.round rounds half to even (libdevice.nearbyint on a GPU). From tl primitives: the
 # fraction decides, a tie goes to the even neighbour (floor + floor mod 2); inf and nan,
@@ -90,7 +98,8 @@ INTERPRET_OPS = OPS.extend({
     "round": {"float": _ROUND_HALF_EVEN, "*": "{0}"},
     "sinh": float_only("(0.5 * (tl.exp({0}) - tl.exp(-{0})))"),
     "cosh": float_only("(0.5 * (tl.exp({0}) + tl.exp(-{0})))"),
-})
+    **TRITON_INTERPRET_MATH,
+}).without(TRITON_INTERPRET_DROPS, "Triton interpreter")
 
 REDUCE = {"sum": "tl.sum({0}, 1)", "max": "tl.max({0}, 1)", "min": "tl.min({0}, 1)",
           "prod": "tl.reduce({0}, 1, _prod)", "any": "(tl.max({0}.to(tl.int8), 1) != 0)",
@@ -458,7 +467,7 @@ def _ipow(base, exp):
     unit = tl.where((e & 1) != 0, b, b * b)  # (-1) ** e, where b is -1
     small = tl.where(b == 1, b, tl.where(b == -1, unit, b * 0))
     return tl.where(e < 0, small, result)
-"""
+""" + TRITON_MATH_HELPERS
 
 
 class InterpreterUnavailable(RuntimeError):
@@ -517,6 +526,11 @@ class TritonBackend(Backend):
         if self.emulated:
             check_interpreter()
         return BuildResult(None, True, 0.0)
+
+    def first_launch(self, wrapper: Path, inputs: list[dict[str, Any]] | None
+                     ) -> AbstractContextManager[object]:
+        # The interpreter has no cache; on a GPU Triton's is shared per wrapper.
+        return nullcontext() if self.emulated else graph_triton_cache(wrapper, inputs)
 
     def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
         if self.emulated:

@@ -55,12 +55,14 @@ def broadcast_loader(
 
 
 def pointwise(g: Any, fn: Callable[..., Any], *args: Any,
-              dtype: torch.dtype | None = None) -> Any:
-    """Build a Lazy value computing fn(*loaded args) at each output index."""
-    meta = g.out_meta()
+              dtype: torch.dtype | None = None, meta: Any = None,
+              compute: torch.dtype | None = None) -> Any:
+    """Build a Lazy value computing fn(*loaded args) at each output index (`meta`: the
+    output's fake tensor when the node has several; `compute`: the dtype args load as)."""
+    meta = meta if meta is not None else g.out_meta()
     size = tuple(meta.shape)
     out_dtype = dtype or meta.dtype
-    cdtype = compute_dtype(out_dtype, args)
+    cdtype = compute or compute_dtype(out_dtype, args)
     loaders = [broadcast_loader(a, size, cdtype) for a in args]
 
     def inner_fn(idx: Index) -> Any:

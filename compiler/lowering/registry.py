@@ -38,6 +38,7 @@ def load_all() -> None:
     """Import the modules whose decorators fill the table."""
     from compiler.lowering import (  # noqa: F401
         indexing,
+        mathfns,
         misc,
         pointwise,
         reductions,
