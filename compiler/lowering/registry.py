@@ -37,9 +37,11 @@ def find_lowering(target: Any) -> LoweringFn | None:
 def load_all() -> None:
     """Import the modules whose decorators fill the table."""
     from compiler.lowering import (  # noqa: F401
+        distances,
         indexing,
         misc,
         pointwise,
+        pooling,
         reductions,
         scans,
         scatter,
