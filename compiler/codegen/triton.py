@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -21,8 +22,15 @@ from compiler.codegen import targets
 from compiler.codegen.backend import Backend, BuildResult, GeneratedKernel
 from compiler.codegen.common import XINDEX, Lines, Scope, Var, next_power_of_2
 from compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
+from compiler.codegen.mathops import (
+    TRITON_INTERPRET_DROPS,
+    TRITON_INTERPRET_MATH,
+    TRITON_MATH,
+    TRITON_MATH_HELPERS,
+)
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
 from compiler.codegen.tiling import YINDEX, Tile, choose_tile, fits_grid, tile_config
+from compiler.codegen.triton_cache import graph_triton_cache
 from compiler.codegen.triton_report import compiled_report
 from compiler.ir.indexing import pexpr
 from compiler.ir.ops import reduction_identity as identity
@@ -38,7 +46,7 @@ TL_DTYPE = {
 
 _FLOOR_DIV_INT = ("tl.where((({0} % {1}) != 0) & (({0} < 0) != ({1} < 0)), "
                   "{0} // {1} - 1, {0} // {1})")  # `//` truncates; torch floors
-OPS = OpTable("Triton", merged(C_LIKE, {
+OPS = OpTable("Triton", merged(merged(C_LIKE, {
     "truediv": float_only("{0} / {1}"),
     "floordiv": {"int": _FLOOR_DIV_INT, "uint": "{0} // {1}", "float": "tl.floor({0} / {1})"},
     # Integer `%` is C's remainder (the sign of the dividend): fmod's rule; mod takes the
@@ -65,7 +73,7 @@ OPS = OpTable("Triton", merged(C_LIKE, {
     "isnan": "{0} != {0}", "isinf": "tl.abs({0}) == float('inf')",
     "relu": numeric("tl.maximum({0}, 0)"),
     "where": "tl.where({0}, {1}, {2})",
-}))
+}), TRITON_MATH))
 
 # torch.round rounds half to even (libdevice.nearbyint on a GPU). From tl primitives: the
 # fraction decides, a tie goes to the even neighbour (floor + floor mod 2); inf and nan,
@@ -90,7 +98,8 @@ INTERPRET_OPS = OPS.extend({
     "round": {"float": _ROUND_HALF_EVEN, "*": "{0}"},
     "sinh": float_only("(0.5 * (tl.exp({0}) - tl.exp(-{0})))"),
     "cosh": float_only("(0.5 * (tl.exp({0}) + tl.exp(-{0})))"),
-})
+    **TRITON_INTERPRET_MATH,
+}).without(TRITON_INTERPRET_DROPS, "Triton interpreter")
 
 REDUCE = {"sum": "tl.sum({0}, 1)", "max": "tl.max({0}, 1)", "min": "tl.min({0}, 1)",
           "prod": "tl.reduce({0}, 1, _prod)", "any": "(tl.max({0}.to(tl.int8), 1) != 0)",
@@ -226,6 +235,8 @@ class TritonKernelCodegen(KernelCodegen):
                               f"tl.broadcast_to({value.name}, [XBLOCK, RBLOCK])", src, "r")
         out_dtype = TL_DTYPE[node.buffer.dtype]
         block, lines = self.block, self.block.scope.lines
+        if rtype == "logsumexp":
+            return self._logsumexp(node, value, TL_DTYPE[src], out_dtype)
         if block.pre is None or block.post is None:  # persistent: the row is in registers
             masked = self.emit(f"tl.where(xmask & rmask, {value.name}, {ident})", src, "r")
             result = Var(self.new_var(), node.buffer.dtype, "x")
@@ -253,6 +264,35 @@ class TritonKernelCodegen(KernelCodegen):
         self.write_for(lines, node, f"{acc} = tl.where(xmask & rmask, {combined}, {acc})")
         self.write_for(block.post, node,
                        f"{result.name} = {REDUCE[rtype].format(acc)}[:, None].to({out_dtype})")
+        return result
+
+    def _logsumexp(self, node: SchedNode, value: Var, src: str, out_dtype: str) -> Var:
+        """log(sum(exp(v))) over the row in one pass: each lane keeps its running max m
+        and a sum s of exp(v - m), rescaled by exp(m_old - m_new) when the max grows; the
+        lanes are combined after the loop. A lane that has seen only -inf keeps s = 0.
+        NaN anywhere in the row makes s, and so the result, NaN (as eager's softmax)."""
+        block, lines = self.block, self.block.scope.lines
+        result = Var(self.new_var(), node.buffer.dtype, "x")
+        acc, inf = f"_{result.name}", "float('-inf')"
+        put = self.write_for
+        if block.pre is None or block.post is None:  # persistent: the row is in registers
+            put(lines, node, f"{acc}_v = tl.where(xmask & rmask, {value.name}, {inf})")
+            put(lines, node, f"{acc}_m = tl.max({acc}_v, 1)[:, None]")
+            put(lines, node, f"{acc}_s = tl.sum(tl.where({acc}_v == {inf}, 0.0, "
+                             f"tl.exp({acc}_v - {acc}_m)), 1)[:, None]")
+            put(lines, node, f"{result.name} = ({acc}_m + tl.log({acc}_s)).to({out_dtype})")
+            return result
+        put(block.pre, node, f"{acc} = tl.full([XBLOCK, RBLOCK], {inf}, {src})")
+        put(block.pre, node, f"{acc}_sum = tl.zeros([XBLOCK, RBLOCK], {src})")
+        put(lines, node, f"{acc}_v = tl.where(xmask & rmask, {value.name}, {inf})")
+        put(lines, node, f"{acc}_new = tl.maximum({acc}, {acc}_v, tl.PropagateNan.ALL)")
+        put(lines, node, f"{acc}_sum = tl.where({acc}_new == {inf}, 0.0, {acc}_sum * "
+                         f"tl.exp({acc} - {acc}_new) + tl.exp({acc}_v - {acc}_new))")
+        put(lines, node, f"{acc} = {acc}_new")
+        put(block.post, node, f"{acc}_m = tl.max({acc}, 1)[:, None]")
+        put(block.post, node, f"{acc}_s = tl.sum(tl.where({acc} == {inf}, 0.0, "
+                              f"{acc}_sum * tl.exp({acc} - {acc}_m)), 1)[:, None]")
+        put(block.post, node, f"{result.name} = ({acc}_m + tl.log({acc}_s)).to({out_dtype})")
         return result
 
     def _finish(self, rtype: str, masked: str) -> str:
@@ -420,7 +460,7 @@ def _ipow(base, exp):
     unit = tl.where((e & 1) != 0, b, b * b)  # (-1) ** e, where b is -1
     small = tl.where(b == 1, b, tl.where(b == -1, unit, b * 0))
     return tl.where(e < 0, small, result)
-"""
+""" + TRITON_MATH_HELPERS
 
 
 class InterpreterUnavailable(RuntimeError):
@@ -447,6 +487,8 @@ class TritonBackend(Backend):
     target = targets.by_name("triton")
     # Split reductions pay off on a GPU's many multiprocessors.
     split_reductions = True
+    writes_over_inputs = True  # Triton pointers may alias: an input's update in place
+    online_softmax = True  # the "logsumexp" reduction (reduce() below)
 
     def op_table(self) -> OpTable:
         return INTERPRET_OPS if self.emulated else OPS
@@ -477,6 +519,11 @@ class TritonBackend(Backend):
         if self.emulated:
             check_interpreter()
         return BuildResult(None, True, 0.0)
+
+    def first_launch(self, wrapper: Path, inputs: list[dict[str, Any]] | None
+                     ) -> AbstractContextManager[object]:
+        # The interpreter has no cache; on a GPU Triton's is shared per wrapper.
+        return nullcontext() if self.emulated else graph_triton_cache(wrapper, inputs)
 
     def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
         if self.emulated:

@@ -26,7 +26,7 @@ SPLIT_MIN_RNUMEL = 16384  # ... and at least this many elements per output
 SPLIT_CHUNK = 4096  # elements per row of the first pass: short enough to stay persistent
 SPLIT_MAX = 4096  # rows of the first pass (= elements the second pass reduces)
 COMBINE = {"sum": "sum", "prod": "prod", "max": "max", "min": "min", "any": "any",
-           "all": "all"}
+           "all": "all", "logsumexp": "logsumexp"}
 
 
 def _dims(dims: Any, ndim: int) -> list[int]:

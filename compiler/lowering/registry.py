@@ -39,11 +39,13 @@ def load_all() -> None:
     from compiler.lowering import (  # noqa: F401
         distances,
         indexing,
+        mathfns,
         misc,
         pointwise,
         pooling,
         reductions,
         scans,
         scatter,
+        softmax,
         views,
     )
