@@ -36,6 +36,7 @@ class CompiledGraph:
     backend: Backend
     kernels: list[str] = field(default_factory=list)  # the module's kernel names
     constants: tuple[Any, ...] = ()  # graph constants, the wrapper's last inputs
+    graph_cache: dict[str, Any] = field(default_factory=dict)  # GraphCacheStatus.to_json()
 
     def __call__(self, *args: Any) -> list[Any]:
         return list(self.module.call([*args, *self.constants]))
@@ -44,6 +45,11 @@ class CompiledGraph:
 def _source_path(build_source: str, backend: Backend, options: CompileOptions) -> Path:
     root = cache_root(options.cache_dir)
     return root / f"kernels_{content_key(build_source)}{backend.source_suffix}"
+
+
+def source_path(build_source: str, backend: Backend, options: CompileOptions) -> Path | None:
+    """Where the source the backend builds is written (None when nothing is built)."""
+    return _source_path(build_source, backend, options) if build_source else None
 
 
 def artifact_path(build_source: str, backend: Backend, options: CompileOptions
@@ -63,12 +69,25 @@ def load_graph(wrapper: str, build_source: str, backend: Backend, options: Compi
         src = _source_path(build_source, backend, options)
         write_once(src, build_source)
     result = backend.build(src)
-    key = content_key(wrapper, backend.name)
-    path = root / f"graph_{key}.py"
+    path = root / f"graph_{content_key(wrapper, backend.name)}.py"
     hit = write_once(path, wrapper) and result.cache_hit
-    module = _import(path, f"kernelscope_graph_{key}")
+    return _loaded(path, hit, start, result.ms, backend, kernels, constants)
+
+
+def load_built(wrapper: Path, source: Path | None, backend: Backend, kernels: list[str],
+               constants: Sequence[Any]) -> CompiledGraph:
+    """A graph whose wrapper (and the source of its library) the whole-graph cache found
+    and verified: nothing is generated; the backend finds its build done."""
+    start = time.perf_counter()
+    result = backend.build(source)
+    return _loaded(wrapper, result.cache_hit, start, result.ms, backend, kernels, constants)
+
+
+def _loaded(path: Path, hit: bool, start: float, build_ms: float, backend: Backend,
+            kernels: list[str], constants: Sequence[Any]) -> CompiledGraph:
+    module = _import(path, f"kernelscope_{path.stem}")
     launch.install(module, kernels, backend.device)
-    return CompiledGraph(module, path, hit, (time.perf_counter() - start) * 1000, result.ms,
+    return CompiledGraph(module, path, hit, (time.perf_counter() - start) * 1000, build_ms,
                          backend, kernels, tuple(constants))
 
 
@@ -96,6 +115,35 @@ def zeros_like_spec(t: Any) -> Any:
                             device=t.device).zero_()
 
 
+def input_specs(args: list[Any]) -> list[dict[str, Any]] | None:
+    """Plain data that `from_specs` makes the same zero-filled arguments from (None when
+    an argument is neither a tensor nor a number)."""
+    specs: list[dict[str, Any]] = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            specs.append({"shape": list(a.shape), "stride": list(a.stride()),
+                          "dtype": str(a.dtype).removeprefix("torch."), "device": a.device.type})
+        elif isinstance(a, bool | int | float):
+            specs.append({"value": a})
+        else:
+            return None
+    return specs
+
+
+def from_specs(specs: list[dict[str, Any]]) -> list[Any]:
+    out: list[Any] = []
+    for s in specs:
+        if "value" in s:
+            out.append(s["value"])
+            continue
+        dtype = getattr(torch, str(s["dtype"]))
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"not a dtype: {s['dtype']!r}")
+        out.append(torch.empty_strided(tuple(s["shape"]), tuple(s["stride"]), dtype=dtype,
+                                       device=s["device"]).zero_())
+    return out
+
+
 def real_inputs(example_inputs: list[Any]) -> list[Any]:
     """Zero-filled tensors shaped like the (possibly fake) example inputs."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -108,7 +156,8 @@ def warmup(compiled: CompiledGraph, example_inputs: list[Any]) -> list[dict[str,
     """Run once on zeros, timing each kernel's first launch (Triton JIT-compiles here),
     then ask the backend what its build knows about each kernel."""
     args = real_inputs(example_inputs)
-    with instrument(compiled.module, compiled.kernels) as timings:
+    with compiled.backend.first_launch(compiled.path, input_specs(args)), \
+            instrument(compiled.module, compiled.kernels) as timings:
         compiled(*args)
     out = []
     for t in timings.values():
