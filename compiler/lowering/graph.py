@@ -384,7 +384,8 @@ aten = torch.ops.aten
 # for bit (Inductor's own RNG differs from eager too).
 RANDOM_OPS = frozenset(getattr(aten, n) for n in (
     "rand rand_like randn randn_like randint randint_like bernoulli native_dropout normal "
-    "uniform exponential geometric log_normal cauchy multinomial randperm rrelu_with_noise"
+    "uniform exponential geometric log_normal cauchy multinomial randperm rrelu_with_noise "
+    "normal_functional rrelu_with_noise_functional"  # what functionalization makes of x.normal_()
 ).split() if hasattr(aten, n))
 
 

@@ -8,6 +8,7 @@ one row per op: its status on each target, the dtypes that are not native, and a
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,15 @@ def _ops_summary(run: dict[str, Any]) -> str:
     ops = str(run.get("ops", "all"))
     names = ops.split(",")
     return ops if len(names) < 6 else f"{len(names)} ops ({', '.join(names[:4])}, ...)"
+
+
+def _command_summary(command: str) -> str:
+    """A command with a long --ops list shortened (the .meta.json keeps it whole)."""
+    def short(m: re.Match[str]) -> str:
+        names = m.group(1).split(",")
+        return m.group(0) if len(names) < 6 else f"--ops {','.join(names[:3])},... ({len(names)})"
+
+    return re.sub(r"--ops (\S+)", short, command)
 
 
 def write_report(directory: Path, out: Path) -> Path:
@@ -115,7 +125,7 @@ def write_report(directory: Path, out: Path) -> Path:
             continue
         lines.append(f"- {target}: ops swept: {meta.get('ops', 'all')}, merged from:")
         lines += [f"  - {run.get('date', '?')}: {_ops_summary(run)}; {run.get('seconds', '?')} s;"
-                  f" `{run.get('command', '?')}`" for run in runs]
+                  f" `{_command_summary(str(run.get('command', '?')))}`" for run in runs]
     lines += ["", "## Totals per dtype (ops with at least one sample of that dtype)", "",
               "| target | dtype | native | fallback | mismatch | error | skip |",
               "|---|---|---|---|---|---|---|"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -203,7 +204,8 @@ def merge_meta(old: dict[str, Any], run: dict[str, Any], ops_in_file: int,
     """The latest run's versions on top, every run merged into the file under `runs`."""
     runs = old.get("runs") or ([{k: v for k, v in old.items() if k != "runs"}] if old else [])
     ops = f"{ops_in_file} of {ops_in_db} ({len(runs) + 1} runs merged)"
-    return {**run, "ops": ops, "runs": [*runs, run]}
+    full = re.sub(r" --ops \S+", "", run["command"])  # what reruns every op at once
+    return {**run, "ops": ops, "command": full, "runs": [*runs, run]}
 
 
 def _versions(args: argparse.Namespace, seconds: float, cases: int) -> dict[str, Any]:
