@@ -107,7 +107,8 @@ def _constant(value: Any) -> Any:
     if is_fake(value) or value.nbytes > MAX_CONSTANT_BYTES:
         raise NotCacheable("a tensor constant that cannot be hashed")
     with unset_fake_temporarily():
-        data = value.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()
+        flat = value.detach().cpu().contiguous().reshape(-1)  # 0-d tensors have no byte view
+        data = flat.view(torch.uint8).numpy().tobytes()
     return [*_tensor_meta(value), hashlib.sha256(data).hexdigest()]
 
 

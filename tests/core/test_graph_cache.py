@@ -47,11 +47,16 @@ def with_constant(x: torch.Tensor) -> torch.Tensor:
     return (x * torch.tensor([1.5, -2.0, 3.0])).exp()  # a tensor the graph holds
 
 
+def with_scalar_constant(x: torch.Tensor) -> torch.Tensor:
+    return x * torch.tensor(2.5) - 1  # a 0-d tensor constant (it has no byte view)
+
+
 CASES: list[tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]] = [
     (softmax_sum, lambda: (torch.randn(8, 33), torch.randn(33))),
     (norm_gelu, lambda: (torch.randn(16, 24), torch.randn(24))),
     (two_graphs, lambda: (torch.randn(5, 7),)),
     (with_constant, lambda: (torch.randn(4, 3),)),
+    (with_scalar_constant, lambda: (torch.randn(4, 3),)),
 ]
 
 
@@ -108,7 +113,7 @@ def test_a_warm_compile_is_a_hit_with_the_cold_outputs(
     assert second == ["hit"] * len(first)
     assert lowerings[0] == lowered_cold  # nothing lowered again
     # Without grad, a graph that holds no constant skips AOTAutograd too.
-    skips = not grad and fn is not with_constant
+    skips = not grad and fn not in (with_constant, with_scalar_constant)
     assert aot_traces[0] == traced_cold + (0 if skips else traced_cold)
     assert torch.equal(warm, cold)
     torch.testing.assert_close(warm, fn(*args), atol=1e-5, rtol=1e-5)
