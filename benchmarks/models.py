@@ -18,6 +18,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from benchmarks.cases import pick
+
 
 @dataclass(frozen=True)
 class Model:
@@ -110,10 +112,4 @@ def available(model: Model) -> str | None:
 
 
 def by_name(names: list[str] | None) -> list[Model]:
-    if not names:
-        return MODELS
-    known = {m.name: m for m in MODELS}
-    missing = [n for n in names if n not in known]
-    if missing:
-        raise SystemExit(f"unknown model(s): {', '.join(missing)}; known: {', '.join(known)}")
-    return [known[n] for n in names]
+    return pick(MODELS, names, "model")

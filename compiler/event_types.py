@@ -460,7 +460,19 @@ class Done:
 
     ok: bool
     isolated: bool = False
-    trace_id: str = ""
+    trace_id: str | None = None  # the permalink's id, once the server stored the trace
+
+
+def to_json(value: Any) -> Any:
+    """A payload as JSON-ready data: a dataclass of this module becomes an object of all
+    its fields (so every listed key is present), lists and dicts recursively."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_json(v) for k, v in value.items()}
+    return value
 
 
 PAYLOADS: dict[str, type] = {

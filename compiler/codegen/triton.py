@@ -45,8 +45,6 @@ OPS = OpTable("Triton", merged(C_LIKE, {
     "mod": {"int": "((({0} % {1}) + {1}) % {1})", "uint": "{0} % {1}",
             "float": "({0} - {1} * tl.floor({0} / {1}))"},
     "fmod": {"float": "libdevice.fmod({0}, {1})"},
-    "pow": {"float": "libdevice.pow({0}, {1})", "int": "_ipow({0}, {1})",
-            "uint": "_upow({0}, {1})"},
     "maximum": "tl.maximum({0}, {1})", "minimum": "tl.minimum({0}, {1})",
     "logical_and": "{0} & {1}", "logical_or": "{0} | {1}", "logical_xor": "{0} ^ {1}",
     "bitwise_and": {"bool": "{0} & {1}"}, "bitwise_or": {"bool": "{0} | {1}"},
@@ -55,6 +53,9 @@ OPS = OpTable("Triton", merged(C_LIKE, {
     **calls("tl.{}({{0}})", "exp exp2 log log2 sqrt rsqrt sin cos sigmoid erf"),
     **calls("libdevice.{}({{0}})", "expm1 log1p tan tanh asin acos atan sinh cosh"),
     **calls("libdevice.{}({{0}}, {{1}})", "atan2"),
+    # Integers by squaring (_ipow and _upow are in the kernels' prelude).
+    "pow": {"float": "libdevice.pow({0}, {1})", "int": "_ipow({0}, {1})",
+            "uint": "_upow({0}, {1})"},
     # Rounding an integer is the integer.
     **{n: {"float": f, "*": "{0}"}
        for n, f in (("floor", "tl.floor({0})"), ("ceil", "tl.ceil({0})"),

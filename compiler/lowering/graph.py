@@ -18,6 +18,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from compiler.event_types import Fallback
 from compiler.ir.handlers import PrintHandler, call_body, op_uses
 from compiler.ir.indexing import contiguous_strides
 from compiler.ir.nodes import (
@@ -45,14 +46,6 @@ Refuses = Callable[[str, torch.dtype], str | None]
 
 class Unsupported(Exception):
     """The graph uses something this compiler cannot handle at all (e.g. dynamic shapes)."""
-
-
-@dataclass
-class Fallback:
-    op: str
-    node: str
-    buffer: str
-    reason: str
 
 
 @dataclass
@@ -330,7 +323,8 @@ class GraphLowering:
                     items.append(m)
             result = tuple(items)
         if fallback:
-            self.fallbacks.append(Fallback(op_name(op), self.node_name(), name, reason))
+            self.fallbacks.append(Fallback(op_name(op), self.node_name(), name, reason,
+                                           self.lines.get(self.node_name())))
         return result
 
 

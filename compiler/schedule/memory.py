@@ -9,7 +9,6 @@ without reuse. The wrapper allocates, reuses and frees exactly as this plan says
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from compiler.ir.nodes import Buffer, ExternKernel, ExternOutput
 
@@ -24,11 +23,6 @@ class BufferPlan:
     allocated_by: str  # "wrapper" or "extern" (ATen allocates its own result)
     reused_from: str | None = None
     storage: str = ""  # the buffer whose allocation this one ends up using
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "bytes": self.bytes, "first": self.first,
-                "last": self.last, "output": self.output, "reused_from": self.reused_from,
-                "allocated_by": self.allocated_by}
 
 
 @dataclass
