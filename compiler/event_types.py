@@ -255,6 +255,7 @@ class PlannedBuffer:
     reused_from: str | None
     output: bool
     allocated_by: str = "wrapper"
+    storage: str = ""  # the buffer whose allocation it ends up using (an input, in place)
 
 
 @dataclass
@@ -332,6 +333,16 @@ class Codegen:
 
 # -- compile -------------------------------------------------------------------------------
 @dataclass
+class StageLines:
+    """Lines first..last (1-based, inclusive) of one lower stage's text, all made from
+    the same lines of the kernel's source (its debug locations)."""
+
+    first: int
+    last: int
+    kernel_lines: list[int]
+
+
+@dataclass
 class BuiltKernel:
     name: str
     ms: float | None
@@ -339,7 +350,11 @@ class BuiltKernel:
     registers: int | None = None
     spills: int | None = None
     shared_bytes: int | None = None
-    ir: dict[str, str] | None = None  # the backend's intermediate stages (Triton on a GPU)
+    num_warps: int | None = None
+    num_stages: int | None = None
+    # the backend's lower stages: Triton's ttir/ttgir/llir/ptx/sass on a GPU, C++'s asm
+    ir: dict[str, str] | None = None
+    line_maps: dict[str, list[StageLines]] | None = None  # stage -> its mapped lines
 
 
 @dataclass

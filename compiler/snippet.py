@@ -115,7 +115,8 @@ def _watch_backward(out: Any, call: Call) -> None:
             def keep(grad: torch.Tensor, i: int = i) -> None:
                 call.grads[i] = grad.detach().clone()
 
-            t.register_hook(keep)
+            with contextlib.suppress(RuntimeError):  # a tensor that takes no hooks
+                t.register_hook(keep)
 
 
 def _name_of(obj: Any) -> str:

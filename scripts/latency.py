@@ -1,7 +1,8 @@
 """Click-to-result latency of the explorer, measured through the real server on loopback.
 
     PYTHONPATH=$PWD python scripts/latency.py [--runs 7] [--sample add_relu] [--pool 2]
-                                              [--back-to-back] [--server URL]
+                                              [--device cpu|cuda] [--backend cpp|triton]
+                                              [--back-to-back] [--server URL] [--log FILE]
 
 Starts `kernelscope serve` (gunicorn, the real compiler CLI, the sandbox, a temporary
 database) on a free loopback port, waits until its warm workers are ready, then posts the
@@ -107,6 +108,8 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=7)
     p.add_argument("--sample", default="add_relu")
     p.add_argument("--backend", default="cpp")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--log", help="the started server's stderr goes here")
     p.add_argument("--pool", type=int, default=2, help="warm workers (0: cold)")
     p.add_argument("--back-to-back", action="store_true")
     p.add_argument("--server", help="measure this running server instead of starting one")
@@ -118,7 +121,7 @@ def main() -> int:
     )
     args = p.parse_args()
     code = (REPO / "samples" / f"{args.sample}.py").read_text()
-    options = {"device": "cpu", "backend": args.backend}
+    options = {"device": args.device, "backend": args.backend}
     proc = None
     if args.server:
         base = args.server.rstrip("/")
@@ -126,7 +129,8 @@ def main() -> int:
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         tmp = tempfile.mkdtemp(prefix="kernelscope-latency-")
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
+        env = {**os.environ, "PYTHONPATH": path}
         cmd = [sys.executable, "-m", "server", "--port", str(port), "--db", f"{tmp}/t.sqlite3"]
         cmd += ["--pool", str(args.pool)]
         if not args.keep_cache:
@@ -137,7 +141,8 @@ def main() -> int:
             # Measure the sandbox as deployed; under `auto` a probe that fails on a loaded
             # host would silently fall back to rlimits-only (and no shared kernel cache).
             cmd += ["--isolation", "bubblewrap"]
-        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log = open(args.log, "ab") if args.log else subprocess.DEVNULL  # noqa: SIM115
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=log)
     host, port_s = base.split("//")[1].split(":")
     try:
         health = wait_pool(base, 180)

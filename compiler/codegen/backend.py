@@ -67,6 +67,12 @@ class Backend:
     also_runs_on: ClassVar[tuple[str, ...]] = ()  # where it runs only when asked for
     source_suffix: ClassVar[str] = ""  # file suffix of what `build` compiles ("" = nothing)
     split_reductions: ClassVar[bool] = False  # lowering may split long, few-row reductions
+    # A kernel may store a mutated input's new value over the input (schedule/inplace.py);
+    # not where kernel pointers are declared non-aliasing (C++'s __restrict__).
+    writes_over_inputs: ClassVar[bool] = False
+    # The codegen has the one-pass "logsumexp" reduction (running max and rescaled sum):
+    # softmax and log_softmax over long rows read each row once for it, not twice.
+    online_softmax: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

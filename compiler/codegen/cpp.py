@@ -25,7 +25,15 @@ import torch
 from compiler.codegen import targets
 from compiler.codegen.backend import Backend, BuildError, BuildResult, GeneratedKernel
 from compiler.codegen.common import Lines, Scope, Var
+from compiler.codegen.debuglines import KernelFile, kernel_file, objdump_lines, spans
 from compiler.codegen.kernel import Block, KernelCodegen, walks_columns
+from compiler.codegen.mathops import (
+    ATEN_INCLUDE,
+    CPP_MATH,
+    CPP_MATH_HELPERS,
+    TORCH_INCLUDE_DIR,
+    needs_aten_math,
+)
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
 from compiler.ir.indexing import cexpr
 from compiler.ir.ops import reduction_identity as identity
@@ -89,7 +97,7 @@ static inline uint16_t ks_float_to_bf16(float f) {
 }
 """
 
-OPS = OpTable("C++", merged(C_LIKE, {
+OPS = OpTable("C++", merged(merged(C_LIKE, {
     "truediv": float_only("{0} / {1}"),
     "floordiv": {"int": "ks_floordiv({0}, {1})", "uint": "{0} / {1}",
                  "float": "std::floor({0} / {1})"},
@@ -118,7 +126,7 @@ OPS = OpTable("C++", merged(C_LIKE, {
     "isinf": {"float": "std::isinf({0})", "*": "false"},
     "relu": numeric("ks_max({0}, decltype({0})(0))"),
     "where": "{0} ? {1} : {2}",
-}))
+}), CPP_MATH))
 # Arithmetic on 8- and 16-bit integers happens in int in C++; the result wraps like torch's
 # only once it is cast back to its type.
 NARROW_INTS = (torch.int8, torch.int16, torch.uint8)
@@ -426,8 +434,9 @@ def generate_cpp(plan: KernelPlan, header: list[str]) -> CppKernel:
 
 
 CXX = os.environ.get("CXX", "g++")
-FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17",
-         "-fno-math-errno", "-Wno-unused-variable"]
+# -g: the line table that maps each kernel's assembly to its source (it changes no code).
+FLAGS = ["-O3", "-g", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17",
+         "-fno-math-errno", "-Wno-unused-variable", "-I", TORCH_INCLUDE_DIR]
 
 
 class CppBackend(Backend):
@@ -452,7 +461,10 @@ class CppBackend(Backend):
         return lines
 
     def build_source(self, kernels: list[GeneratedKernel]) -> str:
-        return PRELUDE + "\n" + "\n".join(k.source for k in kernels)
+        body = "\n".join(k.source for k in kernels)
+        aten = ATEN_INCLUDE if needs_aten_math(body) else ""
+        # The flags are part of what is cached (a library built without -g has no lines).
+        return PRELUDE + aten + CPP_MATH_HELPERS + "\n" + body + f"\n// {' '.join(FLAGS)}\n"
 
     def artifact_path(self, source_path: Path) -> Path | None:
         return source_path.with_suffix(".so")
@@ -475,14 +487,21 @@ class CppBackend(Backend):
 
 
     def kernel_report(self, module: Any, kernel: str) -> dict[str, Any]:
-        """The kernel's machine code as g++ built it (`objdump -d`): its own function and
-        the OpenMP regions outlined from it, under `ir.asm`; empty without objdump."""
+        """The kernel's machine code as g++ built it (`objdump -d -l`): its own function
+        and the OpenMP regions outlined from it, under `ir.asm`, and which kernel source
+        lines each instruction comes from (`line_maps.asm`); empty without objdump."""
         lib = getattr(getattr(module, "_lib", None), "_name", None)
         if not isinstance(lib, str) or not os.path.exists(lib):
             return {}
         stat = os.stat(lib)
         text = _kernel_asm(_disassembly(lib, stat.st_mtime_ns), kernel)
-        return {"ir": {"asm": text}} if text else {}
+        if not text:
+            return {}
+        kf = _kernel_file(Path(lib).with_suffix(".cpp"), kernel)
+        if kf is None:
+            return {"ir": {"asm": objdump_lines(text, KernelFile("", 0, 0))[0]}}
+        text, lines = objdump_lines(text, kf)
+        return {"ir": {"asm": text}, "line_maps": {"asm": spans(lines)}}
 
 
 ASM_LIMIT = 1 << 16  # characters of one kernel's assembly kept in the event
@@ -492,11 +511,30 @@ ASM_LIMIT = 1 << 16  # characters of one kernel's assembly kept in the event
 def _disassembly(lib: str, mtime_ns: int) -> str:
     """`objdump -d` of a built library, once per library (mtime_ns keys a rebuild)."""
     try:
-        proc = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-C", lib],
-                              capture_output=True, text=True, timeout=30)
+        for lines in (["-l", "--inlines"], ["-l"]):  # --inlines: binutils 2.30 and later
+            proc = subprocess.run(["objdump", "-d", *lines, "--no-show-raw-insn", "-C", lib],
+                                  capture_output=True, text=True, timeout=30)
+            if proc.returncode == 0:
+                return proc.stdout
     except (OSError, subprocess.TimeoutExpired):
-        return ""
-    return proc.stdout if proc.returncode == 0 else ""
+        pass
+    return ""
+
+
+def _kernel_file(source: Path, kernel: str) -> KernelFile | None:
+    """Where `kernel` sits in the library's source (its `extern "C"` line is line 1)."""
+    try:
+        text = source.read_text()
+    except OSError:
+        return None
+    opening = f'extern "C" void {kernel}('
+    # "*.cpp": the shared cache's rebuild compiles the same text under another name.
+    kf = kernel_file("*.cpp", text, opening, 0)
+    if kf is None:
+        return None
+    rest = text.splitlines()[kf.first:]
+    count = 1 + next((i for i, t in enumerate(rest) if t.startswith('extern "C" ')), len(rest))
+    return KernelFile(kf.name, kf.first, count)
 
 
 def _kernel_asm(disassembly: str, kernel: str) -> str:

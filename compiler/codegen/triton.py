@@ -21,8 +21,15 @@ from compiler.codegen import targets
 from compiler.codegen.backend import Backend, BuildResult, GeneratedKernel
 from compiler.codegen.common import XINDEX, Lines, Scope, Var, next_power_of_2
 from compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
+from compiler.codegen.mathops import (
+    TRITON_INTERPRET_DROPS,
+    TRITON_INTERPRET_MATH,
+    TRITON_MATH,
+    TRITON_MATH_HELPERS,
+)
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
 from compiler.codegen.tiling import YINDEX, Tile, choose_tile, fits_grid, tile_config
+from compiler.codegen.triton_report import compiled_report
 from compiler.ir.indexing import pexpr
 from compiler.ir.ops import reduction_identity as identity
 from compiler.schedule.nodes import SchedNode
@@ -37,7 +44,7 @@ TL_DTYPE = {
 
 _FLOOR_DIV_INT = ("tl.where((({0} % {1}) != 0) & (({0} < 0) != ({1} < 0)), "
                   "{0} // {1} - 1, {0} // {1})")  # `//` truncates; torch floors
-OPS = OpTable("Triton", merged(C_LIKE, {
+OPS = OpTable("Triton", merged(merged(C_LIKE, {
     "truediv": float_only("{0} / {1}"),
     "floordiv": {"int": _FLOOR_DIV_INT, "uint": "{0} // {1}", "float": "tl.floor({0} / {1})"},
     # Integer `%` is C's remainder (the sign of the dividend): fmod's rule; mod takes the
@@ -65,7 +72,7 @@ OPS = OpTable("Triton", merged(C_LIKE, {
     "isnan": "{0} != {0}", "isinf": "tl.abs({0}) == float('inf')",
     "relu": numeric("tl.maximum({0}, 0)"),
     "where": "tl.where({0}, {1}, {2})",
-}))
+}), TRITON_MATH))
 
 # torch.round rounds half to even (libdevice.nearbyint on a GPU). From tl primitives: the
 # fraction decides, a tie goes to the even neighbour (floor + floor mod 2); inf and nan,
@@ -90,7 +97,8 @@ INTERPRET_OPS = OPS.extend({
     "round": {"float": _ROUND_HALF_EVEN, "*": "{0}"},
     "sinh": float_only("(0.5 * (tl.exp({0}) - tl.exp(-{0})))"),
     "cosh": float_only("(0.5 * (tl.exp({0}) + tl.exp(-{0})))"),
-})
+    **TRITON_INTERPRET_MATH,
+}).without(TRITON_INTERPRET_DROPS, "Triton interpreter")
 
 REDUCE = {"sum": "tl.sum({0}, 1)", "max": "tl.max({0}, 1)", "min": "tl.min({0}, 1)",
           "prod": "tl.reduce({0}, 1, _prod)", "any": "(tl.max({0}.to(tl.int8), 1) != 0)",
@@ -224,6 +232,8 @@ class TritonKernelCodegen(KernelCodegen):
                               f"tl.broadcast_to({value.name}, [XBLOCK, RBLOCK])", src, "r")
         out_dtype = TL_DTYPE[node.buffer.dtype]
         block, lines = self.block, self.block.scope.lines
+        if rtype == "logsumexp":
+            return self._logsumexp(node, value, TL_DTYPE[src], out_dtype)
         if block.pre is None or block.post is None:  # persistent: the row is in registers
             masked = self.emit(f"tl.where(xmask & rmask, {value.name}, {ident})", src, "r")
             result = Var(self.new_var(), node.buffer.dtype, "x")
@@ -251,6 +261,35 @@ class TritonKernelCodegen(KernelCodegen):
         self.write_for(lines, node, f"{acc} = tl.where(xmask & rmask, {combined}, {acc})")
         self.write_for(block.post, node,
                        f"{result.name} = {REDUCE[rtype].format(acc)}[:, None].to({out_dtype})")
+        return result
+
+    def _logsumexp(self, node: SchedNode, value: Var, src: str, out_dtype: str) -> Var:
+        """log(sum(exp(v))) over the row in one pass: each lane keeps its running max m
+        and a sum s of exp(v - m), rescaled by exp(m_old - m_new) when the max grows; the
+        lanes are combined after the loop. A lane that has seen only -inf keeps s = 0.
+        NaN anywhere in the row makes s, and so the result, NaN (as eager's softmax)."""
+        block, lines = self.block, self.block.scope.lines
+        result = Var(self.new_var(), node.buffer.dtype, "x")
+        acc, inf = f"_{result.name}", "float('-inf')"
+        put = self.write_for
+        if block.pre is None or block.post is None:  # persistent: the row is in registers
+            put(lines, node, f"{acc}_v = tl.where(xmask & rmask, {value.name}, {inf})")
+            put(lines, node, f"{acc}_m = tl.max({acc}_v, 1)[:, None]")
+            put(lines, node, f"{acc}_s = tl.sum(tl.where({acc}_v == {inf}, 0.0, "
+                             f"tl.exp({acc}_v - {acc}_m)), 1)[:, None]")
+            put(lines, node, f"{result.name} = ({acc}_m + tl.log({acc}_s)).to({out_dtype})")
+            return result
+        put(block.pre, node, f"{acc} = tl.full([XBLOCK, RBLOCK], {inf}, {src})")
+        put(block.pre, node, f"{acc}_sum = tl.zeros([XBLOCK, RBLOCK], {src})")
+        put(lines, node, f"{acc}_v = tl.where(xmask & rmask, {value.name}, {inf})")
+        put(lines, node, f"{acc}_new = tl.maximum({acc}, {acc}_v, tl.PropagateNan.ALL)")
+        put(lines, node, f"{acc}_sum = tl.where({acc}_new == {inf}, 0.0, {acc}_sum * "
+                         f"tl.exp({acc} - {acc}_new) + tl.exp({acc}_v - {acc}_new))")
+        put(lines, node, f"{acc} = {acc}_new")
+        put(block.post, node, f"{acc}_m = tl.max({acc}, 1)[:, None]")
+        put(block.post, node, f"{acc}_s = tl.sum(tl.where({acc} == {inf}, 0.0, "
+                              f"{acc}_sum * tl.exp({acc} - {acc}_m)), 1)[:, None]")
+        put(block.post, node, f"{result.name} = ({acc}_m + tl.log({acc}_s)).to({out_dtype})")
         return result
 
     def _finish(self, rtype: str, masked: str) -> str:
@@ -418,7 +457,7 @@ def _ipow(base, exp):
     unit = tl.where((e & 1) != 0, b, b * b)  # (-1) ** e, where b is -1
     small = tl.where(b == 1, b, tl.where(b == -1, unit, b * 0))
     return tl.where(e < 0, small, result)
-"""
+""" + TRITON_MATH_HELPERS
 
 
 class InterpreterUnavailable(RuntimeError):
@@ -445,6 +484,8 @@ class TritonBackend(Backend):
     target = targets.by_name("triton")
     # Split reductions pay off on a GPU's many multiprocessors.
     split_reductions = True
+    writes_over_inputs = True  # Triton pointers may alias: an input's update in place
+    online_softmax = True  # the "logsumexp" reduction (reduce() below)
 
     def op_table(self) -> OpTable:
         return INTERPRET_OPS if self.emulated else OPS
@@ -479,38 +520,4 @@ class TritonBackend(Backend):
     def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
         if self.emulated:
             return {}
-        return _compiled_report(getattr(module, kernel, None))
-
-
-def _compiled_report(fn: Any) -> dict[str, Any]:
-    """Registers, spills, shared memory and IR stages of a JIT function's compiled
-    kernel (the last one compiled, for the launch the warmup made)."""
-    compiled = None
-    for cache in getattr(fn, "device_caches", {}).values():
-        kernels = cache[0] if isinstance(cache, tuple) else cache
-        if kernels:
-            compiled = list(kernels.values())[-1]
-    if compiled is None:
-        return {}
-    report: dict[str, Any] = {}
-    for key, attr in (("registers", "n_regs"), ("spills", "n_spills")):
-        value = getattr(compiled, attr, None)
-        if isinstance(value, int):
-            report[key] = value
-    shared = getattr(getattr(compiled, "metadata", None), "shared", None)
-    if isinstance(shared, int):
-        report["shared_bytes"] = shared
-    asm = getattr(compiled, "asm", {}) or {}
-    stages = {k: _capped(v) for k, v in asm.items() if isinstance(v, str)}
-    if stages:
-        report["ir"] = stages
-    return report
-
-
-IR_STAGE_LIMIT = 1 << 16  # characters of one IR stage kept in the event
-
-
-def _capped(text: str) -> str:
-    if len(text) <= IR_STAGE_LIMIT:
-        return text
-    return text[:IR_STAGE_LIMIT] + f"\n... ({len(text) - IR_STAGE_LIMIT} more characters)\n"
+        return compiled_report(getattr(module, kernel, None))

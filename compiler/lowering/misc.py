@@ -60,6 +60,13 @@ def scalar_tensor(g: Any, s: Any, **kwargs: Any) -> Any:
     return _filled(g, s)
 
 
+@register_lowering(aten.empty.memory_format, aten.empty_strided, aten.empty_permuted,
+                   aten.empty_like, aten.new_empty, aten.new_empty_strided)
+def empty(g: Any, *args: Any, **kwargs: Any) -> Any:
+    """Uninitialized memory: an allocation of the node's layout, no kernel."""
+    return g.allocate("empty: allocated, values unspecified (nothing to compute)")
+
+
 @register_lowering(prims.iota)
 def iota(g: Any, length: Any, *, start: Any = 0, step: Any = 1, **kwargs: Any) -> Any:
     return _range(g, start, step)

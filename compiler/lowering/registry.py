@@ -36,4 +36,14 @@ def find_lowering(target: Any) -> LoweringFn | None:
 
 def load_all() -> None:
     """Import the modules whose decorators fill the table."""
-    from compiler.lowering import indexing, misc, pointwise, reductions, views  # noqa: F401
+    from compiler.lowering import (  # noqa: F401
+        indexing,
+        mathfns,
+        misc,
+        pointwise,
+        reductions,
+        scans,
+        scatter,
+        softmax,
+        views,
+    )

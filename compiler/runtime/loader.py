@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -34,9 +35,10 @@ class CompiledGraph:
     build_ms: float
     backend: Backend
     kernels: list[str] = field(default_factory=list)  # the module's kernel names
+    constants: tuple[Any, ...] = ()  # graph constants, the wrapper's last inputs
 
     def __call__(self, *args: Any) -> list[Any]:
-        return list(self.module.call(list(args)))
+        return list(self.module.call([*args, *self.constants]))
 
 
 def _source_path(build_source: str, backend: Backend, options: CompileOptions) -> Path:
@@ -53,7 +55,7 @@ def artifact_path(build_source: str, backend: Backend, options: CompileOptions
 
 
 def load_graph(wrapper: str, build_source: str, backend: Backend, options: CompileOptions,
-               kernels: list[str]) -> CompiledGraph:
+               kernels: list[str], constants: Sequence[Any] = ()) -> CompiledGraph:
     start = time.perf_counter()
     root = cache_root(options.cache_dir)
     src = None
@@ -67,7 +69,7 @@ def load_graph(wrapper: str, build_source: str, backend: Backend, options: Compi
     module = _import(path, f"kernelscope_graph_{key}")
     launch.install(module, kernels, backend.device)
     return CompiledGraph(module, path, hit, (time.perf_counter() - start) * 1000, result.ms,
-                         backend, kernels)
+                         backend, kernels, tuple(constants))
 
 
 def _import(path: Path, name: str) -> ModuleType:

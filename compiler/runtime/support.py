@@ -18,6 +18,19 @@ def reinterpret(t: torch.Tensor, size: Sequence[int], stride: Sequence[int],
     return t.as_strided(size, stride, t.storage_offset() + offset)
 
 
+def conform(t: torch.Tensor, size: Sequence[int], stride: Sequence[int]) -> torch.Tensor:
+    """An extern's output in the layout the compiler planned for it (the FX meta's).
+
+    Some ATen kernels return other strides than their meta functions give: CUDA flash
+    attention's output is [b, s, h, d] in memory, transposed to [b, h, s, d], where the
+    meta says contiguous [b, h, s, d] whenever the query is a strided view. Our kernels
+    index the buffer by the planned strides, so a mismatch is copied into them."""
+    if all(a == b for a, b, n in zip(t.stride(), stride, t.shape) if n > 1):
+        return t
+    out = torch.empty_strided(tuple(size), tuple(stride), dtype=t.dtype, device=t.device)
+    return out.copy_(t)
+
+
 def ptr(t: torch.Tensor) -> ctypes.c_void_p:
     return ctypes.c_void_p(t.data_ptr())
 

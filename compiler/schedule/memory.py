@@ -8,6 +8,7 @@ without reuse. The wrapper allocates, reuses and frees exactly as this plan says
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from compiler.ir.nodes import Buffer, ExternKernel, ExternOutput
@@ -20,7 +21,7 @@ class BufferPlan:
     first: int
     last: int
     output: bool
-    allocated_by: str  # "wrapper" or "extern" (ATen allocates its own result)
+    allocated_by: str  # "wrapper", "extern" (ATen allocates its own result) or "input"
     reused_from: str | None = None
     storage: str = ""  # the buffer whose allocation this one ends up using
 
@@ -42,6 +43,7 @@ def plan_memory(
     outputs: set[str],
     removed: set[str],
     reuse: bool = True,
+    in_place: Mapping[str, str] | None = None,  # output -> the input it is written over
 ) -> MemoryPlan:
     last_use: dict[str, int] = {}
     first: dict[str, int] = {}
@@ -65,7 +67,9 @@ def plan_memory(
             extern = isinstance(buf, (ExternKernel, ExternOutput))
             plan = BufferPlan(w, buf.layout.nbytes(), i, end - 1 if w in outputs else last_use[w],
                               w in outputs, "extern" if extern else "wrapper", storage=w)
-            if reuse and not extern:
+            if in_place and w in in_place:  # inplace.py: the input's storage, not a new one
+                plan.allocated_by, plan.storage, plan.bytes = "input", in_place[w], 0
+            elif reuse and not extern:
                 match = next((p for p in pool if _same_storage(buffers[p.name], buf)), None)
                 if match is not None:
                     pool.remove(match)

@@ -161,6 +161,49 @@ def test_a_recompile_shows_its_reason_and_fusion_off_diffs_from_a_permalink(
     assert page_errors(page) == [] and page_errors(diff) == []
 
 
+REDUCTION = """import torch
+
+
+def f(x):
+    return torch.relu(x * 2.0).sum(dim=1)
+
+
+example_inputs = (torch.randn(64, 256),)
+"""
+
+
+def test_a_cpp_kernels_assembly_maps_to_its_lines_and_back(
+    new_page: Callable[[str], Page], real_server: LiveServer
+) -> None:
+    """The real g++ -g build: the assembly opens beside the kernel; hovering the store's
+    kernel line marks its instructions, and an instruction marks its kernel line and the
+    user's line (compile.kernels[].line_maps.asm)."""
+    page = new_page(real_server.url)
+    open_explorer(page)
+    page.evaluate(f"window.kernelscope.editor.code = {REDUCTION!r}")
+    page.select_option("#opt-device", "cpu")
+    page.select_option("#opt-backend", "cpp")
+    page.click("#compile")
+    wait_done(page, COMPILE_TIMEOUT_S)
+    assert page.evaluate("window.kernelscope.state.trace.error") is None
+    section = page.locator("section.kernel[data-kernel^=cpp_red]")
+    section.locator(".stage-bar button[data-stage=asm]").click()
+    asm = section.locator(".stage-code")
+    expect(asm).to_contain_text("<cpp_red_")
+    store = section.locator(".stage-src .cl", has_text="out_ptr0[xindex]")
+    store.hover()
+    expect(asm.locator(".cl.hl").first).to_be_attached()
+    assert any("mov" in t for t in asm.locator(".cl.hl .ct").all_text_contents())
+    line = asm.locator(".cl.hl").first.get_attribute("data-line")
+    page.mouse.move(0, 0)
+    asm.locator(f".cl[data-line='{line}']").hover()
+    expect(section.locator(".stage-src .cl.hl")).to_have_count(1)
+    expect(section.locator(".stage-src .cl.hl")).to_contain_text("out_ptr0[xindex]")
+    expect(page.locator(".cm-line.ks-hl")).to_have_count(1)  # the user's line 5
+    screenshot(page, "e2e-cpp-asm-lines")
+    assert page_errors(page) == []
+
+
 def test_cancel_kills_a_running_compile_and_keeps_its_partial_trace(
     new_page: Callable[[str], Page], real_server: LiveServer
 ) -> None:

@@ -331,8 +331,10 @@ def test_a_kernels_lower_stages_and_registers_show_when_the_compile_carries_them
     expect(bar.locator("button")).to_have_text(["source", "TTIR", "PTX"])
     expect(bar.locator(".facts")).to_contain_text("warps 4 · stages 3 · registers 32")
     bar.locator("button[data-stage=ptx]").click()
-    expect(section.locator(".code")).to_contain_text(".visible .entry cpp_poi_fused_gelu_1")
+    expect(section.locator(".stage-code")).to_contain_text(".visible .entry cpp_poi_fused_gelu_1")
+    expect(section.locator(".stage-src .code")).to_contain_text('extern "C"')  # beside it
     bar.locator("button", has_text="source").click()
+    expect(section.locator(".stage-code")).to_have_count(0)
     expect(section.locator(".code")).to_contain_text('extern "C"')
 
 
@@ -475,14 +477,17 @@ def test_an_h200_trace_shows_tritons_stages_registers_and_inductors_kernels(page
     compiled = fixture_stage("h200_softmax", "compile")["graphs"][0]["kernels"][0]
     section = page.locator(f"section.kernel[data-kernel={compiled['name']}]")
     bar = section.locator(".stage-bar")
-    expect(bar.locator("button")).to_have_text(["source", "TTIR", "TTGIR", "LLVM IR", "PTX"])
-    expect(bar.locator(".facts")).to_contain_text(f"registers {compiled['registers']}")
+    expect(bar.locator("button")).to_have_text(
+        ["source", "TTIR", "TTGIR", "LLVM IR", "PTX", "SASS"])
+    expect(bar.locator(".facts")).to_contain_text(
+        f"warps {compiled['num_warps']} · stages {compiled['num_stages']} · "
+        f"registers {compiled['registers']}")
     expect(section.locator(".perf")).to_contain_text(f"{compiled['registers']} regs")
     bar.locator("button[data-stage=ptx]").click()
-    expect(section.locator(".code")).to_contain_text(".visible .entry")
+    expect(section.locator(".stage-code")).to_contain_text(".visible .entry")
     screenshot(page, "h200-ptx")
     bar.locator("button[data-stage=ttgir]").click()
-    expect(section.locator(".code")).to_contain_text("ttg.")
+    expect(section.locator(".stage-code")).to_contain_text("ttg.")
     screenshot(page, "h200-ttgir")
     show_tab(page, "timings")
     expect(page.locator("[data-total=kernelscope]")).to_contain_text("faster than eager")
@@ -492,6 +497,53 @@ def test_an_h200_trace_shows_tritons_stages_registers_and_inductors_kernels(page
     expect(row).to_have_attribute("data-a", compiled["name"])
     expect(row).to_have_attribute("data-b", re.compile(r"^triton_"))
     screenshot(page, "h200-diff-inductor")
+
+
+def test_h200_triton_lines_map_to_ptx_and_sass_lines_and_back(page: Page) -> None:
+    """The compile event's line_maps: hovering a Triton line marks its PTX (or SASS) lines
+    beside it, hovering a PTX line marks its Triton line and the user's line, and the
+    arrow keys walk the stage's lines too."""
+    open_explorer(page, "/t/h200_softmax")
+    wait_done(page)
+    compiled = fixture_stage("h200_softmax", "compile")["graphs"][0]["kernels"][0]
+    name = compiled["name"]
+    source = fixture_stage("h200_softmax", "codegen")["graphs"][0]["kernels"][0]["source"]
+    load = next(i for i, t in enumerate(source.splitlines(), 1) if "tl.load(" in t)
+    section = page.locator(f"section.kernel[data-kernel={name}]")
+    section.locator(".stage-bar button[data-stage=ptx]").click()
+    stage = section.locator(".stage-code")
+    section.locator(f'.stage-src .cl[data-key="0:{name}:{load}"]').hover()
+    marked = stage.locator(".cl.hl")
+    expect(marked.first).to_be_visible()
+    texts = marked.locator(".ct").all_text_contents()
+    assert any("ld.global" in t for t in texts) and not any("st.global" in t for t in texts)
+    screenshot(page, "h200-ptx-lines")
+    # Back: a line of the store's PTX marks the tl.store line and the user's line 11.
+    store_ptx = stage.locator(".cl.sv", has_text="st.global").first
+    store_ptx.hover()
+    store = next(i for i, t in enumerate(source.splitlines(), 1) if "tl.store(" in t)
+    expect(section.locator(f'.cl.hl[data-key="0:{name}:{store}"]')).to_have_count(1)
+    expect(page.locator(".cm-line.ks-hl")).to_have_count(1)
+    # SASS: the same from the cubin's line table.
+    section.locator(".stage-bar button[data-stage=sass]").click()
+    section.locator(f'.stage-src .cl[data-key="0:{name}:{load}"]').hover()
+    texts = section.locator(".stage-code .cl.hl .ct").all_text_contents()
+    assert texts and any("LDG" in t for t in texts) and not any("STG" in t for t in texts)
+    section.locator(f'.stage-src .cl[data-key="0:{name}:{load}"]').click()  # pinned
+    page.mouse.move(0, 0)
+    section.locator(".stage-code").scroll_into_view_if_needed()
+    screenshot(page, "h200-sass-lines")
+    # Keys: the walk reaches the stage's lines, each pinning its provenance.
+    page.mouse.move(0, 0)
+    page.locator(".code-pane").focus()
+    picks = "els => els.filter(e => e.pick).length"
+    kernel_rows = section.locator(".stage-src .cl").evaluate_all(picks)
+    assert section.locator(".stage-code .cl").evaluate_all(picks) > 0
+    for _ in range(kernel_rows + 1):  # past the kernel's lines, onto the first SASS line
+        page.keyboard.press("ArrowDown")
+    cursor = section.locator(".stage-code .cl.cursor")
+    expect(cursor).to_have_count(1)
+    expect(cursor).to_have_class(re.compile(r"\bhl\b"))
 
 
 def test_the_graph_break_label_is_whole_and_listed_with_its_reason(page: Page) -> None:

@@ -12,7 +12,8 @@ from ks_helpers import lower_fn
 from compiler.codegen import targets
 from compiler.codegen.backends import REGISTRY, backend_names, choose_backend
 from compiler.codegen.cpp import CppBackend
-from compiler.codegen.triton import TritonBackend, _compiled_report
+from compiler.codegen.triton import TritonBackend
+from compiler.codegen.triton_report import compiled_report
 from compiler.compile_fx import GraphWork, codegen_stage, lower, memory_stage, schedule_stage
 from compiler.event_types import to_json
 from compiler.options import CompileOptions
@@ -97,9 +98,9 @@ def test_triton_report_reads_the_compiled_kernel() -> None:
                                      metadata=types.SimpleNamespace(shared=1024),
                                      asm={"ttir": "module {}", "cubin": b"\x00"})
     fn = types.SimpleNamespace(device_caches={0: ({"key": compiled}, None, None, None, None)})
-    assert _compiled_report(fn) == {"registers": 32, "spills": 0, "shared_bytes": 1024,
+    assert compiled_report(fn) == {"registers": 32, "spills": 0, "shared_bytes": 1024,
                                     "ir": {"ttir": "module {}"}}
-    assert _compiled_report(types.SimpleNamespace()) == {}
+    assert compiled_report(types.SimpleNamespace()) == {}
 
 
 def test_the_backend_says_which_op_dtype_pairs_it_cannot_express() -> None:

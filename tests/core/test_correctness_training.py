@@ -7,6 +7,7 @@ pointers), so the first layer's weight gradient came back as garbage (up to 1e33
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 from ks_helpers import compiled
@@ -39,7 +40,16 @@ def _step(model: nn.Module, opt: torch.optim.Optimizer, x: torch.Tensor,
     return loss
 
 
-def test_training_step_matches_eager_loss_grads_and_params() -> None:
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_training_step_matches_eager_loss_grads_and_params(device: str) -> None:
+    with torch.device(device):
+        _training_steps()
+
+
+def _training_steps() -> None:
     eager, ours = _pair()
     opt_e = torch.optim.AdamW(eager.parameters(), lr=1e-2)
     opt_o = torch.optim.AdamW(ours.parameters(), lr=1e-2)

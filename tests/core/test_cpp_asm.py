@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -37,3 +38,27 @@ def test_every_cpp_kernel_carries_its_own_assembly(tmp_path: Path) -> None:
         assert "ret" in asm and "Disassembly of section" not in asm
         others = [o["name"] for o in kernels if o["name"] != k["name"]]
         assert not any(f"<{o}>:" in asm for o in others)
+
+
+def test_each_cpp_kernels_assembly_maps_to_its_source_lines(tmp_path: Path) -> None:
+    """Built with -g, the library's line table ties every instruction to a kernel line
+    (compile.kernels[].line_maps.asm, docs/events.md): the load and the store lines are
+    reached, and nothing maps outside the kernel or the assembly."""
+    path = tmp_path / "snippet.py"
+    path.write_text(CODE)
+    options = CompileOptions(profile=False, cache_dir=str(tmp_path / "cache"))
+    events = list(run_pipeline(CODE, options, str(path)))
+    assert events[-1].data["ok"], [e.data for e in events if e.stage == "error"]
+    sources = {k["name"]: k["source"].splitlines()
+               for g in next(e.data for e in events if e.stage == "codegen")["graphs"]
+               for k in g["kernels"]}
+    for k in next(e.data for e in events if e.stage == "compile")["graphs"][0]["kernels"]:
+        source, asm = sources[k["name"]], k["ir"]["asm"].splitlines()
+        spans = k["line_maps"]["asm"]
+        assert spans and all(1 <= s["first"] <= s["last"] <= len(asm) for s in spans)
+        reached = {n for s in spans for n in s["kernel_lines"]}
+        assert reached <= set(range(1, len(source) + 1))
+        loads = {i for i, t in enumerate(source, 1) if "in_ptr0[" in t}
+        stores = {i for i, t in enumerate(source, 1) if "out_ptr0[" in t}
+        assert loads & reached and stores & reached, (loads, stores, reached)
+        assert not any(re.match(r"(inlined by |/\S+:\d+)", t) for t in asm)

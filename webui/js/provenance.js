@@ -4,7 +4,9 @@
 //
 // A selection is a set of keys per kind. Keys carry the graph id because FX node and
 // buffer names are unique only within a graph: "0:add", "0:buf1", "0:kernel_name",
-// kernel lines "0:kernel_name:7", wrapper lines "0:wrapper:12".
+// kernel lines "0:kernel_name:7", wrapper lines "0:wrapper:12", and lines of a kernel's
+// lower stages (Triton's PTX, SASS, ...; the C++ assembly) "0:kernel_name:ptx:40", which
+// the compile event's `line_maps` tie to kernel lines.
 //
 // Colours follow Compiler Explorer: every source line that produced something gets a
 // stable colour, used as a background for that line and everything that came from it.
@@ -18,7 +20,7 @@ export const kernelColour = (i) => `hsl(${KERNEL_HUES[i % KERNEL_HUES.length]}, 
 
 export function emptySelection() {
   return { lines: new Set(), nodes: new Set(), buffers: new Set(), kernels: new Set(),
-    klines: new Set() };
+    klines: new Set(), slines: new Set() };
 }
 
 export const isEmpty = (sel) => !sel || Object.values(sel).every((s) => s.size === 0);
@@ -26,7 +28,9 @@ export const isEmpty = (sel) => !sel || Object.values(sel).every((s) => s.size =
 // Everything the selection functions need, flattened once per trace update.
 export function buildIndex(trace) {
   const index = { nodes: [], buffers: [], kernels: [], klines: [], wlines: [],
-    kernelColour: new Map(), sourceLines: new Set() };
+    kernelColour: new Map(), sourceLines: new Set(),
+    stageLines: new Map(),  // "gid:kernel:stage:line" -> kernel lines
+    byKline: new Map() };   // "gid:kernel:line" -> its stage line keys
   for (const g of trace.graphs("capture")) {
     for (const n of g.nodes) index.nodes.push({ gid: g.id, name: n.name, line: n.line });
   }
@@ -52,6 +56,23 @@ export function buildIndex(trace) {
       index.wlines.push({ gid: g.id, line: e.line, kernel: e.kernel });
     }
   }
+  for (const g of trace.graphs("compile")) {
+    for (const k of g.kernels ?? []) {
+      for (const [stage, spans] of Object.entries(k.line_maps ?? {})) {
+        for (const s of spans) {
+          for (let line = s.first; line <= s.last; line++) {
+            const key = `${g.id}:${k.name}:${stage}:${line}`;
+            index.stageLines.set(key, s.kernel_lines);
+            for (const kl of s.kernel_lines) {
+              const kkey = `${g.id}:${k.name}:${kl}`;
+              if (!index.byKline.has(kkey)) index.byKline.set(kkey, []);
+              index.byKline.get(kkey).push(key);
+            }
+          }
+        }
+      }
+    }
+  }
   for (const x of [...index.buffers, ...index.kernels, ...index.klines]) {
     x.lines.forEach((l) => index.sourceLines.add(l));
   }
@@ -66,6 +87,7 @@ function collect(index, { lines = [], nodes = [], buffers = [], kernels = [], kl
   buffers.forEach((k) => sel.buffers.add(k));
   kernels.forEach((k) => sel.kernels.add(k));
   klines.forEach((k) => sel.klines.add(k));
+  for (const k of sel.klines) (index.byKline.get(k) ?? []).forEach((s) => sel.slines.add(s));
   for (const w of index.wlines) {
     if (sel.kernels.has(`${w.gid}:${w.kernel}`)) sel.klines.add(`${w.gid}:wrapper:${w.line}`);
   }
@@ -87,7 +109,7 @@ export function fromSourceLine(index, line) {
 
 export function fromKernelLine(index, gid, kernel, line) {
   const e = index.klines.find((x) => x.gid === gid && x.kernel === kernel && x.line === line);
-  if (!e) return collect(index, { kernels: [`${gid}:${kernel}`] });
+  if (!e) return collect(index, { kernels: [`${gid}:${kernel}`], klines: [`${gid}:${kernel}:${line}`] });
   return collect(index, {
     lines: e.lines,
     nodes: e.origins.map((n) => `${gid}:${n}`),
@@ -95,6 +117,14 @@ export function fromKernelLine(index, gid, kernel, line) {
     kernels: [`${gid}:${kernel}`],
     klines: [klineKey(e)],
   });
+}
+
+// A line of a kernel's lower stage: the kernel lines it was made from, and everything
+// those reach (the user's lines, nodes, buffers, the other stages' lines).
+export function fromStageLine(index, gid, kernel, stage, line) {
+  const klines = index.stageLines.get(`${gid}:${kernel}:${stage}:${line}`) ?? [];
+  return klines.reduce((sel, kl) => union(sel, fromKernelLine(index, gid, kernel, kl)),
+    collect(index, { kernels: [`${gid}:${kernel}`] }));
 }
 
 export function fromWrapperLine(index, gid, line) {

@@ -7,7 +7,7 @@ import { readFileSync } from "node:fs";
 import { Trace } from "../../../webui/js/trace.js";
 import {
   buildIndex, fromSourceLine, fromKernelLine, fromNode, fromBuffer, fromKernel,
-  fromWrapperLine, isEmpty, SelectionBus, emptySelection,
+  fromWrapperLine, fromStageLine, isEmpty, SelectionBus, emptySelection,
 } from "../../../webui/js/provenance.js";
 
 const fixture = JSON.parse(readFileSync(new URL("../fixtures/softmax_block.json", import.meta.url)));
@@ -81,4 +81,43 @@ test("the bus: hover wins over a pin until it ends", () => {
   bus.clear();
   assert.deepEqual(seen, [[6], [8], [6], []]);
   assert.ok(isEmpty(emptySelection()));
+});
+
+// The H200 trace: the compile event's line_maps tie PTX/SASS/... lines to kernel lines.
+const h200 = JSON.parse(readFileSync(new URL("../fixtures/h200_softmax.json", import.meta.url)));
+
+function h200Loaded() {
+  const trace = new Trace();
+  for (const event of h200.events) trace.add(event);
+  return { trace, index: buildIndex(trace) };
+}
+
+test("a kernel line reaches the lines of its lower stages, and a stage line comes back", () => {
+  const { trace, index } = h200Loaded();
+  const kernel = trace.graphs("codegen")[0].kernels[0];
+  const source = kernel.source.split("\n");
+  const load = source.findIndex((l) => l.includes("tl.load(")) + 1;
+  const ptx = trace.graphs("compile")[0].kernels[0].ir.ptx.split("\n");
+  const sel = fromKernelLine(index, 0, kernel.name, load);
+  const ptxLines = [...sel.slines].filter((k) => k.includes(":ptx:"))
+    .map((k) => Number(k.split(":").pop()));
+  assert.ok(ptxLines.length > 0);
+  assert.ok(ptxLines.some((n) => ptx[n - 1].includes("ld.global")), "the load's PTX");
+  assert.ok(ptxLines.every((n) => !ptx[n - 1].includes("st.global")), "not the store's");
+  assert.ok([...sel.slines].some((k) => k.includes(":sass:")), "and its SASS");
+  // Back: a line of the load's PTX selects the load's kernel line and the user's line.
+  const back = fromStageLine(index, 0, kernel.name, "ptx", ptxLines[0]);
+  assert.ok(back.klines.has(`0:${kernel.name}:${load}`));
+  assert.ok(back.slines.has(`0:${kernel.name}:ptx:${ptxLines[0]}`));
+  assert.deepEqual(sorted(back.lines), [11]);
+});
+
+test("the user's line reaches the stage lines through its kernel lines", () => {
+  const { trace, index } = h200Loaded();
+  const sel = fromSourceLine(index, 11);
+  const stages = new Set([...sel.slines].map((k) => k.split(":")[2]));
+  assert.deepEqual([...stages].sort(), ["llir", "ptx", "sass", "ttgir", "ttir"]);
+  const unmapped = fromSourceLine(index, 3);
+  assert.equal(unmapped.slines.size, 0);
+  assert.ok(trace.graphs("compile")[0].kernels[0].line_maps.sass.length > 0);
 });

@@ -4,11 +4,15 @@
 // elsewhere are marked here with the `hl` class. With the pane focused, the arrow keys
 // walk the kernel lines and select each one's provenance (Escape clears). Where the
 // compile event carries a kernel's own lower stages (Triton's TTIR, TTGIR, LLVM IR, PTX,
-// SASS; the C++ kernels' assembly), buttons in its header show them instead of the source.
+// SASS; the C++ kernels' assembly), buttons in its header show one beside the source;
+// with the stage's `line_maps`, its lines carry their kernel line's colour, and hovering
+// (or walking with the keys) a line of either side marks the lines of the other.
 
 import { h, clear, empty, badge, fmtMs } from "../dom.js";
 import { codeBlock } from "../codeview.js";
-import { lineColour, fromKernelLine, fromWrapperLine, fromKernel } from "../provenance.js";
+import {
+  lineColour, fromKernelLine, fromWrapperLine, fromKernel, fromStageLine,
+} from "../provenance.js";
 import { Pane } from "./pane.js";
 
 // A kernel's lower stages, as the compile event may carry them (`asm` or `stages`), in
@@ -34,29 +38,35 @@ export class CodePane extends Pane {
     this.reset();
   }
 
-  // Up/Down (and j/k) move through the kernel lines that have provenance, pinning each.
+  // Up/Down (and j/k) move through the lines that have provenance (kernel, wrapper and
+  // shown stage lines, in page order), pinning each.
   key(e) {
     const step = { ArrowDown: 1, ArrowUp: -1, j: 1, k: -1 }[e.key];
     if (!step) return;
     e.preventDefault();
-    const rows = [...this.lines.values()].filter((r) => r.classList.contains("pv"));
+    const rows = [...this.el.querySelectorAll(".cl")].filter((r) => r.pick);
     if (!rows.length) return;
-    this.cursor = Math.max(0, Math.min(rows.length - 1, this.cursor + step));
+    const at = rows.findIndex((r) => r.classList.contains("cursor"));
+    this.cursor = Math.max(0, Math.min(rows.length - 1, (at < 0 ? this.cursor : at) + step));
     for (const r of this.el.querySelectorAll(".cl.cursor")) r.classList.remove("cursor");
     const row = rows[this.cursor];
     row.classList.add("cursor");
     row.scrollIntoView({ block: "nearest" });
-    const [gid, ...rest] = row.dataset.key.split(":");
-    const line = Number(rest.pop());
-    const kernel = rest.join(":");
-    const index = this.ctx.index();
-    this.ctx.pin(kernel === "wrapper" ? fromWrapperLine(index, Number(gid), line)
-      : fromKernelLine(index, Number(gid), kernel, line));
+    this.ctx.pin(row.pick());
+  }
+
+  // Hover, click and the keys select `pick()` for this row.
+  provenance(row, pick) {
+    row.pick = pick;
+    row.addEventListener("mouseenter", () => this.ctx.hover(pick()));
+    row.addEventListener("mouseleave", () => this.ctx.unhover());
+    row.addEventListener("click", () => this.ctx.pin(pick()));
   }
 
   reset() {
     this.lines.clear();
     this.headers.clear();
+    this.stageRows = new Map(); // "gid:kernel:stage:line" -> element of a shown stage
     this.marked = [];
     this.cursor = -1;
     delete this.el.dataset.filled;
@@ -74,6 +84,7 @@ export class CodePane extends Pane {
   render(trace) {
     this.lines.clear();
     this.headers.clear();
+    this.stageRows.clear();
     const sections = [];
     for (const g of trace.graphs("codegen")) {
       // Execution order (scheduling), with extern calls in place; then anything unscheduled.
@@ -122,11 +133,7 @@ export class CodePane extends Pane {
       row.classList.add("pv");
       row.style.setProperty("--pc", lineColour(entry.lines[0]));
       row.title = `line ${entry.lines.join(", ")} · ${entry.origins?.join(", ") ?? ""}`;
-      row.addEventListener("mouseenter", () =>
-        this.ctx.hover(fromKernelLine(this.ctx.index(), gid, kernel.name, n)));
-      row.addEventListener("mouseleave", () => this.ctx.unhover());
-      row.addEventListener("click", () =>
-        this.ctx.pin(fromKernelLine(this.ctx.index(), gid, kernel.name, n)));
+      this.provenance(row, () => fromKernelLine(this.ctx.index(), gid, kernel.name, n));
     }, this.ctx.highlight);
     return h("section.kernel", { dataset: { kernel: kernel.name, graph: gid } },
       this.header(gid, kernel.name, kernel.target, meta), h("div.stage-bar"), block);
@@ -148,10 +155,7 @@ export class CodePane extends Pane {
       if (!entry) return;
       row.classList.add("pv", "kcall");
       row.style.setProperty("--pc", this.ctx.kernelColour(gid, entry.kernel));
-      row.addEventListener("mouseenter", () =>
-        this.ctx.hover(fromWrapperLine(this.ctx.index(), gid, n)));
-      row.addEventListener("mouseleave", () => this.ctx.unhover());
-      row.addEventListener("click", () => this.ctx.pin(fromWrapperLine(this.ctx.index(), gid, n)));
+      this.provenance(row, () => fromWrapperLine(this.ctx.index(), gid, n));
     }, this.ctx.highlight);
     return h("section.kernel.wrapper", { dataset: { graph: gid } },
       h("div.kernel-head", h("span.kname", `wrapper · graph ${gid}`), badge("Python")), block);
@@ -178,7 +182,8 @@ export class CodePane extends Pane {
     }
   }
 
-  // Buttons for each lower stage a kernel's compile entry carries; the source stays first.
+  // Buttons for each lower stage a kernel's compile entry carries; the source stays first
+  // and stays shown: a stage opens beside it.
   lowerStages(trace) {
     for (const g of trace.graphs("compile")) {
       for (const k of g.kernels ?? []) {
@@ -193,20 +198,69 @@ export class CodePane extends Pane {
         const bar = section?.querySelector(".stage-bar");
         if (!bar || (!present.length && !facts.length)) continue;
         const source = section.querySelector(".code");
-        let shown = source;
-        const show = (button, text, language) => {
+        this.stageSourceRows(g.id, k.name, source);
+        let shown = null; // the split showing a stage, or null (the source alone)
+        const show = (button, key, language) => {
           for (const b of bar.querySelectorAll("button")) b.classList.toggle("active", b === button);
-          const next = text === null ? source : codeBlock(text, language, () => {}, this.ctx.highlight);
-          if (next !== shown) { shown.replaceWith(next); shown = next; }
+          this.dropStageRows(g.id, k.name);
+          const split = key === null ? null : h("div.stage-split",
+            h("div.stage-src"), this.stageBlock(g.id, k.name, key, stages[key], language));
+          if (split) {
+            split.dataset.stage = key;
+            (shown ?? source).replaceWith(split);
+            split.firstChild.append(source);
+          } else if (shown) {
+            shown.replaceWith(source);
+          }
+          shown = split;
+          this.select(this.ctx.current());
         };
         const sourceButton = h("button.sbtn.active", { type: "button" }, "source");
         sourceButton.addEventListener("click", () => show(sourceButton, null));
         clear(bar, sourceButton, present.map(([key, label, language]) => {
           const b = h("button.sbtn", { type: "button", dataset: { stage: key } }, label);
-          b.addEventListener("click", () => show(b, stages[key], language));
+          if (k.line_maps?.[key]?.length) b.title = `${label} beside the source, lines mapped`;
+          b.addEventListener("click", () => show(b, key, language));
           return b;
         }), facts.length ? h("span.facts", facts.join(" · ")) : null);
       }
+    }
+  }
+
+  // Kernel lines that only a stage's line map reaches (no user line) still select.
+  stageSourceRows(gid, kernel, source) {
+    const index = this.ctx.index();
+    for (const [n, row] of source.lineEls ?? []) {
+      if (!row.pick && index.byKline.has(`${gid}:${kernel}:${n}`)) {
+        row.classList.add("sv");
+        this.provenance(row, () => fromKernelLine(this.ctx.index(), gid, kernel, n));
+      }
+    }
+  }
+
+  stageBlock(gid, kernel, stage, text, language) {
+    const index = this.ctx.index();
+    const colours = new Map((index.klines ?? []).filter((e) => e.gid === gid && e.kernel === kernel)
+      .map((e) => [e.line, e.lines[0]]));
+    const block = codeBlock(text, language, (n, row) => {
+      const key = `${gid}:${kernel}:${stage}:${n}`;
+      const klines = index.stageLines.get(key);
+      if (!klines) return;
+      this.stageRows.set(key, row);
+      row.classList.add("sv");
+      const user = klines.map((l) => colours.get(l)).find((l) => l !== undefined);
+      if (user !== undefined) row.style.setProperty("--pc", lineColour(user));
+      row.title = `kernel line ${klines.join(", ")}`;
+      this.provenance(row, () => fromStageLine(this.ctx.index(), gid, kernel, stage, n));
+    }, this.ctx.highlight);
+    block.classList.add("stage-code");
+    return block;
+  }
+
+  dropStageRows(gid, kernel) {
+    const prefix = `${gid}:${kernel}:`;
+    for (const key of [...this.stageRows.keys()]) {
+      if (key.startsWith(prefix)) this.stageRows.delete(key);
     }
   }
 
@@ -226,12 +280,34 @@ export class CodePane extends Pane {
       const el = this.headers.get(key);
       if (el) this.marked.push(el);
     }
+    const stageMarked = [];
+    for (const key of sel.slines ?? []) {
+      const el = this.stageRows.get(key);
+      if (el) stageMarked.push(el);
+    }
+    this.marked.push(...stageMarked);
     for (const el of this.marked) el.classList.add("hl");
+    revealInBlocks(this.marked);
   }
 
   // On a click in the editor, bring the first marked kernel line into view.
   scrollToSelection() {
     const first = this.marked.find((el) => el.classList.contains("cl"));
     first?.scrollIntoView({ block: "center", behavior: "smooth" });
+  }
+}
+
+// Scrolls each side of a shown stage (its own scroll box) to its first marked line,
+// leaving the page where it is.
+function revealInBlocks(rows) {
+  const seen = new Set();
+  for (const row of rows) {
+    const block = row.closest(".stage-code, .stage-src");
+    if (!block || seen.has(block)) continue;
+    seen.add(block);
+    const top = row.offsetTop; // the box is the rows' offset parent (position: relative)
+    if (top < block.scrollTop || top > block.scrollTop + block.clientHeight - row.offsetHeight) {
+      block.scrollTop = Math.max(0, top - block.clientHeight / 3);
+    }
   }
 }
