@@ -58,16 +58,18 @@ class GraphWork:
     compiled: loader.CompiledGraph | None = None
     notes: list[str] = field(default_factory=list)  # what the UI should know (lowering event)
     mutations: dict[int, int] = field(default_factory=dict)  # output -> input it updates
+    position: dict[str, int] = field(default_factory=dict)  # FX node name -> program order
 
     def __post_init__(self) -> None:
         self.lines = node_lines(self.gm, self.filename)
         self.op_names = {n.name: op_short(n.target) for n in self.gm.graph.nodes
                          if n.op == "call_function"}
+        self.position = {n.name: i for i, n in enumerate(self.gm.graph.nodes)}
 
     def describe_origins(self, origins: Sequence[str]) -> str:
         """FX nodes in program order, grouped by source line, each line quoted once:
         `mul, add (line 3: y = x * 2 + 1); relu (line 4: ...)`."""
-        position = {n.name: i for i, n in enumerate(self.gm.graph.nodes)}
+        position = self.position
         by_line: dict[int | None, list[str]] = {}
         for name in sorted(origins, key=lambda o: (position.get(o, len(position)), o)):
             by_line.setdefault(self.lines.get(name), []).append(name)

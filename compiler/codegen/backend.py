@@ -13,6 +13,7 @@ kernels, wrapper prelude lines, built artifacts and their reports.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -132,8 +133,14 @@ class Backend:
         """Build the source written at `source_path`; make the kernels loadable."""
         return BuildResult(None, True, 0.0)
 
+    def first_launch(self, wrapper: Path, inputs: list[dict[str, Any]] | None
+                     ) -> AbstractContextManager[object]:
+        """What surrounds a graph's first launch (where kernels that build at their first
+        launch build); `inputs` describe its arguments (None: not describable)."""
+        return nullcontext()
+
     def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
         """What the build knows about one kernel after its first launch, as fields of the
         kernel's `compile` event entry: `registers`, `spills`, `shared_bytes`, `ir`
-        (stage name -> text); empty where nothing is known."""
+        (stage name -> text), `line_maps`; empty where nothing is known."""
         return {}

@@ -24,9 +24,9 @@ import torch
 
 from compiler.codegen import targets
 from compiler.codegen.backend import Backend, BuildError, BuildResult, GeneratedKernel
-from compiler.codegen.common import Lines, Scope, Var
+from compiler.codegen.common import XINDEX, Lines, Scope, Var
 from compiler.codegen.debuglines import KernelFile, kernel_file, objdump_lines, spans
-from compiler.codegen.kernel import Block, KernelCodegen, walks_columns
+from compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
 from compiler.codegen.mathops import (
     ATEN_INCLUDE,
     CPP_MATH,
@@ -35,6 +35,7 @@ from compiler.codegen.mathops import (
     needs_aten_math,
 )
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
+from compiler.codegen.tiling import YINDEX, choose_rows
 from compiler.ir.indexing import cexpr
 from compiler.ir.ops import reduction_identity as identity
 from compiler.schedule.nodes import SchedNode
@@ -139,7 +140,10 @@ PARALLEL_MIN = 65536  # below this many elements, threads cost more than they sa
 # totals in double, so 16M-element sums stay within float rounding of the true sum.
 SUM_CHUNK = 4096
 COLUMN_BLOCK = 128  # outputs per block when a reduction is interchanged (column sums)
-OMP_OP = {"sum": "+", "max": "max", "min": "min", "prod": "*"}
+OUTER_PARALLEL_MIN = 16  # fewer rows than this: the threads split each row instead
+# Reductions OpenMP can split across simd lanes (and threads). any/all too: amax's NaN
+# check is an any(isnan) in the same loop, and without its clause the loop stays scalar.
+OMP_OP = {"sum": "+", "max": "max", "min": "min", "prod": "*", "any": "||", "all": "&&"}
 
 
 @dataclass
@@ -186,6 +190,15 @@ class CppKernelCodegen(KernelCodegen):
     def __init__(self, plan: KernelPlan) -> None:
         super().__init__(plan)
         self.table = OPS
+        self.rows = choose_rows(plan)  # pointwise over (yindex, xindex), or flat
+        if self.rows is not None:
+            self.bounds[YINDEX], self.bounds[XINDEX] = self.rows[0] - 1, self.rows[1] - 1
+            self.symbol_domains[YINDEX] = "x"
+
+    def pointwise_vars(self, ranges: list[int]) -> list[Any]:
+        if self.rows is None:
+            return super().pointwise_vars(ranges)
+        return _split_vars(ranges, self.rows[0], YINDEX, XINDEX, self.rows[1])
 
     def fmt_cast(self, x: Var, dtype: torch.dtype) -> str:
         return f"static_cast<{compute_type(dtype)}>({x.name})"
@@ -302,8 +315,22 @@ class CppKernelCodegen(KernelCodegen):
         return out
 
     def pointwise_body(self) -> Lines:
-        return self._x_loop(super().pointwise_body(), "#pragma omp parallel for simd"
-                            if self.plan.xnumel >= PARALLEL_MIN else None)
+        parallel = self.plan.xnumel >= PARALLEL_MIN
+        if self.rows is None:
+            return self._x_loop(super().pointwise_body(), "#pragma omp parallel for simd"
+                                if parallel else None)
+        y, x = self.rows
+        outer = parallel and y >= OUTER_PARALLEL_MIN
+        out = Lines()
+        if outer:
+            out.write("#pragma omp parallel for")
+        out.write(f"for (int64_t yindex = 0; yindex < {y}; yindex++)")
+        out.write("{")
+        with out.indent():
+            out.extend(self._x_loop(super().pointwise_body(), "#pragma omp simd" if outer
+                                    or not parallel else "#pragma omp parallel for simd", x))
+        out.write("}")
+        return out
 
     def reduction_body(self) -> Lines:
         inner = super().reduction_body()
@@ -313,11 +340,12 @@ class CppKernelCodegen(KernelCodegen):
             self.plan.xnumel * self.plan.rnumel >= PARALLEL_MIN
         return self._x_loop(inner, "#pragma omp parallel for" if parallel else None)
 
-    def _x_loop(self, body: Lines, pragma: str | None) -> Lines:
+    def _x_loop(self, body: Lines, pragma: str | None, xnumel: int | None = None) -> Lines:
         out = Lines()
         if pragma:
             out.write(pragma)
-        out.write(f"for (int64_t xindex = 0; xindex < {self.plan.xnumel}; xindex++)")
+        out.write(f"for (int64_t xindex = 0; xindex < {xnumel or self.plan.xnumel}; "
+                  "xindex++)")
         out.write("{")
         with out.indent():
             out.extend(self.prologue)

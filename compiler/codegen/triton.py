@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -29,6 +30,7 @@ from compiler.codegen.mathops import (
 )
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
 from compiler.codegen.tiling import YINDEX, Tile, choose_tile, fits_grid, tile_config
+from compiler.codegen.triton_cache import graph_triton_cache
 from compiler.codegen.triton_report import compiled_report
 from compiler.ir.indexing import pexpr
 from compiler.ir.ops import reduction_identity as identity
@@ -516,6 +518,11 @@ class TritonBackend(Backend):
         if self.emulated:
             check_interpreter()
         return BuildResult(None, True, 0.0)
+
+    def first_launch(self, wrapper: Path, inputs: list[dict[str, Any]] | None
+                     ) -> AbstractContextManager[object]:
+        # The interpreter has no cache; on a GPU Triton's is shared per wrapper.
+        return nullcontext() if self.emulated else graph_triton_cache(wrapper, inputs)
 
     def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
         if self.emulated:

@@ -75,6 +75,11 @@ def device_of(t: Any) -> str:
     return "cuda" if t.device.type == "cuda" else t.device.type
 
 
+# The lowering table is filled when the compiler is imported (a worker does that before
+# its first job), not inside the first graph's lowering stage.
+load_all()
+
+
 class GraphLowering:
     def __init__(
         self,

@@ -96,6 +96,35 @@ def zeros_like_spec(t: Any) -> Any:
                             device=t.device).zero_()
 
 
+def input_specs(args: list[Any]) -> list[dict[str, Any]] | None:
+    """Plain data that `from_specs` makes the same zero-filled arguments from (None when
+    an argument is neither a tensor nor a number)."""
+    specs: list[dict[str, Any]] = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            specs.append({"shape": list(a.shape), "stride": list(a.stride()),
+                          "dtype": str(a.dtype).removeprefix("torch."), "device": a.device.type})
+        elif isinstance(a, bool | int | float):
+            specs.append({"value": a})
+        else:
+            return None
+    return specs
+
+
+def from_specs(specs: list[dict[str, Any]]) -> list[Any]:
+    out: list[Any] = []
+    for s in specs:
+        if "value" in s:
+            out.append(s["value"])
+            continue
+        dtype = getattr(torch, str(s["dtype"]))
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"not a dtype: {s['dtype']!r}")
+        out.append(torch.empty_strided(tuple(s["shape"]), tuple(s["stride"]), dtype=dtype,
+                                       device=s["device"]).zero_())
+    return out
+
+
 def real_inputs(example_inputs: list[Any]) -> list[Any]:
     """Zero-filled tensors shaped like the (possibly fake) example inputs."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -108,7 +137,8 @@ def warmup(compiled: CompiledGraph, example_inputs: list[Any]) -> list[dict[str,
     """Run once on zeros, timing each kernel's first launch (Triton JIT-compiles here),
     then ask the backend what its build knows about each kernel."""
     args = real_inputs(example_inputs)
-    with instrument(compiled.module, compiled.kernels) as timings:
+    with compiled.backend.first_launch(compiled.path, input_specs(args)), \
+            instrument(compiled.module, compiled.kernels) as timings:
         compiled(*args)
     out = []
     for t in timings.values():

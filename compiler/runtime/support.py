@@ -31,8 +31,9 @@ def conform(t: torch.Tensor, size: Sequence[int], stride: Sequence[int]) -> torc
     return out.copy_(t)
 
 
-def ptr(t: torch.Tensor) -> ctypes.c_void_p:
-    return ctypes.c_void_p(t.data_ptr())
+def ptr(t: torch.Tensor) -> int:
+    """A tensor's address for a C++ kernel (whose argtypes make it a `void*`)."""
+    return t.data_ptr()
 
 
 def cpp_kernel(lib: Any, name: str, nargs: int) -> Any:
