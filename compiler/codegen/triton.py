@@ -362,36 +362,45 @@ def _dom(*vs: Var) -> str:
     return "r" if any(v.domain == "r" for v in vs) else "x"
 
 
+# Block rules, each chosen from a sweep on the H200 (benchmarks/sweep.py; the numbers are
+# in docs/perf.md's history). Pointwise: 16 elements per thread on large tensors (cos(sin)
+# over 2^26: 1024 x 8 warps 0.158 ms, 4096 x 8 warps 0.134, 2048 x 4 warps 0.137).
+POINTWISE_WARPS = {4096: 8, 2048: 4}  # XBLOCK -> warps; smaller blocks: 4 warps at most
+MIN_PROGRAMS = 1024  # a large pointwise block only while the grid keeps this many programs
+# Looped reductions: one row per program, 4096 elements per step, 16 warps (512 x 262144
+# softmax: 2048 x 8 warps 0.448 ms, 4096 x 16 warps 0.406; cross_entropy 8192 x 50257:
+# 8 rows x 256 x 8 warps 0.592, 1 x 4096 x 16 warps 0.489).
+LOOPED_RBLOCK, LOOPED_WARPS = 4096, 16
+
+
 def block_config(plan: KernelPlan, persistent_limit: int) -> dict[str, Any]:
-    """Block sizes and warps: simple rules that keep ~1-4K elements per program."""
+    """Block sizes and warps of pointwise kernels and row reductions."""
     if plan.kind == "pointwise":
-        xblock = min(1024, next_power_of_2(plan.xnumel))
-        return {"persistent": True, "XBLOCK": xblock, "RBLOCK": 1,
-                "num_warps": max(1, min(8, xblock // 128)),
+        xblock = min(4096, next_power_of_2(plan.xnumel))
+        while xblock > 1024 and plan.xnumel // xblock < MIN_PROGRAMS:
+            xblock //= 2
+        warps = POINTWISE_WARPS.get(xblock, max(1, min(4, xblock // 256)))
+        return {"persistent": True, "XBLOCK": xblock, "RBLOCK": 1, "num_warps": warps,
                 "grid": (-(-plan.xnumel // xblock),)}
     rnumel = plan.rnumel
     if rnumel <= persistent_limit:
         rblock = next_power_of_2(rnumel)
         xblock = max(1, min(next_power_of_2(plan.xnumel), max(1, 2048 // rblock)))
-        persistent = True
-    else:
-        # Enough programs to fill the GPU several times over (132 SMs on an H200): few,
-        # wide rows (softmax over 512 x 262144) get one row per program, not eight.
-        xblock = min(8, next_power_of_2(plan.xnumel))
-        while xblock > 1 and plan.xnumel // xblock < 1024:
-            xblock //= 2
-        rblock = max(128, 2048 // xblock)
-        persistent = False
-    warps = max(1, min(8, (xblock * rblock) // 256))
-    return {"persistent": persistent, "XBLOCK": xblock, "RBLOCK": rblock, "num_warps": warps,
-            "grid": (-(-plan.xnumel // xblock),)}
+        warps = max(1, min(8, (xblock * rblock) // 256))
+        return {"persistent": True, "XBLOCK": xblock, "RBLOCK": rblock, "num_warps": warps,
+                "grid": (-(-plan.xnumel // xblock),)}
+    rblock = min(LOOPED_RBLOCK, next_power_of_2(rnumel))
+    warps = max(1, min(LOOPED_WARPS, rblock // 256))
+    return {"persistent": False, "XBLOCK": 1, "RBLOCK": rblock, "num_warps": warps,
+            "grid": (plan.xnumel,)}
 
 
 def column_config(plan: KernelPlan) -> dict[str, Any]:
-    """Looped column reductions: 32 outputs (one 128-byte line of fp32) by 128 rows per
-    step, fewer outputs per program when that would leave the GPU's SMs idle."""
-    xblock = 32
-    while xblock > 8 and plan.xnumel // xblock < 132:
+    """Looped column reductions (x.sum(0)): 16 outputs by 256 rows per step, 8 warps
+    (16384 x 8192 on the H200: 32 x 128 0.176 ms, 16 x 256 0.142, 8 x 512 0.192, 64 x 64
+    0.267), fewer outputs per program when that would leave the GPU's SMs idle."""
+    xblock = 16
+    while xblock > 4 and plan.xnumel // xblock < 132:
         xblock //= 2
     rblock = 4096 // xblock
     return {"persistent": False, "XBLOCK": xblock, "RBLOCK": rblock, "num_warps": 8,
