@@ -365,6 +365,9 @@ class CompileGraph:
     kernels: list[BuiltKernel]
     path: str = ""
     build_ms: float = 0.0
+    # the whole-graph cache (compiler/runtime/graph_cache.py): key, status (hit, miss,
+    # stale, bypass) and why; empty when it was not asked
+    graph_cache: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -166,7 +166,9 @@ class TritonKernelCodegen(KernelCodegen):
     def fmt_index_value(self, expr: sympy.Expr, dtype: torch.dtype) -> str:
         text = pexpr(expr)
         if not expr.free_symbols:
-            return literal(int(expr), dtype)
+            # A typed block, not a Python int: comparisons of it must give a block of
+            # bools (the interpreter rejects a Python bool inside a load's mask).
+            return f"tl.full([1], {literal(int(expr), dtype)}, {TL_DTYPE[dtype]})"
         return f"({text}).to({TL_DTYPE[dtype]})"
 
     def pointwise_vars(self, ranges: list[int]) -> list[Any]:

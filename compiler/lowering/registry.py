@@ -54,10 +54,12 @@ def find_lowering(target: Any) -> LoweringFn | None:
 def load_all() -> None:
     """Import the modules whose decorators fill the table."""
     from compiler.lowering import (  # noqa: F401
+        distances,
         indexing,
         mathfns,
         misc,
         pointwise,
+        pooling,
         reductions,
         scans,
         scatter,
