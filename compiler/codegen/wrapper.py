@@ -50,7 +50,7 @@ def generate_wrapper(inputs: Sequence[str], outputs: Sequence[Any], sched: Sched
     out.write(f"# Kernelscope wrapper ({backend.name}): {len(sched.steps)} steps")
     out.write("import torch")
     out.write("from compiler.runtime.support import cpp_kernel, device, empty_strided, ptr, "
-              "reinterpret")
+              "reinterpret, with_strides")
     for line in backend.wrapper_prelude(kernels, artifact):
         out.write(line)
     launches = {k.name: k.launch for k in kernels}
@@ -97,11 +97,16 @@ def _write_extern(out: Lines, sched: Schedule, step: Any) -> None:
     kwargs = "".join(f", {k}={_pyval(v)}" for k, v in ext.kwargs.items())
     if ext.kwargs and not args:
         kwargs = kwargs[2:]
-    out.write(f"{ext.name} = {op_call(ext.op)}({args}{kwargs})", (), (step.name,))
+    call = f"{op_call(ext.op)}({args}{kwargs})"
+    if ext.outputs:
+        out.write(f"{ext.name} = {call}", (), (step.name,))
+    else:
+        out.write(f"{ext.name} = with_strides({call}, {tuple(ext.layout.stride)})", (),
+                  (step.name,))
     for child in ext.outputs:
         buf = sched.buffers[child]
         assert isinstance(buf, ExternOutput)
-        out.write(f"{child} = {ext.name}[{buf.item}]")
+        out.write(f"{child} = with_strides({ext.name}[{buf.item}], {tuple(buf.layout.stride)})")
 
 
 def _output(o: Any) -> str:

@@ -18,6 +18,19 @@ def reinterpret(t: torch.Tensor, size: Sequence[int], stride: Sequence[int],
     return t.as_strided(size, stride, t.storage_offset() + offset)
 
 
+def with_strides(t: Any, stride: Sequence[int]) -> Any:
+    """`t` itself if it has `stride` (dims of size 1 aside), else a copy laid out so.
+
+    An ATen call's result is addressed by the strides its FX meta promised; an op whose
+    result follows its inputs' layout can return other strides than the meta says."""
+    if not isinstance(t, torch.Tensor) or t.numel() <= 1:
+        return t
+    if all(a == b for a, b, n in zip(t.stride(), stride, t.shape) if n != 1):
+        return t
+    return torch.empty_strided(t.shape, tuple(stride), dtype=t.dtype,
+                               device=t.device).copy_(t)
+
+
 def ptr(t: torch.Tensor) -> ctypes.c_void_p:
     return ctypes.c_void_p(t.data_ptr())
 
