@@ -11,6 +11,8 @@ import datetime as dt
 import math
 from typing import Any
 
+from benchmarks.stages import stages_table
+
 
 def _ms(cell: dict[str, Any] | None) -> float | None:
     return (cell or {}).get("ms")
@@ -69,6 +71,8 @@ def check_text(row: dict[str, Any]) -> str:
 
 
 def is_ok(row: dict[str, Any]) -> bool:
+    if str(row.get("item", "")).startswith("stages:"):  # compile times only: no check
+        return "failed" not in row
     return "failed" not in row and (
         "skipped" in row or _cell_error(row.get("kernelscope"), _is_model(row)) is None)
 
@@ -182,7 +186,7 @@ def section(rows: list[dict[str, Any]], env: dict[str, Any], peak: float | None,
            f"- timing: {timing}; ratios are Kernelscope's time over the other's (below 1.00 "
            "Kernelscope is faster)", ""]
     groups = {k: [r for r in rows if r.get("item", "case:").startswith(k)]
-              for k in ("case:", "model:", "overhead:")}
+              for k in ("case:", "model:", "overhead:", "stages:")}
     if groups["case:"]:
         out += ["### Suite", "", suite_table(groups["case:"], peak), ""]
     if groups["model:"]:
@@ -190,4 +194,9 @@ def section(rows: list[dict[str, Any]], env: dict[str, Any], peak: float | None,
     if groups["overhead:"]:
         out += ["### Per-call overhead and CUDA graphs", "", overhead_table(groups["overhead:"]),
                 ""]
+    if groups["stages:"]:
+        out += ["### The compiler's own stages (lowering to codegen), per sample", "",
+                "Cold: the first compile in a fresh process; warm: the median of three more "
+                "on the same capture. Wall-clock ms from the stage events; `load` is the "
+                "1-minute load average.", "", stages_table(groups["stages:"]), ""]
     return "\n".join(out)

@@ -4,6 +4,7 @@
     python -m benchmarks --device cpu             # the CPU-sized suite against Inductor's C++
     python -m benchmarks --device cpu --size smoke --cases gelu_tanh,softmax --out -  # CI
     python -m benchmarks --only suite --cases softmax,cross_entropy --json OUT/bench.json
+    python -m benchmarks --device cpu --only stages --out -   # compile stages per sample
 
 Every item (a suite case, a model, an overhead probe) runs in its own process with a
 time limit, so a crash, a faulting kernel or a hang costs one row. `--jobs N` runs N items
@@ -34,6 +35,7 @@ from benchmarks import cases as case_table
 from benchmarks import models as model_table
 from benchmarks.measure import LOCK_ENV, measure
 from benchmarks.report import is_ok, section
+from benchmarks.stages import sample_names
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -61,6 +63,8 @@ def items(args: argparse.Namespace) -> list[str]:
         out += [f"model:{m.name}" for m in model_table.by_name(wanted_models)]
     if "overhead" in only:
         out += [f"overhead:{n}" for n in OVERHEADS]
+    if "stages" in only:  # not in the default run: one process per sample
+        out += [f"stages:{n}" for n in sample_names()]
     # Longest first, so that with --jobs N the models' compiles overlap the rest.
     return sorted(out, key=lambda i: 0 if i.startswith("model:") else 1)
 
@@ -131,7 +135,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cuda")
     p.add_argument("--size", choices=case_table.SIZES, default=None,
                    help="input sizes (default: gpu on cuda, cpu on the CPU)")
-    p.add_argument("--only", default="", help="comma-separated: suite, models, overhead")
+    p.add_argument("--only", default="", help="comma-separated: suite, models, overhead, stages")
     p.add_argument("--cases", default="", help="suite cases (default: the device's suite)")
     p.add_argument("--models", default="", help="models (default: all six)")
     p.add_argument("--out", default=str(ROOT / "docs" / "perf.md"),

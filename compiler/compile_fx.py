@@ -25,12 +25,13 @@ from compiler.codegen.backends import choose_backend
 from compiler.codegen.wrapper import generate_wrapper
 from compiler.ir.handlers import describe, dtype_name
 from compiler.ir.indexing import index_vars, pexpr
-from compiler.ir.nodes import ComputedBuffer, ExternKernel, ExternOutput, Reduction
+from compiler.ir.nodes import ComputedBuffer, ExternKernel, ExternOutput, Reduction, Stored
 from compiler.ir.opnames import op_name, op_short
 from compiler.lowering.graph import GraphLowering, LoweredGraph, Unsupported
 from compiler.options import CompileOptions
 from compiler.runtime import loader
 from compiler.runtime.graphs import CudaGraphed, static_input_indices
+from compiler.schedule.inplace import in_place_outputs
 from compiler.schedule.memory import MemoryPlan, plan_memory
 from compiler.schedule.scheduler import Schedule, schedule, schedule_json
 
@@ -55,16 +56,19 @@ class GraphWork:
     build_source: str = ""  # what the backend builds before the first launch
     compiled: loader.CompiledGraph | None = None
     notes: list[str] = field(default_factory=list)  # what the UI should know (lowering event)
+    mutations: dict[int, int] = field(default_factory=dict)  # output -> input it updates
+    position: dict[str, int] = field(default_factory=dict)  # FX node name -> program order
 
     def __post_init__(self) -> None:
         self.lines = node_lines(self.gm, self.filename)
         self.op_names = {n.name: op_short(n.target) for n in self.gm.graph.nodes
                          if n.op == "call_function"}
+        self.position = {n.name: i for i, n in enumerate(self.gm.graph.nodes)}
 
     def describe_origins(self, origins: Sequence[str]) -> str:
         """FX nodes in program order, grouped by source line, each line quoted once:
         `mul, add (line 3: y = x * 2 + 1); relu (line 4: ...)`."""
-        position = {n.name: i for i, n in enumerate(self.gm.graph.nodes)}
+        position = self.position
         by_line: dict[int | None, list[str]] = {}
         for name in sorted(origins, key=lambda o: (position.get(o, len(position)), o)):
             by_line.setdefault(self.lines.get(name), []).append(name)
@@ -100,8 +104,10 @@ def lower(work: GraphWork) -> dict[str, Any]:
     device = graph_device(work.example_inputs, work.gm)
     work.backend = backend = choose_backend(work.options.backend, device, work.options)
     split = work.options.split_reductions and backend.split_reductions
+    online = work.options.persistent_rblock if backend.online_softmax else None
     lowering = GraphLowering(work.gm, work.example_inputs, work.lines, split_reductions=split,
-                             fallback=work.options.fallback, refuses=backend.refuses)
+                             fallback=work.options.fallback, refuses=backend.refuses,
+                             online_softmax=online)
     work.lowered = lowered = lowering.run()
     buffers = [_buffer_json(work, b) for b in lowered.buffers]
     return {
@@ -166,14 +172,50 @@ def memory_stage(work: GraphWork) -> dict[str, Any]:
     for s in sched.steps:  # ATen fallbacks may return views of their inputs: keep them
         if s.extern is not None and s.extern.fallback:
             keep |= s.reads() | set(s.writes())
+    in_place = {}
+    if work.backend is not None and work.backend.writes_over_inputs:
+        in_place = in_place_outputs(_mutation_buffers(work), steps,
+                                    [s.plan for s in sched.steps], sched.buffers)
     work.memory = mem = plan_memory(steps, sched.buffers, keep, sched.removed,
-                                    work.options.memory_reuse)
+                                    work.options.memory_reuse, in_place)
     for p in mem.buffers:
         p.output = p.name in lowered.output_names()
     return {"id": work.gid, "steps": [s.name for s in sched.steps],
             "buffers": [p.to_json() for p in mem.buffers],
             "peak_bytes": mem.peak_bytes, "peak_bytes_no_reuse": mem.peak_bytes_no_reuse,
             "frees": {str(k): v for k, v in mem.frees.items()}}
+
+
+def _mutation_buffers(work: GraphWork) -> dict[str, str]:
+    """Output buffer -> input buffer, for graph outputs that are a mutated input's new
+    value (AOTAutograd copies them back after the call)."""
+    assert work.lowered is not None
+    outs, ins = work.lowered.outputs, work.lowered.inputs
+    found: dict[str, str] = {}
+    for j, i in work.mutations.items():
+        o = outs[j] if j < len(outs) else None
+        if isinstance(o, Stored) and o.as_arg().is_plain() and i < len(ins):
+            found.setdefault(o.buffer.name, ins[i].name)
+    return found
+
+
+def input_mutations() -> dict[int, int]:
+    """Graph output -> graph input, for the inputs AOTAutograd's runtime copies a new
+    value into (data mutations only; they are the graph's first outputs, in order)."""
+    ctx = torch._guards.TracingContext.try_get()
+    meta = getattr(ctx, "fw_metadata", None)
+    indices = getattr(meta, "mutated_inp_runtime_indices", None)
+    info = getattr(meta, "input_info", None)
+    bases: Any = getattr(meta, "num_intermediate_bases", 0)
+    if meta is None or indices is None or info is None or bases or \
+            getattr(meta, "tokens", None):
+        return {}
+    found: dict[int, int] = {}
+    for j, i in enumerate(indices):
+        if info[i].mutates_data and not info[i].mutates_metadata \
+                and not info[i].requires_grad:
+            found[j] = i
+    return found
 
 
 def codegen_stage(work: GraphWork) -> dict[str, Any]:
@@ -211,10 +253,10 @@ def _with_lines(work: GraphWork, line_map: list[dict[str, Any]]) -> list[dict[st
 
 
 def build_stage(work: GraphWork, warmup: bool = True) -> dict[str, Any]:
-    assert work.backend is not None
+    assert work.backend is not None and work.lowered is not None
     work.compiled = compiled = loader.load_graph(
         work.wrapper, work.build_source, work.backend, work.options,
-        [k.name for k in work.kernels])
+        [k.name for k in work.kernels], work.lowered.constants)
     kernels = []
     if warmup:
         kernels = loader.warmup(compiled, work.example_inputs)
@@ -224,10 +266,12 @@ def build_stage(work: GraphWork, warmup: bool = True) -> dict[str, Any]:
 
 def compile_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                options: CompileOptions, filename: str | None = None, gid: int = 0,
-               notes: Sequence[str] = ()) -> Callable[..., Any]:
+               notes: Sequence[str] = (), mutations: dict[int, int] | None = None
+               ) -> Callable[..., Any]:
     """Everything at once: the backend's path. Returns fn(*args) -> list of outputs."""
     work = GraphWork(gid, gm, list(example_inputs), options, filename)
     work.notes.extend(notes)
+    work.mutations = dict(mutations or {})
     lower(work)
     schedule_stage(work)
     memory_stage(work)
@@ -313,7 +357,8 @@ def make_backend(options: CompileOptions, filename: str | None = None,
         if _is_dynamic(example_inputs):
             return make_boxed_func(_specialising(gm, options, filename, gid))
         try:
-            compiled = compile_fx(gm, example_inputs, options, filename, gid)
+            compiled = compile_fx(gm, example_inputs, options, filename, gid,
+                                  mutations=input_mutations())
         except Unsupported as e:
             warnings.warn(f"kernelscope: running graph {gid} eagerly: {e}", stacklevel=2)
             return make_boxed_func(torch._disable_dynamo(_eager(gm)))

@@ -50,15 +50,21 @@ def get_json(base: str, path: str) -> dict[str, Any]:
         return body
 
 
-def wait_pool(base: str, timeout: float) -> dict[str, Any]:
-    """Until the server answers and its pool has every worker ready (or timeout)."""
+def wait_pool(base: str, timeout: float, proc: subprocess.Popen[bytes] | None = None
+              ) -> dict[str, Any]:
+    """Until the server answers, runs no job and has every worker ready (or timeout)."""
     end = time.monotonic() + timeout
     health: dict[str, Any] = {}
     while time.monotonic() < end:
+        if proc is not None and proc.poll() is not None:
+            raise SystemExit(f"the server exited with {proc.returncode}")
         try:
             health = get_json(base, "/api/health")
-            pool = health.get("jobs", {}).get("pool")
-            if pool is None or pool["size"] == 0 or pool["ready"] >= pool["size"]:
+            jobs = health.get("jobs", {})
+            pool = jobs.get("pool")
+            # A job's runner is busy until the shared cache has taken its entries.
+            if jobs.get("running", 0) == 0 and (
+                    pool is None or pool["size"] == 0 or pool["ready"] >= pool["size"]):
                 return health
         except OSError:
             pass
@@ -100,7 +106,31 @@ def one_run(host: str, port: int, code: str, options: dict[str, Any]) -> dict[st
         "wall_ms": last.get("wall_ms"),
         "stages_ms": last.get("stages_ms"),
         "stages": stages,
+        "trace_id": last.get("trace_id"),
     }
+
+
+def inductor_cold(sample: Path, device: str) -> float:
+    """Seconds of the first call of `torch.compile(entry)` in a fresh process with empty
+    Inductor and Triton caches (its cold compile), less one eager call."""
+    probe = f"""import runpy, time, torch
+ns = runpy.run_path({str(sample)!r})
+fn = ns[{sample.stem!r}]
+args = [a.to({device!r}) for a in ns["example_inputs"]]
+fn(*args); torch.cuda.synchronize() if {device!r} == "cuda" else None
+t = time.perf_counter(); fn(*args)
+torch.cuda.synchronize() if {device!r} == "cuda" else None
+eager = time.perf_counter() - t
+t = time.perf_counter(); torch.compile(fn)(*args)
+torch.cuda.synchronize() if {device!r} == "cuda" else None
+print(time.perf_counter() - t - eager)
+"""
+    with tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": f"{tmp}/inductor",
+               "TRITON_CACHE_DIR": f"{tmp}/triton"}
+        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True,
+                             text=True, check=True, timeout=600)
+    return float(out.stdout.split()[-1])
 
 
 def main() -> int:
@@ -110,6 +140,9 @@ def main() -> int:
     p.add_argument("--backend", default="cpp")
     p.add_argument("--device", default="cpu")
     p.add_argument("--log", help="the started server's stderr goes here")
+    p.add_argument("--save-trace", help="write the last run's stored trace (JSON) here")
+    p.add_argument("--inductor-cold", action="store_true",
+                   help="also time Inductor's cold compile of the sample (fresh process)")
     p.add_argument("--pool", type=int, default=2, help="warm workers (0: cold)")
     p.add_argument("--back-to-back", action="store_true")
     p.add_argument("--server", help="measure this running server instead of starting one")
@@ -145,25 +178,34 @@ def main() -> int:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=log)
     host, port_s = base.split("//")[1].split(":")
     try:
-        health = wait_pool(base, 180)
+        health = wait_pool(base, 180, proc)
         pool = health["jobs"].get("pool")
         print(f"server {base}: sandbox {health.get('isolation')}, pool {pool}")
         results = []
         for i in range(args.runs):
             if not args.back_to_back:
-                wait_pool(base, 120)
+                wait_pool(base, 120, proc)
             r = one_run(host, int(port_s), code, options)
             results.append(r)
             print(f"run {i + 1}: {json.dumps(r)}", flush=True)
         good = [r for r in results if r.get("done_s") is not None]
-        if good:
-            med = {k: statistics.median(float(r[k] or 0) for r in good) for k in good[0] if
-                   k not in ("ok", "stages")}
+        for label, runs in (("", good), (" after run 1", good[1:])):
+            if not runs:
+                continue
+            med = {k: statistics.median(float(r[k] or 0) for r in runs)
+                   for k in ("first_s", "done_s", "wall_ms", "stages_ms")}
             print(
-                f"median over {len(good)} runs: first stage {med['first_s']:.3f} s, "
+                f"median over {len(runs)} runs{label}: first stage {med['first_s']:.3f} s, "
                 f"done {med['done_s']:.3f} s (server wall {med['wall_ms']:.0f} ms, "
-                f"stage sum {med['stages_ms']:.0f} ms); all ok: {all(r['ok'] for r in good)}"
+                f"stage sum {med['stages_ms']:.0f} ms); all ok: {all(r['ok'] for r in runs)}"
             )
+        print(f"kernel cache: {get_json(base, '/api/health')['jobs'].get('kernel_cache')}")
+        if args.save_trace and good and good[-1].get("trace_id"):
+            trace = get_json(base, f"/api/traces/{good[-1]['trace_id']}")
+            Path(args.save_trace).write_text(json.dumps(trace))
+        if args.inductor_cold:
+            sample = REPO / "samples" / f"{args.sample}.py"
+            print(f"inductor cold compile: {inductor_cold(sample, args.device):.2f} s")
     finally:
         if proc is not None:
             proc.terminate()

@@ -2,7 +2,8 @@
 
 In: a job's scratch directory, before the job (to show it the shared entries) and after it
 (to take its new entries in). Out: a cache directory of built C++ libraries
-(`kernels_<key>.so`) and generated wrapper modules (`graph_<key>.py`) that every later job
+(`kernels_<key>.so`), generated wrapper modules (`graph_<key>.py`) and, per Triton wrapper,
+Triton's compiled kernels (`triton_<key>/`, built by server/tcache.py) that every later job
 finds by the same content-derived names the compiler uses (compiler/runtime/cache.py), so a
 kernel compiled once is never built again.
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.metadata
+import importlib.util
 import logging
 import os
 import platform
@@ -34,17 +36,23 @@ import stat
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from compiler.codegen import targets
 
+Runner = Callable[[Callable[[str], list[str]], float], bool]
+
 log = logging.getLogger(__name__)
 KEY = r"[0-9a-f]{20}"
 SOURCE_NAME = re.compile(rf"^kernels_({KEY})\.cpp$")
 WRAPPER_NAME = re.compile(rf"^graph_({KEY})\.py$")
-SHARED_NAME = re.compile(rf"^(kernels_{KEY}\.so|graph_{KEY}\.py)$")
+INPUTS_NAME = re.compile(rf"^graph_({KEY})\.inputs\.json$")
+SHARED_NAME = re.compile(rf"^(kernels_{KEY}\.so|graph_{KEY}\.py|triton_{KEY})$")
+MAX_PREBUILDS = 4  # Triton wrappers built from one job
 MAX_FILE_BYTES = 4 << 20
 MAX_PER_JOB = 32  # new entries taken from one job
 MAX_LINKS = 4096  # newest entries shown to a job
@@ -56,14 +64,31 @@ BUILD_TIMEOUT_S = 120
 def versions_key() -> str:
     """compiler.runtime.cache.versions_key() without importing torch (a test checks they
     agree; if they ever differ, nothing verifies and nothing is shared, which is safe)."""
+    torch, triton = _version("torch", "version.py"), _version("triton", "__init__.py")
+    return f"torch={torch};triton={triton};py={platform.python_version()}"
 
-    def version(name: str) -> str:
-        try:
-            return importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            return "none"
 
-    return f"torch={version('torch')};triton={version('triton')};py={platform.python_version()}"
+def _version(package: str, module: str) -> str:
+    """The package's `__version__` as its own source spells it (what the compiler reads),
+    found without importing it. A distribution's metadata can say otherwise (a local
+    version tag, "3.6.0+git..."), and then no key would match: on the H200 host, with the
+    metadata read, every wrapper of every job was rejected (2026-12-01)."""
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.origin:
+        return "none"
+    try:
+        text = (Path(spec.origin).parent / module).read_text()
+    except OSError:
+        text = ""
+    if m := re.search(r"^__version__\s*=\s*['\"]([^'\"]+)['\"]", text, re.M):
+        return m.group(1)
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "none"
 
 
 def content_key(versions: str, *parts: str) -> str:
@@ -79,6 +104,7 @@ def content_key(versions: str, *parts: str) -> str:
 class Promotion:
     wrappers: int = 0
     libraries: int = 0
+    triton: int = 0  # wrappers whose Triton kernels the server built and shared
     rejected: int = 0
 
 
@@ -92,7 +118,7 @@ class KernelCache:
         self.settings = settings  # server.worker.WorkerSettings: the build sandbox
         self.versions = versions_key()
         self._lock = threading.Lock()
-        self.stats = {"linked": 0, "wrappers": 0, "libraries": 0, "rejected": 0}
+        self.stats = {"linked": 0, "wrappers": 0, "libraries": 0, "triton": 0, "rejected": 0}
 
     # -- before the job ------------------------------------------------------------------
     def link_into(self, scratch: Path) -> int:
@@ -107,7 +133,9 @@ class KernelCache:
         entries = []
         with os.scandir(self.root) as it:
             for entry in it:
-                if SHARED_NAME.match(entry.name) and entry.is_file(follow_symlinks=False):
+                kind_ok = (entry.is_dir(follow_symlinks=False) if entry.name.startswith("triton_")
+                           else entry.is_file(follow_symlinks=False))
+                if SHARED_NAME.match(entry.name) and kind_ok:
                     entries.append((entry.stat(follow_symlinks=False).st_mtime, entry.name))
         entries.sort(reverse=True)
         made = 0
@@ -155,55 +183,103 @@ class KernelCache:
                     result.rejected += 1
             else:
                 result.rejected += 1
+        result.triton = self._prebuild_triton(folder)
         with self._lock:
-            for key in ("wrappers", "libraries", "rejected"):
+            for key in ("wrappers", "libraries", "triton", "rejected"):
                 self.stats[key] += getattr(result, key)
-        if taken:
+        if taken or result.triton:
             self._prune()
         return result
+
+    def _prebuild_triton(self, folder: Path) -> int:
+        """For each Triton wrapper of the job that the cache holds (verified) and that ran
+        on a GPU, the server's own build of its kernels (server/tcache.py). The job's specs
+        of the wrapper's inputs are data; nothing Triton wrote in the job is read."""
+        from server.tcache import prebuild
+
+        made = 0
+        for entry in sorted(os.scandir(folder), key=lambda e: e.name)[:4096]:
+            m = INPUTS_NAME.match(entry.name)
+            if made >= MAX_PREBUILDS or not m or not entry.is_file(follow_symlinks=False):
+                continue
+            key = m[1]
+            wrapper = _read_small(self.root / f"graph_{key}.py")
+            inputs = _read_small(Path(entry.path))
+            if wrapper is None or inputs is None or (self.root / f"triton_{key}").exists():
+                continue
+            if content_key(self.versions, wrapper, "triton") == key:
+                made += 1 if prebuild(self, key, wrapper, inputs) else 0
+        return made
 
     def _wrapper_ok(self, text: str, key: str) -> bool:
         return any(content_key(self.versions, text, b) == key for b in WRAPPER_BACKENDS)
 
     def _build(self, source: str, target: Path) -> bool:
         """g++ on verified source in a fresh sandbox (no snippet ever ran in it)."""
+        cxx, flags = compiler_flags(self.settings.repo_dir)
+        with self.sandboxed({"kernels.cpp": source}) as (scratch, run):
+            argv = lambda v: [shutil.which(cxx) or cxx, *flags, f"{v}/kernels.cpp",  # noqa: E731
+                              "-o", f"{v}/kernels.so"]
+            built = scratch / "kernels.so"
+            if not run(argv, BUILD_TIMEOUT_S) or built.is_symlink() or not built.is_file():
+                return False
+            _install(target, built.read_bytes())
+            return True
+        return False
+
+    @contextmanager
+    def sandboxed(self, files: dict[str, str]) -> Iterator[tuple[Path, Runner]]:
+        """A fresh scratch (no snippet ever ran in it) holding `files`, and a function that
+        runs `argv(scratch as the process sees it)` sandboxed there and says whether it
+        succeeded. The scratch is removed after the block."""
         from server.sandbox import INNER_SCRATCH, make_launch, make_scratch, remove_scratch
 
         s = self.settings
         iso = s.isolation
         scratch = make_scratch(s.scratch_root, iso)
-        try:
-            src = scratch / "kernels.cpp"
-            src.write_text(source, encoding="utf-8")
-            if iso.uid is not None:
-                os.chown(src, iso.uid, iso.gid if iso.gid is not None else -1)
-            view = INNER_SCRATCH if iso.mode == "bubblewrap" else str(scratch)
-            cxx, flags = compiler_flags(s.repo_dir)
-            argv = [shutil.which(cxx) or cxx, *flags, f"{view}/kernels.cpp"]
-            argv += ["-o", f"{view}/kernels.so"]
-            launch = make_launch(iso, lambda _v: argv, scratch, s.spec, s.limits, s.repo_dir)
-            done = subprocess.run(
-                launch.argv,
-                env=launch.env or None,
-                cwd=launch.cwd,
-                preexec_fn=launch.preexec,  # noqa: PLW1509 - setrlimit only
-                user=launch.user,
-                group=launch.group,
-                extra_groups=[] if launch.user is not None else None,
-                start_new_session=True,
-                capture_output=True,
-                timeout=BUILD_TIMEOUT_S,
-                check=False,
-            )
-            built = scratch / "kernels.so"
-            if done.returncode != 0 or built.is_symlink() or not built.is_file():
-                log.info("kernel cache: rebuild failed: %s", done.stderr[-500:])
+
+        ready = True
+
+        def run(argv: Callable[[str], list[str]], timeout: float) -> bool:
+            if not ready:
                 return False
-            _install(target, built.read_bytes())
-            return True
-        except (OSError, subprocess.SubprocessError) as exc:
+            view = INNER_SCRATCH if iso.mode == "bubblewrap" else str(scratch)
+            command = argv(view)
+            launch = make_launch(iso, lambda _v: command, scratch, s.spec, s.limits, s.repo_dir)
+            try:
+                done = subprocess.run(
+                    launch.argv,
+                    env=launch.env or None,
+                    cwd=launch.cwd,
+                    preexec_fn=launch.preexec,  # noqa: PLW1509 - setrlimit only
+                    user=launch.user,
+                    group=launch.group,
+                    extra_groups=[] if launch.user is not None else None,
+                    start_new_session=True,
+                    capture_output=True,
+                    timeout=timeout,
+                    check=False,
+                )
+            except (OSError, subprocess.SubprocessError) as exc:
+                log.warning("kernel cache: rebuild failed: %s", exc)
+                return False
+            if done.returncode != 0:
+                log.info("kernel cache: rebuild failed: %s", done.stderr[-500:])
+            return done.returncode == 0
+
+        try:
+            for name, text in files.items():
+                path = scratch / name
+                path.write_text(text, encoding="utf-8")
+                if iso.uid is not None:
+                    os.chown(path, iso.uid, iso.gid if iso.gid is not None else -1)
+        except OSError as exc:
             log.warning("kernel cache: rebuild failed: %s", exc)
-            return False
+            ready = False
+        try:
+            yield scratch, run
+        except OSError as exc:  # reading what the sandbox made
+            log.warning("kernel cache: rebuild failed: %s", exc)
         finally:
             remove_scratch(scratch)
 
@@ -215,7 +291,10 @@ class KernelCache:
         )
         for _mtime, path in entries[: max(0, len(entries) - MAX_ENTRIES)]:
             try:
-                os.unlink(path)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path)
+                else:
+                    os.unlink(path)
             except OSError:
                 pass
 
@@ -230,15 +309,25 @@ def compiler_flags(repo_dir: Path) -> tuple[str, list[str]]:
     import ast
 
     source = (Path(repo_dir) / "compiler" / "codegen" / "cpp.py").read_text()
+    # The names FLAGS may use, found as the compiler finds them (without importing torch).
+    names = {"TORCH_INCLUDE_DIR": _torch_include_dir()}
     flags: list[str] | None = None
     for node in ast.parse(source).body:
         if isinstance(node, ast.Assign) and [getattr(t, "id", "") for t in node.targets] == [
             "FLAGS"
-        ]:
-            flags = [str(f) for f in ast.literal_eval(node.value)]
+        ] and isinstance(node.value, ast.List):
+            flags = [names[e.id] if isinstance(e, ast.Name) else str(ast.literal_eval(e))
+                     for e in node.value.elts]
     if flags is None:
         raise RuntimeError("compiler/codegen/cpp.py defines no FLAGS")
     return os.environ.get("CXX", "g++"), flags
+
+
+def _torch_include_dir() -> str:
+    """compiler/codegen/mathops.py's TORCH_INCLUDE_DIR: torch's package folder + include."""
+    spec = importlib.util.find_spec("torch")
+    origin = spec.origin if spec is not None and spec.origin else ""
+    return os.path.join(os.path.dirname(origin), "include")
 
 
 def shared_kernel_cache(root: str | None, settings: Any) -> KernelCache | None:

@@ -1,9 +1,10 @@
 """Our decomposition table: core ATen, and below it where that lets us fuse.
 
-softmax, log_softmax, layer_norm, batch_norm, gelu, silu, var_mean, ... are decomposed
+layer_norm, batch_norm, gelu, silu, var_mean, ... are decomposed
 into the pointwise ops and reductions they are made of, so the scheduler can fuse their
 pieces with their neighbours. Matrix products and convolutions stay whole (they go to
-vendor libraries as extern kernels).
+vendor libraries as extern kernels), and so do softmax and log_softmax (lowering/softmax.py
+reads a long row once for its logsumexp where the backend can).
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ from torch._ops import OperatorBase, OpOverloadPacket
 aten = torch.ops.aten
 
 BELOW_CORE: list[OperatorBase | OpOverloadPacket] = [
-    aten._softmax,
-    aten._log_softmax,
     aten.native_layer_norm,
     aten.native_batch_norm,
     aten._native_batch_norm_legit,
@@ -55,10 +54,25 @@ BELOW_CORE: list[OperatorBase | OpOverloadPacket] = [
     aten.max.dim,
     aten.min.dim,
     aten.embedding_dense_backward,
+    # structural ops that decompose into indexing, views and reductions we lower
+    aten.linalg_vector_norm,
+    aten.dist,
+    aten.addmv,
+    aten.narrow_copy,
+    aten.permute_copy,
+    aten.as_strided_copy,
+    aten.unbind_copy,
+    aten.bucketize,
+    aten.grid_sampler_2d,
+    aten.slice_scatter,
+    aten.new_empty_strided,
+    aten._upsample_bilinear2d_aa,
 ]
 
 # Core decompositions we undo: we lower these directly and better.
 KEEP_WHOLE = [
+    aten._softmax,  # lowering/softmax.py: one pass over long rows where the backend can
+    aten._log_softmax,
     aten.addmm,
     aten.mm,
     aten.bmm,
@@ -73,10 +87,29 @@ KEEP_WHOLE = [
 ]
 
 
+def _addbmm(self: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *,
+            beta: Any = 1, alpha: Any = 1) -> torch.Tensor:
+    """beta * self + alpha * sum_b batch1[b] @ batch2[b], the sum over b folded into
+    one matrix product: (n, b*k) @ (b*k, p). beta == 0 ignores self (NaNs included)."""
+    b, n, k = batch1.shape
+    p = batch2.shape[2]
+    out = torch.mm(batch1.transpose(0, 1).reshape(n, b * k), batch2.reshape(b * k, p))
+    if alpha != 1:
+        out = out * alpha
+    if beta == 0:
+        return out.expand(torch.broadcast_shapes(self.shape, out.shape)).clone()
+    return out + (self if beta == 1 else self * beta)
+
+
+# Ours, where no decomposition exists upstream.
+OWN = {aten.addbmm.default: _addbmm}
+
+
 @functools.lru_cache(maxsize=1)
 def decomposition_table() -> dict[Any, Any]:
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(BELOW_CORE))
+    table.update(OWN)
     for packet in KEEP_WHOLE:
         for name in packet.overloads():
             table.pop(getattr(packet, name), None)

@@ -13,6 +13,7 @@ kernels, wrapper prelude lines, built artifacts and their reports.
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -67,6 +68,12 @@ class Backend:
     also_runs_on: ClassVar[tuple[str, ...]] = ()  # where it runs only when asked for
     source_suffix: ClassVar[str] = ""  # file suffix of what `build` compiles ("" = nothing)
     split_reductions: ClassVar[bool] = False  # lowering may split long, few-row reductions
+    # A kernel may store a mutated input's new value over the input (schedule/inplace.py);
+    # not where kernel pointers are declared non-aliasing (C++'s __restrict__).
+    writes_over_inputs: ClassVar[bool] = False
+    # The codegen has the one-pass "logsumexp" reduction (running max and rescaled sum):
+    # softmax and log_softmax over long rows read each row once for it, not twice.
+    online_softmax: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -126,8 +133,14 @@ class Backend:
         """Build the source written at `source_path`; make the kernels loadable."""
         return BuildResult(None, True, 0.0)
 
+    def first_launch(self, wrapper: Path, inputs: list[dict[str, Any]] | None
+                     ) -> AbstractContextManager[object]:
+        """What surrounds a graph's first launch (where kernels that build at their first
+        launch build); `inputs` describe its arguments (None: not describable)."""
+        return nullcontext()
+
     def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
         """What the build knows about one kernel after its first launch, as fields of the
         kernel's `compile` event entry: `registers`, `spills`, `shared_bytes`, `ir`
-        (stage name -> text); empty where nothing is known."""
+        (stage name -> text), `line_maps`; empty where nothing is known."""
         return {}

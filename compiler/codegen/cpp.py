@@ -24,10 +24,18 @@ import torch
 
 from compiler.codegen import targets
 from compiler.codegen.backend import Backend, BuildError, BuildResult, GeneratedKernel
-from compiler.codegen.common import Lines, Scope, Var
+from compiler.codegen.common import XINDEX, Lines, Scope, Var
 from compiler.codegen.debuglines import KernelFile, kernel_file, objdump_lines, spans
-from compiler.codegen.kernel import Block, KernelCodegen, walks_columns
+from compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
+from compiler.codegen.mathops import (
+    ATEN_INCLUDE,
+    CPP_MATH,
+    CPP_MATH_HELPERS,
+    TORCH_INCLUDE_DIR,
+    needs_aten_math,
+)
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
+from compiler.codegen.tiling import YINDEX, choose_rows
 from compiler.ir.indexing import cexpr
 from compiler.ir.ops import reduction_identity as identity
 from compiler.schedule.nodes import SchedNode
@@ -99,7 +107,7 @@ static inline uint16_t ks_float_to_bf16(float f) {
 }
 """
 
-OPS = OpTable("C++", merged(C_LIKE, {
+OPS = OpTable("C++", merged(merged(C_LIKE, {
     "truediv": float_only("{0} / {1}"),
     "floordiv": {"int": "ks_floordiv({0}, {1})", "uint": "{0} / {1}",
                  "float": "std::floor({0} / {1})"},
@@ -128,7 +136,7 @@ OPS = OpTable("C++", merged(C_LIKE, {
     "isinf": {"float": "std::isinf({0})", "*": "false"},
     "relu": numeric("ks_max({0}, decltype({0})(0))"),
     "where": "{0} ? {1} : {2}",
-}))
+}), CPP_MATH))
 # Arithmetic on 8- and 16-bit integers happens in int in C++; the result wraps like torch's
 # only once it is cast back to its type.
 NARROW_INTS = (torch.int8, torch.int16, torch.uint8)
@@ -141,7 +149,10 @@ PARALLEL_MIN = 65536  # below this many elements, threads cost more than they sa
 # totals in double, so 16M-element sums stay within float rounding of the true sum.
 SUM_CHUNK = 4096
 COLUMN_BLOCK = 128  # outputs per block when a reduction is interchanged (column sums)
-OMP_OP = {"sum": "+", "max": "max", "min": "min", "prod": "*"}
+OUTER_PARALLEL_MIN = 16  # fewer rows than this: the threads split each row instead
+# Reductions OpenMP can split across simd lanes (and threads). any/all too: amax's NaN
+# check is an any(isnan) in the same loop, and without its clause the loop stays scalar.
+OMP_OP = {"sum": "+", "max": "max", "min": "min", "prod": "*", "any": "||", "all": "&&"}
 
 
 @dataclass
@@ -188,6 +199,15 @@ class CppKernelCodegen(KernelCodegen):
     def __init__(self, plan: KernelPlan, index_checks: bool = False) -> None:
         super().__init__(plan, index_checks)
         self.table = OPS
+        self.rows = choose_rows(plan)  # pointwise over (yindex, xindex), or flat
+        if self.rows is not None:
+            self.bounds[YINDEX], self.bounds[XINDEX] = self.rows[0] - 1, self.rows[1] - 1
+            self.symbol_domains[YINDEX] = "x"
+
+    def pointwise_vars(self, ranges: list[int]) -> list[Any]:
+        if self.rows is None:
+            return super().pointwise_vars(ranges)
+        return _split_vars(ranges, self.rows[0], YINDEX, XINDEX, self.rows[1])
 
     def fmt_cast(self, x: Var, dtype: torch.dtype) -> str:
         return f"static_cast<{compute_type(dtype)}>({x.name})"
@@ -308,8 +328,22 @@ class CppKernelCodegen(KernelCodegen):
         return out
 
     def pointwise_body(self) -> Lines:
-        return self._x_loop(super().pointwise_body(), "#pragma omp parallel for simd"
-                            if self.plan.xnumel >= PARALLEL_MIN else None)
+        parallel = self.plan.xnumel >= PARALLEL_MIN
+        if self.rows is None:
+            return self._x_loop(super().pointwise_body(), "#pragma omp parallel for simd"
+                                if parallel else None)
+        y, x = self.rows
+        outer = parallel and y >= OUTER_PARALLEL_MIN
+        out = Lines()
+        if outer:
+            out.write("#pragma omp parallel for")
+        out.write(f"for (int64_t yindex = 0; yindex < {y}; yindex++)")
+        out.write("{")
+        with out.indent():
+            out.extend(self._x_loop(super().pointwise_body(), "#pragma omp simd" if outer
+                                    or not parallel else "#pragma omp parallel for simd", x))
+        out.write("}")
+        return out
 
     def reduction_body(self) -> Lines:
         inner = super().reduction_body()
@@ -319,11 +353,12 @@ class CppKernelCodegen(KernelCodegen):
             self.plan.xnumel * self.plan.rnumel >= PARALLEL_MIN
         return self._x_loop(inner, "#pragma omp parallel for" if parallel else None)
 
-    def _x_loop(self, body: Lines, pragma: str | None) -> Lines:
+    def _x_loop(self, body: Lines, pragma: str | None, xnumel: int | None = None) -> Lines:
         out = Lines()
         if pragma:
             out.write(pragma)
-        out.write(f"for (int64_t xindex = 0; xindex < {self.plan.xnumel}; xindex++)")
+        out.write(f"for (int64_t xindex = 0; xindex < {xnumel or self.plan.xnumel}; "
+                  "xindex++)")
         out.write("{")
         with out.indent():
             out.extend(self.prologue)
@@ -442,7 +477,7 @@ def generate_cpp(plan: KernelPlan, header: list[str], index_checks: bool = False
 CXX = os.environ.get("CXX", "g++")
 # -g: the line table that maps each kernel's assembly to its source (it changes no code).
 FLAGS = ["-O3", "-g", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17",
-         "-fno-math-errno", "-Wno-unused-variable"]
+         "-fno-math-errno", "-Wno-unused-variable", "-I", TORCH_INCLUDE_DIR]
 
 
 class CppBackend(Backend):
@@ -467,9 +502,10 @@ class CppBackend(Backend):
         return lines
 
     def build_source(self, kernels: list[GeneratedKernel]) -> str:
+        body = "\n".join(k.source for k in kernels)
+        aten = ATEN_INCLUDE if needs_aten_math(body) else ""
         # The flags are part of what is cached (a library built without -g has no lines).
-        return (PRELUDE + "\n" + "\n".join(k.source for k in kernels)
-                + f"\n// {' '.join(FLAGS)}\n")
+        return PRELUDE + aten + CPP_MATH_HELPERS + "\n" + body + f"\n// {' '.join(FLAGS)}\n"
 
     def artifact_path(self, source_path: Path) -> Path | None:
         return source_path.with_suffix(".so")

@@ -429,6 +429,8 @@ def cast_value(value: Any, dtype: torch.dtype) -> bool | int | float:
         return bool(value)
     if dtype.is_floating_point:
         return float(value)
+    if isinstance(value, int):  # exact: through a float, 2**63 - 1 would become 2**63
+        return int(value)
     v = float(value)
     return int(v) if math.isfinite(v) else 0
 

@@ -64,6 +64,10 @@ class OpTable:
                                f"{str(dtype).removeprefix('torch.')} operands")
         return rule
 
+    def without(self, ops: Sequence[str], backend: str) -> OpTable:
+        """A table (of `backend`, the name its refusals give) with no rules for `ops`."""
+        return OpTable(backend, {k: v for k, v in self.rules.items() if k not in ops})
+
     def render(self, op: str, args: Sequence[str], operand_dtypes: Sequence[torch.dtype],
                result_type: str) -> str:
         rule = self.rule(op, promoted(operand_dtypes))

@@ -6,6 +6,7 @@ kernel instead iterates over [YBLOCK, XBLOCK] tiles of a 2-D view (Y, X) of its
 iteration space, so that both accesses read whole runs of memory within a tile.
 
 `choose_tile` decides, and says why: the reason goes into the kernel's header comment.
+`choose_rows` is the C++ backend's 2-D shape: rows outside, one `omp simd` row inside.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from compiler.schedule.plan import KernelPlan
 
 YINDEX = sym("yindex")
 MAX_GRID_Y = 65535  # CUDA's limit on the second grid dimension
+ROW_MIN = 16  # C++: a pointwise kernel's rows shorter than this stay one flat loop
 
 
 @dataclass(frozen=True)
@@ -69,3 +71,20 @@ def tile_config(tile: Tile) -> dict[str, int]:
 
 def fits_grid(tile: Tile, yblock: int) -> bool:
     return -(-tile.y // yblock) <= MAX_GRID_Y
+
+
+def choose_rows(plan: KernelPlan) -> tuple[int, int] | None:
+    """(rows, row length) for a pointwise kernel whose flat loop would need a division or
+    a modulo in some index (`x + b` with b broadcast along rows, a transposed operand):
+    it loops over rows outside and along each row inside, so the inner loop is an
+    `omp simd` loop of contiguous (or broadcast) loads and no index needs `%` or `/`."""
+    if plan.kind != "pointwise":
+        return None
+    for node in plan.nodes:
+        ranges = list(node.ranges)
+        exprs = [e for idx in node.reads.values() for e in idx] + [node.write_index()]
+        sizes, _ = merge_loops(ranges, exprs, index_vars("i", len(ranges)))
+        if len(sizes) > 1:
+            x = int(sizes[-1])
+            return (plan.xnumel // x, x) if x >= ROW_MIN else None
+    return None

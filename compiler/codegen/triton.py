@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -22,8 +23,15 @@ from compiler.codegen import targets
 from compiler.codegen.backend import Backend, BuildResult, GeneratedKernel
 from compiler.codegen.common import XINDEX, Lines, Scope, Var, next_power_of_2
 from compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
+from compiler.codegen.mathops import (
+    TRITON_INTERPRET_DROPS,
+    TRITON_INTERPRET_MATH,
+    TRITON_MATH,
+    TRITON_MATH_HELPERS,
+)
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
 from compiler.codegen.tiling import YINDEX, Tile, choose_tile, fits_grid, tile_config
+from compiler.codegen.triton_cache import graph_triton_cache
 from compiler.codegen.triton_report import compiled_report
 from compiler.ir.indexing import pexpr
 from compiler.ir.ops import reduction_identity as identity
@@ -39,7 +47,7 @@ TL_DTYPE = {
 
 _FLOOR_DIV_INT = ("tl.where((({0} % {1}) != 0) & (({0} < 0) != ({1} < 0)), "
                   "{0} // {1} - 1, {0} // {1})")  # `//` truncates; torch floors
-OPS = OpTable("Triton", merged(C_LIKE, {
+OPS = OpTable("Triton", merged(merged(C_LIKE, {
     "truediv": float_only("{0} / {1}"),
     "floordiv": {"int": _FLOOR_DIV_INT, "uint": "{0} // {1}", "float": "tl.floor({0} / {1})"},
     # Integer `%` is C's remainder (the sign of the dividend): fmod's rule; mod takes the
@@ -66,7 +74,7 @@ OPS = OpTable("Triton", merged(C_LIKE, {
     "isnan": "{0} != {0}", "isinf": "tl.abs({0}) == float('inf')",
     "relu": numeric("tl.maximum({0}, 0)"),
     "where": "tl.where({0}, {1}, {2})",
-}))
+}), TRITON_MATH))
 
 # torch.round rounds half to even (libdevice.nearbyint on a GPU). From tl primitives: the
 # fraction decides, a tie goes to the even neighbour (floor + floor mod 2); inf and nan,
@@ -91,7 +99,8 @@ INTERPRET_OPS = OPS.extend({
     "round": {"float": _ROUND_HALF_EVEN, "*": "{0}"},
     "sinh": float_only("(0.5 * (tl.exp({0}) - tl.exp(-{0})))"),
     "cosh": float_only("(0.5 * (tl.exp({0}) + tl.exp(-{0})))"),
-})
+    **TRITON_INTERPRET_MATH,
+}).without(TRITON_INTERPRET_DROPS, "Triton interpreter")
 
 REDUCE = {"sum": "tl.sum({0}, 1)", "max": "tl.max({0}, 1)", "min": "tl.min({0}, 1)",
           "prod": "tl.reduce({0}, 1, _prod)", "any": "(tl.max({0}.to(tl.int8), 1) != 0)",
@@ -157,7 +166,9 @@ class TritonKernelCodegen(KernelCodegen):
     def fmt_index_value(self, expr: sympy.Expr, dtype: torch.dtype) -> str:
         text = pexpr(expr)
         if not expr.free_symbols:
-            return literal(int(expr), dtype)
+            # A typed block, not a Python int: comparisons of it must give a block of
+            # bools (the interpreter rejects a Python bool inside a load's mask).
+            return f"tl.full([1], {literal(int(expr), dtype)}, {TL_DTYPE[dtype]})"
         return f"({text}).to({TL_DTYPE[dtype]})"
 
     def pointwise_vars(self, ranges: list[int]) -> list[Any]:
@@ -229,6 +240,8 @@ class TritonKernelCodegen(KernelCodegen):
                               f"tl.broadcast_to({value.name}, [XBLOCK, RBLOCK])", src, "r")
         out_dtype = TL_DTYPE[node.buffer.dtype]
         block, lines = self.block, self.block.scope.lines
+        if rtype == "logsumexp":
+            return self._logsumexp(node, value, TL_DTYPE[src], out_dtype)
         if block.pre is None or block.post is None:  # persistent: the row is in registers
             masked = self.emit(f"tl.where(xmask & rmask, {value.name}, {ident})", src, "r")
             result = Var(self.new_var(), node.buffer.dtype, "x")
@@ -256,6 +269,35 @@ class TritonKernelCodegen(KernelCodegen):
         self.write_for(lines, node, f"{acc} = tl.where(xmask & rmask, {combined}, {acc})")
         self.write_for(block.post, node,
                        f"{result.name} = {REDUCE[rtype].format(acc)}[:, None].to({out_dtype})")
+        return result
+
+    def _logsumexp(self, node: SchedNode, value: Var, src: str, out_dtype: str) -> Var:
+        """log(sum(exp(v))) over the row in one pass: each lane keeps its running max m
+        and a sum s of exp(v - m), rescaled by exp(m_old - m_new) when the max grows; the
+        lanes are combined after the loop. A lane that has seen only -inf keeps s = 0.
+        NaN anywhere in the row makes s, and so the result, NaN (as eager's softmax)."""
+        block, lines = self.block, self.block.scope.lines
+        result = Var(self.new_var(), node.buffer.dtype, "x")
+        acc, inf = f"_{result.name}", "float('-inf')"
+        put = self.write_for
+        if block.pre is None or block.post is None:  # persistent: the row is in registers
+            put(lines, node, f"{acc}_v = tl.where(xmask & rmask, {value.name}, {inf})")
+            put(lines, node, f"{acc}_m = tl.max({acc}_v, 1)[:, None]")
+            put(lines, node, f"{acc}_s = tl.sum(tl.where({acc}_v == {inf}, 0.0, "
+                             f"tl.exp({acc}_v - {acc}_m)), 1)[:, None]")
+            put(lines, node, f"{result.name} = ({acc}_m + tl.log({acc}_s)).to({out_dtype})")
+            return result
+        put(block.pre, node, f"{acc} = tl.full([XBLOCK, RBLOCK], {inf}, {src})")
+        put(block.pre, node, f"{acc}_sum = tl.zeros([XBLOCK, RBLOCK], {src})")
+        put(lines, node, f"{acc}_v = tl.where(xmask & rmask, {value.name}, {inf})")
+        put(lines, node, f"{acc}_new = tl.maximum({acc}, {acc}_v, tl.PropagateNan.ALL)")
+        put(lines, node, f"{acc}_sum = tl.where({acc}_new == {inf}, 0.0, {acc}_sum * "
+                         f"tl.exp({acc} - {acc}_new) + tl.exp({acc}_v - {acc}_new))")
+        put(lines, node, f"{acc} = {acc}_new")
+        put(block.post, node, f"{acc}_m = tl.max({acc}, 1)[:, None]")
+        put(block.post, node, f"{acc}_s = tl.sum(tl.where({acc} == {inf}, 0.0, "
+                              f"{acc}_sum * tl.exp({acc} - {acc}_m)), 1)[:, None]")
+        put(block.post, node, f"{result.name} = ({acc}_m + tl.log({acc}_s)).to({out_dtype})")
         return result
 
     def _finish(self, rtype: str, masked: str) -> str:
@@ -327,36 +369,45 @@ def _dom(*vs: Var) -> str:
     return "r" if any(v.domain == "r" for v in vs) else "x"
 
 
+# Block rules, each chosen from a sweep on the H200 (benchmarks/sweep.py; the numbers are
+# in docs/perf.md's history). Pointwise: 16 elements per thread on large tensors (cos(sin)
+# over 2^26: 1024 x 8 warps 0.158 ms, 4096 x 8 warps 0.134, 2048 x 4 warps 0.137).
+POINTWISE_WARPS = {4096: 8, 2048: 4}  # XBLOCK -> warps; smaller blocks: 4 warps at most
+MIN_PROGRAMS = 1024  # a large pointwise block only while the grid keeps this many programs
+# Looped reductions: one row per program, 4096 elements per step, 16 warps (512 x 262144
+# softmax: 2048 x 8 warps 0.448 ms, 4096 x 16 warps 0.406; cross_entropy 8192 x 50257:
+# 8 rows x 256 x 8 warps 0.592, 1 x 4096 x 16 warps 0.489).
+LOOPED_RBLOCK, LOOPED_WARPS = 4096, 16
+
+
 def block_config(plan: KernelPlan, persistent_limit: int) -> dict[str, Any]:
-    """Block sizes and warps: simple rules that keep ~1-4K elements per program."""
+    """Block sizes and warps of pointwise kernels and row reductions."""
     if plan.kind == "pointwise":
-        xblock = min(1024, next_power_of_2(plan.xnumel))
-        return {"persistent": True, "XBLOCK": xblock, "RBLOCK": 1,
-                "num_warps": max(1, min(8, xblock // 128)),
+        xblock = min(4096, next_power_of_2(plan.xnumel))
+        while xblock > 1024 and plan.xnumel // xblock < MIN_PROGRAMS:
+            xblock //= 2
+        warps = POINTWISE_WARPS.get(xblock, max(1, min(4, xblock // 256)))
+        return {"persistent": True, "XBLOCK": xblock, "RBLOCK": 1, "num_warps": warps,
                 "grid": (-(-plan.xnumel // xblock),)}
     rnumel = plan.rnumel
     if rnumel <= persistent_limit:
         rblock = next_power_of_2(rnumel)
         xblock = max(1, min(next_power_of_2(plan.xnumel), max(1, 2048 // rblock)))
-        persistent = True
-    else:
-        # Enough programs to fill the GPU several times over (132 SMs on an H200): few,
-        # wide rows (softmax over 512 x 262144) get one row per program, not eight.
-        xblock = min(8, next_power_of_2(plan.xnumel))
-        while xblock > 1 and plan.xnumel // xblock < 1024:
-            xblock //= 2
-        rblock = max(128, 2048 // xblock)
-        persistent = False
-    warps = max(1, min(8, (xblock * rblock) // 256))
-    return {"persistent": persistent, "XBLOCK": xblock, "RBLOCK": rblock, "num_warps": warps,
-            "grid": (-(-plan.xnumel // xblock),)}
+        warps = max(1, min(8, (xblock * rblock) // 256))
+        return {"persistent": True, "XBLOCK": xblock, "RBLOCK": rblock, "num_warps": warps,
+                "grid": (-(-plan.xnumel // xblock),)}
+    rblock = min(LOOPED_RBLOCK, next_power_of_2(rnumel))
+    warps = max(1, min(LOOPED_WARPS, rblock // 256))
+    return {"persistent": False, "XBLOCK": 1, "RBLOCK": rblock, "num_warps": warps,
+            "grid": (plan.xnumel,)}
 
 
 def column_config(plan: KernelPlan) -> dict[str, Any]:
-    """Looped column reductions: 32 outputs (one 128-byte line of fp32) by 128 rows per
-    step, fewer outputs per program when that would leave the GPU's SMs idle."""
-    xblock = 32
-    while xblock > 8 and plan.xnumel // xblock < 132:
+    """Looped column reductions (x.sum(0)): 16 outputs by 256 rows per step, 8 warps
+    (16384 x 8192 on the H200: 32 x 128 0.176 ms, 16 x 256 0.142, 8 x 512 0.192, 64 x 64
+    0.267), fewer outputs per program when that would leave the GPU's SMs idle."""
+    xblock = 16
+    while xblock > 4 and plan.xnumel // xblock < 132:
         xblock //= 2
     rblock = 4096 // xblock
     return {"persistent": False, "XBLOCK": xblock, "RBLOCK": rblock, "num_warps": 8,
@@ -424,7 +475,7 @@ def _ipow(base, exp):
     unit = tl.where((e & 1) != 0, b, b * b)  # (-1) ** e, where b is -1
     small = tl.where(b == 1, b, tl.where(b == -1, unit, b * 0))
     return tl.where(e < 0, small, result)
-"""
+""" + TRITON_MATH_HELPERS
 
 
 class InterpreterUnavailable(RuntimeError):
@@ -461,6 +512,8 @@ class TritonBackend(Backend):
     target = targets.by_name("triton")
     # Split reductions pay off on a GPU's many multiprocessors.
     split_reductions = True
+    writes_over_inputs = True  # Triton pointers may alias: an input's update in place
+    online_softmax = True  # the "logsumexp" reduction (reduce() below)
 
     def op_table(self) -> OpTable:
         return INTERPRET_OPS if self.emulated else OPS
@@ -494,6 +547,11 @@ class TritonBackend(Backend):
             if self.options.debug_index_asserts:
                 _interpreter_asserts()
         return BuildResult(None, True, 0.0)
+
+    def first_launch(self, wrapper: Path, inputs: list[dict[str, Any]] | None
+                     ) -> AbstractContextManager[object]:
+        # The interpreter has no cache; on a GPU Triton's is shared per wrapper.
+        return nullcontext() if self.emulated else graph_triton_cache(wrapper, inputs)
 
     def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
         if self.emulated:

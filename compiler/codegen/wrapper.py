@@ -49,8 +49,13 @@ def generate_wrapper(inputs: Sequence[str], outputs: Sequence[Any], sched: Sched
     out = Lines()
     out.write(f"# Kernelscope wrapper ({backend.name}): {len(sched.steps)} steps")
     out.write("import torch")
+<<<<<<< HEAD
     out.write("from compiler.runtime.support import cpp_kernel, device, empty_strided, ptr, "
               "reinterpret, with_strides")
+=======
+    out.write("from compiler.runtime.support import conform, cpp_kernel, device, "
+              "empty_strided, ptr, reinterpret")
+>>>>>>> main
     for line in backend.wrapper_prelude(kernels, artifact):
         out.write(line)
     launches = {k.name: k.launch for k in kernels}
@@ -80,6 +85,9 @@ def _write_allocations(out: Lines, sched: Schedule, memory: MemoryPlan, writes: 
                        step: str) -> None:
     for name in writes:
         plan = memory.plan_of(name)
+        if plan is not None and plan.allocated_by == "input":
+            out.write(f"{name} = {plan.storage}  # written in place (a mutated input)")
+            continue
         if plan is None or plan.allocated_by != "wrapper":
             continue
         lay = sched.buffers[name].layout
@@ -89,6 +97,21 @@ def _write_allocations(out: Lines, sched: Schedule, memory: MemoryPlan, writes: 
         else:
             out.write(f"{name} = empty_strided({tuple(lay.size)}, {tuple(lay.stride)}, "
                       f"device={lay.device!r}, dtype={lay.dtype})")
+
+
+# ATen ops whose real output strides can differ from their meta function's (the planned
+# layout): the wrapper passes their outputs through `conform` (runtime/support.py).
+aten = torch.ops.aten
+LAYOUT_AT_RUNTIME = frozenset({
+    aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_efficient_attention,
+    aten._scaled_dot_product_cudnn_attention})
+
+
+def _conformed(ext: ExternKernel, text: str, buf: Any) -> str:
+    if getattr(ext.op, "overloadpacket", ext.op) not in LAYOUT_AT_RUNTIME or \
+            not isinstance(buf.layout.size, tuple) or len(buf.layout.size) < 2:
+        return text
+    return f"conform({text}, {tuple(buf.layout.size)}, {tuple(buf.layout.stride)})"
 
 
 def _write_extern(out: Lines, sched: Schedule, step: Any) -> None:
@@ -106,7 +129,11 @@ def _write_extern(out: Lines, sched: Schedule, step: Any) -> None:
     for child in ext.outputs:
         buf = sched.buffers[child]
         assert isinstance(buf, ExternOutput)
+<<<<<<< HEAD
         out.write(f"{child} = with_strides({ext.name}[{buf.item}], {tuple(buf.layout.stride)})")
+=======
+        out.write(f"{child} = {_conformed(ext, f'{ext.name}[{buf.item}]', buf)}")
+>>>>>>> main
 
 
 def _output(o: Any) -> str:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TypeAlias
 
 import sympy
+import sympy.tensor.tensor  # noqa: F401  (sympy's Add imports it on first use: ~90 ms)
 from sympy.printing.str import StrPrinter
 
 Expr: TypeAlias = sympy.Expr
@@ -24,6 +25,23 @@ Expr: TypeAlias = sympy.Expr
 @functools.cache
 def sym(name: str) -> sympy.Symbol:
     return sympy.Symbol(name, integer=True, nonnegative=True)
+
+
+def expand(expr: Expr) -> Expr:
+    """sympy.expand, skipped when there is nothing to expand (no power, no product over a
+    sum): index expressions mostly arrive expanded, and a cold `expand` walks every hint."""
+    expr = sympy.sympify(expr)
+    return sympy.expand(expr) if _expandable(expr) else expr
+
+
+def _expandable(expr: Expr) -> bool:
+    if expr.is_Atom:
+        return False
+    if expr.is_Pow:
+        return True
+    if expr.is_Mul and any(a.is_Add for a in expr.args):
+        return True
+    return any(_expandable(a) for a in expr.args)
 
 
 def index_vars(prefix: str, n: int) -> list[sympy.Symbol]:
@@ -141,7 +159,7 @@ def linear_stride(expr: Expr, var: sympy.Symbol) -> Expr | None:
     """Coefficient of `var` if `expr` is linear in it, else None."""
     if var not in expr.free_symbols:
         return sympy.Integer(0)
-    expanded = sympy.expand(expr)
+    expanded = expand(expr)
     coeff = expanded.coeff(var)
     if var in coeff.free_symbols or var in (expanded - coeff * var).free_symbols:
         return None
@@ -181,9 +199,8 @@ def dense_strides_like(size: Sequence[int], stride: Sequence[int]) -> list[int]:
 
 
 def strided_index(index: Sequence[Expr], stride: Sequence[int], offset: int = 0) -> Expr:
-    return sympy.Integer(offset) + sum(
-        (i * s for i, s in zip(index, stride) if s != 0), sympy.Integer(0)
-    )
+    # One Add of all terms: adding them one at a time re-flattens the sum at every step.
+    return sympy.Add(sympy.Integer(offset), *(i * s for i, s in zip(index, stride) if s != 0))
 
 
 def merge_loops(
@@ -206,10 +223,10 @@ def merge_loops(
                 merged = True
                 break
     new_sizes = [_prod(sizes[k] for k in grp) for grp in groups]
-    dropped = {var_names[k]: 0 for k in range(len(sizes)) if sizes[k] == 1}
+    dropped = {var_names[k]: sympy.Integer(0) for k in range(len(sizes)) if sizes[k] == 1}
 
     def rewrite(expr: Expr, new_vars: Sequence[Expr]) -> Expr:
-        expr = sympy.sympify(expr).subs(dropped)
+        expr = sympy.sympify(expr).xreplace(dropped)
         subs: dict[sympy.Symbol, Expr] = {}
         linear_part: Expr = sympy.Integer(0)
         for grp, v in zip(groups, new_vars):
@@ -221,7 +238,7 @@ def merge_loops(
             linear_part += stride * v
             for k in grp:
                 subs[var_names[k]] = sympy.Integer(0)
-        return sympy.expand(expr.subs(subs, simultaneous=True) + linear_part)
+        return expand(expr.xreplace(subs) + linear_part)
 
     return new_sizes, rewrite
 
@@ -252,6 +269,11 @@ def _prod(values: Iterable[int]) -> int:
 
 def decompose(flat: Expr, sizes: Sequence[int]) -> list[Expr]:
     """Row-major coordinates of flat position `flat` in a loop nest of `sizes`."""
+    return list(_decompose(sympy.sympify(flat), tuple(int(s) for s in sizes)))
+
+
+@functools.lru_cache(maxsize=1 << 14)  # views and codegen decompose the same positions
+def _decompose(flat: Expr, sizes: tuple[int, ...]) -> tuple[Expr, ...]:
     out: list[Expr] = []
     inner = _prod(sizes)
     for k, s in enumerate(sizes):
@@ -260,11 +282,11 @@ def decompose(flat: Expr, sizes: Sequence[int]) -> list[Expr]:
             out.append(FloorDiv(flat, inner))
         else:
             out.append(ModularIndexing(flat, inner, s))
-    return out
+    return tuple(out)
 
 
 def simplify(expr: Expr) -> Expr:
-    return sympy.expand(expr)
+    return expand(expr)
 
 
 class IndexPrinter(StrPrinter):
@@ -358,7 +380,7 @@ def join_dimensions(expr: Expr) -> Expr:
     Splitting a flat index into coordinates and multiplying by contiguous strides gives
     these sums; folding them makes contiguous accesses print as plain `xindex`.
     """
-    expr = sympy.expand(expr)
+    expr = expand(expr)
     changed = True
     while changed and isinstance(expr, sympy.Add):
         changed = False
@@ -375,7 +397,7 @@ def join_dimensions(expr: Expr) -> Expr:
                     joined = c1 * _from_mod(m1[0], m1[1], m2[2] * m1[2]
                                             if m2[2] is not sympy.oo else sympy.oo)
                     rest = [c * a for k, (c, a) in enumerate(terms) if k not in (i, j)]
-                    expr = sympy.expand(sympy.Add(joined, *rest))
+                    expr = expand(sympy.Add(joined, *rest))
                     changed = True
                     break
             if changed:
@@ -405,7 +427,7 @@ def _simplify(expr: Expr, bounds: dict[sympy.Symbol, int] | None) -> Expr:
         return join_dimensions(_bounded(type(expr)(*args), bounds))
     if expr.args and not expr.is_Atom:
         expr = expr.func(*[simplify_index(a, bounds) for a in expr.args])
-    return join_dimensions(sympy.expand(expr))
+    return join_dimensions(expand(expr))
 
 
 def _bounded(expr: Expr, bounds: dict[sympy.Symbol, int] | None) -> Expr:
@@ -419,7 +441,7 @@ def _bounded(expr: Expr, bounds: dict[sympy.Symbol, int] | None) -> Expr:
         whole, rest = _split_multiples(base, int(div))
         top = _max_value(rest, bounds)
         if top is not None and top < int(div):
-            return sympy.expand(whole / div)
+            return expand(whole / div)
         return expr
     mod = expr.args[2]
     if not mod.is_Integer:

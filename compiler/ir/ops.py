@@ -32,6 +32,24 @@ BINARY_OPS = (
     "add sub mul truediv floordiv mod fmod pow maximum minimum eq ne lt le gt ge "
     "logical_and logical_or logical_xor bitwise_and bitwise_or bitwise_xor atan2"
 ).split()
+# Math functions (compiler/lowering/mathfns.py); a backend without a rule for one at the
+# compute dtype leaves the node to ATen (`Backend.refuses`), named in the event.
+MATH_UNARY = (
+    "log10 erfc erfinv lgamma digamma i0 i0e i1 i1e erfcx ndtri log_ndtr signbit asinh "
+    "acosh atanh bessel_j0 bessel_j1 bessel_y0 bessel_y1 modified_bessel_i0 "
+    "modified_bessel_i1 modified_bessel_k0 modified_bessel_k1 scaled_modified_bessel_k0 "
+    "scaled_modified_bessel_k1 spherical_bessel_j0 airy_ai frexp_mantissa frexp_exponent"
+).split()
+POLYNOMIALS = tuple(f"{p}_polynomial_{k}" for p, k in (
+    ("chebyshev", "t"), ("chebyshev", "u"), ("chebyshev", "v"), ("chebyshev", "w"),
+    ("shifted_chebyshev", "t"), ("shifted_chebyshev", "u"), ("shifted_chebyshev", "v"),
+    ("shifted_chebyshev", "w"), ("hermite", "h"), ("hermite", "he"), ("laguerre", "l"),
+    ("legendre", "p")))
+# polygamma(n, x): n is an integer constant operand
+MATH_BINARY = ("hypot fmin fmax copysign nextafter igamma igammac zeta polygamma".split()
+               + list(POLYNOMIALS))
+UNARY_OPS += MATH_UNARY
+BINARY_OPS += MATH_BINARY
 COMPARISONS = frozenset("eq ne lt le gt ge logical_and logical_or logical_xor".split())
 REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "all")
 PRIMITIVES = ("load", "constant", "index_expr", "to_dtype", "where", "masked",
@@ -158,8 +176,12 @@ def promote_types(a: torch.dtype, b: torch.dtype) -> torch.dtype:
 
 def result_dtype(name: str, *dtypes: torch.dtype) -> torch.dtype:
     """dtype of an op's result, given its operands' dtypes."""
-    if name in COMPARISONS or name in ("isnan", "isinf", "logical_not"):
+    if name in COMPARISONS or name in ("isnan", "isinf", "logical_not", "signbit"):
         return torch.bool
+    if name == "frexp_exponent":
+        return torch.int32
+    if name == "polygamma":  # (n, x): the dtype of x
+        return dtypes[1]
     out = dtypes[0]
     for d in dtypes[1:]:
         out = promote_types(out, d)
@@ -172,7 +194,7 @@ def reduction_identity(rtype: str, dtype: torch.dtype) -> Any:
         return False if dtype == torch.bool else 0
     if rtype in ("prod", "all"):
         return True if dtype == torch.bool else 1
-    if rtype in ("max", "argmax"):
+    if rtype in ("max", "argmax", "logsumexp"):
         return float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
     if rtype in ("min", "argmin"):
         return float("inf") if dtype.is_floating_point else torch.iinfo(dtype).max

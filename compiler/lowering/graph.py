@@ -64,6 +64,9 @@ class LoweredGraph:
     device: str
     lines: dict[str, int | None] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # Graph constants (get_attr tensors), in the order they follow the placeholders among
+    # `inputs`: the compiled graph passes them to the wrapper after the caller's arguments.
+    constants: list[torch.Tensor] = field(default_factory=list)
 
     def buffer(self, name: str) -> Buffer:
         for b in self.inputs + self.buffers:
@@ -79,6 +82,11 @@ def device_of(t: Any) -> str:
     return "cuda" if t.device.type == "cuda" else t.device.type
 
 
+# The lowering table is filled when the compiler is imported (a worker does that before
+# its first job), not inside the first graph's lowering stage.
+load_all()
+
+
 class GraphLowering:
     def __init__(
         self,
@@ -88,12 +96,16 @@ class GraphLowering:
         split_reductions: bool = True,
         fallback: bool = True,
         refuses: Refuses | None = None,
+        online_softmax: int | None = None,
     ) -> None:
         load_all()
         self.gm = gm
         self.example_inputs = list(example_inputs)
         self.lines = lines or {}
         self.split_reductions = split_reductions
+        # Rows longer than this take softmax through a one-pass logsumexp reduction
+        # (log_softmax: every row); None: the backend has no such reduction.
+        self.online_softmax = online_softmax
         self.allow_fallback = fallback
         self.refuses = refuses
         self._dtypes: dict[str, torch.dtype] = {}  # buffer name -> dtype, for `refuses`
@@ -101,6 +113,7 @@ class GraphLowering:
         self.notes: list[str] = []
         self.buffers: list[Buffer] = []
         self.inputs: list[InputBuffer] = []
+        self.constants: list[tuple[InputBuffer, torch.Tensor]] = []
         self.fallbacks: list[Fallback] = []
         self.env: dict[torch.fx.Node, Any] = {}
         self.current: torch.fx.Node | None = None
@@ -123,8 +136,9 @@ class GraphLowering:
             elif node.op == "get_attr":
                 self.env[node] = self._constant(node)
         self.current = None
-        return LoweredGraph(self.inputs, self.buffers, outputs, self.fallbacks, self.device,
-                            self.lines, self.notes)
+        return LoweredGraph(self.inputs + [b for b, _ in self.constants], self.buffers, outputs,
+                            self.fallbacks, self.device, self.lines, self.notes,
+                            [t for _, t in self.constants])
 
     def _input(self, node: torch.fx.Node, example: Any) -> Any:
         if not isinstance(example, torch.Tensor):
@@ -142,7 +156,24 @@ class GraphLowering:
         return Stored(buf, layout)
 
     def _constant(self, node: torch.fx.Node) -> Any:
-        raise Unsupported(f"graph constant {node.target!r} (get_attr) is not supported")
+        """A tensor the graph holds (`_tensor_constant0`): one more input of the wrapper,
+        passed by the compiled graph itself after the caller's arguments."""
+        value: Any = self.gm
+        for part in str(node.target).split("."):
+            value = getattr(value, part)
+        if not isinstance(value, torch.Tensor):
+            raise Unsupported(f"graph constant {node.target!r} (get_attr) is not a tensor")
+        if self.inputs and device_of(value) != self.device:
+            raise Unsupported(f"graph constant {node.target!r} is on {value.device}, the "
+                              f"graph on {self.device}")
+        layout = Layout(device_of(value), value.dtype, tuple(value.shape),
+                        tuple(value.stride()), 0)
+        buf = InputBuffer(node.name, layout)
+        self.constants.append((buf, value))
+        self.input_offsets[node.name] = int(value.storage_offset())
+        self.notes.append(f"{node.name}: graph constant {node.target} "
+                          f"({list(value.shape)}, {value.dtype}) passed to the wrapper as an input")
+        return Stored(buf, layout)
 
     def _call(self, node: torch.fx.Node) -> Any:
         args: tuple[Any, ...] = torch.fx.map_arg(node.args, lambda n: self.env[n])
@@ -153,10 +184,7 @@ class GraphLowering:
         if isinstance(meta, torch.Tensor) and meta.numel() == 0 and _static(meta):
             # Nothing to compute: any kernel over zero elements is a no-op (and index math
             # over a zero-size dim divides by zero), so the value is just an allocation.
-            return self.extern(aten.empty_strided.default,
-                               (list(meta.shape), list(meta.stride())),
-                               {"dtype": meta.dtype, "device": meta.device}, fallback=False,
-                               reason="zero-size result: allocated, nothing to compute")
+            return self.allocate("zero-size result: allocated, nothing to compute")
         if _is_complex(meta) or any(_is_complex(a) for a in _tensor_args(args, kwargs)):
             return self.extern(node.target, args, kwargs, fallback=True,
                                reason="complex dtype: computed by ATen")
@@ -186,7 +214,8 @@ class GraphLowering:
         value and the buffers it added), or None."""
         if self.refuses is None:
             return None
-        bodies: list[Pointwise | Reduction] = [result.node] if isinstance(result, Lazy) else []
+        values = result if isinstance(result, tuple) else (result,)  # frexp: two values
+        bodies: list[Pointwise | Reduction] = [v.node for v in values if isinstance(v, Lazy)]
         bodies += [b.data for b in self.buffers[first_new:]
                    if isinstance(b, ComputedBuffer) and b.data is not None]
         for body in bodies:
@@ -198,7 +227,8 @@ class GraphLowering:
 
     def _dtype_of(self, name: str) -> torch.dtype:
         if name not in self._dtypes:
-            self._dtypes = {b.name: b.dtype for b in self.inputs + self.buffers}
+            known = self.inputs + [b for b, _ in self.constants] + self.buffers
+            self._dtypes = {b.name: b.dtype for b in known}
         return self._dtypes[name]
 
     def _maybe_realize(self, node: torch.fx.Node, value: Lazy) -> TensorValue:
@@ -298,6 +328,14 @@ class GraphLowering:
                          tuple(int(r) for r in ranges),
                          tuple(int(r) for r in reduction_ranges),
                          reduction_type, src_dtype, origins)
+
+    def allocate(self, reason: str) -> Any:
+        """The node's result as a bare allocation in its meta's shape, stride and dtype
+        (zero-size results; `empty`, whose values are unspecified)."""
+        meta = self.out_meta()
+        return self.extern(aten.empty_strided.default, (list(meta.shape), list(meta.stride())),
+                           {"dtype": meta.dtype, "device": meta.device}, fallback=False,
+                           reason=reason)
 
     def extern(self, op: Any, args: Any, kwargs: dict[str, Any], fallback: bool,
                reason: str = "") -> Any:

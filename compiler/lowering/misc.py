@@ -60,6 +60,13 @@ def scalar_tensor(g: Any, s: Any, **kwargs: Any) -> Any:
     return _filled(g, s)
 
 
+@register_lowering(aten.empty.memory_format, aten.empty_strided, aten.empty_permuted,
+                   aten.empty_like, aten.new_empty, aten.new_empty_strided)
+def empty(g: Any, *args: Any, **kwargs: Any) -> Any:
+    """Uninitialized memory: an allocation of the node's layout, no kernel."""
+    return g.allocate("empty: allocated, values unspecified (nothing to compute)")
+
+
 @register_lowering(prims.iota)
 def iota(g: Any, length: Any, *, start: Any = 0, step: Any = 1, **kwargs: Any) -> Any:
     return _range(g, start, step)
@@ -190,3 +197,35 @@ def addmm(g: Any, bias: Any, a: Any, b: Any, beta: Any = 1, alpha: Any = 1) -> A
 
     return g.lazy(inner, size, dtype, [bias, product])
 
+
+
+@register_lowering(aten._trilinear)
+def trilinear(g: Any, i1: Any, i2: Any, i3: Any, expand1: Sequence[int],
+              expand2: Sequence[int], expand3: Sequence[int], sumdim: Sequence[int],
+              unroll_dim: int = 1) -> Any:
+    """sum over sumdim of i1 * i2 * i3, each unsqueezed at its expand dims (bilinear)."""
+    from compiler.lowering.reductions import reduce
+
+    meta = _meta(g)
+    ndim = len(i1.size) + len(expand1)
+    full = [1] * ndim
+    loaders = []
+    for t, exp in ((i1, expand1), (i2, expand2), (i3, expand3)):
+        kept = [d for d in range(ndim) if d not in exp]
+        for d, s in zip(kept, t.size):
+            full[d] = max(full[d], s)
+        loaders.append((t.loader(), kept, t.size))
+    dtype = meta.dtype
+    cd = upcast(dtype)
+
+    def product(idx: Index) -> Any:
+        acc = None
+        for load, kept, size in loaders:
+            v = load([0 if size[k] == 1 else idx[d] for k, d in enumerate(kept)])
+            v = ops.to_dtype(v, cd) if dtype != cd else v
+            acc = v if acc is None else ops.mul(acc, v)
+        return acc
+
+    lazy = g.lazy(product, full, cd, [i1, i2, i3])
+    total = reduce(g, lazy, list(sumdim), len(meta.shape) == ndim, "sum", dtype, cd)
+    return total

@@ -15,7 +15,7 @@ import torch
 
 from compiler.ir.nodes import Index, TensorValue
 from compiler.ir.ops import ops, promote_types
-from compiler.lowering.registry import aten, prims, register_lowering
+from compiler.lowering.registry import aten, prims, register_lowering, register_lowering_by_name
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 
@@ -55,12 +55,14 @@ def broadcast_loader(
 
 
 def pointwise(g: Any, fn: Callable[..., Any], *args: Any,
-              dtype: torch.dtype | None = None) -> Any:
-    """Build a Lazy value computing fn(*loaded args) at each output index."""
-    meta = g.out_meta()
+              dtype: torch.dtype | None = None, meta: Any = None,
+              compute: torch.dtype | None = None) -> Any:
+    """Build a Lazy value computing fn(*loaded args) at each output index (`meta`: the
+    output's fake tensor when the node has several; `compute`: the dtype args load as)."""
+    meta = meta if meta is not None else g.out_meta()
     size = tuple(meta.shape)
     out_dtype = dtype or meta.dtype
-    cdtype = compute_dtype(out_dtype, args)
+    cdtype = compute or compute_dtype(out_dtype, args)
     loaders = [broadcast_loader(a, size, cdtype) for a in args]
 
     def inner_fn(idx: Index) -> Any:
@@ -128,6 +130,14 @@ def add(g: Any, a: Any, b: Any, alpha: Any = 1) -> Any:
     if alpha != 1:
         return pointwise(g, lambda x, y, s: ops.add(x, ops.mul(y, s)), a, b, alpha)
     return pointwise(g, ops.add, a, b)
+
+
+@register_lowering_by_name("prims::fma")
+def fma(g: Any, a: Any, b: Any, c: Any) -> Any:
+    """a * b + c (addcmul/addcdiv decompose to it once Inductor is loaded, which defines
+    prims.fma). A GPU contracts the two into one fused multiply-add, as eager's kernel
+    does; the C++ compiler may or may not."""
+    return pointwise(g, lambda x, y, z: ops.add(ops.mul(x, y), z), a, b, c)
 
 
 @register_lowering(aten.sub, prims.sub)

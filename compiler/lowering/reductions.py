@@ -26,7 +26,7 @@ SPLIT_MIN_RNUMEL = 16384  # ... and at least this many elements per output
 SPLIT_CHUNK = 4096  # elements per row of the first pass: short enough to stay persistent
 SPLIT_MAX = 4096  # rows of the first pass (= elements the second pass reduces)
 COMBINE = {"sum": "sum", "prod": "prod", "max": "max", "min": "min", "any": "any",
-           "all": "all"}
+           "all": "all", "logsumexp": "logsumexp"}
 
 
 def _dims(dims: Any, ndim: int) -> list[int]:
@@ -235,6 +235,29 @@ def _arg_reduce(g: Any, x: TensorValue, dim: int | None, keepdim: bool, rtype: s
 
         return remap_(g, out, [1] * len(x.size), lambda idx: [])
     return _nan_aware(g, x, [dim], keepdim, rtype, torch.int64)
+
+
+@register_lowering(aten.max.dim)
+def max_dim(g: Any, x: TensorValue, dim: int, keepdim: bool = False) -> tuple[Any, Any]:
+    """(values, indices) as eager: a NaN wins and its first index is returned."""
+    return (_nan_aware(g, x, [dim], keepdim, "max", x.dtype),
+            _arg_reduce(g, x, dim, keepdim, "argmax"))
+
+
+@register_lowering(aten.min.dim)
+def min_dim(g: Any, x: TensorValue, dim: int, keepdim: bool = False) -> tuple[Any, Any]:
+    return (_nan_aware(g, x, [dim], keepdim, "min", x.dtype),
+            _arg_reduce(g, x, dim, keepdim, "argmin"))
+
+
+@register_lowering(aten.max.default)
+def max_all(g: Any, x: TensorValue) -> Any:
+    return _nan_aware(g, x, None, False, "max", x.dtype)
+
+
+@register_lowering(aten.min.default)
+def min_all(g: Any, x: TensorValue) -> Any:
+    return _nan_aware(g, x, None, False, "min", x.dtype)
 
 
 @register_lowering(aten.mean.dim, aten.mean.default)

@@ -12,7 +12,7 @@ from typing import Any
 
 import sympy
 
-from compiler.ir.indexing import contiguous_strides, decompose
+from compiler.ir.indexing import ModularIndexing, contiguous_strides, decompose
 from compiler.ir.nodes import Index, InputBuffer, Lazy, Stored, TensorValue
 from compiler.lowering.registry import aten, prims, register_lowering
 
@@ -222,6 +222,17 @@ def unbind(g: Any, x: TensorValue, dim: int = 0) -> tuple[TensorValue, ...]:
 
 def _select_at(dim: int, i: int) -> Callable[[Index], list[sympy.Expr]]:
     return lambda idx: list(idx[:dim]) + [sympy.Integer(i)] + list(idx[dim:])
+
+
+@register_lowering(aten.repeat)
+def repeat(g: Any, x: TensorValue, repeats: Sequence[int]) -> TensorValue:
+    """Tile x: output element i reads x at i modulo x's size, dim by dim (aligned right)."""
+    size = _meta_size(g)
+    lead = len(size) - len(x.size)
+    xs = x.size
+    return remap(g, x, size, lambda idx: [
+        sympy.Integer(0) if xs[k] == 1 else ModularIndexing(idx[lead + k], 1, xs[k])
+        if size[lead + k] != xs[k] else idx[lead + k] for k in range(len(xs))])
 
 
 @register_lowering(aten.flip)

@@ -96,10 +96,20 @@ class TorchHandler(Handler):
             return torch.rsqrt(x)
         if name == "round":
             return torch.round(x)
-        return getattr(torch, name)(x)
+        if name.startswith("frexp_"):
+            return torch.frexp(x)[name == "frexp_exponent"]
+        return _torch_fn(name)(x)
 
     def _binary(self, name: str, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        return TORCH_OPS[name](a, b)
+        if name == "polygamma":
+            return torch.polygamma(int(a), b)
+        return TORCH_OPS[name](a, b) if name in TORCH_OPS else _torch_fn(name)(a, b)
+
+
+def _torch_fn(name: str) -> Callable[..., torch.Tensor]:
+    """The torch function of an op of the protocol (math functions live in torch.special)."""
+    fn = getattr(torch, name, None)
+    return fn if fn is not None else getattr(torch.special, name)
 
 
 class _Clamped:
@@ -143,6 +153,7 @@ def _grid(sizes: Sequence[int], device: str) -> list[torch.Tensor]:
 
 REDUCE: dict[str, Callable[..., torch.Tensor]] = {
     "sum": torch.sum, "prod": torch.prod, "any": torch.any, "all": torch.all,
+    "logsumexp": torch.logsumexp,
 }
 
 
@@ -160,7 +171,7 @@ def interpret(graph: LoweredGraph, inputs: Sequence[torch.Tensor]) -> list[Any]:
     """Run a lowered graph on real inputs; returns the graph outputs."""
     storages: dict[str, torch.Tensor] = {}
     tensors: dict[str, torch.Tensor] = {}
-    for inp, t in zip(graph.inputs, inputs):
+    for inp, t in zip(graph.inputs, [*inputs, *graph.constants]):
         tensors[inp.name] = t
         storages[inp.name] = _storage_of(t)
     for buf in graph.buffers:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -34,9 +35,10 @@ class CompiledGraph:
     build_ms: float
     backend: Backend
     kernels: list[str] = field(default_factory=list)  # the module's kernel names
+    constants: tuple[Any, ...] = ()  # graph constants, the wrapper's last inputs
 
     def __call__(self, *args: Any) -> list[Any]:
-        return list(self.module.call(list(args)))
+        return list(self.module.call([*args, *self.constants]))
 
 
 def _source_path(build_source: str, backend: Backend, options: CompileOptions) -> Path:
@@ -53,7 +55,7 @@ def artifact_path(build_source: str, backend: Backend, options: CompileOptions
 
 
 def load_graph(wrapper: str, build_source: str, backend: Backend, options: CompileOptions,
-               kernels: list[str]) -> CompiledGraph:
+               kernels: list[str], constants: Sequence[Any] = ()) -> CompiledGraph:
     start = time.perf_counter()
     root = cache_root(options.cache_dir)
     src = None
@@ -67,7 +69,7 @@ def load_graph(wrapper: str, build_source: str, backend: Backend, options: Compi
     module = _import(path, f"kernelscope_graph_{key}")
     launch.install(module, kernels, backend.device)
     return CompiledGraph(module, path, hit, (time.perf_counter() - start) * 1000, result.ms,
-                         backend, kernels)
+                         backend, kernels, tuple(constants))
 
 
 def _import(path: Path, name: str) -> ModuleType:
@@ -94,6 +96,35 @@ def zeros_like_spec(t: Any) -> Any:
                             device=t.device).zero_()
 
 
+def input_specs(args: list[Any]) -> list[dict[str, Any]] | None:
+    """Plain data that `from_specs` makes the same zero-filled arguments from (None when
+    an argument is neither a tensor nor a number)."""
+    specs: list[dict[str, Any]] = []
+    for a in args:
+        if isinstance(a, torch.Tensor):
+            specs.append({"shape": list(a.shape), "stride": list(a.stride()),
+                          "dtype": str(a.dtype).removeprefix("torch."), "device": a.device.type})
+        elif isinstance(a, bool | int | float):
+            specs.append({"value": a})
+        else:
+            return None
+    return specs
+
+
+def from_specs(specs: list[dict[str, Any]]) -> list[Any]:
+    out: list[Any] = []
+    for s in specs:
+        if "value" in s:
+            out.append(s["value"])
+            continue
+        dtype = getattr(torch, str(s["dtype"]))
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"not a dtype: {s['dtype']!r}")
+        out.append(torch.empty_strided(tuple(s["shape"]), tuple(s["stride"]), dtype=dtype,
+                                       device=s["device"]).zero_())
+    return out
+
+
 def real_inputs(example_inputs: list[Any]) -> list[Any]:
     """Zero-filled tensors shaped like the (possibly fake) example inputs."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
@@ -106,7 +137,8 @@ def warmup(compiled: CompiledGraph, example_inputs: list[Any]) -> list[dict[str,
     """Run once on zeros, timing each kernel's first launch (Triton JIT-compiles here),
     then ask the backend what its build knows about each kernel."""
     args = real_inputs(example_inputs)
-    with instrument(compiled.module, compiled.kernels) as timings:
+    with compiled.backend.first_launch(compiled.path, input_specs(args)), \
+            instrument(compiled.module, compiled.kernels) as timings:
         compiled(*args)
     out = []
     for t in timings.values():

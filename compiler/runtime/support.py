@@ -18,6 +18,7 @@ def reinterpret(t: torch.Tensor, size: Sequence[int], stride: Sequence[int],
     return t.as_strided(size, stride, t.storage_offset() + offset)
 
 
+<<<<<<< HEAD
 def with_strides(t: Any, stride: Sequence[int]) -> Any:
     """`t` itself if it has `stride` (dims of size 1 aside), else a copy laid out so.
 
@@ -33,6 +34,27 @@ def with_strides(t: Any, stride: Sequence[int]) -> Any:
 
 def ptr(t: torch.Tensor) -> ctypes.c_void_p:
     return ctypes.c_void_p(t.data_ptr())
+=======
+def conform(t: torch.Tensor, size: Sequence[int], stride: Sequence[int]) -> torch.Tensor:
+    """An extern's output in the layout the compiler planned for it (the FX meta's).
+
+    Some ATen kernels return other strides than their meta functions give: CUDA flash
+    attention's output is [b, s, h, d] in memory, transposed to [b, h, s, d], where the
+    meta says contiguous [b, h, s, d] whenever the query is a strided view. Our kernels
+    index the buffer by the planned strides, so a mismatch is copied into them. What is
+    not a tensor (an undefined logsumexp that was not asked for comes back as None) or is
+    empty is returned as it is."""
+    if not isinstance(t, torch.Tensor) or t.numel() == 0 or \
+            all(a == b for a, b, n in zip(t.stride(), stride, t.shape) if n > 1):
+        return t
+    out = torch.empty_strided(tuple(size), tuple(stride), dtype=t.dtype, device=t.device)
+    return out.copy_(t)
+
+
+def ptr(t: torch.Tensor) -> int:
+    """A tensor's address for a C++ kernel (whose argtypes make it a `void*`)."""
+    return t.data_ptr()
+>>>>>>> main
 
 
 def cpp_kernel(lib: Any, name: str, nargs: int) -> Any:

@@ -27,11 +27,19 @@ MAX_DECISIONS = 5000
 
 @dataclass
 class Group:
-    nodes: list[SchedNode]
+    """Nodes fused into one kernel. A group is never changed once made (a merge makes a
+    new one), so what it reads and writes is computed once: fusion asks for them for
+    every pair of groups, after every merge."""
 
-    @property
-    def label(self) -> str:
-        return "+".join(n.name for n in self.nodes)
+    nodes: list[SchedNode]
+    _writes: frozenset[str] = field(init=False, repr=False)
+    _reads: frozenset[str] = field(init=False, repr=False)
+    label: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._writes = frozenset(w for n in self.nodes for w in n.writes)
+        self._reads = frozenset(r for n in self.nodes for r in n.reads)
+        self.label = "+".join(n.name for n in self.nodes)
 
     @property
     def order(self) -> int:
@@ -51,11 +59,11 @@ class Group:
                 return n.numel, n.rnumel
         return self.nodes[0].numel, 1
 
-    def writes(self) -> set[str]:
-        return {w for n in self.nodes for w in n.writes}
+    def writes(self) -> frozenset[str]:
+        return self._writes
 
-    def reads(self) -> set[str]:
-        return {r for n in self.nodes for r in n.reads}
+    def reads(self) -> frozenset[str]:
+        return self._reads
 
 
 @dataclass
@@ -84,12 +92,13 @@ def fuse(nodes: list[SchedNode], sizes: dict[str, int], enabled: bool = True) ->
     tried: set[tuple[str, str]] = set()
     while len(result.decisions) < MAX_DECISIONS:
         fused = False
+        consumers = _consumers(result.groups)
         for a, b, kind, score in _candidates(result.groups, sizes):
             if (a.label, b.label) in tried:
                 continue
             tried.add((a.label, b.label))
             ok, reason = (False, "fusion is turned off") if not enabled else \
-                can_fuse(a, b, kind, result.groups)
+                can_fuse(a, b, kind, consumers)
             result.decisions.append(Decision(a.label, b.label, ok, kind, reason, score))
             if ok:
                 result.groups = _merge(result.groups, a, b)
@@ -117,7 +126,9 @@ def _candidates(groups: list[Group], sizes: dict[str, int]
     return out
 
 
-def can_fuse(a: Group, b: Group, kind: str, groups: list[Group]) -> tuple[bool, str]:
+def can_fuse(a: Group, b: Group, kind: str, consumers: dict[int, list[Group]]
+             ) -> tuple[bool, str]:
+    """Whether a and b can be one kernel, and why; `consumers` is `_consumers(groups)`."""
     if a.kind == "extern" or b.kind == "extern":
         ext = a if a.kind == "extern" else b
         return False, f"{ext.label} is an extern call (runs in ATen, not in our kernel)"
@@ -127,7 +138,7 @@ def can_fuse(a: Group, b: Group, kind: str, groups: list[Group]) -> tuple[bool, 
     ok, why = _shapes_compatible(a.shape, b.shape)
     if not ok:
         return False, why
-    path = _path_through_other(a, b, groups)
+    path = _path_through_other(a, b, consumers)
     if path:
         return False, f"{b.label} depends on {a.label} through {path} (fusing makes a cycle)"
     ok, why = _reduction_reads_ok(a, b)
@@ -154,11 +165,21 @@ def _shapes_compatible(s1: tuple[int, int], s2: tuple[int, int]) -> tuple[bool, 
     return False, f"{n} elements fit neither the reduction's {x}x{r} inputs nor its {x} outputs"
 
 
-def _path_through_other(a: Group, b: Group, groups: list[Group]) -> str | None:
-    """Name a group C with a -> ... -> C -> ... -> b, if there is one."""
-    consumers: dict[int, list[Group]] = {}
+def _consumers(groups: list[Group]) -> dict[int, list[Group]]:
+    """For each group (by id), the other groups that read what it writes."""
+    readers: dict[str, list[Group]] = {}
+    for h in groups:
+        for r in h.reads():
+            readers.setdefault(r, []).append(h)
+    out: dict[int, list[Group]] = {}
     for g in groups:
-        consumers[id(g)] = [h for h in groups if h is not g and g.writes() & h.reads()]
+        found = {id(h) for w in g.writes() for h in readers.get(w, ()) if h is not g}
+        out[id(g)] = [h for h in groups if id(h) in found]  # in the groups' order
+    return out
+
+
+def _path_through_other(a: Group, b: Group, consumers: dict[int, list[Group]]) -> str | None:
+    """Name a group C with a -> ... -> C -> ... -> b, if there is one."""
     stack = [c for c in consumers[id(a)] if c is not b]
     seen: set[int] = set()
     while stack:
@@ -234,7 +255,7 @@ def _through(pointwise: dict[str, SchedNode], reductions: dict[str, SchedNode], 
             continue
         for j in idxs:
             composed = None if coords is None else \
-                j.subs(dict(zip(variables, coords)), simultaneous=True)
+                j.xreplace(dict(zip(variables, coords)))
             if src in reductions:
                 out.append((src, composed))
             elif composed is None:

@@ -8,6 +8,7 @@ without reuse. The wrapper allocates, reuses and frees exactly as this plan says
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,14 +22,14 @@ class BufferPlan:
     first: int
     last: int
     output: bool
-    allocated_by: str  # "wrapper" or "extern" (ATen allocates its own result)
+    allocated_by: str  # "wrapper", "extern" (ATen allocates its own result) or "input"
     reused_from: str | None = None
     storage: str = ""  # the buffer whose allocation this one ends up using
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "bytes": self.bytes, "first": self.first,
                 "last": self.last, "output": self.output, "reused_from": self.reused_from,
-                "allocated_by": self.allocated_by}
+                "allocated_by": self.allocated_by, "storage": self.storage}
 
 
 @dataclass
@@ -48,6 +49,7 @@ def plan_memory(
     outputs: set[str],
     removed: set[str],
     reuse: bool = True,
+    in_place: Mapping[str, str] | None = None,  # output -> the input it is written over
 ) -> MemoryPlan:
     last_use: dict[str, int] = {}
     first: dict[str, int] = {}
@@ -71,7 +73,9 @@ def plan_memory(
             extern = isinstance(buf, (ExternKernel, ExternOutput))
             plan = BufferPlan(w, buf.layout.nbytes(), i, end - 1 if w in outputs else last_use[w],
                               w in outputs, "extern" if extern else "wrapper", storage=w)
-            if reuse and not extern:
+            if in_place and w in in_place:  # inplace.py: the input's storage, not a new one
+                plan.allocated_by, plan.storage, plan.bytes = "input", in_place[w], 0
+            elif reuse and not extern:
                 match = next((p for p in pool if _same_storage(buffers[p.name], buf)), None)
                 if match is not None:
                     pool.remove(match)

@@ -34,7 +34,7 @@ class Step:
         return [w for n in self.group.nodes for w in n.writes]
 
     def reads(self) -> set[str]:
-        return self.group.reads() - set(self.writes())
+        return set(self.group.reads()) - set(self.writes())
 
 
 @dataclass

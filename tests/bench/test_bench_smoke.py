@@ -49,3 +49,15 @@ def test_a_wrong_result_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPa
                "--out", "-", "--json", str(out)])
     row = json.loads(out.read_text())["rows"][0]
     assert rc == 1 and not row["kernelscope"]["check"]["ok"]
+
+
+def test_stage_times_probe_reports_every_stage(tmp_path: Path) -> None:
+    """`--only stages`: one row per sample asked for, cold and warm ms for each stage."""
+    from benchmarks.stages import STAGES, measure_stages, stages_table
+
+    row = measure_stages("add_relu", {"device": "cpu"})
+    assert "failed" not in row, row
+    for run in ("cold", "warm"):
+        assert set(STAGES) <= set(row[run]) and row[run]["total"] > 0
+        assert row[run]["total"] == pytest.approx(sum(row[run][s] for s in STAGES), abs=0.5)
+    assert is_ok(row) and "| add_relu |" in stages_table([row])

@@ -45,6 +45,9 @@ RAISES = (
 
 
 RECORDED = ("training", "recompiles", "add_relu", "add_relu_nofusion", "h200_softmax")
+# Stored traces served only under their name: h200_server_softmax is what the real server
+# stored on the H200 host (scripts/latency.py --device cuda --backend triton --save-trace).
+STORED = (*RECORDED, "h200_server_softmax")
 SLEEPY = "import time\n\n\ndef f(x):\n    return x\n\n\ntime.sleep(60)\n"
 
 
@@ -152,7 +155,7 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
     app = Flask(__name__, static_folder=None)
     jobs: dict[str, dict[str, Any]] = {}
     traces: dict[str, dict[str, Any]] = {}
-    for name in RECORDED:
+    for name in STORED:
         stored = load_fixture(name)
         stored["id"] = name
         stored["created"] = "2026-12-01T08:00:00Z"

@@ -555,6 +555,28 @@ def test_h200_triton_lines_map_to_ptx_and_sass_lines_and_back(page: Page) -> Non
     expect(cursor).to_have_class(re.compile(r"\bhl\b"))
 
 
+def test_a_trace_the_server_made_on_the_h200_shows_tritons_stages_and_registers(
+    page: Page,
+) -> None:
+    """h200_server_softmax: the real server on the H200 host (sandboxed, two halves) stored
+    it; its kernel has registers, warps, and Triton's stages with SASS and line maps."""
+    open_explorer(page, "/t/h200_server_softmax")
+    wait_done(page)
+    assert page.evaluate("window.kernelscope.state.trace.done.isolated") is True
+    compiled = fixture_stage("h200_server_softmax", "compile")["graphs"][0]["kernels"][0]
+    section = page.locator(f"section.kernel[data-kernel={compiled['name']}]")
+    expect(section.locator(".perf")).to_contain_text(f"{compiled['registers']} regs")
+    bar = section.locator(".stage-bar")
+    expect(bar.locator("button")).to_have_text(
+        ["source", "TTIR", "TTGIR", "LLVM IR", "PTX", "SASS"])
+    page.click(".code-col .maxbtn")
+    bar.locator("button[data-stage=sass]").click()
+    section.locator(".stage-src .cl.pv", has_text="tl.store(").click()
+    expect(section.locator(".stage-code .cl.hl", has_text="STG").first).to_be_attached()
+    page.mouse.move(0, 0)
+    screenshot(page, "h200-server")
+
+
 def test_the_graph_break_label_is_whole_and_listed_with_its_reason(page: Page) -> None:
     open_explorer(page)
     code = (

@@ -33,6 +33,14 @@ def _nan_rows() -> tuple[torch.Tensor]:
     return (torch.tensor([[1.0, NAN, 3.0, NAN], [1.0, 5.0, 3.0, 5.0], [-1.0, -2.0, NAN, 0.0]]),)
 
 
+def _special(rows: int, n: int) -> torch.Tensor:
+    x = torch.randn(rows, n) * 3
+    x[1, 7], x[4, n // 2] = NAN, float("inf")
+    x[2, :], x[3, 1:] = float("-inf"), float("-inf")
+    x[5, :-1] = float("-inf")
+    return x
+
+
 CASES: dict[str, Case] = {
     # zero-size tensors, zero-size dims, dim=() and 0-d inputs
     "unary_empty": (torch.exp, lambda: (torch.randn(0, 3),)),
@@ -115,6 +123,14 @@ CASES: dict[str, Case] = {
     # attention keeps its query's dim order): the kernels after them read the meta's strides
     "conv_channels_last_input": (lambda x, w: F.conv2d(x * 2, w) + 1, _channels_last),
     "conv_channels_last_shared": (_conv_of_shared, _channels_last),
+    # softmax over long rows: one-pass logsumexp on Triton (lowering/softmax.py), with
+    # NaN, all -inf, one finite value and +inf rows; split (few rows) and unsplit
+    "softmax_long_rows_special": (lambda x: torch.softmax(x, -1), lambda: (_special(80, 5000),)),
+    "log_softmax_long_rows_special": (lambda x: torch.log_softmax(x, -1),
+                                      lambda: (_special(80, 5000),)),
+    "softmax_split_rows_special": (lambda x: torch.softmax(x, -1), lambda: (_special(6, 20000),)),
+    "cross_entropy_long_rows": (torch.nn.functional.cross_entropy,
+                                lambda: (torch.randn(70, 5000) * 4, torch.randint(0, 5000, (70,)))),
 }
 NO_INTERPRETER: set[str] = set()
 TOL = {torch.float16: 1e-3, torch.bfloat16: 1.6e-2, torch.float64: 1e-7}

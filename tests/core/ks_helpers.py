@@ -118,3 +118,23 @@ def check_compiled(fn: Callable[..., Any], args: tuple[Any, ...], **options: Any
         got = compiled(fn, **options)(*copies)
     assert_same(got, eager, ref)
     assert_same(copies, expected_inputs)
+
+
+def run_case_script(script: Path, backend_name: str, env_extra: dict[str, str]) -> dict[str, str]:
+    """Run a cases script (`python SCRIPT BACKEND` prints `name result` per case) in a
+    subprocess, e.g. under the Triton interpreter, where an out-of-bounds access crashes
+    the process instead of failing one case. Returns name -> result."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, **env_extra,
+           "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, str(script), backend_name], capture_output=True,
+                          text=True, env=env, timeout=900)
+    results = {}
+    for line in proc.stdout.splitlines():
+        name, _, result = line.partition(" ")
+        results[name] = result
+    assert results, proc.stderr[-3000:]
+    return results

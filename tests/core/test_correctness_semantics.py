@@ -6,13 +6,11 @@ a subprocess (TRITON_INTERPRET must be set before Triton is imported).
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from correctness_cases import CASES, NO_INTERPRETER, check
+from ks_helpers import run_case_script
 
 HERE = Path(__file__).resolve().parent
 
@@ -24,16 +22,7 @@ def test_cpp_matches_eager(name: str) -> None:
 
 @pytest.fixture(scope="module")
 def interpreter_results() -> dict[str, str]:
-    env = {**os.environ, "TRITON_INTERPRET": "1",
-           "PYTHONPATH": os.pathsep.join([str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, str(HERE / "correctness_cases.py"), "triton"],
-                          capture_output=True, text=True, env=env, timeout=900)
-    results = {}
-    for line in proc.stdout.splitlines():
-        name, _, result = line.partition(" ")
-        results[name] = result
-    assert results, proc.stderr[-3000:]
-    return results
+    return run_case_script(HERE / "correctness_cases.py", "triton", {"TRITON_INTERPRET": "1"})
 
 
 @pytest.mark.parametrize("name", sorted(set(CASES) - NO_INTERPRETER))

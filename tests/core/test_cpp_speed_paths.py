@@ -69,3 +69,42 @@ def test_vector_math_is_declared_for_glibc() -> None:
     from compiler.codegen.cpp import PRELUDE
 
     assert 'simd("notinbranch")' in PRELUDE and "KS_SIMD1(tanhf)" in PRELUDE
+
+
+def _cpp_source(fn, *args):  # type: ignore[no-untyped-def]
+    from test_golden import generated  # kernels and wrapper, as the golden files hold them
+
+    return generated(fn, args, "cpp")
+
+
+@pytest.mark.parametrize("shape", [(64, 1024), (3, 5, 40), (7, 17)])
+def test_broadcast_pointwise_loops_over_rows(shape: tuple[int, ...]) -> None:
+    """`x + b` with b broadcast along rows: rows outside, an `omp simd` loop along each row
+    inside, and no `%` in any index (a flat loop needs `xindex % n` for b, which g++
+    does not vectorize)."""
+    torch.manual_seed(4)
+    x, b = torch.randn(*shape), torch.randn(shape[-1])
+    fn = lambda t, u: (t + u).relu()  # noqa: E731
+    src = _cpp_source(fn, x, b)
+    assert "yindex" in src and "%" not in src.split("def call")[0]
+    torch.testing.assert_close(_compiled(fn)(x, b), fn(x, b))
+
+
+def test_short_rows_stay_one_flat_loop() -> None:
+    x, b = torch.randn(100, 3), torch.randn(3)
+    src = _cpp_source(lambda t, u: t * u, x, b)
+    assert "yindex" not in src
+    torch.testing.assert_close(_compiled(lambda t, u: t * u)(x, b), x * b)
+
+
+def test_max_with_nan_check_is_simd_and_keeps_nan() -> None:
+    """amax's NaN check (an any) has its own `omp simd` clause, and a NaN anywhere in a row
+    (any lane) still makes that row's max and softmax NaN."""
+    x = torch.randn(40, 1000)
+    for row, col in enumerate([0, 1, 7, 8, 15, 16, 999]):
+        x[row, col] = math.nan
+    x[10] = -math.inf
+    fn = lambda t: (t.amax(-1), torch.softmax(t, -1))  # noqa: E731
+    assert "reduction(||:" in _cpp_source(fn, x)
+    for got, ref in zip(_compiled(fn)(x), fn(x)):
+        torch.testing.assert_close(got, ref, equal_nan=True)

@@ -84,3 +84,17 @@ def test_products_of_symbols_do_not_confuse_bounds() -> None:
     t = sym("tmp3")
     expr = FloorDiv(16 * t * X + 3, 8)
     assert simplify_index(expr, {X: 15}) is not None
+
+
+def test_expand_skips_only_what_has_nothing_to_expand() -> None:
+    """The fast path returns its input only where sympy.expand would change nothing."""
+    import sympy
+
+    from compiler.ir.indexing import FloorDiv, ModularIndexing, expand, sym
+
+    a, b, c = sym("a"), sym("b"), sym("c")
+    for e in [a * (b + 1), (a + b) ** 2, 3 * a + FloorDiv(a * (b + 2), 4),
+              ModularIndexing(c * (a + b), 1, 8) + 2, 64 * a + b, FloorDiv(a, 4) * b,
+              sympy.Integer(7), a]:
+        assert expand(e) == sympy.expand(e), e
+    assert expand(64 * a + b) is not None and expand(a * (b + 1)) == a * b + a

@@ -73,13 +73,22 @@ export function graphView(trace, ids) {
 }
 
 // One label per captured graph: its kind (forward, backward, inference) when the capture
-// stage says, and its Dynamo compile.
+// stage says, and its Dynamo compile with the code it compiled (a function, or the rest of
+// one after a graph break: Dynamo's `torch_dynamo_resume_in_f_at_22`).
 export function graphLabels(trace) {
+  const compiles = new Map((trace.data("capture")?.compiles ?? []).map((c) => [c.compile_id, c]));
+  const what = (c) => {
+    if (!c?.function) return null;
+    const resume = /^torch_dynamo_resume_in_(\w+)_at_(\d+)$/.exec(c.function);
+    return resume ? `${resume[1]} after line ${resume[2]}` : c.function;
+  };
   return trace.graphs("capture").map((g) => ({
     id: g.id,
     kind: g.kind ?? null,
     label: `${g.kind ?? "graph"} ${g.id}`,
-    title: [g.kind && `${g.kind} graph`, g.compile_id && `Dynamo compile ${g.compile_id}`,
+    title: [g.kind && `${g.kind} graph`,
+      g.compile_id && [`Dynamo compile ${g.compile_id}`, what(compiles.get(g.compile_id))]
+        .filter(Boolean).join(": "),
       `${g.nodes?.length ?? 0} nodes`].filter(Boolean).join(" · "),
   }));
 }

@@ -66,3 +66,9 @@ test("a graph view shows one graph of a training trace", () => {
   assert.equal(backward.data("source").entry, "step");
   assert.equal(graphView(trace, null), trace);
 });
+
+test("a graph's title names its Dynamo compile and what that compiled", () => {
+  const trace = load("recompiles");
+  const titles = graphLabels(trace).map((g) => g.title);
+  assert.match(titles[1], /^inference graph · Dynamo compile 0\/1: f · \d+ nodes$/);
+});

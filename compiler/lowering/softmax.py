@@ -1,0 +1,81 @@
+"""softmax and log_softmax, lowered whole (they are kept out of the decomposition table).
+
+Where the backend has the one-pass `logsumexp` reduction (Triton) and the row is longer
+than a persistent reduction holds in registers, the row is read once for its
+logsumexp L and once more for the result: softmax = exp(x - L), log_softmax = x - L.
+The decomposed form (max, then sum of exp(x - max)) reads a long row three times, and
+F.cross_entropy's log_softmax, read back through the target's gather, used to be written
+out in full. log_softmax takes the logsumexp at every length (the same work as max and
+sum when the row is in registers). Otherwise softmax is torch's own decomposition:
+exp(x - max) / sum(exp(x - max)), in float32 for 16-bit inputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sympy
+
+from compiler.ir.nodes import Index, TensorValue
+from compiler.ir.ops import ops
+from compiler.lowering.pointwise import upcast
+from compiler.lowering.reductions import reduce
+from compiler.lowering.registry import aten, register_lowering
+
+
+def _row(x: TensorValue, dim: int) -> tuple[int, int]:
+    nd = len(x.size)
+    d = dim % nd if nd else 0
+    return d, (x.size[d] if nd else 1)
+
+
+def _lowered(g: Any, x: TensorValue, dim: int, log: bool) -> Any:
+    out = g.out_meta().dtype
+    cd = upcast(x.dtype)
+    d, n = _row(x, dim)
+    load = x.loader()
+
+    def xv(idx: Index) -> Any:
+        v = load(idx)
+        return ops.to_dtype(v, cd) if x.dtype != cd else v
+
+    def at_row(idx: Index) -> list[Any]:
+        return [sympy.Integer(0) if k == d else i for k, i in enumerate(idx)] if x.size \
+            else list(idx)
+
+    def finish(v: Any) -> Any:
+        return ops.to_dtype(v, out) if out != cd else v
+
+    online = g.online_softmax is not None and (log or n > g.online_softmax)
+    if online and x.size:
+        lse = reduce(g, x, [d], True, "logsumexp", cd, cd).loader()
+
+        def result(idx: Index) -> Any:
+            shifted = ops.sub(xv(idx), lse(at_row(idx)))
+            return finish(shifted if log else ops.exp(shifted))
+
+        return g.lazy(result, x.size, out, [x])
+    top = reduce(g, x, [d] if x.size else [], True, "max", cd, cd).loader()
+
+    def shifted(idx: Index) -> Any:
+        return ops.sub(xv(idx), top(at_row(idx)))
+
+    exp = g.lazy(lambda idx: ops.exp(shifted(idx)), x.size, cd, [x])
+    total = reduce(g, exp, [d] if x.size else [], True, "sum", cd, cd).loader()
+
+    def plain(idx: Index) -> Any:
+        if log:
+            return finish(ops.sub(shifted(idx), ops.log(total(at_row(idx)))))
+        return finish(ops.truediv(ops.exp(shifted(idx)), total(at_row(idx))))
+
+    return g.lazy(plain, x.size, out, [x])
+
+
+@register_lowering(aten._softmax)
+def softmax(g: Any, x: TensorValue, dim: int, half_to_float: bool = False) -> Any:
+    return _lowered(g, x, dim, log=False)
+
+
+@register_lowering(aten._log_softmax)
+def log_softmax(g: Any, x: TensorValue, dim: int, half_to_float: bool = False) -> Any:
+    return _lowered(g, x, dim, log=True)

@@ -1,0 +1,81 @@
+"""Input mutations written in place: `p.add_(u)` stores into p's own memory.
+
+AOTAutograd functionalizes a graph that mutates its inputs: the graph returns each
+mutated input's new value, and AOTAutograd's runtime copies it back (`p.copy_(new)`),
+one more read and write of every mutated tensor (the Adam update over 20 tensors moved
+52 bytes per element instead of 28). When the kernel that computes the new value may
+write it over the input, the wrapper hands that kernel the input's own storage as the
+output; the copy back is then a copy of a tensor onto itself, which ATen skips.
+
+A kernel may write over input I when, all of them checked here:
+- it is a pointwise kernel, every node of it over the same loop nest;
+- the output and I have the same contiguous layout (same dtype, offset 0);
+- no later step reads I, and no step at all reads I after another writes the output;
+- inside the kernel, I and every buffer the kernel computes are read only at the element
+  being written (a shifted or broadcast read would see values already overwritten).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import sympy
+
+from compiler.ir.indexing import index_vars
+from compiler.ir.nodes import Buffer, Layout
+from compiler.schedule.plan import KernelPlan
+
+
+def _contiguous(lay: Layout) -> bool:
+    return lay.offset == 0 and tuple(lay.stride) == tuple(
+        Layout.contiguous(lay.device, lay.dtype, lay.size).stride)
+
+
+def _same_layout(a: Layout, b: Layout) -> bool:
+    return (a.device == b.device and a.dtype == b.dtype and tuple(a.size) == tuple(b.size)
+            and _contiguous(a) and _contiguous(b))
+
+
+def _elementwise(plan: KernelPlan, inp: str) -> bool:
+    if plan.kind != "pointwise":
+        return False
+    ranges = {tuple(n.ranges) for n in plan.nodes}
+    if len(ranges) != 1:
+        return False
+    (nest,) = ranges
+    written = {n.name for n in plan.nodes}
+    for node in plan.nodes:
+        identity = Layout.contiguous(node.buffer.layout.device, node.buffer.dtype,
+                                     nest).index(index_vars("i", len(nest)))
+        for name, indices in node.reads.items():
+            if name != inp and name not in written:
+                continue
+            if any(sympy.expand(ix - identity) != 0 for ix in indices):
+                return False
+    return True
+
+
+def in_place_outputs(
+    candidates: Mapping[str, str],  # output buffer -> the input whose new value it is
+    steps: list[tuple[list[str], set[str]]],  # per step: (writes, reads)
+    plans: list[KernelPlan | None],  # per step: the kernel, None for an extern call
+    buffers: Mapping[str, Buffer],
+) -> dict[str, str]:
+    """The candidates that may be written over their input (see the module's rules)."""
+    chosen: dict[str, str] = {}
+    taken: set[str] = set()
+    for out, inp in candidates.items():
+        if inp in taken or out not in buffers or inp not in buffers:
+            continue
+        if not _same_layout(buffers[out].layout, buffers[inp].layout):
+            continue
+        writer = next((i for i, (w, _r) in enumerate(steps) if out in w), None)
+        if writer is None or plans[writer] is None:
+            continue
+        if any(inp in r for _w, r in steps[writer + 1:]):
+            continue
+        if not _elementwise(plans[writer], inp):  # type: ignore[arg-type]
+            continue
+        chosen[out] = inp
+        taken.add(inp)
+    return chosen
