@@ -49,13 +49,8 @@ def generate_wrapper(inputs: Sequence[str], outputs: Sequence[Any], sched: Sched
     out = Lines()
     out.write(f"# Kernelscope wrapper ({backend.name}): {len(sched.steps)} steps")
     out.write("import torch")
-<<<<<<< HEAD
-    out.write("from compiler.runtime.support import cpp_kernel, device, empty_strided, ptr, "
-              "reinterpret, with_strides")
-=======
     out.write("from compiler.runtime.support import conform, cpp_kernel, device, "
               "empty_strided, ptr, reinterpret")
->>>>>>> main
     for line in backend.wrapper_prelude(kernels, artifact):
         out.write(line)
     launches = {k.name: k.launch for k in kernels}
@@ -101,10 +96,11 @@ def _write_allocations(out: Lines, sched: Schedule, memory: MemoryPlan, writes: 
 
 # ATen ops whose real output strides can differ from their meta function's (the planned
 # layout): the wrapper passes their outputs through `conform` (runtime/support.py).
+# Convolution lays its result out like its input (channels_last in, channels_last out).
 aten = torch.ops.aten
 LAYOUT_AT_RUNTIME = frozenset({
     aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_efficient_attention,
-    aten._scaled_dot_product_cudnn_attention})
+    aten._scaled_dot_product_cudnn_attention, aten.convolution, aten._convolution})
 
 
 def _conformed(ext: ExternKernel, text: str, buf: Any) -> str:
@@ -121,19 +117,12 @@ def _write_extern(out: Lines, sched: Schedule, step: Any) -> None:
     if ext.kwargs and not args:
         kwargs = kwargs[2:]
     call = f"{op_call(ext.op)}({args}{kwargs})"
-    if ext.outputs:
-        out.write(f"{ext.name} = {call}", (), (step.name,))
-    else:
-        out.write(f"{ext.name} = with_strides({call}, {tuple(ext.layout.stride)})", (),
-                  (step.name,))
+    out.write(f"{ext.name} = {call if ext.outputs else _conformed(ext, call, ext)}", (),
+              (step.name,))
     for child in ext.outputs:
         buf = sched.buffers[child]
         assert isinstance(buf, ExternOutput)
-<<<<<<< HEAD
-        out.write(f"{child} = with_strides({ext.name}[{buf.item}], {tuple(buf.layout.stride)})")
-=======
         out.write(f"{child} = {_conformed(ext, f'{ext.name}[{buf.item}]', buf)}")
->>>>>>> main
 
 
 def _output(o: Any) -> str:

@@ -343,7 +343,7 @@ class GraphLowering:
 
         An input computed here is stored in the dim order eager gave it, since some ops
         (convolution, flash attention) lay out their result like their input; the wrapper
-        still copies a result whose strides differ from the meta (`with_strides`)."""
+        copies the result of an op listed in its LAYOUT_AT_RUNTIME to the meta strides."""
         read = self._input_metas()
 
         def as_arg(v: Any) -> Any:

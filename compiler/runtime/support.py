@@ -18,23 +18,6 @@ def reinterpret(t: torch.Tensor, size: Sequence[int], stride: Sequence[int],
     return t.as_strided(size, stride, t.storage_offset() + offset)
 
 
-<<<<<<< HEAD
-def with_strides(t: Any, stride: Sequence[int]) -> Any:
-    """`t` itself if it has `stride` (dims of size 1 aside), else a copy laid out so.
-
-    An ATen call's result is addressed by the strides its FX meta promised; an op whose
-    result follows its inputs' layout can return other strides than the meta says."""
-    if not isinstance(t, torch.Tensor) or t.numel() <= 1:
-        return t
-    if all(a == b for a, b, n in zip(t.stride(), stride, t.shape) if n != 1):
-        return t
-    return torch.empty_strided(t.shape, tuple(stride), dtype=t.dtype,
-                               device=t.device).copy_(t)
-
-
-def ptr(t: torch.Tensor) -> ctypes.c_void_p:
-    return ctypes.c_void_p(t.data_ptr())
-=======
 def conform(t: torch.Tensor, size: Sequence[int], stride: Sequence[int]) -> torch.Tensor:
     """An extern's output in the layout the compiler planned for it (the FX meta's).
 
@@ -54,7 +37,6 @@ def conform(t: torch.Tensor, size: Sequence[int], stride: Sequence[int]) -> torc
 def ptr(t: torch.Tensor) -> int:
     """A tensor's address for a C++ kernel (whose argtypes make it a `void*`)."""
     return t.data_ptr()
->>>>>>> main
 
 
 def cpp_kernel(lib: Any, name: str, nargs: int) -> Any:
