@@ -29,7 +29,7 @@ from compiler.ir.nodes import ComputedBuffer, ExternKernel, ExternOutput, Reduct
 from compiler.ir.opnames import op_name, op_short
 from compiler.lowering.graph import GraphLowering, LoweredGraph, Unsupported
 from compiler.options import CompileOptions
-from compiler.runtime import loader
+from compiler.runtime import graph_cache, loader
 from compiler.runtime.graphs import CudaGraphed, static_input_indices
 from compiler.schedule.inplace import in_place_outputs
 from compiler.schedule.memory import MemoryPlan, plan_memory
@@ -58,6 +58,7 @@ class GraphWork:
     notes: list[str] = field(default_factory=list)  # what the UI should know (lowering event)
     mutations: dict[int, int] = field(default_factory=dict)  # output -> input it updates
     position: dict[str, int] = field(default_factory=dict)  # FX node name -> program order
+    graph_cache: graph_cache.GraphCacheStatus | None = None  # what the whole-graph cache did
 
     def __post_init__(self) -> None:
         self.lines = node_lines(self.gm, self.filename)
@@ -257,21 +258,81 @@ def build_stage(work: GraphWork, warmup: bool = True) -> dict[str, Any]:
     work.compiled = compiled = loader.load_graph(
         work.wrapper, work.build_source, work.backend, work.options,
         [k.name for k in work.kernels], work.lowered.constants)
+    _record(work, compiled)
     kernels = []
     if warmup:
         kernels = loader.warmup(compiled, work.example_inputs)
     return {"id": work.gid, "ms": compiled.ms, "cache_hit": compiled.cache_hit,
-            "path": str(compiled.path), "build_ms": compiled.build_ms, "kernels": kernels}
+            "path": str(compiled.path), "build_ms": compiled.build_ms, "kernels": kernels,
+            "graph_cache": compiled.graph_cache}
+
+
+def _graph_key(work: GraphWork) -> str | None:
+    """The whole-graph cache's key for this graph (None, with the reason in
+    `work.graph_cache`, when the graph cannot be cached)."""
+    key, why = graph_cache.graph_key(
+        work.gm, work.example_inputs, work.options,
+        {"lines": work.lines, "code": work.code_lines,
+         "mutations": sorted(work.mutations.items())})
+    if key is None:
+        work.graph_cache = graph_cache.GraphCacheStatus(None, "bypass", why)
+    return key
+
+
+def _record(work: GraphWork, compiled: loader.CompiledGraph) -> None:
+    """Say what the whole-graph cache held for this graph, and store what was built.
+
+    An entry that names another wrapper than the one just generated means the key missed
+    something that changes the code: it is reported as "stale" (and replaced)."""
+    status = work.graph_cache
+    key, backend, lowered = _graph_key(work), work.backend, work.lowered
+    if key is not None and backend is not None and lowered is not None:
+        entry, why = graph_cache.lookup(key, work.options)
+        if why or (entry is not None and entry.wrapper != compiled.path):
+            status = graph_cache.GraphCacheStatus(key, "stale", why or "another wrapper")
+        elif status is None or status.status != "stale":
+            status = graph_cache.GraphCacheStatus(key, "hit" if entry else "miss")
+        constants = [b.name for b in lowered.inputs[len(lowered.inputs)
+                                                    - len(lowered.constants):]]
+        graph_cache.store(key, work.options, graph_cache.Entry(
+            backend.name, backend.device, compiled.path,
+            loader.source_path(work.build_source, backend, work.options), compiled.kernels,
+            constants), loader.artifact_path(work.build_source, backend, work.options))
+    compiled.graph_cache = status.to_json() if status is not None else {}
+
+
+def _cached(work: GraphWork) -> loader.CompiledGraph | None:
+    """The graph as compiled before, from the whole-graph cache, or None (then compile it;
+    `work.graph_cache` says why when an entry was there and did not verify)."""
+    key = _graph_key(work)
+    if key is None:
+        return None
+    entry, why = graph_cache.lookup(key, work.options)
+    if entry is None:
+        if why:
+            work.graph_cache = graph_cache.GraphCacheStatus(key, "stale", why)
+        return None
+    backend = choose_backend(entry.backend, entry.device, work.options)
+    compiled = loader.load_built(entry.wrapper, entry.source, backend, entry.kernels,
+                                 graph_cache.constant_values(work.gm, entry.constants))
+    compiled.graph_cache = graph_cache.GraphCacheStatus(key, "hit").to_json()
+    return compiled
 
 
 def compile_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                options: CompileOptions, filename: str | None = None, gid: int = 0,
                notes: Sequence[str] = (), mutations: dict[int, int] | None = None
                ) -> Callable[..., Any]:
-    """Everything at once: the backend's path. Returns fn(*args) -> list of outputs."""
+    """Everything at once: the backend's path. Returns fn(*args) -> list of outputs.
+
+    A graph compiled before comes from the whole-graph cache (runtime/graph_cache.py)
+    without lowering..codegen; the CompiledGraph's `graph_cache` says which happened."""
     work = GraphWork(gid, gm, list(example_inputs), options, filename)
     work.notes.extend(notes)
     work.mutations = dict(mutations or {})
+    cached = _cached(work)
+    if cached is not None:
+        return cached
     lower(work)
     schedule_stage(work)
     memory_stage(work)
