@@ -85,6 +85,9 @@ def _vision(name: str, dtype: torch.dtype) -> Callable[[str], tuple[nn.Module, t
 
         with torch.device(device):
             model = getattr(torchvision.models, name)(weights=None)
+        head = getattr(getattr(model, "heads", None), "head", None)
+        if head is not None:  # torchvision zero-initialises ViT's head: logits would be 0
+            nn.init.normal_(head.weight, std=0.02)
         model = model.to(dtype).eval().requires_grad_(False)
         return model, torch.randn(64, 3, 224, 224, device=device, dtype=dtype)
 
