@@ -64,11 +64,6 @@ BELOW_CORE: list[OperatorBase | OpOverloadPacket] = [
     aten.unbind_copy,
     aten.bucketize,
     aten.grid_sampler_2d,
-    aten._adaptive_avg_pool2d,
-    aten.adaptive_max_pool2d,
-    aten.adaptive_max_pool3d,
-    aten.max_pool2d_with_indices,
-    aten.max_pool3d_with_indices,
     aten.slice_scatter,
     aten.new_empty_strided,
     aten._upsample_bilinear2d_aa,
@@ -92,10 +87,29 @@ KEEP_WHOLE = [
 ]
 
 
+def _addbmm(self: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *,
+            beta: Any = 1, alpha: Any = 1) -> torch.Tensor:
+    """beta * self + alpha * sum_b batch1[b] @ batch2[b], the sum over b folded into
+    one matrix product: (n, b*k) @ (b*k, p). beta == 0 ignores self (NaNs included)."""
+    b, n, k = batch1.shape
+    p = batch2.shape[2]
+    out = torch.mm(batch1.transpose(0, 1).reshape(n, b * k), batch2.reshape(b * k, p))
+    if alpha != 1:
+        out = out * alpha
+    if beta == 0:
+        return out.expand(torch.broadcast_shapes(self.shape, out.shape)).clone()
+    return out + (self if beta == 1 else self * beta)
+
+
+# Ours, where no decomposition exists upstream.
+OWN = {aten.addbmm.default: _addbmm}
+
+
 @functools.lru_cache(maxsize=1)
 def decomposition_table() -> dict[Any, Any]:
     table = dict(core_aten_decompositions())
     table.update(get_decompositions(BELOW_CORE))
+    table.update(OWN)
     for packet in KEEP_WHOLE:
         for name in packet.overloads():
             table.pop(getattr(packet, name), None)

@@ -6,6 +6,7 @@ rest of the index arithmetic stays symbolic and the kernel loads `x[tmp3 * 64 + 
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any
 
@@ -92,3 +93,74 @@ def index(g: Any, x: TensorValue, indices: Sequence[Any]) -> Any:
         return lx(src)
 
     return g.lazy(inner, tuple(meta.shape), x.dtype, [x, *tensors])
+
+
+@register_lowering(aten._embedding_bag_forward_only, aten._embedding_bag)
+def embedding_bag(g: Any, weight: TensorValue, indices: TensorValue, offsets: TensorValue,
+                  scale_grad_by_freq: bool = False, mode: int = 0, sparse: bool = False,
+                  per_sample_weights: Any = None, include_last_offset: bool = False,
+                  padding_idx: int = -1) -> Any:
+    """Bags of rows, summed or averaged: out[b] reduces weight[indices[j]] (times
+    per_sample_weights[j]) over offsets[b] <= j < offsets[b + 1], skipping padding_idx.
+    Only the bags themselves are lowered; the bookkeeping outputs (offset2bag, bag sizes,
+    max indices) go to ATen when something reads them."""
+    from compiler.lowering.reductions import reduce
+    from compiler.lowering.scatter import too_costly
+
+    node = g.current
+    args = (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
+            include_last_offset, padding_idx)
+    extra = any(u.target is not operator.getitem or u.args[1] != 0 for u in node.users)
+    why = "max mode" if mode == 2 else "its bookkeeping outputs are used" if extra else \
+        "2-d indices" if len(indices.size) != 1 else ""
+    if why:
+        return g.extern(node.target, args, {}, fallback=True, reason=why)
+    n, nbags, dim = indices.numel(), g.out_meta()[0].shape[0], weight.size[1]
+    big = too_costly(g, nbags * dim, n, args, {})
+    if big is not None:
+        return big
+    out = g.out_meta()[0].dtype
+    lw, li, lo = weight.loader(), indices.loader(), offsets.loader()
+    lp = per_sample_weights.loader() if per_sample_weights is not None else None
+    nofs = offsets.numel()
+    i64 = torch.int64
+
+    def member(b: Any, j: Any) -> Any:
+        jv = ops.index_expr(j, i64)
+        start = lo([b])
+        last = ops.ge(ops.index_expr(b + 1, i64), ops.constant(nofs, i64))
+        end = ops.where(last, ops.constant(n, i64),
+                        ops.masked(ops.logical_not(last), lambda: lo([b + 1]), 0))
+        inside = ops.logical_and(ops.ge(jv, start), ops.lt(jv, end))
+        if padding_idx >= 0:
+            inside = ops.logical_and(inside, ops.ne(ops.to_dtype(li([j]), i64),
+                                                    ops.constant(padding_idx, i64)))
+        return inside
+
+    def term(idx: Any) -> Any:
+        b, d, j = idx
+        hit = member(b, j)
+
+        def row() -> Any:
+            v = lw([_indirect(li([j]), weight.size[0]), d])
+            return ops.mul(v, lp([j])) if lp is not None else v
+
+        return ops.where(hit, ops.masked(hit, row, 0), ops.constant(0, out))
+
+    total = reduce(g, g.lazy(term, [nbags, dim, n], out, [weight, indices, offsets]), [2],
+                   False, "sum", out, out)
+    if mode == 0:
+        bags = total
+    else:
+        count = reduce(g, g.lazy(lambda idx: ops.to_dtype(member(idx[0], idx[2]), out),
+                                 [nbags, dim, n], out, [indices, offsets]),
+                       [2], False, "sum", out, out)
+        lt, lc = total.loader(), count.loader()
+
+        def mean(idx: Any) -> Any:
+            c = lc(idx)
+            return ops.where(ops.gt(c, ops.constant(0, out)), ops.truediv(lt(idx), c),
+                             ops.constant(0, out))
+
+        bags = g.lazy(mean, [nbags, dim], out, [total, count])
+    return (bags, None, None, None)

@@ -106,6 +106,8 @@ def cat(g: Any, tensors: Sequence[Any], dim: int = 0) -> Any:
     loaders = [t.loader() for t in parts]
 
     def inner(idx: Index) -> Any:
+        # Each part is read only inside its own segment [start, end) of `dim`: outside it
+        # the shifted index points before or past that part's buffer.
         i = ops.index_expr(idx[dim], torch.int64)
         result = None
         for k in reversed(range(len(parts))):
@@ -118,12 +120,15 @@ def cat(g: Any, tensors: Sequence[Any], dim: int = 0) -> Any:
                 v = load(shifted)
                 return ops.to_dtype(v, dtype) if pd != dtype else v
 
-            if result is None:
+            start, end = offsets[k], offsets[k] + parts[k].size[dim]
+            conds = ([ops.ge(i, ops.constant(start, torch.int64))] if k > 0 else []) + \
+                ([ops.lt(i, ops.constant(end, torch.int64))] if k < len(parts) - 1 else [])
+            if not conds:
                 result = body()
                 continue
-            end = offsets[k] + parts[k].size[dim]
-            inside = ops.lt(i, ops.constant(end, torch.int64))
-            result = ops.where(inside, ops.masked(inside, body, 0), result)
+            inside = conds[0] if len(conds) == 1 else ops.logical_and(*conds)
+            value = ops.masked(inside, body, 0)
+            result = value if result is None else ops.where(inside, value, result)
         return result
 
     return g.lazy(inner, size, dtype, parts)
@@ -192,3 +197,35 @@ def addmm(g: Any, bias: Any, a: Any, b: Any, beta: Any = 1, alpha: Any = 1) -> A
 
     return g.lazy(inner, size, dtype, [bias, product])
 
+
+
+@register_lowering(aten._trilinear)
+def trilinear(g: Any, i1: Any, i2: Any, i3: Any, expand1: Sequence[int],
+              expand2: Sequence[int], expand3: Sequence[int], sumdim: Sequence[int],
+              unroll_dim: int = 1) -> Any:
+    """sum over sumdim of i1 * i2 * i3, each unsqueezed at its expand dims (bilinear)."""
+    from compiler.lowering.reductions import reduce
+
+    meta = _meta(g)
+    ndim = len(i1.size) + len(expand1)
+    full = [1] * ndim
+    loaders = []
+    for t, exp in ((i1, expand1), (i2, expand2), (i3, expand3)):
+        kept = [d for d in range(ndim) if d not in exp]
+        for d, s in zip(kept, t.size):
+            full[d] = max(full[d], s)
+        loaders.append((t.loader(), kept, t.size))
+    dtype = meta.dtype
+    cd = upcast(dtype)
+
+    def product(idx: Index) -> Any:
+        acc = None
+        for load, kept, size in loaders:
+            v = load([0 if size[k] == 1 else idx[d] for k, d in enumerate(kept)])
+            v = ops.to_dtype(v, cd) if dtype != cd else v
+            acc = v if acc is None else ops.mul(acc, v)
+        return acc
+
+    lazy = g.lazy(product, full, cd, [i1, i2, i3])
+    total = reduce(g, lazy, list(sumdim), len(meta.shape) == ndim, "sum", dtype, cd)
+    return total

@@ -15,7 +15,7 @@ import torch
 
 from compiler.ir.nodes import Index, TensorValue
 from compiler.ir.ops import ops, promote_types
-from compiler.lowering.registry import aten, prims, register_lowering
+from compiler.lowering.registry import aten, prims, register_lowering, register_lowering_by_name
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 
@@ -132,10 +132,11 @@ def add(g: Any, a: Any, b: Any, alpha: Any = 1) -> Any:
     return pointwise(g, ops.add, a, b)
 
 
-@register_lowering(prims.fma)
+@register_lowering_by_name("prims::fma")
 def fma(g: Any, a: Any, b: Any, c: Any) -> Any:
-    """a * b + c (torch's addcmul/addcdiv decompositions). A GPU contracts the two into
-    one fused multiply-add, as eager's kernel does; the C++ compiler may or may not."""
+    """a * b + c (addcmul/addcdiv decompose to it once Inductor is loaded, which defines
+    prims.fma). A GPU contracts the two into one fused multiply-add, as eager's kernel
+    does; the C++ compiler may or may not."""
     return pointwise(g, lambda x, y, z: ops.add(ops.mul(x, y), z), a, b, c)
 
 

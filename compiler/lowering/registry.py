@@ -27,20 +27,39 @@ def register_lowering(*ops: Any) -> Callable[[LoweringFn], LoweringFn]:
     return decorator
 
 
+# Lowerings of ops that exist only once another library defines them (prims.fma is
+# Inductor's, and appears in graphs only when Inductor is loaded), by qualified name.
+LOWERINGS_BY_NAME: dict[str, LoweringFn] = {}
+
+
+def register_lowering_by_name(*names: str) -> Callable[[LoweringFn], LoweringFn]:
+    def decorator(fn: LoweringFn) -> LoweringFn:
+        for name in names:
+            LOWERINGS_BY_NAME[name] = fn
+        return fn
+
+    return decorator
+
+
 def find_lowering(target: Any) -> LoweringFn | None:
     if target in LOWERINGS:
         return LOWERINGS[target]
     packet = getattr(target, "overloadpacket", None)
-    return LOWERINGS.get(packet) if packet is not None else None
+    if packet is None:
+        return None
+    return LOWERINGS.get(packet) or LOWERINGS_BY_NAME.get(
+        getattr(packet, "_qualified_op_name", ""))
 
 
 def load_all() -> None:
     """Import the modules whose decorators fill the table."""
     from compiler.lowering import (  # noqa: F401
+        distances,
         indexing,
         mathfns,
         misc,
         pointwise,
+        pooling,
         reductions,
         scans,
         scatter,

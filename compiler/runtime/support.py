@@ -24,8 +24,11 @@ def conform(t: torch.Tensor, size: Sequence[int], stride: Sequence[int]) -> torc
     Some ATen kernels return other strides than their meta functions give: CUDA flash
     attention's output is [b, s, h, d] in memory, transposed to [b, h, s, d], where the
     meta says contiguous [b, h, s, d] whenever the query is a strided view. Our kernels
-    index the buffer by the planned strides, so a mismatch is copied into them."""
-    if all(a == b for a, b, n in zip(t.stride(), stride, t.shape) if n > 1):
+    index the buffer by the planned strides, so a mismatch is copied into them. What is
+    not a tensor (an undefined logsumexp that was not asked for comes back as None) or is
+    empty is returned as it is."""
+    if not isinstance(t, torch.Tensor) or t.numel() == 0 or \
+            all(a == b for a, b, n in zip(t.stride(), stride, t.shape) if n > 1):
         return t
     out = torch.empty_strided(tuple(size), tuple(stride), dtype=t.dtype, device=t.device)
     return out.copy_(t)

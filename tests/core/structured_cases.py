@@ -111,12 +111,58 @@ CASES: dict[str, Case] = {
     # pools, norms, distances through their decompositions
     "max_pool2d_indices": (lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True),
                            lambda: (torch.randn(1, 2, 7, 6),)),
+    "max_pool2d_nan_last_index": (
+        lambda x: F.max_pool2d(x, (1, 4), return_indices=True),
+        lambda: (torch.tensor([[[[1.0, NAN, NAN, 2.0, -INF, -INF, -INF, -INF]]]]),)),
+    "max_pool2d_all_neg_inf_padded": (
+        lambda x: F.max_pool2d(x, 3, 1, 1, return_indices=True),
+        lambda: (torch.full((1, 1, 3, 3), -INF),)),
+    "max_pool3d_dilation_ceil": (
+        lambda x: F.max_pool3d(x, 2, 2, 1, 2, ceil_mode=True, return_indices=True),
+        lambda: (torch.randn(1, 2, 5, 4, 5),)),
+    "max_pool1d_int": (lambda x: F.max_pool1d(x.float(), 2).long() + x[..., :3],
+                       lambda: (torch.randint(-5, 5, (2, 6)),)),
+    "avg_pool2d_ceil_no_pad_count": (
+        lambda x: F.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=False),
+        lambda: (torch.randn(2, 3, 6, 7),)),
+    "avg_pool2d_divisor": (lambda x: F.avg_pool2d(x, 2, 1, 1, divisor_override=3),
+                           lambda: (torch.randn(1, 2, 4, 4),)),
+    "avg_pool3d_pad": (lambda x: F.avg_pool3d(x, 3, 2, 1), lambda: (torch.randn(1, 2, 5, 6, 4),)),
     "adaptive_avg_pool2d": (lambda x: F.adaptive_avg_pool2d(x, (3, 2)),
                             lambda: (torch.randn(2, 7, 5),)),
+    "adaptive_avg_pool3d": (lambda x: F.adaptive_avg_pool3d(x, (2, 3, 4)),
+                            lambda: (torch.randn(1, 2, 5, 7, 6),)),
+    "adaptive_max_pool2d_uneven_nan": (
+        lambda x: F.adaptive_max_pool2d(x, (2, 3), return_indices=True),
+        lambda: (torch.tensor([[[1.0, NAN, 3.0, 0.0, NAN], [4.0, 4.0, -1.0, 2.0, 2.0],
+                                [0.0, 1.0, 5.0, 5.0, -3.0]]]),)),
     "vector_norm_orders": (lambda x: (torch.linalg.vector_norm(x, 3, 1),
                                       torch.linalg.vector_norm(x, INF), torch.dist(x, x * 2)),
                            lambda: (torch.randn(3, 4),)),
     "repeat": (lambda x: x.repeat(2, 1, 3), lambda: (torch.randn(2, 3),)),
+    "addbmm": (lambda x, a, b: torch.addbmm(x, a, b, beta=0.5, alpha=2.0),
+               lambda: (torch.randn(3, 5), torch.randn(4, 3, 2), torch.randn(4, 2, 5))),
+    "addbmm_beta0_ignores_nan": (lambda x, a, b: torch.addbmm(x, a, b, beta=0),
+                                 lambda: (torch.full((3, 5), NAN), torch.randn(2, 3, 2),
+                                          torch.randn(2, 2, 5))),
+    "cdist_orders": (lambda a, b: (torch.cdist(a, b, 0.0), torch.cdist(a, b, 1.0),
+                                   torch.cdist(a, b, 3.0), torch.cdist(a, b, INF),
+                                   torch.cdist(a, b)),
+                     lambda: (torch.randn(2, 4, 3), torch.randn(1, 5, 3))),
+    "embedding_bag_sum_weights": (
+        lambda w, i, o, p: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=p),
+        lambda: (torch.randn(10, 4), _i(1, 2, 4, 5, 4, 9), _i(0, 2, 2), torch.randn(6))),
+    "embedding_bag_mean_padding_last_offset": (
+        lambda w, i, o: F.embedding_bag(i, w, o, mode="mean", padding_idx=4,
+                                        include_last_offset=True),
+        lambda: (torch.randn(10, 3), _i(1, 4, 4, 5, 4, 9), _i(0, 2, 3, 6))),
+    "bilinear": (F.bilinear, lambda: (torch.randn(6, 3), torch.randn(6, 4), torch.randn(5, 3, 4),
+                                      torch.randn(5))),
+    "max_pool2d_backward": (
+        lambda x, g: torch.ops.aten.max_pool2d_with_indices_backward(
+            g, x, [2, 2], [1, 1], [1, 1], [1, 1], False,
+            F.max_pool2d(x, 2, 1, 1, return_indices=True)[1]),
+        lambda: (torch.randn(1, 2, 4, 5), torch.randn(1, 2, 5, 6))),
 }
 
 

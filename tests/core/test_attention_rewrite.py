@@ -102,6 +102,8 @@ def test_sdpa_output_strides_other_than_the_meta_are_conformed() -> None:
     assert fixed.stride() == planned[1] and torch.equal(fixed, real)
     same = torch.randn(2, 4, 16, 8)
     assert conform(same, *planned) is same
+    # efficient attention's logsumexp, not asked for: None, where the meta has (b, h, 0)
+    assert conform(None, (2, 4, 0), (0, 0, 1)) is None  # type: ignore[arg-type]
     buf = SimpleNamespace(layout=SimpleNamespace(size=planned[0], stride=planned[1]))
     flash = SimpleNamespace(op=torch.ops.aten._scaled_dot_product_flash_attention.default)
     assert _conformed(flash, "buf7[0]", buf) == f"conform(buf7[0], {planned[0]}, {planned[1]})"
