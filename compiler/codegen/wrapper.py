@@ -99,7 +99,7 @@ def _write_allocations(out: Lines, sched: Schedule, memory: MemoryPlan, writes: 
 aten = torch.ops.aten
 LAYOUT_AT_RUNTIME = frozenset({
     aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_efficient_attention,
-    aten._scaled_dot_product_cudnn_attention})
+    aten._scaled_dot_product_cudnn_attention, aten.convolution})
 
 
 def _conformed(ext: ExternKernel, text: str, buf: Any) -> str:
@@ -115,7 +115,10 @@ def _write_extern(out: Lines, sched: Schedule, step: Any) -> None:
     kwargs = "".join(f", {k}={_pyval(v)}" for k, v in ext.kwargs.items())
     if ext.kwargs and not args:
         kwargs = kwargs[2:]
-    out.write(f"{ext.name} = {op_call(ext.op)}({args}{kwargs})", (), (step.name,))
+    call = f"{op_call(ext.op)}({args}{kwargs})"
+    if not ext.outputs:
+        call = _conformed(ext, call, ext)
+    out.write(f"{ext.name} = {call}", (), (step.name,))
     for child in ext.outputs:
         buf = sched.buffers[child]
         assert isinstance(buf, ExternOutput)

@@ -331,8 +331,9 @@ class GraphLowering:
                            reason=reason)
 
     def extern(self, op: Any, args: Any, kwargs: dict[str, Any], fallback: bool,
-               reason: str = "") -> Any:
-        """Call ATen for this op on realized inputs; outputs follow the FX meta."""
+               reason: str = "", stride: Sequence[int] | None = None) -> Any:
+        """Call ATen for this op on realized inputs; outputs follow the FX meta (a single
+        output takes `stride` instead where given: the strides ATen will return)."""
         def as_arg(v: Any) -> Any:
             if isinstance(v, TensorValue):
                 stored = self.realize(v, f"input to extern {op_name(op)}")
@@ -348,6 +349,8 @@ class GraphLowering:
         origins = frozenset([self.node_name()])
         if isinstance(meta, torch.Tensor):
             layout = _layout_of(meta)
+            if stride is not None:
+                layout = Layout(layout.device, layout.dtype, layout.size, tuple(stride), 0)
             buf = ExternKernel(name, layout, origins, op, targs, tkwargs, [], fallback)
             self.buffers.append(buf)
             result: Any = Stored(buf, layout)
