@@ -56,4 +56,4 @@ def convolution(g: Any, x: Any, w: Any, bias: Any, stride: Any, padding: Any,
     args[1] = _nhwc(g, w, "channels-last weight of a cuDNN convolution")
     out = tuple(g.out_meta().shape)
     return g.extern(g.current.target, tuple(args), {}, fallback=False,
-                    stride=channels_last(out))
+                    out_stride=channels_last(out))
