@@ -1,4 +1,4 @@
-"""Convolutions: cuDNN, fed channels-last on CUDA.
+"""Convolutions: cuDNN, fed channels-last on CUDA with the `channels_last_convs` option.
 
 cuDNN's fast convolutions on the H200 work in NHWC. Given NCHW tensors it transposes the
 input and weight to NHWC and the output back, in three extra kernels per convolution
@@ -8,8 +8,15 @@ being fused writes it that way at no cost; a stored tensor is copied once), the 
 is copied to channels-last (small), and the result is planned channels-last, which is
 what cuDNN returns for channels-last inputs (the wrapper checks, codegen/wrapper.py
 LAYOUT_AT_RUNTIME). Pointwise consumers then read NHWC; Triton kernels that store NHWC
-iterate in that order (codegen/triton.py). Elsewhere (the CPU, not 4-D, transposed
-convolutions, a result that is itself a graph output): ATen as the meta says.
+iterate in that order (codegen/triton.py). Elsewhere (the option off, the CPU, not 4-D,
+transposed convolutions, a result that is itself a graph output): ATen as the meta says.
+
+Why it is off by default (H200, 2026-12-01 13:01): the basic block went 0.353 -> 0.318 ms
+(Inductor 0.244), but ResNet-50 6.5 -> 10.3 ms. A block's input has two consumers (the
+first convolution and the shortcut), so lowering stores it NCHW and this lowering copies
+it to NHWC again; pointwise kernels that store NCHW read NHWC convolution results across
+the grain; and every weight is copied each call. Inductor instead decides channels-last
+for the whole graph up front (its layout optimization) so activations stay NHWC.
 """
 
 from __future__ import annotations
@@ -41,7 +48,8 @@ def _on_cuda(x: TensorValue) -> bool:
 def _wanted(g: Any, x: Any, w: Any, transposed: Any) -> bool:
     node = g.current
     returned = node is not None and any(u.op == "output" for u in node.users)
-    return (isinstance(x, TensorValue) and isinstance(w, TensorValue) and _on_cuda(x)
+    return (g.channels_last_convs and isinstance(x, TensorValue) and isinstance(w, TensorValue)
+            and _on_cuda(x)
             and len(x.size) == 4 and len(w.size) == 4 and not transposed and not returned
             and x.dtype.is_floating_point and all(s > 0 for s in x.size))
 

@@ -90,6 +90,7 @@ class GraphLowering:
         fallback: bool = True,
         refuses: Refuses | None = None,
         online_softmax: int | None = None,
+        channels_last_convs: bool = False,
     ) -> None:
         load_all()
         self.gm = gm
@@ -99,6 +100,7 @@ class GraphLowering:
         # Rows longer than this take softmax through a one-pass logsumexp reduction
         # (log_softmax: every row); None: the backend has no such reduction.
         self.online_softmax = online_softmax
+        self.channels_last_convs = channels_last_convs  # lowering/conv.py, CUDA only
         self.allow_fallback = fallback
         self.refuses = refuses
         self._dtypes: dict[str, torch.dtype] = {}  # buffer name -> dtype, for `refuses`

@@ -1,5 +1,6 @@
-"""Convolutions fed channels-last (lowering/conv.py), run on the CPU under the Triton
-interpreter with the CUDA check switched off (test_conv_layout.py runs this script).
+"""Convolutions fed channels-last (lowering/conv.py, option channels_last_convs), run on
+the CPU under the Triton interpreter with the CUDA check switched off (test_conv_layout.py
+runs this script).
 
 Each case puts a convolution's NHWC result through what follows convolutions in models:
 views, permutes, cat, pooling, a broadcast mean, a grouped convolution, a linear layer.
@@ -49,7 +50,8 @@ def _compiled(fn: Callable[..., Any], sources: list[str]) -> Callable[..., Any]:
     cfx.generate_wrapper = keep  # type: ignore[assignment]
     torch._dynamo.reset()
     return torch.compile(fn, backend=lambda gm, ex: compiler.backend(
-        gm, ex, options={"backend": "triton", "cache_dir": tempfile.mkdtemp()}))
+        gm, ex, options={"backend": "triton", "channels_last_convs": True,
+                         "cache_dir": tempfile.mkdtemp()}))
 
 
 def check(name: str) -> str:
