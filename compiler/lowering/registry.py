@@ -64,5 +64,6 @@ def load_all() -> None:
         scans,
         scatter,
         softmax,
+        sorting,
         views,
     )
