@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import torch
 import torch.nn.functional as F
@@ -259,11 +259,25 @@ CPU_SUITE = ["gelu_tanh", "cos_sin", "bias_relu", "softmax", "layer_norm_manual"
              "rmsnorm_bf16", "col_sum", "square_sum", "cross_entropy", "linear_gelu_linear"]
 
 
-def by_name(names: list[str] | None) -> list[Case]:
+class Named(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+N = TypeVar("N", bound=Named)
+
+
+def pick(table: list[N], names: list[str] | None, what: str) -> list[N]:
+    """The entries of `table` called `names`, in that order (all of them for none); an
+    unknown name stops the run, listing the known ones."""
     if not names:
-        return CASES
-    known = {c.name: c for c in CASES}
+        return table
+    known = {entry.name: entry for entry in table}
     missing = [n for n in names if n not in known]
     if missing:
-        raise SystemExit(f"unknown case(s): {', '.join(missing)}; known: {', '.join(known)}")
+        raise SystemExit(f"unknown {what}(s): {', '.join(missing)}; known: {', '.join(known)}")
     return [known[n] for n in names]
+
+
+def by_name(names: list[str] | None) -> list[Case]:
+    return pick(CASES, names, "case")

@@ -18,6 +18,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from benchmarks.cases import pick
+
 
 @dataclass(frozen=True)
 class Model:
@@ -83,6 +85,9 @@ def _vision(name: str, dtype: torch.dtype) -> Callable[[str], tuple[nn.Module, t
 
         with torch.device(device):
             model = getattr(torchvision.models, name)(weights=None)
+        head = getattr(getattr(model, "heads", None), "head", None)
+        if head is not None:  # torchvision zero-initialises ViT's head: logits would be 0
+            nn.init.normal_(head.weight, std=0.02)
         model = model.to(dtype).eval().requires_grad_(False)
         return model, torch.randn(64, 3, 224, 224, device=device, dtype=dtype)
 
@@ -110,10 +115,4 @@ def available(model: Model) -> str | None:
 
 
 def by_name(names: list[str] | None) -> list[Model]:
-    if not names:
-        return MODELS
-    known = {m.name: m for m in MODELS}
-    missing = [n for n in names if n not in known]
-    if missing:
-        raise SystemExit(f"unknown model(s): {', '.join(missing)}; known: {', '.join(known)}")
-    return [known[n] for n in names]
+    return pick(MODELS, names, "model")

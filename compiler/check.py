@@ -16,6 +16,7 @@ import torch
 import torch.fx
 import torch.utils._pytree as pytree
 
+from compiler.event_types import OutputCheck
 from compiler.events import finite
 from compiler.options import CompileOptions
 
@@ -66,19 +67,21 @@ def reference(gm: torch.fx.GraphModule, inputs: list[Any]) -> tuple[list[Any], s
 
 
 def compare_outputs(out: Any, ref: list[Any], options: CompileOptions) -> dict[str, Any]:
+    """{"ok": every output as eager's, "outputs": one OutputCheck per output}."""
     outs = pytree.tree_leaves(out)
-    results, ok = [], len(outs) == len(ref)
+    results: list[OutputCheck] = []
+    ok = len(outs) == len(ref)
     for i, (o, r) in enumerate(zip(outs, ref)):
         if not isinstance(r, torch.Tensor):
-            same = o == r
-            results.append({"index": i, "ok": bool(same), "value": repr(o)[:80]})
-            ok &= bool(same)
+            same = bool(o == r)
+            results.append(OutputCheck(index=i, ok=same, value=repr(o)[:80]))
+            ok &= same
             continue
-        entry: dict[str, Any] = {"index": i, "shape": list(r.shape),
-                                 "dtype": str(r.dtype).removeprefix("torch.")}
+        entry = OutputCheck(index=i, ok=False, shape=list(r.shape),
+                            dtype=str(r.dtype).removeprefix("torch."))
         problem = _mismatch(o, r)
         if problem:
-            entry.update(ok=False, error=problem)
+            entry.error = problem
             ok = False
             results.append(entry)
             continue
@@ -93,18 +96,18 @@ def compare_outputs(out: Any, ref: list[Any], options: CompileOptions) -> dict[s
             rel = (diff / r64.abs().clamp_min(1e-12))[~torch.isnan(diff)]
             max_rel = rel.max().item() if rel.numel() else 0.0
             good = not bool(bad.any())
-            entry.update(max_abs_err=finite(max_abs), max_rel_err=finite(max_rel), ok=good,
-                         mismatched=int(bad.sum()), atol=atol, rtol=rtol)
+            entry.max_abs_err, entry.max_rel_err = finite(max_abs), finite(max_rel)
+            entry.mismatched, entry.atol, entry.rtol = int(bad.sum()), atol, rtol
         else:
             mism = int((o != r).sum())
             good = mism == 0
-            entry.update(max_abs_err=float(mism > 0), max_rel_err=None, ok=good,
-                         mismatched=mism)
+            entry.max_abs_err, entry.mismatched = float(mism > 0), mism
+        entry.ok = good
         ok &= good
         results.append(entry)
     if len(outs) != len(ref):
-        results.append({"index": len(results), "ok": False,
-                        "error": f"{len(outs)} outputs, the eager graph has {len(ref)}"})
+        results.append(OutputCheck(index=len(results), ok=False,
+                                   error=f"{len(outs)} outputs, the eager graph has {len(ref)}"))
     return {"ok": bool(ok), "outputs": results}
 
 

@@ -17,6 +17,7 @@ import torch
 import torch.fx
 from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 
+from compiler import event_types as ev
 from compiler.capture.attention import rewrite_attention
 from compiler.capture.decompositions import decomposition_table
 from compiler.capture.fxgraph import node_lines
@@ -29,7 +30,7 @@ from compiler.ir.nodes import ComputedBuffer, ExternKernel, ExternOutput, Reduct
 from compiler.ir.opnames import op_name, op_short
 from compiler.lowering.graph import GraphLowering, LoweredGraph, Unsupported
 from compiler.options import CompileOptions
-from compiler.runtime import loader
+from compiler.runtime import graph_cache, loader
 from compiler.runtime.graphs import CudaGraphed, static_input_indices
 from compiler.schedule.inplace import in_place_outputs
 from compiler.schedule.memory import MemoryPlan, plan_memory
@@ -58,6 +59,7 @@ class GraphWork:
     notes: list[str] = field(default_factory=list)  # what the UI should know (lowering event)
     mutations: dict[int, int] = field(default_factory=dict)  # output -> input it updates
     position: dict[str, int] = field(default_factory=dict)  # FX node name -> program order
+    graph_cache: graph_cache.GraphCacheStatus | None = None  # what the whole-graph cache did
 
     def __post_init__(self) -> None:
         self.lines = node_lines(self.gm, self.filename)
@@ -100,7 +102,7 @@ def graph_device(example_inputs: Sequence[Any], gm: torch.fx.GraphModule | None 
 
 
 # -- stages ------------------------------------------------------------------------------
-def lower(work: GraphWork) -> dict[str, Any]:
+def lower(work: GraphWork) -> ev.LoweringGraph:
     device = graph_device(work.example_inputs, work.gm)
     work.backend = backend = choose_backend(work.options.backend, device, work.options)
     split = work.options.split_reductions and backend.split_reductions
@@ -109,43 +111,36 @@ def lower(work: GraphWork) -> dict[str, Any]:
                              fallback=work.options.fallback, refuses=backend.refuses,
                              online_softmax=online)
     work.lowered = lowered = lowering.run()
-    buffers = [_buffer_json(work, b) for b in lowered.buffers]
-    return {
-        "id": work.gid,
-        "buffers": buffers,
-        "inputs": [{"name": b.name, "size": list(b.layout.size), "stride": list(b.layout.stride),
-                    "dtype": dtype_name(b.dtype)} for b in lowered.inputs],
-        "outputs": sorted(lowered.output_names()),
-        "fallbacks": [{"op": f.op, "node": f.node, "buffer": f.buffer, "reason": f.reason,
-                       "line": work.lines.get(f.node)} for f in lowered.fallbacks],
-        "notes": work.notes + lowered.notes,
-    }
+    return ev.LoweringGraph(
+        id=work.gid, buffers=[_buffer_json(work, b) for b in lowered.buffers],
+        inputs=[ev.LoweringInput(b.name, list(b.layout.size), list(b.layout.stride),
+                                 dtype_name(b.dtype)) for b in lowered.inputs],
+        outputs=sorted(lowered.output_names()), fallbacks=lowered.fallbacks,
+        notes=work.notes + lowered.notes)
 
 
-def _buffer_json(work: GraphWork, b: Any) -> dict[str, Any]:
+def _buffer_json(work: GraphWork, b: Any) -> ev.Buffer:
     lay = b.layout
-    out: dict[str, Any] = {
-        "name": b.name, "kind": b.kind, "size": list(lay.size), "stride": list(lay.stride),
-        "dtype": dtype_name(lay.dtype), "device": lay.device,
-        "origins": sorted(b.origins), "lines": work.origin_lines(b.origins),
-    }
+    out = ev.Buffer(name=b.name, kind=b.kind, size=list(lay.size), stride=list(lay.stride),
+                    dtype=dtype_name(lay.dtype), device=lay.device, origins=sorted(b.origins),
+                    lines=work.origin_lines(b.origins))
     if isinstance(b, ComputedBuffer) and b.data is not None:
         data = b.data
         red = data if isinstance(data, Reduction) else None
-        out.update(describe(data))
-        out.update({
-            "ranges": list(data.ranges),
-            "reduction_ranges": list(red.reduction_ranges) if red is not None else [],
-            "reduction_type": red.reduction_type if red is not None else None,
-            "write_index": pexpr(lay.index(index_vars("i", len(data.ranges)))),
-            "realized": b.realized,
-        })
+        body = describe(data)
+        out.text, out.tree = body["text"], body["tree"]
+        out.reads = [ev.Read(r["buffer"], r["index"]) for r in body["reads"]]
+        out.ranges = list(data.ranges)
+        out.reduction_ranges = list(red.reduction_ranges) if red is not None else []
+        out.reduction_type = red.reduction_type if red is not None else None
+        out.write_index = pexpr(lay.index(index_vars("i", len(data.ranges))))
+        out.realized = b.realized
     elif isinstance(b, ExternKernel):
-        out["extern"] = {"op": op_name(b.op), "fallback": b.fallback,
-                         "args": [_arg_text(a) for a in b.args]}
-        out["realized"] = "extern call" if not b.fallback else "fallback to ATen"
+        out.extern = {"op": op_name(b.op), "fallback": b.fallback,
+                      "args": [_arg_text(a) for a in b.args]}
+        out.realized = "extern call" if not b.fallback else "fallback to ATen"
     elif isinstance(b, ExternOutput):
-        out["extern_output"] = {"parent": b.parent, "item": b.item}
+        out.extern_output = {"parent": b.parent, "item": b.item}
     return out
 
 
@@ -158,13 +153,13 @@ def _arg_text(a: Any) -> str:
     return repr(a)
 
 
-def schedule_stage(work: GraphWork) -> dict[str, Any]:
+def schedule_stage(work: GraphWork) -> ev.SchedulingGraph:
     assert work.lowered is not None and work.backend is not None
     work.sched = schedule(work.lowered, work.backend, work.options.fusion, work.op_names)
-    return {"id": work.gid, **schedule_json(work.sched, work.lines)}
+    return schedule_json(work.sched, work.lines, work.gid)
 
 
-def memory_stage(work: GraphWork) -> dict[str, Any]:
+def memory_stage(work: GraphWork) -> ev.MemoryGraph:
     assert work.lowered is not None and work.sched is not None
     sched, lowered = work.sched, work.lowered
     steps = [(s.writes(), s.reads()) for s in sched.steps]
@@ -180,10 +175,12 @@ def memory_stage(work: GraphWork) -> dict[str, Any]:
                                     work.options.memory_reuse, in_place)
     for p in mem.buffers:
         p.output = p.name in lowered.output_names()
-    return {"id": work.gid, "steps": [s.name for s in sched.steps],
-            "buffers": [p.to_json() for p in mem.buffers],
-            "peak_bytes": mem.peak_bytes, "peak_bytes_no_reuse": mem.peak_bytes_no_reuse,
-            "frees": {str(k): v for k, v in mem.frees.items()}}
+    return ev.MemoryGraph(
+        id=work.gid, steps=[s.name for s in sched.steps],
+        buffers=[ev.PlannedBuffer(p.name, p.bytes, p.first, p.last, p.reused_from, p.output,
+                                  p.allocated_by, p.storage) for p in mem.buffers],
+        peak_bytes=mem.peak_bytes, peak_bytes_no_reuse=mem.peak_bytes_no_reuse,
+        frees={str(k): v for k, v in mem.frees.items()})
 
 
 def _mutation_buffers(work: GraphWork) -> dict[str, str]:
@@ -218,7 +215,7 @@ def input_mutations() -> dict[int, int]:
     return found
 
 
-def codegen_stage(work: GraphWork) -> dict[str, Any]:
+def codegen_stage(work: GraphWork) -> ev.CodegenGraph:
     assert work.sched is not None and work.memory is not None and work.lowered is not None
     backend = work.backend
     assert backend is not None
@@ -229,13 +226,13 @@ def codegen_stage(work: GraphWork) -> dict[str, Any]:
     work.wrapper, work.wrapper_line_map = generate_wrapper(
         [b.name for b in work.lowered.inputs], work.lowered.outputs, work.sched, work.memory,
         backend, kernels, artifact)
-    return {
-        "id": work.gid, **backend.to_json(), "triton_interpret": backend.emulated,
-        "kernels": [{"name": k.name, "language": backend.language, "target": backend.label,
-                     "source": k.source, "line_map": _with_lines(work, k.line_map)}
-                    for k in kernels],
-        "wrapper": {"source": work.wrapper, "line_map": work.wrapper_line_map},
-    }
+    return ev.CodegenGraph(
+        id=work.gid, backend=backend.name, backend_label=backend.label,
+        emulated=backend.emulated, triton_interpret=backend.emulated,
+        kernels=[ev.GeneratedKernel(k.name, backend.language, k.source,
+                                    _with_lines(work, k.line_map), backend.label)
+                 for k in kernels],
+        wrapper=ev.Wrapper(work.wrapper, [ev.WrapperLine(**e) for e in work.wrapper_line_map]))
 
 
 def _header(work: GraphWork, step: Any) -> list[str]:
@@ -248,30 +245,90 @@ def _header(work: GraphWork, step: Any) -> list[str]:
             "fuses: " + work.describe_origins(plan.origins)]
 
 
-def _with_lines(work: GraphWork, line_map: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{**e, "lines": work.origin_lines(e["origins"])} for e in line_map]
+def _with_lines(work: GraphWork, line_map: list[dict[str, Any]]) -> list[ev.KernelLine]:
+    return [ev.KernelLine(**e, lines=work.origin_lines(e["origins"])) for e in line_map]
 
 
-def build_stage(work: GraphWork, warmup: bool = True) -> dict[str, Any]:
+def build_stage(work: GraphWork, warmup: bool = True) -> ev.CompileGraph:
     assert work.backend is not None and work.lowered is not None
     work.compiled = compiled = loader.load_graph(
         work.wrapper, work.build_source, work.backend, work.options,
         [k.name for k in work.kernels], work.lowered.constants)
+    _record(work, compiled)
     kernels = []
     if warmup:
-        kernels = loader.warmup(compiled, work.example_inputs)
-    return {"id": work.gid, "ms": compiled.ms, "cache_hit": compiled.cache_hit,
-            "path": str(compiled.path), "build_ms": compiled.build_ms, "kernels": kernels}
+        kernels = [ev.BuiltKernel(**k) for k in loader.warmup(compiled, work.example_inputs)]
+    return ev.CompileGraph(id=work.gid, ms=compiled.ms, cache_hit=compiled.cache_hit,
+                           kernels=kernels, path=str(compiled.path),
+                           build_ms=compiled.build_ms, graph_cache=compiled.graph_cache)
+
+
+def _graph_key(work: GraphWork) -> str | None:
+    """The whole-graph cache's key for this graph (None, with the reason in
+    `work.graph_cache`, when the graph cannot be cached)."""
+    key, why = graph_cache.graph_key(
+        work.gm, work.example_inputs, work.options,
+        {"lines": work.lines, "code": work.code_lines,
+         "mutations": sorted(work.mutations.items())})
+    if key is None:
+        work.graph_cache = graph_cache.GraphCacheStatus(None, "bypass", why)
+    return key
+
+
+def _record(work: GraphWork, compiled: loader.CompiledGraph) -> None:
+    """Say what the whole-graph cache held for this graph, and store what was built.
+
+    An entry that names another wrapper than the one just generated means the key missed
+    something that changes the code: it is reported as "stale" (and replaced)."""
+    status = work.graph_cache
+    key, backend, lowered = _graph_key(work), work.backend, work.lowered
+    if key is not None and backend is not None and lowered is not None:
+        entry, why = graph_cache.lookup(key, work.options)
+        if why or (entry is not None and entry.wrapper != compiled.path):
+            status = graph_cache.GraphCacheStatus(key, "stale", why or "another wrapper")
+        elif status is None or status.status != "stale":
+            status = graph_cache.GraphCacheStatus(key, "hit" if entry else "miss")
+        constants = [b.name for b in lowered.inputs[len(lowered.inputs)
+                                                    - len(lowered.constants):]]
+        graph_cache.store(key, work.options, graph_cache.Entry(
+            backend.name, backend.device, compiled.path,
+            loader.source_path(work.build_source, backend, work.options), compiled.kernels,
+            constants), loader.artifact_path(work.build_source, backend, work.options))
+    compiled.graph_cache = status.to_json() if status is not None else {}
+
+
+def _cached(work: GraphWork) -> loader.CompiledGraph | None:
+    """The graph as compiled before, from the whole-graph cache, or None (then compile it;
+    `work.graph_cache` says why when an entry was there and did not verify)."""
+    key = _graph_key(work)
+    if key is None:
+        return None
+    entry, why = graph_cache.lookup(key, work.options)
+    if entry is None:
+        if why:
+            work.graph_cache = graph_cache.GraphCacheStatus(key, "stale", why)
+        return None
+    backend = choose_backend(entry.backend, entry.device, work.options)
+    compiled = loader.load_built(entry.wrapper, entry.source, backend, entry.kernels,
+                                 graph_cache.constant_values(work.gm, entry.constants))
+    compiled.graph_cache = graph_cache.GraphCacheStatus(key, "hit").to_json()
+    return compiled
 
 
 def compile_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                options: CompileOptions, filename: str | None = None, gid: int = 0,
                notes: Sequence[str] = (), mutations: dict[int, int] | None = None
                ) -> Callable[..., Any]:
-    """Everything at once: the backend's path. Returns fn(*args) -> list of outputs."""
+    """Everything at once: the backend's path. Returns fn(*args) -> list of outputs.
+
+    A graph compiled before comes from the whole-graph cache (runtime/graph_cache.py)
+    without lowering..codegen; the CompiledGraph's `graph_cache` says which happened."""
     work = GraphWork(gid, gm, list(example_inputs), options, filename)
     work.notes.extend(notes)
     work.mutations = dict(mutations or {})
+    cached = _cached(work)
+    if cached is not None:
+        return cached
     lower(work)
     schedule_stage(work)
     memory_stage(work)

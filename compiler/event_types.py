@@ -255,6 +255,7 @@ class PlannedBuffer:
     reused_from: str | None
     output: bool
     allocated_by: str = "wrapper"
+    storage: str = ""  # the buffer whose allocation it ends up using (an input, in place)
 
 
 @dataclass
@@ -364,6 +365,9 @@ class CompileGraph:
     kernels: list[BuiltKernel]
     path: str = ""
     build_ms: float = 0.0
+    # the whole-graph cache (compiler/runtime/graph_cache.py): key, status (hit, miss,
+    # stale, bypass) and why; empty when it was not asked
+    graph_cache: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -474,7 +478,19 @@ class Done:
 
     ok: bool
     isolated: bool = False
-    trace_id: str = ""
+    trace_id: str | None = None  # the permalink's id, once the server stored the trace
+
+
+def to_json(value: Any) -> Any:
+    """A payload as JSON-ready data: a dataclass of this module becomes an object of all
+    its fields (so every listed key is present), lists and dicts recursively."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_json(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    if isinstance(value, dict):
+        return {k: to_json(v) for k, v in value.items()}
+    return value
 
 
 PAYLOADS: dict[str, type] = {

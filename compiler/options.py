@@ -35,6 +35,7 @@ class CompileOptions:
     # False: an op without a lowering (or a case a lowering hands to ATen) makes the graph
     # run eagerly with the reason, so coverage counts only what is lowered natively.
     fallback: bool = True  # an op without a lowering runs on ATen; False: the graph runs eagerly
+    debug_index_asserts: bool = False  # check every indirect index on the device (a debug aid)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -20,6 +20,7 @@ becomes an `error` event naming the stage (and the user's line where known), fol
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.metadata
 import platform
 import sys
@@ -34,6 +35,7 @@ from typing import Any, TypeVar
 import torch
 
 from compiler import check, training
+from compiler import event_types as ev
 from compiler.capture.bundle import Bundle, BundleError, BundleGraph, read_bundle, snapshot
 from compiler.capture.front import (
     FrontRun,
@@ -72,32 +74,33 @@ class _Seq:
 
     next: int = 0
 
-    def event(self, stage: str, ms: float, data: dict[str, Any]) -> StageEvent:
-        ev = StageEvent(self.next, stage, ms, data)
+    def event(self, stage: str, ms: float, data: Any) -> StageEvent:
+        """`data`: the stage's typed payload (compiler/event_types.py), made JSON here; a
+        dict only for what is replayed from a bundle as it was stored."""
+        event = StageEvent(self.next, stage, ms, data if isinstance(data, dict)
+                           else ev.to_json(data))
         self.next += 1
-        return ev
+        return event
 
 
-def _fail(seq: _Seq, data: dict[str, Any], **done: Any) -> Iterator[StageEvent]:
+def _fail(seq: _Seq, data: ev.Error | dict[str, Any], isolated: bool = False
+          ) -> Iterator[StageEvent]:
     yield seq.event("error", 0.0, data)
-    yield seq.event("done", 0.0, {"ok": False, **done})
+    yield seq.event("done", 0.0, ev.Done(ok=False, isolated=isolated))
 
 
-def _error_data(stage: str, e: BaseException, path: Path | None) -> dict[str, Any]:
+def _error_data(stage: str, e: BaseException, path: Path | None) -> ev.Error:
     if isinstance(e, StageFailed):
-        return e.data
+        return ev.Error(**e.data)
     if isinstance(e, SnippetError):
-        return {"stage": stage, "kind": e.kind, "message": e.message, "line": e.line,
-                "traceback": e.tb}
-    kind = "build" if isinstance(e, BuildError) else \
+        return ev.Error(stage, e.kind, e.message, e.line, e.tb)  # type: ignore[arg-type]
+    kind: ev.ErrorKind = "build" if isinstance(e, BuildError) else \
         "bundle" if isinstance(e, BundleError) else "exception"
-    data: dict[str, Any] = {"stage": stage, "kind": kind,
-                            "message": f"{type(e).__name__}: {e}",
-                            "line": user_line_of(e, path) if path else None,
-                            "traceback": traceback.format_exc(limit=-12)}
+    err = ev.Error(stage, kind, f"{type(e).__name__}: {e}",
+                   user_line_of(e, path) if path else None, traceback.format_exc(limit=-12))
     if isinstance(e, BuildError):
-        data.update(kernel=e.kernel, log=e.log)
-    return data
+        err.kernel, err.log = e.kernel, e.log
+    return err
 
 
 def versions(device: str) -> dict[str, Any]:
@@ -152,22 +155,27 @@ def run_front(code: str, options: CompileOptions, bundle_path: str | Path,
                 data = fn(run)
         except Exception as e:  # StageFailed, or a compiler bug / unsupported construct
             err = _error_data(name, e, path)
-            run.events["error"] = {"ms": 0.0, "data": err}
+            run.events["error"] = {"ms": 0.0, "data": ev.to_json(err)}
             write_front_bundle(run, bundle_path)
             yield from _fail(seq, err)
             return
-        if name == "source":
-            data.update(_compiler_facts(options))
-        if printed():
-            data["stdout"] = printed()
-        data["origin"] = "snippet"
+        payload = _front_payload(name, data, options, printed())
         ms = (time.perf_counter() - start) * 1000
-        run.events[name] = {"ms": ms, "data": data}
-        yield seq.event(name, ms, data)
+        run.events[name] = {"ms": ms, "data": ev.to_json(payload)}
+        yield seq.event(name, ms, payload)
     try:
         write_front_bundle(run, bundle_path)
     except Exception as e:  # a value the bundle cannot carry: say which
         yield from _fail(seq, _error_data("capture", e, path))
+
+
+def _front_payload(name: str, data: dict[str, Any], options: CompileOptions, stdout: str
+                   ) -> ev.Source | ev.Capture:
+    """The front stage's payload, typed: the snippet's side (`data`), the compiler's facts
+    (for `source`) and what the snippet printed."""
+    if name == "source":
+        return ev.Source(**{**data, **_compiler_facts(options)}, stdout=stdout)
+    return ev.Capture(**data, stdout=stdout)
 
 
 # -- back half -----------------------------------------------------------------------------
@@ -196,8 +204,7 @@ def run_back(bundle_path: str | Path, options: CompileOptions, replay: bool = Tr
     try:
         bundle = read_bundle(bundle_path)
     except BundleError as e:
-        yield from _fail(seq, {"stage": "lowering", "kind": "bundle", "message": str(e),
-                               "line": None, "traceback": None}, isolated=isolated)
+        yield from _fail(seq, ev.Error("lowering", "bundle", str(e)), isolated=isolated)
         return
     events = bundle.events
     if "error" in events:
@@ -231,7 +238,7 @@ def run_back(bundle_path: str | Path, options: CompileOptions, replay: bool = Tr
             yield from _fail(seq, _error_data(name, e, None), isolated=isolated)
             return
         yield seq.event(name, (time.perf_counter() - start) * 1000, data)
-    yield seq.event("done", 0.0, {"ok": run.ok, "isolated": isolated})
+    yield seq.event("done", 0.0, ev.Done(ok=run.ok, isolated=isolated))
 
 
 def run_pipeline(code: str, options: CompileOptions, filename: str | None = None,
@@ -291,9 +298,11 @@ def _work(gid: int, gm: torch.fx.GraphModule, inputs: list[Any], options: Compil
 
 
 # -- the back half's stages ----------------------------------------------------------------
-def _per_graph(fn: Callable[[GraphWork], dict[str, Any]]) -> Callable[[_BackRun], dict[str, Any]]:
-    def stage(run: _BackRun) -> dict[str, Any]:
-        return {"graphs": [fn(w) for w in run.works]}
+def _per_graph(fn: Callable[[GraphWork], Any], payload: Callable[..., Any]
+               ) -> Callable[[_BackRun], Any]:
+    """A stage that runs `fn` on each graph; `payload` is its event type (one of graphs)."""
+    def stage(run: _BackRun) -> Any:
+        return payload(graphs=[fn(w) for w in run.works])
 
     return stage
 
@@ -302,15 +311,16 @@ def _training_pairs(run: _BackRun) -> list[tuple[int, int]]:
     return training.pairs([(g.kind, g.dynamo_graph) for g, _, _ in run.graphs])
 
 
-def _memory(run: _BackRun) -> dict[str, Any]:
+def _memory(run: _BackRun) -> ev.Memory:
     """Each graph's memory plan; a forward graph's also lists what it saves for backward."""
     graphs = [memory_stage(w) for w in run.works]
     for fw, bw in _training_pairs(run):
-        graphs[fw]["saved"] = training.saved_activations(run.works[fw], run.works[bw])
-    return {"graphs": graphs}
+        graphs[fw].saved = [ev.SavedActivation(**s) for s in
+                            training.saved_activations(run.works[fw], run.works[bw])]
+    return ev.Memory(graphs=graphs)
 
 
-def _compile(run: _BackRun) -> dict[str, Any]:
+def _compile(run: _BackRun) -> ev.Compile:
     graphs = []
     for w in run.works:
         try:
@@ -320,7 +330,7 @@ def _compile(run: _BackRun) -> dict[str, Any]:
         except KernelLaunchError as e:
             raise StageFailed("compile", "build", str(e)[:4000], None,
                               traceback.format_exc(limit=-6), kernel=e.kernel) from e
-    return {"graphs": graphs}
+    return ev.Compile(graphs=graphs)
 
 
 def _fresh(inputs: list[Any]) -> list[Any]:
@@ -332,27 +342,27 @@ def _compiled(w: GraphWork) -> Callable[..., Any]:
     return w.compiled
 
 
-def _run_stage(run: _BackRun) -> dict[str, Any]:
+def _run_stage(run: _BackRun) -> ev.Run:
     """Each compiled graph (the one `compile` built) against the same graph run eagerly."""
-    graphs: list[dict[str, Any]] = []
-    outputs: list[dict[str, Any]] = []
+    graphs: list[ev.RunGraph] = []
+    outputs: list[ev.OutputCheck] = []
     how = set()
     for w in run.works:
         ref, reference_text = check.reference(w.gm, _fresh(w.example_inputs))
         how.add(reference_text)
         out = _compiled(w)(*_fresh(w.example_inputs))
         result = check.compare_outputs(out, ref, run.options)
-        graphs.append({"id": w.gid, "ok": result["ok"], "outputs": result["outputs"],
-                       "reference": reference_text})
-        outputs += [{**o, "graph": w.gid, "index": len(outputs) + i}
+        graphs.append(ev.RunGraph(w.gid, result["ok"], result["outputs"], reference_text))
+        outputs += [dataclasses.replace(o, graph=w.gid, index=len(outputs) + i)
                     for i, o in enumerate(result["outputs"])]
     # Training: each backward graph again, on the activations the compiled forward saved.
-    chained = [training.chained_check(run.works[fw], run.works[bw], _fresh, run.options)
+    chained = [ev.ChainedCheck(**training.chained_check(run.works[fw], run.works[bw], _fresh,
+                                                       run.options))
                for fw, bw in _training_pairs(run)]
-    run.ok = all(g["ok"] for g in graphs) and all(c["ok"] for c in chained)
-    return {"ok": run.ok, "outputs": outputs, "atol": run.options.atol,
-            "rtol": run.options.rtol, "graphs": graphs, "chained": chained,
-            "reference": "; ".join(sorted(how)) + ", on the captured inputs"}
+    run.ok = all(g.ok for g in graphs) and all(c.ok for c in chained)
+    return ev.Run(ok=run.ok, outputs=outputs, atol=run.options.atol, rtol=run.options.rtol,
+                  graphs=graphs, chained=chained,
+                  reference="; ".join(sorted(how)) + ", on the captured inputs")
 
 
 def _each(fns: list[Callable[..., Any]], run: _BackRun) -> Callable[[], None]:
@@ -365,7 +375,7 @@ def _each(fns: list[Callable[..., Any]], run: _BackRun) -> Callable[[], None]:
     return call
 
 
-def _profile(run: _BackRun) -> dict[str, Any]:
+def _profile(run: _BackRun) -> ev.Profile:
     kernel_bytes = {}
     for w in run.works:
         for step in w.sched.steps if w.sched else []:
@@ -380,12 +390,13 @@ def _profile(run: _BackRun) -> dict[str, Any]:
 
     eager = _each([w.gm for w in run.works], run)
     ours = _each([_compiled(w) for w in run.works], run)
-    return profile(eager, ours, inductor, [_compiled(w) for w in run.works], run.options,
-                   kernel_bytes)
+    return ev.Profile(**profile(eager, ours, inductor, [_compiled(w) for w in run.works],
+                                run.options, kernel_bytes))
 
 
-BACK_STAGES: tuple[tuple[str, Callable[[_BackRun], dict[str, Any]]], ...] = (
-    ("lowering", _per_graph(lower)), ("scheduling", _per_graph(schedule_stage)),
-    ("memory", _memory), ("codegen", _per_graph(codegen_stage)),
+BACK_STAGES: tuple[tuple[str, Callable[[_BackRun], Any]], ...] = (
+    ("lowering", _per_graph(lower, ev.Lowering)),
+    ("scheduling", _per_graph(schedule_stage, ev.Scheduling)),
+    ("memory", _memory), ("codegen", _per_graph(codegen_stage, ev.Codegen)),
     ("compile", _compile), ("run", _run_stage), ("profile", _profile),
 )

@@ -33,9 +33,8 @@ from typing import IO, Any
 
 from compiler.codegen import targets
 from server.cgroups import JobCgroup
-from server.sandbox import INNER_SCRATCH, make_launch
+from server.sandbox import INNER_SCRATCH, event_channel, make_launch
 from server.scratch import JobDir
-from server.seccomp import filter_fd
 from server.warm import READY
 
 log = logging.getLogger(__name__)
@@ -345,9 +344,7 @@ class WarmPool:
         s = self.settings
         iso = s.isolation
         scratch = jobdir.phase(phase)
-        events_r, events_w = os.pipe()
-        seccomp_fd = filter_fd(iso.seccomp) if iso.seccomp is not None else None
-        try:
+        with event_channel(iso) as (events_r, events_w, seccomp_fd):
             # Run as a script, not `-m server.warm`: that would import the server package
             # (Flask and all) into every worker.
             argv = [python, WARM_SCRIPT, "--events-fd", str(events_w)]
@@ -362,29 +359,10 @@ class WarmPool:
                                  group.procs if group is not None else [], seccomp_fd)
             view = INNER_SCRATCH if iso.mode == "bubblewrap" else str(scratch)
             stderr = tempfile.TemporaryFile()
-            proc = subprocess.Popen(
-                launch.argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                env=launch.env,
-                cwd=launch.cwd,
-                start_new_session=True,
-                pass_fds=(events_w, *launch.pass_fds),
-                preexec_fn=_niced(launch.preexec, os.geteuid() == 0),  # noqa: PLW1509 - setrlimit and nice only
-                user=launch.user,
-                group=launch.group,
-                extra_groups=[] if launch.user is not None else None,
-            )
+            proc = launch.start(subprocess.PIPE, stderr, events_w,
+                                _niced(launch.preexec, os.geteuid() == 0))
             with self._cond:
                 self._groups.add(proc.pid)
-        except BaseException:
-            os.close(events_r)
-            raise
-        finally:
-            os.close(events_w)
-            if seccomp_fd is not None:
-                os.close(seccomp_fd)
         return WarmWorker(proc, jobdir, group, view, stderr, events_r)
 
 

@@ -21,6 +21,7 @@ could remount the read-only views.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import json
 import os
@@ -30,7 +31,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -113,6 +114,43 @@ class Launch:
     user: int | None = None
     group: int | None = None
     pass_fds: tuple[int, ...] = ()
+
+    def start(self, stdin: Any, stderr: Any, events_w: int,
+              preexec: Callable[[], None] | None = None) -> subprocess.Popen[bytes]:
+        """Start the worker in its own session, its stdout a pipe, the event channel's
+        write end `events_w` passed on; `preexec` replaces the launch's own."""
+        return subprocess.Popen(
+            self.argv,
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            env=self.env,
+            cwd=self.cwd,
+            start_new_session=True,
+            pass_fds=(events_w, *self.pass_fds),
+            preexec_fn=preexec or self.preexec,  # noqa: PLW1509 - cgroup join, setrlimit, nice
+            user=self.user,
+            group=self.group,
+            extra_groups=[] if self.user is not None else None,
+        )
+
+
+@contextlib.contextmanager
+def event_channel(iso: Any) -> Iterator[tuple[int, int, int | None]]:
+    """The pipe a worker writes its events to, and its seccomp filter's fd, around the
+    worker's start: the read end is the caller's once the block succeeds; the write end
+    and the filter (the worker holds its own copies) are closed after it either way."""
+    events_r, events_w = os.pipe()
+    seccomp_fd = filter_fd(iso.seccomp) if iso.seccomp is not None else None
+    try:
+        yield events_r, events_w, seccomp_fd
+    except BaseException:
+        os.close(events_r)
+        raise
+    finally:
+        os.close(events_w)
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)
 
 
 @dataclass(frozen=True)

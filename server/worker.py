@@ -34,9 +34,15 @@ from server.jobs import SCHEMA_VERSION, Job
 from server.kcache import KernelCache
 from server.pool import WARM_TIMEOUT_S, WarmPool, WarmWorker
 from server.relay import Outcome, Relay, parse_event
-from server.sandbox import Isolation, Limits, SandboxSpec, kill_strays, make_launch
+from server.sandbox import (
+    Isolation,
+    Limits,
+    SandboxSpec,
+    event_channel,
+    kill_strays,
+    make_launch,
+)
 from server.scratch import JobDir
-from server.seccomp import filter_fd
 from server.store import Store
 from server.warm import READY
 
@@ -283,33 +289,12 @@ def _start_cold(
 ) -> tuple[subprocess.Popen[bytes], int]:
     """Start a sandboxed process now; returns it and the read end of its event channel."""
     iso = settings.isolation
-    events_r, events_w = os.pipe()
-    seccomp_fd = filter_fd(iso.seccomp) if iso.seccomp is not None else None
     procs = group.procs if group is not None else []
-    launch = make_launch(iso, lambda view: wrapped_argv(argv(view), events_w), scratch,
-                         settings.spec, settings.limits, settings.repo_dir, procs, seccomp_fd)
-    try:
-        proc = subprocess.Popen(
-            launch.argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            env=launch.env,
-            cwd=launch.cwd,
-            start_new_session=True,
-            pass_fds=(events_w, *launch.pass_fds),
-            preexec_fn=launch.preexec,  # noqa: PLW1509 - cgroup join and setrlimit only
-            user=launch.user,
-            group=launch.group,
-            extra_groups=[] if launch.user is not None else None,
-        )
-    except BaseException:
-        os.close(events_r)
-        raise
-    finally:
-        os.close(events_w)
-        if seccomp_fd is not None:
-            os.close(seccomp_fd)
+    with event_channel(iso) as (events_r, events_w, seccomp_fd):
+        launch = make_launch(iso, lambda view: wrapped_argv(argv(view), events_w), scratch,
+                             settings.spec, settings.limits, settings.repo_dir, procs,
+                             seccomp_fd)
+        proc = launch.start(subprocess.DEVNULL, stderr, events_w)
     return proc, events_r
 
 

@@ -12,10 +12,11 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
+import compiler.event_types as ev
 from compiler.capture.bundle import BundleWriter, snapshot
 from compiler.capture.dynamo import CapturedGraph, Recorder
 from compiler.capture.fxgraph import graph_json, node_lines
@@ -46,11 +47,11 @@ class FrontRun:
     events: dict[str, Any] = field(default_factory=dict)  # payloads for the bundle
 
 
-def _spec(name: str, t: Any) -> dict[str, Any]:
+def _spec(name: str, t: Any) -> ev.InputSpec:
     if isinstance(t, torch.Tensor):
-        return {"name": name, "shape": list(t.shape), "stride": list(t.stride()),
-                "dtype": str(t.dtype).removeprefix("torch."), "device": t.device.type}
-    return {"name": name, "value": repr(t)[:80]}
+        return ev.InputSpec(name, list(t.shape), list(t.stride()),
+                            str(t.dtype).removeprefix("torch."), t.device.type)
+    return ev.InputSpec(name, value=repr(t)[:80])
 
 
 def source_stage(run: FrontRun) -> dict[str, Any]:
@@ -108,8 +109,9 @@ def capture_stage(run: FrontRun) -> dict[str, Any]:
     graphs = []
     for i, g in enumerate(recorder.graphs):
         info = graph_json(g.gm, i, node_lines(g.gm, str(run.path)), code_lines)
-        graphs.append({**info, "kind": g.kind, "dynamo_graph": g.dynamo_graph,
-                       "compile_id": g.compile_id})
+        graphs.append(ev.CaptureGraph(**info, kind=cast(ev.GraphKind, g.kind),
+                                      dynamo_graph=g.dynamo_graph,
+                                      compile_id=g.compile_id))
     return {"graphs": graphs, "graph_breaks": [_break(r, run.path) for r in recorder.breaks],
             "dynamo_graphs": recorder.dynamo_graphs, "compiles": log.compiles}
 
@@ -135,13 +137,13 @@ def _backward_as_the_snippet_did(out: Any, call: Call) -> None:
         torch.autograd.backward([t for t, _ in pairs], [g for _, g in pairs])
 
 
-def _break(reason: Any, path: Path) -> dict[str, Any]:
+def _break(reason: Any, path: Path) -> ev.GraphBreak:
     line = None
     for frame in getattr(reason, "user_stack", []) or []:
         if frame.filename == str(path):
             line = frame.lineno
     text = str(getattr(reason, "reason", reason)).strip().splitlines() or [""]
-    return {"reason": text[0][:500], "line": line}
+    return ev.GraphBreak(text[0][:500], line)
 
 
 def write_front_bundle(run: FrontRun, bundle_path: str | Path) -> int:

@@ -50,6 +50,8 @@ C_TYPE = {
 PRELUDE = r"""#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -70,6 +72,13 @@ KS_SIMD1(erfcf) KS_SIMD1(cbrtf) KS_SIMD2(powf) KS_SIMD2(atan2f) KS_SIMD2(hypotf)
 }
 #endif
 
+// debug_index_asserts: an indirect index outside its dim stops the process, as a failed
+// device-side assert stops a GPU kernel.
+[[noreturn]] static inline void ks_index_error(const char* kernel, int64_t i, int64_t n) {
+  std::fprintf(stderr, "%s: index out of bounds: 0 <= %lld < %lld\n", kernel,
+               static_cast<long long>(i), static_cast<long long>(n));
+  std::abort();
+}
 template <typename T> static inline T ks_max(T a, T b) { return (a != a || a > b) ? a : b; }
 template <typename T> static inline T ks_min(T a, T b) { return (a != a || a < b) ? a : b; }
 template <typename T> static inline T ks_floordiv(T a, T b) {
@@ -187,8 +196,8 @@ class CppKernelCodegen(KernelCodegen):
     literal = staticmethod(literal)
     comment = "//"
 
-    def __init__(self, plan: KernelPlan) -> None:
-        super().__init__(plan)
+    def __init__(self, plan: KernelPlan, index_checks: bool = False) -> None:
+        super().__init__(plan, index_checks)
         self.table = OPS
         self.rows = choose_rows(plan)  # pointwise over (yindex, xindex), or flat
         if self.rows is not None:
@@ -247,6 +256,10 @@ class CppKernelCodegen(KernelCodegen):
         elif value.dtype != dtype or dtype == torch.float16:
             v = f"static_cast<{C_TYPE[dtype]}>({v})"
         return f"{self.args[name]}[{cexpr(index)}] = {v};"
+
+    def index_check(self, x: Var, size: int) -> str:
+        return (f"if ({x.name} < 0 || {x.name} >= {size}) "
+                f"ks_index_error(\"{self.plan.name}\", {x.name}, {size});")
 
     def masked_body(self, mask: Var, body: Callable[[], Any], other: Any) -> Var:
         with self.sub_scope() as inner_lines:
@@ -456,8 +469,8 @@ class CppKernelCodegen(KernelCodegen):
         out.write("}")
 
 
-def generate_cpp(plan: KernelPlan, header: list[str]) -> CppKernel:
-    lines = CppKernelCodegen(plan).generate(header)
+def generate_cpp(plan: KernelPlan, header: list[str], index_checks: bool = False) -> CppKernel:
+    lines = CppKernelCodegen(plan, index_checks).generate(header)
     return CppKernel(plan.name, lines.text(), lines.line_map(), plan.inputs + plan.stores)
 
 
@@ -477,7 +490,7 @@ class CppBackend(Backend):
         return OPS
 
     def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:
-        k = generate_cpp(plan, header)
+        k = generate_cpp(plan, header, self.options.debug_index_asserts)
         launch = f"{k.name}({', '.join(f'ptr({a})' for a in k.args)})"
         return GeneratedKernel(k.name, k.source, k.line_map, k.args, launch)
 

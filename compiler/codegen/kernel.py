@@ -64,8 +64,9 @@ class KernelCodegen(Handler):
 
     comment = "#"  # how the backend starts a comment line
 
-    def __init__(self, plan: KernelPlan) -> None:
+    def __init__(self, plan: KernelPlan, index_checks: bool = False) -> None:
         self.plan = plan
+        self.index_checks = index_checks  # bounds-check indirect indices (debug option)
         self.args = plan.arg_names()
         self.prologue = Lines()  # index variables that depend on xindex only
         self.index_names: dict[str, str] = {}  # printed x-domain term -> variable
@@ -115,6 +116,10 @@ class KernelCodegen(Handler):
         raise NotImplementedError
 
     def masked_body(self, mask: Var, body: Callable[[], Any], other: Any) -> Var:
+        raise NotImplementedError
+
+    def index_check(self, x: Var, size: int) -> str:
+        """A line that stops the kernel when `x` is outside [0, size) (debug_index_asserts)."""
         raise NotImplementedError
 
     def write_loop(self, out: Lines, block: Block) -> None:
@@ -271,6 +276,9 @@ class KernelCodegen(Handler):
         return self.masked_body(mask, body, other)
 
     def indirect_indexing(self, x: Var, size: int) -> sympy.Symbol:
+        if self.index_checks:
+            self.block.scope.lines.write(self.index_check(x, size), self.origins(),
+                                         self.buffer_names())
         s = sym(x.name)
         self.symbol_domains[s] = x.domain
         return s

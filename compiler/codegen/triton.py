@@ -7,6 +7,7 @@ we compile fits), loads and stores are masked, and every line knows its FX origi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
@@ -54,8 +55,6 @@ OPS = OpTable("Triton", merged(merged(C_LIKE, {
     "mod": {"int": "((({0} % {1}) + {1}) % {1})", "uint": "{0} % {1}",
             "float": "({0} - {1} * tl.floor({0} / {1}))"},
     "fmod": {"float": "libdevice.fmod({0}, {1})"},
-    "pow": {"float": "libdevice.pow({0}, {1})", "int": "_ipow({0}, {1})",
-            "uint": "_upow({0}, {1})"},
     "maximum": "tl.maximum({0}, {1})", "minimum": "tl.minimum({0}, {1})",
     "logical_and": "{0} & {1}", "logical_or": "{0} | {1}", "logical_xor": "{0} ^ {1}",
     "bitwise_and": {"bool": "{0} & {1}"}, "bitwise_or": {"bool": "{0} | {1}"},
@@ -64,6 +63,9 @@ OPS = OpTable("Triton", merged(merged(C_LIKE, {
     **calls("tl.{}({{0}})", "exp exp2 log log2 sqrt rsqrt sin cos sigmoid erf"),
     **calls("libdevice.{}({{0}})", "expm1 log1p tan tanh asin acos atan sinh cosh"),
     **calls("libdevice.{}({{0}}, {{1}})", "atan2"),
+    # Integers by squaring (_ipow and _upow are in the kernels' prelude).
+    "pow": {"float": "libdevice.pow({0}, {1})", "int": "_ipow({0}, {1})",
+            "uint": "_upow({0}, {1})"},
     # Rounding an integer is the integer.
     **{n: {"float": f, "*": "{0}"}
        for n, f in (("floor", "tl.floor({0})"), ("ceil", "tl.ceil({0})"),
@@ -136,9 +138,9 @@ def literal(value: Any, dtype: torch.dtype) -> str:
 class TritonKernelCodegen(KernelCodegen):
     literal = staticmethod(literal)
 
-    def __init__(self, plan: KernelPlan, persistent: bool,
-                 interpret: bool = False, tile: Tile | None = None) -> None:
-        super().__init__(plan)
+    def __init__(self, plan: KernelPlan, persistent: bool, interpret: bool = False,
+                 tile: Tile | None = None, index_checks: bool = False) -> None:
+        super().__init__(plan, index_checks)
         self.persistent = persistent  # the whole row in registers: no loop over RBLOCK
         self.r_loads: list[sympy.Expr] = []  # indices of loads inside the reduction loop
         self.table = INTERPRET_OPS if interpret else OPS
@@ -211,6 +213,10 @@ class TritonKernelCodegen(KernelCodegen):
         if self.plan.kind == "pointwise":
             return "[XBLOCK]"
         return "[XBLOCK, RBLOCK]" if domain == "r" else "[XBLOCK, 1]"
+
+    def index_check(self, x: Var, size: int) -> str:
+        return (f"tl.device_assert(((0 <= {x.name}) & ({x.name} < {size})) | "
+                f"~({self._mask(x.domain)}), \"index out of bounds: 0 <= {x.name} < {size}\")")
 
     def masked_body(self, mask: Var, body: Callable[[], Any], other: Any) -> Var:
         self.masks.append(mask)
@@ -329,7 +335,8 @@ class TritonKernelCodegen(KernelCodegen):
     def assemble(self, header: list[str], body: Lines) -> Lines:
         plan = self.plan
         out = Lines()
-        out.write("@triton.jit")
+        # device_assert is compiled only in debug mode
+        out.write("@triton.jit(debug=True)" if self.index_checks else "@triton.jit")
         params = [self.args[b] for b in plan.inputs] + [self.args[b] for b in plan.stores]
         if self.tile is not None:
             params += ["ynumel", "xnumel", "YBLOCK: tl.constexpr", "XBLOCK: tl.constexpr"]
@@ -409,18 +416,18 @@ def column_config(plan: KernelPlan) -> dict[str, Any]:
 
 
 def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
-                    interpret: bool = False) -> TritonKernel:
+                    interpret: bool = False, index_checks: bool = False) -> TritonKernel:
     cfg = block_config(plan, persistent_limit)
     tile = choose_tile(plan)
     if tile is not None and fits_grid(tile, tile_config(tile)["YBLOCK"]):
         tcfg = tile_config(tile)
-        gen = TritonKernelCodegen(plan, True, interpret, tile)
+        gen = TritonKernelCodegen(plan, True, interpret, tile, index_checks)
         lines = gen.generate(header + [tile.reason])
         grid = (-(-tile.x // tcfg["XBLOCK"]), -(-tile.y // tcfg["YBLOCK"]))
         return TritonKernel(plan.name, lines.text(), lines.line_map(), grid,
                             {"YBLOCK": tcfg["YBLOCK"], "XBLOCK": tcfg["XBLOCK"]},
                             tcfg["num_warps"], plan.inputs + plan.stores, [tile.y, tile.x])
-    gen = TritonKernelCodegen(plan, cfg["persistent"], interpret)
+    gen = TritonKernelCodegen(plan, cfg["persistent"], interpret, None, index_checks)
     lines = gen.generate(header)
     if plan.kind == "reduction" and not cfg["persistent"] and walks_columns(gen.r_loads):
         cfg = column_config(plan)
@@ -490,6 +497,16 @@ def check_interpreter() -> None:
             "environment (the kernelscope command does so for --backend triton on a CPU)")
 
 
+def _interpreter_asserts() -> None:
+    """The interpreter runs `tl.device_assert` only when its builder is in debug mode
+    (compiled kernels take `debug=True` from their decorator; the interpreter ignores it)."""
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    if not builder.options.debug:
+        builder.options = dataclasses.replace(builder.options, debug=True)
+
+
 class TritonBackend(Backend):
     """Triton on CUDA; on a CPU-only host, when asked for, under the Triton interpreter."""
 
@@ -508,7 +525,8 @@ class TritonBackend(Backend):
         return super().kernel_prefix(kind, rnumel)
 
     def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:
-        k = generate_triton(plan, header, self.options.persistent_rblock, self.emulated)
+        k = generate_triton(plan, header, self.options.persistent_rblock, self.emulated,
+                            self.options.debug_index_asserts)
         meta = "".join(f", {m}={v}" for m, v in k.meta.items())
         launch = (f"{k.name}[{k.grid}]({', '.join(k.args)}, {', '.join(map(str, k.numels))}"
                   f"{meta}, num_warps={k.num_warps})")
@@ -527,6 +545,8 @@ class TritonBackend(Backend):
         # it, which the process must have started with.
         if self.emulated:
             check_interpreter()
+            if self.options.debug_index_asserts:
+                _interpreter_asserts()
         return BuildResult(None, True, 0.0)
 
     def first_launch(self, wrapper: Path, inputs: list[dict[str, Any]] | None

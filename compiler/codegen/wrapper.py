@@ -96,10 +96,11 @@ def _write_allocations(out: Lines, sched: Schedule, memory: MemoryPlan, writes: 
 
 # ATen ops whose real output strides can differ from their meta function's (the planned
 # layout): the wrapper passes their outputs through `conform` (runtime/support.py).
+# Convolution lays its result out like its input (channels_last in, channels_last out).
 aten = torch.ops.aten
 LAYOUT_AT_RUNTIME = frozenset({
     aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_efficient_attention,
-    aten._scaled_dot_product_cudnn_attention})
+    aten._scaled_dot_product_cudnn_attention, aten.convolution, aten._convolution})
 
 
 def _conformed(ext: ExternKernel, text: str, buf: Any) -> str:
@@ -115,7 +116,9 @@ def _write_extern(out: Lines, sched: Schedule, step: Any) -> None:
     kwargs = "".join(f", {k}={_pyval(v)}" for k, v in ext.kwargs.items())
     if ext.kwargs and not args:
         kwargs = kwargs[2:]
-    out.write(f"{ext.name} = {op_call(ext.op)}({args}{kwargs})", (), (step.name,))
+    call = f"{op_call(ext.op)}({args}{kwargs})"
+    out.write(f"{ext.name} = {call if ext.outputs else _conformed(ext, call, ext)}", (),
+              (step.name,))
     for child in ext.outputs:
         buf = sched.buffers[child]
         assert isinstance(buf, ExternOutput)

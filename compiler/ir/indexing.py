@@ -174,6 +174,30 @@ def contiguous_strides(size: Sequence[int]) -> list[int]:
     return list(reversed(strides))
 
 
+def dense_strides_like(size: Sequence[int], stride: Sequence[int]) -> list[int]:
+    """Dense strides in the dim order of `stride` (what `empty_like` gives a tensor with
+    gaps): sorted innermost first by stride, ties to the smaller size, a 0 stride ambiguous
+    (ATen's `infer_dense_strides`)."""
+    perm = list(reversed(range(len(size))))
+
+    def swap(d0: int, d1: int) -> bool:
+        s0, s1 = int(stride[d0]), int(stride[d1])
+        if s0 == 0 or s1 == 0:
+            return False
+        return s0 > s1 or (s0 == s1 and int(size[d0]) > int(size[d1]))
+
+    for i in range(1, len(perm)):
+        j = i
+        while j > 0 and swap(perm[j - 1], perm[j]):
+            perm[j - 1], perm[j] = perm[j], perm[j - 1]
+            j -= 1
+    out, acc = [0] * len(size), 1
+    for d in perm:
+        out[d] = acc
+        acc *= max(int(size[d]), 1)
+    return out
+
+
 def strided_index(index: Sequence[Expr], stride: Sequence[int], offset: int = 0) -> Expr:
     # One Add of all terms: adding them one at a time re-flattens the sum at every step.
     return sympy.Add(sympy.Integer(offset), *(i * s for i, s in zip(index, stride) if s != 0))

@@ -18,8 +18,9 @@ from typing import Any
 import torch
 import torch.fx
 
+from compiler.event_types import Fallback
 from compiler.ir.handlers import PrintHandler, call_body, op_uses
-from compiler.ir.indexing import contiguous_strides
+from compiler.ir.indexing import contiguous_strides, dense_strides_like
 from compiler.ir.nodes import (
     Buffer,
     ComputedBuffer,
@@ -45,14 +46,6 @@ Refuses = Callable[[str, torch.dtype], str | None]
 
 class Unsupported(Exception):
     """The graph uses something this compiler cannot handle at all (e.g. dynamic shapes)."""
-
-
-@dataclass
-class Fallback:
-    op: str
-    node: str
-    buffer: str
-    reason: str
 
 
 @dataclass
@@ -256,6 +249,13 @@ class GraphLowering:
         self._counter += 1
         return name
 
+    def _input_metas(self) -> dict[int, torch.Tensor]:
+        """The FX meta of each value the current node reads, by the value's identity."""
+        if self.current is None:
+            return {}
+        return {id(self.env[n]): n.meta["val"] for n in self.current.all_input_nodes
+                if n in self.env and isinstance(n.meta.get("val"), torch.Tensor)}
+
     def out_meta(self) -> Any:
         return self.current.meta.get("val") if self.current is not None else None
 
@@ -332,10 +332,20 @@ class GraphLowering:
 
     def extern(self, op: Any, args: Any, kwargs: dict[str, Any], fallback: bool,
                reason: str = "") -> Any:
-        """Call ATen for this op on realized inputs; outputs follow the FX meta."""
+        """Call ATen for this op on realized inputs; outputs follow the FX meta.
+
+        An input computed here is stored in the dim order eager gave it, since some ops
+        (convolution, flash attention) lay out their result like their input; the wrapper
+        copies the result of an op listed in its LAYOUT_AT_RUNTIME to the meta strides."""
+        read = self._input_metas()
+
         def as_arg(v: Any) -> Any:
             if isinstance(v, TensorValue):
-                stored = self.realize(v, f"input to extern {op_name(op)}")
+                meta = read.get(id(v))
+                stride = None
+                if meta is not None and tuple(meta.shape) == tuple(v.size):
+                    stride = dense_strides_like(meta.shape, meta.stride())
+                stored = self.realize(v, f"input to extern {op_name(op)}", stride=stride)
                 return stored.as_arg()
             return v
 
@@ -368,7 +378,8 @@ class GraphLowering:
                     items.append(m)
             result = tuple(items)
         if fallback:
-            self.fallbacks.append(Fallback(op_name(op), self.node_name(), name, reason))
+            self.fallbacks.append(Fallback(op_name(op), self.node_name(), name, reason,
+                                           self.lines.get(self.node_name())))
         return result
 
 

@@ -106,6 +106,8 @@ def cat(g: Any, tensors: Sequence[Any], dim: int = 0) -> Any:
     loaders = [t.loader() for t in parts]
 
     def inner(idx: Index) -> Any:
+        # Each part is read only inside its own segment [start, end) of `dim`: outside it
+        # the shifted index points before or past that part's buffer.
         i = ops.index_expr(idx[dim], torch.int64)
         result = None
         for k in reversed(range(len(parts))):
@@ -118,12 +120,15 @@ def cat(g: Any, tensors: Sequence[Any], dim: int = 0) -> Any:
                 v = load(shifted)
                 return ops.to_dtype(v, dtype) if pd != dtype else v
 
-            if result is None:
+            start, end = offsets[k], offsets[k] + parts[k].size[dim]
+            conds = ([ops.ge(i, ops.constant(start, torch.int64))] if k > 0 else []) + \
+                ([ops.lt(i, ops.constant(end, torch.int64))] if k < len(parts) - 1 else [])
+            if not conds:
                 result = body()
                 continue
-            end = offsets[k] + parts[k].size[dim]
-            inside = ops.lt(i, ops.constant(end, torch.int64))
-            result = ops.where(inside, ops.masked(inside, body, 0), result)
+            inside = conds[0] if len(conds) == 1 else ops.logical_and(*conds)
+            value = ops.masked(inside, body, 0)
+            result = value if result is None else ops.where(inside, value, result)
         return result
 
     return g.lazy(inner, size, dtype, parts)

@@ -39,10 +39,21 @@ def content_key(*parts: str) -> str:
 
 
 def write_once(path: Path, text: str) -> bool:
-    """Write `text` to `path` atomically unless it is already there; True if it was."""
-    if path.exists():
-        return True
+    """Write `text` to `path` unless the file holds exactly that already; True if it did.
+
+    Files are named by their content's hash, so a file there with other content is
+    damaged (or was tampered with): it is replaced, never trusted."""
+    try:
+        if path.read_text() == text:
+            return True
+    except (OSError, UnicodeDecodeError):
+        pass
+    write_atomic(path, text)
+    return False
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write under a temporary name, then rename: a reader sees the old file or the new."""
     tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
     tmp.write_text(text)
     os.replace(tmp, path)
-    return False

@@ -52,7 +52,13 @@ class TorchHandler(Handler):
         return _evaluate(sympy.sympify(expr), env, self.device)
 
     def load(self, name: str, index: Any) -> torch.Tensor:
-        return self.storages[name][self._index(index).long()]
+        storage, idx = self.storages[name], self._index(index).long()
+        if not isinstance(storage, _Clamped) and idx.numel() and (
+                int(idx.min()) < 0 or int(idx.max()) >= storage.numel()):
+            # An unmasked load must stay inside its buffer (a GPU faults, C++ reads junk).
+            raise IndexError(f"load of {name} at {index} reaches [{int(idx.min())}, "
+                             f"{int(idx.max())}] outside its {storage.numel()} elements")
+        return storage[idx]
 
     def constant(self, value: Any, dtype: torch.dtype) -> torch.Tensor:
         return torch.tensor(value, dtype=dtype, device=self.device)

@@ -36,6 +36,7 @@ class CompiledGraph:
     backend: Backend
     kernels: list[str] = field(default_factory=list)  # the module's kernel names
     constants: tuple[Any, ...] = ()  # graph constants, the wrapper's last inputs
+    graph_cache: dict[str, Any] = field(default_factory=dict)  # GraphCacheStatus.to_json()
 
     def __call__(self, *args: Any) -> list[Any]:
         return list(self.module.call([*args, *self.constants]))
@@ -44,6 +45,11 @@ class CompiledGraph:
 def _source_path(build_source: str, backend: Backend, options: CompileOptions) -> Path:
     root = cache_root(options.cache_dir)
     return root / f"kernels_{content_key(build_source)}{backend.source_suffix}"
+
+
+def source_path(build_source: str, backend: Backend, options: CompileOptions) -> Path | None:
+    """Where the source the backend builds is written (None when nothing is built)."""
+    return _source_path(build_source, backend, options) if build_source else None
 
 
 def artifact_path(build_source: str, backend: Backend, options: CompileOptions
@@ -63,12 +69,25 @@ def load_graph(wrapper: str, build_source: str, backend: Backend, options: Compi
         src = _source_path(build_source, backend, options)
         write_once(src, build_source)
     result = backend.build(src)
-    key = content_key(wrapper, backend.name)
-    path = root / f"graph_{key}.py"
+    path = root / f"graph_{content_key(wrapper, backend.name)}.py"
     hit = write_once(path, wrapper) and result.cache_hit
-    module = _import(path, f"kernelscope_graph_{key}")
+    return _loaded(path, hit, start, result.ms, backend, kernels, constants)
+
+
+def load_built(wrapper: Path, source: Path | None, backend: Backend, kernels: list[str],
+               constants: Sequence[Any]) -> CompiledGraph:
+    """A graph whose wrapper (and the source of its library) the whole-graph cache found
+    and verified: nothing is generated; the backend finds its build done."""
+    start = time.perf_counter()
+    result = backend.build(source)
+    return _loaded(wrapper, result.cache_hit, start, result.ms, backend, kernels, constants)
+
+
+def _loaded(path: Path, hit: bool, start: float, build_ms: float, backend: Backend,
+            kernels: list[str], constants: Sequence[Any]) -> CompiledGraph:
+    module = _import(path, f"kernelscope_{path.stem}")
     launch.install(module, kernels, backend.device)
-    return CompiledGraph(module, path, hit, (time.perf_counter() - start) * 1000, result.ms,
+    return CompiledGraph(module, path, hit, (time.perf_counter() - start) * 1000, build_ms,
                          backend, kernels, tuple(constants))
 
 

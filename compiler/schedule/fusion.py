@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from compiler.event_types import FusionDecision
 from compiler.ir.handlers import body_vars
 from compiler.ir.indexing import contiguous_strides, decompose, index_vars, simplify_index
 from compiler.schedule.domain import split_point
@@ -67,22 +68,9 @@ class Group:
 
 
 @dataclass
-class Decision:
-    node1: str
-    node2: str
-    fused: bool
-    kind: str
-    reason: str
-    score: int
-
-    def to_json(self) -> dict[str, Any]:
-        return self.__dict__.copy()
-
-
-@dataclass
 class FusionResult:
     groups: list[Group]
-    decisions: list[Decision] = field(default_factory=list)
+    decisions: list[FusionDecision] = field(default_factory=list)
 
 
 def fuse(nodes: list[SchedNode], sizes: dict[str, int], enabled: bool = True) -> FusionResult:
@@ -99,7 +87,7 @@ def fuse(nodes: list[SchedNode], sizes: dict[str, int], enabled: bool = True) ->
             tried.add((a.label, b.label))
             ok, reason = (False, "fusion is turned off") if not enabled else \
                 can_fuse(a, b, kind, consumers)
-            result.decisions.append(Decision(a.label, b.label, ok, kind, reason, score))
+            result.decisions.append(FusionDecision(a.label, b.label, ok, kind, reason, score))
             if ok:
                 result.groups = _merge(result.groups, a, b)
                 fused = True

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from compiler.ir.nodes import Buffer, ExternKernel, ExternOutput
 
@@ -25,11 +24,6 @@ class BufferPlan:
     allocated_by: str  # "wrapper", "extern" (ATen allocates its own result) or "input"
     reused_from: str | None = None
     storage: str = ""  # the buffer whose allocation this one ends up using
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "bytes": self.bytes, "first": self.first,
-                "last": self.last, "output": self.output, "reused_from": self.reused_from,
-                "allocated_by": self.allocated_by, "storage": self.storage}
 
 
 @dataclass

@@ -8,12 +8,13 @@ that fusion keeps out of memory.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
+from compiler.event_types import FusionDecision, ScheduledKernel, SchedulingGraph
 from compiler.ir.nodes import Buffer, ExternKernel
 from compiler.ir.opnames import op_short
 from compiler.lowering.graph import LoweredGraph
-from compiler.schedule.fusion import Decision, Group, fuse
+from compiler.schedule.fusion import Group, fuse
 from compiler.schedule.nodes import SchedNode, build_nodes
 from compiler.schedule.plan import KernelPlan
 
@@ -40,7 +41,7 @@ class Step:
 @dataclass
 class Schedule:
     steps: list[Step]
-    decisions: list[Decision]
+    decisions: list[FusionDecision]
     removed: set[str]
     buffers: dict[str, Buffer] = field(default_factory=dict)
 
@@ -104,17 +105,15 @@ def _op_names(nodes: list[SchedNode], op_names: dict[str, str]) -> list[str]:
     return seen[:5] or ["kernel"]
 
 
-def schedule_json(s: Schedule, lines: dict[str, int | None]) -> dict[str, Any]:
+def schedule_json(s: Schedule, lines: dict[str, int | None], gid: int) -> SchedulingGraph:
     kernels = []
     for step in s.steps:
         origins = sorted({o for n in step.group.nodes for o in n.buffer.origins})
         x, r = step.group.shape
-        kernels.append({
-            "name": step.name, "kind": step.kind,
-            "buffers": [n.name for n in step.group.nodes],
-            "numel": x, "rnumel": r, "origins": origins,
-            "lines": sorted({ln for o in origins if (ln := lines.get(o)) is not None}),
-            "reads": sorted(step.reads()), "writes": step.writes(),
-        })
-    return {"kernels": kernels, "decisions": [d.to_json() for d in s.decisions],
-            "removed_buffers": sorted(s.removed)}
+        kernels.append(ScheduledKernel(
+            name=step.name, kind=step.kind, buffers=[n.name for n in step.group.nodes],
+            numel=x, rnumel=r, origins=origins,
+            lines=sorted({ln for o in origins if (ln := lines.get(o)) is not None}),
+            reads=sorted(step.reads()), writes=step.writes()))
+    return SchedulingGraph(id=gid, kernels=kernels, decisions=s.decisions,
+                           removed_buffers=sorted(s.removed))

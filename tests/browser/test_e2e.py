@@ -15,11 +15,13 @@ from pathlib import Path
 import pytest
 from browser_support import REPO, LiveServer, page_errors, screenshot
 from playwright.sync_api import Page, expect
+from shared_snippets import recompiles
 from ui import (
     PANES,
     highlighted_kernel_lines,
     hover_editor_line,
     kernel_sources,
+    open_backward_graph,
     open_explorer,
     show_tab,
     wait_done,
@@ -121,18 +123,7 @@ def test_compile_hover_share_and_reopen(
     assert page_errors(fresh) == []
 
 
-RECOMPILES = """import torch
-
-
-def f(x):
-    y = x + 1
-    return torch.relu(y)
-
-
-cf = torch.compile(f)
-cf(torch.randn(16))
-cf(torch.randn(32))
-"""
+RECOMPILES = recompiles()
 
 
 def test_a_recompile_shows_its_reason_and_fusion_off_diffs_from_a_permalink(
@@ -254,17 +245,7 @@ def test_the_training_sample_shows_its_backward_graph_and_kernels(
     backward = {k["name"] for k in codegen[1]["kernels"]}
     assert backward and not backward & {k["name"] for k in codegen[0]["kernels"]}
 
-    page.click(".gtab[data-graphs='1']")
-    expect(page.locator(".gtab.active")).to_have_text("backward 1")
-    assert set(kernel_sources(page)) == backward
-    show_tab(page, "graph")
-    page.wait_for_function(
-        "() => window.kernelscope.panes.find(p => p.id === 'graph').fx?.nodes().length > 0"
-    )
-    names = page.evaluate(
-        "window.kernelscope.panes.find(p => p.id === 'graph').fx.nodes().map(n => n.id())"
-    )
-    assert "tangents_1" in names
+    open_backward_graph(page, backward)
     screenshot(page, "e2e-training-backward")
 
     page.click(".gtab[data-graphs='0']")

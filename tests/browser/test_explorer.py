@@ -19,6 +19,7 @@ from ui import (
     highlighted_kernel_lines,
     hover_editor_line,
     kernel_sources,
+    open_backward_graph,
     open_explorer,
     show_tab,
     wait_done,
@@ -54,18 +55,8 @@ def test_training_shows_forward_and_backward_as_tabs_with_saved_activations(page
     assert forward and backward and not forward & backward
     assert set(kernel_sources(page)) == forward | backward
 
-    page.click(".gtab[data-graphs='1']")
-    expect(page.locator(".gtab.active")).to_have_text("backward 1")
-    assert set(kernel_sources(page)) == backward
+    open_backward_graph(page, backward)
     expect(page.locator(".code-pane .wrapper .kname")).to_have_text("wrapper · graph 1")
-    show_tab(page, "graph")
-    page.wait_for_function(
-        "() => window.kernelscope.panes.find(p => p.id === 'graph').fx?.nodes().length > 0"
-    )
-    names = page.evaluate(
-        "window.kernelscope.panes.find(p => p.id === 'graph').fx.nodes().map(n => n.id())"
-    )
-    assert "tangents_1" in names
     screenshot(page, "training-backward")
 
     page.click(".gtab[data-graphs='0']")

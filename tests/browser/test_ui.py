@@ -31,6 +31,8 @@ from ui import (
     wait_panes_filled,
 )
 
+from compiler.events import STAGES
+
 pytestmark = pytest.mark.browser
 
 GELU_LINE = 7  # `h = F.gelu(h, approximate="tanh")` in the fixture snippet
@@ -262,18 +264,7 @@ def test_unmeasured_profile_shows_its_reason(page: Page) -> None:
 
 def test_the_fixture_follows_the_event_schema() -> None:
     events = load_fixture()["events"]
-    assert [e["stage"] for e in events] == [
-        "source",
-        "capture",
-        "lowering",
-        "scheduling",
-        "memory",
-        "codegen",
-        "compile",
-        "run",
-        "profile",
-        "done",
-    ]
+    assert [e["stage"] for e in events] == [*STAGES, "done"]
     assert [e["seq"] for e in events] == list(range(len(events)))
     graph = events[5]["data"]["graphs"][0]
     for kernel in graph["kernels"]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from playwright.sync_api import Page
+from playwright.sync_api import Page, expect
 
 PANES = ["code", "graph", "ir", "fusion", "memory", "timings"]
 
@@ -61,3 +61,19 @@ def kernel_sources(page: Page) -> dict[str, str]:
 
 def trace_stages(page: Page) -> list[str]:
     return page.evaluate("window.kernelscope.state.trace.events.map(e => e.stage)")
+
+
+def open_backward_graph(page: Page, backward: set[str]) -> None:
+    """Click a training trace's backward graph tab: only its kernels show, and its FX
+    graph (the graph pane) has the gradient input `tangents_1`."""
+    page.click(".gtab[data-graphs='1']")
+    expect(page.locator(".gtab.active")).to_have_text("backward 1")
+    assert set(kernel_sources(page)) == backward
+    show_tab(page, "graph")
+    page.wait_for_function(
+        "() => window.kernelscope.panes.find(p => p.id === 'graph').fx?.nodes().length > 0"
+    )
+    names = page.evaluate(
+        "window.kernelscope.panes.find(p => p.id === 'graph').fx.nodes().map(n => n.id())"
+    )
+    assert "tangents_1" in names

@@ -13,9 +13,20 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 NAN = float("nan")
 Case = tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]
+
+
+def _channels_last() -> tuple[torch.Tensor, torch.Tensor]:
+    return (torch.randn(2, 3, 8, 8).to(memory_format=torch.channels_last),
+            torch.randn(4, 3, 3, 3))
+
+
+def _conv_of_shared(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    y = x * 2  # two users: stored before the conv reads it
+    return F.conv2d(y, w) + y.amax()
 
 
 def _nan_rows() -> tuple[torch.Tensor]:
@@ -108,6 +119,10 @@ CASES: dict[str, Case] = {
                                                   torch.randn(3, 2))),
     "linalg_eigh": (lambda x: torch.linalg.eigh(x @ x.T + torch.eye(3)),
                     lambda: (torch.randn(3, 3),)),
+    # extern results laid out like their inputs (conv keeps channels_last; on CUDA flash
+    # attention keeps its query's dim order): the kernels after them read the meta's strides
+    "conv_channels_last_input": (lambda x, w: F.conv2d(x * 2, w) + 1, _channels_last),
+    "conv_channels_last_shared": (_conv_of_shared, _channels_last),
     # softmax over long rows: one-pass logsumexp on Triton (lowering/softmax.py), with
     # NaN, all -inf, one finite value and +inf rows; split (few rows) and unsplit
     "softmax_long_rows_special": (lambda x: torch.softmax(x, -1), lambda: (_special(80, 5000),)),

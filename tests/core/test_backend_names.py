@@ -9,6 +9,7 @@ its pattern sees the kinds of comparison it is meant to find.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -44,6 +45,7 @@ def _findings(path: str, text: str) -> list[str]:
         code = line.split("#", 1)[0] if path.endswith(".py") else line
         if "language" in code:  # a highlighting language ("cpp" is one), not a backend
             continue
+        code = re.sub(r"\bfor\s+[\w, ()]+?\s+in\b", "for ... over", code)  # a loop, not a test
         if NAME_COMPARISON.search(code) or (
                 "backend" in code.lower() and AUTO_COMPARISON.search(code)):
             out.append(f"{path}:{i}: {line.strip()}")
@@ -79,6 +81,7 @@ def test_the_patterns_see_backend_name_comparisons() -> None:
         'x = "cpp_poi_fused_add_0"',
         'if target.name == requested:',
         'const ext = code.language === "cpp" ? "cpp" : "py";',
+        'for key in ("wrappers", "libraries", "triton", "rejected"):',
     ]
     for line in unseen:
         assert not _findings("x.py", line), line
@@ -112,17 +115,43 @@ def test_auto_is_resolved_only_by_the_target_table() -> None:
 
 ENV_WRITE = re.compile(r"os\.environ\[[^\]]+\]\s*=|os\.environ\.(?:setdefault|update|pop)\(|"
                        r"os\.putenv\(")
+# Commands that set their own process's environment at start-up, from their arguments.
+COMMANDS = {"compiler/cli.py", "compiler/runtime/triton_prebuild.py"}
 
 
-def test_the_compiler_writes_the_environment_only_at_the_commands_start_up() -> None:
-    writers = []
+def _env_writes(source: str) -> list[tuple[int, bool]]:
+    """(line, scoped) of each write to os.environ: scoped when the function it is in puts
+    the environment back in a `finally:` (a patch inside a `with`/`try` that restores)."""
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    writes = [i for i, line in enumerate(lines, 1) if ENV_WRITE.search(line.split("#", 1)[0])]
+    out = []
+    for line in writes:
+        scoped = False
+        for fn in ast.walk(tree):
+            if isinstance(fn, ast.FunctionDef) and fn.lineno <= line <= (fn.end_lineno or 0):
+                for node in ast.walk(fn):
+                    if isinstance(node, ast.Try) and node.finalbody and any(
+                            ENV_WRITE.search(ast.unparse(n)) for n in node.finalbody):
+                        scoped = True
+        out.append((line, scoped))
+    return out
+
+
+def test_the_compiler_writes_the_environment_only_at_start_up_or_scoped() -> None:
+    unscoped = []
     for p in sorted((REPO / "compiler").rglob("*.py")):
-        for i, line in enumerate(p.read_text().splitlines(), 1):
-            if ENV_WRITE.search(line.split("#", 1)[0]):
-                writers.append(f"{p.relative_to(REPO).as_posix()}:{i}")
-    # cli.py: the process's own start-up, before torch is imported, from its arguments.
-    assert all(w.startswith("compiler/cli.py:") for w in writers), writers
-    assert ENV_WRITE.search('os.environ["TRITON_INTERPRET"] = "1"')
+        rel = p.relative_to(REPO).as_posix()
+        if rel in COMMANDS:
+            continue
+        unscoped += [f"{rel}:{n}" for n, scoped in _env_writes(p.read_text()) if not scoped]
+    assert not unscoped, unscoped
+    # The check sees a bare write (what the Triton backend's build once did) and a scoped one.
+    bare = "import os\ndef build():\n    os.environ['TRITON_INTERPRET'] = '1'\n"
+    assert _env_writes(bare) == [(3, False)]
+    scoped = ("import os\ndef f():\n    old = os.environ.get('K')\n    os.environ['K'] = '1'\n"
+              "    try:\n        yield\n    finally:\n        os.environ.pop('K', None)\n")
+    assert _env_writes(scoped) == [(4, True), (8, True)]
 
 
 def test_triton_on_the_cpu_without_the_interpreter_is_refused_and_leaves_the_env_alone(

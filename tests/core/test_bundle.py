@@ -51,7 +51,7 @@ def test_back_half_runs_a_bundle_and_replays_the_front_events(tmp_path: Path) ->
     assert by["source"]["origin"] == "snippet" and by["capture"]["origin"] == "snippet"
     assert by["capture"]["graphs"][0]["kind"] == "inference"
     assert by["run"]["ok"] and by["run"]["graphs"][0]["ok"]
-    assert by["done"] == {"ok": True, "isolated": True}
+    assert by["done"] == {"ok": True, "isolated": True, "trace_id": None}
 
 
 def test_one_capture_and_one_compile_per_graph(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -121,7 +121,7 @@ def test_snippet_output_is_data_never_events(tmp_path: Path) -> None:
     back = [json.loads(line) for line in proc.stdout.splitlines()]
     check_stream(back)
     assert [e["stage"] for e in back].count("run") == 1
-    assert back[-1]["data"] == {"ok": True, "isolated": True}
+    assert back[-1]["data"] == {"ok": True, "isolated": True, "trace_id": None}
 
 
 def _tamper(bundle: Path, edit: Any) -> None:

@@ -14,10 +14,10 @@ def test_dtype_shape_and_count_mismatches_fail() -> None:
     x = torch.randn(8)
     assert compare_outputs([x.clone()], [x], OPTS)["ok"]
     result = compare_outputs([x.double()], [x], OPTS)
-    assert not result["ok"] and "dtype" in result["outputs"][0]["error"]
+    assert not result["ok"] and "dtype" in result["outputs"][0].error
     assert not compare_outputs([x.view(2, 4)], [x], OPTS)["ok"]
     result = compare_outputs([x], [x, x], OPTS)
-    assert not result["ok"] and "1 outputs" in result["outputs"][-1]["error"]
+    assert not result["ok"] and "1 outputs" in result["outputs"][-1].error
     assert not compare_outputs([torch.arange(3) + 1], [torch.arange(3)], OPTS)["ok"]
 
 

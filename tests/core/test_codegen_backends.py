@@ -15,6 +15,7 @@ from compiler.codegen.cpp import CppBackend
 from compiler.codegen.triton import TritonBackend
 from compiler.codegen.triton_report import compiled_report
 from compiler.compile_fx import GraphWork, codegen_stage, lower, memory_stage, schedule_stage
+from compiler.event_types import to_json
 from compiler.options import CompileOptions
 
 OPTS = CompileOptions()
@@ -71,13 +72,14 @@ def test_kernel_prefixes_come_from_the_backend() -> None:
 
 
 def _work(fn: Any, args: tuple[Any, ...], backend: str) -> tuple[GraphWork, dict[str, Any]]:
+    """The graph's work after codegen, and the codegen event's payload (as JSON)."""
     (gm, _), = lower_fn(fn, *args)
     inputs = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
     work = GraphWork(0, gm, inputs, CompileOptions(backend=backend))
     lower(work)
     schedule_stage(work)
     memory_stage(work)
-    return work, codegen_stage(work)
+    return work, to_json(codegen_stage(work))
 
 
 def test_the_graph_carries_its_backend_and_events_name_it() -> None:
@@ -116,10 +118,10 @@ def test_a_node_the_backend_cannot_express_goes_to_aten_with_the_reason(backend:
     inputs = [n.meta["val"] for n in gm.graph.nodes if n.op == "placeholder"]
     work = GraphWork(0, gm, inputs, CompileOptions(backend=backend))
     event = lower(work)
-    (fb,) = event["fallbacks"]
-    assert fb["op"].startswith("aten.sign") and "cannot express 'sign' on bool" in fb["reason"]
-    assert fb["reason"].endswith("computed by ATen")
-    names = [b["name"] for b in event["buffers"]]
+    (fb,) = event.fallbacks
+    assert fb.op.startswith("aten.sign") and "cannot express 'sign' on bool" in fb.reason
+    assert fb.reason.endswith("computed by ATen")
+    names = [b.name for b in event.buffers]
     assert names == [f"buf{i}" for i in range(len(names))]  # nothing left of the refused node
     schedule_stage(work)
     memory_stage(work)

@@ -44,8 +44,8 @@ def generated(fn: Callable[..., Any], args: tuple[Any, ...], backend: str) -> st
     schedule_stage(work)
     memory_stage(work)
     data = codegen_stage(work)
-    parts = [k["source"] for k in data["kernels"]]
-    wrapper = data["wrapper"]["source"]
+    parts = [k.source for k in data.kernels]
+    wrapper = data.wrapper.source
     parts.append(wrapper[wrapper.index("def call"):])
     return "\n".join(parts)
 

@@ -8,26 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from shared_snippets import recompiles
 
 from compiler.options import CompileOptions
 from compiler.pipeline import run_pipeline
 
-SNIPPET = """import torch
-
-
-def f(x):
-    y = x + 1
-    return torch.relu(y)
-
-
-cf = torch.compile(f)
-cf(torch.randn(16))
-cf(torch.randn(32))
-cf(torch.randn(64, 2))
-cf(torch.randn(64, 2, dtype=torch.float64))
-with torch.no_grad():
-    cf(torch.randn(64, 2, dtype=torch.float64))
-"""
+SNIPPET = recompiles("cf(torch.randn(64, 2))", "cf(torch.randn(64, 2, dtype=torch.float64))",
+                     "with torch.no_grad():", "    cf(torch.randn(64, 2, dtype=torch.float64))")
 
 
 def capture(code: str, tmp_path: Path) -> dict[str, Any]:

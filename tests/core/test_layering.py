@@ -181,3 +181,24 @@ def test_checker_sees_a_violation(tmp_path: Path) -> None:
         ROOT = saved
     assert ("compiler.codegen.kernel", 3, True) in found
     assert ("compiler.runtime.loader", 5, False) in found
+
+
+def _code_lines(path: Path) -> list[str]:
+    out = []
+    for line in path.read_text().splitlines():
+        text = " ".join(line.split("#", 1)[0].split())
+        if text and text not in ("(", ")", "]", "}", "):", "],", "},") and \
+                not text.startswith(("import ", "from ")):
+            out.append(text)
+    return out
+
+
+def test_no_six_lines_repeat_between_the_triton_and_cpp_generators() -> None:
+    """The kernel skeleton lives once, in codegen/kernel.py: the two generators share no
+    run of six code lines (blank lines, comments, imports and lone brackets aside)."""
+    triton = _code_lines(ROOT / "codegen" / "triton.py")
+    cpp = _code_lines(ROOT / "codegen" / "cpp.py")
+    runs = {tuple(triton[i:i + 6]) for i in range(len(triton) - 5)}
+    shared = [cpp[i:i + 6] for i in range(len(cpp) - 5) if tuple(cpp[i:i + 6]) in runs]
+    assert len(runs) > 100 and len(cpp) > 100  # both generators were read
+    assert not shared, shared[:3]

@@ -29,6 +29,10 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]] = {
                       lambda: (torch.randn(5, 3), torch.randn(5, 4))),
     "cat_pad": (lambda x, y: F.pad(torch.cat([x, y], 0), (1, 1, 0, 2), value=-1.0),
                 lambda: (torch.randn(3, 4), torch.randn(2, 4))),
+    # every part of a cat is read only inside its own segment (the interpreter's loads
+    # are bounds-checked: before, the last part was read at negative offsets)
+    "cat_three": (lambda x, y, z: torch.cat([x, y, z], 1) * 2,
+                  lambda: (torch.randn(3, 4), torch.randn(3, 2), torch.randn(3, 5))),
     "gather_index": (lambda x, i: x.gather(1, i) + x[i[:, 0]].sum(1, keepdim=True),
                      lambda: (torch.randn(6, 5), torch.randint(0, 5, (6, 3)))),
     "embedding": (lambda w, i: F.embedding(i, w), lambda: (torch.randn(10, 4),

@@ -48,5 +48,13 @@ def test_cache_keys_follow_content_and_writes_happen_once(tmp_path: Path) -> Non
     assert content_key("a") == content_key("a") != content_key("b")
     path = tmp_path / "x.py"
     assert write_once(path, "first") is False
-    assert write_once(path, "second") is True
+    assert write_once(path, "first") is True
+    assert path.read_text() == "first"
+
+
+def test_a_cached_file_with_other_content_is_replaced(tmp_path: Path) -> None:
+    # Names are content hashes: a file that holds something else is damaged, not reused.
+    path = tmp_path / "x.py"
+    path.write_text("damaged")
+    assert write_once(path, "first") is False
     assert path.read_text() == "first"

@@ -25,7 +25,7 @@ def _triton_sources(fn, *args) -> list[str]:  # type: ignore[no-untyped-def]
         schedule_stage(work)
         memory_stage(work)
         event = codegen_stage(work)
-        out += [k["source"] for k in event["kernels"]]
+        out += [k.source for k in event.kernels]
     return out
 
 

@@ -162,7 +162,50 @@ def gpt2_parts() -> dict[str, Any]:
     return {"ok": None, **out}
 
 
+def sdpa_split() -> dict[str, Any]:
+    """GPT-2's attention as HF writes it: one qkv Linear split into views, SDPA (flash in
+    bf16, which lays its output out like its query), transpose, output Linear."""
+    class Attn(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv, self.out = nn.Linear(768, 2304), nn.Linear(768, 768)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            b, t, _ = x.shape
+            q, k, v = (z.view(b, t, 12, 64).transpose(1, 2) for z in self.qkv(x).split(768, 2))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.out(y.transpose(1, 2).reshape(b, t, 768))
+
+    torch.manual_seed(0)
+    with torch.device(DEV):
+        m = Attn().bfloat16().eval()
+        x = torch.randn(8, 512, 768, dtype=torch.bfloat16)
+    return _compare(m, x, tol=2e-2)
+
+
+def index_asserts() -> dict[str, Any]:
+    """debug_index_asserts on the GPU: in range matches eager, out of range stops."""
+    import subprocess
+
+    code = ("import torch, sys; from compiler import backend\n"
+            "w = torch.randn(10, 4, device='cuda'); i = torch.tensor(eval(sys.argv[1]), "
+            "device='cuda')\n"
+            "f = torch.compile(lambda w, i: torch.cat([w[:1], w[i]]) * 2, backend=backend, "
+            "options={'debug_index_asserts': True})\n"
+            "r = f(w, i); torch.cuda.synchronize()\n"
+            "print('SAME' if torch.equal(r, torch.cat([w[:1], w[i]]) * 2) else 'DIFFERENT')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    runs = {arg: subprocess.run([sys.executable, "-c", code, arg], capture_output=True,
+                                text=True, env=env, timeout=120) for arg in ("[0, 9, -1]",
+                                                                             "[0, 10]")}
+    good, bad = runs["[0, 9, -1]"], runs["[0, 10]"]
+    ok = "SAME" in good.stdout and bad.returncode != 0 and "SAME" not in bad.stdout
+    return {"ok": ok, "in_range": good.stdout.strip() + good.stderr[-300:],
+            "out_of_range_rc": bad.returncode, "out_of_range": bad.stderr[-400:]}
+
+
 PARTS: dict[str, Callable[[], dict[str, Any]]] = {
+    "sdpa_split": sdpa_split, "index_asserts": index_asserts,
     "gpt2_parts": gpt2_parts,
     "training": training, "cross_entropy": cross_entropy, "bf16_mlp": bf16_mlp,
     "gpt2_block": gpt2_block, "bert_then_vit": bert_then_vit,

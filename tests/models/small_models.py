@@ -39,12 +39,16 @@ class Attention(nn.Module):
 
 
 def _rope(x: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding as transformers' Llama writes it: frequencies from a matmul of
+    inv_freq and the positions, transposed, `cat((freqs, freqs))`, and rotate_half."""
     t, h = x.shape[-2], x.shape[-1] // 2
     inv = 1.0 / (10000 ** (torch.arange(h, device=x.device, dtype=torch.float32) / h))
-    ang = torch.arange(t, device=x.device, dtype=torch.float32)[:, None] * inv[None]
-    cos, sin = ang.cos().to(x.dtype), ang.sin().to(x.dtype)
+    pos = torch.arange(t, device=x.device, dtype=torch.float32)
+    freqs = (inv[None, :, None] @ pos[None, None, :]).transpose(1, 2)
+    emb = torch.cat((freqs, freqs), dim=-1)
+    cos, sin = emb.cos().to(x.dtype), emb.sin().to(x.dtype)
     x1, x2 = x[..., :h], x[..., h:]
-    return torch.cat([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
 
 
 class RMSNorm(nn.Module):

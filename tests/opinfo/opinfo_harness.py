@@ -50,6 +50,10 @@ geometric log_normal randn rand nn.functional.fractional_max_pool2d
 nn.functional.fractional_max_pool3d""".split())
 UNINIT_OPS = frozenset("""empty empty_like new_empty new_empty_strided empty_strided
 empty_permuted""".split())
+# Outputs that are the generator's state when the op ran (philox seed and offset): eager
+# and the compiled call run at different points of the stream, so only shape/dtype match.
+RNG_STATE_OUTPUTS = {"torch.ops.aten._efficient_attention_forward": {2, 3},
+                     "torch.ops.aten._flash_attention_forward": {2, 3}}
 
 
 @dataclass
@@ -136,7 +140,8 @@ def _leaves(x: Any) -> list[Any]:
     return tree_flatten(x)[0]
 
 
-def compare(actual: Any, expected: Any, ref32: Any | None, kind: str) -> None:
+def compare(actual: Any, expected: Any, ref32: Any | None, kind: str,
+            rng_state: frozenset[int] | set[int] = frozenset()) -> None:
     """Raise Mismatch with a short reason when `actual` is not eager's `expected`."""
     a, e = _leaves(actual), _leaves(expected)
     r = _leaves(ref32) if ref32 is not None else [None] * len(e)
@@ -152,7 +157,7 @@ def compare(actual: Any, expected: Any, ref32: Any | None, kind: str) -> None:
         if x.shape != y.shape or x.dtype != y.dtype or x.device.type != y.device.type:
             raise Mismatch(f"output {k}: {tuple(x.shape)} {x.dtype} {x.device} vs eager "
                            f"{tuple(y.shape)} {y.dtype} {y.device}")
-        if kind == "uninit" or x.layout != torch.strided:
+        if kind == "uninit" or x.layout != torch.strided or k in rng_state:
             continue
         if kind == "random":
             _compare_stats(k, x, y)
@@ -180,9 +185,17 @@ def _compare_stats(k: int, x: torch.Tensor, y: torch.Tensor) -> None:
 
 
 def _compare_values(k: int, x: torch.Tensor, y: torch.Tensor, z: Any) -> None:
-    if x.is_complex():  # complex32 has no comparison kernels: widen first
-        x, y = x.to(torch.complex128), y.to(torch.complex128)
-    if x.is_complex() or not (x.dtype.is_floating_point):
+    if x.is_complex():  # real and imaginary parts at the float tolerance (FFTs round
+        # differently on other layouts); complex32 has no kernels: widen it first
+        tol = TOL[{torch.complex32: torch.float16, torch.complex64: torch.float32}.get(
+            x.dtype, torch.float64)]
+        xr, yr = (torch.view_as_real(t.to(torch.complex128)).cpu() for t in (x, y))
+        if not torch.allclose(xr, yr, rtol=tol, atol=tol, equal_nan=True):
+            bad = ~torch.isclose(xr, yr, rtol=tol, atol=tol, equal_nan=True).all(-1)
+            raise Mismatch(f"output {k}: {int(bad.sum())} of {x.numel()} elements differ, "
+                           f"max abs {float((xr - yr).abs().nan_to_num(float('inf')).max()):.3g}")
+        return
+    if not x.dtype.is_floating_point:
         if not torch.equal(x.cpu(), y.cpu()):
             diff = (x.cpu() != y.cpu()).sum().item()
             raise Mismatch(f"output {k}: {diff} of {x.numel()} elements differ")
@@ -268,7 +281,7 @@ def run_case(op: Any, dtype_name: str, index: int, sample: Any, options: dict[st
         except Exception as e:  # noqa: BLE001 - any failure of ours is the result
             return result("error", f"{type(e).__name__}: {_first_line(e)}")
         try:
-            compare(actual, expected, ref32, kind)
+            compare(actual, expected, ref32, kind, RNG_STATE_OUTPUTS.get(key, set()))
         except Mismatch as e:
             return result("mismatch", str(e))
         except Exception as e:  # noqa: BLE001 - comparing itself failed

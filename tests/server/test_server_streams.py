@@ -11,6 +11,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from server_support import AppFactory, compile_events, state, stream, submit
 
+from compiler.events import STAGES as PIPELINE_STAGES
 from server.jobs import Job, JobRequest
 from server.sandbox import Limits
 from server.store import TraceStore, trace_id
@@ -19,18 +20,7 @@ from server.worker import explain, normalize, parse_event
 
 ALL_BACKENDS = True  # every test runs on each back-end (server_support.BACKENDS)
 
-STAGES = [
-    "source",
-    "capture",
-    "lowering",
-    "scheduling",
-    "memory",
-    "codegen",
-    "compile",
-    "run",
-    "profile",
-    "done",
-]
+STAGES = [*PIPELINE_STAGES, "done"]
 
 
 
@@ -161,8 +151,7 @@ def test_nothing_the_front_half_prints_reaches_the_trace(client: FlaskClient) ->
     """Finding 1 (fake halves): forged events on fd 1 and on the front's own event channel."""
     events = compile_events(client, FORGER)
     stages = [e["stage"] for e in events]
-    assert stages == ["source", "capture", "lowering", "scheduling", "memory", "codegen",
-                      "compile", "run", "profile", "done"]  # fmt: skip
+    assert stages == STAGES
     assert [e["seq"] for e in events] == list(range(len(events)))
     by_stage = {e["stage"]: e for e in events}
     assert by_stage["run"]["data"] == {"ok": True} and by_stage["profile"]["data"] == {"graphs": []}

@@ -175,7 +175,7 @@ export class CodePane extends Pane {
       if (c?.ms !== undefined && c.ms !== null) {
         parts.push(`first launch ${fmtMs(c.ms)}${c.cache_hit ? " (cached build)" : ""}`);
       }
-      if (c?.registers !== undefined) parts.push(`${c.registers} regs`);
+      if (c?.registers !== undefined && c.registers !== null) parts.push(`${c.registers} regs`);
       if (c?.spills) parts.push(`${c.spills} spills`);
       if (p?.ms !== undefined && p.ms !== null) parts.push(`runs ${fmtMs(p.ms)}`);
       el.querySelector(".perf").textContent = parts.join(" · ");

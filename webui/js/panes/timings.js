@@ -119,7 +119,7 @@ export class TimingsPane extends Pane {
       h("tbody", g.kernels.map((k) => h("tr",
         h("td", k.name), h("td.num", fmtMs(k.ms)), h("td", k.cache_hit ? "hit" : "miss"),
         h("td.num", k.registers ?? "–"), h("td.num", k.spills ?? "–"),
-        h("td.num", k.shared_bytes !== undefined ? fmtBytes(k.shared_bytes) : "–"))))))));
+        h("td.num", k.shared_bytes !== undefined && k.shared_bytes !== null ? fmtBytes(k.shared_bytes) : "–"))))))));
   }
 
   stages(trace) {
