@@ -17,11 +17,13 @@ from typing import Any
 import sympy
 import torch
 
+from compiler.ir.indexing import decompose
 from compiler.ir.nodes import Index, TensorValue
 from compiler.ir.ops import ops
 from compiler.lowering.reductions import reduce
 from compiler.lowering.registry import aten, register_lowering
 from compiler.lowering.scatter import I64, too_costly
+from compiler.lowering.views import remap
 
 
 def _before(x: TensorValue, dim: int, descending: bool) -> Callable[[Index], Any]:
@@ -140,8 +142,6 @@ def kthvalue(g: Any, x: TensorValue, k: int, dim: int = -1, keepdim: bool = Fals
 def _squeeze(g: Any, values: Any, indices: Any, d: int, keepdim: bool) -> tuple[Any, Any]:
     if keepdim:
         return values, indices
-    from compiler.lowering.views import remap
-
     size = [s for k, s in enumerate(values.size) if k != d]
 
     def back(idx: Index) -> list[Any]:
@@ -199,9 +199,6 @@ def median_dim(g: Any, x: TensorValue, dim: int = 0, keepdim: bool = False) -> A
 
 @register_lowering(aten.median.default, aten.nanmedian.default)
 def median_all(g: Any, x: TensorValue) -> Any:
-    from compiler.ir.indexing import decompose
-    from compiler.lowering.views import remap
-
     if not x.size:
         return _guard(g, x, 0, (x,), {})[0]
     numel = x.numel()

@@ -152,6 +152,8 @@ CASES: dict[str, Case] = {
                              lambda: (torch.tensor([[3.0, NAN, 1.0, NAN], [4.0, 2.0, 8.0, 1.0]]),)),
     "nanmedian_all": (lambda x: torch.nanmedian(x),
                       lambda: (torch.tensor([[3.0, NAN, 1.0], [NAN, 2.0, 7.0]]),)),
+    "frexp_empty_two_outputs": (torch.frexp, lambda: (torch.randn(0, 3),)),
+    "sort_empty_two_outputs": (lambda x: torch.sort(x, 1), lambda: (torch.randn(0, 3),)),
     "sort_0d": (lambda x: torch.sort(x), lambda: (torch.tensor(1.5),)),
     "searchsorted_sides": (lambda s, v: (torch.searchsorted(s, v),
                                          torch.searchsorted(s, v, right=True)),
