@@ -8,6 +8,7 @@ across all graphs so each stage can be reported as it finishes.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ import torch
 import torch.fx
 from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 
+from compiler import dynamo_cache
 from compiler import event_types as ev
 from compiler.capture.attention import rewrite_attention
 from compiler.capture.decompositions import decomposition_table
@@ -109,7 +111,8 @@ def lower(work: GraphWork) -> ev.LoweringGraph:
     online = work.options.persistent_rblock if backend.online_softmax else None
     lowering = GraphLowering(work.gm, work.example_inputs, work.lines, split_reductions=split,
                              fallback=work.options.fallback, refuses=backend.refuses,
-                             online_softmax=online)
+                             online_softmax=online,
+                             channels_last_convs=work.options.channels_last_convs)
     work.lowered = lowered = lowering.run()
     return ev.LoweringGraph(
         id=work.gid, buffers=[_buffer_json(work, b) for b in lowered.buffers],
@@ -308,17 +311,33 @@ def _cached(work: GraphWork) -> loader.CompiledGraph | None:
         if why:
             work.graph_cache = graph_cache.GraphCacheStatus(key, "stale", why)
         return None
-    backend = choose_backend(entry.backend, entry.device, work.options)
+    return _load_entry(key, entry, work.options,
+                       graph_cache.constant_values(work.gm, entry.constants))
+
+
+def _load_entry(key: str, entry: graph_cache.Entry, options: CompileOptions,
+                constants: Sequence[Any], reason: str = "") -> loader.CompiledGraph:
+    backend = choose_backend(entry.backend, entry.device, options)
     compiled = loader.load_built(entry.wrapper, entry.source, backend, entry.kernels,
-                                 graph_cache.constant_values(work.gm, entry.constants))
-    compiled.graph_cache = graph_cache.GraphCacheStatus(key, "hit").to_json()
+                                 constants)
+    compiled.graph_cache = graph_cache.GraphCacheStatus(key, "hit", reason).to_json()
     return compiled
+
+
+def _warm(dynamo_key: str | None, options: CompileOptions) -> loader.CompiledGraph | None:
+    """A Dynamo graph compiled before to one ATen graph with nothing of AOTAutograd's
+    runtime around it (compiler/dynamo_cache.py): that graph, from its cache entry."""
+    key = graph_cache.linked(dynamo_key, options) if dynamo_key is not None else None
+    entry = graph_cache.lookup(key, options)[0] if key is not None else None
+    if key is None or entry is None or entry.constants:
+        return None
+    return _load_entry(key, entry, options, (), "a known Dynamo graph: AOTAutograd skipped")
 
 
 def compile_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                options: CompileOptions, filename: str | None = None, gid: int = 0,
                notes: Sequence[str] = (), mutations: dict[int, int] | None = None
-               ) -> Callable[..., Any]:
+               ) -> loader.CompiledGraph:
     """Everything at once: the backend's path. Returns fn(*args) -> list of outputs.
 
     A graph compiled before comes from the whole-graph cache (runtime/graph_cache.py)
@@ -408,7 +427,10 @@ def make_backend(options: CompileOptions, filename: str | None = None,
     # a torch.compile'd function Dynamo is still watching frames, and would trace our own
     # compiler (sympy included) as user code. Compiling is never user code.
     @torch._disable_dynamo  # type: ignore[misc]
-    def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Any:
+    def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                     dynamo: tuple[str, int] | None = None) -> Any:
+        """`dynamo`: the Dynamo graph's key and input count, when a later compile of it
+        may skip AOTAutograd if this graph shows that its runtime does nothing."""
         gid = counter[0]
         counter[0] += 1
         if _is_dynamic(example_inputs):
@@ -421,6 +443,10 @@ def make_backend(options: CompileOptions, filename: str | None = None,
             return make_boxed_func(torch._disable_dynamo(_eager(gm)))
         if sink is not None:
             sink.append(compiled)
+        key = compiled.graph_cache.get("key")
+        if dynamo is not None and key and not compiled.constants and \
+                not dynamo_cache.identity_runtime(gm, dynamo[1]):
+            graph_cache.link(dynamo[0], key, options)
         run: Callable[..., Any] = compiled
         if options.cuda_graphs and getattr(compiled, "backend", None) is not None \
                 and compiled.backend.device == "cuda":  # type: ignore[attr-defined]
@@ -432,7 +458,15 @@ def make_backend(options: CompileOptions, filename: str | None = None,
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         if options.attention_to_sdpa:
             rewrite_attention(gm)  # CUDA graphs only; recorded in gm.meta
-        return aot_module_simplified(gm, example_inputs, fw_compiler=compile_aten,
+        key, _ = dynamo_cache.dynamo_key(gm, example_inputs, options)
+        warm = _warm(key, options)
+        if warm is not None:
+            if sink is not None:
+                sink.append(warm)
+            return torch._disable_dynamo(warm)
+        fw = compile_aten if key is None else \
+            functools.partial(compile_aten, dynamo=(key, len(example_inputs)))
+        return aot_module_simplified(gm, example_inputs, fw_compiler=fw,
                                      bw_compiler=compile_aten,
                                      decompositions=decomposition_table())
 

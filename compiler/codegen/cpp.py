@@ -8,7 +8,6 @@ goes through two small helpers.
 
 from __future__ import annotations
 
-import functools
 import math
 import os
 import re
@@ -25,7 +24,7 @@ import torch
 from compiler.codegen import targets
 from compiler.codegen.backend import Backend, BuildError, BuildResult, GeneratedKernel
 from compiler.codegen.common import XINDEX, Lines, Scope, Var
-from compiler.codegen.debuglines import KernelFile, kernel_file, objdump_lines, spans
+from compiler.codegen.cpp_asm import asm_report
 from compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
 from compiler.codegen.mathops import (
     ATEN_INCLUDE,
@@ -150,6 +149,11 @@ PARALLEL_MIN = 65536  # below this many elements, threads cost more than they sa
 SUM_CHUNK = 4096
 COLUMN_BLOCK = 128  # outputs per block when a reduction is interchanged (column sums)
 OUTER_PARALLEL_MIN = 16  # fewer rows than this: the threads split each row instead
+# Rows up to this long keep a costly per-element value (a libm call: softmax's exp) that
+# the next loop over the row needs again in a stack array, instead of computing it twice.
+ROW_KEEP_MAX = 8192
+COSTLY = re.compile(r"std::(?!numeric_limits)\w+\(")
+TMP = re.compile(r"\btmp\d+\b")
 # Reductions OpenMP can split across simd lanes (and threads). any/all too: amax's NaN
 # check is an any(isnan) in the same loop, and without its clause the loop stays scalar.
 OMP_OP = {"sum": "+", "max": "max", "min": "min", "prod": "*", "any": "||", "all": "&&"}
@@ -200,6 +204,8 @@ class CppKernelCodegen(KernelCodegen):
         super().__init__(plan, index_checks)
         self.table = OPS
         self.rows = choose_rows(plan)  # pointwise over (yindex, xindex), or flat
+        self.same_as: dict[str, str] = {}  # a value of this loop -> the previous loop's
+        self.kept: dict[str, str] = {}  # the previous loop's value -> the array keeping it
         if self.rows is not None:
             self.bounds[YINDEX], self.bounds[XINDEX] = self.rows[0] - 1, self.rows[1] - 1
             self.symbol_domains[YINDEX] = "x"
@@ -229,6 +235,45 @@ class CppKernelCodegen(KernelCodegen):
     def write_assign(self, var: Var, expr: str) -> None:
         self.block.scope.lines.write(f"auto {var.name} = {expr};", self.origins(),
                                      self.buffer_names())
+
+    def emit(self, expr: str, dtype: torch.dtype, domain: str) -> Var:
+        """As the base, but a loop over the row that computes a costly value the previous
+        loop over the same row computed (the same expression of the same values) reads it
+        from the array that loop kept it in."""
+        prev = self._previous_loop()
+        if prev is None:
+            return super().emit(expr, dtype, domain)
+        key = f"{expr}::{dtype}"
+        hit = self.block.scope.get(key)
+        if hit is not None:
+            return hit
+        renamed = TMP.sub(lambda m: self.same_as.get(m.group(0), m.group(0)), expr)
+        same = prev.scope.cache.get(f"{renamed}::{dtype}")
+        if same is not None and same.domain == "r" and COSTLY.search(expr):
+            var = super().emit(f"{self._keep(prev, same)}[rindex]", dtype, domain)
+            self.block.scope.cache[key] = var
+        else:
+            var = super().emit(expr, dtype, domain)
+        if same is not None:
+            self.same_as[var.name] = same.name
+        return var
+
+    def _previous_loop(self) -> CppLoop | None:
+        """The loop block before the current one, where values may be kept for it."""
+        if not isinstance(self.block, CppLoop) or self.plan.xnumel == 1 or \
+                self.plan.rnumel > ROW_KEEP_MAX:
+            return None
+        loops = [b for b in self.blocks if isinstance(b, CppLoop)]
+        return loops[-2] if len(loops) > 1 and loops[-1] is self.block else None
+
+    def _keep(self, prev: CppLoop, value: Var) -> str:
+        row = self.kept.get(value.name)
+        if row is None:
+            assert prev.pre is not None
+            row = self.kept[value.name] = f"row_{value.name}"
+            prev.pre.write(f"{compute_type(value.dtype)} {row}[{self.plan.rnumel}];")
+            prev.body.write(f"{row}[rindex] = {value.name};")
+        return row
 
     def write_index_var(self, lines: Lines, name: str, text: str) -> None:
         lines.write(f"const int64_t {name} = {text};")
@@ -476,8 +521,11 @@ def generate_cpp(plan: KernelPlan, header: list[str], index_checks: bool = False
 
 CXX = os.environ.get("CXX", "g++")
 # -g: the line table that maps each kernel's assembly to its source (it changes no code).
-FLAGS = ["-O3", "-g", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17",
-         "-fno-math-errno", "-Wno-unused-variable", "-I", TORCH_INCLUDE_DIR]
+# -mprefer-vector-width=512: where the CPU has AVX-512, 16-lane loops and libmvec calls
+# (g++ prefers 8 lanes otherwise); a preference only, so other CPUs build as before.
+FLAGS = ["-O3", "-g", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-shared",
+         "-fPIC", "-std=c++17", "-fno-math-errno", "-Wno-unused-variable",
+         "-I", TORCH_INCLUDE_DIR]
 
 
 class CppBackend(Backend):
@@ -526,69 +574,10 @@ class CppBackend(Backend):
         os.replace(tmp, lib)
         return BuildResult(lib, False, (time.perf_counter() - start) * 1000)
 
-
     def kernel_report(self, module: Any, kernel: str) -> dict[str, Any]:
-        """The kernel's machine code as g++ built it (`objdump -d -l`): its own function
-        and the OpenMP regions outlined from it, under `ir.asm`, and which kernel source
-        lines each instruction comes from (`line_maps.asm`); empty without objdump."""
+        """The kernel's machine code as g++ built it (compiler/codegen/cpp_asm.py)."""
         lib = getattr(getattr(module, "_lib", None), "_name", None)
-        if not isinstance(lib, str) or not os.path.exists(lib):
-            return {}
-        stat = os.stat(lib)
-        text = _kernel_asm(_disassembly(lib, stat.st_mtime_ns), kernel)
-        if not text:
-            return {}
-        kf = _kernel_file(Path(lib).with_suffix(".cpp"), kernel)
-        if kf is None:
-            return {"ir": {"asm": objdump_lines(text, KernelFile("", 0, 0))[0]}}
-        text, lines = objdump_lines(text, kf)
-        return {"ir": {"asm": text}, "line_maps": {"asm": spans(lines)}}
-
-
-ASM_LIMIT = 1 << 16  # characters of one kernel's assembly kept in the event
-
-
-@functools.lru_cache(maxsize=16)
-def _disassembly(lib: str, mtime_ns: int) -> str:
-    """`objdump -d` of a built library, once per library (mtime_ns keys a rebuild)."""
-    try:
-        for lines in (["-l", "--inlines"], ["-l"]):  # --inlines: binutils 2.30 and later
-            proc = subprocess.run(["objdump", "-d", *lines, "--no-show-raw-insn", "-C", lib],
-                                  capture_output=True, text=True, timeout=30)
-            if proc.returncode == 0:
-                return proc.stdout
-    except (OSError, subprocess.TimeoutExpired):
-        pass
-    return ""
-
-
-def _kernel_file(source: Path, kernel: str) -> KernelFile | None:
-    """Where `kernel` sits in the library's source (its `extern "C"` line is line 1)."""
-    try:
-        text = source.read_text()
-    except OSError:
-        return None
-    opening = f'extern "C" void {kernel}('
-    # "*.cpp": the shared cache's rebuild compiles the same text under another name.
-    kf = kernel_file("*.cpp", text, opening, 0)
-    if kf is None:
-        return None
-    rest = text.splitlines()[kf.first:]
-    count = 1 + next((i for i, t in enumerate(rest) if t.startswith('extern "C" ')), len(rest))
-    return KernelFile(kf.name, kf.first, count)
-
-
-def _kernel_asm(disassembly: str, kernel: str) -> str:
-    """The functions of `kernel` (`kernel`, `kernel._omp_fn.0`, ...) cut out of objdump's text."""
-    parts = re.split(r"\n(?=[0-9a-f]+ <)", disassembly)
-    parts = [re.sub(r"\n\s*Disassembly of section .*$", "", p, flags=re.S) for p in parts]
-    mine = [p.strip() for p in parts
-            if (m := re.match(r"[0-9a-f]+ <([^>]+)>:", p)) and
-            (m.group(1) == kernel or m.group(1).startswith(kernel + "."))]
-    text = "\n\n".join(mine)
-    if len(text) > ASM_LIMIT:
-        text = text[:ASM_LIMIT] + f"\n... ({len(text) - ASM_LIMIT} more characters)"
-    return text + "\n" if text else ""
+        return asm_report(lib, kernel) if isinstance(lib, str) else {}
 
 
 def _kernel_at_error(source: str, stderr: str) -> str | None:

@@ -355,14 +355,16 @@ class KernelCodegen(Handler):
 
     def reduction_body(self) -> Lines:
         """Segments in order: epilogues straight into the body, each loop block as its
-        setup, its loop (the backend's syntax) and what runs after it."""
+        setup, its loop (the backend's syntax) and what runs after it. Every segment is
+        generated before any is written out, so a later loop can still add lines to an
+        earlier one (the C++ backend keeps a costly per-element value for the next loop)."""
+        blocks = [self.run(self.straight_block(Lines()) if kind == "x" else self.loop_block(),
+                           nodes) for kind, nodes in self.segments()]
         out = Lines()
-        for kind, nodes in self.segments():
-            if kind == "x":
-                self.run(self.straight_block(out), nodes)
+        for block in blocks:
+            if block.pre is None or block.post is None:
+                out.extend(block.body)
                 continue
-            block = self.run(self.loop_block(), nodes)
-            assert block.pre is not None and block.post is not None
             out.extend(block.pre)
             self.write_loop(out, block)
             out.extend(block.post)

@@ -90,6 +90,7 @@ class GraphLowering:
         fallback: bool = True,
         refuses: Refuses | None = None,
         online_softmax: int | None = None,
+        channels_last_convs: bool = False,
     ) -> None:
         load_all()
         self.gm = gm
@@ -99,6 +100,7 @@ class GraphLowering:
         # Rows longer than this take softmax through a one-pass logsumexp reduction
         # (log_softmax: every row); None: the backend has no such reduction.
         self.online_softmax = online_softmax
+        self.channels_last_convs = channels_last_convs  # lowering/conv.py, CUDA only
         self.allow_fallback = fallback
         self.refuses = refuses
         self._dtypes: dict[str, torch.dtype] = {}  # buffer name -> dtype, for `refuses`
@@ -178,6 +180,11 @@ class GraphLowering:
             # Nothing to compute: any kernel over zero elements is a no-op (and index math
             # over a zero-size dim divides by zero), so the value is just an allocation.
             return self.allocate("zero-size result: allocated, nothing to compute")
+        if isinstance(meta, (list, tuple)) and meta and all(
+                isinstance(m, torch.Tensor) and m.numel() == 0 and _static(m) for m in meta):
+            return self.extern(node.target, args, kwargs, fallback=False,
+                               reason="zero-size results: ATen allocates them, nothing to "
+                                      "compute")
         if _is_complex(meta) or any(_is_complex(a) for a in _tensor_args(args, kwargs)):
             return self.extern(node.target, args, kwargs, fallback=True,
                                reason="complex dtype: computed by ATen")
@@ -341,12 +348,13 @@ class GraphLowering:
             node.meta["val"] = saved
 
     def extern(self, op: Any, args: Any, kwargs: dict[str, Any], fallback: bool,
-               reason: str = "") -> Any:
-        """Call ATen for this op on realized inputs; outputs follow the FX meta.
+               reason: str = "", out_stride: Sequence[int] | None = None) -> Any:
+        """Call ATen for this op on realized inputs; outputs follow the FX meta (a single
+        output takes `out_stride` instead where given: the strides ATen will return).
 
         An input computed here is stored in the dim order eager gave it, since some ops
         (convolution, flash attention) lay out their result like their input; the wrapper
-        copies the result of an op listed in its LAYOUT_AT_RUNTIME to the meta strides."""
+        copies the result of an op listed in its LAYOUT_AT_RUNTIME to the planned strides."""
         read = self._input_metas()
 
         def as_arg(v: Any) -> Any:
@@ -368,6 +376,8 @@ class GraphLowering:
         origins = frozenset([self.node_name()])
         if isinstance(meta, torch.Tensor):
             layout = _layout_of(meta)
+            if out_stride is not None:
+                layout = Layout(layout.device, layout.dtype, layout.size, tuple(out_stride), 0)
             buf = ExternKernel(name, layout, origins, op, targs, tkwargs, [], fallback)
             self.buffers.append(buf)
             result: Any = Stored(buf, layout)
@@ -400,7 +410,8 @@ aten = torch.ops.aten
 # for bit (Inductor's own RNG differs from eager too).
 RANDOM_OPS = frozenset(getattr(aten, n) for n in (
     "rand rand_like randn randn_like randint randint_like bernoulli native_dropout normal "
-    "uniform exponential geometric log_normal cauchy multinomial randperm rrelu_with_noise"
+    "uniform exponential geometric log_normal cauchy multinomial randperm rrelu_with_noise "
+    "normal_functional rrelu_with_noise_functional"  # what functionalization makes of x.normal_()
 ).split() if hasattr(aten, n))
 
 

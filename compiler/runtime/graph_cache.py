@@ -6,7 +6,7 @@ scheduling, memory planning or code generation: the wrapper module and the built
 they produced are on disk already (compiler/runtime/loader.py writes them under
 content-derived names). This module computes that key and keeps, per key, an entry
 `fxgraph_<key>.json` naming those files with their hashes; a hit is verified before
-anything is imported, and an entry that does not verify is dropped (the graph is then
+anything is imported, and an entry that does not verify is not used (the graph is then
 compiled again and the entry rewritten).
 
 In: the FX graph, its example inputs, the options, the node-to-source-line map. Out: the
@@ -107,16 +107,20 @@ def _constant(value: Any) -> Any:
     if is_fake(value) or value.nbytes > MAX_CONSTANT_BYTES:
         raise NotCacheable("a tensor constant that cannot be hashed")
     with unset_fake_temporarily():
-        data = value.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes()
+        flat = value.detach().cpu().contiguous().reshape(-1)  # 0-d tensors have no byte view
+        data = flat.view(torch.uint8).numpy().tobytes()
     return [*_tensor_meta(value), hashlib.sha256(data).hexdigest()]
 
 
 def _safe_target(target: Any) -> bool:
-    """Targets that the graph's code names unambiguously (an op, not a user function)."""
-    return isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket,
-                               torch._ops.HigherOrderOperator)) or \
-        getattr(target, "__module__", None) in (operator.__name__, "_operator", "builtins",
-                                                 "math")
+    """Targets that the graph's code names unambiguously: an op, a builtin, a function of
+    torch itself (a Dynamo graph's `torch.nn.functional.gelu`), never a user function."""
+    if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket,
+                           torch._ops.HigherOrderOperator)):
+        return True
+    module = getattr(target, "__module__", None) or ""
+    return module in (operator.__name__, "_operator", "builtins", "math") or \
+        module == "torch" or module.startswith("torch.")
 
 
 def _graph_text(gm: torch.fx.GraphModule) -> list[Any]:
@@ -154,13 +158,38 @@ def graph_key(gm: torch.fx.GraphModule, example_inputs: list[Any], options: Any,
 
 
 # -- entries ----------------------------------------------------------------------------
-def _entry_path(key: str, options: Any) -> Path:
-    return cache_root(options.cache_dir) / f"fxgraph_{key}.json"
+def _entry_path(key: str, options: Any, kind: str = "fxgraph") -> Path:
+    return cache_root(options.cache_dir) / f"{kind}_{key}.json"
+
+
+def link(key: str, graph: str, options: Any) -> None:
+    """Record that the Dynamo graph `key` compiles to the ATen graph `graph` alone (with
+    nothing of AOTAutograd's runtime around it: compiler/dynamo_cache.py)."""
+    data = {"version": ENTRY_VERSION, "key": key, "graph": graph}
+    write_atomic(_entry_path(key, options, "dynamo"), json.dumps(data))
+
+
+def linked(key: str, options: Any) -> str | None:
+    """The ATen graph key `link` recorded for the Dynamo graph `key`, if any (an entry
+    that does not read as one is removed)."""
+    path = _entry_path(key, options, "dynamo")
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text())
+        if data.get("version") == ENTRY_VERSION and data.get("key") == key and \
+                isinstance(data.get("graph"), str):
+            return str(data["graph"])
+    except (OSError, ValueError, AttributeError):
+        pass
+    path.unlink(missing_ok=True)
+    return None
 
 
 def lookup(key: str, options: Any) -> tuple[Entry | None, str]:
     """The verified entry for `key` (None, "" when there is none; None, why when one was
-    there but did not verify: it is removed, and so is a library that did not verify)."""
+    there but did not verify: the compile that follows rewrites it, and rebuilds a library
+    that did not verify, which is removed here)."""
     path = _entry_path(key, options)
     if not path.exists():
         return None, ""
@@ -170,7 +199,6 @@ def lookup(key: str, options: Any) -> tuple[Entry | None, str]:
     except (OSError, ValueError, KeyError, TypeError) as e:
         why = f"unreadable entry ({type(e).__name__})"
     if why:
-        path.unlink(missing_ok=True)
         return None, why
     src = data["source"]
     return Entry(data["backend"], data["device"], path.parent / data["wrapper"],

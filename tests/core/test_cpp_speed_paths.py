@@ -108,3 +108,27 @@ def test_max_with_nan_check_is_simd_and_keeps_nan() -> None:
     assert "reduction(||:" in _cpp_source(fn, x)
     for got, ref in zip(_compiled(fn)(x), fn(x)):
         torch.testing.assert_close(got, ref, equal_nan=True)
+
+
+@pytest.mark.parametrize("n", [1000, 8192])
+def test_softmax_keeps_exp_for_the_last_loop(n: int) -> None:
+    """The sum's loop keeps exp(x - max) in a row array; the last loop reads it instead of
+    calling exp again. Rows with -inf, NaN and a large value stay eager's."""
+    torch.manual_seed(5)
+    x = torch.randn(6, n) * 10
+    x[1, 3], x[2] = math.nan, -math.inf
+    x[3, 5] = 1e30
+    fn = lambda t: torch.softmax(t, -1)  # noqa: E731
+    src = _cpp_source(fn, x).split("def call")[0]
+    assert src.count("std::exp(") == 1 and "row_" in src
+    torch.testing.assert_close(_compiled(fn)(x), fn(x), equal_nan=True)
+
+
+def test_long_rows_compute_exp_twice() -> None:
+    """Past ROW_KEEP_MAX a row array would not fit the stack: exp is computed again."""
+    from compiler.codegen.cpp import ROW_KEEP_MAX
+
+    x = torch.randn(2, ROW_KEEP_MAX + 8)
+    src = _cpp_source(lambda t: torch.softmax(t, -1), x).split("def call")[0]
+    assert src.count("std::exp(") == 2 and "row_" not in src
+    torch.testing.assert_close(_compiled(lambda t: torch.softmax(t, -1))(x), x.softmax(-1))

@@ -20,6 +20,7 @@ import pytest
 import torch
 from ks_helpers import REPO
 
+from compiler import compile_fx
 from compiler.compile_fx import make_backend
 from compiler.lowering.graph import GraphLowering
 from compiler.options import CompileOptions
@@ -46,23 +47,42 @@ def with_constant(x: torch.Tensor) -> torch.Tensor:
     return (x * torch.tensor([1.5, -2.0, 3.0])).exp()  # a tensor the graph holds
 
 
+def with_scalar_constant(x: torch.Tensor) -> torch.Tensor:
+    return x * torch.tensor(2.5) - 1  # a 0-d tensor constant (it has no byte view)
+
+
 CASES: list[tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]] = [
     (softmax_sum, lambda: (torch.randn(8, 33), torch.randn(33))),
     (norm_gelu, lambda: (torch.randn(16, 24), torch.randn(24))),
     (two_graphs, lambda: (torch.randn(5, 7),)),
     (with_constant, lambda: (torch.randn(4, 3),)),
+    (with_scalar_constant, lambda: (torch.randn(4, 3),)),
 ]
 
 
-def compile_run(fn: Callable[..., Any], args: tuple[Any, ...], cache: Path, **opts: Any
-                ) -> tuple[Any, list[str]]:
+def compile_run(fn: Callable[..., Any], args: tuple[Any, ...], cache: Path,
+                grad: bool = False, **opts: Any) -> tuple[Any, list[str]]:
     """fn compiled afresh (Dynamo reset) and run: its output and each graph's cache status."""
     torch._dynamo.reset()
     sink: list[Any] = []
     options = CompileOptions(cache_dir=str(cache), **opts)
-    with torch.no_grad():
+    with torch.set_grad_enabled(grad):
         out = torch.compile(fn, backend=make_backend(options, sink=sink))(*args)
     return out, [c.graph_cache["status"] for c in sink]
+
+
+@pytest.fixture
+def aot_traces(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts AOTAutograd traces (a warm inference compile of a plain graph runs none)."""
+    count = [0]
+    aot = compile_fx.aot_module_simplified
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return aot(*args, **kwargs)
+
+    monkeypatch.setattr(compile_fx, "aot_module_simplified", counted)
+    return count
 
 
 @pytest.fixture
@@ -79,19 +99,52 @@ def lowerings(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return count
 
 
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c[0].__name__)
 def test_a_warm_compile_is_a_hit_with_the_cold_outputs(
-        case: Any, tmp_path: Path, lowerings: list[int]) -> None:
+        case: Any, grad: bool, tmp_path: Path, lowerings: list[int],
+        aot_traces: list[int]) -> None:
     fn, make = case
     args = make()
-    cold, first = compile_run(fn, args, tmp_path)
-    lowered_cold = lowerings[0]
-    warm, second = compile_run(fn, args, tmp_path)
+    cold, first = compile_run(fn, args, tmp_path, grad)
+    lowered_cold, traced_cold = lowerings[0], aot_traces[0]
+    warm, second = compile_run(fn, args, tmp_path, grad)
     assert first and set(first) == {"miss"}
     assert second == ["hit"] * len(first)
     assert lowerings[0] == lowered_cold  # nothing lowered again
+    # Without grad, a graph that holds no constant skips AOTAutograd too.
+    skips = not grad and fn not in (with_constant, with_scalar_constant)
+    assert aot_traces[0] == traced_cold + (0 if skips else traced_cold)
     assert torch.equal(warm, cold)
     torch.testing.assert_close(warm, fn(*args), atol=1e-5, rtol=1e-5)
+
+
+def mutates(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    x.add_(y)
+    return (x * 2).sum(0)
+
+
+def aliases(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return (x * y).cos(), x.t()
+
+
+@pytest.mark.parametrize("fn", [mutates, aliases])
+def test_what_aotautograd_does_at_run_time_keeps_it_warm(
+        fn: Callable[..., Any], tmp_path: Path, aot_traces: list[int]) -> None:
+    """A graph that mutates an input or returns a view of one needs AOTAutograd's runtime
+    (the copy back, the view): its warm compile traces again, and behaves like eager."""
+    x, y = torch.randn(6, 5), torch.randn(5)
+    compile_run(fn, (x.clone(), y), tmp_path)
+    traced = aot_traces[0]
+    got_x = x.clone()
+    out, status = compile_run(fn, (got_x, y), tmp_path)
+    assert status == ["hit"] and aot_traces[0] == 2 * traced
+    want_x = x.clone()
+    want = fn(want_x, y)
+    torch.testing.assert_close(got_x, want_x)
+    torch.testing.assert_close(out, want)
+    if fn is aliases:
+        assert out[1].data_ptr() == got_x.data_ptr()  # still a view of the input
 
 
 @pytest.mark.parametrize("change", ["option", "shape", "stride", "dtype", "source"])
@@ -149,7 +202,10 @@ def test_a_damaged_entry_is_detected_and_rebuilt(damage: str, tmp_path: Path) ->
 
 
 def test_a_graph_that_calls_a_python_function_is_not_cached() -> None:
-    gm = torch.fx.symbolic_trace(lambda x: softmax_sum(x, x))
+    graph = torch.fx.Graph()
+    x = graph.placeholder("x")
+    graph.output(graph.call_function(softmax_sum, (x, x)))  # its code names only the function
+    gm = torch.fx.GraphModule(torch.nn.Module(), graph)
     key, why = graph_cache.graph_key(gm, [torch.randn(3)], CompileOptions(), {})
     assert key is None and "calls" in why
 

@@ -71,6 +71,6 @@ def test_checks_only_with_the_option(backend_name: str, check: str) -> None:
         lower(work)
         schedule_stage(work)
         memory_stage(work)
-        text = "\n".join(k["source"] for k in codegen_stage(work)["kernels"])
+        text = "\n".join(k.source for k in codegen_stage(work).kernels)
         assert (check in text) == on, text
         assert ("@triton.jit(debug=True)" in text) == (on and backend_name == "triton")
