@@ -527,6 +527,13 @@ def _interpreter_asserts() -> None:
         builder.options = dataclasses.replace(builder.options, debug=True)
 
 
+def kernel_body(kernel: GeneratedKernel) -> str:
+    """A kernel's source without its name and its comment lines (which name the buffers,
+    FX nodes and source lines it came from): two kernels with one body compute the same."""
+    return "\n".join(line for line in kernel.source.replace(kernel.name, "KERNEL").splitlines()
+                     if not line.lstrip().startswith("#"))
+
+
 class TritonBackend(Backend):
     """Triton on CUDA; on a CPU-only host, when asked for, under the Triton interpreter."""
 
@@ -555,9 +562,16 @@ class TritonBackend(Backend):
 
     def wrapper_prelude(self, kernels: list[GeneratedKernel], artifact: Path | None
                         ) -> list[str]:
+        # A kernel whose body is another's (the same layer repeated) is that kernel under
+        # its own name: Triton compiles it once (Inductor's wrapper dedups the same way).
         lines = TRITON_IMPORTS.splitlines()
+        first: dict[str, str] = {}
         for k in kernels:
-            lines += ["", "", *k.source.rstrip().splitlines()]
+            same = first.setdefault(kernel_body(k), k.name)
+            if same != k.name:
+                lines += ["", f"{k.name} = {same}  # the same kernel as {same}: compiled once"]
+            else:
+                lines += ["", "", *k.source.rstrip().splitlines()]
         return lines
 
     def build(self, source_path: Path | None) -> BuildResult:
