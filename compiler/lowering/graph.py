@@ -180,11 +180,6 @@ class GraphLowering:
             # Nothing to compute: any kernel over zero elements is a no-op (and index math
             # over a zero-size dim divides by zero), so the value is just an allocation.
             return self.allocate("zero-size result: allocated, nothing to compute")
-        if isinstance(meta, (list, tuple)) and meta and all(
-                isinstance(m, torch.Tensor) and m.numel() == 0 and _static(m) for m in meta):
-            return self.extern(node.target, args, kwargs, fallback=False,
-                               reason="zero-size results: ATen allocates them, nothing to "
-                                      "compute")
         if _is_complex(meta) or any(_is_complex(a) for a in _tensor_args(args, kwargs)):
             return self.extern(node.target, args, kwargs, fallback=True,
                                reason="complex dtype: computed by ATen")
