@@ -111,7 +111,8 @@ def lower(work: GraphWork) -> ev.LoweringGraph:
     online = work.options.persistent_rblock if backend.online_softmax else None
     lowering = GraphLowering(work.gm, work.example_inputs, work.lines, split_reductions=split,
                              fallback=work.options.fallback, refuses=backend.refuses,
-                             online_softmax=online)
+                             online_softmax=online,
+                             channels_last_convs=work.options.channels_last_convs)
     work.lowered = lowered = lowering.run()
     return ev.LoweringGraph(
         id=work.gid, buffers=[_buffer_json(work, b) for b in lowered.buffers],

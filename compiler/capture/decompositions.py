@@ -67,6 +67,8 @@ BELOW_CORE: list[OperatorBase | OpOverloadPacket] = [
     aten.slice_scatter,
     aten.new_empty_strided,
     aten._upsample_bilinear2d_aa,
+    aten._batch_norm_with_update,  # what nn.functional.batch_norm in training becomes
+    aten._batch_norm_with_update_functional,
 ]
 
 # Core decompositions we undo: we lower these directly and better.

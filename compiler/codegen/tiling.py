@@ -88,3 +88,28 @@ def choose_rows(plan: KernelPlan) -> tuple[int, int] | None:
             x = int(sizes[-1])
             return (plan.xnumel // x, x) if x >= ROW_MIN else None
     return None
+
+
+@dataclass(frozen=True)
+class Order:
+    """A pointwise kernel walks its iteration space in this order of dims (outermost
+    first) instead of the logical one: the memory order of the buffer it stores, when that
+    is a permutation (NHWC written for a cuDNN convolution), so that neighbouring threads
+    write, and read from same-layout inputs, neighbouring elements."""
+
+    size: tuple[int, ...]
+    dims: tuple[int, ...]
+    reason: str
+
+
+def memory_order(plan: KernelPlan) -> Order | None:
+    if plan.kind != "pointwise" or not plan.stores:
+        return None
+    lay = plan.buffers[plan.stores[0]].layout
+    size, stride = tuple(lay.size), tuple(lay.stride)
+    dims = tuple(sorted(range(len(size)), key=lambda k: (-stride[k], k)))
+    real = [k for k in dims if size[k] != 1]
+    if real == sorted(real) or not any(tuple(n.ranges) == size for n in plan.nodes):
+        return None
+    return Order(size, dims, f"iterates in the memory order of {plan.stores[0]} "
+                             f"(dims {', '.join(map(str, dims))}, outermost first)")

@@ -30,10 +30,18 @@ from compiler.codegen.mathops import (
     TRITON_MATH_HELPERS,
 )
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
-from compiler.codegen.tiling import YINDEX, Tile, choose_tile, fits_grid, tile_config
+from compiler.codegen.tiling import (
+    YINDEX,
+    Order,
+    Tile,
+    choose_tile,
+    fits_grid,
+    memory_order,
+    tile_config,
+)
 from compiler.codegen.triton_cache import graph_triton_cache
 from compiler.codegen.triton_report import compiled_report
-from compiler.ir.indexing import pexpr
+from compiler.ir.indexing import decompose, pexpr
 from compiler.ir.ops import reduction_identity as identity
 from compiler.schedule.nodes import SchedNode
 from compiler.schedule.plan import KernelPlan
@@ -139,8 +147,10 @@ class TritonKernelCodegen(KernelCodegen):
     literal = staticmethod(literal)
 
     def __init__(self, plan: KernelPlan, persistent: bool, interpret: bool = False,
-                 tile: Tile | None = None, index_checks: bool = False) -> None:
+                 tile: Tile | None = None, index_checks: bool = False,
+                 order: Order | None = None) -> None:
         super().__init__(plan, index_checks)
+        self.order = order  # a pointwise walk in a stored buffer's memory order
         self.persistent = persistent  # the whole row in registers: no loop over RBLOCK
         self.r_loads: list[sympy.Expr] = []  # indices of loads inside the reduction loop
         self.table = INTERPRET_OPS if interpret else OPS
@@ -173,6 +183,15 @@ class TritonKernelCodegen(KernelCodegen):
         return f"({text}).to({TL_DTYPE[dtype]})"
 
     def pointwise_vars(self, ranges: list[int]) -> list[Any]:
+        order = self.order
+        if self.tile is None and order is not None and tuple(ranges) == order.size:
+            # Any bijection of xindex onto a node's elements is right (other nodes'
+            # values are recomputed at the index they are read at); this one coalesces.
+            walked = decompose(XINDEX, [ranges[k] for k in order.dims])
+            coords: list[Any] = [0] * len(ranges)
+            for pos, k in enumerate(order.dims):
+                coords[k] = walked[pos]
+            return coords
         if self.tile is None:
             return super().pointwise_vars(ranges)
         return _split_vars(ranges, self.tile.y, YINDEX, XINDEX, self.tile.x)
@@ -427,8 +446,9 @@ def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
         return TritonKernel(plan.name, lines.text(), lines.line_map(), grid,
                             {"YBLOCK": tcfg["YBLOCK"], "XBLOCK": tcfg["XBLOCK"]},
                             tcfg["num_warps"], plan.inputs + plan.stores, [tile.y, tile.x])
-    gen = TritonKernelCodegen(plan, cfg["persistent"], interpret, None, index_checks)
-    lines = gen.generate(header)
+    order = memory_order(plan)
+    gen = TritonKernelCodegen(plan, cfg["persistent"], interpret, None, index_checks, order)
+    lines = gen.generate(header + ([order.reason] if order is not None else []))
     if plan.kind == "reduction" and not cfg["persistent"] and walks_columns(gen.r_loads):
         cfg = column_config(plan)
     meta = {"XBLOCK": cfg["XBLOCK"]}
@@ -507,6 +527,13 @@ def _interpreter_asserts() -> None:
         builder.options = dataclasses.replace(builder.options, debug=True)
 
 
+def kernel_body(kernel: GeneratedKernel) -> str:
+    """A kernel's source without its name and its comment lines (which name the buffers,
+    FX nodes and source lines it came from): two kernels with one body compute the same."""
+    return "\n".join(line for line in kernel.source.replace(kernel.name, "KERNEL").splitlines()
+                     if not line.lstrip().startswith("#"))
+
+
 class TritonBackend(Backend):
     """Triton on CUDA; on a CPU-only host, when asked for, under the Triton interpreter."""
 
@@ -535,9 +562,16 @@ class TritonBackend(Backend):
 
     def wrapper_prelude(self, kernels: list[GeneratedKernel], artifact: Path | None
                         ) -> list[str]:
+        # A kernel whose body is another's (the same layer repeated) is that kernel under
+        # its own name: Triton compiles it once (Inductor's wrapper dedups the same way).
         lines = TRITON_IMPORTS.splitlines()
+        first: dict[str, str] = {}
         for k in kernels:
-            lines += ["", "", *k.source.rstrip().splitlines()]
+            same = first.setdefault(kernel_body(k), k.name)
+            if same != k.name:
+                lines += ["", f"{k.name} = {same}  # the same kernel as {same}: compiled once"]
+            else:
+                lines += ["", "", *k.source.rstrip().splitlines()]
         return lines
 
     def build(self, source_path: Path | None) -> BuildResult:

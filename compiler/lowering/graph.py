@@ -90,6 +90,7 @@ class GraphLowering:
         fallback: bool = True,
         refuses: Refuses | None = None,
         online_softmax: int | None = None,
+        channels_last_convs: bool = False,
     ) -> None:
         load_all()
         self.gm = gm
@@ -99,6 +100,7 @@ class GraphLowering:
         # Rows longer than this take softmax through a one-pass logsumexp reduction
         # (log_softmax: every row); None: the backend has no such reduction.
         self.online_softmax = online_softmax
+        self.channels_last_convs = channels_last_convs  # lowering/conv.py, CUDA only
         self.allow_fallback = fallback
         self.refuses = refuses
         self._dtypes: dict[str, torch.dtype] = {}  # buffer name -> dtype, for `refuses`
@@ -174,10 +176,15 @@ class GraphLowering:
         if node.target is operator.getitem:
             return args[0][args[1]]
         meta = node.meta.get("val")
-        if isinstance(meta, torch.Tensor) and meta.numel() == 0 and _static(meta):
+        if _zero_size(meta):
             # Nothing to compute: any kernel over zero elements is a no-op (and index math
             # over a zero-size dim divides by zero), so the value is just an allocation.
             return self.allocate("zero-size result: allocated, nothing to compute")
+        if isinstance(meta, (list, tuple)) and meta and all(
+                isinstance(m, torch.Tensor) and m.numel() == 0 and _static(m) for m in meta):
+            return self.extern(node.target, args, kwargs, fallback=False,
+                               reason="zero-size results: ATen allocates them, nothing to "
+                                      "compute")
         if _is_complex(meta) or any(_is_complex(a) for a in _tensor_args(args, kwargs)):
             return self.extern(node.target, args, kwargs, fallback=True,
                                reason="complex dtype: computed by ATen")
@@ -322,21 +329,32 @@ class GraphLowering:
                          tuple(int(r) for r in reduction_ranges),
                          reduction_type, src_dtype, origins)
 
-    def allocate(self, reason: str) -> Any:
+    def allocate(self, reason: str, meta: Any = None) -> Any:
         """The node's result as a bare allocation in its meta's shape, stride and dtype
-        (zero-size results; `empty`, whose values are unspecified)."""
-        meta = self.out_meta()
-        return self.extern(aten.empty_strided.default, (list(meta.shape), list(meta.stride())),
-                           {"dtype": meta.dtype, "device": meta.device}, fallback=False,
-                           reason=reason)
+        (zero-size results; `empty`, whose values are unspecified); one per output."""
+        meta = self.out_meta() if meta is None else meta
+        if isinstance(meta, (tuple, list)):
+            return tuple(self.allocate(reason, m) for m in meta)
+        node = self.current
+        assert node is not None
+        saved = node.meta.get("val")
+        node.meta["val"] = meta
+        try:
+            return self.extern(aten.empty_strided.default,
+                               (list(meta.shape), list(meta.stride())),
+                               {"dtype": meta.dtype, "device": meta.device}, fallback=False,
+                               reason=reason)
+        finally:
+            node.meta["val"] = saved
 
     def extern(self, op: Any, args: Any, kwargs: dict[str, Any], fallback: bool,
-               reason: str = "") -> Any:
-        """Call ATen for this op on realized inputs; outputs follow the FX meta.
+               reason: str = "", out_stride: Sequence[int] | None = None) -> Any:
+        """Call ATen for this op on realized inputs; outputs follow the FX meta (a single
+        output takes `out_stride` instead where given: the strides ATen will return).
 
         An input computed here is stored in the dim order eager gave it, since some ops
         (convolution, flash attention) lay out their result like their input; the wrapper
-        copies the result of an op listed in its LAYOUT_AT_RUNTIME to the meta strides."""
+        copies the result of an op listed in its LAYOUT_AT_RUNTIME to the planned strides."""
         read = self._input_metas()
 
         def as_arg(v: Any) -> Any:
@@ -358,6 +376,8 @@ class GraphLowering:
         origins = frozenset([self.node_name()])
         if isinstance(meta, torch.Tensor):
             layout = _layout_of(meta)
+            if out_stride is not None:
+                layout = Layout(layout.device, layout.dtype, layout.size, tuple(out_stride), 0)
             buf = ExternKernel(name, layout, origins, op, targs, tkwargs, [], fallback)
             self.buffers.append(buf)
             result: Any = Stored(buf, layout)
@@ -390,8 +410,16 @@ aten = torch.ops.aten
 # for bit (Inductor's own RNG differs from eager too).
 RANDOM_OPS = frozenset(getattr(aten, n) for n in (
     "rand rand_like randn randn_like randint randint_like bernoulli native_dropout normal "
-    "uniform exponential geometric log_normal cauchy multinomial randperm rrelu_with_noise"
+    "uniform exponential geometric log_normal cauchy multinomial randperm rrelu_with_noise "
+    "normal_functional rrelu_with_noise_functional"  # what functionalization makes of x.normal_()
 ).split() if hasattr(aten, n))
+
+
+def _zero_size(meta: Any) -> bool:
+    """A result (or every result of a multi-output op) with no elements."""
+    if isinstance(meta, (tuple, list)):
+        return bool(meta) and all(_zero_size(m) for m in meta)
+    return isinstance(meta, torch.Tensor) and meta.numel() == 0 and _static(meta)
 
 
 def _static(t: torch.Tensor) -> bool:

@@ -54,6 +54,7 @@ def find_lowering(target: Any) -> LoweringFn | None:
 def load_all() -> None:
     """Import the modules whose decorators fill the table."""
     from compiler.lowering import (  # noqa: F401
+        conv,
         distances,
         indexing,
         mathfns,
@@ -64,5 +65,6 @@ def load_all() -> None:
         scans,
         scatter,
         softmax,
+        sorting,
         views,
     )

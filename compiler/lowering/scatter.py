@@ -48,10 +48,12 @@ def _is(coord: Any, value: Any) -> Any:
 
 def too_costly(g: Any, numel: int, candidates: int, args: tuple[Any, ...],
              kwargs: dict[str, Any]) -> Any:
+    """ATen (with the reason) where the dense form would cost too much, else None. The
+    dense forms (scatters, scans, sorts) all use this one limit."""
     if numel * candidates <= DENSE_SCATTER_MAX:
         return None
     return g.extern(g.current.target, args, kwargs, fallback=True,
-                    reason=f"dense scatter would cost {numel} outputs x {candidates} sources "
+                    reason=f"dense form would cost {numel} outputs x {candidates} candidates "
                            f"(> {DENSE_SCATTER_MAX})")
 
 

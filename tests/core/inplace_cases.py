@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import sys
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -76,7 +77,7 @@ def check(name: str) -> str:
     torch._dynamo.reset()
     try:
         out = torch.compile(fn, backend=lambda gm, ex: compiler.backend(
-            gm, ex, options={"backend": "triton"}))(*mine)
+            gm, ex, options={"backend": "triton", "cache_dir": tempfile.mkdtemp()}))(*mine)
     finally:
         wrapper.generate_wrapper = cfx.generate_wrapper = orig
     want = fn(*args)

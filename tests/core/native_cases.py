@@ -87,6 +87,14 @@ CASES: dict[str, NativeCase] = {
     "chebyshev": (lambda x: torch.special.chebyshev_polynomial_t(x, 3.0), _unit, ("cpp",)),
     "nextafter": (torch.nextafter, _pair, ("cpp",)),
     "frexp": (torch.frexp, lambda: (_special()[0][1:-3],), ("cpp",)),
+    # batch norm in training (updates the running stats): decomposed, not left to ATen
+    "batch_norm_with_update": (
+        lambda x, w, m, v: (torch.ops.aten._batch_norm_with_update(x, w, w, m, v, 0.1,
+                                                                     1e-5)[0], m + 0, v + 0),
+        lambda: (torch.randn(4, 3, 5), torch.randn(3), torch.randn(3), torch.rand(3) + 0.5),
+        BOTH),
+    # zero-size multi-output results: nothing to compute (index math divided by zero)
+    "frexp_empty": (torch.frexp, lambda: (torch.randn(0, 3),), BOTH),
 }
 
 

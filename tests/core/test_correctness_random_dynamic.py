@@ -48,6 +48,12 @@ def test_random_ops_are_marked_not_bit_comparable() -> None:
     assert any(f.op.startswith("aten.rand_like") for f in graph.fallbacks)
 
 
+def test_in_place_random_ops_are_marked_not_bit_comparable() -> None:
+    # functionalization turns x.normal_() into normal_functional: a random op too
+    (gm, graph), = lower_fn(lambda x: x.clone().normal_() + x, torch.ones(8))
+    assert any("not bit-comparable" in n for n in graph.notes), graph.notes
+
+
 def test_dynamic_shapes_compile_per_size() -> None:
     def f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return (x * 2 + y).softmax(-1).sum(0)

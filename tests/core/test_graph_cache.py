@@ -51,12 +51,19 @@ def with_scalar_constant(x: torch.Tensor) -> torch.Tensor:
     return x * torch.tensor(2.5) - 1  # a 0-d tensor constant (it has no byte view)
 
 
+def repeated_layers(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    for _ in range(3):  # three kernels with one body, each before a matmul
+        x = torch.tanh(x * 1.5 + 0.25) @ w
+    return x
+
+
 CASES: list[tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]] = [
     (softmax_sum, lambda: (torch.randn(8, 33), torch.randn(33))),
     (norm_gelu, lambda: (torch.randn(16, 24), torch.randn(24))),
     (two_graphs, lambda: (torch.randn(5, 7),)),
     (with_constant, lambda: (torch.randn(4, 3),)),
     (with_scalar_constant, lambda: (torch.randn(4, 3),)),
+    (repeated_layers, lambda: (torch.randn(6, 8), torch.randn(8, 8) / 3)),
 ]
 
 

@@ -49,6 +49,7 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]] = {
     "int_pow_negative_exponents": (lambda a, b: a ** b,
                                    lambda: (_ints(-3, 4), _ints(-4, 3))),
     "int_pow_large_wraps": (lambda a, b: (a ** b, 3 ** b), lambda: (_ints(-9, 10), _ints(0, 40))),
+    "int_pow_scalar_exponent": (lambda a: (a ** 20, a ** 17), lambda: (_ints(-4, 5),)),
     "uint8_pow_wraps": (lambda a, b: a ** b, lambda: (_ints(0, 256, dtype=torch.uint8),
                                                        _ints(0, 9, dtype=torch.uint8))),
     # torch.round ties go to the even neighbour (the interpreter's rule was floor(x + 0.5)).

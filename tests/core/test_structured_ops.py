@@ -53,7 +53,7 @@ def test_empty_is_an_allocation() -> None:
 def test_long_scan_goes_to_aten_with_the_reason() -> None:
     """A scan whose dense form would cost too much is not lowered: ATen, and it says why."""
     reasons = _eager_reasons(lambda t: t.cumsum(0), torch.randn(8192))
-    assert reasons and "dense scatter would cost 8192 outputs x 8192 sources" in reasons[0]
+    assert reasons and "dense form would cost 8192 outputs x 8192 candidates" in reasons[0]
     x = torch.randn(8192)
     torch._dynamo.reset()
     got = torch.compile(lambda t: t.cumsum(0), backend=backend, options={"backend": "cpp"})(x)

@@ -8,6 +8,7 @@ one row per op: its status on each target, the dtypes that are not native, and a
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,15 @@ def _ops_summary(run: dict[str, Any]) -> str:
     return ops if len(names) < 6 else f"{len(names)} ops ({', '.join(names[:4])}, ...)"
 
 
+def _command_summary(command: str) -> str:
+    """A command with a long --ops list shortened (the .meta.json keeps it whole)."""
+    def short(m: re.Match[str]) -> str:
+        names = m.group(1).split(",")
+        return m.group(0) if len(names) < 6 else f"--ops {','.join(names[:3])},... ({len(names)})"
+
+    return re.sub(r"--ops (\S+)", short, command)
+
+
 def write_report(directory: Path, out: Path) -> Path:
     targets = _load(directory)
     lines = [
@@ -58,6 +68,23 @@ def write_report(directory: Path, out: Path) -> Path:
         "crashed), **skip** (eager rejects every sample). float16/bfloat16 are compared as",
         "Inductor's `check_model` does (against a float32 reference where eager itself is",
         "off); random ops and uninitialized outputs by shape, dtype and statistics.",
+        "",
+        "Two reasons need a word:",
+        "",
+        "- *no graph captured (Dynamo ran it eagerly)*: TorchDynamo itself did not trace the",
+        "  call (with its default settings, as a user's `torch.compile` gets them), so no graph",
+        "  reached Kernelscope and eager PyTorch computed the result. It happens for ops whose",
+        "  output shape or a Python value depends on the data (`nonzero`, `unique`,",
+        "  `masked_select`, `item`, `equal`, `allclose`, `bincount`, `cov`, which checks its",
+        "  weights with `equal`), for sparse tensors and for `resize_`. These ops count as",
+        "  fallback, never as native. (OpInfo wraps random ops in `wrapper_set_seed`, whose RNG",
+        "  freezing Dynamo cannot trace; the harness calls the op itself, so they reach us.)",
+        "- *not swept: on cpu the op supports only ...*: none of the op's dtypes is one the",
+        "  harness compares (complex-only or float8-only ops, ops with no CPU kernel). They are",
+        "  listed, as skip, so every entry of op_db has a row. An op with none of the swept",
+        "  dtypes but some other the harness compares (bitwise and integer ops in a float32",
+        "  sweep) is swept at the first of int64, bool, float64, int32, float16, bfloat16 it",
+        "  supports, and counted under that dtype in the per-dtype totals.",
         "",
         "Regenerate (all targets present on the host; `--target cuda` on a GPU host):",
         "",
@@ -98,7 +125,7 @@ def write_report(directory: Path, out: Path) -> Path:
             continue
         lines.append(f"- {target}: ops swept: {meta.get('ops', 'all')}, merged from:")
         lines += [f"  - {run.get('date', '?')}: {_ops_summary(run)}; {run.get('seconds', '?')} s;"
-                  f" `{run.get('command', '?')}`" for run in runs]
+                  f" `{_command_summary(str(run.get('command', '?')))}`" for run in runs]
     lines += ["", "## Totals per dtype (ops with at least one sample of that dtype)", "",
               "| target | dtype | native | fallback | mismatch | error | skip |",
               "|---|---|---|---|---|---|---|"]

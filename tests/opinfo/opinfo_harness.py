@@ -26,6 +26,7 @@ import contextlib
 import math
 import signal
 import time
+import types
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -111,7 +112,7 @@ def _make_fn(op: Any, sample: Any) -> tuple[Callable[..., Any], list[torch.Tenso
     leaves, spec = tree_flatten((sample.input, sample.args, sample.kwargs))
     pos = [i for i, v in enumerate(leaves) if isinstance(v, torch.Tensor)]
     tensors = [leaves[i] for i in pos]
-    func = op.op
+    func = _unseeded(op.op)
 
     def fn(*ts: torch.Tensor) -> Any:
         vals = list(leaves)
@@ -121,6 +122,23 @@ def _make_fn(op: Any, sample: Any) -> tuple[Callable[..., Any], list[torch.Tenso
         return func(inp, *args, **kwargs)
 
     return fn, tensors
+
+
+def _call_through(f: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    return f(*args, **kwargs)
+
+
+def _unseeded(func: Callable[..., Any]) -> Callable[..., Any]:
+    """OpInfo wraps random ops (and a few others) as `lambda ...: wrapper_set_seed(op, ...)`,
+    whose RNG-state freezing Dynamo cannot trace: a graph break before the op, so no graph
+    at all. What a user writes is the op itself, and run_case seeds eager and compiled runs
+    alike, so the same lambda is called with the wrapper calling straight through."""
+    code = getattr(func, "__code__", None)
+    if code is None or "wrapper_set_seed" not in code.co_names:
+        return func
+    namespace = {**func.__globals__, "wrapper_set_seed": _call_through}  # type: ignore[attr-defined]
+    return types.FunctionType(code, namespace, func.__name__,
+                              func.__defaults__, func.__closure__)  # type: ignore[attr-defined]
 
 
 def _clone(ts: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -319,6 +337,7 @@ def aggregate(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
             d[c["dtype"]] = c["status"]
         else:
             d.setdefault(c["dtype"], prev)
-        if STATUS_ORDER.index(c["status"]) < STATUS_ORDER.index(entry["status"]):
+        worse = STATUS_ORDER.index(c["status"]) < STATUS_ORDER.index(entry["status"])
+        if worse or (c["status"] == entry["status"] and not entry["reason"]):
             entry["status"], entry["reason"] = c["status"], c["reason"]
     return ops

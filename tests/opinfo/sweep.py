@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -67,10 +68,11 @@ def worker(args: argparse.Namespace) -> int:
             if i % args.jobs != args.shard:
                 continue
             supported = op.supported_dtypes(device)
-            for dname in args.dtypes.split(","):
+            if not any(d in supported for d in DTYPES.values()):
+                out.write(json.dumps(unsweepable(op, device, supported)) + "\n")
+                continue
+            for dname in dtypes_to_run(args.dtypes.split(","), supported, DTYPES):
                 dtype = DTYPES[dname]
-                if dtype not in supported:
-                    continue
                 for k, sample in enumerate(samples(op, device, dtype, args.samples)):
                     key = (op_key(op), dname, k)
                     if key in done:
@@ -84,6 +86,27 @@ def worker(args: argparse.Namespace) -> int:
                     out.write(json.dumps(res.to_json()) + "\n")
                     out.flush()
     return 0
+
+
+SUBSTITUTES = ("i64", "bool", "f64", "i32", "f16", "bf16")
+
+
+def dtypes_to_run(requested: list[str], supported: Any, dtypes: dict[str, Any]) -> list[str]:
+    """The requested dtypes the op supports; for an op with none of them (integer-only ops
+    in a float32 sweep), its first dtype among SUBSTITUTES, so every op gets a status."""
+    run = [d for d in requested if dtypes[d] in supported]
+    return run or [d for d in SUBSTITUTES if dtypes[d] in supported][:1]
+
+
+def unsweepable(op: Any, device: str, supported: Any) -> dict[str, Any]:
+    """The record of an op none of whose dtypes the harness compares (complex or float8
+    only, or nothing on this device): a skip, with what it does support."""
+    from opinfo_harness import op_key
+
+    names = sorted(str(d).removeprefix("torch.") for d in supported)
+    what = f"only {', '.join(names)}" if names else "no dtype at all"
+    return {"op": op_key(op), "dtype": "none", "sample": 0, "status": "skip",
+            "reason": f"not swept: on {device} the op supports {what}", "seconds": 0.0}
 
 
 def _shard_cmd(args: argparse.Namespace, shard: int, results: Path) -> list[str]:
@@ -168,8 +191,11 @@ def drive(args: argparse.Namespace) -> Path:
 
 def merge_cases(old: list[dict[str, Any]], new: list[dict[str, Any]], ops: set[str],
                 dtypes: set[str]) -> list[dict[str, Any]]:
-    """The old records, less those of the (op, dtype) pairs a run covered, plus the new."""
-    kept = [c for c in old if not (c["op"] in ops and c["dtype"] in dtypes)]
+    """The old records, less those of the (op, dtype) pairs a run covered (the dtypes asked
+    for, any it substituted, and the `none` record of an unsweepable op), plus the new."""
+    ran = {(c["op"], c["dtype"]) for c in new}
+    kept = [c for c in old if not (c["op"] in ops and (
+        c["dtype"] in {*dtypes, "none"} or (c["op"], c["dtype"]) in ran))]
     return kept + new
 
 
@@ -178,7 +204,8 @@ def merge_meta(old: dict[str, Any], run: dict[str, Any], ops_in_file: int,
     """The latest run's versions on top, every run merged into the file under `runs`."""
     runs = old.get("runs") or ([{k: v for k, v in old.items() if k != "runs"}] if old else [])
     ops = f"{ops_in_file} of {ops_in_db} ({len(runs) + 1} runs merged)"
-    return {**run, "ops": ops, "runs": [*runs, run]}
+    full = re.sub(r" --ops \S+", "", run["command"])  # what reruns every op at once
+    return {**run, "ops": ops, "command": full, "runs": [*runs, run]}
 
 
 def _versions(args: argparse.Namespace, seconds: float, cases: int) -> dict[str, Any]:

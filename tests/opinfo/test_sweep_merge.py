@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from sweep import merge_cases, merge_meta  # noqa: E402
+from sweep import dtypes_to_run, merge_cases, merge_meta  # noqa: E402
 
 
 def _case(op: str, dtype: str, sample: int, status: str) -> dict[str, object]:
@@ -32,3 +32,26 @@ def test_merge_meta_keeps_every_run() -> None:
     assert meta["torch"] == "t" and meta["ops"].startswith("3 of 5")
     again = merge_meta(meta, {**run, "date": "d2"}, 3, 5)
     assert [r["date"] for r in again["runs"]] == ["d0", "d1", "d2"]
+
+
+def test_merge_drops_an_unsweepable_record_of_an_op_run_again() -> None:
+    old = [{"op": "imag", "dtype": "none", "sample": 0, "status": "skip"}]
+    assert merge_cases(old, [], {"imag"}, {"f32"}) == []
+    assert merge_cases(old, [], {"add"}, {"f32"}) == old
+
+
+def test_merge_replaces_a_substituted_dtype() -> None:
+    old = [_case("gcd", "i64", 0, "fallback")]
+    assert merge_cases(old, [_case("gcd", "i64", 0, "native")], {"gcd"}, {"f32"}) == [
+        _case("gcd", "i64", 0, "native")]
+
+
+def test_an_op_without_the_requested_dtype_runs_at_a_substitute() -> None:
+    import torch
+
+    dtypes = {"f32": torch.float32, "i64": torch.int64, "bool": torch.bool,
+              "f64": torch.float64, "i32": torch.int32, "f16": torch.float16,
+              "bf16": torch.bfloat16}
+    assert dtypes_to_run(["f32"], {torch.float32, torch.int64}, dtypes) == ["f32"]
+    assert dtypes_to_run(["f32"], {torch.int32, torch.bool}, dtypes) == ["bool"]
+    assert dtypes_to_run(["f32"], {torch.complex64}, dtypes) == []

@@ -1,0 +1,92 @@
+"""Convolutions fed channels-last (lowering/conv.py, option channels_last_convs), run on
+the CPU under the Triton interpreter with the CUDA check switched off (test_conv_layout.py
+runs this script).
+
+Each case puts a convolution's NHWC result through what follows convolutions in models:
+views, permutes, cat, pooling, a broadcast mean, a grouped convolution, a linear layer.
+Prints `name ok`, or `name` and what went wrong; `plan` checks the wrapper and kernels.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+CONV = torch.nn.Conv2d(4, 6, 3, padding=1).eval().requires_grad_(False)
+LIN = torch.nn.Linear(6 * 5 * 5, 3).requires_grad_(False)
+W2 = torch.randn(6, 3, 3, 3, generator=torch.Generator().manual_seed(1))
+
+CASES: dict[str, Callable[[torch.Tensor], Any]] = {
+    "view_linear": lambda x: LIN(CONV(x).view(2, -1)),
+    "flatten_transpose": lambda x: CONV(x).flatten(2).transpose(1, 2) * 2,
+    "permute_reshape": lambda x: CONV(x).permute(0, 2, 3, 1).reshape(2, -1) + 1,
+    "cat_sum": lambda x: torch.cat([CONV(x), CONV(x) * 2], 1).sum((2, 3)),
+    "relu_maxpool": lambda x: F.max_pool2d(torch.relu(CONV(x)), 2),
+    "mean_broadcast": lambda x: CONV(x).mean((2, 3), keepdim=True) * CONV(x),
+    "grouped_conv": lambda x: F.conv2d(torch.relu(CONV(x)), W2, groups=2) + 0,
+    "returned": lambda x: CONV(x),  # a graph output keeps eager's strides
+}
+
+
+def _compiled(fn: Callable[..., Any], sources: list[str]) -> Callable[..., Any]:
+    import compiler
+    import compiler.compile_fx as cfx
+    from compiler.lowering import conv
+
+    conv._on_cuda = lambda x: True  # type: ignore[assignment]
+    orig = cfx.generate_wrapper
+
+    def keep(*a: Any, **k: Any) -> Any:
+        src, lines = orig(*a, **k)
+        sources.append(src)
+        return src, lines
+
+    cfx.generate_wrapper = keep  # type: ignore[assignment]
+    torch._dynamo.reset()
+    return torch.compile(fn, backend=lambda gm, ex: compiler.backend(
+        gm, ex, options={"backend": "triton", "channels_last_convs": True,
+                         "cache_dir": tempfile.mkdtemp()}))
+
+
+def check(name: str) -> str:
+    x = torch.randn(2, 4, 5, 5)
+    sources: list[str] = []
+    with torch.no_grad():
+        got, want = _compiled(CASES[name], sources)(x), CASES[name](x)
+    for a, b in zip(got if isinstance(got, tuple) else (got,),
+                    want if isinstance(want, tuple) else (want,)):
+        if not torch.allclose(a, b, rtol=1e-4, atol=1e-4):
+            return f"mismatch: max abs err {(a - b).abs().max().item():.3g}"
+        if a.stride() != b.stride():
+            return f"strides {a.stride()} where eager has {b.stride()}"
+    nhwc = any("(150, 1, 30, 6)" in s for s in sources)  # the conv result, channels-last
+    if nhwc == (name == "returned"):
+        return f"channels-last result planned: {nhwc}"
+    return "ok"
+
+
+def plan() -> str:
+    """The BN + ReLU kernel between two convolutions stores NHWC in memory order."""
+    sources: list[str] = []
+    with torch.no_grad():
+        _compiled(CASES["grouped_conv"], sources)(torch.randn(2, 4, 5, 5))
+    text = "\n".join(sources)
+    if "iterates in the memory order" not in text:
+        return "no kernel walks its output's memory order"
+    if "conform(torch.ops.aten.convolution" not in text:
+        return "the convolution's strides are not checked at run time"
+    return "ok"
+
+
+if __name__ == "__main__":
+    for case in sys.argv[1:] or [*sorted(CASES), "plan"]:
+        try:
+            print(case, plan() if case == "plan" else check(case), flush=True)
+        except Exception as e:  # noqa: BLE001 - one line per case
+            print(case, f"error: {type(e).__name__}: {e}", flush=True)
