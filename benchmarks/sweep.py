@@ -38,12 +38,18 @@ def _rule(name: str, override: dict[str, int] | None) -> Iterator[None]:
     if not override:
         yield
         return
+    persistent = name == "persistent_config"  # block_config, on persistent reductions
+    name = "block_config" if persistent else name
     orig = getattr(tr, name)
 
     def forced(plan: Any, *a: Any) -> dict[str, Any]:
         cfg = dict(orig(plan, *a))
         looped = plan.kind == "reduction" and not cfg["persistent"]
-        if name == "column_config" or plan.kind == "pointwise" or looped:
+        if persistent:
+            hit = plan.kind == "reduction" and cfg["persistent"]
+        else:
+            hit = name == "column_config" or plan.kind == "pointwise" or looped
+        if hit:
             cfg.update(override)
             cfg["grid"] = (-(-plan.xnumel // cfg["XBLOCK"]),)
         return cfg
@@ -75,6 +81,10 @@ SWEEPS: list[tuple[str, str, list[dict[str, int] | None], dict[str, Any]]] = [
     ("cross_entropy", "block_config", LOOPED, {}),
     ("square_sum", "block_config", [None, _red(1, 4096, 8), _red(1, 2048, 8)], {}),
     ("softmax", "block_config", [None], {}),
+    ("rmsnorm_bf16", "persistent_config", [None, _pw(1, 4), _pw(1, 16), _pw(2, 8), _pw(2, 16)],
+     {}),
+    ("layer_norm_manual", "persistent_config", [None, _pw(1, 4), _pw(1, 16), _pw(2, 16)], {}),
+    ("softmax", "persistent_config", [None, _pw(1, 4), _pw(1, 16), _pw(2, 16)], {}),
     ("adam", "block_config", [None], {}),
     ("attention", "block_config", [None], {"attention_to_sdpa": True}),
     ("attention", "block_config", [None], {"attention_to_sdpa": False}),

@@ -107,8 +107,10 @@ def _ks_hypot(x, y):
     lo = tl.minimum(a, b)
     q = tl.where(hi == 0.0, 0.0, lo / hi)
     r = hi * tl.sqrt(1.0 + q * q)
-    r = tl.where((a != a) | (b != b), a + b, r)
-    return tl.where((a == float('inf')) | (b == float('inf')), float('inf'), r)
+    r = tl.where(a != a, a + b, r)  # nested: `|` of a 0-d (scalar) operand's mask fails
+    r = tl.where(b != b, a + b, r)
+    r = tl.where(a == float('inf'), float('inf'), r)
+    return tl.where(b == float('inf'), float('inf'), r)
 
 
 @triton.jit

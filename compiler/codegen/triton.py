@@ -94,6 +94,8 @@ _ROUND_HALF_EVEN = ("tl.where({0} - tl.floor({0}) != {0} - tl.floor({0}), {0}, "
                     "tl.where({0} - tl.floor({0}) < 0.5, tl.floor({0}), "
                     "tl.floor({0}) + (tl.floor({0}) - 2.0 * tl.floor(tl.floor({0}) * 0.5)))))")
 
+_BOOL_BINARY = (("and", "&"), ("or", "|"), ("xor", "^"))
+
 # Under TRITON_INTERPRET=1 libdevice is not available: the same math from tl primitives.
 INTERPRET_OPS = OPS.extend({
     "tanh": float_only("(2.0 * tl.sigmoid(2.0 * {0}) - 1.0)"),
@@ -108,6 +110,11 @@ INTERPRET_OPS = OPS.extend({
     "round": {"float": _ROUND_HALF_EVEN, "*": "{0}"},
     "sinh": float_only("(0.5 * (tl.exp({0}) - tl.exp(-{0})))"),
     "cosh": float_only("(0.5 * (tl.exp({0}) + tl.exp(-{0})))"),
+    # A comparison of a 0-d (scalar-loaded) value is a numpy bool scalar there, which `|`
+    # with a block refuses ("ufunc 'bitwise_or' not supported"); `!= 0` makes both blocks.
+    **{f"logical_{n}": f"(({{0}} != 0) {c} ({{1}} != 0))" for n, c in _BOOL_BINARY},
+    **{f"bitwise_{n}": {**C_LIKE[f"bitwise_{n}"],  # type: ignore[dict-item]
+                        "bool": f"(({{0}} != 0) {c} ({{1}} != 0))"} for n, c in _BOOL_BINARY},
     **TRITON_INTERPRET_MATH,
 }).without(TRITON_INTERPRET_DROPS, "Triton interpreter")
 

@@ -176,7 +176,7 @@ class GraphLowering:
         if node.target is operator.getitem:
             return args[0][args[1]]
         meta = node.meta.get("val")
-        if isinstance(meta, torch.Tensor) and meta.numel() == 0 and _static(meta):
+        if _zero_size(meta):
             # Nothing to compute: any kernel over zero elements is a no-op (and index math
             # over a zero-size dim divides by zero), so the value is just an allocation.
             return self.allocate("zero-size result: allocated, nothing to compute")
@@ -329,13 +329,23 @@ class GraphLowering:
                          tuple(int(r) for r in reduction_ranges),
                          reduction_type, src_dtype, origins)
 
-    def allocate(self, reason: str) -> Any:
+    def allocate(self, reason: str, meta: Any = None) -> Any:
         """The node's result as a bare allocation in its meta's shape, stride and dtype
-        (zero-size results; `empty`, whose values are unspecified)."""
-        meta = self.out_meta()
-        return self.extern(aten.empty_strided.default, (list(meta.shape), list(meta.stride())),
-                           {"dtype": meta.dtype, "device": meta.device}, fallback=False,
-                           reason=reason)
+        (zero-size results; `empty`, whose values are unspecified); one per output."""
+        meta = self.out_meta() if meta is None else meta
+        if isinstance(meta, (tuple, list)):
+            return tuple(self.allocate(reason, m) for m in meta)
+        node = self.current
+        assert node is not None
+        saved = node.meta.get("val")
+        node.meta["val"] = meta
+        try:
+            return self.extern(aten.empty_strided.default,
+                               (list(meta.shape), list(meta.stride())),
+                               {"dtype": meta.dtype, "device": meta.device}, fallback=False,
+                               reason=reason)
+        finally:
+            node.meta["val"] = saved
 
     def extern(self, op: Any, args: Any, kwargs: dict[str, Any], fallback: bool,
                reason: str = "", out_stride: Sequence[int] | None = None) -> Any:
@@ -403,6 +413,13 @@ RANDOM_OPS = frozenset(getattr(aten, n) for n in (
     "uniform exponential geometric log_normal cauchy multinomial randperm rrelu_with_noise "
     "normal_functional rrelu_with_noise_functional"  # what functionalization makes of x.normal_()
 ).split() if hasattr(aten, n))
+
+
+def _zero_size(meta: Any) -> bool:
+    """A result (or every result of a multi-output op) with no elements."""
+    if isinstance(meta, (tuple, list)):
+        return bool(meta) and all(_zero_size(m) for m in meta)
+    return isinstance(meta, torch.Tensor) and meta.numel() == 0 and _static(meta)
 
 
 def _static(t: torch.Tensor) -> bool:

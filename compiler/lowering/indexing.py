@@ -14,7 +14,9 @@ import torch
 
 from compiler.ir.nodes import Index, TensorValue
 from compiler.ir.ops import ops
+from compiler.lowering.reductions import reduce
 from compiler.lowering.registry import aten, register_lowering
+from compiler.lowering.scatter import too_costly
 
 
 def _indirect(value: Any, size: int) -> Any:
@@ -104,9 +106,6 @@ def embedding_bag(g: Any, weight: TensorValue, indices: TensorValue, offsets: Te
     per_sample_weights[j]) over offsets[b] <= j < offsets[b + 1], skipping padding_idx.
     Only the bags themselves are lowered; the bookkeeping outputs (offset2bag, bag sizes,
     max indices) go to ATen when something reads them."""
-    from compiler.lowering.reductions import reduce
-    from compiler.lowering.scatter import too_costly
-
     node = g.current
     args = (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
             include_last_offset, padding_idx)

@@ -15,6 +15,7 @@ import torch
 from compiler.ir.nodes import Index, TensorValue
 from compiler.ir.ops import ops
 from compiler.lowering.pointwise import broadcast_loader, upcast
+from compiler.lowering.reductions import reduce
 from compiler.lowering.registry import aten, prims, register_lowering
 
 
@@ -204,8 +205,6 @@ def trilinear(g: Any, i1: Any, i2: Any, i3: Any, expand1: Sequence[int],
               expand2: Sequence[int], expand3: Sequence[int], sumdim: Sequence[int],
               unroll_dim: int = 1) -> Any:
     """sum over sumdim of i1 * i2 * i3, each unsqueezed at its expand dims (bilinear)."""
-    from compiler.lowering.reductions import reduce
-
     meta = _meta(g)
     ndim = len(i1.size) + len(expand1)
     full = [1] * ndim

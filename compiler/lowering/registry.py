@@ -65,5 +65,6 @@ def load_all() -> None:
         scans,
         scatter,
         softmax,
+        sorting,
         views,
     )

@@ -93,6 +93,12 @@ CASES: dict[str, NativeCase] = {
                                                                      1e-5)[0], m + 0, v + 0),
         lambda: (torch.randn(4, 3, 5), torch.randn(3), torch.randn(3), torch.rand(3) + 0.5),
         BOTH),
+    # a 0-d operand's truth value with a block's: `|` refused them under the interpreter
+    "or_with_0d": (lambda x, y: ((y > 0) | (x > 0), torch.logical_and(y < 0, x < 0),
+                                 torch.logical_xor(x > 0, y > 0), torch.signbit(y) ^ (x > 0)),
+                   lambda: (torch.tensor([-1.0, -0.0, 0.0, 2.0]), torch.tensor(-1.0)), BOTH),
+    "hypot_0d": (torch.hypot, lambda: (torch.tensor([3.0, -0.0, INF, NAN]), torch.tensor(4.0)),
+                 BOTH),
     # zero-size multi-output results: nothing to compute (index math divided by zero)
     "frexp_empty": (torch.frexp, lambda: (torch.randn(0, 3),), BOTH),
 }

@@ -1,0 +1,265 @@
+"""Sorting as dense ranks: sort, topk, kthvalue, median, nanmedian.
+
+An element's place in the sorted row is its rank: how many elements of the row come
+before it (smaller, or equal and earlier: a stable order; NaNs last ascending and first
+descending, as eager's). Rank is a reduction over the row; the r-th sorted element is
+then the one element whose rank is r, found by a second reduction, and read through an
+indirect load. Ties keep their input order: that is `stable=True`'s order, and one of
+the orders `stable=False`, topk and kthvalue allow. It costs n x n per row, so rows
+whose dense form exceeds the dense limit go to ATen with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import sympy
+import torch
+
+from compiler.ir.indexing import decompose
+from compiler.ir.nodes import Index, TensorValue
+from compiler.ir.ops import ops
+from compiler.lowering.reductions import reduce
+from compiler.lowering.registry import aten, register_lowering
+from compiler.lowering.scatter import I64, too_costly
+from compiler.lowering.views import remap
+
+
+def _before(x: TensorValue, dim: int, descending: bool) -> Callable[[Index], Any]:
+    """[*size, n] -> 1 where row element j sorts before element i (at dim), else 0."""
+    n = len(x.size)
+    lx = x.loader()
+    floating = x.dtype.is_floating_point
+
+    def inner(idx: Index) -> Any:
+        p, j = list(idx[:n]), idx[n]
+        q = list(p)
+        q[dim] = j
+        xi, xj = lx(p), lx(q)
+        earlier = ops.lt(ops.index_expr(j, I64), ops.index_expr(p[dim], I64))
+        strictly = ops.gt(xj, xi) if descending else ops.lt(xj, xi)
+        tie = ops.logical_and(ops.eq(xj, xi), earlier)
+        if floating:
+            ni, nj = ops.isnan(xi), ops.isnan(xj)
+            nan_first = ops.logical_and(nj, ops.logical_not(ni)) if descending else \
+                ops.logical_and(ni, ops.logical_not(nj))
+            tie = ops.logical_or(tie, ops.logical_and(ops.logical_and(ni, nj), earlier))
+            strictly = ops.logical_or(strictly, nan_first)
+        return ops.to_dtype(ops.logical_or(strictly, tie), I64)
+
+    return inner
+
+
+def rank(g: Any, x: TensorValue, dim: int, descending: bool) -> Any:
+    size = list(x.size)
+    lazy = g.lazy(_before(x, dim, descending), size + [size[dim]], I64, [x])
+    return reduce(g, lazy, [len(size)], False, "sum", I64, I64)
+
+
+def _at_rank(g: Any, x: TensorValue, ranks: Any, dim: int, count: int,
+             first: Callable[[Index], Any]) -> tuple[Any, Any]:
+    """(values, indices) of the elements of rank first(p) + r, r < count, along dim."""
+    n = len(x.size)
+    size = list(x.size)
+    out = list(size)
+    out[dim] = count
+    lr, lx = ranks.loader(), x.loader()
+
+    def pick(idx: Index) -> Any:
+        p, i = list(idx[:n]), idx[n]
+        q = list(p)
+        q[dim] = i
+        want = ops.add(first(p), ops.index_expr(p[dim], I64))
+        return ops.where(ops.eq(lr(q), want), ops.index_expr(i, I64), ops.constant(-1, I64))
+
+    where = reduce(g, g.lazy(pick, out + [size[dim]], I64, [ranks]), [n], False, "max", I64,
+                   I64)
+    lw = where.loader()
+
+    def value(p: Index) -> Any:
+        q = list(p)
+        q[dim] = ops.indirect_indexing(ops.maximum(lw(p), ops.constant(0, I64)), size[dim])
+        return lx(q)
+
+    return g.lazy(value, out, x.dtype, [x, where]), where
+
+
+def _dim(x: TensorValue, dim: int) -> int:
+    return dim % len(x.size) if x.size else 0
+
+
+def _guard(g: Any, x: TensorValue, dim: int, args: tuple[Any, ...], kwargs: dict[str, Any]
+           ) -> Any:
+    """ATen for rows too long; a 0-d input sorts to itself (index 0)."""
+    if not x.size:
+        lx = x.loader()
+        return (g.lazy(lambda p: lx([]), [], x.dtype, [x]),
+                g.lazy(lambda p: ops.constant(0, I64), [], I64, []))
+    return too_costly(g, x.numel(), x.size[dim], args, kwargs)
+
+
+def _ties(g: Any, x: TensorValue, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Integer and bool rows tie all the time, and where eager's order among ties is
+    unspecified (topk, kthvalue, unstable sort) its choice of index is not reproducible
+    (a partial sort): those go to ATen. Floats tie rarely; a tie gets the stable order."""
+    if x.dtype.is_floating_point:
+        return None
+    return g.extern(g.current.target, args, kwargs, fallback=True,
+                    reason="integer ties: eager's index among equal values is unspecified")
+
+
+def _zero(p: Index) -> Any:
+    return ops.constant(0, I64)
+
+
+@register_lowering(aten.sort.default, aten.sort.stable)
+def sort(g: Any, x: TensorValue, *args: Any, **kwargs: Any) -> Any:
+    stable_overload = g.current.target is aten.sort.stable
+    if stable_overload:
+        dim, descending = kwargs.get("dim", -1), kwargs.get("descending", False)
+    else:
+        dim = args[0] if args else kwargs.get("dim", -1)
+        descending = args[1] if len(args) > 1 else kwargs.get("descending", False)
+    d = _dim(x, dim)
+    stable = stable_overload and kwargs.get("stable")
+    big = _guard(g, x, d, (x, *args), kwargs)
+    if big is None and not stable:
+        big = _ties(g, x, (x, *args), kwargs)
+    if big is not None:
+        return big
+    return _at_rank(g, x, rank(g, x, d, descending), d, x.size[d], _zero)
+
+
+@register_lowering(aten.topk)
+def topk(g: Any, x: TensorValue, k: int, dim: int = -1, largest: bool = True,
+         sorted: bool = True) -> Any:
+    d = _dim(x, dim)
+    big = _guard(g, x, d, (x, k, dim, largest, sorted), {}) or \
+        _ties(g, x, (x, k, dim, largest, sorted), {})
+    if big is not None:
+        return big
+    return _at_rank(g, x, rank(g, x, d, largest), d, k, _zero)
+
+
+@register_lowering(aten.kthvalue)
+def kthvalue(g: Any, x: TensorValue, k: int, dim: int = -1, keepdim: bool = False) -> Any:
+    d = _dim(x, dim)
+    big = _guard(g, x, d, (x, k, dim, keepdim), {}) or _ties(g, x, (x, k, dim, keepdim), {})
+    if big is not None:
+        return big
+    values, indices = _at_rank(g, x, rank(g, x, d, False), d, 1,
+                               lambda p: ops.constant(k - 1, I64))
+    return _squeeze(g, values, indices, d, keepdim)
+
+
+def _squeeze(g: Any, values: Any, indices: Any, d: int, keepdim: bool) -> tuple[Any, Any]:
+    if keepdim:
+        return values, indices
+    size = [s for k, s in enumerate(values.size) if k != d]
+
+    def back(idx: Index) -> list[Any]:
+        out = list(idx)
+        out.insert(d, sympy.Integer(0))
+        return out
+
+    return remap(g, values, size, back), remap(g, indices, size, back)
+
+
+def _median(g: Any, x: TensorValue, d: int, keepdim: bool, skip_nan: bool) -> tuple[Any, Any]:
+    """The lower median of each row: rank (m - 1) // 2, m the row's length (nanmedian: its
+    non-NaN count). median: a NaN in the row gives NaN and the first NaN's index."""
+    floating = x.dtype.is_floating_point
+    ranks = rank(g, x, d, False)
+    lx = x.loader()
+    if floating:
+        nan_int = g.lazy(lambda p: ops.to_dtype(ops.isnan(lx(p)), I64), x.size, I64, [x])
+        nans = reduce(g, nan_int, [d], True, "sum", I64, I64)
+        ln = nans.loader()
+    row = x.size[d]
+
+    def first(p: Index) -> Any:
+        m = ops.constant(row, I64)
+        if floating and skip_nan:
+            m = ops.sub(m, ln(p))
+        half = ops.floordiv(ops.sub(m, ops.constant(1, I64)), ops.constant(2, I64))
+        return ops.maximum(half, ops.constant(0, I64))
+
+    values, indices = _at_rank(g, x, ranks, d, 1, first)
+    if floating and not skip_nan:
+        first_nan = reduce(g, g.lazy(lambda p: ops.to_dtype(ops.isnan(lx(p)), torch.int8),
+                                     x.size, torch.int8, [x]),
+                           [d], True, "argmax", I64, torch.int8)
+        lv, li, lf = values.loader(), indices.loader(), first_nan.loader()
+
+        def has(p: Index) -> Any:
+            return ops.gt(ln(p), ops.constant(0, I64))
+
+        values = g.lazy(lambda p: ops.where(has(p), ops.constant(float("nan"), x.dtype),
+                                            lv(p)), values.size, x.dtype, [values, nans])
+        indices = g.lazy(lambda p: ops.where(has(p), lf(p), li(p)), indices.size, I64,
+                         [indices, nans, first_nan])
+    return _squeeze(g, values, indices, d, keepdim)
+
+
+@register_lowering(aten.median.dim, aten.nanmedian.dim)
+def median_dim(g: Any, x: TensorValue, dim: int = 0, keepdim: bool = False) -> Any:
+    d = _dim(x, dim)
+    big = _guard(g, x, d, (x, dim, keepdim), {})
+    if big is not None:
+        return big
+    return _median(g, x, d, keepdim, g.current.target is aten.nanmedian.dim)
+
+
+@register_lowering(aten.median.default, aten.nanmedian.default)
+def median_all(g: Any, x: TensorValue) -> Any:
+    if not x.size:
+        return _guard(g, x, 0, (x,), {})[0]
+    numel = x.numel()
+    flat = remap(g, x, [numel], lambda idx: decompose(idx[0], list(x.size)))
+    big = too_costly(g, numel, numel, (x,), {})
+    if big is not None:
+        return big
+    values, _ = _median(g, flat, 0, False, g.current.target is aten.nanmedian.default)
+    return values
+
+
+@register_lowering(aten.searchsorted.Tensor, aten.searchsorted.Scalar)
+def searchsorted(g: Any, seq: TensorValue, values: Any, *, out_int32: bool = False,
+                 right: bool = False, side: str | None = None, sorter: Any = None) -> Any:
+    """The insertion point of each value: how many boundaries come before it, a count
+    over the row (left: !(b >= v), right: !(b > v), the predicates of eager's binary
+    search, so NaN values land at the end)."""
+    args = (seq, values)
+    kwargs = {"out_int32": out_int32, "right": right, "side": side, "sorter": sorter}
+    meta = g.out_meta()
+    size = list(meta.shape)
+    row = seq.size[-1] if seq.size else 1
+    if sorter is not None:
+        return g.extern(g.current.target, args, kwargs, fallback=True, reason="sorter")
+    big = too_costly(g, max(1, meta.numel()), row, args, kwargs)
+    if big is not None:
+        return big
+    upper = right or side == "right"
+    ls = seq.loader()
+    lv = values.loader() if isinstance(values, TensorValue) else None
+    n = len(size)
+    cd = torch.promote_types(seq.dtype, values.dtype if lv is not None else seq.dtype)
+
+    def before(idx: Index) -> Any:
+        p, j = idx[:n], idx[n]
+        b = ls(list(p[:len(seq.size) - 1]) + [j]) if seq.size else ls([])
+        v = lv(list(p)) if lv is not None else ops.constant(values, cd)
+        b = ops.to_dtype(b, cd) if seq.dtype != cd else b
+        if lv is not None and values.dtype != cd:
+            v = ops.to_dtype(v, cd)
+        keep = ops.gt(b, v) if upper else ops.ge(b, v)
+        return ops.to_dtype(ops.logical_not(keep), I64)
+
+    count = reduce(g, g.lazy(before, size + [row], I64, [t for t in (seq, values)
+                                                         if isinstance(t, TensorValue)]),
+                   [n], False, "sum", I64, I64)
+    if meta.dtype == I64:
+        return count
+    lc = count.loader()
+    return g.lazy(lambda p: ops.to_dtype(lc(p), meta.dtype), size, meta.dtype, [count])
