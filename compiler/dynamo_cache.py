@@ -58,6 +58,17 @@ def identity_runtime(gm: torch.fx.GraphModule, dynamo_inputs: int) -> str:
     meta = getattr(ctx, "fw_metadata", None)
     if meta is None:
         return "no AOTAutograd metadata"
+    try:
+        return _first_failed(_checks(gm, meta, dynamo_inputs))
+    except Exception as e:  # noqa: BLE001 - metadata of another torch: take the safe path
+        return f"could not read AOTAutograd's metadata: {type(e).__name__}: {e}"
+
+
+def _first_failed(checks: list[tuple[bool, str]]) -> str:
+    return next((why for ok, why in checks if not ok), "")
+
+
+def _checks(gm: torch.fx.GraphModule, meta: Any, dynamo_inputs: int) -> list[tuple[bool, str]]:
     from torch._functorch._aot_autograd.schemas import OutputType
 
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -81,4 +92,4 @@ def identity_runtime(gm: torch.fx.GraphModule, dynamo_inputs: int) -> str:
          "tensor subclasses"),
         (not any(n.op == "get_attr" for n in gm.graph.nodes), "the graph holds constants"),
     ]
-    return next((why for ok, why in checks if not ok), "")
+    return checks

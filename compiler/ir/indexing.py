@@ -199,6 +199,13 @@ def dense_strides_like(size: Sequence[int], stride: Sequence[int]) -> list[int]:
 
 
 def strided_index(index: Sequence[Expr], stride: Sequence[int], offset: int = 0) -> Expr:
+    return _strided_index(tuple(index), tuple(stride), offset)
+
+
+# Every ops handler (describe, reads, codegen) runs a loop body with the same index
+# expressions, so each load's address is built once, not once per handler.
+@functools.lru_cache(maxsize=1 << 16)
+def _strided_index(index: tuple[Expr, ...], stride: tuple[int, ...], offset: int) -> Expr:
     # One Add of all terms: adding them one at a time re-flattens the sum at every step.
     return sympy.Add(sympy.Integer(offset), *(i * s for i, s in zip(index, stride) if s != 0))
 

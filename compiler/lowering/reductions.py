@@ -237,27 +237,42 @@ def _arg_reduce(g: Any, x: TensorValue, dim: int | None, keepdim: bool, rtype: s
     return _nan_aware(g, x, [dim], keepdim, rtype, torch.int64)
 
 
+def _extreme(g: Any, x: TensorValue, dims: Any, keepdim: bool, rtype: str) -> Any:
+    """max/min values as eager's; bools through int8 (no backend reduces bools by max)."""
+    if x.dtype != torch.bool:
+        return _nan_aware(g, x, dims, keepdim, rtype, x.dtype)
+    small = _int8(g, x)
+    best = reduce(g, small, dims, keepdim, rtype, torch.int8, torch.int8)
+    lb = best.loader()
+    return g.lazy(lambda idx: ops.to_dtype(lb(idx), torch.bool), best.size, torch.bool, [best])
+
+
+def _int8(g: Any, x: TensorValue) -> Any:
+    load = x.loader()
+    return g.lazy(lambda idx: ops.to_dtype(load(idx), torch.int8), x.size, torch.int8, [x])
+
+
 @register_lowering(aten.max.dim)
 def max_dim(g: Any, x: TensorValue, dim: int, keepdim: bool = False) -> tuple[Any, Any]:
     """(values, indices) as eager: a NaN wins and its first index is returned."""
-    return (_nan_aware(g, x, [dim], keepdim, "max", x.dtype),
-            _arg_reduce(g, x, dim, keepdim, "argmax"))
+    src = _int8(g, x) if x.dtype == torch.bool else x
+    return _extreme(g, x, [dim], keepdim, "max"), _arg_reduce(g, src, dim, keepdim, "argmax")
 
 
 @register_lowering(aten.min.dim)
 def min_dim(g: Any, x: TensorValue, dim: int, keepdim: bool = False) -> tuple[Any, Any]:
-    return (_nan_aware(g, x, [dim], keepdim, "min", x.dtype),
-            _arg_reduce(g, x, dim, keepdim, "argmin"))
+    src = _int8(g, x) if x.dtype == torch.bool else x
+    return _extreme(g, x, [dim], keepdim, "min"), _arg_reduce(g, src, dim, keepdim, "argmin")
 
 
 @register_lowering(aten.max.default)
 def max_all(g: Any, x: TensorValue) -> Any:
-    return _nan_aware(g, x, None, False, "max", x.dtype)
+    return _extreme(g, x, None, False, "max")
 
 
 @register_lowering(aten.min.default)
 def min_all(g: Any, x: TensorValue) -> Any:
-    return _nan_aware(g, x, None, False, "min", x.dtype)
+    return _extreme(g, x, None, False, "min")
 
 
 @register_lowering(aten.mean.dim, aten.mean.default)

@@ -28,9 +28,11 @@ def _prefix(g: Any, x: TensorValue, dim: int, cd: torch.dtype, rtype: str) -> An
     """A lazy [*x.size, n]: x[.., j, ..] at [.., i, .., j] for j <= i, else the identity."""
     n = len(x.size)
     lx = x.loader()
-    if rtype in ("max", "min") and not cd.is_floating_point:
+    if cd == torch.bool:
+        other: Any = rtype in ("min", "prod")
+    elif rtype in ("max", "min") and not cd.is_floating_point:
         info = torch.iinfo(cd)
-        other: Any = info.min if rtype == "max" else info.max
+        other = info.min if rtype == "max" else info.max
     else:
         other = MASKED[rtype]
 
@@ -121,6 +123,9 @@ def logcumsumexp(g: Any, x: TensorValue, dim: int) -> Any:
 
 def _cum_extreme(g: Any, x: TensorValue, dim: int, rtype: str) -> Any:
     """(values, indices) of cummax/cummin as eager: ties and NaNs take the last index."""
+    if x.dtype == torch.bool:
+        return g.extern(g.current.target, (x, dim), {}, fallback=True,
+                        reason="running max/min of bool values")
     early, dim = _early(g, x, dim)
     if early is not None:
         if dim >= 0:

@@ -57,6 +57,16 @@ def too_costly(g: Any, numel: int, candidates: int, args: tuple[Any, ...],
                            f"(> {DENSE_SCATTER_MAX})")
 
 
+def refused(g: Any, x: TensorValue, numel: int, candidates: int, mode: str,
+            args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """ATen (with the reason) for what the dense form does not do, else None: too costly,
+    or combining bool values (eager's bool add is an or; not lowered)."""
+    if x.dtype == torch.bool and mode != "last":
+        return g.extern(g.current.target, args, kwargs, fallback=True,
+                        reason=f"{mode} of bool values")
+    return too_costly(g, numel, candidates, args, kwargs)
+
+
 def _gathered(g: Any, x: TensorValue, out: torch.dtype, candidates: int,
               match: Callable[[Index, Any], Any], source: Callable[[Index, Any], Any],
               mode: str, include_self: bool = True) -> Any:
@@ -228,7 +238,7 @@ def put(g: Any, x: TensorValue, index: TensorValue, source: TensorValue,
     """x.flatten()[index] = source.flatten() (or +=), in x's shape."""
     args = (x, index, source, accumulate)
     k, numel = index.numel(), x.numel()
-    big = too_costly(g, numel, k, args, {})
+    big = refused(g, x, numel, k, "sum" if accumulate else "last", args, {})
     if big is not None:
         return big
     li, ls = index.loader(), source.loader()
@@ -254,7 +264,7 @@ def index_reduce(g: Any, x: TensorValue, dim: int, index: TensorValue, src: Tens
     n = len(x.size)
     dim = dim % n if n else 0
     length = index.numel()
-    big = too_costly(g, x.numel(), length, args, {"include_self": include_self})
+    big = refused(g, x, x.numel(), length, reduce_, args, {"include_self": include_self})
     if big is not None:
         return big
     li, ls = index.loader(), src.loader()
@@ -325,7 +335,7 @@ def _scatter(g: Any, x: TensorValue, dim: int, index: TensorValue, src: Any, mod
     else:
         xs, isz = list(x.size), list(index.size)
     length = isz[dim]
-    big = too_costly(g, x.numel(), length, args, kwargs)
+    big = refused(g, x, x.numel(), length, mode, args, kwargs)
     if big is not None:
         return big
     li = index.loader()

@@ -99,6 +99,16 @@ def _guard(g: Any, x: TensorValue, dim: int, args: tuple[Any, ...], kwargs: dict
     return too_costly(g, x.numel(), x.size[dim], args, kwargs)
 
 
+def _ties(g: Any, x: TensorValue, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Integer and bool rows tie all the time, and where eager's order among ties is
+    unspecified (topk, kthvalue, unstable sort) its choice of index is not reproducible
+    (a partial sort): those go to ATen. Floats tie rarely; a tie gets the stable order."""
+    if x.dtype.is_floating_point:
+        return None
+    return g.extern(g.current.target, args, kwargs, fallback=True,
+                    reason="integer ties: eager's index among equal values is unspecified")
+
+
 def _zero(p: Index) -> Any:
     return ops.constant(0, I64)
 
@@ -112,7 +122,10 @@ def sort(g: Any, x: TensorValue, *args: Any, **kwargs: Any) -> Any:
         dim = args[0] if args else kwargs.get("dim", -1)
         descending = args[1] if len(args) > 1 else kwargs.get("descending", False)
     d = _dim(x, dim)
+    stable = stable_overload and kwargs.get("stable")
     big = _guard(g, x, d, (x, *args), kwargs)
+    if big is None and not stable:
+        big = _ties(g, x, (x, *args), kwargs)
     if big is not None:
         return big
     return _at_rank(g, x, rank(g, x, d, descending), d, x.size[d], _zero)
@@ -122,7 +135,8 @@ def sort(g: Any, x: TensorValue, *args: Any, **kwargs: Any) -> Any:
 def topk(g: Any, x: TensorValue, k: int, dim: int = -1, largest: bool = True,
          sorted: bool = True) -> Any:
     d = _dim(x, dim)
-    big = _guard(g, x, d, (x, k, dim, largest, sorted), {})
+    big = _guard(g, x, d, (x, k, dim, largest, sorted), {}) or \
+        _ties(g, x, (x, k, dim, largest, sorted), {})
     if big is not None:
         return big
     return _at_rank(g, x, rank(g, x, d, largest), d, k, _zero)
@@ -131,7 +145,7 @@ def topk(g: Any, x: TensorValue, k: int, dim: int = -1, largest: bool = True,
 @register_lowering(aten.kthvalue)
 def kthvalue(g: Any, x: TensorValue, k: int, dim: int = -1, keepdim: bool = False) -> Any:
     d = _dim(x, dim)
-    big = _guard(g, x, d, (x, k, dim, keepdim), {})
+    big = _guard(g, x, d, (x, k, dim, keepdim), {}) or _ties(g, x, (x, k, dim, keepdim), {})
     if big is not None:
         return big
     values, indices = _at_rank(g, x, rank(g, x, d, False), d, 1,

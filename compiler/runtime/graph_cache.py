@@ -149,6 +149,8 @@ def graph_key(gm: torch.fx.GraphModule, example_inputs: list[Any], options: Any,
         }
     except NotCacheable as e:
         return None, str(e)
+    except Exception as e:  # noqa: BLE001 - the cache is an optimisation: never fail a compile
+        return None, f"could not key the graph: {type(e).__name__}: {e}"
     material.update(
         options=options.to_json(), context=context,
         compiler=compiler_source_hash(), default_dtype=str(torch.get_default_dtype()),

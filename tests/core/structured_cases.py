@@ -107,6 +107,8 @@ CASES: dict[str, Case] = {
                                 lambda: (torch.tensor([1.0, NAN, 3.0, NAN]),)),
     "min_dim_keepdim_ties": (lambda x: torch.min(x, 1, keepdim=True),
                              lambda: (torch.tensor([[2.0, 1.0, 1.0], [0.0, 5.0, 0.0]]),)),
+    "max_min_bool": (lambda x: (*torch.max(x, 1), *torch.min(x, 0), torch.max(x)),
+                     lambda: (torch.tensor([[False, True, True], [False, False, False]]),)),
     "max_all": (lambda x: torch.max(x), lambda: (torch.randn(3, 4),)),
     # pools, norms, distances through their decompositions
     "max_pool2d_indices": (lambda x: F.max_pool2d(x, 3, 2, 1, return_indices=True),
@@ -154,6 +156,8 @@ CASES: dict[str, Case] = {
                       lambda: (torch.tensor([[3.0, NAN, 1.0], [NAN, 2.0, 7.0]]),)),
     "frexp_empty_two_outputs": (torch.frexp, lambda: (torch.randn(0, 3),)),
     "sort_empty_two_outputs": (lambda x: torch.sort(x, 1), lambda: (torch.randn(0, 3),)),
+    "cumsum_bool_prefix_identity": (lambda x: x.cumprod(0) + x.cumsum(0),
+                                    lambda: (torch.tensor([True, True, False, True]),)),
     "sort_0d": (lambda x: torch.sort(x), lambda: (torch.tensor(1.5),)),
     "searchsorted_sides": (lambda s, v: (torch.searchsorted(s, v),
                                          torch.searchsorted(s, v, right=True)),

@@ -42,10 +42,13 @@ def test_entry_point_works_without_importing_kernelscope(tmp_path: Path) -> None
 @needs_install
 @pytest.mark.parametrize("path", SAMPLES, ids=[p.stem for p in SAMPLES])
 def test_every_sample_through_the_named_backend(path: Path) -> None:
-    entry = run_snippet(path, "cpu")
+    # Two fresh runs of the snippet, so a step that updates state (the training sample's
+    # model and optimizer) starts from the same state eagerly and compiled; each call runs
+    # under the grad mode the snippet called it with, on the same inputs.
+    eager, compiled = run_snippet(path, "cpu"), run_snippet(path, "cpu")
     torch._dynamo.reset()
-    with torch.no_grad():
-        expected = entry.fn(*entry.inputs, **entry.kwargs)
-        got = torch.compile(entry.fn, backend="kernelscope")(*entry.inputs, **entry.kwargs)
+    with torch.set_grad_enabled(eager.calls[0].grad_mode):
+        expected = eager.fn(*eager.inputs, **eager.kwargs)
+        got = torch.compile(compiled.fn, backend="kernelscope")(*eager.inputs, **eager.kwargs)
     torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-4)
 

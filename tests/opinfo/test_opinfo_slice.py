@@ -20,7 +20,9 @@ NATIVE = """add sub mul div.no_rounding_mode div.floor_rounding div.trunc_roundi
 exp log sqrt rsqrt sigmoid tanh abs neg clamp where maximum logical_xor logical_not
 bitwise_not sum mean amax amin argmax argmin var std softmax log_softmax nn.functional.gelu
 nn.functional.layer_norm cat split chunk unbind diagonal roll flip index_select gather
-masked_fill pow round.decimals_3 log10 hypot signbit __getitem__""".split()
+masked_fill pow round.decimals_3 log10 hypot signbit __getitem__ cumsum max.reduction_with_dim
+nn.functional.max_pool2d nn.functional.adaptive_avg_pool2d slice_scatter diagonal_scatter repeat
+index_copy index_put masked_scatter linalg.vector_norm""".split()
 # No lowering: right through ATen. (round.decimals_3 was here until its lowering.)
 FALLBACK = ["linalg.det"]
 DTYPES = "f32,i64,bool"
