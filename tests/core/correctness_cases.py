@@ -172,13 +172,19 @@ def check(name: str, backend_name: str) -> str:
     return compare(got, expected)
 
 
-if __name__ == "__main__":
-    be = sys.argv[1]
-    for case in CASES:
-        if be == "triton" and case in NO_INTERPRETER:
+def print_results(cases: Any, check_case: Callable[[str, str], str], backend_name: str,
+                  skip: Any = ()) -> None:
+    """The cases scripts' output: one `name result` line per case, whatever happened."""
+    for case in cases:
+        if case in skip:
             continue
         try:
-            result = check(case, be)
+            result = check_case(case, backend_name)
         except Exception as e:  # noqa: BLE001 - reported per case
             result = f"raised {type(e).__name__}: {str(e).splitlines()[0][:200]}"
         print(f"{case} {result}", flush=True)
+
+
+if __name__ == "__main__":
+    be = sys.argv[1]
+    print_results(CASES, check, be, NO_INTERPRETER if be == "triton" else ())

@@ -120,21 +120,28 @@ def check_compiled(fn: Callable[..., Any], args: tuple[Any, ...], **options: Any
     assert_same(copies, expected_inputs)
 
 
-def run_case_script(script: Path, backend_name: str, env_extra: dict[str, str]) -> dict[str, str]:
-    """Run a cases script (`python SCRIPT BACKEND` prints `name result` per case) in a
+def run_case_script(script: Path, *args: str, env_extra: dict[str, str] | None = None,
+                    timeout: int = 900) -> dict[str, str]:
+    """Run a cases script (`python SCRIPT ARGS...` prints `name result` per case) in a
     subprocess, e.g. under the Triton interpreter, where an out-of-bounds access crashes
     the process instead of failing one case. Returns name -> result."""
     import os
     import subprocess
     import sys
 
-    env = {**os.environ, **env_extra,
+    env = {**os.environ, **(env_extra or {}),
            "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, str(script), backend_name], capture_output=True,
-                          text=True, env=env, timeout=900)
+    proc = subprocess.run([sys.executable, str(script), *args], capture_output=True,
+                          text=True, env=env, timeout=timeout)
     results = {}
     for line in proc.stdout.splitlines():
         name, _, result = line.partition(" ")
         results[name] = result
     assert results, proc.stderr[-3000:]
     return results
+
+
+def interpreter_case_results(script: Path, *args: str, timeout: int = 900) -> dict[str, str]:
+    """run_case_script under the Triton interpreter (TRITON_INTERPRET must be set before
+    Triton is imported, so the cases run in a process of their own)."""
+    return run_case_script(script, *args, env_extra={"TRITON_INTERPRET": "1"}, timeout=timeout)

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from correctness_cases import compare  # noqa: E402
+from correctness_cases import compare, print_results  # noqa: E402
 
 INF, NAN = float("inf"), float("nan")
 BOTH = ("cpp", "triton")
@@ -125,10 +125,4 @@ def check_native(name: str, backend_name: str) -> str:
 
 
 if __name__ == "__main__":
-    be = sys.argv[1]
-    for case in CASES:
-        try:
-            result = check_native(case, be)
-        except Exception as e:  # noqa: BLE001 - reported per case
-            result = f"raised {type(e).__name__}: {str(e).splitlines()[0][:200]}"
-        print(f"{case} {result}", flush=True)
+    print_results(CASES, check_native, sys.argv[1])

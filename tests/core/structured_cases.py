@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from correctness_cases import compare  # noqa: E402
+from correctness_cases import compare, print_results  # noqa: E402
 
 NAN, INF = float("nan"), float("inf")
 Case = tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]
@@ -209,10 +209,4 @@ def check(name: str, backend_name: str) -> str:
 
 
 if __name__ == "__main__":
-    be = sys.argv[1]
-    for case in CASES:
-        try:
-            result = check(case, be)
-        except Exception as e:  # noqa: BLE001 - reported per case
-            result = f"raised {type(e).__name__}: {str(e).splitlines()[0][:200]}"
-        print(f"{case} {result}", flush=True)
+    print_results(CASES, check, sys.argv[1])

@@ -6,12 +6,10 @@ be set before Triton is imported), with the CUDA check switched off."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from ks_helpers import interpreter_case_results
 from layout_cases import CASES
 
 HERE = Path(__file__).resolve().parent
@@ -19,16 +17,7 @@ HERE = Path(__file__).resolve().parent
 
 @pytest.fixture(scope="module")
 def results() -> dict[str, str]:
-    env = {**os.environ, "TRITON_INTERPRET": "1",
-           "PYTHONPATH": os.pathsep.join([str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, str(HERE / "layout_cases.py")],
-                          capture_output=True, text=True, env=env, timeout=600)
-    out = {}
-    for line in proc.stdout.splitlines():
-        name, _, result = line.partition(" ")
-        out[name] = result
-    assert out, proc.stderr[-3000:]
-    return out
+    return interpreter_case_results(HERE / "layout_cases.py", timeout=600)
 
 
 @pytest.mark.parametrize("name", [*sorted(CASES), "plan"])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from correctness_cases import CASES, NO_INTERPRETER, check
-from ks_helpers import run_case_script
+from ks_helpers import interpreter_case_results
 
 HERE = Path(__file__).resolve().parent
 
@@ -22,7 +22,7 @@ def test_cpp_matches_eager(name: str) -> None:
 
 @pytest.fixture(scope="module")
 def interpreter_results() -> dict[str, str]:
-    return run_case_script(HERE / "correctness_cases.py", "triton", {"TRITON_INTERPRET": "1"})
+    return interpreter_case_results(HERE / "correctness_cases.py", "triton")
 
 
 @pytest.mark.parametrize("name", sorted(set(CASES) - NO_INTERPRETER))

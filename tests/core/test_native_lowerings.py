@@ -4,12 +4,10 @@ The cases live in native_cases.py."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from ks_helpers import interpreter_case_results
 from native_cases import CASES, check_native
 
 HERE = Path(__file__).resolve().parent
@@ -22,16 +20,7 @@ def test_cpp_native(name: str) -> None:
 
 @pytest.fixture(scope="module")
 def interpreter_results() -> dict[str, str]:
-    env = {**os.environ, "TRITON_INTERPRET": "1",
-           "PYTHONPATH": os.pathsep.join([str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, str(HERE / "native_cases.py"), "triton"],
-                          capture_output=True, text=True, env=env, timeout=900)
-    results = {}
-    for line in proc.stdout.splitlines():
-        name, _, result = line.partition(" ")
-        results[name] = result
-    assert results, proc.stderr[-3000:]
-    return results
+    return interpreter_case_results(HERE / "native_cases.py", "triton")
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from ks_helpers import run_case_script
+from ks_helpers import interpreter_case_results
 from structured_cases import CASES, check
 
 from compiler import backend
@@ -27,7 +27,7 @@ def test_cpp_native_matches_eager(name: str) -> None:
 
 @pytest.fixture(scope="module")
 def interpreter_results() -> dict[str, str]:
-    return run_case_script(HERE / "structured_cases.py", "triton", {"TRITON_INTERPRET": "1"})
+    return interpreter_case_results(HERE / "structured_cases.py", "triton")
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
