@@ -42,8 +42,17 @@ warmup(torch.randn(4, 32), torch.randn(4, 32))
 '''
 
 
+def warmup_devices() -> list[str]:
+    """Where the warm-up compiles: the CPU, and the GPU where there is one (its CUDA
+    context, Triton's driver and compiler are then set up before the job, not in it)."""
+    import torch
+
+    return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
+
+
 def warm_up() -> None:
-    """Compile a tiny snippet through the whole pipeline; its events go nowhere."""
+    """Compile a tiny snippet through the whole pipeline on each warm-up device (the
+    target table's default backend for it); its events go nowhere."""
     from compiler.options import CompileOptions
     from compiler.pipeline import run_pipeline
 
@@ -51,10 +60,12 @@ def warm_up() -> None:
     path = os.path.join(folder, "warmup.py")
     with open(path, "w", encoding="utf-8") as f:
         f.write(WARMUP_SNIPPET)
-    options = CompileOptions(device="cpu", backend="cpp")
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        for _event in run_pipeline(WARMUP_SNIPPET, options, path):
-            pass
+    for device in warmup_devices():
+        options = CompileOptions(device=device)
+        with contextlib.redirect_stdout(io.StringIO()), \
+                contextlib.redirect_stderr(io.StringIO()):
+            for _event in run_pipeline(WARMUP_SNIPPET, options, path):
+                pass
     import torch
 
     torch._dynamo.reset()  # the job starts with Dynamo's caches empty, as a cold one does

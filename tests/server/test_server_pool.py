@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -224,3 +225,28 @@ def test_serve_debug_runs_the_development_server(tmp_path: Path) -> None:
         assert events[-1]["data"]["ok"] is True
     finally:
         _stop(proc)
+
+
+def test_the_warm_up_covers_the_gpu_where_there_is_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A job on the GPU host paid for the CUDA context and Triton's driver set-up inside its
+    # compile stage while the warm-up compiled on the CPU only.
+    import torch
+
+    import server.warm as warm
+    from compiler.options import CompileOptions
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert warm.warmup_devices() == ["cpu"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert warm.warmup_devices() == ["cpu", "cuda"]
+    compiled: list[str] = []
+
+    def fake_pipeline(code: str, options: CompileOptions, path: str) -> Iterator[object]:
+        compiled.append(options.device)
+        return iter(())
+
+    import compiler.pipeline
+
+    monkeypatch.setattr(compiler.pipeline, "run_pipeline", fake_pipeline)
+    warm.warm_up()
+    assert compiled == ["cpu", "cuda"]
