@@ -67,6 +67,20 @@ export class KernelscopeClient {
     return request<Health>(this.base, "GET", "/api/health", undefined, timeoutMs);
   }
 
+  /**
+   * The stage names, in order, of the event contract this server speaks (`GET /api/schema`),
+   * or null when it does not publish one (the extension then uses the contract it was built with).
+   */
+  async stages(): Promise<string[] | null> {
+    try {
+      const answer = await request<{ stages?: unknown }>(this.base, "GET", "/api/schema");
+      const stages = answer.stages;
+      return Array.isArray(stages) && stages.length > 0 && stages.every((s) => typeof s === "string") ? stages : null;
+    } catch {
+      return null;
+    }
+  }
+
   compile(req: CompileRequest): Promise<{ job_id: string }> {
     return request(this.base, "POST", "/api/compile", req);
   }

@@ -11,8 +11,9 @@ import { Trace } from "../../webui/js/trace.js";
 import { buildIndex } from "../../webui/js/provenance.js";
 import EVENT_SCHEMA from "../../docs/events.schema.json";
 
-/** The pipeline's stages in order, from the checked-in event contract. */
-const STAGE_ORDER: string[] = EVENT_SCHEMA["x-stages"];
+/** The pipeline's stages in order, from the checked-in event contract: used until the server
+ * says its own (`useStages`, from `GET /api/schema`). */
+const BUILT_STAGES: string[] = EVENT_SCHEMA["x-stages"];
 
 export interface KernelInfo {
   gid: number;
@@ -44,6 +45,8 @@ export interface GeneratedCode {
 export class CompileResult {
   readonly trace = new Trace();
   index = buildIndex(this.trace);
+
+  private stageOrder: string[] = BUILT_STAGES;
 
   constructor(
     /** Identifies this result in kernelscope: URIs. */
@@ -139,12 +142,17 @@ export class CompileResult {
     return notes;
   }
 
+  /** The stage names in order as the server that runs this compile publishes them. */
+  useStages(stages: string[]): void {
+    this.stageOrder = stages;
+  }
+
   /** The stage the job is in: the one after the last event that arrived. */
   stage(): string {
     const last = this.events[this.events.length - 1]?.stage;
     if (!last) return "starting";
     if (last === "done" || last === "error") return last;
-    return STAGE_ORDER[STAGE_ORDER.indexOf(last) + 1] ?? "done";
+    return this.stageOrder[this.stageOrder.indexOf(last) + 1] ?? "done";
   }
 
   /** One line for the status bar: kernels and time, or the error. */

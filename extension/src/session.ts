@@ -107,6 +107,8 @@ export class Session implements vscode.Disposable {
     try {
       const client = await this.ensureServer(settings);
       running.client = client;
+      const stages = await client.stages();
+      if (stages) result.useStages(stages);
       const device = await chooseDevice(client, settings.device);
       const options = { ...settings.compileOptions, device, backend: settings.backend };
       if (running.abort.signal.aborted) throw new Error("cancelled before the job started");

@@ -213,6 +213,21 @@ test("the status bar shows the stage and cancels the job", async () => {
   assert.equal(session.result?.traceId, "PARTIAL1");
 });
 
+test("the status bar names the stages as the server publishes them (GET /api/schema)", async () => {
+  // A server whose contract has a stage this build of the extension does not know.
+  const stages = ["source", "capture", "lowering", "autotune", "scheduling", "memory", "codegen", "compile", "run", "profile", "done"];
+  await start({ hang: true, stages });
+  const editor = stub.openEditor("/work/block.py", recorded().code);
+  editor.selection = new Selection(new Position(5, 0), new Position(5, 0));
+  const running = vscode.commands.executeCommand("kernelscope.compileSelection");
+  await until(() => stub.panels.length > 0);
+  panel().webview.send({ type: "ready", restored: false });
+  await until(() => /Kernelscope: autotune/.test(statusText()), 5000, "the server's stage after lowering");
+  assert.ok(srv.requests.some((r) => r.url === "/api/schema"));
+  await vscode.commands.executeCommand("kernelscope.cancel");
+  await running;
+});
+
 test("a server without a cancel endpoint: the extension stops following the job", async () => {
   await start({ hang: true, cancel: false });
   const editor = stub.openEditor("/work/block.py", recorded().code);

@@ -25,9 +25,9 @@ export interface FakeServer {
 /**
  * A fake server: /api/health, /api/compile (answers job "j1"), the job's SSE stream (the
  * recorded trace, or a stream that never ends with `hang`), /api/jobs/j1/cancel,
- * /api/traces/<id> and /api/highlight.
+ * /api/traces/<id>, /api/highlight and /api/schema (its stage names: `stages`, else none).
  */
-export function fakeServer(opts: { hang?: boolean; cuda?: boolean; cancel?: boolean; events?: RecordedTrace["events"] } = {}): Promise<FakeServer> {
+export function fakeServer(opts: { hang?: boolean; cuda?: boolean; cancel?: boolean; events?: RecordedTrace["events"]; stages?: string[] } = {}): Promise<FakeServer> {
   const trace = recorded();
   if (opts.events) trace.events = opts.events;
   const requests: FakeServer["requests"] = [];
@@ -60,6 +60,7 @@ export function fakeServer(opts: { hang?: boolean; cuda?: boolean; cancel?: bool
         return json(202, { cancelled: true });
       }
       if (req.url?.startsWith("/api/traces/")) return json(200, { id: req.url.split("/").pop(), ok: true, ...trace });
+      if (req.url === "/api/schema" && opts.stages) return json(200, { version: 1, stages: opts.stages });
       if (req.url === "/api/highlight") return json(200, { html: "<div class=\"highlight\"><pre></pre></div>" });
       return json(404, { error: "not found", status: 404 });
     });
