@@ -31,6 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from compiler.codegen import targets
+
 ROOT = Path(__file__).resolve().parent.parent
 TAG = "KSCOMPILE "
 PHASES = ("cold", "warm")
@@ -130,14 +132,13 @@ def child(item: str, compiler: str, device: str, phases: list[str], ks: dict[str
     return out
 
 
-def _env(scratch: str, interpret: bool) -> dict[str, str]:
+def _env(scratch: str, emulator: dict[str, str]) -> dict[str, str]:
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
     env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(scratch, "inductor")
     env["TRITON_CACHE_DIR"] = os.path.join(scratch, "triton")
     env["KERNELSCOPE_CACHE"] = os.path.join(scratch, "kernelscope")
-    if interpret:
-        env["TRITON_INTERPRET"] = "1"
+    env.update(emulator)
     return env
 
 
@@ -146,10 +147,12 @@ def _spawn(item: str, compiler: str, args: argparse.Namespace, phases: list[str]
     cmd = [sys.executable, "-m", "benchmarks.compile_time", "--child", item,
            "--compiler", compiler, "--device", args.device, "--phases", ",".join(phases),
            "--ks-options", json.dumps(_ks_options(args))]
-    interpret = compiler == "kernelscope" and args.ks_backend == "triton" and \
-        not args.device.startswith("cuda")
+    # The environment the backend's target row asks for on this device (the Triton
+    # interpreter for Triton on the CPU), set before the child imports Triton.
+    device = "cuda" if args.device.startswith("cuda") else args.device
+    emulator = targets.emulator_env(args.ks_backend, device) if compiler == "kernelscope" else {}
     try:
-        proc = subprocess.run(cmd, cwd=ROOT, env=_env(scratch, interpret), text=True,
+        proc = subprocess.run(cmd, cwd=ROOT, env=_env(scratch, emulator), text=True,
                               stdout=subprocess.PIPE, timeout=args.timeout, check=False)
     except subprocess.TimeoutExpired:
         return {p: {"error": f"timed out after {args.timeout} s"} for p in phases}
