@@ -40,6 +40,17 @@ const panel = () => stub.panels[stub.panels.length - 1];
 const posted = (type: string) => (panel().webview.posted as { type: string }[]).filter((m) => m.type === type);
 const statusText = () => stub.statusItems.map((i) => i.text).join(" | ");
 
+/** Compile Selection with the cursor on line 6 of the recorded snippet; the panel is ready.
+ * Returns the running command (it ends with the job), wrapped so awaiting this does not wait for it. */
+async function compileLineSix(): Promise<{ running: Thenable<unknown> }> {
+  const editor = stub.openEditor("/work/block.py", recorded().code);
+  editor.selection = new Selection(new Position(5, 0), new Position(5, 0));
+  const running = vscode.commands.executeCommand("kernelscope.compileSelection");
+  await until(() => stub.panels.length > 0);
+  panel().webview.send({ type: "ready", restored: false });
+  return { running };
+}
+
 /** Opens the recorded trace's file, selects `lines`, runs Compile Selection, and lets the
  * panel's script say it is ready. */
 async function compileSelection(from: number, to: number): Promise<TextEditor> {
@@ -196,11 +207,7 @@ test("the panel's HTML: nonce CSP, the extension's own files only, no retained c
 
 test("the status bar shows the stage and cancels the job", async () => {
   await start({ hang: true });
-  const editor = stub.openEditor("/work/block.py", recorded().code);
-  editor.selection = new Selection(new Position(5, 0), new Position(5, 0));
-  const running = vscode.commands.executeCommand("kernelscope.compileSelection");
-  await until(() => stub.panels.length > 0);
-  panel().webview.send({ type: "ready", restored: false });
+  const { running } = await compileLineSix();
   await until(() => /Kernelscope: scheduling/.test(statusText()), 5000, "the stage in the status bar");
   assert.equal(stub.statusItems[0].command, "kernelscope.cancel");
   await vscode.commands.executeCommand("kernelscope.cancel");
@@ -217,11 +224,7 @@ test("the status bar names the stages as the server publishes them (GET /api/sch
   // A server whose contract has a stage this build of the extension does not know.
   const stages = ["source", "capture", "lowering", "autotune", "scheduling", "memory", "codegen", "compile", "run", "profile", "done"];
   await start({ hang: true, stages });
-  const editor = stub.openEditor("/work/block.py", recorded().code);
-  editor.selection = new Selection(new Position(5, 0), new Position(5, 0));
-  const running = vscode.commands.executeCommand("kernelscope.compileSelection");
-  await until(() => stub.panels.length > 0);
-  panel().webview.send({ type: "ready", restored: false });
+  const { running } = await compileLineSix();
   await until(() => /Kernelscope: autotune/.test(statusText()), 5000, "the server's stage after lowering");
   assert.ok(srv.requests.some((r) => r.url === "/api/schema"));
   await vscode.commands.executeCommand("kernelscope.cancel");
@@ -230,11 +233,7 @@ test("the status bar names the stages as the server publishes them (GET /api/sch
 
 test("a server without a cancel endpoint: the extension stops following the job", async () => {
   await start({ hang: true, cancel: false });
-  const editor = stub.openEditor("/work/block.py", recorded().code);
-  editor.selection = new Selection(new Position(5, 0), new Position(5, 0));
-  const running = vscode.commands.executeCommand("kernelscope.compileSelection");
-  await until(() => stub.panels.length > 0);
-  panel().webview.send({ type: "ready", restored: false });
+  const { running } = await compileLineSix();
   await until(() => /Kernelscope: scheduling/.test(statusText()), 5000, "the stage in the status bar");
   await vscode.commands.executeCommand("kernelscope.cancel");
   await running;
@@ -323,11 +322,7 @@ test("a restored panel's highlight requests go to the configured server, if it a
 
 test("the panel's Cancel button cancels the running job", async () => {
   await start({ hang: true });
-  const editor = stub.openEditor("/work/block.py", recorded().code);
-  editor.selection = new Selection(new Position(5, 0), new Position(5, 0));
-  const running = vscode.commands.executeCommand("kernelscope.compileSelection");
-  await until(() => stub.panels.length > 0);
-  panel().webview.send({ type: "ready", restored: false });
+  const { running } = await compileLineSix();
   await until(() => session.jobId !== null, 5000, "the job");
   panel().webview.send({ type: "cancel" });
   await running;
