@@ -53,7 +53,13 @@ def test_jobs_run_in_warm_workers_each_used_once(make_app: AppFactory) -> None:
     pool = state(app).jobs.pool
     assert pool is not None and pool.wait_ready(2, timeout=30)
     client = app.test_client()
-    runs = [_who(compile_events(client, WHO_SNIPPET)) for _ in range(3)]
+    runs = []
+    for _ in range(3):
+        # A job that finds the pool empty (its refill still starting a process, which on a
+        # loaded machine can take longer than a job) starts cold by design; wait for a
+        # started worker, so every job here must be handed one.
+        assert wait_until(lambda: pool.stats()["ready"] + pool.stats()["warming"] >= 1, 30)
+        runs.append(_who(compile_events(client, WHO_SNIPPET)))
     stats = pool.stats()
     assert stats["handed_out"] == 3 and stats["cold_starts"] == 0
     # Every job got a process of its own, in which no snippet had run before.
