@@ -133,6 +133,11 @@ class KernelCodegen(Handler):
     def pointwise_vars(self, ranges: list[int]) -> list[Any]:
         return decompose(XINDEX, ranges)
 
+    def output_vars(self, ranges: list[int]) -> list[Any]:
+        """A reduction kernel's coordinates of one output (every node over the outputs
+        must agree: a reduction's result is its register)."""
+        return decompose(XINDEX, ranges)
+
     # -- emission -----------------------------------------------------------------------
     def new_var(self, prefix: str = "tmp") -> str:
         name = f"{prefix}{self.counter}"
@@ -294,13 +299,13 @@ class KernelCodegen(Handler):
         """The node's loop variables as expressions of xindex and rindex."""
         data = node.buffer.data  # type: ignore[attr-defined]
         if isinstance(data, Reduction):
-            return (decompose(XINDEX, list(data.ranges)),
+            return (self.output_vars(list(data.ranges)),
                     decompose(RINDEX, list(data.reduction_ranges)))
         ranges = list(data.ranges)
         if self.plan.kind == "pointwise":
             return self.pointwise_vars(ranges), []
         if node.numel == self.plan.xnumel:
-            return decompose(XINDEX, ranges), []
+            return self.output_vars(ranges), []
         return _split_vars(ranges, self.plan.xnumel, XINDEX, RINDEX, self.plan.rnumel), []
 
     def codegen_node(self, node: SchedNode) -> None:
