@@ -24,7 +24,14 @@ import torch
 
 from compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
 from compiler.codegen.optable import OpTable
-from compiler.ir.indexing import FloorDiv, ModularIndexing, decompose, simplify_index, sym
+from compiler.ir.indexing import (
+    FloorDiv,
+    ModularIndexing,
+    decompose,
+    simplify_index,
+    sym,
+    sympy_str,
+)
 from compiler.ir.nodes import ComputedBuffer, Pointwise, Reduction
 from compiler.ir.ops import Handler, result_dtype, use_handler
 from compiler.schedule.domain import split_point
@@ -205,7 +212,7 @@ class KernelCodegen(Handler):
 
     def name_subterms(self, expr: sympy.Expr) -> sympy.Expr:
         expr = simplify_index(expr, self.bounds)
-        terms = sorted(expr.atoms(FloorDiv, ModularIndexing), key=str)
+        terms = sorted(expr.atoms(FloorDiv, ModularIndexing), key=sympy_str)
         return expr.xreplace({t: self.index_var(t) for t in terms})
 
     def domain_of(self, expr: sympy.Expr) -> str:

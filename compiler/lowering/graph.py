@@ -19,7 +19,7 @@ import torch
 import torch.fx
 
 from compiler.event_types import Fallback
-from compiler.ir.handlers import PrintHandler, call_body, op_uses
+from compiler.ir.handlers import OpUseMemo, PrintHandler, call_body, op_uses
 from compiler.ir.indexing import contiguous_strides, dense_strides_like
 from compiler.ir.nodes import (
     Buffer,
@@ -111,6 +111,7 @@ class GraphLowering:
         self.allow_fallback = fallback
         self.refuses = refuses
         self._dtypes: dict[str, torch.dtype] = {}  # buffer name -> dtype, for `refuses`
+        self._op_uses: OpUseMemo = {}  # what each lazy body uses, for `refuses`
         self.input_offsets: dict[str, int] = {}  # storage offsets of the real inputs
         self.notes: list[str] = []
         self.buffers: list[Buffer] = []
@@ -229,7 +230,7 @@ class GraphLowering:
         bodies += [b.data for b in self.buffers[first_new:]
                    if isinstance(b, ComputedBuffer) and b.data is not None]
         for body in bodies:
-            for op, dtype in op_uses(body, self._dtype_of):
+            for op, dtype in op_uses(body, self._dtype_of, self._op_uses):
                 reason = self.refuses(op, dtype)
                 if reason is not None:
                     return f"{reason}: computed by ATen"
