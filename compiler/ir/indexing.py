@@ -437,12 +437,13 @@ def _linear_str(e: sympy.Add) -> str | None:
     """str() of a sum of integer multiples of symbols and FloorDiv/ModularIndexing terms,
     in sympy's order (`_ordered_terms`), with its signs."""
     terms = _ordered_terms(e)
-    parts = [_plain_str(t) for t in terms] if terms is not None else [None]
-    if any(p is None for p in parts):
+    spelled = [_plain_str(t) for t in terms] if terms is not None else [None]
+    parts = [p for p in spelled if p is not None]
+    if len(parts) < len(spelled):
         return None
     out = parts[0]
     for p in parts[1:]:
-        out += f" - {p[1:]}" if p.startswith("-") else f" + {p}"  # type: ignore[union-attr]
+        out += f" - {p[1:]}" if p.startswith("-") else f" + {p}"
     return out
 
 
