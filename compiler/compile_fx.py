@@ -112,6 +112,7 @@ def lower(work: GraphWork) -> ev.LoweringGraph:
     lowering = GraphLowering(work.gm, work.example_inputs, work.lines, split_reductions=split,
                              fallback=work.options.fallback, refuses=backend.refuses,
                              online_softmax=online,
+                             softmax_reciprocal=backend.softmax_reciprocal,
                              channels_last_convs=work.options.channels_last_convs)
     work.lowered = lowered = lowering.run()
     return ev.LoweringGraph(

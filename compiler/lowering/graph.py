@@ -91,6 +91,7 @@ class GraphLowering:
         refuses: Refuses | None = None,
         online_softmax: int | None = None,
         channels_last_convs: bool = False,
+        softmax_reciprocal: bool = False,
     ) -> None:
         load_all()
         self.gm = gm
@@ -100,6 +101,8 @@ class GraphLowering:
         # Rows longer than this take softmax through a one-pass logsumexp reduction
         # (log_softmax: every row); None: the backend has no such reduction.
         self.online_softmax = online_softmax
+        # softmax ends with exp * (1 / sum) (eager's CPU kernel), not exp / sum
+        self.softmax_reciprocal = softmax_reciprocal
         self.channels_last_convs = channels_last_convs  # lowering/conv.py, CUDA only
         self.allow_fallback = fallback
         self.refuses = refuses
