@@ -24,7 +24,14 @@ import torch
 
 from compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
 from compiler.codegen.optable import OpTable
-from compiler.ir.indexing import FloorDiv, ModularIndexing, decompose, simplify_index, sym
+from compiler.ir.indexing import (
+    FloorDiv,
+    ModularIndexing,
+    decompose,
+    simplify_index,
+    sym,
+    sympy_str,
+)
 from compiler.ir.nodes import ComputedBuffer, Pointwise, Reduction
 from compiler.ir.ops import Handler, result_dtype, use_handler
 from compiler.schedule.domain import split_point
@@ -134,6 +141,11 @@ class KernelCodegen(Handler):
     def pointwise_vars(self, ranges: list[int]) -> list[Any]:
         return decompose(XINDEX, ranges)
 
+    def output_vars(self, ranges: list[int]) -> list[Any]:
+        """A reduction kernel's coordinates of one output (every node over the outputs
+        must agree: a reduction's result is its register)."""
+        return decompose(XINDEX, ranges)
+
     # -- emission -----------------------------------------------------------------------
     def new_var(self, prefix: str = "tmp") -> str:
         name = f"{prefix}{self.counter}"
@@ -204,7 +216,7 @@ class KernelCodegen(Handler):
 
     def name_subterms(self, expr: sympy.Expr) -> sympy.Expr:
         expr = simplify_index(expr, self.bounds)
-        terms = sorted(expr.atoms(FloorDiv, ModularIndexing), key=str)
+        terms = sorted(expr.atoms(FloorDiv, ModularIndexing), key=sympy_str)
         return expr.xreplace({t: self.index_var(t) for t in terms})
 
     def domain_of(self, expr: sympy.Expr) -> str:
@@ -299,13 +311,13 @@ class KernelCodegen(Handler):
         """The node's loop variables as expressions of xindex and rindex."""
         data = node.buffer.data  # type: ignore[attr-defined]
         if isinstance(data, Reduction):
-            return (decompose(XINDEX, list(data.ranges)),
+            return (self.output_vars(list(data.ranges)),
                     decompose(RINDEX, list(data.reduction_ranges)))
         ranges = list(data.ranges)
         if self.plan.kind == "pointwise":
             return self.pointwise_vars(ranges), []
         if node.numel == self.plan.xnumel:
-            return decompose(XINDEX, ranges), []
+            return self.output_vars(ranges), []
         return _split_vars(ranges, self.plan.xnumel, XINDEX, RINDEX, self.plan.rnumel), []
 
     def codegen_node(self, node: SchedNode) -> None:

@@ -27,6 +27,9 @@ class Target:
     # What a process needs in its environment, before it imports the backend's runtime,
     # to run this backend emulated.
     emulator_env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # Where convolution graphs go channels-last end to end (the "auto" conv_layout,
+    # compiler/lowering/layout.py): cuDNN's fast convolutions are NHWC on the GPU.
+    channels_last_convs: tuple[str, ...] = ()
 
     def runs_on(self, device: str) -> bool:
         return device in self.devices + self.also_runs_on
@@ -38,7 +41,7 @@ class Target:
 # In order of preference: "auto" takes the first one native to the device.
 TARGETS: tuple[Target, ...] = (
     Target("triton", "Triton", "python", ("cuda",), ("cpu",),
-           MappingProxyType({"TRITON_INTERPRET": "1"})),
+           MappingProxyType({"TRITON_INTERPRET": "1"}), channels_last_convs=("cuda",)),
     Target("cpp", "C++", "cpp", ("cpu",)),
 )
 

@@ -155,13 +155,43 @@ class DepsHandler(Handler):
         return None
 
 
+# A loop body's op uses and value under OpUseHandler, by (body, its arguments).
+OpUseMemo = dict[tuple[Any, ...], tuple[tuple[tuple[str, torch.dtype], ...], Any]]
+
+
 class OpUseHandler(Handler):
     """Records each op a body calls with its operands' promoted dtype (what a backend's op
-    table is asked), following dtypes as kernel codegen does; values are dtypes."""
+    table is asked), following dtypes as kernel codegen does; values are dtypes.
 
-    def __init__(self, dtype_of: Callable[[str], torch.dtype]) -> None:
+    `memo` (owned by the caller, e.g. one per graph lowering) keeps what each inlined body
+    used and returned for given arguments: a chain of lazy values is then read once, not
+    once more per node added to it. What a body does depends only on the body, its
+    arguments and `dtype_of` (fixed per buffer), so a memo hit is the body run again."""
+
+    def __init__(self, dtype_of: Callable[[str], torch.dtype],
+                 memo: OpUseMemo | None = None) -> None:
         self.dtype_of = dtype_of
         self.uses: dict[tuple[str, torch.dtype], None] = {}
+        self.memo = memo
+
+    def call_traced(self, body: Callable[..., Any], fn: Callable[..., Any],
+                    args: tuple[Any, ...]) -> Any:
+        if self.memo is None:
+            return fn(*args)
+        key = (body, *(tuple(a) if isinstance(a, list) else a for a in args))
+        try:
+            hit = self.memo.get(key)
+        except TypeError:  # an argument that is not an index (unhashable): no memo
+            return fn(*args)
+        if hit is None:
+            outer, self.uses = self.uses, {}
+            try:
+                value = fn(*args)
+            finally:
+                inner, self.uses = self.uses, outer
+            hit = self.memo[key] = (tuple(inner), value)
+        self.uses.update(dict.fromkeys(hit[0]))
+        return hit[1]
 
     def _use(self, name: str, *dtypes: torch.dtype) -> None:
         out = dtypes[0]
@@ -201,10 +231,10 @@ class OpUseHandler(Handler):
         return result_dtype(name, a, b)
 
 
-def op_uses(node: Pointwise | Reduction, dtype_of: Callable[[str], torch.dtype]
-            ) -> list[tuple[str, torch.dtype]]:
+def op_uses(node: Pointwise | Reduction, dtype_of: Callable[[str], torch.dtype],
+            memo: OpUseMemo | None = None) -> list[tuple[str, torch.dtype]]:
     """(op, operand dtype) for every op of a loop body, each once, in order."""
-    handler = OpUseHandler(dtype_of)
+    handler = OpUseHandler(dtype_of, memo)
     call_body(node, handler)
     return list(handler.uses)
 
@@ -225,9 +255,12 @@ def call_body(node: Pointwise | Reduction, handler: Handler) -> tuple[list[sympy
 
 
 def reads_of(node: Pointwise | Reduction) -> list[Read]:
-    deps = DepsHandler()
-    call_body(node, deps)
-    return deps.reads
+    """Every (buffer, index) the body loads, in order (read once per body, then kept)."""
+    if node.reads_memo is None:
+        deps = DepsHandler()
+        call_body(node, deps)
+        node.reads_memo = deps.reads
+    return list(node.reads_memo)
 
 
 def describe(node: Pointwise | Reduction) -> dict[str, Any]:

@@ -296,47 +296,72 @@ def simplify(expr: Expr) -> Expr:
     return expand(expr)
 
 
-class IndexPrinter(StrPrinter):
-    """Prints index expressions the way our kernels and IR text show them."""
+class IndexSpelling:
+    """How index expressions are printed in our kernels and IR text: `//` or `/` for
+    floor division, `%`, sums in the order of their terms' sympy spelling (numbers
+    last), `-` for negative terms, and (C++) an `L` on integers past 32 bits.
 
-    floordiv = "//"
+    Every rule is here, written as plain recursion over the node types index
+    expressions are made of; sympy's own printer is only asked for other node types,
+    through `_SympyFallback`, which hands the types above back to this class. (sympy's
+    printer dispatches per node and is about 0.3 ms a term cold.)"""
+
+    def __init__(self, floordiv: str, long_suffix: bool) -> None:
+        self.floordiv = floordiv
+        self.long_suffix = long_suffix
+        self.fallback = _SympyFallback(self)
+
+    def text(self, e: Expr) -> str:
+        if type(e) is sympy.Symbol:
+            return e.name
+        if e.is_Integer:
+            v = int(e)
+            return f"{v}L" if self.long_suffix and abs(v) > 2**31 - 1 else str(v)
+        if isinstance(e, FloorDiv):
+            a, b = e.args
+            return f"({self._atom(a)} {self.floordiv} {self.text(b)})"
+        if isinstance(e, ModularIndexing):
+            a, d, m = e.args
+            base = self._atom(a) if d == 1 else \
+                f"({self._atom(a)} {self.floordiv} {self.text(d)})"
+            return f"({base} % {self.text(m)})"
+        if isinstance(e, sympy.Mul):
+            c, rest = e.as_coeff_Mul()
+            if c == -1:
+                return f"-{self.text(rest)}"
+            if c != 1:
+                return f"{self.text(c)}*{self.text(rest)}"
+            return "*".join(self.text(a) for a in e.args)
+        if isinstance(e, sympy.Add):
+            terms = sorted(e.args, key=lambda t: (t.is_number, _str(t)))
+            out = self.text(terms[0])
+            for t in terms[1:]:
+                s = self.text(t)
+                out += f" - {s[1:]}" if s.startswith("-") else f" + {s}"
+            return out
+        return self.fallback.doprint(e)
 
     def _atom(self, e: Expr) -> str:
-        text = self._print(e)
+        text = self.text(e)
         return f"({text})" if isinstance(e, (sympy.Add, sympy.Mul)) else text
 
-    def _print_FloorDiv(self, e: FloorDiv) -> str:
-        a, b = e.args
-        return f"({self._atom(a)} {self.floordiv} {self._print(b)})"
 
-    def _print_ModularIndexing(self, e: ModularIndexing) -> str:
-        a, d, m = e.args
-        base = self._atom(a) if d == 1 else f"({self._atom(a)} {self.floordiv} {self._print(d)})"
-        return f"({base} % {self._print(m)})"
+class _SympyFallback(StrPrinter):
+    """sympy's printer for node types IndexSpelling does not spell itself; the types it
+    does spell, met inside them, go back to it."""
 
-    def _print_Mul(self, e: sympy.Mul) -> str:
-        c, rest = e.as_coeff_Mul()
-        if c == -1:
-            return f"-{self._print(rest)}"
-        if c != 1:
-            return f"{self._print(c)}*{self._print(rest)}"
-        return "*".join(self._print(a) for a in e.args)
+    def __init__(self, spelling: IndexSpelling) -> None:
+        super().__init__()
+        self.spelling = spelling
 
-    def _print_Add(self, e: sympy.Add, order: str | None = None) -> str:
-        terms = sorted(e.args, key=lambda t: (t.is_number, _str(t)))
-        out = self._print(terms[0])
-        for t in terms[1:]:
-            s = self._print(t)
-            out += f" - {s[1:]}" if s.startswith("-") else f" + {s}"
-        return out
+    def _ours(self, e: Expr, order: str | None = None) -> str:
+        return self.spelling.text(e)
+
+    _print_FloorDiv = _print_ModularIndexing = _print_Mul = _print_Add = _print_Integer = _ours
 
 
-class CppIndexPrinter(IndexPrinter):
-    floordiv = "/"
-
-    def _print_Integer(self, e: sympy.Integer) -> str:
-        v = int(e)
-        return f"{v}L" if abs(v) > 2**31 - 1 else str(v)
+PYTHON_SPELLING = IndexSpelling("//", long_suffix=False)
+CPP_SPELLING = IndexSpelling("/", long_suffix=True)
 
 
 # Printing and simplifying are pure functions of immutable sympy expressions, and the same
@@ -344,25 +369,67 @@ class CppIndexPrinter(IndexPrinter):
 @functools.lru_cache(maxsize=1 << 16)
 def _str(e: Expr) -> str:
     """str(e), the order of a sum's terms when printed. sympy's printer is slow (about
-    0.3 ms a term, cold); the usual terms (`i0`, `64*i0`, `FloorDiv(i0, 64)`) are spelled
-    here exactly as it spells them, and anything else is left to it."""
+    0.3 ms a term, cold); the usual terms (`i0`, `64*i0`, `FloorDiv(i0, 64)`, sums of
+    such over plain symbols) are spelled here exactly as it spells them, and anything
+    else is left to it."""
     fast = _plain_str(e)
     return fast if fast is not None else str(e)
 
 
+def sympy_str(e: Expr) -> str:
+    """str(e) (sympy's own spelling, e.g. for messages), memoized."""
+    return _str(sympy.sympify(e))
+
+
 def _plain_str(e: Expr) -> str | None:
-    if e.is_Symbol:
+    if type(e) is sympy.Symbol:
         return str(e.name)
     if e.is_Integer:
         return str(int(e))
-    if e.is_Mul and len(e.args) == 2 and e.args[0].is_Integer and e.args[1].is_Symbol:
-        c, name = int(e.args[0]), e.args[1].name
-        return f"-{name}" if c == -1 else f"{c}*{name}"
+    if e.is_Mul and len(e.args) == 2 and e.args[0].is_Integer and \
+            (type(e.args[1]) is sympy.Symbol or isinstance(e.args[1], (FloorDiv,
+                                                                       ModularIndexing))):
+        inner = _plain_str(e.args[1])
+        if inner is None:
+            return None
+        c = int(e.args[0])
+        return f"-{inner}" if c == -1 else f"{c}*{inner}"
     if isinstance(e, (FloorDiv, ModularIndexing)):
         args = [_plain_str(a) for a in e.args]
         if all(a is not None for a in args):
             return f"{type(e).__name__}({', '.join(args)})"  # type: ignore[arg-type]
+        return None
+    if isinstance(e, sympy.Add):
+        return _linear_str(e)
     return None
+
+
+def _linear_str(e: sympy.Add) -> str | None:
+    """str() of a sum of integer multiples of plain symbols and an integer, as sympy
+    orders it: the symbols' terms by name, the number last; but `5 - i0` (a positive
+    number and one negative term) keeps the number first."""
+    const: int | None = None
+    terms: list[tuple[str, int]] = []
+    for t in e.args:
+        if t.is_Integer:
+            const = int(t)
+        elif type(t) is sympy.Symbol:
+            terms.append((t.name, 1))
+        elif t.is_Mul and len(t.args) == 2 and t.args[0].is_Integer and \
+                type(t.args[1]) is sympy.Symbol:
+            terms.append((t.args[1].name, int(t.args[0])))
+        else:
+            return None
+    parts = [f"-{n}" if c == -1 else n if c == 1 else f"{c}*{n}" for n, c in sorted(terms)]
+    if const is not None:
+        if const > 0 and len(terms) == 1 and terms[0][1] < 0:
+            parts.insert(0, str(const))
+        else:
+            parts.append(str(const))
+    out = parts[0]
+    for p in parts[1:]:
+        out += f" - {p[1:]}" if p.startswith("-") else f" + {p}"
+    return out
 
 
 def pexpr(expr: Expr) -> str:
@@ -375,12 +442,12 @@ def cexpr(expr: Expr) -> str:
 
 @functools.lru_cache(maxsize=1 << 16)
 def _pexpr(expr: Expr) -> str:
-    return IndexPrinter().doprint(expr)
+    return PYTHON_SPELLING.text(expr)
 
 
 @functools.lru_cache(maxsize=1 << 16)
 def _cexpr(expr: Expr) -> str:
-    return CppIndexPrinter().doprint(expr)
+    return CPP_SPELLING.text(expr)
 
 
 def _as_mod(atom: Expr) -> tuple[Expr, Expr, Expr] | None:

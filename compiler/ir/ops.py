@@ -94,6 +94,13 @@ class Handler:
     def _binary(self, name: str, a: Any, b: Any) -> Any:
         raise NotImplementedError
 
+    def call_traced(self, body: Callable[..., Any], fn: Callable[..., Any],
+                    args: tuple[Any, ...]) -> Any:
+        """Run a lowering's loop body (`fn`, wrapped by `with_origin` as `body`) on
+        `args`; a handler whose reading of a body depends only on the body and its
+        arguments may answer from a memo instead (OpUseHandler does)."""
+        return fn(*args)
+
 
 def _make_unary(name: str) -> Callable[[Handler, Any], Any]:
     def op(self: Handler, x: Any) -> Any:
@@ -159,7 +166,7 @@ def with_origin(fn: Callable[..., Any], origin: str) -> Callable[..., Any]:
         saved = handler.origin
         handler.origin = origin
         try:
-            return fn(*args)
+            return handler.call_traced(traced, fn, args)
         finally:
             handler.origin = saved
 

@@ -19,7 +19,13 @@ from typing import Any
 
 from compiler.event_types import FusionDecision
 from compiler.ir.handlers import body_vars
-from compiler.ir.indexing import contiguous_strides, decompose, index_vars, simplify_index
+from compiler.ir.indexing import (
+    contiguous_strides,
+    decompose,
+    index_vars,
+    simplify_index,
+    sympy_str,
+)
 from compiler.schedule.domain import split_point
 from compiler.schedule.nodes import SchedNode, canonical
 
@@ -200,7 +206,7 @@ def _reduction_reads_ok(a: Group, b: Group) -> tuple[bool, str]:
                 got = _x_view(reader, index, x, r)
                 if got is None or got != want:
                     return False, (f"{reader.name} reads reduction {name} at another row "
-                                   f"({index}), not the one it computes")
+                                   f"({sympy_str(index)}), not the one it computes")
     # Through in-kernel pointwise nodes: a reader recomputes such a node at the index it
     # reads it, so that node's reads of a reduction happen at the composed index (a column
     # sum over values that use per-row statistics reads every row's statistics).
