@@ -3,8 +3,9 @@ the web UI ask, and the one place "auto" is resolved.
 
 Each row describes one backend (its class lives in its own module and is listed in
 codegen/backends.py): its name, label, highlighting language, the devices where "auto"
-picks it, the devices where it runs only when asked for (emulated), and the environment
-its runtime needs when it runs emulated. Torch-free, so a process can ask it before it
+picks it, the devices where it runs only when asked for (emulated), the environment
+its runtime needs when it runs emulated, and the devices where its convolution graphs go
+channels-last (the "auto" conv_layout). Torch-free, so a process can ask it before it
 imports torch (the interpreter must be chosen before Triton is first imported).
 """
 

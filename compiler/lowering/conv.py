@@ -23,15 +23,15 @@ def nhwc(g: Any, x: TensorValue, reason: str) -> Stored:
     """`x` stored channels-last: itself where it is, else a copy made once per graph."""
     if isinstance(x, Stored) and is_channels_last(x.size, x.view.stride):
         return x
-    source: Any = x.buffer if isinstance(x, Stored) else x.node  # type: ignore[attr-defined]
+    source: Any = x.buffer if isinstance(x, Stored) else x.node if isinstance(x, Lazy) else x
     key = (id(source), x.view if isinstance(x, Stored) else None)
     hit = g.converted.get(key)
     if hit is not None and hit[0] is source:
-        return hit[1]  # type: ignore[no-any-return]
+        return hit[1]
     value = x if isinstance(x, Lazy) else g.lazy(x.loader(), x.size, x.dtype, [x])
     done = g.realize(value, reason, stride=channels_last(x.size))
     g.converted[key] = (source, done)
-    return done  # type: ignore[no-any-return]
+    return done
 
 
 @register_lowering(aten.convolution)

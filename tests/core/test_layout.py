@@ -22,6 +22,7 @@ from ks_helpers import lower_fn
 from torch import nn
 
 import compiler
+from benchmarks.cases import BasicBlock
 from compiler import compile_fx
 from compiler.compile_fx import GraphWork
 from compiler.ir.nodes import ComputedBuffer, ExternKernel
@@ -29,17 +30,6 @@ from compiler.lowering import layout
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 from small_models import make  # noqa: E402
-
-
-class BasicBlock(nn.Module):
-    def __init__(self, c: int) -> None:
-        super().__init__()
-        self.conv1, self.bn1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
-        self.conv2, self.bn2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = torch.relu(self.bn1(self.conv1(x)))
-        return torch.relu(self.bn2(self.conv2(y)) + x)
 
 
 def _block() -> tuple[nn.Module, torch.Tensor]:
