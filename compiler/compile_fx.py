@@ -116,7 +116,8 @@ def lower(work: GraphWork) -> ev.LoweringGraph:
                              f"{backend.label} on {device}")
     lowering = GraphLowering(work.gm, work.example_inputs, work.lines, split_reductions=split,
                              fallback=work.options.fallback, refuses=backend.refuses,
-                             online_softmax=online, layout=decision)
+                             online_softmax=online, layout=decision,
+                             softmax_reciprocal=backend.softmax_reciprocal)
     work.lowered = lowered = lowering.run()
     has_convs = decision is not layout.NO_CONVOLUTIONS
     return ev.LoweringGraph(

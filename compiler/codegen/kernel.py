@@ -88,6 +88,7 @@ class KernelCodegen(Handler):
         # The domain of every symbol an index may contain: rindex, the index variables
         # named here, and loaded values used as indices (indirect indexing).
         self.symbol_domains: dict[sympy.Symbol, str] = {XINDEX: "x", RINDEX: "r"}
+        self.loaded: set[sympy.Symbol] = set()  # the symbols that are loaded values
 
     # -- backend hooks ------------------------------------------------------------------
     table: OpTable  # how this backend spells each op, per operand dtype
@@ -190,9 +191,12 @@ class KernelCodegen(Handler):
         finally:
             self.block.scope = outer
 
-    def index_var(self, term: sympy.Expr) -> sympy.Symbol:
-        """Name an index subterm (`xindex % 64`) once, in the block its domain needs."""
-        # By rindex alone: a term over loaded values must be computed where they are.
+    def index_var(self, term: sympy.Expr) -> sympy.Expr:
+        """Name an index subterm (`xindex % 64`) once, in the block its domain needs. A
+        term over loaded values (an indirect index) stays inline: the lines that name
+        terms (the prologue, the top of each iteration) run before any load."""
+        if term.free_symbols & self.loaded:
+            return term
         domain = "r" if RINDEX in term.free_symbols else "x"
         table, target = self.index_names, self.prologue
         if domain == "r":
@@ -293,6 +297,7 @@ class KernelCodegen(Handler):
                                          self.buffer_names())
         s = sym(x.name)
         self.symbol_domains[s] = x.domain
+        self.loaded.add(s)
         return s
 
     def _unary(self, name: str, x: Var) -> Var:

@@ -92,6 +92,7 @@ class GraphLowering:
         refuses: Refuses | None = None,
         online_softmax: int | None = None,
         layout: LayoutDecision = NO_CONVOLUTIONS,
+        softmax_reciprocal: bool = False,
     ) -> None:
         load_all()
         self.gm = gm
@@ -101,6 +102,8 @@ class GraphLowering:
         # Rows longer than this take softmax through a one-pass logsumexp reduction
         # (log_softmax: every row); None: the backend has no such reduction.
         self.online_softmax = online_softmax
+        # softmax ends with exp * (1 / sum) (eager's CPU kernel), not exp / sum
+        self.softmax_reciprocal = softmax_reciprocal
         self.layout = layout  # the whole-graph layout (lowering/layout.py)
         # Pointwise bodies of the nodes the layout stores channels-last -> their strides,
         # used wherever such a value is stored without strides asked for.
