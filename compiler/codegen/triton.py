@@ -396,6 +396,10 @@ def _dom(*vs: Var) -> str:
 # over 2^26: 1024 x 8 warps 0.158 ms, 4096 x 8 warps 0.134, 2048 x 4 warps 0.137).
 POINTWISE_WARPS = {4096: 8, 2048: 4}  # XBLOCK -> warps; smaller blocks: 4 warps at most
 MIN_PROGRAMS = 1024  # a large pointwise block only while the grid keeps this many programs
+# A pointwise kernel reading more values than this per element (a max-pool window chain)
+# keeps 8 elements a thread: at 16 the 3x3 pool chain of ResNet's stem needs 254 registers
+# on sm_90 (compiled offline, 4096 x 8 warps), at 8 (1024 x 4 warps) far fewer.
+HEAVY_READS = 16
 # Looped reductions: one row per program, 4096 elements per step, 16 warps (512 x 262144
 # softmax: 2048 x 8 warps 0.448 ms, 4096 x 16 warps 0.406; cross_entropy 8192 x 50257:
 # 8 rows x 256 x 8 warps 0.592, 1 x 4096 x 16 warps 0.489).
@@ -405,7 +409,8 @@ LOOPED_RBLOCK, LOOPED_WARPS = 4096, 16
 def block_config(plan: KernelPlan, persistent_limit: int) -> dict[str, Any]:
     """Block sizes and warps of pointwise kernels and row reductions."""
     if plan.kind == "pointwise":
-        xblock = min(4096, next_power_of_2(plan.xnumel))
+        reads = sum(len(idx) for n in plan.nodes for idx in n.reads.values())
+        xblock = min(4096 if reads <= HEAVY_READS else 1024, next_power_of_2(plan.xnumel))
         while xblock > 1024 and plan.xnumel // xblock < MIN_PROGRAMS:
             xblock //= 2
         warps = POINTWISE_WARPS.get(xblock, max(1, min(4, xblock // 256)))
