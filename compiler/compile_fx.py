@@ -428,9 +428,11 @@ def make_backend(options: CompileOptions, filename: str | None = None,
     # compiler (sympy included) as user code. Compiling is never user code.
     @torch._disable_dynamo  # type: ignore[misc]
     def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
-                     dynamo: tuple[str, int] | None = None) -> Any:
+                     dynamo: tuple[str, int] | None = None, forward: bool = False) -> Any:
         """`dynamo`: the Dynamo graph's key and input count, when a later compile of it
-        may skip AOTAutograd if this graph shows that its runtime does nothing."""
+        may skip AOTAutograd if this graph shows that its runtime does nothing.
+        `forward`: a forward or inference graph, which AOTAutograd's runtime wrapper
+        calls with Dynamo already disabled."""
         gid = counter[0]
         counter[0] += 1
         if _is_dynamic(example_inputs):
@@ -452,8 +454,10 @@ def make_backend(options: CompileOptions, filename: str | None = None,
                 and compiled.backend.device == "cuda":  # type: ignore[attr-defined]
             run = CudaGraphed(compiled, static_input_indices())
         # Run the wrapper (ctypes calls on data pointers) as plain Python, never traced:
-        # a backward graph runs inside `loss.backward()`, where Dynamo may be watching.
-        return make_boxed_func(torch._disable_dynamo(run))
+        # a backward graph runs inside `loss.backward()`, where Dynamo may be watching. A
+        # forward runs inside AOTAutograd's disabled runtime wrapper: a second disable
+        # there cost a few microseconds per call for nothing.
+        return make_boxed_func(run if forward else torch._disable_dynamo(run))
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         if options.attention_to_sdpa:
@@ -464,8 +468,8 @@ def make_backend(options: CompileOptions, filename: str | None = None,
             if sink is not None:
                 sink.append(warm)
             return torch._disable_dynamo(warm)
-        fw = compile_aten if key is None else \
-            functools.partial(compile_aten, dynamo=(key, len(example_inputs)))
+        fw = functools.partial(compile_aten, forward=True) if key is None else \
+            functools.partial(compile_aten, dynamo=(key, len(example_inputs)), forward=True)
         return aot_module_simplified(gm, example_inputs, fw_compiler=fw,
                                      bw_compiler=compile_aten,
                                      decompositions=decomposition_table())
