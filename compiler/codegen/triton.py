@@ -42,7 +42,7 @@ from compiler.codegen.tiling import (
 )
 from compiler.codegen.triton_cache import graph_triton_cache
 from compiler.codegen.triton_report import compiled_report
-from compiler.ir.indexing import decompose, pexpr
+from compiler.ir.indexing import pexpr
 from compiler.ir.ops import reduction_identity as identity
 from compiler.schedule.nodes import SchedNode
 from compiler.schedule.plan import KernelPlan
@@ -193,18 +193,13 @@ class TritonKernelCodegen(KernelCodegen):
         return f"({text}).to({TL_DTYPE[dtype]})"
 
     def pointwise_vars(self, ranges: list[int]) -> list[Any]:
-        order = self.order
-        if self.tile is None and order is not None and tuple(ranges) == order.size:
-            # Any bijection of xindex onto a node's elements is right (other nodes'
-            # values are recomputed at the index they are read at); this one coalesces.
-            walked = decompose(XINDEX, [ranges[k] for k in order.dims])
-            coords: list[Any] = [0] * len(ranges)
-            for pos, k in enumerate(order.dims):
-                coords[k] = walked[pos]
-            return coords
-        if self.tile is None:
-            return super().pointwise_vars(ranges)
-        return _split_vars(ranges, self.tile.y, YINDEX, XINDEX, self.tile.x)
+        if self.tile is not None:
+            return _split_vars(ranges, self.tile.y, YINDEX, XINDEX, self.tile.x)
+        return self.output_vars(ranges)
+
+    def output_vars(self, ranges: list[int]) -> list[Any]:
+        walked = self.order.coords(ranges) if self.order is not None else None
+        return walked if walked is not None else super().output_vars(ranges)
 
     def _mask(self, domain: str) -> str:
         parts = (["ymask"] if self.tile is not None else []) + ["xmask"]
