@@ -30,6 +30,7 @@ from compiler.ir.handlers import describe, dtype_name
 from compiler.ir.indexing import index_vars, pexpr
 from compiler.ir.nodes import ComputedBuffer, ExternKernel, ExternOutput, Reduction, Stored
 from compiler.ir.opnames import op_name, op_short
+from compiler.lowering import layout
 from compiler.lowering.graph import GraphLowering, LoweredGraph, Unsupported
 from compiler.options import CompileOptions
 from compiler.runtime import graph_cache, loader
@@ -47,6 +48,7 @@ class GraphWork:
     options: CompileOptions
     filename: str | None = None
     code_lines: list[str] = field(default_factory=list)
+    kind: str | None = None  # "forward", "backward" or "inference" (AOTAutograd's compiler)
     lines: dict[str, int | None] = field(default_factory=dict)
     op_names: dict[str, str] = field(default_factory=dict)
     backend: Backend | None = None  # chosen once, in `lower`
@@ -109,17 +111,22 @@ def lower(work: GraphWork) -> ev.LoweringGraph:
     work.backend = backend = choose_backend(work.options.backend, device, work.options)
     split = work.options.split_reductions and backend.split_reductions
     online = work.options.persistent_rblock if backend.online_softmax else None
+    decision = layout.decide(work.gm, work.kind, work.options.conv_layout,
+                             device in backend.target.channels_last_convs,
+                             f"{backend.label} on {device}")
     lowering = GraphLowering(work.gm, work.example_inputs, work.lines, split_reductions=split,
                              fallback=work.options.fallback, refuses=backend.refuses,
-                             online_softmax=online,
-                             channels_last_convs=work.options.channels_last_convs)
+                             online_softmax=online, layout=decision,
+                             softmax_reciprocal=backend.softmax_reciprocal)
     work.lowered = lowered = lowering.run()
+    has_convs = decision is not layout.NO_CONVOLUTIONS
     return ev.LoweringGraph(
         id=work.gid, buffers=[_buffer_json(work, b) for b in lowered.buffers],
         inputs=[ev.LoweringInput(b.name, list(b.layout.size), list(b.layout.stride),
                                  dtype_name(b.dtype)) for b in lowered.inputs],
         outputs=sorted(lowered.output_names()), fallbacks=lowered.fallbacks,
-        notes=work.notes + lowered.notes)
+        notes=work.notes + lowered.notes + ([decision.note()] if has_convs else []),
+        layout=decision.to_event() if has_convs else None)
 
 
 def _buffer_json(work: GraphWork, b: Any) -> ev.Buffer:
@@ -272,7 +279,7 @@ def _graph_key(work: GraphWork) -> str | None:
     key, why = graph_cache.graph_key(
         work.gm, work.example_inputs, work.options,
         {"lines": work.lines, "code": work.code_lines,
-         "mutations": sorted(work.mutations.items())})
+         "mutations": sorted(work.mutations.items()), "kind": work.kind})
     if key is None:
         work.graph_cache = graph_cache.GraphCacheStatus(None, "bypass", why)
     return key
@@ -336,13 +343,13 @@ def _warm(dynamo_key: str | None, options: CompileOptions) -> loader.CompiledGra
 
 def compile_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                options: CompileOptions, filename: str | None = None, gid: int = 0,
-               notes: Sequence[str] = (), mutations: dict[int, int] | None = None
-               ) -> loader.CompiledGraph:
+               notes: Sequence[str] = (), mutations: dict[int, int] | None = None,
+               kind: str | None = None) -> loader.CompiledGraph:
     """Everything at once: the backend's path. Returns fn(*args) -> list of outputs.
 
     A graph compiled before comes from the whole-graph cache (runtime/graph_cache.py)
     without lowering..codegen; the CompiledGraph's `graph_cache` says which happened."""
-    work = GraphWork(gid, gm, list(example_inputs), options, filename)
+    work = GraphWork(gid, gm, list(example_inputs), options, filename, kind=kind)
     work.notes.extend(notes)
     work.mutations = dict(mutations or {})
     cached = _cached(work)
@@ -368,7 +375,7 @@ def _is_dynamic(example_inputs: Sequence[Any]) -> bool:
 
 
 def _specialising(gm: torch.fx.GraphModule, options: CompileOptions, filename: str | None,
-                  gid: int) -> Callable[..., Any]:
+                  gid: int, kind: str | None) -> Callable[..., Any]:
     """A graph with symbolic sizes, compiled once per concrete shape it is called with.
 
     Lowering needs integer sizes, so each new set of input shapes (and int arguments)
@@ -397,7 +404,8 @@ def _specialising(gm: torch.fx.GraphModule, options: CompileOptions, filename: s
                               for a in args)
             note = f"dynamic shapes: specialised to the sizes of this call ({sizes})"
             try:
-                fn = compile_fx(concrete, tensors, options, filename, gid, notes=[note])
+                fn = compile_fx(concrete, tensors, options, filename, gid, notes=[note],
+                                kind=kind)
             except Unsupported as e:
                 warnings.warn(f"kernelscope: running graph {gid} eagerly: {e}", stacklevel=2)
                 fn = _eager(concrete)
@@ -427,19 +435,18 @@ def make_backend(options: CompileOptions, filename: str | None = None,
     # a torch.compile'd function Dynamo is still watching frames, and would trace our own
     # compiler (sympy included) as user code. Compiling is never user code.
     @torch._disable_dynamo  # type: ignore[misc]
-    def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
-                     dynamo: tuple[str, int] | None = None, forward: bool = False) -> Any:
-        """`dynamo`: the Dynamo graph's key and input count, when a later compile of it
-        may skip AOTAutograd if this graph shows that its runtime does nothing.
-        `forward`: a forward or inference graph, which AOTAutograd's runtime wrapper
-        calls with Dynamo already disabled."""
+    def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], kind: str,
+                     dynamo: tuple[str, int] | None = None) -> Any:
+        """`kind`: which of AOTAutograd's compilers this is (forward, backward or
+        inference). `dynamo`: the Dynamo graph's key and input count, when a later compile
+        of it may skip AOTAutograd if this graph shows that its runtime does nothing."""
         gid = counter[0]
         counter[0] += 1
         if _is_dynamic(example_inputs):
-            return make_boxed_func(_specialising(gm, options, filename, gid))
+            return make_boxed_func(_specialising(gm, options, filename, gid, kind))
         try:
             compiled = compile_fx(gm, example_inputs, options, filename, gid,
-                                  mutations=input_mutations())
+                                  mutations=input_mutations(), kind=kind)
         except Unsupported as e:
             warnings.warn(f"kernelscope: running graph {gid} eagerly: {e}", stacklevel=2)
             return make_boxed_func(torch._disable_dynamo(_eager(gm)))
@@ -457,7 +464,7 @@ def make_backend(options: CompileOptions, filename: str | None = None,
         # a backward graph runs inside `loss.backward()`, where Dynamo may be watching. A
         # forward runs inside AOTAutograd's disabled runtime wrapper: a second disable
         # there cost a few microseconds per call for nothing.
-        return make_boxed_func(run if forward else torch._disable_dynamo(run))
+        return make_boxed_func(run if kind != "backward" else torch._disable_dynamo(run))
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         if options.attention_to_sdpa:
@@ -468,10 +475,12 @@ def make_backend(options: CompileOptions, filename: str | None = None,
             if sink is not None:
                 sink.append(warm)
             return torch._disable_dynamo(warm)
-        fw = functools.partial(compile_aten, forward=True) if key is None else \
-            functools.partial(compile_aten, dynamo=(key, len(example_inputs)), forward=True)
-        return aot_module_simplified(gm, example_inputs, fw_compiler=fw,
-                                     bw_compiler=compile_aten,
-                                     decompositions=decomposition_table())
+        dynamo = None if key is None else (key, len(example_inputs))
+        return aot_module_simplified(
+            gm, example_inputs,
+            fw_compiler=functools.partial(compile_aten, kind="forward", dynamo=dynamo),
+            bw_compiler=functools.partial(compile_aten, kind="backward"),
+            inference_compiler=functools.partial(compile_aten, kind="inference", dynamo=dynamo),
+            decompositions=decomposition_table())
 
     return backend

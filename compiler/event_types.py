@@ -192,6 +192,16 @@ class Fallback:
 
 
 @dataclass
+class LayoutChoice:
+    """The whole-graph layout of a graph with convolutions (compiler/lowering/layout.py)."""
+
+    layout: Literal["channels_last", "contiguous"]
+    reason: str
+    convolutions: list[str] = field(default_factory=list)  # FX convolutions considered
+    nodes: list[str] = field(default_factory=list)  # FX nodes whose 4-D values go NHWC
+
+
+@dataclass
 class LoweringGraph:
     id: int
     buffers: list[Buffer]
@@ -201,6 +211,7 @@ class LoweringGraph:
     # Facts about the graph as compiled: random ops (not bit-comparable with eager), a
     # dynamic-shape graph specialised to the sizes of a call, ...
     notes: list[str] = field(default_factory=list)
+    layout: LayoutChoice | None = None  # graphs with convolutions only
 
 
 @dataclass

@@ -30,9 +30,9 @@ class CompileOptions:
     # conformed to the planned layout (codegen/wrapper.py LAYOUT_AT_RUNTIME).
     attention_to_sdpa: bool = True  # naive attention -> scaled_dot_product_attention (CUDA)
     cuda_graphs: bool = False  # replay each compiled graph from a CUDA graph (runtime/graphs.py)
-    # Off by default: on the H200 it took the basic block 0.353 -> 0.318 ms but ResNet-50
-    # 6.5 -> 10.3 ms (activations read by two consumers are stored NCHW, then copied).
-    channels_last_convs: bool = False  # feed cuDNN convolutions NHWC on CUDA (lowering/conv.py)
+    # Convolution graphs: "auto" works channels-last where lowering/layout.py's rule says
+    # (CUDA inference graphs), "channels_last" wherever a convolution can, "contiguous" never.
+    conv_layout: str = "auto"
     cache_dir: str | None = None  # on-disk compile cache; None: ~/.cache/kernelscope
     entry: str | None = None  # snippet entry point override
     # False: an op without a lowering (or a case a lowering hands to ATen) makes the graph

@@ -269,7 +269,7 @@ def _rebuild(run: _BackRun) -> None:
 
 def _make_works(run: _BackRun) -> None:
     lines = _code_lines(run.bundle)
-    run.works = [_work(g.id, gm, inputs, run.options, run.bundle.snippet_path, lines)
+    run.works = [_work(g.id, gm, inputs, run.options, run.bundle.snippet_path, lines, g.kind)
                  for g, gm, inputs in run.graphs]
 
 
@@ -288,10 +288,10 @@ def compiled_works(bundle_path: str | Path, options: CompileOptions) -> list[Gra
 
 
 def _work(gid: int, gm: torch.fx.GraphModule, inputs: list[Any], options: CompileOptions,
-          filename: str | None, code_lines: list[str]) -> GraphWork:
+          filename: str | None, code_lines: list[str], kind: str | None) -> GraphWork:
     """One graph's work; a dynamic-shape graph is specialised to its captured call."""
     gm, inputs, note = specialise(gm, inputs)
-    work = GraphWork(gid, gm, inputs, options, filename, code_lines)
+    work = GraphWork(gid, gm, inputs, options, filename, code_lines, kind)
     if note:
         work.notes.append(note)
     return work

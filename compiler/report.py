@@ -43,13 +43,14 @@ def _lowering(d: dict[str, Any]) -> list[str]:
         for b in g["buffers"]:
             out.append(f"-- {b['name']} {b['kind']} {b['dtype']}{b['size']} "
                        f"from {', '.join(b['origins'])}  [{b.get('realized', '')}]")
-            if "text" in b:
+            if b.get("text"):
                 out += ["   " + line for line in b["text"].splitlines()]
-            if "extern" in b:
+            if b.get("extern"):
                 out.append(f"   {b['extern']['op']}({', '.join(b['extern']['args'])})")
         for f in g["fallbacks"]:
             out.append(f"fallback: {f['op']} (node {f['node']}, line {f['line']}): "
                        f"{f['reason']}")
+        out += [f"note: {n}" for n in g.get("notes", [])]
     return out
 
 
@@ -98,7 +99,7 @@ def _compile(d: dict[str, Any]) -> list[str]:
         out.append(f"graph {g['id']}: {g['ms']:.1f} ms, cache {cache}")
         for k in g["kernels"]:
             extra = "".join(f", {key} {k[key]}" for key in ("registers", "spills")
-                            if key in k)
+                            if k.get(key) is not None)
             out.append(f"  {k['name']}: first launch {k['ms']} ms{extra}")
     return out
 
@@ -106,7 +107,7 @@ def _compile(d: dict[str, Any]) -> list[str]:
 def _run(d: dict[str, Any]) -> list[str]:
     out = [f"{'PASS' if d['ok'] else 'FAIL'} against {d.get('reference') or 'eager'}"]
     for o in d["outputs"]:
-        tol = f" (atol {o['atol']:g}, rtol {o['rtol']:g})" if "atol" in o else ""
+        tol = f" (atol {o['atol']:g}, rtol {o['rtol']:g})" if o.get("atol") is not None else ""
         err = f": {o['error']}" if o.get("error") else ""
         out.append(f"  graph {o.get('graph', 0)} output {o['index']} {o.get('dtype', '')}"
                    f"{tol}: max abs err {o.get('max_abs_err')}, "

@@ -74,6 +74,9 @@ class Backend:
     # The codegen has the one-pass "logsumexp" reduction (running max and rescaled sum):
     # softmax and log_softmax over long rows read each row once for it, not twice.
     online_softmax: ClassVar[bool] = False
+    # softmax's last step is exp * (1 / sum), as eager's kernel for this backend's device
+    # does, rather than exp / sum (the two differ in the last bit).
+    softmax_reciprocal: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -23,8 +23,9 @@ import torch
 
 from compiler.codegen import targets
 from compiler.codegen.backend import Backend, BuildError, BuildResult, GeneratedKernel
-from compiler.codegen.common import XINDEX, Lines, Scope, Var
+from compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
 from compiler.codegen.cpp_asm import asm_report
+from compiler.codegen.cpp_prelude import PRELUDE
 from compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
 from compiler.codegen.mathops import (
     ATEN_INCLUDE,
@@ -35,7 +36,7 @@ from compiler.codegen.mathops import (
 )
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
 from compiler.codegen.tiling import YINDEX, choose_rows
-from compiler.ir.indexing import cexpr
+from compiler.ir.indexing import FloorDiv, ModularIndexing, cexpr, simplify_index
 from compiler.ir.ops import reduction_identity as identity
 from compiler.schedule.nodes import SchedNode
 from compiler.schedule.plan import KernelPlan
@@ -45,66 +46,6 @@ C_TYPE = {
     torch.bfloat16: "uint16_t", torch.int64: "int64_t", torch.int32: "int32_t",
     torch.int16: "int16_t", torch.int8: "int8_t", torch.uint8: "uint8_t", torch.bool: "bool",
 }
-
-PRELUDE = r"""#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <limits>
-
-#if defined(__x86_64__) && defined(__GLIBC__) && !defined(KS_NO_VECTOR_MATH)
-// glibc's vector math library (libmvec, linked through libm): declared SIMD-callable,
-// the float functions run 4, 8 or 16 lanes at a time inside `omp simd` loops instead of
-// one lane at a time (within 4 ulp, as libmvec documents).
-extern "C" {
-#define KS_SIMD1(f) __attribute__((simd("notinbranch"))) float f(float) noexcept;
-#define KS_SIMD2(f) __attribute__((simd("notinbranch"))) float f(float, float) noexcept;
-KS_SIMD1(expf) KS_SIMD1(exp2f) KS_SIMD1(expm1f) KS_SIMD1(logf) KS_SIMD1(log2f)
-KS_SIMD1(log10f) KS_SIMD1(log1pf) KS_SIMD1(sinf) KS_SIMD1(cosf) KS_SIMD1(tanf)
-KS_SIMD1(asinf) KS_SIMD1(acosf) KS_SIMD1(atanf) KS_SIMD1(sinhf) KS_SIMD1(coshf)
-KS_SIMD1(tanhf) KS_SIMD1(asinhf) KS_SIMD1(acoshf) KS_SIMD1(atanhf) KS_SIMD1(erff)
-KS_SIMD1(erfcf) KS_SIMD1(cbrtf) KS_SIMD2(powf) KS_SIMD2(atan2f) KS_SIMD2(hypotf)
-#undef KS_SIMD1
-#undef KS_SIMD2
-}
-#endif
-
-// debug_index_asserts: an indirect index outside its dim stops the process, as a failed
-// device-side assert stops a GPU kernel.
-[[noreturn]] static inline void ks_index_error(const char* kernel, int64_t i, int64_t n) {
-  std::fprintf(stderr, "%s: index out of bounds: 0 <= %lld < %lld\n", kernel,
-               static_cast<long long>(i), static_cast<long long>(n));
-  std::abort();
-}
-template <typename T> static inline T ks_max(T a, T b) { return (a != a || a > b) ? a : b; }
-template <typename T> static inline T ks_min(T a, T b) { return (a != a || a < b) ? a : b; }
-template <typename T> static inline T ks_floordiv(T a, T b) {
-  T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
-}
-template <typename T> static inline T ks_mod(T a, T b) {
-  T r = std::fmod(a, b); return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-static inline int64_t ks_mod(int64_t a, int64_t b) {
-  int64_t r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-}
-template <typename T> static inline T ks_ipow(T a, T b) {
-  if (b < 0) return (a == 1) ? 1 : (a == -1) ? ((b % 2) ? -1 : 1) : 0;
-  T r = 1;
-  while (b) { if (b & 1) r *= a; a *= a; b >>= 1; }
-  return r;
-}
-static inline float ks_bf16_to_float(uint16_t v) {
-  uint32_t bits = static_cast<uint32_t>(v) << 16; float f; std::memcpy(&f, &bits, 4); return f;
-}
-static inline uint16_t ks_float_to_bf16(float f) {
-  uint32_t bits; std::memcpy(&bits, &f, 4);
-  if (f != f) return 0x7fc0;
-  bits += 0x7fff + ((bits >> 16) & 1);  // round to nearest even
-  return static_cast<uint16_t>(bits >> 16);
-}
-"""
 
 OPS = OpTable("C++", merged(merged(C_LIKE, {
     "truediv": float_only("{0} / {1}"),
@@ -152,6 +93,10 @@ OUTER_PARALLEL_MIN = 16  # fewer rows than this: the threads split each row inst
 # Rows up to this long keep a costly per-element value (a libm call: softmax's exp) that
 # the next loop over the row needs again in a stack array, instead of computing it twice.
 ROW_KEEP_MAX = 8192
+# Rows up to this many bytes, read by several loops, have the start of the next row
+# (PREFETCH_LINES 64-byte lines) prefetched after the first loop (_prefetch_next_row).
+PREFETCH_ROW_MAX = 8192
+PREFETCH_LINES = 16
 COSTLY = re.compile(r"std::(?!numeric_limits)\w+\(")
 TMP = re.compile(r"\btmp\d+\b")
 # Reductions OpenMP can split across simd lanes (and threads). any/all too: amax's NaN
@@ -194,6 +139,7 @@ class CppLoop(Block):
     chunked: list[tuple[str, str, str]] = field(default_factory=list)  # (acc, type, init)
     accs: list[tuple[str, str, str]] = field(default_factory=list)  # the unchunked ones
     r_loads: list[sympy.Expr] = field(default_factory=list)  # indices of its loads
+    r_reads: list[tuple[str, sympy.Expr, torch.dtype]] = field(default_factory=list)  # same
 
 
 class CppKernelCodegen(KernelCodegen):
@@ -250,7 +196,7 @@ class CppKernelCodegen(KernelCodegen):
         renamed = TMP.sub(lambda m: self.same_as.get(m.group(0), m.group(0)), expr)
         same = prev.scope.cache.get(f"{renamed}::{dtype}")
         if same is not None and same.domain == "r" and COSTLY.search(expr):
-            var = super().emit(f"{self._keep(prev, same)}[rindex]", dtype, domain)
+            var = super().emit(self._keep(prev, same), dtype, domain)
             self.block.scope.cache[key] = var
         else:
             var = super().emit(expr, dtype, domain)
@@ -267,13 +213,40 @@ class CppKernelCodegen(KernelCodegen):
         return loops[-2] if len(loops) > 1 and loops[-1] is self.block else None
 
     def _keep(self, prev: CppLoop, value: Var) -> str:
-        row = self.kept.get(value.name)
-        if row is None:
+        """Where `prev` keeps `value` for this loop (an lvalue at rindex): the element of
+        this loop's output it becomes (`_output_slot`), else a stack array."""
+        slot = self.kept.get(value.name)
+        if slot is None:
             assert prev.pre is not None
-            row = self.kept[value.name] = f"row_{value.name}"
-            prev.pre.write(f"{compute_type(value.dtype)} {row}[{self.plan.rnumel}];")
-            prev.body.write(f"{row}[rindex] = {value.name};")
-        return row
+            slot = self._output_slot(value)
+            if slot is None or slot in self.kept.values():  # one value per element
+                row = f"row_{value.name}"
+                prev.pre.write(f"{compute_type(value.dtype)} {row}[{self.plan.rnumel}];")
+                slot = f"{row}[rindex]"
+            self.kept[value.name] = slot
+            prev.body.write(f"{slot} = {value.name};")
+        return slot
+
+    def _output_slot(self, value: Var) -> str | None:
+        """The output element this loop's last node stores at (xindex, rindex), when the
+        kept value can wait there: the same C type (so nothing is rounded), an index of
+        xindex and rindex alone. That node's store is the last line of the loop, after
+        every read of the kept value; each (xindex, rindex) owns its element, so no other
+        iteration or thread touches it in between. The store's cache lines are then
+        fetched while the costly loop computes, not by the last loop's stores."""
+        node = self.block.nodes[-1] if self.block.nodes else None
+        if node is None or node.name not in self.plan.stores or node.kind == "reduction":
+            return None
+        buf = self.plan.buffers[node.name]
+        if C_TYPE[buf.dtype] != compute_type(value.dtype) or \
+                compute_type(buf.dtype) != C_TYPE[buf.dtype]:
+            return None
+        xs, _ = self.node_vars(node)
+        index = simplify_index(node.buffer.layout.index(xs), self.bounds)
+        if not index.free_symbols <= {XINDEX, RINDEX} or RINDEX not in index.free_symbols or \
+                index.atoms(FloorDiv, ModularIndexing):
+            return None
+        return f"{self.args[node.name]}[{cexpr(index)}]"
 
     def write_index_var(self, lines: Lines, name: str, text: str) -> None:
         lines.write(f"const int64_t {name} = {text};")
@@ -286,6 +259,7 @@ class CppKernelCodegen(KernelCodegen):
     def load_expr(self, name: str, index: sympy.Expr, dtype: torch.dtype, domain: str) -> str:
         if domain == "r" and isinstance(self.block, CppLoop):
             self.block.r_loads.append(index)
+            self.block.r_reads.append((name, index, dtype))
         expr = f"{self.args[name]}[{cexpr(index)}]"
         if dtype == torch.bfloat16:
             return f"ks_bf16_to_float({expr})"
@@ -428,6 +402,29 @@ class CppKernelCodegen(KernelCodegen):
         elif simd:
             out.write(simd)
         self._r_loop(out, block, "0", str(self.plan.rnumel))
+        self._prefetch_next_row(out, block)
+
+    def _prefetch_next_row(self, out: Lines, block: CppLoop) -> None:
+        """After the first of several loops over a short row, prefetch the start of the
+        next row of what that loop read: the hardware prefetcher stops at each 4 KB page,
+        so a row of a page or two starts with misses the first loop waits for. Prefetched,
+        the fetch overlaps the later loops (softmax's exp), and the hardware stream is
+        under way when the next row's first loop starts. Measured on softmax 2048x1024
+        (docs/perf.md): the first 16 lines beat the whole row (64 prefetches in a burst
+        wait for line-fill buffers) and no prefetch."""
+        loops = [b for b in self.blocks if isinstance(b, CppLoop)]
+        xn, rn = self.plan.xnumel, self.plan.rnumel
+        if len(loops) < 2 or block is not loops[0] or xn == 1:
+            return
+        nxt = {XINDEX: XINDEX + 1}
+        for name, index, dtype in dict.fromkeys(block.r_reads):
+            size = dtype.itemsize
+            if rn * size > PREFETCH_ROW_MAX or not index.free_symbols <= {XINDEX, RINDEX} \
+                    or sympy.diff(index, RINDEX) != 1:
+                continue
+            out.write(f"if (xindex + 1 < {xn}) for (int64_t rindex = 0; rindex < "
+                      f"{min(rn, PREFETCH_LINES * 64 // size)}; rindex += {64 // size}) "
+                      f"__builtin_prefetch(&{self.args[name]}[{cexpr(index.xreplace(nxt))}]);")
 
     def _r_loop(self, out: Lines, block: Block, start: str, end: str) -> None:
         assert block.index is not None
@@ -533,6 +530,7 @@ class CppBackend(Backend):
 
     target = targets.by_name("cpp")
     source_suffix = ".cpp"
+    softmax_reciprocal = True  # eager's CPU softmax (_vec_softmax_lastdim) multiplies by 1/sum
 
     def op_table(self) -> OpTable:
         return OPS

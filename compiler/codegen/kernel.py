@@ -24,7 +24,14 @@ import torch
 
 from compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
 from compiler.codegen.optable import OpTable
-from compiler.ir.indexing import FloorDiv, ModularIndexing, decompose, simplify_index, sym
+from compiler.ir.indexing import (
+    FloorDiv,
+    ModularIndexing,
+    decompose,
+    simplify_index,
+    sym,
+    sympy_str,
+)
 from compiler.ir.nodes import ComputedBuffer, Pointwise, Reduction
 from compiler.ir.ops import Handler, result_dtype, use_handler
 from compiler.schedule.domain import split_point
@@ -81,6 +88,7 @@ class KernelCodegen(Handler):
         # The domain of every symbol an index may contain: rindex, the index variables
         # named here, and loaded values used as indices (indirect indexing).
         self.symbol_domains: dict[sympy.Symbol, str] = {XINDEX: "x", RINDEX: "r"}
+        self.loaded: set[sympy.Symbol] = set()  # the symbols that are loaded values
 
     # -- backend hooks ------------------------------------------------------------------
     table: OpTable  # how this backend spells each op, per operand dtype
@@ -133,6 +141,11 @@ class KernelCodegen(Handler):
     def pointwise_vars(self, ranges: list[int]) -> list[Any]:
         return decompose(XINDEX, ranges)
 
+    def output_vars(self, ranges: list[int]) -> list[Any]:
+        """A reduction kernel's coordinates of one output (every node over the outputs
+        must agree: a reduction's result is its register)."""
+        return decompose(XINDEX, ranges)
+
     # -- emission -----------------------------------------------------------------------
     def new_var(self, prefix: str = "tmp") -> str:
         name = f"{prefix}{self.counter}"
@@ -178,9 +191,12 @@ class KernelCodegen(Handler):
         finally:
             self.block.scope = outer
 
-    def index_var(self, term: sympy.Expr) -> sympy.Symbol:
-        """Name an index subterm (`xindex % 64`) once, in the block its domain needs."""
-        # By rindex alone: a term over loaded values must be computed where they are.
+    def index_var(self, term: sympy.Expr) -> sympy.Expr:
+        """Name an index subterm (`xindex % 64`) once, in the block its domain needs. A
+        term over loaded values (an indirect index) stays inline: the lines that name
+        terms (the prologue, the top of each iteration) run before any load."""
+        if term.free_symbols & self.loaded:
+            return term
         domain = "r" if RINDEX in term.free_symbols else "x"
         table, target = self.index_names, self.prologue
         if domain == "r":
@@ -200,7 +216,7 @@ class KernelCodegen(Handler):
 
     def name_subterms(self, expr: sympy.Expr) -> sympy.Expr:
         expr = simplify_index(expr, self.bounds)
-        terms = sorted(expr.atoms(FloorDiv, ModularIndexing), key=str)
+        terms = sorted(expr.atoms(FloorDiv, ModularIndexing), key=sympy_str)
         return expr.xreplace({t: self.index_var(t) for t in terms})
 
     def domain_of(self, expr: sympy.Expr) -> str:
@@ -281,6 +297,7 @@ class KernelCodegen(Handler):
                                          self.buffer_names())
         s = sym(x.name)
         self.symbol_domains[s] = x.domain
+        self.loaded.add(s)
         return s
 
     def _unary(self, name: str, x: Var) -> Var:
@@ -294,13 +311,13 @@ class KernelCodegen(Handler):
         """The node's loop variables as expressions of xindex and rindex."""
         data = node.buffer.data  # type: ignore[attr-defined]
         if isinstance(data, Reduction):
-            return (decompose(XINDEX, list(data.ranges)),
+            return (self.output_vars(list(data.ranges)),
                     decompose(RINDEX, list(data.reduction_ranges)))
         ranges = list(data.ranges)
         if self.plan.kind == "pointwise":
             return self.pointwise_vars(ranges), []
         if node.numel == self.plan.xnumel:
-            return decompose(XINDEX, ranges), []
+            return self.output_vars(ranges), []
         return _split_vars(ranges, self.plan.xnumel, XINDEX, RINDEX, self.plan.rnumel), []
 
     def codegen_node(self, node: SchedNode) -> None:

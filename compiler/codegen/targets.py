@@ -3,8 +3,9 @@ the web UI ask, and the one place "auto" is resolved.
 
 Each row describes one backend (its class lives in its own module and is listed in
 codegen/backends.py): its name, label, highlighting language, the devices where "auto"
-picks it, the devices where it runs only when asked for (emulated), and the environment
-its runtime needs when it runs emulated. Torch-free, so a process can ask it before it
+picks it, the devices where it runs only when asked for (emulated), the environment
+its runtime needs when it runs emulated, and the devices where its convolution graphs go
+channels-last (the "auto" conv_layout). Torch-free, so a process can ask it before it
 imports torch (the interpreter must be chosen before Triton is first imported).
 """
 
@@ -27,6 +28,9 @@ class Target:
     # What a process needs in its environment, before it imports the backend's runtime,
     # to run this backend emulated.
     emulator_env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # Where convolution graphs go channels-last end to end (the "auto" conv_layout,
+    # compiler/lowering/layout.py): cuDNN's fast convolutions are NHWC on the GPU.
+    channels_last_convs: tuple[str, ...] = ()
 
     def runs_on(self, device: str) -> bool:
         return device in self.devices + self.also_runs_on
@@ -38,7 +42,7 @@ class Target:
 # In order of preference: "auto" takes the first one native to the device.
 TARGETS: tuple[Target, ...] = (
     Target("triton", "Triton", "python", ("cuda",), ("cpu",),
-           MappingProxyType({"TRITON_INTERPRET": "1"})),
+           MappingProxyType({"TRITON_INTERPRET": "1"}), channels_last_convs=("cuda",)),
     Target("cpp", "C++", "cpp", ("cpu",)),
 )
 

@@ -11,10 +11,14 @@ iteration space, so that both accesses read whole runs of memory within a tile.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from compiler.codegen.common import next_power_of_2
-from compiler.ir.indexing import index_vars, linear_stride, merge_loops, sym
+import sympy
+
+from compiler.codegen.common import XINDEX, next_power_of_2
+from compiler.ir.indexing import decompose, index_vars, linear_stride, merge_loops, sym
 from compiler.schedule.plan import KernelPlan
 
 YINDEX = sym("yindex")
@@ -30,37 +34,48 @@ class Tile:
 
 
 def choose_tile(plan: KernelPlan) -> Tile | None:
+    """Tiles for a kernel where some access is contiguous along the innermost (merged)
+    dim and another along an outer one, k: the rows are the dims up to k, the columns
+    those after it (x + y.t(): 2-D; a batch of them, NHWC read and NCHW written: rows
+    n*c, columns h*w). Broadcast accesses (stride 0 along the columns) do not count."""
     if plan.kind != "pointwise":
         return None
-    shape: tuple[int, int] | None = None
+    shape: tuple[int, ...] | None = None
     inner = outer = None
+    split = 0
     for node in plan.nodes:
         ranges = list(node.ranges)
         variables = index_vars("i", len(ranges))
         exprs = [e for idx in node.reads.values() for e in idx] + [node.write_index()]
         sizes, rewrite = merge_loops(ranges, exprs, variables)
-        if len(sizes) != 2:
+        if len(sizes) < 2 or (shape is not None and tuple(sizes) != shape):
             return None
-        if shape is not None and tuple(sizes) != shape:
-            return None
-        shape = (sizes[0], sizes[1])
-        c0, c1 = index_vars("c", 2)
+        shape = tuple(sizes)
+        cs = index_vars("c", len(sizes))
         named = [(name, e) for name, idx in node.reads.items() for e in idx]
         named.append((node.name, node.write_index()))
         for name, e in named:
-            e2 = rewrite(e, [c0, c1])
-            s0, s1 = linear_stride(e2, c0), linear_stride(e2, c1)
-            if s1 == 1:
+            e2 = rewrite(e, cs)
+            strides = [linear_stride(e2, c) for c in cs]
+            last = strides[-1]
+            if last == 1:
                 inner = inner or name
-            elif s0 == 1 and s1 is not None and s1 != 0:  # a 2-D walk, down the columns
-                outer = outer or name
+            elif last is not None and last != 0 and 1 in strides[:-1] and outer is None:
+                outer, split = name, strides.index(1) + 1  # a walk down the columns
     if shape is None or inner is None or outer is None:
         return None
-    y, x = shape
+    y, x = _prod(shape[:split]), _prod(shape[split:])
     if y < 16 or x < 16:
         return None
     return Tile(y, x, f"2-D tiles over {y} x {x}: {outer} runs along the rows, "
                       f"{inner} along the columns")
+
+
+def _prod(xs: tuple[int, ...]) -> int:
+    n = 1
+    for v in xs:
+        n *= int(v)
+    return n
 
 
 def tile_config(tile: Tile) -> dict[str, int]:
@@ -92,24 +107,46 @@ def choose_rows(plan: KernelPlan) -> tuple[int, int] | None:
 
 @dataclass(frozen=True)
 class Order:
-    """A pointwise kernel walks its iteration space in this order of dims (outermost
-    first) instead of the logical one: the memory order of the buffer it stores, when that
-    is a permutation (NHWC written for a cuDNN convolution), so that neighbouring threads
-    write, and read from same-layout inputs, neighbouring elements."""
+    """A kernel walks its outputs in this order of dims (outermost first) instead of the
+    logical one: the memory order of the buffer it stores, when that is a permutation
+    (NHWC between convolutions), so that neighbouring threads write, and read from
+    same-layout inputs, neighbouring elements."""
 
     size: tuple[int, ...]
     dims: tuple[int, ...]
     reason: str
 
+    def coords(self, ranges: Sequence[int]) -> list[Any] | None:
+        """A node's coordinates over `ranges` as xindex walks them in this order, or None
+        where its dims of size above 1 are not this order's (in the same logical order)."""
+        mine = [k for k, r in enumerate(ranges) if r != 1]
+        theirs = [k for k, s in enumerate(self.size) if s != 1]
+        if [ranges[k] for k in mine] != [self.size[k] for k in theirs]:
+            return None
+        to_mine = dict(zip(theirs, mine))
+        walked = [to_mine[k] for k in self.dims if self.size[k] != 1]
+        coords: list[Any] = [sympy.Integer(0)] * len(ranges)
+        for k, v in zip(walked, decompose(XINDEX, [ranges[k] for k in walked])):
+            coords[k] = v
+        return coords
+
 
 def memory_order(plan: KernelPlan) -> Order | None:
-    if plan.kind != "pointwise" or not plan.stores:
+    if not plan.stores:
         return None
     lay = plan.buffers[plan.stores[0]].layout
     size, stride = tuple(lay.size), tuple(lay.stride)
     dims = tuple(sorted(range(len(size)), key=lambda k: (-stride[k], k)))
     real = [k for k in dims if size[k] != 1]
-    if real == sorted(real) or not any(tuple(n.ranges) == size for n in plan.nodes):
+    if real == sorted(real):
         return None
-    return Order(size, dims, f"iterates in the memory order of {plan.stores[0]} "
-                             f"(dims {', '.join(map(str, dims))}, outermost first)")
+    order = Order(size, dims, f"iterates in the memory order of {plan.stores[0]} "
+                              f"(dims {', '.join(map(str, dims))}, outermost first)")
+    if plan.kind == "pointwise":
+        # Any bijection of xindex onto a node's elements is right: other nodes' values
+        # are recomputed at the index they are read at.
+        return order if any(order.coords(n.ranges) is not None for n in plan.nodes) else None
+    # A reduction's result is read back from its register whatever the index: every node
+    # over the outputs must walk them the same way.
+    outputs = [n for n in plan.nodes if n.kind == "reduction" or n.numel == plan.xnumel]
+    return order if all(order.coords(n.ranges) is not None for n in outputs) else None

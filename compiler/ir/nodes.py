@@ -70,6 +70,9 @@ class Pointwise:
     inner_fn: Callable[[Index], Any]
     ranges: tuple[int, ...]
     origins: frozenset[str] = frozenset()
+    # What the body reads, once known (handlers.reads_of): the lowering event and the
+    # scheduler both ask, and a body never changes once made.
+    reads_memo: list[Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def numel(self) -> int:
         return _prod(self.ranges)
@@ -85,6 +88,7 @@ class Reduction:
     reduction_type: str
     src_dtype: torch.dtype
     origins: frozenset[str] = frozenset()
+    reads_memo: list[Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def numel(self) -> int:
         return _prod(self.ranges)

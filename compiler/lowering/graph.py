@@ -19,7 +19,7 @@ import torch
 import torch.fx
 
 from compiler.event_types import Fallback
-from compiler.ir.handlers import PrintHandler, call_body, op_uses
+from compiler.ir.handlers import OpUseMemo, PrintHandler, call_body, op_uses
 from compiler.ir.indexing import contiguous_strides, dense_strides_like
 from compiler.ir.nodes import (
     Buffer,
@@ -36,6 +36,7 @@ from compiler.ir.nodes import (
 )
 from compiler.ir.opnames import op_name
 from compiler.ir.ops import with_origin
+from compiler.lowering.layout import NO_CONVOLUTIONS, LayoutDecision
 from compiler.lowering.registry import find_lowering, load_all
 
 MAX_INLINE_ORIGINS = 24  # realize a value once this many FX nodes are inlined into it
@@ -90,7 +91,8 @@ class GraphLowering:
         fallback: bool = True,
         refuses: Refuses | None = None,
         online_softmax: int | None = None,
-        channels_last_convs: bool = False,
+        layout: LayoutDecision = NO_CONVOLUTIONS,
+        softmax_reciprocal: bool = False,
     ) -> None:
         load_all()
         self.gm = gm
@@ -100,10 +102,19 @@ class GraphLowering:
         # Rows longer than this take softmax through a one-pass logsumexp reduction
         # (log_softmax: every row); None: the backend has no such reduction.
         self.online_softmax = online_softmax
-        self.channels_last_convs = channels_last_convs  # lowering/conv.py, CUDA only
+        # softmax ends with exp * (1 / sum) (eager's CPU kernel), not exp / sum
+        self.softmax_reciprocal = softmax_reciprocal
+        self.layout = layout  # the whole-graph layout (lowering/layout.py)
+        # Pointwise bodies of the nodes the layout stores channels-last -> their strides,
+        # used wherever such a value is stored without strides asked for.
+        self._preferred: dict[int, tuple[Pointwise, tuple[int, ...]]] = {}
+        # Channels-last copies of values made for convolutions, by what they copy: made
+        # once however many convolutions read the value (lowering/conv.py).
+        self.converted: dict[tuple[int, Any], tuple[Any, Stored]] = {}
         self.allow_fallback = fallback
         self.refuses = refuses
         self._dtypes: dict[str, torch.dtype] = {}  # buffer name -> dtype, for `refuses`
+        self._op_uses: OpUseMemo = {}  # what each lazy body uses, for `refuses`
         self.input_offsets: dict[str, int] = {}  # storage offsets of the real inputs
         self.notes: list[str] = []
         self.buffers: list[Buffer] = []
@@ -174,7 +185,7 @@ class GraphLowering:
         args: tuple[Any, ...] = torch.fx.map_arg(node.args, lambda n: self.env[n])
         kwargs = torch.fx.map_arg(node.kwargs, lambda n: self.env[n])
         if node.target is operator.getitem:
-            return args[0][args[1]]
+            return self._prefer(node, args[0][args[1]])
         meta = node.meta.get("val")
         if _zero_size(meta):
             # Nothing to compute: any kernel over zero elements is a no-op (and index math
@@ -201,8 +212,16 @@ class GraphLowering:
             self._counter = mark[2]
             return self.extern(node.target, args, kwargs, fallback=True, reason=reason)
         if isinstance(result, Lazy):
-            result = self._maybe_realize(node, result)
+            result = self._maybe_realize(node, self._prefer(node, result))
         return result
+
+    def _prefer(self, node: torch.fx.Node, value: Any) -> Any:
+        """Remember the layout's strides for a lazy value, for wherever it is stored."""
+        if isinstance(value, Lazy):
+            stride = self.layout.strides_for(node.name, value.size)
+            if stride is not None:
+                self._preferred[id(value.node)] = (value.node, stride)
+        return value
 
     def _refused(self, result: Any, first_new: int) -> str | None:
         """Why the backend cannot express an op of what this node's lowering built (its
@@ -214,7 +233,7 @@ class GraphLowering:
         bodies += [b.data for b in self.buffers[first_new:]
                    if isinstance(b, ComputedBuffer) and b.data is not None]
         for body in bodies:
-            for op, dtype in op_uses(body, self._dtype_of):
+            for op, dtype in op_uses(body, self._dtype_of, self._op_uses):
                 reason = self.refuses(op, dtype)
                 if reason is not None:
                     return f"{reason}: computed by ATen"
@@ -238,11 +257,17 @@ class GraphLowering:
         if not isinstance(out, torch.fx.Node):
             return out
         value = self.env[out]
+        val = out.meta.get("val")
+        stride = tuple(val.stride()) if isinstance(val, torch.Tensor) else None
+        self.current = out
         if isinstance(value, Lazy):
-            val = out.meta.get("val")
-            stride = tuple(val.stride()) if isinstance(val, torch.Tensor) else None
-            self.current = out
             return self.realize(value, "graph output", stride=stride)
+        if isinstance(value, Stored) and out.name in self.layout.nodes and stride is not None \
+                and not isinstance(value.buffer, InputBuffer) \
+                and not _same_strides(value.size, value.view.stride, stride):
+            copy = self.lazy(value.loader(), value.size, value.dtype, [value])
+            return self.realize(copy, "graph output, in eager's strides (the graph works "
+                                      "channels-last)", stride=stride)
         return value
 
     # -- helpers for lowerings --------------------------------------------------------
@@ -291,6 +316,9 @@ class GraphLowering:
             return value
         assert isinstance(value, Lazy)
         size = value.size
+        preferred = self._preferred.get(id(value.node))
+        if stride is None and preferred is not None and preferred[0] is value.node:
+            stride = preferred[1]
         if stride is None or not _dense_permutation(size, stride):
             stride = contiguous_strides(size)
         layout = Layout(value.device, value.dtype, tuple(size), tuple(int(s) for s in stride))
@@ -299,7 +327,9 @@ class GraphLowering:
         return Stored(buf, layout)
 
     def reduction_buffer(self, node: Reduction, size: Sequence[int], reason: str) -> Stored:
-        layout = Layout.contiguous(node.device, node.dtype, size)
+        stride = self.layout.strides_for(self.node_name(), size)
+        layout = Layout(node.device, node.dtype, tuple(int(s) for s in size),
+                        stride or tuple(contiguous_strides(size)))
         buf = ComputedBuffer(self.new_name(), layout, node.origins, node, reason)
         self.buffers.append(buf)
         return Stored(buf, layout)
@@ -458,6 +488,10 @@ def _dense_permutation(size: Sequence[int], stride: Sequence[int]) -> bool:
             return False
         expected *= sz
     return True
+
+
+def _same_strides(size: Sequence[int], a: Sequence[int], b: Sequence[int]) -> bool:
+    return all(s == 1 or x == y for s, x, y in zip(size, a, b))
 
 
 def _is_cheap(value: Lazy) -> bool:

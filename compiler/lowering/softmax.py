@@ -7,7 +7,8 @@ The decomposed form (max, then sum of exp(x - max)) reads a long row three times
 F.cross_entropy's log_softmax, read back through the target's gather, used to be written
 out in full. log_softmax takes the logsumexp at every length (the same work as max and
 sum when the row is in registers). Otherwise softmax is torch's own decomposition:
-exp(x - max) / sum(exp(x - max)), in float32 for 16-bit inputs.
+exp(x - max) / sum(exp(x - max)), in float32 for 16-bit inputs; where the backend says
+so (C++), exp(x - max) * (1 / sum), the way eager's CPU kernel computes it.
 """
 
 from __future__ import annotations
@@ -63,10 +64,16 @@ def _lowered(g: Any, x: TensorValue, dim: int, log: bool) -> Any:
     exp = g.lazy(lambda idx: ops.exp(shifted(idx)), x.size, cd, [x])
     total = reduce(g, exp, [d] if x.size else [], True, "sum", cd, cd).loader()
 
+    reciprocal = g.softmax_reciprocal and not log
+    if reciprocal:
+        g.notes.append(f"{g.current.name if g.current else 'softmax'}: exp(x - max) * (1 / sum), "
+                       "as eager's CPU kernel computes it (not exp / sum)")
+
     def plain(idx: Index) -> Any:
         if log:
             return finish(ops.sub(shifted(idx), ops.log(total(at_row(idx)))))
-        return finish(ops.truediv(ops.exp(shifted(idx)), total(at_row(idx))))
+        e, s = ops.exp(shifted(idx)), total(at_row(idx))
+        return finish(ops.mul(e, ops.reciprocal(s)) if reciprocal else ops.truediv(e, s))
 
     return g.lazy(plain, x.size, out, [x])
 

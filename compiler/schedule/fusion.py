@@ -19,7 +19,13 @@ from typing import Any
 
 from compiler.event_types import FusionDecision
 from compiler.ir.handlers import body_vars
-from compiler.ir.indexing import contiguous_strides, decompose, index_vars, simplify_index
+from compiler.ir.indexing import (
+    contiguous_strides,
+    decompose,
+    index_vars,
+    simplify_index,
+    sympy_str,
+)
 from compiler.schedule.domain import split_point
 from compiler.schedule.nodes import SchedNode, canonical
 
@@ -100,9 +106,14 @@ def fuse(nodes: list[SchedNode], sizes: dict[str, int], enabled: bool = True) ->
 def _candidates(groups: list[Group], sizes: dict[str, int]
                 ) -> list[tuple[Group, Group, str, int]]:
     out = []
+    readers, pos = _readers(groups)
     for i, a in enumerate(groups):
         wa, ra = a.writes(), a.reads()
-        for b in groups[i + 1:]:
+        # the groups after a that read something a writes or reads (the rest share
+        # nothing with a); their order does not matter: the sort key is unique per pair
+        partners = {id(b): b for name in wa | ra for b in readers.get(name, ())
+                    if pos[id(b)] > i}
+        for b in partners.values():
             shared_dep = wa & b.reads()
             if shared_dep:
                 out.append((a, b, "vertical", 2 * sum(sizes.get(n, 0) for n in shared_dep)))
@@ -153,16 +164,23 @@ def _shapes_compatible(s1: tuple[int, int], s2: tuple[int, int]) -> tuple[bool, 
     return False, f"{n} elements fit neither the reduction's {x}x{r} inputs nor its {x} outputs"
 
 
-def _consumers(groups: list[Group]) -> dict[int, list[Group]]:
-    """For each group (by id), the other groups that read what it writes."""
+def _readers(groups: list[Group]) -> tuple[dict[str, list[Group]], dict[int, int]]:
+    """Buffer name -> the groups that read it (in the groups' order), and each group's
+    place in `groups` (by id)."""
     readers: dict[str, list[Group]] = {}
     for h in groups:
         for r in h.reads():
             readers.setdefault(r, []).append(h)
+    return readers, {id(g): i for i, g in enumerate(groups)}
+
+
+def _consumers(groups: list[Group]) -> dict[int, list[Group]]:
+    """For each group (by id), the other groups that read what it writes."""
+    readers, pos = _readers(groups)
     out: dict[int, list[Group]] = {}
     for g in groups:
-        found = {id(h) for w in g.writes() for h in readers.get(w, ()) if h is not g}
-        out[id(g)] = [h for h in groups if id(h) in found]  # in the groups' order
+        found = {id(h): h for w in g.writes() for h in readers.get(w, ()) if h is not g}
+        out[id(g)] = sorted(found.values(), key=lambda h: pos[id(h)])  # the groups' order
     return out
 
 
@@ -200,7 +218,7 @@ def _reduction_reads_ok(a: Group, b: Group) -> tuple[bool, str]:
                 got = _x_view(reader, index, x, r)
                 if got is None or got != want:
                     return False, (f"{reader.name} reads reduction {name} at another row "
-                                   f"({index}), not the one it computes")
+                                   f"({sympy_str(index)}), not the one it computes")
     # Through in-kernel pointwise nodes: a reader recomputes such a node at the index it
     # reads it, so that node's reads of a reduction happen at the composed index (a column
     # sum over values that use per-row statistics reads every row's statistics).

@@ -112,16 +112,47 @@ def test_max_with_nan_check_is_simd_and_keeps_nan() -> None:
 
 @pytest.mark.parametrize("n", [1000, 8192])
 def test_softmax_keeps_exp_for_the_last_loop(n: int) -> None:
-    """The sum's loop keeps exp(x - max) in a row array; the last loop reads it instead of
-    calling exp again. Rows with -inf, NaN and a large value stay eager's."""
+    """The sum's loop keeps exp(x - max) where the last loop stores its result (a float32
+    output holds it exactly); the last loop reads it there instead of calling exp again,
+    and multiplies by 1/sum as eager's CPU kernel does. Rows with -inf, NaN and a large
+    value stay eager's."""
     torch.manual_seed(5)
     x = torch.randn(6, n) * 10
     x[1, 3], x[2] = math.nan, -math.inf
     x[3, 5] = 1e30
     fn = lambda t: torch.softmax(t, -1)  # noqa: E731
     src = _cpp_source(fn, x).split("def call")[0]
-    assert src.count("std::exp(") == 1 and "row_" in src
+    assert src.count("std::exp(") == 1 and "row_" not in src
+    assert f"out_ptr0[{n}*xindex + rindex] = tmp4;" in src and "= 1 / " in src
     torch.testing.assert_close(_compiled(fn)(x), fn(x), equal_nan=True)
+
+
+def test_bf16_softmax_keeps_exp_in_a_float_row() -> None:
+    """A bfloat16 output would round the kept float: it stays in a float row array."""
+    torch.manual_seed(7)
+    x = torch.randn(8, 1000, dtype=torch.bfloat16) * 4
+    fn = lambda t: torch.softmax(t, -1)  # noqa: E731
+    src = _cpp_source(fn, x).split("def call")[0]
+    assert src.count("std::exp(") == 1 and "float row_" in src
+    got = _compiled(fn)(x)
+    assert got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), fn(x.float()), rtol=1.6e-2, atol=1e-2)
+
+
+def test_two_kept_values_do_not_share_the_output_element() -> None:
+    """exp and cos are both kept for the last loop: one waits in the output, the other
+    in a row array (one output element holds one value)."""
+    torch.manual_seed(8)
+    x = torch.randn(16, 512)
+
+    def fn(t: torch.Tensor) -> torch.Tensor:
+        p = torch.exp(t - t.amax(-1, keepdim=True)) * torch.cos(t)
+        return p / p.sum(-1, keepdim=True)
+
+    src = _cpp_source(fn, x).split("def call")[0]
+    assert src.count("std::exp(") == 1 and src.count("std::cos(") == 1
+    assert src.count("row_") >= 2  # declared and written once, read once
+    torch.testing.assert_close(_compiled(fn)(x), fn(x))
 
 
 def test_long_rows_compute_exp_twice() -> None:
@@ -132,3 +163,21 @@ def test_long_rows_compute_exp_twice() -> None:
     src = _cpp_source(lambda t: torch.softmax(t, -1), x).split("def call")[0]
     assert src.count("std::exp(") == 2 and "row_" not in src
     torch.testing.assert_close(_compiled(lambda t: torch.softmax(t, -1))(x), x.softmax(-1))
+
+
+def test_next_row_prefetch_only_where_rows_are_read_again() -> None:
+    """Short rows read by several loops (layer norm's mean, then the normalised row) get
+    the next row's start prefetched after the first loop; a one-loop row sum and rows past
+    PREFETCH_ROW_MAX do not. The last row prefetches nothing past the input."""
+    from compiler.codegen.cpp import PREFETCH_ROW_MAX
+
+    torch.manual_seed(9)
+    norm = lambda t: (t - t.mean(-1, keepdim=True)) * 2  # noqa: E731
+    x = torch.randn(33, 700)
+    src = _cpp_source(norm, x).split("def call")[0]
+    assert "if (xindex + 1 < 33) for (int64_t rindex = 0; rindex < 256; rindex += 16) " \
+        "__builtin_prefetch(&in_ptr0[700*xindex + rindex + 700]);" in src
+    torch.testing.assert_close(_compiled(norm)(x), norm(x))
+    assert "__builtin_prefetch" not in _cpp_source(lambda t: t.sum(-1), x)
+    long_rows = torch.randn(3, PREFETCH_ROW_MAX // 4 + 16)
+    assert "__builtin_prefetch" not in _cpp_source(norm, long_rows)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import sympy
 
 from compiler.ir.indexing import (
@@ -15,6 +17,7 @@ from compiler.ir.indexing import (
     simplify_index,
     strided_index,
     sym,
+    sympy_str,
 )
 
 X = sym("xindex")
@@ -98,6 +101,54 @@ def test_expand_skips_only_what_has_nothing_to_expand() -> None:
               sympy.Integer(7), a]:
         assert expand(e) == sympy.expand(e), e
     assert expand(64 * a + b) is not None and expand(a * (b + 1)) == a * b + a
+
+
+def test_sympy_str_spells_as_sympy_does() -> None:
+    """The memoized spelling (the order of printed sums, names in messages) is sympy's own
+    str() for the forms it spells itself and for the ones it leaves to sympy."""
+    i0, i1, r0 = sym("i0"), sym("i1"), sym("r0")
+    cases = [5 - i0, 5 - 3 * i0, -5 - i0, i0 - 5, 3 - i1 + i0, -i0 - i1 + 3, 64 * i1 + i0,
+             r0 + 4096 * i1 + 2**40, FloorDiv(5 - i0, 2), -FloorDiv(i0, 2),
+             64 * ModularIndexing(i0 + 64 * i1, 1, 8), 2 * i0 * i1, i0 / 2,
+             sympy.Max(i0, i1) + 1, sympy.Integer(0), sympy.Integer(-7)]
+    for e in cases:
+        assert sympy_str(e) == str(e), e
+
+
+def test_random_index_expressions_print_like_sympy_orders_them() -> None:
+    """Sums printed by pexpr/cexpr put terms in the order of their sympy spelling (numbers
+    last); random sums over the forms the compiler builds agree with str()."""
+    rng = random.Random(0)
+    names = [sym(n) for n in ("i0", "i1", "i2", "r0", "x0", "x10", "x2", "tmp3")]
+
+    def term() -> sympy.Expr:
+        k = rng.random()
+        s = rng.choice(names)
+        if k < 0.3:
+            return FloorDiv(s + rng.choice(names) * 64, rng.choice([2, 3, 64]))
+        if k < 0.5:
+            return ModularIndexing(s, rng.choice([1, 4]), rng.choice([3, 128]))
+        return s
+
+    for _ in range(300):
+        e = sympy.Add(*[term() * rng.choice([1, -1, 2, 64, -3]) for _ in range(3)],
+                      rng.choice([0, 5, -5, 2**33]))
+        assert sympy_str(e) == str(e), e
+        if isinstance(e, sympy.Add):
+            first = min(e.args, key=lambda t: (t.is_number, str(t)))
+            assert pexpr(e).startswith(pexpr(first)), e
+
+
+def test_printers_spell_divisions_products_and_large_integers() -> None:
+    i0, i1 = sym("i0"), sym("i1")
+    assert pexpr(5 - i0) == "-i0 + 5"
+    assert pexpr(ModularIndexing(i0 + 3 * i1, 4, 8)) == "(((3*i1 + i0) // 4) % 8)"
+    assert cexpr(ModularIndexing(i0 + 3 * i1, 4, 8)) == "(((3*i1 + i0) / 4) % 8)"
+    assert pexpr(-FloorDiv(i0, 2) + 3 * i0 * i1) == "-(i0 // 2) + 3*i0*i1"
+    assert cexpr(i0 + 2**40) == "i0 + 1099511627776L"
+    assert pexpr(i0 + 2**40) == "i0 + 1099511627776"
+    # Forms it does not spell itself go to sympy's printer, with ours inside them.
+    assert pexpr(sympy.Max(FloorDiv(i0, 2), 1)) == "Max(1, (i0 // 2))"
 
 
 def test_a_divisor_factors_out_of_a_split_view_index() -> None:

@@ -87,3 +87,50 @@ def test_unlowered_op_falls_back_to_aten() -> None:
     assert [f.op for f in lowered.fallbacks] == ["aten.linalg_qr.default"]
     externs = [b for b in lowered.buffers if isinstance(b, ExternKernel)]
     assert externs and externs[0].fallback
+
+
+def test_op_use_memo_gives_what_running_each_body_gives() -> None:
+    """The lowering's memo of op uses (per body and arguments) answers as running the body
+    does, for chains through views, reductions and pooling windows (whose ops depend on
+    whether a coordinate is a constant)."""
+    from compiler.ir.handlers import OpUseMemo, op_uses
+
+    def fn(x: torch.Tensor) -> torch.Tensor:
+        y = F.max_pool2d(x.sin() * 2, 3, stride=2, padding=1)
+        # a 1x1 window result broadcast: its body runs at constant coordinates there
+        z = F.max_pool2d(x[:, :, :1, :1].cos(), 3, stride=1, padding=1)
+        return y.reshape(2, -1).cos() + x.mean() + (x + z)[:, :, :4, :4].reshape(2, -1)
+
+    (_, lowered), = lower_fn(fn, torch.randn(2, 3, 8, 8))
+    dtypes = {b.name: b.dtype for b in [*lowered.inputs, *lowered.buffers]}
+    bodies = [b.data for b in lowered.buffers if isinstance(b, ComputedBuffer) and b.data]
+    memo: OpUseMemo = {}
+    for _ in range(2):  # the second round answers from the memo
+        for body in bodies:
+            assert op_uses(body, dtypes.__getitem__, memo) == \
+                op_uses(body, dtypes.__getitem__)
+    assert memo and len(bodies) >= 2
+
+
+def test_op_use_memo_tells_arguments_apart() -> None:
+    """A body whose ops depend on its arguments (pooling windows at constant coordinates
+    build no mask) is remembered per argument, not once per body."""
+    import sympy
+
+    from compiler.ir.handlers import OpUseMemo, op_uses
+    from compiler.ir.nodes import Pointwise
+    from compiler.ir.ops import ops, with_origin
+
+    def inner(idx: Any) -> Any:
+        x = ops.load("x", idx[0])
+        return ops.sin(x) if idx[0].is_Integer else ops.cos(x)
+
+    producer = with_origin(inner, "p")
+    at_zero = Pointwise("cpu", torch.float32,
+                        with_origin(lambda idx: producer([sympy.Integer(0)]), "c"), (4,))
+    anywhere = Pointwise("cpu", torch.float32, producer, (4,))
+    memo: OpUseMemo = {}
+    dtype_of = {"x": torch.float32}.__getitem__
+    assert op_uses(anywhere, dtype_of, memo) == [("cos", torch.float32)]
+    assert op_uses(at_zero, dtype_of, memo) == [("sin", torch.float32)]
+    assert op_uses(anywhere, dtype_of, memo) == [("cos", torch.float32)]

@@ -1,0 +1,178 @@
+"""The whole-graph layout decision: convolution graphs work channels-last end to end.
+
+cuDNN's fast convolutions work in NHWC. Fed NCHW tensors, each convolution transposes its
+input and weight to NHWC and its result back (ResNet basic block on the H200: 120 of 330
+us per call). Decided per convolution (`channels_last_convs`, H200 2026-12-01 13:01), the
+values between convolutions stayed NCHW and were converted again at every convolution,
+and pointwise kernels read NHWC results across the grain: ResNet-50 went 6.5 -> 10.3 ms.
+So the layout is decided here once for the whole graph, before lowering, as Inductor's
+layout optimization does (`GraphLowering.decide_layout_opt` and
+`find_nodes_prefer_channels_last` in torch/_inductor/graph.py):
+
+- which graphs: those with 4-D convolutions, on a device whose target prefers NHWC
+  convolutions (codegen/targets.py), inference graphs only (a training forward returns
+  its activations to a backward compiled for eager's strides), not a big graph with few
+  convolutions (ViT's patch embedding), and not where grouped convolutions dominate
+  (Inductor's measured channels-last speedups, weighted by FLOPs);
+- which values: the convolutions, every node whose value flows into one, and every node
+  downstream of those. Their 4-D results are stored channels-last wherever lowering stores
+  them, so pointwise kernels read and write NHWC and the next convolution gets NHWC as is.
+  Graph outputs keep eager's strides (lowering copies them back where they differ).
+
+`decide` is the only place the rule lives; lowering asks the `LayoutDecision` it returns,
+and the `lowering` event carries it (`layout`: what was chosen and why).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+
+from compiler.event_types import LayoutChoice
+
+CONVOLUTION = torch.ops.aten.convolution.default
+LAYOUTS = ("auto", "channels_last", "contiguous")  # CompileOptions.conv_layout
+# Inductor's channels-last speedup per kind of convolution in inference (time ratio, < 1
+# is faster; torch/_inductor/graph.py, measured over torchbench's convolution inputs).
+MULTIPLIER = {"grouped": 1.358, "small": 0.783, "in_out": 0.725, "default": 0.823}
+NODES_PER_CONVOLUTION = 300  # a graph this many times bigger than its convolution count
+
+
+@dataclass(frozen=True)
+class LayoutDecision:
+    channels_last: bool
+    reason: str
+    convolutions: frozenset[str] = field(default_factory=frozenset)  # FX nodes fed NHWC
+    nodes: frozenset[str] = field(default_factory=frozenset)  # stored channels-last
+
+    def strides_for(self, node: str, size: Sequence[int]) -> tuple[int, ...] | None:
+        """Channels-last strides for `node`'s value of `size` (4-D, or 4-D followed by
+        size-1 dims: a pooling window reduced), or None: the value's default layout."""
+        if not self.channels_last or node not in self.nodes or len(size) < 4 or \
+                any(s != 1 for s in size[4:]):
+            return None
+        return channels_last(size[:4]) + (1,) * (len(size) - 4)
+
+    def to_event(self) -> LayoutChoice:
+        return LayoutChoice("channels_last" if self.channels_last else "contiguous",
+                               self.reason, sorted(self.convolutions), sorted(self.nodes))
+
+    def note(self) -> str:
+        if not self.channels_last:
+            return f"layout: convolutions left in eager's layout: {self.reason}"
+        return (f"layout: channels-last for the whole graph ({len(self.convolutions)} "
+                f"convolutions, {len(self.nodes)} nodes): {self.reason}")
+
+
+NO_CONVOLUTIONS = LayoutDecision(False, "no 4-D convolution")
+
+
+def channels_last(size: Sequence[int]) -> tuple[int, ...]:
+    n, c, h, w = size
+    return (h * w * c, 1, w * c, c)
+
+
+def is_channels_last(size: Sequence[int], stride: Sequence[int]) -> bool:
+    """A 4-D view laid out densely in NHWC order (size-1 dims may have any stride)."""
+    want = channels_last(size)
+    return len(size) == 4 and all(s == 1 or a == b for s, a, b in zip(size, stride, want))
+
+
+def eligible(node: torch.fx.Node) -> bool:
+    """A convolution cuDNN runs in NHWC: 4-D floating input and weight of static nonzero
+    sizes, not transposed."""
+    if node.op != "call_function" or node.target is not CONVOLUTION:
+        return False
+    x, w = (_meta(a) for a in node.args[:2])
+    return (x is not None and w is not None and x.dim() == 4 and w.dim() == 4
+            and not node.args[6] and x.dtype.is_floating_point
+            and all(isinstance(s, int) and s > 0 for s in (*x.shape, *w.shape)))
+
+
+def decide(gm: torch.fx.GraphModule, kind: str | None, requested: str,
+           preferred_here: bool, where: str) -> LayoutDecision:
+    """The layout of graph `gm` (`kind`: forward, backward or inference; None: not
+    known). `requested` is the `conv_layout` option: "auto" follows the rule, "contiguous"
+    never converts, "channels_last" does wherever a convolution can (any device, any
+    graph: tests and experiments). `preferred_here`: the target prefers NHWC convolutions
+    on the graph's device (`where` names the two, for the reason)."""
+    if requested not in LAYOUTS:
+        raise ValueError(f"conv_layout must be one of {', '.join(LAYOUTS)}, not {requested!r}")
+    convs = [n for n in gm.graph.nodes if eligible(n)]
+    if not convs:
+        return NO_CONVOLUTIONS
+    off = _why_not(gm, kind, requested, preferred_here, where, convs)
+    if off is not None:
+        return LayoutDecision(False, off, frozenset(n.name for n in convs))
+    why = ("the conv_layout option asks for it" if requested == "channels_last" else
+           f"{len(convs)} convolutions on {where}, whose NHWC kernels are the fast ones")
+    return LayoutDecision(True, why, frozenset(n.name for n in convs), _nodes(gm, convs))
+
+
+def _why_not(gm: torch.fx.GraphModule, kind: str | None, requested: str,
+             preferred_here: bool, where: str, convs: list[torch.fx.Node]) -> str | None:
+    if requested == "contiguous":
+        return "the conv_layout option says contiguous"
+    if requested == "channels_last":
+        return None
+    if not preferred_here:
+        return f"{where} does not prefer channels-last convolutions (codegen/targets.py)"
+    if kind != "inference":
+        return (f"a {kind or 'graph of unknown kind'}: only inference graphs (a training "
+                "forward returns activations to a backward compiled for eager's strides)")
+    nodes = len(gm.graph.nodes)
+    if nodes >= NODES_PER_CONVOLUTION * len(convs):
+        return f"{len(convs)} convolutions in a graph of {nodes} nodes"
+    flops: dict[str, float] = {}
+    for n in convs:
+        k = _conv_kind(n)
+        flops[k] = flops.get(k, 0.0) + _flops(n)
+    total = sum(flops.values())
+    weighted = sum(MULTIPLIER[k] * f for k, f in flops.items())
+    if weighted > total:
+        return (f"grouped convolutions dominate ({flops.get('grouped', 0) / total:.0%} of "
+                "the FLOPs): channels-last is slower for them")
+    return None
+
+
+def _nodes(gm: torch.fx.GraphModule, convs: list[torch.fx.Node]) -> frozenset[str]:
+    """The convolutions, the nodes whose values reach one, and everything downstream."""
+    chosen = set(convs)
+    for n in reversed(gm.graph.nodes):
+        if n.op == "call_function" and any(u in chosen for u in n.users):
+            chosen.add(n)
+    for n in gm.graph.nodes:
+        if n in chosen:
+            chosen.update(u for u in n.users if u.op == "call_function")
+    return frozenset(n.name for n in chosen)
+
+
+def _meta(arg: Any) -> torch.Tensor | None:
+    val = arg.meta.get("val") if isinstance(arg, torch.fx.Node) else None
+    return val if isinstance(val, torch.Tensor) else None
+
+
+def _conv_kind(n: torch.fx.Node) -> str:
+    w = _meta(n.args[1])
+    assert w is not None
+    groups = n.args[8] if len(n.args) > 8 else 1
+    cout, cin, kh = int(w.shape[0]), int(w.shape[1]), int(w.shape[2])
+    if isinstance(groups, int) and groups > 1 and cin > 1:
+        return "grouped"
+    if cout <= 64 and cin <= 64:
+        return "small"
+    if cout * 2 <= cin and kh > 1:
+        return "in_out"
+    return "default"
+
+
+def _flops(n: torch.fx.Node) -> float:
+    out, w = n.meta.get("val"), _meta(n.args[1])
+    if not isinstance(out, torch.Tensor) or w is None:
+        return 0.0
+    per_output = 2 * int(w.shape[1]) * int(w.shape[2]) * int(w.shape[3])
+    return float(out.numel()) * per_output
