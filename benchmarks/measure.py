@@ -138,7 +138,7 @@ def columns(settings: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         if settings.get("max_autotune"):
             cols.append(("inductor_max", {"backend": "inductor",
                                           "mode": "max-autotune-no-cudagraphs"}))
-    cols.append(("kernelscope", {"backend": kernelscope()}))
+    cols.append(("kernelscope", {"backend": kernelscope(settings.get("ks_options"))}))
     return cols
 
 

@@ -45,7 +45,8 @@ OVERHEADS = ["call_us", "graphs_chain10", "graphs_gpt2_block"]
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     return {"device": args.device, "size": args.size, "warmup": args.warmup, "rep": args.rep,
-            "inductor": args.inductor, "max_autotune": args.max_autotune}
+            "inductor": args.inductor, "max_autotune": args.max_autotune,
+            "ks_options": json.loads(args.ks_options)}
 
 
 def items(args: argparse.Namespace) -> list[str]:
@@ -145,6 +146,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-inductor", dest="inductor", action="store_false")
     p.add_argument("--max-autotune", action="store_true",
                    help="also Inductor with mode='max-autotune-no-cudagraphs'")
+    p.add_argument("--ks-options", default="{}",
+                   help='Kernelscope compile options as JSON, e.g. \'{"conv_layout": '
+                        '"contiguous"}\' (an A/B against the defaults)')
     p.add_argument("--warmup", type=int, default=25, help="ms of warmup per timing")
     p.add_argument("--rep", type=int, default=100, help="ms of timed calls per timing")
     p.add_argument("--jobs", type=int, default=1, help="items compiling at once")
