@@ -42,15 +42,13 @@ class Group:
     _writes: frozenset[str] = field(init=False, repr=False)
     _reads: frozenset[str] = field(init=False, repr=False)
     label: str = field(init=False)
+    order: int = field(init=False)  # its first node's place in the program
 
     def __post_init__(self) -> None:
         self._writes = frozenset(w for n in self.nodes for w in n.writes)
         self._reads = frozenset(r for n in self.nodes for r in n.reads)
         self.label = "+".join(n.name for n in self.nodes)
-
-    @property
-    def order(self) -> int:
-        return min(n.order for n in self.nodes)
+        self.order = min(n.order for n in self.nodes)
 
     @property
     def kind(self) -> str:
@@ -307,10 +305,10 @@ def _toposort(groups: list[Group]) -> list[Group]:
     done: list[Group] = []
     written: set[str] = set()
     all_writes = {w for g in groups for w in g.writes()}
+    needs = {id(g): (g.reads() - g.writes()) & all_writes for g in groups}
     while remaining:
         for g in remaining:
-            needs = (g.reads() - g.writes()) & all_writes
-            if needs <= written:
+            if needs[id(g)] <= written:
                 done.append(g)
                 written |= g.writes()
                 remaining.remove(g)

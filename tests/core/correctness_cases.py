@@ -136,8 +136,8 @@ CASES: dict[str, Case] = {
     "softmax_split_rows_special": (lambda x: torch.softmax(x, -1), lambda: (_special(6, 20000),)),
     "cross_entropy_long_rows": (torch.nn.functional.cross_entropy,
                                 lambda: (torch.randn(70, 5000) * 4, torch.randint(0, 5000, (70,)))),
-    # rows whose max rises (every step rescales the sum) or falls (never), and
-    # an argmax beside a softmax over the same long rows (two reductions and a store loop in one kernel)
+    # rows whose max rises (every step rescales the sum) or falls (never), and an argmax
+    # beside a softmax over the same long rows (two reductions and a store loop, one kernel)
     "log_softmax_long_rows_monotone": (lambda x: torch.log_softmax(x, -1), _monotone),
     "softmax_long_rows_with_argmax": (lambda x: (torch.softmax(x, -1), x.argmax(-1)),
                                       lambda: (torch.randint(0, 3, (40, 5000)).float(),)),
