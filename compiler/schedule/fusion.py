@@ -42,15 +42,13 @@ class Group:
     _writes: frozenset[str] = field(init=False, repr=False)
     _reads: frozenset[str] = field(init=False, repr=False)
     label: str = field(init=False)
+    order: int = field(init=False)  # its first node's place in the program
 
     def __post_init__(self) -> None:
         self._writes = frozenset(w for n in self.nodes for w in n.writes)
         self._reads = frozenset(r for n in self.nodes for r in n.reads)
         self.label = "+".join(n.name for n in self.nodes)
-
-    @property
-    def order(self) -> int:
-        return min(n.order for n in self.nodes)
+        self.order = min(n.order for n in self.nodes)
 
     @property
     def kind(self) -> str:
@@ -282,6 +280,9 @@ def _x_view(reader: SchedNode, index: Any, x: int, r: int) -> Any:
     """The read index as a function of the reader's output position, if it is one."""
     ranges = list(reader.ranges)
     variables, reduction_vars = body_vars(reader.buffer.data)  # type: ignore[attr-defined]
+    # With the loop bounds, a row read through a view ((768*i0 + i1) // 768 with i1 < 768)
+    # is the row itself (i0): a layer norm's normalising pass joins its statistics.
+    index = simplify_index(index, _bounds(reader))
     if reader.kind == "reduction" or reader.numel == x:
         if index.free_symbols & set(reduction_vars):
             return None
@@ -304,10 +305,10 @@ def _toposort(groups: list[Group]) -> list[Group]:
     done: list[Group] = []
     written: set[str] = set()
     all_writes = {w for g in groups for w in g.writes()}
+    needs = {id(g): (g.reads() - g.writes()) & all_writes for g in groups}
     while remaining:
         for g in remaining:
-            needs = (g.reads() - g.writes()) & all_writes
-            if needs <= written:
+            if needs[id(g)] <= written:
                 done.append(g)
                 written |= g.writes()
                 remaining.remove(g)
