@@ -9,8 +9,9 @@
 Every item (a suite case, a model, an overhead probe) runs in its own process with a
 time limit, so a crash, a faulting kernel or a hang costs one row. `--jobs N` runs N items
 at once: they compile in parallel, but each takes one run-wide lock for its timings, so
-no two items time at the same time. Raw results go to --json after every item (a run cut
-short keeps what it measured); the Markdown section is printed and appended to --out.
+no two items time at the same time and nothing compiles while one times (launch-bound
+models time the host too). Raw results go to --json after every item (a run cut short
+keeps what it measured); the Markdown section is printed and appended to --out.
 Timings never fail the run; it exits 1 when Kernelscope errored or mismatched somewhere.
 """
 
@@ -45,7 +46,8 @@ OVERHEADS = ["call_us", "graphs_chain10", "graphs_gpt2_block"]
 
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     return {"device": args.device, "size": args.size, "warmup": args.warmup, "rep": args.rep,
-            "inductor": args.inductor, "max_autotune": args.max_autotune}
+            "inductor": args.inductor, "max_autotune": args.max_autotune,
+            "ks_options": json.loads(args.ks_options)}
 
 
 def items(args: argparse.Namespace) -> list[str]:
@@ -145,6 +147,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-inductor", dest="inductor", action="store_false")
     p.add_argument("--max-autotune", action="store_true",
                    help="also Inductor with mode='max-autotune-no-cudagraphs'")
+    p.add_argument("--ks-options", default="{}",
+                   help='Kernelscope compile options as JSON, e.g. \'{"conv_layout": '
+                        '"contiguous"}\' (an A/B against the defaults)')
     p.add_argument("--warmup", type=int, default=25, help="ms of warmup per timing")
     p.add_argument("--rep", type=int, default=100, help="ms of timed calls per timing")
     p.add_argument("--jobs", type=int, default=1, help="items compiling at once")

@@ -1,11 +1,13 @@
 """Block-size sweeps and option variants on the GPU, in one process, Kernelscope only.
 
-    python -m benchmarks.sweep --json OUT/sweep.json [--only cos_sin,col_sum] [--profile]
+    python -m benchmarks.sweep --json OUT/sweep.json [--only cos_sin,col_sum] [--set shapes]
+                               [--profile case,...]
 
-Each variant replaces one of the Triton codegen's block rules (compiler/codegen/triton.py:
-`block_config` for pointwise and looped reductions, `column_config` for column sums) by a
-fixed choice, or passes compile options (attention_to_sdpa), then compiles the suite case
-afresh, checks it against eager at the case's tolerance and times it as the runner does
+Each variant replaces one of the Triton codegen's rules (compiler/codegen/triton_rules.py:
+`block_config` for pointwise and looped reductions, `column_config` for column sums, the
+rule constants such as LSE_STEP) by a fixed choice, or passes compile options
+(attention_to_sdpa), then compiles the suite case afresh (with an empty compile cache of
+its own), checks it against eager at the case's tolerance and times it as the runner does
 (do_bench median). The point is to choose the rules from measurements: the chosen rule
 and the numbers go to docs/perf.md. `--profile` adds the top kernels of a few cases
 (torch.profiler), eager, Inductor and Kernelscope.
@@ -17,6 +19,7 @@ import argparse
 import copy
 import json
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,19 +31,24 @@ from benchmarks import cases as case_table
 from benchmarks.measure import compare, kernelscope
 from benchmarks.timing import median_ms
 
+BLOCK_FIELDS = ("XBLOCK", "RBLOCK", "num_warps")
+
 
 @contextmanager
-def _rule(name: str, override: dict[str, int] | None) -> Iterator[None]:
-    """Replace triton.<name> (a config rule) by one that forces `override`'s fields on the
-    kernels it decides (looped ones only, for block_config on reductions)."""
-    from compiler.codegen import triton as tr
+def _rule(name: str, override: dict[str, Any] | None) -> Iterator[None]:
+    """Replace triton_rules.<name> (a config rule) by one that forces `override`'s block
+    fields on the kernels it decides (looped ones only, for block_config on reductions);
+    `override`'s other keys name rule constants of triton_rules (LSE_STEP, ...), set for
+    the variant."""
+    from compiler.codegen import triton_rules as tr
 
-    if not override:
-        yield
-        return
+    override = override or {}
+    fields = {k: v for k, v in override.items() if k in BLOCK_FIELDS}
+    constants = {k: v for k, v in override.items() if k not in BLOCK_FIELDS}
     persistent = name == "persistent_config"  # block_config, on persistent reductions
     name = "block_config" if persistent else name
     orig = getattr(tr, name)
+    saved = {k: getattr(tr, k) for k in constants}  # AttributeError: no such rule
 
     def forced(plan: Any, *a: Any) -> dict[str, Any]:
         cfg = dict(orig(plan, *a))
@@ -50,15 +58,28 @@ def _rule(name: str, override: dict[str, int] | None) -> Iterator[None]:
         else:
             hit = name == "column_config" or plan.kind == "pointwise" or looped
         if hit:
-            cfg.update(override)
+            cfg.update(fields)
             cfg["grid"] = (-(-plan.xnumel // cfg["XBLOCK"]),)
         return cfg
 
-    setattr(tr, name, forced)
+    if fields:
+        setattr(tr, name, forced)
+    for k, v in constants.items():
+        setattr(tr, k, v)
     try:
         yield
     finally:
         setattr(tr, name, orig)
+        for k, v in saved.items():
+            setattr(tr, k, v)
+
+
+def compile_variant(fn: Any, options: dict[str, Any], cache_dir: str) -> Any:
+    """fn for torch.compile afresh: a new Dynamo state and a compile cache of its own
+    (the whole-graph cache's key does not see a swapped rule, so with a shared cache every
+    variant after the first ran the first one's kernels)."""
+    torch._dynamo.reset()
+    return torch.compile(fn, backend=kernelscope({**options, "cache_dir": cache_dir}))
 
 
 def _pw(x: int, w: int) -> dict[str, int]:
@@ -71,8 +92,18 @@ def _red(x: int, r: int, w: int) -> dict[str, int]:
 
 LOOPED = [None, _red(1, 4096, 8), _red(1, 4096, 16), _red(1, 1024, 4), _red(1, 2048, 4),
           _red(2, 1024, 8), _red(1, 8192, 16)]
+
+
+def _step(name: str) -> dict[str, str]:
+    """One logsumexp step for every grid (triton_rules.lse_step)."""
+    return {"LSE_STEP": name, "LSE_STEP_FEW_ROWS": name}
+
+
+# The kernels' code before the 15:08 sweep: two exps per logsumexp step, every mask
+# computed.
+_OLD_SHAPE = {**_step("two_exp"), "FULL_BLOCK_MASKS": False}
 # (case, rule, overrides, options)
-SWEEPS: list[tuple[str, str, list[dict[str, int] | None], dict[str, Any]]] = [
+SWEEPS: list[tuple[str, str, list[dict[str, Any] | None], dict[str, Any]]] = [
     ("cos_sin", "block_config", [None, _pw(1024, 4), _pw(2048, 8), _pw(512, 4), _pw(2048, 4),
                                  _pw(4096, 8)], {}),
     ("col_sum", "column_config", [None, _red(64, 64, 8), _red(16, 256, 8), _red(8, 512, 8),
@@ -91,17 +122,29 @@ SWEEPS: list[tuple[str, str, list[dict[str, int] | None], dict[str, Any]]] = [
     ("gpt2_block", "block_config", [None], {"attention_to_sdpa": True}),
     ("gpt2_block", "block_config", [None], {"attention_to_sdpa": False}),
 ]
+# The code-shape rules of triton_rules (15:08 the first sweep of them; these are the
+# variants left to measure against the rules chosen from it).
+SHAPE_SWEEPS: list[tuple[str, str, list[dict[str, Any] | None], dict[str, Any]]] = [
+    ("cross_entropy", "block_config", [None, _OLD_SHAPE, _step("one_exp"), _step("one_exp2"),
+                                       _red(1, 2048, 16)], {}),
+    ("softmax_wide", "block_config", [None, _OLD_SHAPE, _step("diff_exp2"),
+                                      {**_step("diff_exp2"), **_red(1, 8192, 16)}], {}),
+    ("rmsnorm_bf16", "persistent_config", [None, _OLD_SHAPE, _pw(4, 16), _pw(2, 16),
+                                           _pw(1, 16)], {}),
+    ("softmax", "persistent_config", [None, _OLD_SHAPE], {}),
+    ("cos_sin", "block_config", [None, {"FULL_BLOCK_MASKS": False}], {}),
+]
+SETS = {"blocks": SWEEPS, "shapes": SHAPE_SWEEPS, "all": SWEEPS + SHAPE_SWEEPS}
 
 
-def _variant(case: case_table.Case, rule: str, override: dict[str, int] | None,
+def _variant(case: case_table.Case, rule: str, override: dict[str, Any] | None,
              options: dict[str, Any], fn: Any, inputs: tuple[Any, ...], ref: Any
              ) -> dict[str, Any]:
     row: dict[str, Any] = {"case": case.name, "rule": rule, "override": override,
                            "options": options}
     try:
-        with _rule(rule, override):
-            torch._dynamo.reset()
-            compiled = torch.compile(fn, backend=kernelscope(options or None))
+        with _rule(rule, override), tempfile.TemporaryDirectory(prefix="kssweep-") as cache:
+            compiled = compile_variant(fn, options, cache)
             args = copy.deepcopy(inputs) if case.mutates else inputs
             t0 = time.perf_counter()
             out = compiled(*args)
@@ -162,13 +205,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default="sweep.json")
     ap.add_argument("--only", default="", help="comma list of cases")
     ap.add_argument("--profile", default="", help="comma list of cases to profile")
+    ap.add_argument("--set", default="all", choices=sorted(SETS), help="which sweeps")
     args = ap.parse_args(argv)
     only = {c for c in args.only.split(",") if c}
     rows: list[dict[str, Any]] = []
     result: dict[str, Any] = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                               "rows": rows}
     with torch.no_grad():
-        for name, rule, overrides, options in SWEEPS:
+        for name, rule, overrides, options in SETS[args.set]:
             if only and name not in only:
                 continue
             case = case_table.by_name([name])[0]

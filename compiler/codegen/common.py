@@ -16,8 +16,10 @@ import torch
 from compiler.ir.indexing import sym
 
 
-@dataclass
+@dataclass(slots=True)
 class Line:
+    """One written line; never changed once written (buffers share them)."""
+
     text: str
     origins: tuple[str, ...] = ()
     buffers: tuple[str, ...] = ()
@@ -35,6 +37,9 @@ class Lines:
         self.lines.append(Line("    " * self.level + text if text else "", origins, buffers))
 
     def extend(self, other: Lines) -> None:
+        if not self.level:  # nothing to indent: the same lines
+            self.lines.extend(other.lines)
+            return
         for line in other.lines:
             self.lines.append(Line("    " * self.level + line.text if line.text else "",
                                    line.origins, line.buffers))

@@ -28,6 +28,7 @@ from compiler.ir.indexing import (
     FloorDiv,
     ModularIndexing,
     decompose,
+    linear_stride,
     simplify_index,
     sym,
     sympy_str,
@@ -436,8 +437,9 @@ def walks_columns(loads: Sequence[sympy.Expr]) -> bool:
     for index in loads:
         if not index.free_symbols <= {XINDEX, RINDEX}:
             return False
-        dx, dr = sympy.diff(index, XINDEX), sympy.diff(index, RINDEX)
-        if dx != 1 or not (dr.is_Integer and dr > 1):
+        # the coefficients (None: not linear), what sympy.diff gives for linear indices
+        dx, dr = linear_stride(index, XINDEX), linear_stride(index, RINDEX)
+        if dx != 1 or dr is None or not (dr.is_Integer and dr > 1):
             return False
     return True
 

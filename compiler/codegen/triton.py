@@ -20,8 +20,9 @@ import sympy
 import torch
 
 from compiler.codegen import targets
+from compiler.codegen import triton_rules as rules
 from compiler.codegen.backend import Backend, BuildResult, GeneratedKernel
-from compiler.codegen.common import XINDEX, Lines, Scope, Var, next_power_of_2
+from compiler.codegen.common import XINDEX, Lines, Scope, Var
 from compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
 from compiler.codegen.mathops import (
     TRITON_INTERPRET_DROPS,
@@ -155,8 +156,10 @@ class TritonKernelCodegen(KernelCodegen):
 
     def __init__(self, plan: KernelPlan, persistent: bool, interpret: bool = False,
                  tile: Tile | None = None, index_checks: bool = False,
-                 order: Order | None = None) -> None:
+                 order: Order | None = None, full: tuple[bool, bool] = (False, False)
+                 ) -> None:
         super().__init__(plan, index_checks)
+        self.full = full  # (x, r): the blocks tile xnumel / rnumel exactly (rules.full_blocks)
         self.order = order  # a pointwise walk in a stored buffer's memory order
         self.persistent = persistent  # the whole row in registers: no loop over RBLOCK
         self.r_loads: list[sympy.Expr] = []  # indices of loads inside the reduction loop
@@ -295,7 +298,7 @@ class TritonKernelCodegen(KernelCodegen):
 
     def _logsumexp(self, node: SchedNode, value: Var, src: str, out_dtype: str) -> Var:
         """log(sum(exp(v))) over the row in one pass: each lane keeps its running max m
-        and a sum s of exp(v - m), rescaled by exp(m_old - m_new) when the max grows; the
+        and a sum s of exp(v - m), rescaled when the max grows (rules.LSE_STEPS); the
         lanes are combined after the loop. A lane that has seen only -inf keeps s = 0.
         NaN anywhere in the row makes s, and so the result, NaN (as eager's softmax)."""
         block, lines = self.block, self.block.scope.lines
@@ -309,13 +312,14 @@ class TritonKernelCodegen(KernelCodegen):
                              f"tl.exp({acc}_v - {acc}_m)), 1)[:, None]")
             put(lines, node, f"{result.name} = ({acc}_m + tl.log({acc}_s)).to({out_dtype})")
             return result
-        put(block.pre, node, f"{acc} = tl.full([XBLOCK, RBLOCK], {inf}, {src})")
+        step = rules.lse_step(self.plan.xnumel)  # one row per program
+        start = inf if step["init"] == "-inf" else literal(torch.finfo(value.dtype).min,
+                                                            value.dtype)
+        put(block.pre, node, f"{acc} = tl.full([XBLOCK, RBLOCK], {start}, {src})")
         put(block.pre, node, f"{acc}_sum = tl.zeros([XBLOCK, RBLOCK], {src})")
         put(lines, node, f"{acc}_v = tl.where(xmask & rmask, {value.name}, {inf})")
-        put(lines, node, f"{acc}_new = tl.maximum({acc}, {acc}_v, tl.PropagateNan.ALL)")
-        put(lines, node, f"{acc}_sum = tl.where({acc}_new == {inf}, 0.0, {acc}_sum * "
-                         f"tl.exp({acc} - {acc}_new) + tl.exp({acc}_v - {acc}_new))")
-        put(lines, node, f"{acc} = {acc}_new")
+        for line in step["lines"]:
+            put(lines, node, line.format(a=acc))
         put(block.post, node, f"{acc}_m = tl.max({acc}, 1)[:, None]")
         put(block.post, node, f"{acc}_s = tl.sum(tl.where({acc} == {inf}, 0.0, "
                               f"{acc}_sum * tl.exp({acc} - {acc}_m)), 1)[:, None]")
@@ -338,18 +342,23 @@ class TritonKernelCodegen(KernelCodegen):
         self.run(block, self.plan.nodes)
         body = Lines()
         body.write("rindex = rbase")
-        body.write("rmask = rindex < rnumel")
+        body.write(self._rmask())
         assert block.index is not None
         body.extend(block.index)
         body.extend(main)
         return body
+
+    def _rmask(self) -> str:
+        if self.full[1]:  # no block runs past rnumel
+            return "rmask = tl.full([1, RBLOCK], 1, tl.int1)"
+        return "rmask = rindex < rnumel"
 
     def write_loop(self, out: Lines, block: Block) -> None:
         assert block.index is not None
         out.write("for roffset in range(0, rnumel, RBLOCK):")
         with out.indent():
             out.write("rindex = roffset + rbase")
-            out.write("rmask = rindex < rnumel")
+            out.write(self._rmask())
             out.extend(block.index)
             out.extend(block.body)
 
@@ -379,7 +388,11 @@ class TritonKernelCodegen(KernelCodegen):
                 out.write("xindex = xoffset + tl.arange(0, XBLOCK)")
             else:
                 out.write("xindex = xoffset + tl.arange(0, XBLOCK)[:, None]")
-            out.write("xmask = xindex < xnumel")
+            if self.full[0] and self.tile is None:  # no program runs past xnumel
+                shape = "[XBLOCK]" if plan.kind == "pointwise" else "[XBLOCK, 1]"
+                out.write(f"xmask = tl.full({shape}, 1, tl.int1)")
+            else:
+                out.write("xmask = xindex < xnumel")
             if plan.kind == "reduction":
                 out.write("rbase = tl.arange(0, RBLOCK)[None, :]")
             out.extend(self.prologue)
@@ -391,54 +404,10 @@ def _dom(*vs: Var) -> str:
     return "r" if any(v.domain == "r" for v in vs) else "x"
 
 
-# Block rules, each chosen from a sweep on the H200 (benchmarks/sweep.py; the numbers are
-# in docs/perf.md's history). Pointwise: 16 elements per thread on large tensors (cos(sin)
-# over 2^26: 1024 x 8 warps 0.158 ms, 4096 x 8 warps 0.134, 2048 x 4 warps 0.137).
-POINTWISE_WARPS = {4096: 8, 2048: 4}  # XBLOCK -> warps; smaller blocks: 4 warps at most
-MIN_PROGRAMS = 1024  # a large pointwise block only while the grid keeps this many programs
-# Looped reductions: one row per program, 4096 elements per step, 16 warps (512 x 262144
-# softmax: 2048 x 8 warps 0.448 ms, 4096 x 16 warps 0.406; cross_entropy 8192 x 50257:
-# 8 rows x 256 x 8 warps 0.592, 1 x 4096 x 16 warps 0.489).
-LOOPED_RBLOCK, LOOPED_WARPS = 4096, 16
-
-
-def block_config(plan: KernelPlan, persistent_limit: int) -> dict[str, Any]:
-    """Block sizes and warps of pointwise kernels and row reductions."""
-    if plan.kind == "pointwise":
-        xblock = min(4096, next_power_of_2(plan.xnumel))
-        while xblock > 1024 and plan.xnumel // xblock < MIN_PROGRAMS:
-            xblock //= 2
-        warps = POINTWISE_WARPS.get(xblock, max(1, min(4, xblock // 256)))
-        return {"persistent": True, "XBLOCK": xblock, "RBLOCK": 1, "num_warps": warps,
-                "grid": (-(-plan.xnumel // xblock),)}
-    rnumel = plan.rnumel
-    if rnumel <= persistent_limit:
-        rblock = next_power_of_2(rnumel)
-        xblock = max(1, min(next_power_of_2(plan.xnumel), max(1, 2048 // rblock)))
-        warps = max(1, min(8, (xblock * rblock) // 256))
-        return {"persistent": True, "XBLOCK": xblock, "RBLOCK": rblock, "num_warps": warps,
-                "grid": (-(-plan.xnumel // xblock),)}
-    rblock = min(LOOPED_RBLOCK, next_power_of_2(rnumel))
-    warps = max(1, min(LOOPED_WARPS, rblock // 256))
-    return {"persistent": False, "XBLOCK": 1, "RBLOCK": rblock, "num_warps": warps,
-            "grid": (plan.xnumel,)}
-
-
-def column_config(plan: KernelPlan) -> dict[str, Any]:
-    """Looped column reductions (x.sum(0)): 16 outputs by 256 rows per step, 8 warps
-    (16384 x 8192 on the H200: 32 x 128 0.176 ms, 16 x 256 0.142, 8 x 512 0.192, 64 x 64
-    0.267), fewer outputs per program when that would leave the GPU's SMs idle."""
-    xblock = 16
-    while xblock > 4 and plan.xnumel // xblock < 132:
-        xblock //= 2
-    rblock = 4096 // xblock
-    return {"persistent": False, "XBLOCK": xblock, "RBLOCK": rblock, "num_warps": 8,
-            "grid": (-(-plan.xnumel // xblock),)}
-
 
 def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
                     interpret: bool = False, index_checks: bool = False) -> TritonKernel:
-    cfg = block_config(plan, persistent_limit)
+    cfg = rules.block_config(plan, persistent_limit)
     tile = choose_tile(plan)
     if tile is not None and fits_grid(tile, tile_config(tile)["YBLOCK"]):
         tcfg = tile_config(tile)
@@ -449,10 +418,17 @@ def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
                             {"YBLOCK": tcfg["YBLOCK"], "XBLOCK": tcfg["XBLOCK"]},
                             tcfg["num_warps"], plan.inputs + plan.stores, [tile.y, tile.x])
     order = memory_order(plan)
-    gen = TritonKernelCodegen(plan, cfg["persistent"], interpret, None, index_checks, order)
-    lines = gen.generate(header + ([order.reason] if order is not None else []))
+    notes = header + ([order.reason] if order is not None else [])
+    full = rules.full_blocks(plan, cfg)
+    gen = TritonKernelCodegen(plan, cfg["persistent"], interpret, None, index_checks, order,
+                              full)
+    lines = gen.generate(notes)
     if plan.kind == "reduction" and not cfg["persistent"] and walks_columns(gen.r_loads):
-        cfg = column_config(plan)
+        cfg = rules.column_config(plan)
+        if rules.full_blocks(plan, cfg) != full:
+            gen = TritonKernelCodegen(plan, False, interpret, None, index_checks, order,
+                                      rules.full_blocks(plan, cfg))
+            lines = gen.generate(notes)
     meta = {"XBLOCK": cfg["XBLOCK"]}
     numels = [plan.xnumel]
     if plan.kind == "reduction":

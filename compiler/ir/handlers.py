@@ -263,14 +263,89 @@ def reads_of(node: Pointwise | Reduction) -> list[Read]:
     return list(node.reads_memo)
 
 
+@dataclass(frozen=True, slots=True)
+class _Both:
+    """A value under DescribeHandler: the printer's and the tree builder's."""
+
+    text: Any
+    tree: Any
+
+
+def _text(v: Any) -> Any:
+    return v.text if isinstance(v, _Both) else v
+
+
+def _tree(v: Any) -> Any:
+    return v.tree if isinstance(v, _Both) else v
+
+
+class DescribeHandler(Handler):
+    """PrintHandler, TreeHandler and DepsHandler over one run of a body (each run builds
+    the body's index expressions again). Each op goes to all three, so what they make is
+    what three runs make: the tree and the reads name indirect indices `indirect0, ...`,
+    as their own runs do, and the text names them by the printed variable (`tmp3`), as
+    PrintHandler's run does: its indices are renamed before printing."""
+
+    def __init__(self) -> None:
+        self.printer, self.trees, self.deps = PrintHandler(), TreeHandler(), DepsHandler()
+        self.rename: dict[sympy.Symbol, sympy.Symbol] = {}
+
+    def _each(self, name: str, *args: Any) -> _Both:
+        self.printer.origin = self.trees.origin = self.origin
+        return _Both(getattr(self.printer, name)(*map(_text, args)),
+                     getattr(self.trees, name)(*map(_tree, args)))
+
+    def _printed(self, index: Any) -> Any:
+        return sympy.sympify(index).xreplace(self.rename) if self.rename else index
+
+    def load(self, name: str, index: Any) -> _Both:
+        self.deps.load(name, index)
+        self.printer.origin = self.trees.origin = self.origin
+        return _Both(self.printer.load(name, self._printed(index)), self.trees.load(name, index))
+
+    def constant(self, value: Any, dtype: torch.dtype) -> _Both:
+        return self._each("constant", value, dtype)
+
+    def index_expr(self, expr: Any, dtype: torch.dtype) -> _Both:
+        self.printer.origin = self.trees.origin = self.origin
+        return _Both(self.printer.index_expr(self._printed(expr), dtype),
+                     self.trees.index_expr(expr, dtype))
+
+    def to_dtype(self, x: Any, dtype: torch.dtype) -> _Both:
+        return self._each("to_dtype", x, dtype)
+
+    def where(self, cond: Any, a: Any, b: Any) -> _Both:
+        return self._each("where", cond, a, b)
+
+    def masked(self, mask: Any, body: Callable[[], Any], other: float) -> _Both:
+        inner = body()
+        self.printer.origin = self.trees.origin = self.origin
+        return _Both(self.printer.masked(_text(mask), lambda: _text(inner), other),
+                     self.trees.masked(_tree(mask), lambda: _tree(inner), other))
+
+    def indirect_indexing(self, x: Any, size: int) -> sympy.Symbol:
+        self.deps.indirect_indexing(x, size)
+        printed = self.printer.indirect_indexing(_text(x), size)
+        named = self.trees.indirect_indexing(_tree(x), size)
+        self.rename[named] = printed
+        return named
+
+    def _unary(self, name: str, x: Any) -> _Both:
+        return self._each(name, x)
+
+    def _binary(self, name: str, a: Any, b: Any) -> _Both:
+        return self._each(name, a, b)
+
+
 def describe(node: Pointwise | Reduction) -> dict[str, Any]:
     """Text, tree and reads of a loop body, as the lowering event shows them."""
-    printer = PrintHandler()
-    variables, result = call_body(node, printer)
+    handler = DescribeHandler()
+    variables, value = call_body(node, handler)
+    if node.reads_memo is None:
+        node.reads_memo = handler.deps.reads
+    result, tree = _text(value), _tree(value)
     body = [f"def inner_fn({', '.join(map(str, variables))}):"]
-    body += [f"    {line}" for line in printer.lines]
-    tree_handler = TreeHandler()
-    _, tree = call_body(node, tree_handler)
+    body += [f"    {line}" for line in handler.printer.lines]
     if isinstance(node, Reduction):
         body.append(f"    return reduction({node.reduction_type}, {result})")
         tree = {"op": "reduction", "reduction_type": node.reduction_type, "args": [tree]}

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Sequence
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import sympy
 import sympy.tensor.tensor  # noqa: F401  (sympy's Add imports it on first use: ~90 ms)
+from sympy.core.cache import cacheit
+from sympy.core.parameters import global_parameters
 from sympy.printing.str import StrPrinter
 
 Expr: TypeAlias = sympy.Expr
@@ -48,7 +50,34 @@ def index_vars(prefix: str, n: int) -> list[sympy.Symbol]:
     return [sym(f"{prefix}{i}") for i in range(n)]
 
 
-class FloorDiv(sympy.Function):
+class _IndexFunction(sympy.Function):
+    """FloorDiv and ModularIndexing: sympy Functions whose construction skips what
+    sympy's generic path does for every new application (a FiniteSet of its argument
+    counts, a float check of every argument: about 0.1 ms each, cold, and index
+    expressions make hundreds). The result is the one sympy's path gives: `eval`'s
+    answer, or the unevaluated node with the same `nargs`; anything unusual (options,
+    `evaluate(False)`, a wrong argument count, float arguments) goes sympy's way."""
+
+    _nargs_set: Any = None  # FiniteSet of the argument counts, made once per class
+
+    @cacheit
+    def __new__(cls, *args: Any, **options: Any) -> Any:
+        if options or not global_parameters.evaluate or len(args) not in cls._nargs:
+            return super().__new__(cls, *args, **options)
+        args = tuple(sympy.sympify(a) for a in args)
+        if any(a.is_Float or (a.is_Add and a.is_number) for a in args):
+            return super().__new__(cls, *args)
+        evaluated = cls.eval(*args)
+        if evaluated is not None:
+            return evaluated
+        obj = sympy.Expr.__new__(cls, *args)
+        if cls._nargs_set is None:
+            cls._nargs_set = cls.nargs
+        obj.nargs = cls._nargs_set
+        return obj
+
+
+class FloorDiv(_IndexFunction):
     """base // divisor for non-negative integers."""
 
     is_integer = True
@@ -74,8 +103,10 @@ class FloorDiv(sympy.Function):
             # Terms that are multiples of the divisor come out of the division whole,
             # provided the rest stays within [0, divisor).
             whole, rest = _split_multiples(base, int(divisor))
-            if whole != 0 and _bounded_below(rest, int(divisor)):
+            if whole != 0 and _within(rest, int(divisor)):
                 return whole / divisor + FloorDiv(rest, divisor)
+        if divisor.is_Integer and (f := _factor_out(base, int(divisor))) is not None:
+            return FloorDiv(*f)
         return None
 
 
@@ -120,12 +151,49 @@ def _max_value(expr: Expr, bounds: dict[sympy.Symbol, int] | None = None) -> int
     return None
 
 
+def _min_value(expr: Expr) -> int | None:
+    """Smallest value an index expression can take, where easy to tell (symbols and the
+    FloorDiv / ModularIndexing atoms are non-negative)."""
+    if expr.is_Integer:
+        return int(expr)
+    if isinstance(expr, (sympy.Symbol, FloorDiv, ModularIndexing)):
+        return 0
+    if isinstance(expr, sympy.Mul):
+        lows = [_min_value(f) for f in expr.args]
+        return 0 if all(v is not None and v >= 0 for v in lows) else None
+    if isinstance(expr, sympy.Add):
+        lows = [_min_value(t) for t in expr.args]
+        return None if any(v is None for v in lows) else sum(v for v in lows if v is not None)
+    return None
+
+
 def _bounded_below(expr: Expr, k: int) -> bool:
     v = _max_value(expr)
     return v is not None and v < k
 
 
-class ModularIndexing(sympy.Function):
+def _within(expr: Expr, k: int, bounds: dict[sympy.Symbol, int] | None = None) -> bool:
+    """0 <= expr < k, where easy to tell."""
+    lo, hi = _min_value(expr), _max_value(expr, bounds)
+    return lo is not None and lo >= 0 and hi is not None and hi < k
+
+
+def _factor_out(base: Expr, div: int,
+                bounds: dict[sympy.Symbol, int] | None = None) -> tuple[Expr, int] | None:
+    """(k*a + r) // (k*m) is a // m when 0 <= r < k: a k among the coefficients of `base`
+    that divides `div` (largest first), as (a, m). A view of a permuted or split view
+    gives such sums: `(2304*s + 768*c + e) // 147456` with c < 3, e < 768 is `s // 64`."""
+    terms = [t.as_coeff_Mul() for t in sympy.Add.make_args(base)]
+    ks = sorted({int(c) for c, _ in terms if c.is_Integer and int(c) > 1 and div % int(c) == 0},
+                reverse=True)
+    for k in ks:
+        whole, rest = _split_multiples(base, k)
+        if whole != 0 and (rest == 0 or _within(rest, k, bounds)):
+            return expand(whole / k), div // k
+    return None
+
+
+class ModularIndexing(_IndexFunction):
     """(base // divisor) % modulus for non-negative integers."""
 
     is_integer = True
@@ -152,6 +220,8 @@ class ModularIndexing(sympy.Function):
         if divisor == 1 and modulus.is_Integer and (v := _max_value(base)) is not None \
                 and v < int(modulus):
             return base
+        if divisor.is_Integer and (f := _factor_out(base, int(divisor))) is not None:
+            return ModularIndexing(f[0], f[1], modulus)
         return None
 
 
@@ -405,31 +475,74 @@ def _plain_str(e: Expr) -> str | None:
 
 
 def _linear_str(e: sympy.Add) -> str | None:
-    """str() of a sum of integer multiples of plain symbols and an integer, as sympy
-    orders it: the symbols' terms by name, the number last; but `5 - i0` (a positive
-    number and one negative term) keeps the number first."""
-    const: int | None = None
-    terms: list[tuple[str, int]] = []
-    for t in e.args:
-        if t.is_Integer:
-            const = int(t)
-        elif type(t) is sympy.Symbol:
-            terms.append((t.name, 1))
-        elif t.is_Mul and len(t.args) == 2 and t.args[0].is_Integer and \
-                type(t.args[1]) is sympy.Symbol:
-            terms.append((t.args[1].name, int(t.args[0])))
-        else:
-            return None
-    parts = [f"-{n}" if c == -1 else n if c == 1 else f"{c}*{n}" for n, c in sorted(terms)]
-    if const is not None:
-        if const > 0 and len(terms) == 1 and terms[0][1] < 0:
-            parts.insert(0, str(const))
-        else:
-            parts.append(str(const))
+    """str() of a sum of integer multiples of symbols and FloorDiv/ModularIndexing terms,
+    in sympy's order (`_ordered_terms`), with its signs."""
+    terms = _ordered_terms(e)
+    spelled = [_plain_str(t) for t in terms] if terms is not None else [None]
+    parts = [p for p in spelled if p is not None]
+    if len(parts) < len(spelled):
+        return None
     out = parts[0]
     for p in parts[1:]:
         out += f" - {p[1:]}" if p.startswith("-") else f" + {p}"
     return out
+
+
+def _ordered_terms(e: sympy.Add) -> list[Expr] | None:
+    """e.as_ordered_terms() (the order str() prints a sum in), for sums of integer
+    multiples of distinct generators (symbols, FloorDiv, ModularIndexing) and an integer:
+    each term is a monomial of degree one, so sympy's lex order puts the terms in the
+    order of their generators' sort keys, the number last; a positive number and one
+    negative term (`5 - i0`) keep the number first. None: another kind of sum."""
+    const: Expr | None = None
+    keyed: list[tuple[tuple[Any, ...], Expr]] = []
+    for t in e.args:
+        if t.is_Integer:
+            const = t
+            continue
+        gen = t.args[1] if t.is_Mul and len(t.args) == 2 and t.args[0].is_Integer else t
+        key = _sort_key(gen) if _is_generator(gen) else None
+        if key is None:
+            return None
+        keyed.append((key, t))
+    if const is not None and len(keyed) == 1 and keyed[0][1].is_Mul and const > 0 \
+            and keyed[0][1].args[0] < 0:
+        return [const, keyed[0][1]]
+    keyed.sort(key=lambda kt: kt[0])
+    return [t for _, t in keyed] + ([const] if const is not None else [])
+
+
+def _is_generator(e: Expr) -> bool:
+    return type(e) is sympy.Symbol or isinstance(e, _IndexFunction)
+
+
+_ONE_KEY = sympy.S.One.sort_key()
+_CLASS_KEYS: dict[type, tuple[int, int, str]] = {}
+
+
+def _sort_key(e: Expr) -> tuple[Any, ...] | None:
+    """default_sort_key(e), for the node types of `_ordered_terms`' sums (sympy's own
+    computes a sum's ordered terms over again, through complex numbers, for each)."""
+    if type(e) is sympy.Symbol or e.is_Integer:
+        return e.sort_key()  # type: ignore[no-any-return]
+    coeff, base = e.as_coeff_Mul()
+    if type(base) is sympy.Symbol:
+        return base.class_key(), (1, (base.name,)), _ONE_KEY, coeff
+    if isinstance(base, _IndexFunction):
+        args = [_sort_key(a) for a in base.args]
+        cls = type(base)
+        if cls not in _CLASS_KEYS:
+            _CLASS_KEYS[cls] = cls.class_key()
+        key_of = _CLASS_KEYS[cls]
+    elif isinstance(base, sympy.Add) and coeff == 1:
+        terms = _ordered_terms(base)
+        args = [_sort_key(t) for t in terms] if terms is not None else [None]
+        key_of = sympy.Add.class_key()
+    else:
+        return None
+    if any(a is None for a in args):
+        return None
+    return key_of, (len(args), tuple(args)), _ONE_KEY, coeff
 
 
 def pexpr(expr: Expr) -> str:
@@ -532,16 +645,19 @@ def _bounded(expr: Expr, bounds: dict[sympy.Symbol, int] | None) -> Expr:
         return expr
     if isinstance(expr, FloorDiv):
         whole, rest = _split_multiples(base, int(div))
-        top = _max_value(rest, bounds)
-        if top is not None and top < int(div):
+        if _within(rest, int(div), bounds):
             return expand(whole / div)
+        if (f := _factor_out(base, int(div), bounds)) is not None:
+            return simplify_index(FloorDiv(*f), bounds)
         return expr
     mod = expr.args[2]
     if not mod.is_Integer:
         return expr
+    if (f := _factor_out(base, int(div), bounds)) is not None:
+        return simplify_index(ModularIndexing(f[0], f[1], mod), bounds)
     top = _max_value(base, bounds)
     if top is not None and top < int(div):
         return sympy.Integer(0)
-    if div == 1 and top is not None and top < int(mod):
-        return base
+    if top is not None and top // int(div) < int(mod):  # the modulo never wraps
+        return FloorDiv(base, div)
     return expr

@@ -124,23 +124,29 @@ for _n in BINARY_OPS:
     setattr(Handler, _n, _make_binary(_n))
 
 
+def _dispatcher(name: str) -> Callable[..., Any]:
+    def call(*args: Any, **kwargs: Any) -> Any:
+        handler = _current.get(None)
+        if handler is None:
+            raise RuntimeError(f"ops.{name} called outside `use_handler`")
+        return getattr(handler, name)(*args, **kwargs)
+
+    call.__name__ = name
+    return call
+
+
 class _OpsProxy:
     """`ops.add(a, b)` calls `add` on the handler installed by `use_handler`; a name
     that is not an op of the protocol is an error where it is written, not a silently
-    missing method of some handler later."""
+    missing method of some handler later. (Each op's dispatcher is made once, below:
+    loop bodies call ops thousands of times per graph.)"""
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
-        if name not in OP_NAMES:
-            raise AttributeError(f"ops.{name} is not an op (see compiler/ir/ops.py)")
-        def call(*args: Any, **kwargs: Any) -> Any:
-            handler = _current.get(None)
-            if handler is None:
-                raise RuntimeError(f"ops.{name} called outside `use_handler`")
-            return getattr(handler, name)(*args, **kwargs)
+        raise AttributeError(f"ops.{name} is not an op (see compiler/ir/ops.py)")
 
-        call.__name__ = name
-        return call
 
+for _n in OP_NAMES:
+    setattr(_OpsProxy, _n, staticmethod(_dispatcher(_n)))
 
 ops = _OpsProxy()
 

@@ -42,15 +42,13 @@ class Group:
     _writes: frozenset[str] = field(init=False, repr=False)
     _reads: frozenset[str] = field(init=False, repr=False)
     label: str = field(init=False)
+    order: int = field(init=False)  # its first node's place in the program
 
     def __post_init__(self) -> None:
         self._writes = frozenset(w for n in self.nodes for w in n.writes)
         self._reads = frozenset(r for n in self.nodes for r in n.reads)
         self.label = "+".join(n.name for n in self.nodes)
-
-    @property
-    def order(self) -> int:
-        return min(n.order for n in self.nodes)
+        self.order = min(n.order for n in self.nodes)
 
     @property
     def kind(self) -> str:
@@ -106,9 +104,14 @@ def fuse(nodes: list[SchedNode], sizes: dict[str, int], enabled: bool = True) ->
 def _candidates(groups: list[Group], sizes: dict[str, int]
                 ) -> list[tuple[Group, Group, str, int]]:
     out = []
+    readers, pos = _readers(groups)
     for i, a in enumerate(groups):
         wa, ra = a.writes(), a.reads()
-        for b in groups[i + 1:]:
+        # the groups after a that read something a writes or reads (the rest share
+        # nothing with a); their order does not matter: the sort key is unique per pair
+        partners = {id(b): b for name in wa | ra for b in readers.get(name, ())
+                    if pos[id(b)] > i}
+        for b in partners.values():
             shared_dep = wa & b.reads()
             if shared_dep:
                 out.append((a, b, "vertical", 2 * sum(sizes.get(n, 0) for n in shared_dep)))
@@ -159,16 +162,23 @@ def _shapes_compatible(s1: tuple[int, int], s2: tuple[int, int]) -> tuple[bool, 
     return False, f"{n} elements fit neither the reduction's {x}x{r} inputs nor its {x} outputs"
 
 
-def _consumers(groups: list[Group]) -> dict[int, list[Group]]:
-    """For each group (by id), the other groups that read what it writes."""
+def _readers(groups: list[Group]) -> tuple[dict[str, list[Group]], dict[int, int]]:
+    """Buffer name -> the groups that read it (in the groups' order), and each group's
+    place in `groups` (by id)."""
     readers: dict[str, list[Group]] = {}
     for h in groups:
         for r in h.reads():
             readers.setdefault(r, []).append(h)
+    return readers, {id(g): i for i, g in enumerate(groups)}
+
+
+def _consumers(groups: list[Group]) -> dict[int, list[Group]]:
+    """For each group (by id), the other groups that read what it writes."""
+    readers, pos = _readers(groups)
     out: dict[int, list[Group]] = {}
     for g in groups:
-        found = {id(h) for w in g.writes() for h in readers.get(w, ()) if h is not g}
-        out[id(g)] = [h for h in groups if id(h) in found]  # in the groups' order
+        found = {id(h): h for w in g.writes() for h in readers.get(w, ()) if h is not g}
+        out[id(g)] = sorted(found.values(), key=lambda h: pos[id(h)])  # the groups' order
     return out
 
 
@@ -270,6 +280,9 @@ def _x_view(reader: SchedNode, index: Any, x: int, r: int) -> Any:
     """The read index as a function of the reader's output position, if it is one."""
     ranges = list(reader.ranges)
     variables, reduction_vars = body_vars(reader.buffer.data)  # type: ignore[attr-defined]
+    # With the loop bounds, a row read through a view ((768*i0 + i1) // 768 with i1 < 768)
+    # is the row itself (i0): a layer norm's normalising pass joins its statistics.
+    index = simplify_index(index, _bounds(reader))
     if reader.kind == "reduction" or reader.numel == x:
         if index.free_symbols & set(reduction_vars):
             return None
@@ -292,10 +305,10 @@ def _toposort(groups: list[Group]) -> list[Group]:
     done: list[Group] = []
     written: set[str] = set()
     all_writes = {w for g in groups for w in g.writes()}
+    needs = {id(g): (g.reads() - g.writes()) & all_writes for g in groups}
     while remaining:
         for g in remaining:
-            needs = (g.reads() - g.writes()) & all_writes
-            if needs <= written:
+            if needs[id(g)] <= written:
                 done.append(g)
                 written |= g.writes()
                 remaining.remove(g)

@@ -51,6 +51,22 @@ def test_a_wrong_result_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert rc == 1 and not row["kernelscope"]["check"]["ok"]
 
 
+def test_kernelscope_options_reach_the_compile(tmp_path: Path) -> None:
+    """`--ks-options` (an A/B against the defaults): the basic block with channels-last
+    forced on the CPU matches eager; an unknown layout fails the compile, so the options
+    are what compiled it."""
+    out = tmp_path / "bench.json"
+    common = ["--device", "cpu", "--size", "smoke", "--only", "suite", "--cases",
+              "basic_block", "--no-inductor", "--no-isolate", "--warmup", "1", "--rep", "2",
+              "--out", "-", "--json", str(out)]
+    assert main([*common, "--ks-options", '{"conv_layout": "channels_last"}']) == 0
+    assert json.loads(out.read_text())["settings"]["ks_options"] == {
+        "conv_layout": "channels_last"}
+    assert main([*common, "--ks-options", '{"conv_layout": "nhwc"}']) == 1
+    row = json.loads(out.read_text())["rows"][0]
+    assert "error" in row["kernelscope"] and "ms" not in row["kernelscope"]
+
+
 def test_stage_times_probe_reports_every_stage() -> None:
     """`--only stages`: an item per sample, run as the runner runs it (a process of its
     own, so the first compile is cold), with cold and warm ms for each stage."""

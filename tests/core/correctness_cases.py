@@ -41,6 +41,11 @@ def _special(rows: int, n: int) -> torch.Tensor:
     return x
 
 
+def _monotone() -> tuple[torch.Tensor]:
+    ramp = torch.linspace(-60.0, 60.0, 5000)
+    return (torch.stack([ramp, -ramp, ramp * 1e-3, torch.randn(5000)]).repeat(10, 1),)
+
+
 CASES: dict[str, Case] = {
     # zero-size tensors, zero-size dims, dim=() and 0-d inputs
     "unary_empty": (torch.exp, lambda: (torch.randn(0, 3),)),
@@ -131,6 +136,11 @@ CASES: dict[str, Case] = {
     "softmax_split_rows_special": (lambda x: torch.softmax(x, -1), lambda: (_special(6, 20000),)),
     "cross_entropy_long_rows": (torch.nn.functional.cross_entropy,
                                 lambda: (torch.randn(70, 5000) * 4, torch.randint(0, 5000, (70,)))),
+    # rows whose max rises (every step rescales the sum) or falls (never), and an argmax
+    # beside a softmax over the same long rows (two reductions and a store loop, one kernel)
+    "log_softmax_long_rows_monotone": (lambda x: torch.log_softmax(x, -1), _monotone),
+    "softmax_long_rows_with_argmax": (lambda x: (torch.softmax(x, -1), x.argmax(-1)),
+                                      lambda: (torch.randint(0, 3, (40, 5000)).float(),)),
     # a gather through a view (class dim in the middle): the index has `target % 3` of a
     # loaded target, which was named before the loop that loads it (a C++ build error)
     "cross_entropy_spatial_target": (torch.nn.functional.cross_entropy,

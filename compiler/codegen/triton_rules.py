@@ -1,0 +1,135 @@
+"""The Triton codegen's measured rules: block sizes and warps, and the shape of the code
+(the logsumexp step of looped reductions, masks that are true everywhere).
+
+Each rule was chosen from a sweep on the H200 (`python -m benchmarks.sweep`, which swaps
+one rule at a time here and times every variant, checked against eager); the numbers
+are in the comments and in docs/perf.md's history. Nothing here changes what a kernel
+computes, only how fast: the alternatives of a rule are all correct.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from compiler.codegen.common import next_power_of_2
+from compiler.schedule.plan import KernelPlan
+
+# Pointwise: 16 elements per thread on large tensors (cos(sin) over 2^26: 1024 x 8 warps
+# 0.158 ms, 4096 x 8 warps 0.134, 2048 x 4 warps 0.137).
+POINTWISE_WARPS = {4096: 8, 2048: 4}  # XBLOCK -> warps; smaller blocks: 4 warps at most
+MIN_PROGRAMS = 1024  # a large pointwise block only while the grid keeps this many programs
+# Looped reductions: one row per program, 4096 elements per step, 16 warps (512 x 262144
+# softmax: 2048 x 8 warps 0.448 ms, 4096 x 16 warps 0.406; cross_entropy 8192 x 50257:
+# 8 rows x 256 x 8 warps 0.592, 1 x 4096 x 16 warps 0.489).
+LOOPED_RBLOCK, LOOPED_WARPS = 4096, 16
+
+# One step of the looped logsumexp, per lane: m the running max ({a}), s the sum of
+# exp(v - m) ({a}_sum), {a}_v the new element (-inf where masked); m starts at "init"
+# (-inf, or the dtype's lowest finite value). "two_exp" rescales s by exp(m_old - m_new)
+# and adds exp(v - m_new): two exps per element. In the others one of the two is
+# exp(0) = 1: when v raises the max, s = s * exp(m - v) + 1, else s = s + exp(v - m), one
+# exp per element of the same value. "diff" starts m at the lowest finite value, so that
+# v - m is never -inf - -inf and needs no guard. In every step a lane with only -inf seen
+# keeps s = 0, NaN makes m and s NaN, and a +inf makes the row's combine exp(inf - inf) =
+# NaN, as eager's softmax does. "*2": exp2 of a pre-multiplied log2(e).
+_ONE = "tl.where({a}_v > {a}, {a}_sum * {a}_e + 1.0, {a}_sum + {a}_e)"
+LSE_STEPS: dict[str, dict[str, Any]] = {
+    "two_exp": {"init": "-inf", "lines": (
+        "{a}_new = tl.maximum({a}, {a}_v, tl.PropagateNan.ALL)",
+        "{a}_sum = tl.where({a}_new == float('-inf'), 0.0, {a}_sum * tl.exp({a} - {a}_new) "
+        "+ tl.exp({a}_v - {a}_new))",
+        "{a} = {a}_new")},
+    "two_exp2": {"init": "-inf", "lines": (
+        "{a}_new = tl.maximum({a}, {a}_v, tl.PropagateNan.ALL)",
+        "{a}_sum = tl.where({a}_new == float('-inf'), 0.0, {a}_sum * tl.exp2(({a} - {a}_new) "
+        "* 1.4426950408889634) + tl.exp2(({a}_v - {a}_new) * 1.4426950408889634))",
+        "{a} = {a}_new")},
+    "one_exp": {"init": "-inf", "lines": (
+        "{a}_new = tl.maximum({a}, {a}_v, tl.PropagateNan.ALL)",
+        "{a}_e = tl.exp(tl.minimum({a}, {a}_v) - {a}_new)",
+        "{a}_sum = tl.where({a}_new == float('-inf'), 0.0, " + _ONE + ")",
+        "{a} = {a}_new")},
+    "one_exp2": {"init": "-inf", "lines": (
+        "{a}_new = tl.maximum({a}, {a}_v, tl.PropagateNan.ALL)",
+        "{a}_e = tl.exp2((tl.minimum({a}, {a}_v) - {a}_new) * 1.4426950408889634)",
+        "{a}_sum = tl.where({a}_new == float('-inf'), 0.0, " + _ONE + ")",
+        "{a} = {a}_new")},
+    "diff_exp2": {"init": "lowest", "lines": (
+        "{a}_d = {a}_v - {a}",
+        "{a}_e = tl.exp2(tl.abs({a}_d) * -1.4426950408889634)",
+        "{a}_sum = tl.where({a}_d > 0, {a}_sum * {a}_e + 1.0, {a}_sum + {a}_e)",
+        "{a} = tl.maximum({a}, {a}_v, tl.PropagateNan.ALL)")},
+}
+# H200 sweep 15:08 (`--set shapes`; the old code two_exp, no hints): cross_entropy 8192 x
+# 50257 two_exp 0.489 ms, one_exp 0.468, one_exp2 0.478 against one_exp 0.492 (both with
+# cache hints). diff_exp2 has the fewest instructions (sm_90 SASS of the kernel: 352
+# against 376, 400, 424), the same 40 registers as one_exp/one_exp2. But at 4096 x 16
+# warps two_exp needs 32 registers and the others 39-40, so an SM holds 3 programs of
+# 512 threads instead of 4: softmax_wide's 512 rows then run as 1.3 waves instead of one
+# (one_exp 0.424 ms against two_exp 0.399). Grids of at most FEW_ROWS programs, which
+# all fit at once at 4 per SM, keep two_exp.
+LSE_STEP = "diff_exp2"
+LSE_STEP_FEW_ROWS = "two_exp"
+FEW_ROWS = 4 * 132  # programs of 16 warps at <= 32 registers: 4 per SM, 132 SMs (H200)
+
+
+def lse_step(programs: int) -> dict[str, Any]:
+    """The logsumexp step of a looped reduction run as `programs` programs."""
+    return LSE_STEPS[LSE_STEP_FEW_ROWS if programs <= FEW_ROWS else LSE_STEP]
+
+
+# Tried at 15:08 and left out (slower or no effect): a row's second loop backwards, to
+# start on what the first read last (softmax_wide 0.427 -> 0.424 ms, predicted 3-6%
+# less); Inductor's cache hints, evict_first on a row's last read, evict_last on rows
+# read again or shared (on/off: cross_entropy 0.492/0.468 ms, rmsnorm_bf16 0.140/0.134,
+# softmax 0.277/0.263, softmax_wide 0.424/0.425); the loop as `tl.range(..., num_stages=N)`
+# for Triton's pipeliner (cross_entropy 0.492 ms plain, 0.659 with 2 stages, 0.725 with
+# 3; softmax_wide 0.424, 0.471 with 2).
+
+# Masks that are true everywhere are written as constants where the blocks tile the
+# numels exactly (xnumel a multiple of XBLOCK, rnumel of RBLOCK): Triton then drops them
+# from the loads and stores (15:08, on/off: rmsnorm_bf16 0.134/0.135 ms, softmax_wide
+# 0.424/0.429, cos_sin 0.135/0.136: within noise, never slower).
+FULL_BLOCK_MASKS = True
+
+
+def full_blocks(plan: KernelPlan, cfg: dict[str, Any]) -> tuple[bool, bool]:
+    """(x, r): whether cfg's XBLOCK tiles xnumel and its RBLOCK rnumel exactly."""
+    if not FULL_BLOCK_MASKS:
+        return False, False
+    x = plan.xnumel % cfg["XBLOCK"] == 0
+    return x, plan.kind == "reduction" and plan.rnumel % cfg["RBLOCK"] == 0
+
+
+def block_config(plan: KernelPlan, persistent_limit: int) -> dict[str, Any]:
+    """Block sizes and warps of pointwise kernels and row reductions."""
+    if plan.kind == "pointwise":
+        xblock = min(4096, next_power_of_2(plan.xnumel))
+        while xblock > 1024 and plan.xnumel // xblock < MIN_PROGRAMS:
+            xblock //= 2
+        warps = POINTWISE_WARPS.get(xblock, max(1, min(4, xblock // 256)))
+        return {"persistent": True, "XBLOCK": xblock, "RBLOCK": 1, "num_warps": warps,
+                "grid": (-(-plan.xnumel // xblock),)}
+    rnumel = plan.rnumel
+    if rnumel <= persistent_limit:
+        rblock = next_power_of_2(rnumel)
+        xblock = max(1, min(next_power_of_2(plan.xnumel), max(1, 2048 // rblock)))
+        warps = max(1, min(8, (xblock * rblock) // 256))
+        return {"persistent": True, "XBLOCK": xblock, "RBLOCK": rblock, "num_warps": warps,
+                "grid": (-(-plan.xnumel // xblock),)}
+    rblock = min(LOOPED_RBLOCK, next_power_of_2(rnumel))
+    warps = max(1, min(LOOPED_WARPS, rblock // 256))
+    return {"persistent": False, "XBLOCK": 1, "RBLOCK": rblock, "num_warps": warps,
+            "grid": (plan.xnumel,)}
+
+
+def column_config(plan: KernelPlan) -> dict[str, Any]:
+    """Looped column reductions (x.sum(0)): 16 outputs by 256 rows per step, 8 warps
+    (16384 x 8192 on the H200: 32 x 128 0.176 ms, 16 x 256 0.142, 8 x 512 0.192, 64 x 64
+    0.267), fewer outputs per program when that would leave the GPU's SMs idle."""
+    xblock = 16
+    while xblock > 4 and plan.xnumel // xblock < 132:
+        xblock //= 2
+    rblock = 4096 // xblock
+    return {"persistent": False, "XBLOCK": xblock, "RBLOCK": rblock, "num_warps": 8,
+            "grid": (-(-plan.xnumel // xblock),)}
