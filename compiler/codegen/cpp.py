@@ -89,7 +89,10 @@ PARALLEL_MIN = 65536  # below this many elements, threads cost more than they sa
 # Float sums longer than this run in chunks: each chunk in `omp simd` lanes, the chunk
 # totals in double, so 16M-element sums stay within float rounding of the true sum.
 SUM_CHUNK = 4096
-COLUMN_BLOCK = 128  # outputs per block when a reduction is interchanged (column sums)
+# Outputs per block when a reduction is interchanged (column sums): at most this many, and
+# at run time as many as leave each thread one block (ks_column_block): one thread reads
+# whole rows, not 512-byte pieces of each (x.sum(0) over 2048x1024: 0.33 -> 0.28 ms).
+COLUMN_BLOCK = 2048
 OUTER_PARALLEL_MIN = 16  # fewer rows than this: the threads split each row instead
 # Rows up to this long keep a costly per-element value (a libm call: softmax's exp) that
 # the next loop over the row needs again in a stack array, instead of computing it twice.
@@ -462,19 +465,24 @@ class CppKernelCodegen(KernelCodegen):
                        for n in block.nodes)
 
     def _column_body(self, block: CppLoop) -> Lines:
-        """Blocks of COLUMN_BLOCK outputs: for each row, one `omp simd` pass over the
-        block's contiguous outputs, accumulating into a per-block array."""
+        """Blocks of up to COLUMN_BLOCK outputs: for each row, one `omp simd` pass over
+        the block's contiguous outputs, accumulating into a per-block array. Each output
+        adds its rows in order whatever the block size (the threads change no result)."""
         assert block.index is not None and block.post is not None
-        xn, rn, xb = self.plan.xnumel, self.plan.rnumel, COLUMN_BLOCK
+        xn, rn = self.plan.xnumel, self.plan.rnumel
+        cap = min(COLUMN_BLOCK, xn)
+        xb: int | str = cap
         out = Lines()
         if xn * rn >= PARALLEL_MIN:
+            xb = "xb"
+            out.write(f"const int64_t xb = ks_column_block({xn}, {cap});")
             out.write("#pragma omp parallel for")
         out.write(f"for (int64_t xblock = 0; xblock < {xn}; xblock += {xb})")
         out.write("{")
         with out.indent():
             out.write(f"const int64_t xend = std::min<int64_t>(xblock + {xb}, {xn});")
             for acc, ctype, init in block.accs:
-                out.write(f"{ctype} {acc}_v[{xb}];")
+                out.write(f"{ctype} {acc}_v[{cap}];")
                 out.write(f"for (int64_t i = 0; i < {xb}; i++) {acc}_v[i] = {init};")
             out.write(f"for (int64_t rindex = 0; rindex < {rn}; rindex++)")
             out.write("{")

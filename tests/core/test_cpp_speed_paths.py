@@ -48,6 +48,26 @@ def test_column_reductions_match_eager(shape: tuple[int, int]) -> None:
             torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-4)
 
 
+def test_column_blocks_follow_the_threads_and_change_no_result() -> None:
+    """The block of outputs is sized at run time (one per thread, at most COLUMN_BLOCK):
+    each output still adds its rows in order, so one thread and two give the same bits."""
+    from compiler.codegen.cpp import COLUMN_BLOCK
+
+    torch.manual_seed(10)
+    x = torch.randn(60, 2 * COLUMN_BLOCK + 904)
+    fn = _compiled(lambda t: t.sum(0))
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = fn(x)
+        torch.set_num_threads(2)
+        two = fn(x)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one, two) and one.shape == (x.shape[1],)
+    torch.testing.assert_close(one, x.sum(0), rtol=1e-5, atol=1e-4)
+
+
 OPS = ["exp", "log1p", "sin", "cos", "tanh", "erf", "expm1", "sigmoid", "atan"]
 
 
