@@ -9,8 +9,9 @@
 Every item (a suite case, a model, an overhead probe) runs in its own process with a
 time limit, so a crash, a faulting kernel or a hang costs one row. `--jobs N` runs N items
 at once: they compile in parallel, but each takes one run-wide lock for its timings, so
-no two items time at the same time. Raw results go to --json after every item (a run cut
-short keeps what it measured); the Markdown section is printed and appended to --out.
+no two items time at the same time and nothing compiles while one times (launch-bound
+models time the host too). Raw results go to --json after every item (a run cut short
+keeps what it measured); the Markdown section is printed and appended to --out.
 Timings never fail the run; it exits 1 when Kernelscope errored or mismatched somewhere.
 """
 

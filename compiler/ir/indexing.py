@@ -103,8 +103,10 @@ class FloorDiv(_IndexFunction):
             # Terms that are multiples of the divisor come out of the division whole,
             # provided the rest stays within [0, divisor).
             whole, rest = _split_multiples(base, int(divisor))
-            if whole != 0 and _bounded_below(rest, int(divisor)):
+            if whole != 0 and _within(rest, int(divisor)):
                 return whole / divisor + FloorDiv(rest, divisor)
+        if divisor.is_Integer and (f := _factor_out(base, int(divisor))) is not None:
+            return FloorDiv(*f)
         return None
 
 
@@ -148,9 +150,46 @@ def _max_value(expr: Expr, bounds: dict[sympy.Symbol, int] | None = None) -> int
     return None
 
 
+def _min_value(expr: Expr) -> int | None:
+    """Smallest value an index expression can take, where easy to tell (symbols and the
+    FloorDiv / ModularIndexing atoms are non-negative)."""
+    if expr.is_Integer:
+        return int(expr)
+    if isinstance(expr, (sympy.Symbol, FloorDiv, ModularIndexing)):
+        return 0
+    if isinstance(expr, sympy.Mul):
+        lows = [_min_value(f) for f in expr.args]
+        return 0 if all(v is not None and v >= 0 for v in lows) else None
+    if isinstance(expr, sympy.Add):
+        lows = [_min_value(t) for t in expr.args]
+        return None if any(v is None for v in lows) else sum(v for v in lows if v is not None)
+    return None
+
+
 def _bounded_below(expr: Expr, k: int) -> bool:
     v = _max_value(expr)
     return v is not None and v < k
+
+
+def _within(expr: Expr, k: int, bounds: dict[sympy.Symbol, int] | None = None) -> bool:
+    """0 <= expr < k, where easy to tell."""
+    lo, hi = _min_value(expr), _max_value(expr, bounds)
+    return lo is not None and lo >= 0 and hi is not None and hi < k
+
+
+def _factor_out(base: Expr, div: int,
+                bounds: dict[sympy.Symbol, int] | None = None) -> tuple[Expr, int] | None:
+    """(k*a + r) // (k*m) is a // m when 0 <= r < k: a k among the coefficients of `base`
+    that divides `div` (largest first), as (a, m). A view of a permuted or split view
+    gives such sums: `(2304*s + 768*c + e) // 147456` with c < 3, e < 768 is `s // 64`."""
+    terms = [t.as_coeff_Mul() for t in sympy.Add.make_args(base)]
+    ks = sorted({int(c) for c, _ in terms if c.is_Integer and int(c) > 1 and div % int(c) == 0},
+                reverse=True)
+    for k in ks:
+        whole, rest = _split_multiples(base, k)
+        if whole != 0 and (rest == 0 or _within(rest, k, bounds)):
+            return expand(whole / k), div // k
+    return None
 
 
 class ModularIndexing(_IndexFunction):
@@ -180,6 +219,8 @@ class ModularIndexing(_IndexFunction):
         if divisor == 1 and modulus.is_Integer and (v := _max_value(base)) is not None \
                 and v < int(modulus):
             return base
+        if divisor.is_Integer and (f := _factor_out(base, int(divisor))) is not None:
+            return ModularIndexing(f[0], f[1], modulus)
         return None
 
 
@@ -603,16 +644,19 @@ def _bounded(expr: Expr, bounds: dict[sympy.Symbol, int] | None) -> Expr:
         return expr
     if isinstance(expr, FloorDiv):
         whole, rest = _split_multiples(base, int(div))
-        top = _max_value(rest, bounds)
-        if top is not None and top < int(div):
+        if _within(rest, int(div), bounds):
             return expand(whole / div)
+        if (f := _factor_out(base, int(div), bounds)) is not None:
+            return simplify_index(FloorDiv(*f), bounds)
         return expr
     mod = expr.args[2]
     if not mod.is_Integer:
         return expr
+    if (f := _factor_out(base, int(div), bounds)) is not None:
+        return simplify_index(ModularIndexing(f[0], f[1], mod), bounds)
     top = _max_value(base, bounds)
     if top is not None and top < int(div):
         return sympy.Integer(0)
-    if div == 1 and top is not None and top < int(mod):
-        return base
+    if top is not None and top // int(div) < int(mod):  # the modulo never wraps
+        return FloorDiv(base, div)
     return expr

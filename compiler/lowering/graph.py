@@ -373,9 +373,11 @@ class GraphLowering:
             node.meta["val"] = saved
 
     def extern(self, op: Any, args: Any, kwargs: dict[str, Any], fallback: bool,
-               reason: str = "", out_stride: Sequence[int] | None = None) -> Any:
+               reason: str = "", out_stride: Sequence[int] | None = None,
+               out_size: Sequence[int] | None = None) -> Any:
         """Call ATen for this op on realized inputs; outputs follow the FX meta (a single
-        output takes `out_stride` instead where given: the strides ATen will return).
+        output takes `out_stride` and `out_size` instead where given: what ATen will
+        return, contiguous unless `out_stride` says).
 
         An input computed here is stored in the dim order eager gave it, since some ops
         (convolution, flash attention) lay out their result like their input; the wrapper
@@ -401,7 +403,11 @@ class GraphLowering:
         origins = frozenset([self.node_name()])
         if isinstance(meta, torch.Tensor):
             layout = _layout_of(meta)
-            if out_stride is not None:
+            if out_size is not None:
+                size = tuple(int(s) for s in out_size)
+                stride = out_stride if out_stride is not None else contiguous_strides(size)
+                layout = Layout(layout.device, layout.dtype, size, tuple(stride), 0)
+            elif out_stride is not None:
                 layout = Layout(layout.device, layout.dtype, layout.size, tuple(out_stride), 0)
             buf = ExternKernel(name, layout, origins, op, targs, tkwargs, [], fallback)
             self.buffers.append(buf)

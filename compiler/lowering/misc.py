@@ -14,7 +14,7 @@ import torch
 
 from compiler.ir.nodes import Index, TensorValue
 from compiler.ir.ops import ops
-from compiler.lowering.pointwise import broadcast_loader, upcast
+from compiler.lowering.pointwise import upcast
 from compiler.lowering.reductions import reduce
 from compiler.lowering.registry import aten, prims, register_lowering
 
@@ -167,37 +167,12 @@ def constant_pad_nd(g: Any, x: TensorValue, pad: Sequence[int], value: float = 0
 
 # -- extern by design: vendor libraries do these best --------------------------------
 
-@register_lowering(aten.mm, aten.bmm, aten._convolution,
+@register_lowering(aten.bmm, aten._convolution,
                    aten.baddbmm, aten._scaled_dot_product_flash_attention,
                    aten._scaled_dot_product_efficient_attention,
                    aten._scaled_dot_product_cudnn_attention)
 def vendor(g: Any, *args: Any, **kwargs: Any) -> Any:
     return g.extern(g.current.target, args, kwargs, fallback=False)
-
-
-@register_lowering(aten.addmm)
-def addmm(g: Any, bias: Any, a: Any, b: Any, beta: Any = 1, alpha: Any = 1) -> Any:
-    """mm in cuBLAS; the bias add stays lazy so it fuses with whatever follows."""
-    meta = _meta(g)
-    saved = g.current.meta.get("val")
-    product = g.extern(aten.mm.default, (a, b), {}, fallback=False)
-    g.current.meta["val"] = saved
-    size, dtype = tuple(meta.shape), meta.dtype
-    cd = upcast(dtype)
-    lb, lp = broadcast_loader(bias, size, cd), broadcast_loader(product, size, cd)
-
-    def inner(idx: Index) -> Any:
-        p = lp(idx)
-        if alpha != 1:
-            p = ops.mul(p, ops.constant(alpha, cd))
-        bv = lb(idx)
-        if beta != 1:
-            bv = ops.mul(bv, ops.constant(beta, cd))
-        r = ops.add(p, bv)
-        return ops.to_dtype(r, dtype) if dtype != cd else r
-
-    return g.lazy(inner, size, dtype, [bias, product])
-
 
 
 @register_lowering(aten._trilinear)

@@ -58,6 +58,7 @@ def load_all() -> None:
         distances,
         indexing,
         mathfns,
+        matmul,
         misc,
         pointwise,
         pooling,

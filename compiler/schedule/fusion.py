@@ -280,6 +280,9 @@ def _x_view(reader: SchedNode, index: Any, x: int, r: int) -> Any:
     """The read index as a function of the reader's output position, if it is one."""
     ranges = list(reader.ranges)
     variables, reduction_vars = body_vars(reader.buffer.data)  # type: ignore[attr-defined]
+    # With the loop bounds, a row read through a view ((768*i0 + i1) // 768 with i1 < 768)
+    # is the row itself (i0): a layer norm's normalising pass joins its statistics.
+    index = simplify_index(index, _bounds(reader))
     if reader.kind == "reduction" or reader.numel == x:
         if index.free_symbols & set(reduction_vars):
             return None

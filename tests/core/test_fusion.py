@@ -97,3 +97,17 @@ def test_long_reduction_with_one_output_splits_in_two_passes_for_triton() -> Non
     reasons = [b.realized for b in lowered.buffers if hasattr(b, "realized")]
     assert reasons == ["split reduction: 65536 = 16 x 4096 (pass 1 of 2)",
                        "split reduction: 65536 = 16 x 4096 (pass 2 of 2)"]
+
+
+def test_layer_norm_over_a_3d_input_is_one_kernel() -> None:
+    # GPT-2's and BERT's layer norms over [batch, tokens, 768]: the normalising pass reads
+    # the statistics through a view ((768*i0 + i1) // 768 with i1 < 768 is row i0). It was a
+    # second kernel (24 extra launches in GPT-2 small) before the index was simplified with
+    # the loop bounds.
+    # the view comes from the linear layer that reads the result as [128, 768].
+    ln = torch.nn.LayerNorm(768).requires_grad_(False)
+    w = torch.randn(768, 768)
+    s = sched(lambda x: ln(x) @ w, torch.randn(2, 64, 768))
+    assert len(kernels(s)) == 1, kernels(s)
+    refused = [d for d in s.decisions if not d.fused and "another row" in d.reason]
+    assert not refused, refused[0].reason

@@ -149,3 +149,27 @@ def test_printers_spell_divisions_products_and_large_integers() -> None:
     assert pexpr(i0 + 2**40) == "i0 + 1099511627776"
     # Forms it does not spell itself go to sympy's printer, with ours inside them.
     assert pexpr(sympy.Max(FloorDiv(i0, 2), 1)) == "Max(1, (i0 // 2))"
+
+
+def test_a_divisor_factors_out_of_a_split_view_index() -> None:
+    # ViT's attention: an [S, B, 3, 768] view of the in-projection read as [3, S, B, 768].
+    # (2304*s + 768*c + e) // 147456 with c < 3, e < 768 is s // 64; the kernel's index
+    # was a tower of nested divisions before (and its loads were not vectorised).
+    s, c, e = ModularIndexing(X, 768, 12608), FloorDiv(X, 9682944), ModularIndexing(X, 1, 768)
+    base = 2304 * s + 768 * c + e
+    bounds = {X: 3 * 197 * 64 * 768 - 1}
+    assert simplify_index(FloorDiv(base, 147456), bounds) == ModularIndexing(X, 49152, 197)
+    assert simplify_index(ModularIndexing(base, 2304, 64), bounds) == ModularIndexing(X, 768, 64)
+    assert simplify_index(ModularIndexing(base, 768, 3), bounds) == FloorDiv(X, 9682944)
+    i, j = index_vars("i", 2)
+    assert FloorDiv(2304 * i, 147456) == FloorDiv(i, 64)
+    assert FloorDiv(2304 * i + 768 * ModularIndexing(j, 1, 3), 4608) == FloorDiv(i, 2)
+
+
+def test_a_rest_that_may_be_negative_keeps_its_division() -> None:
+    # (768*i + j - 5) // 768 is i - 1 when j < 5: the rest's lower bound matters too.
+    i, j = index_vars("i", 2)
+    base = 768 * i + ModularIndexing(j, 1, 768) - 5
+    assert FloorDiv(base, 768) != i
+    assert simplify_index(FloorDiv(base, 768), {i: 10, j: 767}) != i
+    assert FloorDiv(2304 * i + ModularIndexing(j, 1, 768) - 5, 4608) != FloorDiv(i, 2)

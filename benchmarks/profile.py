@@ -1,0 +1,136 @@
+"""Where the time goes: eager, Inductor and Kernelscope per model or suite case, one process.
+
+    python -m benchmarks.profile --models bert_base,vit_b_16 --cases basic_block --json OUT/p.json
+
+Per column: the host's wall ms per synchronised call, do_bench's median, and torch.profiler's
+CUDA kernels per call (count, summed kernel time, the top kernels by time). Wall well above
+the kernel time means the host's launches bound the call, not the GPU; the top kernels say
+which of them differ between the columns (an ATen kernel where the other compiles one, an
+fp32 matmul where the other stays in bf16). A measurement to read before changing things.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+import time
+import warnings
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from benchmarks import cases as case_table
+from benchmarks import models as model_table
+from benchmarks.measure import columns
+from benchmarks.timing import median_ms
+
+
+def _wall_ms(fn: Callable[[], Any], calls: int = 20) -> float:
+    best = float("inf")
+    for _ in range(3):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+        best = min(best, (time.perf_counter() - t0) / calls * 1e3)
+    return best
+
+
+def kernels(fn: Callable[[], Any], calls: int = 5, top: int = 15) -> dict[str, Any]:
+    """CUDA kernels per call: count, summed us, and the top kernels by time."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(calls):
+                fn()
+            torch.cuda.synchronize()
+    per: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    for e in prof.events():
+        if e.device_type != DeviceType.CUDA or e.name.startswith(("Memcpy", "Memset")):
+            continue
+        per[e.name][0] += 1
+        per[e.name][1] += e.device_time_total if hasattr(e, "device_time_total") \
+            else e.cuda_time_total
+    rows = sorted(per.items(), key=lambda kv: -kv[1][1])
+    return {"count": round(sum(n for n, _ in per.values()) / calls),
+            "kernel_us": round(sum(t for _, t in per.values()) / calls, 1),
+            "top": [{"name": name[:110], "per_call": round(n / calls, 2),
+                     "us": round(t / calls, 1)} for name, (n, t) in rows[:top]]}
+
+
+def profile_one(fn: Any, inputs: tuple[Any, ...], settings: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for label, kw in [("eager", None), *columns(settings)]:
+        cell: dict[str, Any] = {}
+        try:
+            torch._dynamo.reset()
+            f = fn if kw is None else torch.compile(fn, **kw)
+            with torch.no_grad():
+                for _ in range(3):
+                    f(*inputs)
+                call = (lambda f=f: f(*inputs))
+                cell["wall_ms"] = round(_wall_ms(call), 3)
+                cell["ms"] = round(median_ms(call, "cuda"), 3)
+                cell.update(kernels(call))
+        except Exception as e:  # noqa: BLE001 - a failing column is a cell
+            cell["error"] = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        out[label] = cell
+        print(json.dumps({label: {k: v for k, v in cell.items() if k != "top"}}), flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--models", default="")
+    ap.add_argument("--cases", default="")
+    ap.add_argument("--json", default="profile.json")
+    ap.add_argument("--no-inductor", dest="inductor", action="store_false")
+    args = ap.parse_args(argv)
+    settings = {"device": "cuda", "size": "gpu", "inductor": args.inductor}
+    result: dict[str, Any] = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                              "items": {}}
+    todo: list[tuple[str, Callable[[], tuple[Any, tuple[Any, ...]]]]] = []
+
+    def model_maker(m: model_table.Model) -> Callable[[], tuple[Any, tuple[Any, ...]]]:
+        def make() -> tuple[Any, tuple[Any, ...]]:
+            module, x = m.make("cuda")
+            return module, (x,)
+        return make
+
+    if args.models:
+        todo += [(m.name, model_maker(m))
+                 for m in model_table.by_name([n for n in args.models.split(",") if n])]
+    if args.cases:
+        todo += [(c.name, functools.partial(c.make, "cuda", "gpu"))
+                 for c in case_table.by_name([n for n in args.cases.split(",") if n])]
+    for name, make in todo:
+        torch.manual_seed(0)
+        print(f"== {name}", flush=True)
+        fn, inputs = make()
+        result["items"][name] = profile_one(fn, inputs, settings)
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+        del fn, inputs
+        torch.cuda.empty_cache()
+    for name, cols in result["items"].items():
+        for label, cell in cols.items():
+            print(f"== {name}/{label}: wall {cell.get('wall_ms')} ms, do_bench {cell.get('ms')} "
+                  f"ms, {cell.get('count')} kernels, {cell.get('kernel_us')} us in kernels "
+                  f"{cell.get('error', '')}")
+            for k in cell.get("top", []):
+                print(f"   {k['us']:9.1f} us  x{k['per_call']:<5} {k['name']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
