@@ -30,9 +30,9 @@ class CompileOptions:
     # conformed to the planned layout (codegen/wrapper.py LAYOUT_AT_RUNTIME).
     attention_to_sdpa: bool = True  # naive attention -> scaled_dot_product_attention (CUDA)
     cuda_graphs: bool = False  # replay each compiled graph from a CUDA graph (runtime/graphs.py)
-    # Convolution graphs: "auto" works channels-last where lowering/layout.py's rule says
-    # (CUDA inference graphs), "channels_last" wherever a convolution can, "contiguous" never.
-    conv_layout: str = "auto"
+    # "auto" works channels-last where lowering/layout.py's rule says (CUDA inference
+    # graphs with convolutions), "channels_last" wherever a convolution can, "contiguous" never.
+    conv_layout: str = "auto"  # convolution graphs' layout: auto, channels_last or contiguous
     cache_dir: str | None = None  # on-disk compile cache; None: ~/.cache/kernelscope
     entry: str | None = None  # snippet entry point override
     # False: an op without a lowering (or a case a lowering hands to ATen) makes the graph

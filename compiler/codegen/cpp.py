@@ -25,6 +25,7 @@ from compiler.codegen import targets
 from compiler.codegen.backend import Backend, BuildError, BuildResult, GeneratedKernel
 from compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
 from compiler.codegen.cpp_asm import asm_report
+from compiler.codegen.cpp_prefetch import Access, next_row, write_chunked
 from compiler.codegen.cpp_prelude import PRELUDE
 from compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
 from compiler.codegen.mathops import (
@@ -88,15 +89,14 @@ PARALLEL_MIN = 65536  # below this many elements, threads cost more than they sa
 # Float sums longer than this run in chunks: each chunk in `omp simd` lanes, the chunk
 # totals in double, so 16M-element sums stay within float rounding of the true sum.
 SUM_CHUNK = 4096
-COLUMN_BLOCK = 128  # outputs per block when a reduction is interchanged (column sums)
+# Outputs per block when a reduction is interchanged (column sums): at most this many, and
+# at run time as many as leave each thread one block (ks_column_block): one thread reads
+# whole rows, not 512-byte pieces of each (x.sum(0) over 2048x1024: 0.33 -> 0.28 ms).
+COLUMN_BLOCK = 2048
 OUTER_PARALLEL_MIN = 16  # fewer rows than this: the threads split each row instead
 # Rows up to this long keep a costly per-element value (a libm call: softmax's exp) that
 # the next loop over the row needs again in a stack array, instead of computing it twice.
 ROW_KEEP_MAX = 8192
-# Rows up to this many bytes, read by several loops, have the start of the next row
-# (PREFETCH_LINES 64-byte lines) prefetched after the first loop (_prefetch_next_row).
-PREFETCH_ROW_MAX = 8192
-PREFETCH_LINES = 16
 COSTLY = re.compile(r"std::(?!numeric_limits)\w+\(")
 TMP = re.compile(r"\btmp\d+\b")
 # Reductions OpenMP can split across simd lanes (and threads). any/all too: amax's NaN
@@ -139,7 +139,8 @@ class CppLoop(Block):
     chunked: list[tuple[str, str, str]] = field(default_factory=list)  # (acc, type, init)
     accs: list[tuple[str, str, str]] = field(default_factory=list)  # the unchunked ones
     r_loads: list[sympy.Expr] = field(default_factory=list)  # indices of its loads
-    r_reads: list[tuple[str, sympy.Expr, torch.dtype]] = field(default_factory=list)  # same
+    reads: list[Access] = field(default_factory=list)  # its loads along the row
+    writes: list[Access] = field(default_factory=list)  # its stores along the row
 
 
 class CppKernelCodegen(KernelCodegen):
@@ -259,7 +260,7 @@ class CppKernelCodegen(KernelCodegen):
     def load_expr(self, name: str, index: sympy.Expr, dtype: torch.dtype, domain: str) -> str:
         if domain == "r" and isinstance(self.block, CppLoop):
             self.block.r_loads.append(index)
-            self.block.r_reads.append((name, index, dtype))
+            self.block.reads.append(Access(self.args[name], index, dtype))
         expr = f"{self.args[name]}[{cexpr(index)}]"
         if dtype == torch.bfloat16:
             return f"ks_bf16_to_float({expr})"
@@ -269,6 +270,8 @@ class CppKernelCodegen(KernelCodegen):
 
     def store_line(self, name: str, index: sympy.Expr, value: Var, domain: str) -> str:
         dtype = self.plan.buffers[name].dtype
+        if domain == "r" and isinstance(self.block, CppLoop):
+            self.block.writes.append(Access(self.args[name], index, dtype, write=True))
         v = value.name
         if dtype == torch.bfloat16:
             v = f"ks_float_to_bf16({v})"
@@ -397,34 +400,25 @@ class CppKernelCodegen(KernelCodegen):
         if block.chunked:
             self._chunked_loop(out, block, clauses, parallel, simd)
             return
+        prefetch = self._prefetched(block) if simd and not parallel else []
+        if prefetch:
+            write_chunked(out, prefetch, self.plan.xnumel, self.plan.rnumel, simd,
+                          lambda start, end: self._r_loop(out, block, start, end))
+            return
         if parallel:
             out.write(f"#pragma omp parallel for {' '.join(clauses)}")
         elif simd:
             out.write(simd)
         self._r_loop(out, block, "0", str(self.plan.rnumel))
-        self._prefetch_next_row(out, block)
 
-    def _prefetch_next_row(self, out: Lines, block: CppLoop) -> None:
-        """After the first of several loops over a short row, prefetch the start of the
-        next row of what that loop read: the hardware prefetcher stops at each 4 KB page,
-        so a row of a page or two starts with misses the first loop waits for. Prefetched,
-        the fetch overlaps the later loops (softmax's exp), and the hardware stream is
-        under way when the next row's first loop starts. Measured on softmax 2048x1024
-        (docs/perf.md): the first 16 lines beat the whole row (64 prefetches in a burst
-        wait for line-fill buffers) and no prefetch."""
+    def _prefetched(self, block: CppLoop) -> list[Access]:
+        """What the second of several loops over each row prefetches of the next row
+        (codegen/cpp_prefetch.py): the first loop's reads, every loop's writes."""
         loops = [b for b in self.blocks if isinstance(b, CppLoop)]
-        xn, rn = self.plan.xnumel, self.plan.rnumel
-        if len(loops) < 2 or block is not loops[0] or xn == 1:
-            return
-        nxt = {XINDEX: XINDEX + 1}
-        for name, index, dtype in dict.fromkeys(block.r_reads):
-            size = dtype.itemsize
-            if rn * size > PREFETCH_ROW_MAX or not index.free_symbols <= {XINDEX, RINDEX} \
-                    or sympy.diff(index, RINDEX) != 1:
-                continue
-            out.write(f"if (xindex + 1 < {xn}) for (int64_t rindex = 0; rindex < "
-                      f"{min(rn, PREFETCH_LINES * 64 // size)}; rindex += {64 // size}) "
-                      f"__builtin_prefetch(&{self.args[name]}[{cexpr(index.xreplace(nxt))}]);")
+        if len(loops) < 2 or block is not loops[1] or self.plan.xnumel == 1:
+            return []
+        return next_row(loops[0].reads + [w for b in loops for w in b.writes],
+                        self.plan.rnumel)
 
     def _r_loop(self, out: Lines, block: Block, start: str, end: str) -> None:
         assert block.index is not None
@@ -471,19 +465,24 @@ class CppKernelCodegen(KernelCodegen):
                        for n in block.nodes)
 
     def _column_body(self, block: CppLoop) -> Lines:
-        """Blocks of COLUMN_BLOCK outputs: for each row, one `omp simd` pass over the
-        block's contiguous outputs, accumulating into a per-block array."""
+        """Blocks of up to COLUMN_BLOCK outputs: for each row, one `omp simd` pass over
+        the block's contiguous outputs, accumulating into a per-block array. Each output
+        adds its rows in order whatever the block size (the threads change no result)."""
         assert block.index is not None and block.post is not None
-        xn, rn, xb = self.plan.xnumel, self.plan.rnumel, COLUMN_BLOCK
+        xn, rn = self.plan.xnumel, self.plan.rnumel
+        cap = min(COLUMN_BLOCK, xn)
+        xb: int | str = cap
         out = Lines()
         if xn * rn >= PARALLEL_MIN:
+            xb = "xb"
+            out.write(f"const int64_t xb = ks_column_block({xn}, {cap});")
             out.write("#pragma omp parallel for")
         out.write(f"for (int64_t xblock = 0; xblock < {xn}; xblock += {xb})")
         out.write("{")
         with out.indent():
             out.write(f"const int64_t xend = std::min<int64_t>(xblock + {xb}, {xn});")
             for acc, ctype, init in block.accs:
-                out.write(f"{ctype} {acc}_v[{xb}];")
+                out.write(f"{ctype} {acc}_v[{cap}];")
                 out.write(f"for (int64_t i = 0; i < {xb}; i++) {acc}_v[i] = {init};")
             out.write(f"for (int64_t rindex = 0; rindex < {rn}; rindex++)")
             out.write("{")

@@ -8,6 +8,7 @@ PRELUDE = r"""#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <omp.h>
 
 #if defined(__x86_64__) && defined(__GLIBC__) && !defined(KS_NO_VECTOR_MATH)
 // glibc's vector math library (libmvec, linked through libm): declared SIMD-callable,
@@ -26,6 +27,12 @@ KS_SIMD1(erfcf) KS_SIMD1(cbrtf) KS_SIMD2(powf) KS_SIMD2(atan2f) KS_SIMD2(hypotf)
 }
 #endif
 
+// Outputs per block of an interchanged column reduction (codegen/cpp.py, _column_body):
+// the outputs shared among the threads, a multiple of 16, at most `cap`.
+static inline int64_t ks_column_block(int64_t n, int64_t cap) {
+  const int64_t t = omp_get_max_threads(), b = ((n + t - 1) / t + 15) / 16 * 16;
+  return b < cap ? b : cap;
+}
 // debug_index_asserts: an indirect index outside its dim stops the process, as a failed
 // device-side assert stops a GPU kernel.
 [[noreturn]] static inline void ks_index_error(const char* kernel, int64_t i, int64_t n) {

@@ -111,14 +111,13 @@ class FloorDiv(_IndexFunction):
 
 
 def _split_multiples(expr: Expr, k: int) -> tuple[Expr, Expr]:
-    whole, rest = sympy.Integer(0), sympy.Integer(0)
+    whole: list[Expr] = []
+    rest: list[Expr] = []
     for t in sympy.Add.make_args(expr):
         c, _ = t.as_coeff_Mul()
-        if c.is_Integer and int(c) % k == 0:
-            whole += t
-        else:
-            rest += t
-    return whole, rest
+        (whole if c.is_Integer and int(c) % k == 0 else rest).append(t)
+    # one Add each: adding the terms one at a time re-flattens the sum at every step
+    return sympy.Add(*whole), sympy.Add(*rest)
 
 
 def _max_value(expr: Expr, bounds: dict[sympy.Symbol, int] | None = None) -> int | None:

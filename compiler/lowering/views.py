@@ -12,7 +12,7 @@ from typing import Any
 
 import sympy
 
-from compiler.ir.indexing import ModularIndexing, contiguous_strides, decompose
+from compiler.ir.indexing import ModularIndexing, contiguous_strides, decompose, strided_index
 from compiler.ir.nodes import Index, InputBuffer, Lazy, Stored, TensorValue
 from compiler.lowering.registry import aten, prims, register_lowering
 
@@ -49,7 +49,7 @@ def view(g: Any, x: TensorValue, *args: Any) -> TensorValue:
     new_strides = contiguous_strides(size)
 
     def reindex(idx: Index) -> list[sympy.Expr]:
-        flat = sum((i * s for i, s in zip(idx, new_strides)), sympy.Integer(0))
+        flat = strided_index(idx, new_strides)  # one Add (memoized), not one per term
         return decompose(flat, old_size)
 
     return remap(g, x, size, reindex)

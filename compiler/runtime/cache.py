@@ -6,6 +6,7 @@ found again by content hash: recompiling the same graph costs a file lookup.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import os
@@ -22,7 +23,8 @@ def cache_root(configured: str | None = None) -> Path:
     return path
 
 
-def versions_key() -> str:
+@functools.cache  # the installed versions do not change under a running process; the
+def versions_key() -> str:  # metadata lookup scans site-packages (~1 ms a call)
     try:  # the installed version, without importing Triton (its import picks its mode)
         tv = importlib.metadata.version("triton")
     except importlib.metadata.PackageNotFoundError:

@@ -48,6 +48,26 @@ def test_column_reductions_match_eager(shape: tuple[int, int]) -> None:
             torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-4)
 
 
+def test_column_blocks_follow_the_threads_and_change_no_result() -> None:
+    """The block of outputs is sized at run time (one per thread, at most COLUMN_BLOCK):
+    each output still adds its rows in order, so one thread and two give the same bits."""
+    from compiler.codegen.cpp import COLUMN_BLOCK
+
+    torch.manual_seed(10)
+    x = torch.randn(60, 2 * COLUMN_BLOCK + 904)
+    fn = _compiled(lambda t: t.sum(0))
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = fn(x)
+        torch.set_num_threads(2)
+        two = fn(x)
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(one, two) and one.shape == (x.shape[1],)
+    torch.testing.assert_close(one, x.sum(0), rtol=1e-5, atol=1e-4)
+
+
 OPS = ["exp", "log1p", "sin", "cos", "tanh", "erf", "expm1", "sigmoid", "atan"]
 
 
@@ -166,18 +186,23 @@ def test_long_rows_compute_exp_twice() -> None:
 
 
 def test_next_row_prefetch_only_where_rows_are_read_again() -> None:
-    """Short rows read by several loops (layer norm's mean, then the normalised row) get
-    the next row's start prefetched after the first loop; a one-loop row sum and rows past
-    PREFETCH_ROW_MAX do not. The last row prefetches nothing past the input."""
-    from compiler.codegen.cpp import PREFETCH_ROW_MAX
+    """Short rows read by several loops (a mean, then the centred row) run their second
+    loop in chunks, each after a prefetch of the next row's lines: what the first loop
+    reads, and the output for writing. A one-loop row sum and rows past PREFETCH_ROW_MAX
+    are left alone; the last row prefetches nothing; a row that is not a multiple of the
+    chunk ends in a short chunk."""
+    from compiler.codegen.cpp_prefetch import PREFETCH_CHUNK, PREFETCH_ROW_MAX
 
     torch.manual_seed(9)
     norm = lambda t: (t - t.mean(-1, keepdim=True)) * 2  # noqa: E731
     x = torch.randn(33, 700)
     src = _cpp_source(norm, x).split("def call")[0]
-    assert "if (xindex + 1 < 33) for (int64_t rindex = 0; rindex < 256; rindex += 16) " \
-        "__builtin_prefetch(&in_ptr0[700*xindex + rindex + 700]);" in src
+    assert f"for (int64_t rchunk = 0; rchunk < 700; rchunk += {PREFETCH_CHUNK})" in src
+    assert "if (xindex + 1 < 33) for (int64_t rp = rchunk; rp < rend; rp += 16) " \
+        "__builtin_prefetch(&in_ptr0[700*xindex + rp + 700]);" in src
+    assert "__builtin_prefetch(&out_ptr0[700*xindex + rp + 700], 1);" in src
     torch.testing.assert_close(_compiled(norm)(x), norm(x))
     assert "__builtin_prefetch" not in _cpp_source(lambda t: t.sum(-1), x)
     long_rows = torch.randn(3, PREFETCH_ROW_MAX // 4 + 16)
     assert "__builtin_prefetch" not in _cpp_source(norm, long_rows)
+    torch.testing.assert_close(_compiled(norm)(long_rows), norm(long_rows))
