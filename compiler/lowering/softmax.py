@@ -5,8 +5,11 @@ than a persistent reduction holds in registers, the row is read once for its
 logsumexp L and once more for the result: softmax = exp(x - L), log_softmax = x - L.
 The decomposed form (max, then sum of exp(x - max)) reads a long row three times, and
 F.cross_entropy's log_softmax, read back through the target's gather, used to be written
-out in full. log_softmax takes the logsumexp at every length (the same work as max and
-sum when the row is in registers). Otherwise softmax is torch's own decomposition:
+out in full. Rows a persistent reduction holds take max and sum in registers instead (the
+same work), and log_softmax there is eager's (x - max) - log(sum): x - L rounds L, and
+with logits of magnitude ~5e3 that is 15x the 1e-5 tolerance near the row's max (a row
+too long for registers still has that error: the fix is the reduction's max and log(sum)
+as two values). Otherwise softmax is torch's own decomposition:
 exp(x - max) / sum(exp(x - max)), in float32 for 16-bit inputs; where the backend says
 so (C++), exp(x - max) * (1 / sum), the way eager's CPU kernel computes it.
 """
@@ -47,7 +50,7 @@ def _lowered(g: Any, x: TensorValue, dim: int, log: bool) -> Any:
     def finish(v: Any) -> Any:
         return ops.to_dtype(v, out) if out != cd else v
 
-    online = g.online_softmax is not None and (log or n > g.online_softmax)
+    online = g.online_softmax is not None and n > g.online_softmax
     if online and x.size:
         lse = reduce(g, x, [d], True, "logsumexp", cd, cd).loader()
 
