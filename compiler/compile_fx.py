@@ -27,7 +27,8 @@ from compiler.codegen.backend import Backend, GeneratedKernel
 from compiler.codegen.backends import choose_backend
 from compiler.codegen.wrapper import generate_wrapper
 from compiler.ir.handlers import describe, dtype_name
-from compiler.ir.indexing import index_vars, pexpr
+from compiler.ir.index_print import pexpr
+from compiler.ir.indexing import index_vars
 from compiler.ir.nodes import ComputedBuffer, ExternKernel, ExternOutput, Reduction, Stored
 from compiler.ir.opnames import op_name, op_short
 from compiler.lowering import layout

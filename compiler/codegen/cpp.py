@@ -37,7 +37,8 @@ from compiler.codegen.mathops import (
 )
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
 from compiler.codegen.tiling import YINDEX, choose_rows
-from compiler.ir.indexing import FloorDiv, ModularIndexing, cexpr, simplify_index
+from compiler.ir.index_print import cexpr
+from compiler.ir.indexing import FloorDiv, ModularIndexing, simplify_index
 from compiler.ir.ops import reduction_identity as identity
 from compiler.schedule.nodes import SchedNode
 from compiler.schedule.plan import KernelPlan

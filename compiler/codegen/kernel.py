@@ -24,6 +24,7 @@ import torch
 
 from compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
 from compiler.codegen.optable import OpTable
+from compiler.ir.index_print import sympy_str
 from compiler.ir.indexing import (
     FloorDiv,
     ModularIndexing,
@@ -31,7 +32,6 @@ from compiler.ir.indexing import (
     linear_stride,
     simplify_index,
     sym,
-    sympy_str,
 )
 from compiler.ir.nodes import ComputedBuffer, Pointwise, Reduction
 from compiler.ir.ops import Handler, result_dtype, use_handler

@@ -42,7 +42,7 @@ from compiler.codegen.tiling import (
 )
 from compiler.codegen.triton_cache import graph_triton_cache
 from compiler.codegen.triton_report import compiled_report
-from compiler.ir.indexing import pexpr
+from compiler.ir.index_print import pexpr
 from compiler.ir.ops import reduction_identity as identity
 from compiler.schedule.nodes import SchedNode
 from compiler.schedule.plan import KernelPlan

@@ -13,7 +13,8 @@ from typing import Any
 import sympy
 import torch
 
-from compiler.ir.indexing import index_vars, pexpr, sym
+from compiler.ir.index_print import pexpr
+from compiler.ir.indexing import index_vars, sym
 from compiler.ir.nodes import Pointwise, Reduction
 from compiler.ir.ops import Handler, promote_types, result_dtype, use_handler
 

@@ -19,13 +19,8 @@ from typing import Any
 
 from compiler.event_types import FusionDecision
 from compiler.ir.handlers import body_vars
-from compiler.ir.indexing import (
-    contiguous_strides,
-    decompose,
-    index_vars,
-    simplify_index,
-    sympy_str,
-)
+from compiler.ir.index_print import sympy_str
+from compiler.ir.indexing import contiguous_strides, decompose, index_vars, simplify_index
 from compiler.schedule.domain import split_point
 from compiler.schedule.nodes import SchedNode, canonical
 

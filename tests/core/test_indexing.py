@@ -6,18 +6,16 @@ import random
 
 import sympy
 
+from compiler.ir.index_print import cexpr, pexpr, sympy_str
 from compiler.ir.indexing import (
     FloorDiv,
     ModularIndexing,
-    cexpr,
     decompose,
     index_vars,
     merge_loops,
-    pexpr,
     simplify_index,
     strided_index,
     sym,
-    sympy_str,
 )
 
 X = sym("xindex")
