@@ -93,6 +93,7 @@ class GraphLowering:
         online_softmax: int | None = None,
         layout: LayoutDecision = NO_CONVOLUTIONS,
         softmax_reciprocal: bool = False,
+        matmul_templates: bool = False,
     ) -> None:
         load_all()
         self.gm = gm
@@ -105,6 +106,9 @@ class GraphLowering:
         # softmax ends with exp * (1 / sum) (eager's CPU kernel), not exp / sum
         self.softmax_reciprocal = softmax_reciprocal
         self.layout = layout  # the whole-graph layout (lowering/layout.py)
+        # mm / addmm / bmm become MatmulTemplates (ir/template.py): the extern call or a
+        # Triton template, chosen after lowering by measurement or by the `matmul` option
+        self.matmul_templates = matmul_templates
         # Pointwise bodies of the nodes the layout stores channels-last -> their strides,
         # used wherever such a value is stored without strides asked for.
         self._preferred: dict[int, tuple[Pointwise, tuple[int, ...]]] = {}

@@ -16,7 +16,7 @@ from compiler.schedule.nodes import SchedNode
 @dataclass
 class KernelPlan:
     name: str
-    kind: str  # "pointwise" | "reduction"
+    kind: str  # "pointwise" | "reduction" | "template" (its first node is the product)
     xnumel: int
     rnumel: int
     nodes: list[SchedNode]

@@ -22,14 +22,14 @@ from compiler.schedule.plan import KernelPlan
 @dataclass
 class Step:
     name: str
-    kind: str  # "pointwise" | "reduction" | "extern"
+    kind: str  # "pointwise" | "reduction" | "extern" | "template"
     group: Group
     plan: KernelPlan | None = None  # None for extern steps
 
     @property
     def extern(self) -> ExternKernel | None:
         buf = self.group.nodes[0].buffer
-        return buf if isinstance(buf, ExternKernel) else None
+        return buf if isinstance(buf, ExternKernel) and self.kind == "extern" else None
 
     def writes(self) -> list[str]:
         return [w for n in self.group.nodes for w in n.writes]
