@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,7 +64,13 @@ OPS = OpTable("Triton", merged(merged(C_LIKE, {
     "mod": {"int": "((({0} % {1}) + {1}) % {1})", "uint": "{0} % {1}",
             "float": "({0} - {1} * tl.floor({0} / {1}))"},
     "fmod": {"float": "libdevice.fmod({0}, {1})"},
-    "maximum": "tl.maximum({0}, {1})", "minimum": "tl.minimum({0}, {1})",
+    # tl.maximum's default NaN rule is the target's (maxnum on a GPU: the number wins);
+    # torch.maximum/minimum return the NaN.
+    "maximum": {"float": "tl.maximum({0}, {1}, tl.PropagateNan.ALL)", "*": "tl.maximum({0}, {1})"},
+    "minimum": {"float": "tl.minimum({0}, {1}, tl.PropagateNan.ALL)", "*": "tl.minimum({0}, {1})"},
+    # Bools add as `or` and multiply as `and` in torch; tl.int1 arithmetic wraps (1 + 1 = 0).
+    "add": {"bool": "(({0} != 0) | ({1} != 0))", "*": "{0} + {1}"},
+    "mul": {"bool": "(({0} != 0) & ({1} != 0))", "*": "{0} * {1}"},
     "logical_and": "{0} & {1}", "logical_or": "{0} | {1}", "logical_xor": "{0} ^ {1}",
     "bitwise_and": {"bool": "{0} & {1}"}, "bitwise_or": {"bool": "{0} | {1}"},
     "bitwise_xor": {"bool": "{0} ^ {1}"}, "bitwise_not": {"bool": "{0} == 0"},
@@ -226,10 +232,25 @@ class TritonKernelCodegen(KernelCodegen):
 
     def _offset(self, index: sympy.Expr, domain: str) -> str:
         """One element (a scalar result) is addressed through a block of pointers, as
-        the value and mask are: a scalar pointer with a block value does not compile."""
+        the value and mask are: a scalar pointer with a block value does not compile.
+        An index made only of loaded values may be one element too (a 0-d index, or one
+        computed from constants, as bucketize's first probe is): it is broadcast."""
         if not index.free_symbols:
             return f"tl.full({self._shape(domain)}, {pexpr(index)}, tl.int32)"
+        if index.free_symbols <= self.loaded:
+            return f"({pexpr(index)}) + tl.zeros({self._shape(domain)}, tl.int32)"
         return pexpr(index)
+
+    def op(self, name: str, args: Sequence[Var], dtype: torch.dtype,
+           operands: Sequence[Var] | None = None) -> Var:
+        # Literals alone would be folded by Python, not in the dtype: `1.0 / 0.0` raises,
+        # integers do not wrap. The first becomes a typed 0-d value; the op runs in Triton.
+        if name != "where" and args and all(a.is_literal for a in args):
+            first = args[0]
+            typed = self.emit(f"tl.full([], {first.name}, {TL_DTYPE[first.dtype]})",
+                              first.dtype, first.domain)
+            return super().op(name, [typed, *args[1:]], dtype, operands or args)
+        return super().op(name, args, dtype, operands)
 
     def _shape(self, domain: str) -> str:
         if self.tile is not None:
