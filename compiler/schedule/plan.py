@@ -41,6 +41,11 @@ class KernelPlan:
         self.origins = seen
 
     @property
+    def device(self) -> str:
+        """Where the kernel runs: its nodes' device (fusion never mixes devices)."""
+        return self.nodes[0].buffer.device
+
+    @property
     def written(self) -> dict[str, ComputedBuffer]:
         return {n.name: n.buffer for n in self.nodes}  # type: ignore[misc]
 
