@@ -125,6 +125,11 @@ def can_fuse(a: Group, b: Group, kind: str, consumers: dict[int, list[Group]]
     devs = {n.buffer.device for n in a.nodes + b.nodes}
     if len(devs) > 1:
         return False, "nodes are on different devices"
+    if a.shape != b.shape and _reduces(a) and _reduces(b):
+        # A reduction over one element (x.prod(0) of a 1 x N tensor) is still a
+        # reduction: its group's shape is its own (N x 1), not a pointwise N elements.
+        (n1, r1), (n2, r2) = a.shape, b.shape
+        return False, f"different reductions: {n1}x{r1} vs {n2}x{r2}"
     ok, why = _shapes_compatible(a.shape, b.shape)
     if not ok:
         return False, why
@@ -139,6 +144,10 @@ def can_fuse(a: Group, b: Group, kind: str, consumers: dict[int, list[Group]]
         return True, f"{b.label} reads {', '.join(shared)}; computed in the same loop"
     shared = sorted(a.reads() & b.reads())
     return True, f"both read {', '.join(shared)}; loaded once"
+
+
+def _reduces(g: Group) -> bool:
+    return any(n.kind.reduces for n in g.nodes)
 
 
 def _shapes_compatible(s1: tuple[int, int], s2: tuple[int, int]) -> tuple[bool, str]:

@@ -114,6 +114,10 @@ CASES: dict[str, Case] = {
                         lambda: (torch.randn(4, 5), torch.tensor([[0], [3]]),
                                  torch.tensor([1, -1, 2]))),
     "prod_long_row": (lambda x: x.prod(1), lambda: (torch.rand(1, 2050) * 0.2 + 0.9,)),
+    # prod(0) of a 1 x 2050 tensor is a reduction over one element: fused with the 1 x 2050
+    # row reductions it made one 2050 x 1 kernel that wrote 2050 results into buffers of one
+    "prod_every_dim_long_row": (lambda x: (x.prod(0), x.prod(1), x.prod()),
+                                lambda: (torch.rand(1, 2050) * 0.2 + 0.9,)),
     # the inference classes of issue 16: NaN-propagating maximum/minimum (tl.maximum's
     # default is maxnum on a GPU), bool add/mul (tl.int1 wraps), 0-d gathers, constants
     # divided by zero (Python folded `1.0 / 0.0`), loads through one computed element
