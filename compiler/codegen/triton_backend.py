@@ -30,6 +30,7 @@ from compiler.codegen.triton_template import (
     template_node,
 )
 from compiler.ir.template import TemplateConfig
+from compiler.schedule.kinds import KernelKind
 from compiler.schedule.plan import KernelPlan
 
 TRITON_IMPORTS = """import triton
@@ -119,8 +120,8 @@ class TritonBackend(Backend):
     def op_table(self) -> OpTable:
         return INTERPRET_OPS if self.emulated else OPS
 
-    def kernel_prefix(self, kind: str, rnumel: int) -> str:
-        if kind == "reduction" and rnumel <= self.options.persistent_rblock:
+    def kernel_prefix(self, kind: KernelKind, rnumel: int) -> str:
+        if kind.reduces and rnumel <= self.options.persistent_rblock:
             return "triton_per"
         return super().kernel_prefix(kind, rnumel)
 
@@ -136,7 +137,7 @@ class TritonBackend(Backend):
                                {"grid": list(t.grid), **config.to_json()})
 
     def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:
-        if plan.kind == "template":
+        if plan.kind is KernelKind.TEMPLATE:
             config = template_node(plan).chosen
             assert config is not None, "a template plan without a chosen config"
             return self.template_kernel(plan, header, config)

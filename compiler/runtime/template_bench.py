@@ -24,6 +24,7 @@ from compiler.codegen.backend import Backend
 from compiler.ir.nodes import Buffer, Layout
 from compiler.ir.template import MatmulTemplate, Operand, TemplateConfig
 from compiler.runtime.cache import cache_root, content_key, write_once
+from compiler.schedule.kinds import KernelKind
 from compiler.schedule.nodes import SchedNode
 from compiler.schedule.plan import KernelPlan
 
@@ -66,13 +67,13 @@ def _kernel(buf: MatmulTemplate, backend: Backend, config: TemplateConfig,
             tensors: dict[str, torch.Tensor]) -> tuple[Callable[..., Any], list[Any]]:
     """The template alone with `config`, loaded, and the arguments it takes."""
     assert buf.a is not None and buf.b is not None
-    node = SchedNode(buf, 0, "template", buf.layout.numel(), 1,
+    node = SchedNode(buf, 0, KernelKind.TEMPLATE, buf.layout.numel(), 1,
                      {buf.a.name: [], buf.b.name: []}, [buf.name])
     buffers = {o.name: Buffer(o.name, Layout(buf.device, o.view.dtype,
                                              (int(tensors[o.name].numel()),), (1,)))
                for o in (buf.a, buf.b)}
     buffers[buf.name] = buf
-    plan = KernelPlan(f"triton_tem_autotune_{config.name}", "template",
+    plan = KernelPlan(f"triton_tem_autotune_{config.name}", KernelKind.TEMPLATE,
                       buf.layout.numel(), 1, [node], buffers, [buf.name])
     kernel = backend.template_kernel(plan, [f"{buf.summary}: autotune candidate"], config)
     lines = backend.wrapper_prelude([kernel], None)

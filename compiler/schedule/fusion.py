@@ -26,6 +26,7 @@ from compiler.ir.handlers import body_vars
 from compiler.ir.index_print import sympy_str
 from compiler.ir.indexing import contiguous_strides, decompose, index_vars, simplify_index
 from compiler.schedule.domain import split_point
+from compiler.schedule.kinds import KernelKind
 from compiler.schedule.nodes import SchedNode, canonical
 
 MAX_DECISIONS = 5000
@@ -50,18 +51,13 @@ class Group:
         self.order = min(n.order for n in self.nodes)
 
     @property
-    def kind(self) -> str:
-        kinds = {n.kind for n in self.nodes}
-        if "extern" in kinds:
-            return "extern"
-        if "template" in kinds:
-            return "template"
-        return "reduction" if "reduction" in kinds else "pointwise"
+    def kind(self) -> KernelKind:
+        return KernelKind.of_group(n.kind for n in self.nodes)
 
     @property
     def shape(self) -> tuple[int, int]:
         for n in self.nodes:
-            if n.kind == "reduction":
+            if n.kind.reduces:
                 return n.numel, n.rnumel
         return self.nodes[0].numel, 1
 
@@ -127,13 +123,18 @@ def _candidates(groups: list[Group], sizes: dict[str, int]
 def can_fuse(a: Group, b: Group, kind: str, consumers: dict[int, list[Group]]
              ) -> tuple[bool, str]:
     """Whether a and b can be one kernel, and why; `consumers` is `_consumers(groups)`."""
-    if a.kind == "extern" or b.kind == "extern":
-        ext = a if a.kind == "extern" else b
+    if not a.kind.generated or not b.kind.generated:
+        ext = b if a.kind.generated else a
         return False, f"{ext.label} is an extern call (runs in ATen, not in our kernel)"
     devs = {n.buffer.device for n in a.nodes + b.nodes}
     if len(devs) > 1:
         return False, "nodes are on different devices"
-    if a.kind == "template" or b.kind == "template":
+    if a.shape != b.shape and _reduces(a) and _reduces(b):
+        # A reduction over one element (x.prod(0) of a 1 x N tensor) is still a
+        # reduction: its group's shape is its own (N x 1), not a pointwise N elements.
+        (n1, r1), (n2, r2) = a.shape, b.shape
+        return False, f"different reductions: {n1}x{r1} vs {n2}x{r2}"
+    if KernelKind.TEMPLATE in (a.kind, b.kind):
         ok, why = _epilogue_ok(a, b, kind)
         if not ok:
             return False, why
@@ -148,7 +149,7 @@ def can_fuse(a: Group, b: Group, kind: str, consumers: dict[int, list[Group]]
         return False, why
     if kind == "vertical":
         shared = sorted(a.writes() & b.reads())
-        if a.kind == "template":
+        if a.kind is KernelKind.TEMPLATE:
             return True, f"{b.label} reads {', '.join(shared)} where the template computes " \
                 "it: fused as the template's epilogue"
         return True, f"{b.label} reads {', '.join(shared)}; computed in the same loop"
@@ -159,11 +160,11 @@ def can_fuse(a: Group, b: Group, kind: str, consumers: dict[int, list[Group]]
 def _epilogue_ok(a: Group, b: Group, kind: str) -> tuple[bool, str]:
     """A template group (a) takes a pointwise consumer (b) that reads what a computes at
     the element it computes itself."""
-    if b.kind == "template":
+    if b.kind is KernelKind.TEMPLATE:
         return False, f"{b.label} is a GEMM template: it takes only epilogues after it"
     if kind != "vertical":
         return False, f"{a.label} is a GEMM template: it takes only its consumers as epilogue"
-    if any(n.kind != "pointwise" or n.numel != a.shape[0] for n in b.nodes):
+    if any(n.kind is not KernelKind.POINTWISE or n.numel != a.shape[0] for n in b.nodes):
         return False, (f"{b.label} is not pointwise over the template's "
                        f"{a.shape[0]} elements")
     mine = {n.name: n for n in a.nodes}
@@ -182,6 +183,10 @@ def _epilogue_ok(a: Group, b: Group, kind: str) -> tuple[bool, str]:
                     return False, (f"{reader.name} reads {name} at another element "
                                    f"({sympy_str(index)}) than the one it computes")
     return True, ""
+
+
+def _reduces(g: Group) -> bool:
+    return any(n.kind.reduces for n in g.nodes)
 
 
 def _shapes_compatible(s1: tuple[int, int], s2: tuple[int, int]) -> tuple[bool, str]:
@@ -236,11 +241,11 @@ def _path_through_other(a: Group, b: Group, consumers: dict[int, list[Group]]) -
 def _reduction_reads_ok(a: Group, b: Group) -> tuple[bool, str]:
     """Every read of an in-kernel reduction result must be at the reader's own output."""
     nodes = a.nodes + b.nodes
-    reductions = {n.name: n for n in nodes if n.kind == "reduction"}
+    reductions = {n.name: n for n in nodes if n.kind.reduces}
     if not reductions:
         return True, ""
-    x, r = next(n for n in nodes if n.kind == "reduction").numel, \
-        next(n for n in nodes if n.kind == "reduction").rnumel
+    first = next(iter(reductions.values()))
+    x, r = first.numel, first.rnumel
     for reader in nodes:
         for name, indexes in reader.reads.items():
             if name not in reductions or reader is reductions[name]:
@@ -256,7 +261,7 @@ def _reduction_reads_ok(a: Group, b: Group) -> tuple[bool, str]:
     # Through in-kernel pointwise nodes: a reader recomputes such a node at the index it
     # reads it, so that node's reads of a reduction happen at the composed index (a column
     # sum over values that use per-row statistics reads every row's statistics).
-    pointwise = {n.name: n for n in nodes if n.kind == "pointwise"}
+    pointwise = {n.name: n for n in nodes if n.kind is KernelKind.POINTWISE}
     for reader in nodes:
         for name, indexes in reader.reads.items():
             if name not in pointwise or reader is pointwise[name]:
@@ -319,7 +324,7 @@ def _x_view(reader: SchedNode, index: Any, x: int, r: int) -> Any:
     # With the loop bounds, a row read through a view ((768*i0 + i1) // 768 with i1 < 768)
     # is the row itself (i0): a layer norm's normalising pass joins its statistics.
     index = simplify_index(index, _bounds(reader))
-    if reader.kind == "reduction" or reader.numel == x:
+    if reader.kind.reduces or reader.numel == x:
         if index.free_symbols & set(reduction_vars):
             return None
         return canonical(index, variables, ranges)

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
+from gemm_cases import CASES
+from ks_helpers import interpreter_case_results
 
 from compiler.capture.dynamo import Recorder
 from compiler.codegen.triton_backend import TritonBackend
@@ -18,8 +20,6 @@ from compiler.ir.nodes import ExternKernel
 from compiler.ir.template import MatmulTemplate
 from compiler.options import CompileOptions
 from compiler.runtime import autotune, template_bench
-from gemm_cases import CASES
-from ks_helpers import interpreter_case_results
 
 HERE = Path(__file__).resolve().parent
 
