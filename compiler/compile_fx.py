@@ -248,8 +248,8 @@ def codegen_stage(work: GraphWork) -> ev.CodegenGraph:
 
 def _header(work: GraphWork, step: Any) -> list[str]:
     plan = step.plan
-    shape = f"{plan.xnumel} elements" if plan.kind == "pointwise" else \
-        f"{plan.xnumel} rows x {plan.rnumel}"
+    shape = f"{plan.xnumel} rows x {plan.rnumel}" if plan.kind.reduces else \
+        f"{plan.xnumel} elements"
     return [f"{plan.name}: {plan.kind}, {shape}",
             f"buffers: {', '.join(n.name for n in plan.nodes)}"
             + (f" (stored: {', '.join(plan.stores)})" if plan.stores else ""),

@@ -44,6 +44,7 @@ from compiler.codegen.triton_cache import graph_triton_cache
 from compiler.codegen.triton_report import compiled_report
 from compiler.ir.index_print import pexpr
 from compiler.ir.ops import reduction_identity as identity
+from compiler.schedule.kinds import KernelKind
 from compiler.schedule.nodes import SchedNode
 from compiler.schedule.plan import KernelPlan
 
@@ -234,7 +235,7 @@ class TritonKernelCodegen(KernelCodegen):
     def _shape(self, domain: str) -> str:
         if self.tile is not None:
             return "[YBLOCK, XBLOCK]"
-        if self.plan.kind == "pointwise":
+        if not self.plan.kind.reduces:
             return "[XBLOCK]"
         return "[XBLOCK, RBLOCK]" if domain == "r" else "[XBLOCK, 1]"
 
@@ -370,7 +371,7 @@ class TritonKernelCodegen(KernelCodegen):
         params = [self.args[b] for b in plan.inputs] + [self.args[b] for b in plan.stores]
         if self.tile is not None:
             params += ["ynumel", "xnumel", "YBLOCK: tl.constexpr", "XBLOCK: tl.constexpr"]
-        elif plan.kind == "pointwise":
+        elif not plan.kind.reduces:
             params += ["xnumel", "XBLOCK: tl.constexpr"]
         else:
             params += ["xnumel", "rnumel", "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"]
@@ -384,16 +385,16 @@ class TritonKernelCodegen(KernelCodegen):
             out.write("xoffset = tl.program_id(0) * XBLOCK")
             if self.tile is not None:
                 out.write("xindex = xoffset + tl.arange(0, XBLOCK)[None, :]")
-            elif plan.kind == "pointwise":
+            elif not plan.kind.reduces:
                 out.write("xindex = xoffset + tl.arange(0, XBLOCK)")
             else:
                 out.write("xindex = xoffset + tl.arange(0, XBLOCK)[:, None]")
             if self.full[0] and self.tile is None:  # no program runs past xnumel
-                shape = "[XBLOCK]" if plan.kind == "pointwise" else "[XBLOCK, 1]"
+                shape = "[XBLOCK, 1]" if plan.kind.reduces else "[XBLOCK]"
                 out.write(f"xmask = tl.full({shape}, 1, tl.int1)")
             else:
                 out.write("xmask = xindex < xnumel")
-            if plan.kind == "reduction":
+            if plan.kind.reduces:
                 out.write("rbase = tl.arange(0, RBLOCK)[None, :]")
             out.extend(self.prologue)
             out.extend(body)
@@ -423,7 +424,7 @@ def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
     gen = TritonKernelCodegen(plan, cfg["persistent"], interpret, None, index_checks, order,
                               full)
     lines = gen.generate(notes)
-    if plan.kind == "reduction" and not cfg["persistent"] and walks_columns(gen.r_loads):
+    if plan.kind.reduces and not cfg["persistent"] and walks_columns(gen.r_loads):
         cfg = rules.column_config(plan)
         if rules.full_blocks(plan, cfg) != full:
             gen = TritonKernelCodegen(plan, False, interpret, None, index_checks, order,
@@ -431,7 +432,7 @@ def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
             lines = gen.generate(notes)
     meta = {"XBLOCK": cfg["XBLOCK"]}
     numels = [plan.xnumel]
-    if plan.kind == "reduction":
+    if plan.kind.reduces:
         meta["RBLOCK"] = cfg["RBLOCK"]
         numels.append(plan.rnumel)
     return TritonKernel(plan.name, lines.text(), lines.line_map(), cfg["grid"], meta,
@@ -524,8 +525,8 @@ class TritonBackend(Backend):
     def op_table(self) -> OpTable:
         return INTERPRET_OPS if self.emulated else OPS
 
-    def kernel_prefix(self, kind: str, rnumel: int) -> str:
-        if kind != "pointwise" and rnumel <= self.options.persistent_rblock:
+    def kernel_prefix(self, kind: KernelKind, rnumel: int) -> str:
+        if kind.reduces and rnumel <= self.options.persistent_rblock:
             return "triton_per"
         return super().kernel_prefix(kind, rnumel)
 

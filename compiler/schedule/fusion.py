@@ -22,6 +22,7 @@ from compiler.ir.handlers import body_vars
 from compiler.ir.index_print import sympy_str
 from compiler.ir.indexing import contiguous_strides, decompose, index_vars, simplify_index
 from compiler.schedule.domain import split_point
+from compiler.schedule.kinds import KernelKind
 from compiler.schedule.nodes import SchedNode, canonical
 
 MAX_DECISIONS = 5000
@@ -46,16 +47,13 @@ class Group:
         self.order = min(n.order for n in self.nodes)
 
     @property
-    def kind(self) -> str:
-        kinds = {n.kind for n in self.nodes}
-        if "extern" in kinds:
-            return "extern"
-        return "reduction" if "reduction" in kinds else "pointwise"
+    def kind(self) -> KernelKind:
+        return KernelKind.of_group(n.kind for n in self.nodes)
 
     @property
     def shape(self) -> tuple[int, int]:
         for n in self.nodes:
-            if n.kind == "reduction":
+            if n.kind.reduces:
                 return n.numel, n.rnumel
         return self.nodes[0].numel, 1
 
@@ -121,8 +119,8 @@ def _candidates(groups: list[Group], sizes: dict[str, int]
 def can_fuse(a: Group, b: Group, kind: str, consumers: dict[int, list[Group]]
              ) -> tuple[bool, str]:
     """Whether a and b can be one kernel, and why; `consumers` is `_consumers(groups)`."""
-    if a.kind == "extern" or b.kind == "extern":
-        ext = a if a.kind == "extern" else b
+    if not a.kind.generated or not b.kind.generated:
+        ext = b if a.kind.generated else a
         return False, f"{ext.label} is an extern call (runs in ATen, not in our kernel)"
     devs = {n.buffer.device for n in a.nodes + b.nodes}
     if len(devs) > 1:
@@ -195,11 +193,11 @@ def _path_through_other(a: Group, b: Group, consumers: dict[int, list[Group]]) -
 def _reduction_reads_ok(a: Group, b: Group) -> tuple[bool, str]:
     """Every read of an in-kernel reduction result must be at the reader's own output."""
     nodes = a.nodes + b.nodes
-    reductions = {n.name: n for n in nodes if n.kind == "reduction"}
+    reductions = {n.name: n for n in nodes if n.kind.reduces}
     if not reductions:
         return True, ""
-    x, r = next(n for n in nodes if n.kind == "reduction").numel, \
-        next(n for n in nodes if n.kind == "reduction").rnumel
+    first = next(iter(reductions.values()))
+    x, r = first.numel, first.rnumel
     for reader in nodes:
         for name, indexes in reader.reads.items():
             if name not in reductions or reader is reductions[name]:
@@ -215,7 +213,7 @@ def _reduction_reads_ok(a: Group, b: Group) -> tuple[bool, str]:
     # Through in-kernel pointwise nodes: a reader recomputes such a node at the index it
     # reads it, so that node's reads of a reduction happen at the composed index (a column
     # sum over values that use per-row statistics reads every row's statistics).
-    pointwise = {n.name: n for n in nodes if n.kind == "pointwise"}
+    pointwise = {n.name: n for n in nodes if n.kind is KernelKind.POINTWISE}
     for reader in nodes:
         for name, indexes in reader.reads.items():
             if name not in pointwise or reader is pointwise[name]:
@@ -278,7 +276,7 @@ def _x_view(reader: SchedNode, index: Any, x: int, r: int) -> Any:
     # With the loop bounds, a row read through a view ((768*i0 + i1) // 768 with i1 < 768)
     # is the row itself (i0): a layer norm's normalising pass joins its statistics.
     index = simplify_index(index, _bounds(reader))
-    if reader.kind == "reduction" or reader.numel == x:
+    if reader.kind.reduces or reader.numel == x:
         if index.free_symbols & set(reduction_vars):
             return None
         return canonical(index, variables, ranges)

@@ -10,13 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from compiler.ir.nodes import Buffer, ComputedBuffer
+from compiler.schedule.kinds import KernelKind
 from compiler.schedule.nodes import SchedNode
 
 
 @dataclass
 class KernelPlan:
     name: str
-    kind: str  # "pointwise" | "reduction"
+    kind: KernelKind  # a generated kind (never EXTERN)
     xnumel: int
     rnumel: int
     nodes: list[SchedNode]

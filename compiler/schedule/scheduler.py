@@ -15,6 +15,7 @@ from compiler.ir.nodes import Buffer, ExternKernel
 from compiler.ir.opnames import op_short
 from compiler.lowering.graph import LoweredGraph
 from compiler.schedule.fusion import Group, fuse
+from compiler.schedule.kinds import KernelKind
 from compiler.schedule.nodes import SchedNode, build_nodes
 from compiler.schedule.plan import KernelPlan
 
@@ -22,7 +23,7 @@ from compiler.schedule.plan import KernelPlan
 @dataclass
 class Step:
     name: str
-    kind: str  # "pointwise" | "reduction" | "extern"
+    kind: KernelKind
     group: Group
     plan: KernelPlan | None = None  # None for extern steps
 
@@ -49,7 +50,7 @@ class Schedule:
 class KernelNamer(Protocol):
     """What the scheduler asks of the target: the prefix of a kernel's name."""
 
-    def kernel_prefix(self, kind: str, rnumel: int) -> str: ...
+    def kernel_prefix(self, kind: KernelKind, rnumel: int) -> str: ...
 
 
 def schedule(graph: LoweredGraph, target: KernelNamer, fusion: bool = True,
@@ -65,7 +66,7 @@ def schedule(graph: LoweredGraph, target: KernelNamer, fusion: bool = True,
     for i, group in enumerate(result.groups):
         kind = group.kind
         ops = _op_names(group.nodes, op_names)
-        if kind == "extern":
+        if not kind.generated:
             ext = group.nodes[0].buffer
             assert isinstance(ext, ExternKernel)
             steps.append(Step(f"extern_{op_short(ext.op)}_{i}", kind, group))
@@ -86,7 +87,7 @@ def _removed(groups: list[Group], outputs: set[str]) -> set[str]:
             readers.setdefault(r, set()).add(gi)
     removed = set()
     for gi, g in enumerate(groups):
-        if g.kind == "extern":
+        if not g.kind.generated:
             continue
         for n in g.nodes:
             if n.name not in outputs and readers.get(n.name, set()) <= {gi}:
@@ -111,7 +112,7 @@ def schedule_json(s: Schedule, lines: dict[str, int | None], gid: int) -> Schedu
         origins = sorted({o for n in step.group.nodes for o in n.buffer.origins})
         x, r = step.group.shape
         kernels.append(ScheduledKernel(
-            name=step.name, kind=step.kind, buffers=[n.name for n in step.group.nodes],
+            name=step.name, kind=step.kind.value, buffers=[n.name for n in step.group.nodes],
             numel=x, rnumel=r, origins=origins,
             lines=sorted({ln for o in origins if (ln := lines.get(o)) is not None}),
             reads=sorted(step.reads()), writes=step.writes()))
