@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.fx import Node
 
 from compiler.ir.indexing import contiguous_strides, dense_strides_like
 from compiler.ir.nodes import Index, Stored, TensorValue
 from compiler.ir.ops import ops
+from compiler.lowering.common import LoweringContext
 from compiler.lowering.pointwise import broadcast_loader, upcast
 from compiler.lowering.registry import aten, register_lowering
 
@@ -65,7 +67,8 @@ def _stride_of(x: TensorValue) -> Sequence[int]:
     return x.view.stride if isinstance(x, Stored) else contiguous_strides(x.size)
 
 
-def _zero_padded(g: Any, x: TensorValue, size: tuple[int, int], why: str) -> TensorValue:
+def _zero_padded(g: LoweringContext, x: TensorValue, size: tuple[int, int], why: str
+                ) -> TensorValue:
     """x (2-D) in the top-left corner of a zero tensor of `size`, stored in x's dim order."""
     if tuple(x.size) == size:
         return x
@@ -83,7 +86,7 @@ def _zero_padded(g: Any, x: TensorValue, size: tuple[int, int], why: str) -> Ten
                      stride=dense_strides_like(size, _stride_of(x)))
 
 
-def product(g: Any, a: TensorValue, b: TensorValue) -> TensorValue:
+def product(g: LoweringContext, a: TensorValue, b: TensorValue) -> TensorValue:
     """a @ b for the current node, in cuBLAS (padded where `pad_plan` says)."""
     plan = pad_plan(a, b) if len(a.size) == 2 and len(b.size) == 2 else None
     if plan is None:
@@ -97,17 +100,18 @@ def product(g: Any, a: TensorValue, b: TensorValue) -> TensorValue:
 
 
 @register_lowering(aten.mm)
-def mm(g: Any, a: Any, b: Any) -> Any:
+def mm(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
     return product(g, a, b)
 
 
 @register_lowering(aten.addmm)
-def addmm(g: Any, bias: Any, a: Any, b: Any, beta: Any = 1, alpha: Any = 1) -> Any:
+def addmm(g: LoweringContext, node: Node, bias: Any, a: Any, b: Any, beta: Any = 1, alpha: Any = 1
+         ) -> Any:
     """mm in cuBLAS; the bias add stays lazy so it fuses with whatever follows."""
     meta = g.out_meta()
-    saved = g.current.meta.get("val")
+    saved = node.meta.get("val")
     prod = product(g, a, b)
-    g.current.meta["val"] = saved
+    node.meta["val"] = saved
     size, dtype = tuple(meta.shape), meta.dtype
     cd = upcast(dtype)
     lb, lp = broadcast_loader(bias, size, cd), broadcast_loader(prod, size, cd)
