@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import torch
 
-from compiler.ir.nodes import Lazy, Reduction, Stored, TensorValue
+from compiler.ir.nodes import Buffer, Lazy, Reduction, Stored, TensorValue
 from compiler.lowering.layout import LayoutDecision
 
 
@@ -35,6 +35,8 @@ class LoweringContext(Protocol):
     input_offsets: dict[str, int]  # storage offsets of the graph's real inputs
     # Channels-last copies made for convolutions, by what they copy (lowering/conv.py).
     converted: dict[tuple[int, Any], tuple[Any, Stored]]
+    matmul_templates: bool  # a product may become a GEMM template (lowering/matmul.py)
+    buffers: list[Buffer]  # the graph's buffers so far, in program order
 
     def out_meta(self) -> Any:
         """The fake tensor (or tuple of them) of the node being lowered."""
