@@ -32,7 +32,8 @@ from compiler.ir.indexing import index_vars
 from compiler.ir.nodes import ComputedBuffer, ExternKernel, ExternOutput, Reduction, Stored
 from compiler.ir.opnames import op_name, op_short
 from compiler.lowering import layout
-from compiler.lowering.graph import GraphLowering, LoweredGraph, Unsupported
+from compiler.lowering.common import Unsupported
+from compiler.lowering.graph import GraphLowering, LoweredGraph
 from compiler.options import CompileOptions
 from compiler.runtime import graph_cache, loader
 from compiler.runtime.autotune import select_templates
