@@ -8,9 +8,12 @@ Public API:
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from compiler.options import CompileOptions
+
+TRACE_DIR_ENV = "KERNELSCOPE_TRACE_DIR"  # set by `kernelscope run` (compiler/cli.py)
 
 __all__ = ["CompileOptions", "backend", "compile_snippet"]
 __version__ = "0.1.0"
@@ -20,9 +23,12 @@ def backend(gm: Any, example_inputs: list[Any], **kwargs: Any) -> Any:
     """torch.compile(fn, backend="kernelscope") lands here (via the entry point)."""
     from compiler.compile_fx import make_backend
 
-    return make_backend(CompileOptions.from_mapping(kwargs.get("options") or {}))(
-        gm, example_inputs
-    )
+    options = dict(kwargs.get("options") or {})
+    # `kernelscope run script.py` records the script's compiles: its trace directory
+    # reaches every torch.compile(..., backend="kernelscope") that names none itself.
+    if "trace_dir" not in options and os.environ.get(TRACE_DIR_ENV):
+        options["trace_dir"] = os.environ[TRACE_DIR_ENV]
+    return make_backend(CompileOptions.from_mapping(options))(gm, example_inputs)
 
 
 def compile_snippet(code: str, options: CompileOptions | None = None, **kw: Any) -> Any:

@@ -418,22 +418,26 @@ def _warm(dynamo_key: str | None, options: CompileOptions) -> loader.CompiledGra
 def compile_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                options: CompileOptions, filename: str | None = None, gid: int = 0,
                notes: Sequence[str] = (), mutations: dict[int, int] | None = None,
-               kind: str | None = None) -> loader.CompiledGraph:
+               kind: str | None = None,
+               trace: Callable[[GraphWork, dict[str, Any]], Any] | None = None
+               ) -> loader.CompiledGraph:
     """Everything at once: the backend's path. Returns fn(*args) -> list of outputs.
 
     A graph compiled before comes from the whole-graph cache (runtime/graph_cache.py)
-    without lowering..codegen; the CompiledGraph's `graph_cache` says which happened."""
+    without lowering..codegen; the CompiledGraph's `graph_cache` says which happened.
+    With `trace` (a trace directory: compiler/trace_dir.py) every stage runs, and `trace`
+    gets the work and each stage's payload."""
     work = GraphWork(gid, gm, list(example_inputs), options, filename, kind=kind)
     work.notes.extend(notes)
     work.mutations = dict(mutations or {})
-    cached = _cached(work)
+    cached = _cached(work) if trace is None else None
     if cached is not None:
         return cached
-    lower(work)
-    schedule_stage(work)
-    memory_stage(work)
-    codegen_stage(work)
-    build_stage(work, warmup=False)
+    payloads = {"lowering": lower(work), "scheduling": schedule_stage(work),
+                "memory": memory_stage(work), "codegen": codegen_stage(work),
+                "compile": build_stage(work, warmup=False)}
+    if trace is not None:
+        trace(work, payloads)
     assert work.compiled is not None
     return work.compiled
 
@@ -449,7 +453,9 @@ def _is_dynamic(example_inputs: Sequence[Any]) -> bool:
 
 
 def _specialising(gm: torch.fx.GraphModule, options: CompileOptions, filename: str | None,
-                  gid: int, kind: str | None) -> Callable[..., Any]:
+                  gid: int, kind: str | None,
+                  trace: Callable[[GraphWork, dict[str, Any]], Any] | None = None
+                  ) -> Callable[..., Any]:
     """A graph with symbolic sizes, compiled once per concrete shape it is called with.
 
     Lowering needs integer sizes, so each new set of input shapes (and int arguments)
@@ -479,7 +485,7 @@ def _specialising(gm: torch.fx.GraphModule, options: CompileOptions, filename: s
             note = f"dynamic shapes: specialised to the sizes of this call ({sizes})"
             try:
                 fn = compile_fx(concrete, tensors, options, filename, gid, notes=[note],
-                                kind=kind)
+                                kind=kind, trace=trace)
             except Unsupported as e:
                 warnings.warn(f"kernelscope: running graph {gid} eagerly: {e}", stacklevel=2)
                 fn = _eager(concrete)
@@ -504,23 +510,29 @@ def make_backend(options: CompileOptions, filename: str | None = None,
     `sink`, if given, collects each CompiledGraph (the profiler times their kernels).
     """
     counter = [0]
+    tracer = None
+    if options.trace_dir:
+        from compiler.trace_dir import TraceDir
+
+        tracer = TraceDir.open(options.trace_dir, options.to_json())
 
     # The backward graph is compiled lazily, inside `loss.backward()`; when that call sits in
     # a torch.compile'd function Dynamo is still watching frames, and would trace our own
     # compiler (sympy included) as user code. Compiling is never user code.
     @torch._disable_dynamo  # type: ignore[misc]
     def compile_aten(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], kind: str,
-                     dynamo: tuple[str, int] | None = None) -> Any:
+                     dynamo: tuple[str, int] | None = None, info: Any = None) -> Any:
         """`kind`: which of AOTAutograd's compilers this is (forward, backward or
         inference). `dynamo`: the Dynamo graph's key and input count, when a later compile
         of it may skip AOTAutograd if this graph shows that its runtime does nothing."""
         gid = counter[0]
         counter[0] += 1
+        trace = tracer.recorder(info, kind) if tracer is not None else None
         if _is_dynamic(example_inputs):
-            return make_boxed_func(_specialising(gm, options, filename, gid, kind))
+            return make_boxed_func(_specialising(gm, options, filename, gid, kind, trace))
         try:
             compiled = compile_fx(gm, example_inputs, options, filename, gid,
-                                  mutations=input_mutations(), kind=kind)
+                                  mutations=input_mutations(), kind=kind, trace=trace)
         except Unsupported as e:
             warnings.warn(f"kernelscope: running graph {gid} eagerly: {e}", stacklevel=2)
             return make_boxed_func(torch._disable_dynamo(_eager(gm)))
@@ -544,7 +556,8 @@ def make_backend(options: CompileOptions, filename: str | None = None,
         if options.attention_to_sdpa:
             rewrite_attention(gm)  # CUDA graphs only; recorded in gm.meta
         key, _ = dynamo_cache.dynamo_key(gm, example_inputs, options)
-        warm = _warm(key, options)
+        info = tracer.dynamo(gm) if tracer is not None else None
+        warm = _warm(key, options) if tracer is None else None
         if warm is not None:
             if sink is not None:
                 sink.append(warm)
@@ -552,9 +565,11 @@ def make_backend(options: CompileOptions, filename: str | None = None,
         dynamo = None if key is None else (key, len(example_inputs))
         return aot_module_simplified(
             gm, example_inputs,
-            fw_compiler=functools.partial(compile_aten, kind="forward", dynamo=dynamo),
-            bw_compiler=functools.partial(compile_aten, kind="backward"),
-            inference_compiler=functools.partial(compile_aten, kind="inference", dynamo=dynamo),
+            fw_compiler=functools.partial(compile_aten, kind="forward", dynamo=dynamo,
+                                          info=info),
+            bw_compiler=functools.partial(compile_aten, kind="backward", info=info),
+            inference_compiler=functools.partial(compile_aten, kind="inference",
+                                                 dynamo=dynamo, info=info),
             decompositions=decomposition_table())
 
     return backend

@@ -41,6 +41,9 @@ class CompileOptions:
     # CPU core, at most 16); 1 builds them one after another
     compile_workers: int = 0  # threads that build a graph's GPU kernels in parallel
     cache_dir: str | None = None  # on-disk compile cache; None: ~/.cache/kernelscope
+    # your own run: write each compile's events here, one file per compile
+    # (compiler/trace_dir.py; `kernelscope open DIR` imports them)
+    trace_dir: str | None = None  # write each compile's trace here (kernelscope open DIR)
     entry: str | None = None  # snippet entry point override
     # False: an op without a lowering (or a case a lowering hands to ATen) makes the graph
     # run eagerly with the reason, so coverage counts only what is lowered natively.

@@ -19,9 +19,9 @@ from compiler.codegen import targets
 from compiler.options import CompileOptions
 from server.errors import ApiError
 
-# Fields a request may not set: where the worker caches, which entry the server resolves,
-# and free-form extras.
-SERVER_ONLY = frozenset({"cache_dir", "entry", "extra"})
+# Fields a request may not set: where the worker caches (or writes a run's trace), which
+# entry the server resolves, and free-form extras.
+SERVER_ONLY = frozenset({"cache_dir", "trace_dir", "entry", "extra"})
 CHOICES: dict[str, tuple[str, ...]] = {"device": ("cpu", "cuda"),
                                        "backend": tuple(targets.choices())}
 # What the UI shows for a choice, where that is not the value itself.
