@@ -21,7 +21,7 @@ import torch
 
 from compiler.codegen import targets
 from compiler.codegen import triton_rules as rules
-from compiler.codegen.backend import Backend, BuildResult, GeneratedKernel
+from compiler.codegen.backend import Backend, BuildResult, GeneratedKernel, Launch
 from compiler.codegen.common import XINDEX, Lines, Scope, Var
 from compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
 from compiler.codegen.mathops import (
@@ -41,6 +41,7 @@ from compiler.codegen.tiling import (
     tile_config,
 )
 from compiler.codegen.triton_cache import graph_triton_cache
+from compiler.codegen.triton_offline import offline_reports
 from compiler.codegen.triton_report import compiled_report
 from compiler.ir.index_print import pexpr
 from compiler.ir.ops import reduction_identity as identity
@@ -567,6 +568,17 @@ class TritonBackend(Backend):
         return nullcontext() if self.emulated else graph_triton_cache(wrapper, inputs)
 
     def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
-        if self.emulated:
-            return {}
-        return compiled_report(getattr(module, kernel, None))
+        return {} if self.emulated else compiled_report(getattr(module, kernel, None))
+
+    def kernel_reports(self, module: ModuleType, launches: dict[str, Launch | None]
+                       ) -> dict[str, dict[str, Any]]:
+        if not self.emulated:
+            return super().kernel_reports(module, launches)
+        # The interpreter builds nothing: Triton's stages come from compiling the kernels
+        # again for a GPU target, offline (never run here).
+        target = self.options.gpu_target
+        if not target:
+            note = ("Triton's interpreter ran this kernel on the CPU and the gpu_target "
+                    "option is off: no GPU stages")
+            return {name: {"stages_note": note} for name in launches}
+        return offline_reports(Path(str(module.__file__)), launches, target)
