@@ -24,7 +24,7 @@ from compiler.capture.attention import rewrite_attention
 from compiler.capture.decompositions import decomposition_table
 from compiler.capture.fxgraph import node_lines
 from compiler.codegen.backend import Backend, GeneratedKernel
-from compiler.codegen.backends import choose_backend
+from compiler.codegen.backends import choose_backend, kernel_backends
 from compiler.codegen.wrapper import generate_wrapper
 from compiler.ir.handlers import describe, dtype_name
 from compiler.ir.index_print import pexpr
@@ -53,6 +53,9 @@ class GraphWork:
     lines: dict[str, int | None] = field(default_factory=dict)
     op_names: dict[str, str] = field(default_factory=dict)
     backend: Backend | None = None  # chosen once, in `lower`
+    # The backend of each device the kernels run on (the graph's own for its device;
+    # codegen/backends.py kernel_backends), chosen in `lower` from the lowered buffers.
+    backends: dict[str, Backend] = field(default_factory=dict)
     lowered: LoweredGraph | None = None
     sched: Schedule | None = None
     memory: MemoryPlan | None = None
@@ -120,6 +123,7 @@ def lower(work: GraphWork) -> ev.LoweringGraph:
                              online_softmax=online, layout=decision,
                              softmax_reciprocal=backend.softmax_reciprocal)
     work.lowered = lowered = lowering.run()
+    work.backends = kernel_backends(backend, _kernel_devices(lowered), work.options)
     has_convs = decision is not layout.NO_CONVOLUTIONS
     return ev.LoweringGraph(
         id=work.gid, buffers=[_buffer_json(work, b) for b in lowered.buffers],
@@ -128,6 +132,18 @@ def lower(work: GraphWork) -> ev.LoweringGraph:
         outputs=sorted(lowered.output_names()), fallbacks=lowered.fallbacks,
         notes=work.notes + lowered.notes + ([decision.note()] if has_convs else []),
         layout=decision.to_event() if has_convs else None)
+
+
+def _kernel_devices(lowered: LoweredGraph) -> set[str]:
+    return {b.device for b in lowered.buffers if isinstance(b, ComputedBuffer)}
+
+
+def _builder(work: GraphWork) -> Backend:
+    """The backend whose build runs ahead of the first launch (C++ where a graph has C++
+    kernels; at most one of a graph's backends builds ahead)."""
+    assert work.backend is not None
+    ahead = [b for b in work.backends.values() if b.source_suffix]
+    return ahead[0] if ahead else work.backend
 
 
 def _buffer_json(work: GraphWork, b: Any) -> ev.Buffer:
@@ -166,7 +182,8 @@ def _arg_text(a: Any) -> str:
 
 def schedule_stage(work: GraphWork) -> ev.SchedulingGraph:
     assert work.lowered is not None and work.backend is not None
-    work.sched = schedule(work.lowered, work.backend, work.options.fusion, work.op_names)
+    work.sched = schedule(work.lowered, work.backend, work.options.fusion, work.op_names,
+                          dict(work.backends) if len(work.backends) > 1 else None)
     return schedule_json(work.sched, work.lines, work.gid)
 
 
@@ -230,26 +247,36 @@ def codegen_stage(work: GraphWork) -> ev.CodegenGraph:
     assert work.sched is not None and work.memory is not None and work.lowered is not None
     backend = work.backend
     assert backend is not None
-    work.kernels = kernels = [backend.generate(step.plan, _header(work, step))
-                              for step in work.sched.steps if step.plan is not None]
-    work.build_source = backend.build_source(kernels)
-    artifact = loader.artifact_path(work.build_source, backend, work.options)
+    if not work.backends:
+        work.backends = {backend.device: backend}
+    # Each kernel by the backend of the device its buffers live on.
+    made: list[tuple[Backend, GeneratedKernel]] = []
+    for step in work.sched.steps:
+        if step.plan is not None:
+            b = work.backends[step.plan.device]
+            made.append((b, b.generate(step.plan, _header(work, step))))
+    work.kernels = [k for _, k in made]
+    builder = _builder(work)
+    work.build_source = builder.build_source([k for b, k in made if b is builder])
+    artifact = loader.artifact_path(work.build_source, builder, work.options)
+    parts = [(b, [k for kb, k in made if kb is b], artifact if b is builder else None)
+             for b in dict.fromkeys([backend, *work.backends.values()])]
     work.wrapper, work.wrapper_line_map = generate_wrapper(
         [b.name for b in work.lowered.inputs], work.lowered.outputs, work.sched, work.memory,
-        backend, kernels, artifact)
+        [p for p in parts if p[1] or p[0] is backend])
     return ev.CodegenGraph(
         id=work.gid, backend=backend.name, backend_label=backend.label,
         emulated=backend.emulated, triton_interpret=backend.emulated,
-        kernels=[ev.GeneratedKernel(k.name, backend.language, k.source,
-                                    _with_lines(work, k.line_map), backend.label)
-                 for k in kernels],
+        kernels=[ev.GeneratedKernel(k.name, b.language, k.source,
+                                    _with_lines(work, k.line_map), b.label)
+                 for b, k in made],
         wrapper=ev.Wrapper(work.wrapper, [ev.WrapperLine(**e) for e in work.wrapper_line_map]))
 
 
 def _header(work: GraphWork, step: Any) -> list[str]:
     plan = step.plan
-    shape = f"{plan.xnumel} elements" if plan.kind == "pointwise" else \
-        f"{plan.xnumel} rows x {plan.rnumel}"
+    shape = f"{plan.xnumel} rows x {plan.rnumel}" if plan.kind.reduces else \
+        f"{plan.xnumel} elements"
     return [f"{plan.name}: {plan.kind}, {shape}",
             f"buffers: {', '.join(n.name for n in plan.nodes)}"
             + (f" (stored: {', '.join(plan.stores)})" if plan.stores else ""),
@@ -264,7 +291,7 @@ def build_stage(work: GraphWork, warmup: bool = True) -> ev.CompileGraph:
     assert work.backend is not None and work.lowered is not None
     work.compiled = compiled = loader.load_graph(
         work.wrapper, work.build_source, work.backend, work.options,
-        [k.name for k in work.kernels], work.lowered.constants)
+        [k.name for k in work.kernels], work.lowered.constants, builder=_builder(work))
     _record(work, compiled)
     kernels = []
     if warmup:
@@ -293,6 +320,9 @@ def _record(work: GraphWork, compiled: loader.CompiledGraph) -> None:
     something that changes the code: it is reported as "stale" (and replaced)."""
     status = work.graph_cache
     key, backend, lowered = _graph_key(work), work.backend, work.lowered
+    if len(set(work.backends.values())) > 1:  # an entry names one backend to rebuild
+        key, status = None, graph_cache.GraphCacheStatus(
+            None, "bypass", "kernels of more than one backend (a mixed-device graph)")
     if key is not None and backend is not None and lowered is not None:
         entry, why = graph_cache.lookup(key, work.options)
         if why or (entry is not None and entry.wrapper != compiled.path):

@@ -24,6 +24,7 @@ import torch
 from compiler.codegen.optable import CodegenError, OpTable
 from compiler.codegen.targets import Target
 from compiler.options import CompileOptions
+from compiler.schedule.kinds import KernelKind
 from compiler.schedule.plan import KernelPlan
 
 
@@ -100,8 +101,8 @@ class Backend:
         return {"backend": self.name, "backend_label": self.label, "emulated": self.emulated}
 
     # -- scheduling -----------------------------------------------------------------------
-    def kernel_prefix(self, kind: str, rnumel: int) -> str:
-        return f"{self.name}_{'poi' if kind == 'pointwise' else 'red'}"
+    def kernel_prefix(self, kind: KernelKind, rnumel: int) -> str:
+        return f"{self.name}_{kind.short}"
 
     # -- lowering -------------------------------------------------------------------------
     def op_table(self) -> OpTable:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,6 +45,7 @@ from compiler.codegen.triton_offline import offline_reports
 from compiler.codegen.triton_report import compiled_report
 from compiler.ir.index_print import pexpr
 from compiler.ir.ops import reduction_identity as identity
+from compiler.schedule.kinds import KernelKind
 from compiler.schedule.nodes import SchedNode
 from compiler.schedule.plan import KernelPlan
 
@@ -65,7 +66,13 @@ OPS = OpTable("Triton", merged(merged(C_LIKE, {
     "mod": {"int": "((({0} % {1}) + {1}) % {1})", "uint": "{0} % {1}",
             "float": "({0} - {1} * tl.floor({0} / {1}))"},
     "fmod": {"float": "libdevice.fmod({0}, {1})"},
-    "maximum": "tl.maximum({0}, {1})", "minimum": "tl.minimum({0}, {1})",
+    # tl.maximum's default NaN rule is the target's (maxnum on a GPU: the number wins);
+    # torch.maximum/minimum return the NaN.
+    "maximum": {"float": "tl.maximum({0}, {1}, tl.PropagateNan.ALL)", "*": "tl.maximum({0}, {1})"},
+    "minimum": {"float": "tl.minimum({0}, {1}, tl.PropagateNan.ALL)", "*": "tl.minimum({0}, {1})"},
+    # Bools add as `or` and multiply as `and` in torch; tl.int1 arithmetic wraps (1 + 1 = 0).
+    "add": {"bool": "(({0} != 0) | ({1} != 0))", "*": "{0} + {1}"},
+    "mul": {"bool": "(({0} != 0) & ({1} != 0))", "*": "{0} * {1}"},
     "logical_and": "{0} & {1}", "logical_or": "{0} | {1}", "logical_xor": "{0} ^ {1}",
     "bitwise_and": {"bool": "{0} & {1}"}, "bitwise_or": {"bool": "{0} | {1}"},
     "bitwise_xor": {"bool": "{0} ^ {1}"}, "bitwise_not": {"bool": "{0} == 0"},
@@ -227,15 +234,30 @@ class TritonKernelCodegen(KernelCodegen):
 
     def _offset(self, index: sympy.Expr, domain: str) -> str:
         """One element (a scalar result) is addressed through a block of pointers, as
-        the value and mask are: a scalar pointer with a block value does not compile."""
+        the value and mask are: a scalar pointer with a block value does not compile.
+        An index made only of loaded values may be one element too (a 0-d index, or one
+        computed from constants, as bucketize's first probe is): it is broadcast."""
         if not index.free_symbols:
             return f"tl.full({self._shape(domain)}, {pexpr(index)}, tl.int32)"
+        if index.free_symbols <= self.loaded:
+            return f"({pexpr(index)}) + tl.zeros({self._shape(domain)}, tl.int32)"
         return pexpr(index)
+
+    def op(self, name: str, args: Sequence[Var], dtype: torch.dtype,
+           operands: Sequence[Var] | None = None) -> Var:
+        # Literals alone would be folded by Python, not in the dtype: `1.0 / 0.0` raises,
+        # integers do not wrap. The first becomes a typed 0-d value; the op runs in Triton.
+        if name != "where" and args and all(a.is_literal for a in args):
+            first = args[0]
+            typed = self.emit(f"tl.full([], {first.name}, {TL_DTYPE[first.dtype]})",
+                              first.dtype, first.domain)
+            return super().op(name, [typed, *args[1:]], dtype, operands or args)
+        return super().op(name, args, dtype, operands)
 
     def _shape(self, domain: str) -> str:
         if self.tile is not None:
             return "[YBLOCK, XBLOCK]"
-        if self.plan.kind == "pointwise":
+        if not self.plan.kind.reduces:
             return "[XBLOCK]"
         return "[XBLOCK, RBLOCK]" if domain == "r" else "[XBLOCK, 1]"
 
@@ -371,7 +393,7 @@ class TritonKernelCodegen(KernelCodegen):
         params = [self.args[b] for b in plan.inputs] + [self.args[b] for b in plan.stores]
         if self.tile is not None:
             params += ["ynumel", "xnumel", "YBLOCK: tl.constexpr", "XBLOCK: tl.constexpr"]
-        elif plan.kind == "pointwise":
+        elif not plan.kind.reduces:
             params += ["xnumel", "XBLOCK: tl.constexpr"]
         else:
             params += ["xnumel", "rnumel", "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"]
@@ -385,16 +407,16 @@ class TritonKernelCodegen(KernelCodegen):
             out.write("xoffset = tl.program_id(0) * XBLOCK")
             if self.tile is not None:
                 out.write("xindex = xoffset + tl.arange(0, XBLOCK)[None, :]")
-            elif plan.kind == "pointwise":
+            elif not plan.kind.reduces:
                 out.write("xindex = xoffset + tl.arange(0, XBLOCK)")
             else:
                 out.write("xindex = xoffset + tl.arange(0, XBLOCK)[:, None]")
             if self.full[0] and self.tile is None:  # no program runs past xnumel
-                shape = "[XBLOCK]" if plan.kind == "pointwise" else "[XBLOCK, 1]"
+                shape = "[XBLOCK, 1]" if plan.kind.reduces else "[XBLOCK]"
                 out.write(f"xmask = tl.full({shape}, 1, tl.int1)")
             else:
                 out.write("xmask = xindex < xnumel")
-            if plan.kind == "reduction":
+            if plan.kind.reduces:
                 out.write("rbase = tl.arange(0, RBLOCK)[None, :]")
             out.extend(self.prologue)
             out.extend(body)
@@ -424,7 +446,7 @@ def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
     gen = TritonKernelCodegen(plan, cfg["persistent"], interpret, None, index_checks, order,
                               full)
     lines = gen.generate(notes)
-    if plan.kind == "reduction" and not cfg["persistent"] and walks_columns(gen.r_loads):
+    if plan.kind.reduces and not cfg["persistent"] and walks_columns(gen.r_loads):
         cfg = rules.column_config(plan)
         if rules.full_blocks(plan, cfg) != full:
             gen = TritonKernelCodegen(plan, False, interpret, None, index_checks, order,
@@ -432,7 +454,7 @@ def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
             lines = gen.generate(notes)
     meta = {"XBLOCK": cfg["XBLOCK"]}
     numels = [plan.xnumel]
-    if plan.kind == "reduction":
+    if plan.kind.reduces:
         meta["RBLOCK"] = cfg["RBLOCK"]
         numels.append(plan.rnumel)
     return TritonKernel(plan.name, lines.text(), lines.line_map(), cfg["grid"], meta,
@@ -525,8 +547,8 @@ class TritonBackend(Backend):
     def op_table(self) -> OpTable:
         return INTERPRET_OPS if self.emulated else OPS
 
-    def kernel_prefix(self, kind: str, rnumel: int) -> str:
-        if kind != "pointwise" and rnumel <= self.options.persistent_rblock:
+    def kernel_prefix(self, kind: KernelKind, rnumel: int) -> str:
+        if kind.reduces and rnumel <= self.options.persistent_rblock:
             return "triton_per"
         return super().kernel_prefix(kind, rnumel)
 

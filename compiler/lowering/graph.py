@@ -36,6 +36,7 @@ from compiler.ir.nodes import (
 )
 from compiler.ir.opnames import op_name
 from compiler.ir.ops import with_origin
+from compiler.lowering.devices import on_device
 from compiler.lowering.layout import NO_CONVOLUTIONS, LayoutDecision
 from compiler.lowering.registry import find_lowering, load_all
 
@@ -186,6 +187,7 @@ class GraphLowering:
         kwargs = torch.fx.map_arg(node.kwargs, lambda n: self.env[n])
         if node.target is operator.getitem:
             return self._prefer(node, args[0][args[1]])
+        args, kwargs = on_device(self, node, args, kwargs)
         meta = node.meta.get("val")
         if _zero_size(meta):
             # Nothing to compute: any kernel over zero elements is a no-op (and index math

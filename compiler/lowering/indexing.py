@@ -61,9 +61,12 @@ def gather(g: Any, x: TensorValue, dim: int, index: TensorValue, **kw: Any) -> A
     meta = g.out_meta()
     dim = dim + len(x.size) if dim < 0 else dim
     lx, li = x.loader(), index.loader()
+    if not x.size:  # a 0-d input: the only valid index is 0
+        return g.lazy(lambda idx: lx([]), tuple(meta.shape), x.dtype, [x])
 
     def inner(idx: Index) -> Any:
-        src = list(idx)
+        # A 0-d index reads like a one-element index of x's rank (eager's rule).
+        src = list(idx) if idx else [0] * len(x.size)
         src[dim] = _indirect(li(idx), x.size[dim])
         return lx(src)
 

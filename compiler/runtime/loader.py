@@ -61,14 +61,20 @@ def artifact_path(build_source: str, backend: Backend, options: CompileOptions
 
 
 def load_graph(wrapper: str, build_source: str, backend: Backend, options: CompileOptions,
-               kernels: list[str], constants: Sequence[Any] = ()) -> CompiledGraph:
+               kernels: list[str], constants: Sequence[Any] = (),
+               builder: Backend | None = None) -> CompiledGraph:
+    """`backend` is the graph's; `builder` the one of its backends that builds
+    `build_source` ahead (the graph's own unless another device's kernels are C++)."""
     start = time.perf_counter()
     root = cache_root(options.cache_dir)
+    builder = builder or backend
     src = None
     if build_source:
-        src = _source_path(build_source, backend, options)
+        src = _source_path(build_source, builder, options)
         write_once(src, build_source)
-    result = backend.build(src)
+    result = builder.build(src)
+    if builder is not backend:
+        backend.build(None)
     path = root / f"graph_{content_key(wrapper, backend.name)}.py"
     hit = write_once(path, wrapper) and result.cache_hit
     return _loaded(path, hit, start, result.ms, backend, kernels, constants)

@@ -22,6 +22,7 @@ from compiler.ir.handlers import body_vars
 from compiler.ir.index_print import sympy_str
 from compiler.ir.indexing import contiguous_strides, decompose, index_vars, simplify_index
 from compiler.schedule.domain import split_point
+from compiler.schedule.kinds import KernelKind
 from compiler.schedule.nodes import SchedNode, canonical
 
 MAX_DECISIONS = 5000
@@ -46,16 +47,13 @@ class Group:
         self.order = min(n.order for n in self.nodes)
 
     @property
-    def kind(self) -> str:
-        kinds = {n.kind for n in self.nodes}
-        if "extern" in kinds:
-            return "extern"
-        return "reduction" if "reduction" in kinds else "pointwise"
+    def kind(self) -> KernelKind:
+        return KernelKind.of_group(n.kind for n in self.nodes)
 
     @property
     def shape(self) -> tuple[int, int]:
         for n in self.nodes:
-            if n.kind == "reduction":
+            if n.kind.reduces:
                 return n.numel, n.rnumel
         return self.nodes[0].numel, 1
 
@@ -121,12 +119,17 @@ def _candidates(groups: list[Group], sizes: dict[str, int]
 def can_fuse(a: Group, b: Group, kind: str, consumers: dict[int, list[Group]]
              ) -> tuple[bool, str]:
     """Whether a and b can be one kernel, and why; `consumers` is `_consumers(groups)`."""
-    if a.kind == "extern" or b.kind == "extern":
-        ext = a if a.kind == "extern" else b
+    if not a.kind.generated or not b.kind.generated:
+        ext = b if a.kind.generated else a
         return False, f"{ext.label} is an extern call (runs in ATen, not in our kernel)"
     devs = {n.buffer.device for n in a.nodes + b.nodes}
     if len(devs) > 1:
         return False, "nodes are on different devices"
+    if a.shape != b.shape and _reduces(a) and _reduces(b):
+        # A reduction over one element (x.prod(0) of a 1 x N tensor) is still a
+        # reduction: its group's shape is its own (N x 1), not a pointwise N elements.
+        (n1, r1), (n2, r2) = a.shape, b.shape
+        return False, f"different reductions: {n1}x{r1} vs {n2}x{r2}"
     ok, why = _shapes_compatible(a.shape, b.shape)
     if not ok:
         return False, why
@@ -141,6 +144,10 @@ def can_fuse(a: Group, b: Group, kind: str, consumers: dict[int, list[Group]]
         return True, f"{b.label} reads {', '.join(shared)}; computed in the same loop"
     shared = sorted(a.reads() & b.reads())
     return True, f"both read {', '.join(shared)}; loaded once"
+
+
+def _reduces(g: Group) -> bool:
+    return any(n.kind.reduces for n in g.nodes)
 
 
 def _shapes_compatible(s1: tuple[int, int], s2: tuple[int, int]) -> tuple[bool, str]:
@@ -195,11 +202,11 @@ def _path_through_other(a: Group, b: Group, consumers: dict[int, list[Group]]) -
 def _reduction_reads_ok(a: Group, b: Group) -> tuple[bool, str]:
     """Every read of an in-kernel reduction result must be at the reader's own output."""
     nodes = a.nodes + b.nodes
-    reductions = {n.name: n for n in nodes if n.kind == "reduction"}
+    reductions = {n.name: n for n in nodes if n.kind.reduces}
     if not reductions:
         return True, ""
-    x, r = next(n for n in nodes if n.kind == "reduction").numel, \
-        next(n for n in nodes if n.kind == "reduction").rnumel
+    first = next(iter(reductions.values()))
+    x, r = first.numel, first.rnumel
     for reader in nodes:
         for name, indexes in reader.reads.items():
             if name not in reductions or reader is reductions[name]:
@@ -215,7 +222,7 @@ def _reduction_reads_ok(a: Group, b: Group) -> tuple[bool, str]:
     # Through in-kernel pointwise nodes: a reader recomputes such a node at the index it
     # reads it, so that node's reads of a reduction happen at the composed index (a column
     # sum over values that use per-row statistics reads every row's statistics).
-    pointwise = {n.name: n for n in nodes if n.kind == "pointwise"}
+    pointwise = {n.name: n for n in nodes if n.kind is KernelKind.POINTWISE}
     for reader in nodes:
         for name, indexes in reader.reads.items():
             if name not in pointwise or reader is pointwise[name]:
@@ -278,7 +285,7 @@ def _x_view(reader: SchedNode, index: Any, x: int, r: int) -> Any:
     # With the loop bounds, a row read through a view ((768*i0 + i1) // 768 with i1 < 768)
     # is the row itself (i0): a layer norm's normalising pass joins its statistics.
     index = simplify_index(index, _bounds(reader))
-    if reader.kind == "reduction" or reader.numel == x:
+    if reader.kind.reduces or reader.numel == x:
         if index.free_symbols & set(reduction_vars):
             return None
         return canonical(index, variables, ranges)

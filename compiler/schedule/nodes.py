@@ -23,13 +23,14 @@ from compiler.ir.nodes import (
     TensorArg,
 )
 from compiler.lowering.graph import LoweredGraph
+from compiler.schedule.kinds import KernelKind
 
 
 @dataclass
 class SchedNode:
     buffer: Buffer
     order: int
-    kind: str  # "pointwise" | "reduction" | "extern"
+    kind: KernelKind
     numel: int
     rnumel: int
     reads: dict[str, list[sympy.Expr]] = field(default_factory=dict)
@@ -56,7 +57,7 @@ def build_nodes(graph: LoweredGraph) -> list[SchedNode]:
             by_parent[buf.parent].writes.append(buf.name)
             continue
         if isinstance(buf, ExternKernel):
-            node = SchedNode(buf, len(nodes), "extern", buf.layout.numel(), 1)
+            node = SchedNode(buf, len(nodes), KernelKind.EXTERN, buf.layout.numel(), 1)
             node.reads = {name: [] for name in _extern_inputs(buf)}
             node.writes = [buf.name]
             by_parent[buf.name] = node
@@ -65,7 +66,7 @@ def build_nodes(graph: LoweredGraph) -> list[SchedNode]:
         assert isinstance(buf, ComputedBuffer) and buf.data is not None
         data = buf.data
         is_red = isinstance(data, Reduction)
-        node = SchedNode(buf, len(nodes), "reduction" if is_red else "pointwise",
+        node = SchedNode(buf, len(nodes), KernelKind.REDUCTION if is_red else KernelKind.POINTWISE,
                          data.numel(), data.rnumel() if isinstance(data, Reduction) else 1)
         for read in reads_of(data):
             node.reads.setdefault(read.buffer, []).append(read.index)
