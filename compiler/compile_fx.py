@@ -23,6 +23,7 @@ from compiler import event_types as ev
 from compiler.capture.attention import rewrite_attention
 from compiler.capture.decompositions import decomposition_table
 from compiler.capture.fxgraph import node_lines
+from compiler.capture.modules import node_module, origin_modules
 from compiler.codegen.backend import Backend, GeneratedKernel
 from compiler.codegen.backends import choose_backend, kernel_backends
 from compiler.codegen.wrapper import generate_wrapper
@@ -32,11 +33,14 @@ from compiler.ir.indexing import index_vars
 from compiler.ir.nodes import ComputedBuffer, ExternKernel, ExternOutput, Reduction, Stored
 from compiler.ir.opnames import op_name, op_short
 from compiler.lowering import layout
-from compiler.lowering.graph import GraphLowering, LoweredGraph, Unsupported
+from compiler.lowering.common import Unsupported
+from compiler.lowering.graph import GraphLowering, LoweredGraph
 from compiler.options import CompileOptions
 from compiler.runtime import graph_cache, loader
+from compiler.runtime.autotune import select_templates
 from compiler.runtime.graphs import CudaGraphed, static_input_indices
 from compiler.schedule.inplace import in_place_outputs
+from compiler.schedule.kinds import KernelKind
 from compiler.schedule.memory import MemoryPlan, plan_memory
 from compiler.schedule.scheduler import Schedule, schedule, schedule_json
 
@@ -51,6 +55,7 @@ class GraphWork:
     code_lines: list[str] = field(default_factory=list)
     kind: str | None = None  # "forward", "backward" or "inference" (AOTAutograd's compiler)
     lines: dict[str, int | None] = field(default_factory=dict)
+    modules: dict[str, str | None] = field(default_factory=dict)  # FX node -> module path
     op_names: dict[str, str] = field(default_factory=dict)
     backend: Backend | None = None  # chosen once, in `lower`
     # The backend of each device the kernels run on (the graph's own for its device;
@@ -71,6 +76,7 @@ class GraphWork:
 
     def __post_init__(self) -> None:
         self.lines = node_lines(self.gm, self.filename)
+        self.modules = {n.name: node_module(n.meta) for n in self.gm.graph.nodes}
         self.op_names = {n.name: op_short(n.target) for n in self.gm.graph.nodes
                          if n.op == "call_function"}
         self.position = {n.name: i for i, n in enumerate(self.gm.graph.nodes)}
@@ -93,6 +99,9 @@ class GraphWork:
 
     def origin_lines(self, origins: Any) -> list[int]:
         return sorted({ln for o in origins if (ln := self.lines.get(o)) is not None})
+
+    def origin_modules(self, origins: Any) -> tuple[str | None, list[str]]:
+        return origin_modules(origins, self.modules)
 
 
 def graph_device(example_inputs: Sequence[Any], gm: torch.fx.GraphModule | None = None) -> str:
@@ -121,7 +130,9 @@ def lower(work: GraphWork) -> ev.LoweringGraph:
     lowering = GraphLowering(work.gm, work.example_inputs, work.lines, split_reductions=split,
                              fallback=work.options.fallback, refuses=backend.refuses,
                              online_softmax=online, layout=decision,
-                             softmax_reciprocal=backend.softmax_reciprocal)
+                             softmax_reciprocal=backend.softmax_reciprocal,
+                             matmul_templates=backend.matmul_templates
+                             and work.options.matmul != "extern")
     work.lowered = lowered = lowering.run()
     work.backends = kernel_backends(backend, _kernel_devices(lowered), work.options)
     has_convs = decision is not layout.NO_CONVOLUTIONS
@@ -151,6 +162,7 @@ def _buffer_json(work: GraphWork, b: Any) -> ev.Buffer:
     out = ev.Buffer(name=b.name, kind=b.kind, size=list(lay.size), stride=list(lay.stride),
                     dtype=dtype_name(lay.dtype), device=lay.device, origins=sorted(b.origins),
                     lines=work.origin_lines(b.origins))
+    out.module, out.modules = work.origin_modules(b.origins)
     if isinstance(b, ComputedBuffer) and b.data is not None:
         data = b.data
         red = data if isinstance(data, Reduction) else None
@@ -181,10 +193,19 @@ def _arg_text(a: Any) -> str:
 
 
 def schedule_stage(work: GraphWork) -> ev.SchedulingGraph:
+    """Decide each matrix product (extern call or template: runtime/autotune.py), then
+    fuse and order; the event carries the choices with their times."""
     assert work.lowered is not None and work.backend is not None
+    templates = select_templates(work.lowered, work.backend, work.options)
     work.sched = schedule(work.lowered, work.backend, work.options.fusion, work.op_names,
                           dict(work.backends) if len(work.backends) > 1 else None)
-    return schedule_json(work.sched, work.lines, work.gid)
+    event = schedule_json(work.sched, work.lines, work.gid, work.modules)
+    kernel_of = {n.name: s.name for s in work.sched.steps if s.kind is KernelKind.TEMPLATE
+                 for n in s.group.nodes}
+    for t in templates:
+        t.kernel = kernel_of.get(t.buffer)
+    event.templates = templates
+    return event
 
 
 def memory_stage(work: GraphWork) -> ev.MemoryGraph:
@@ -268,15 +289,25 @@ def codegen_stage(work: GraphWork) -> ev.CodegenGraph:
         id=work.gid, backend=backend.name, backend_label=backend.label,
         emulated=backend.emulated, triton_interpret=backend.emulated,
         kernels=[ev.GeneratedKernel(k.name, b.language, k.source,
-                                    _with_lines(work, k.line_map), b.label)
+                                    _with_lines(work, k.line_map), b.label,
+                                    *work.origin_modules(_kernel_origins(work, k.name)))
                  for b, k in made],
         wrapper=ev.Wrapper(work.wrapper, [ev.WrapperLine(**e) for e in work.wrapper_line_map]))
+
+
+def _kernel_origins(work: GraphWork, name: str) -> set[str]:
+    assert work.sched is not None
+    return {o for step in work.sched.steps if step.name == name
+            for n in step.group.nodes for o in n.buffer.origins}
 
 
 def _header(work: GraphWork, step: Any) -> list[str]:
     plan = step.plan
     shape = f"{plan.xnumel} rows x {plan.rnumel}" if plan.kind.reduces else \
         f"{plan.xnumel} elements"
+    if plan.kind is KernelKind.TEMPLATE:
+        tem = plan.nodes[0].buffer
+        shape = f"{tem.summary}; {tem.choice_reason}"
     return [f"{plan.name}: {plan.kind}, {shape}",
             f"buffers: {', '.join(n.name for n in plan.nodes)}"
             + (f" (stored: {', '.join(plan.stores)})" if plan.stores else ""),
@@ -293,12 +324,24 @@ def build_stage(work: GraphWork, warmup: bool = True) -> ev.CompileGraph:
         work.wrapper, work.build_source, work.backend, work.options,
         [k.name for k in work.kernels], work.lowered.constants, builder=_builder(work))
     _record(work, compiled)
+    prebuilt = _prebuild(work, compiled)
     kernels = []
     if warmup:
         kernels = [ev.BuiltKernel(**k) for k in loader.warmup(compiled, work.example_inputs)]
     return ev.CompileGraph(id=work.gid, ms=compiled.ms, cache_hit=compiled.cache_hit,
                            kernels=kernels, path=str(compiled.path),
-                           build_ms=compiled.build_ms, graph_cache=compiled.graph_cache)
+                           build_ms=compiled.build_ms, graph_cache=compiled.graph_cache,
+                           prebuild=prebuilt)
+
+
+def _prebuild(work: GraphWork, compiled: loader.CompiledGraph) -> dict[str, Any]:
+    """The backend builds the graph's kernels ahead of the first launch, in parallel
+    (codegen/triton_pool.py); empty where nothing builds at a launch."""
+    assert work.sched is not None
+    dtypes = {name: buf.dtype for name, buf in work.sched.buffers.items()}
+    with compiled.backend.first_launch(compiled.path, None):
+        return compiled.backend.prebuild(compiled.module, work.kernels, dtypes,
+                                         work.options.compile_workers)
 
 
 def _graph_key(work: GraphWork) -> str | None:
