@@ -153,6 +153,12 @@ class Backend:
         and builds (its tools): part of the whole-graph cache's key."""
         return {"backend": self.name}
 
+    def prebuild(self, module: ModuleType, kernels: list[GeneratedKernel],
+                 dtypes: dict[str, torch.dtype], workers: int) -> dict[str, Any]:
+        """Build what the first launch would build, ahead and in parallel (`workers`, 0:
+        one per core); what was built, for the compile event ({} when nothing is)."""
+        return {}
+
     def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
         """What the build knows about one kernel after its first launch, as fields of the
         kernel's `compile` event entry: `registers`, `spills`, `shared_bytes`, `ir`
