@@ -23,6 +23,7 @@ from compiler import event_types as ev
 from compiler.capture.attention import rewrite_attention
 from compiler.capture.decompositions import decomposition_table
 from compiler.capture.fxgraph import node_lines
+from compiler.capture.modules import node_module, origin_modules
 from compiler.codegen.backend import Backend, GeneratedKernel
 from compiler.codegen.backends import choose_backend, kernel_backends
 from compiler.codegen.wrapper import generate_wrapper
@@ -56,6 +57,7 @@ class GraphWork:
     code_lines: list[str] = field(default_factory=list)
     kind: str | None = None  # "forward", "backward" or "inference" (AOTAutograd's compiler)
     lines: dict[str, int | None] = field(default_factory=dict)
+    modules: dict[str, str | None] = field(default_factory=dict)  # FX node -> module path
     op_names: dict[str, str] = field(default_factory=dict)
     backend: Backend | None = None  # chosen once, in `lower`
     # The backend of each device the kernels run on (the graph's own for its device;
@@ -76,6 +78,7 @@ class GraphWork:
 
     def __post_init__(self) -> None:
         self.lines = node_lines(self.gm, self.filename)
+        self.modules = {n.name: node_module(n.meta) for n in self.gm.graph.nodes}
         self.op_names = {n.name: op_short(n.target) for n in self.gm.graph.nodes
                          if n.op == "call_function"}
         self.position = {n.name: i for i, n in enumerate(self.gm.graph.nodes)}
@@ -98,6 +101,9 @@ class GraphWork:
 
     def origin_lines(self, origins: Any) -> list[int]:
         return sorted({ln for o in origins if (ln := self.lines.get(o)) is not None})
+
+    def origin_modules(self, origins: Any) -> tuple[str | None, list[str]]:
+        return origin_modules(origins, self.modules)
 
 
 def graph_device(example_inputs: Sequence[Any], gm: torch.fx.GraphModule | None = None) -> str:
@@ -152,6 +158,7 @@ def _buffer_json(work: GraphWork, b: Any) -> ev.Buffer:
     out = ev.Buffer(name=b.name, kind=b.kind, size=list(lay.size), stride=list(lay.stride),
                     dtype=dtype_name(lay.dtype), device=lay.device, origins=sorted(b.origins),
                     lines=work.origin_lines(b.origins))
+    out.module, out.modules = work.origin_modules(b.origins)
     if isinstance(b, ComputedBuffer) and b.data is not None:
         data = b.data
         red = data if isinstance(data, Reduction) else None
@@ -188,7 +195,7 @@ def schedule_stage(work: GraphWork) -> ev.SchedulingGraph:
     templates = select_templates(work.lowered, work.backend, work.options)
     work.sched = schedule(work.lowered, work.backend, work.options.fusion, work.op_names,
                           dict(work.backends) if len(work.backends) > 1 else None)
-    event = schedule_json(work.sched, work.lines, work.gid)
+    event = schedule_json(work.sched, work.lines, work.gid, work.modules)
     kernel_of = {n.name: s.name for s in work.sched.steps if s.kind is KernelKind.TEMPLATE
                  for n in s.group.nodes}
     for t in templates:
@@ -278,9 +285,16 @@ def codegen_stage(work: GraphWork) -> ev.CodegenGraph:
         id=work.gid, backend=backend.name, backend_label=backend.label,
         emulated=backend.emulated, triton_interpret=backend.emulated,
         kernels=[ev.GeneratedKernel(k.name, b.language, k.source,
-                                    _with_lines(work, k.line_map), b.label)
+                                    _with_lines(work, k.line_map), b.label,
+                                    *work.origin_modules(_kernel_origins(work, k.name)))
                  for b, k in made],
         wrapper=ev.Wrapper(work.wrapper, [ev.WrapperLine(**e) for e in work.wrapper_line_map]))
+
+
+def _kernel_origins(work: GraphWork, name: str) -> set[str]:
+    assert work.sched is not None
+    return {o for step in work.sched.steps if step.name == name
+            for n in step.group.nodes for o in n.buffer.origins}
 
 
 def _header(work: GraphWork, step: Any) -> list[str]:
