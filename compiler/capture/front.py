@@ -22,7 +22,14 @@ from compiler.capture.dynamo import CapturedGraph, Recorder
 from compiler.capture.fxgraph import graph_json, node_lines
 from compiler.capture.guards import GuardLog
 from compiler.options import CompileOptions
-from compiler.snippet import Call, Entry, SnippetError, run_snippet, user_line_of
+from compiler.snippet import (
+    Call,
+    Entry,
+    SnippetError,
+    run_snippet,
+    snippet_importable,
+    user_line_of,
+)
 
 
 class StageFailed(Exception):
@@ -91,9 +98,9 @@ def capture_stage(run: FrontRun) -> dict[str, Any]:
     for i, call in enumerate(entry.calls or [Call(entry.inputs, entry.kwargs, True)]):
         args = [_copy(a) for a in call.args]
         try:
-            with torch.set_grad_enabled(call.grad_mode):
+            with snippet_importable(entry.module), torch.set_grad_enabled(call.grad_mode):
                 out = compiled(*args, **call.kwargs)
-            _backward_as_the_snippet_did(out, call)
+                _backward_as_the_snippet_did(out, call)
         except Exception as e:
             if i:  # a later call: its compile says so, the first call's graphs stand
                 log.failed(i, e)

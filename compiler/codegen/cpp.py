@@ -37,6 +37,7 @@ from compiler.codegen.mathops import (
 )
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
 from compiler.codegen.tiling import YINDEX, choose_rows
+from compiler.features import Feature
 from compiler.ir.index_print import cexpr
 from compiler.ir.indexing import FloorDiv, ModularIndexing, simplify_index
 from compiler.ir.ops import reduction_identity as identity
@@ -237,7 +238,7 @@ class CppKernelCodegen(KernelCodegen):
         iteration or thread touches it in between. The store's cache lines are then
         fetched while the costly loop computes, not by the last loop's stores."""
         node = self.block.nodes[-1] if self.block.nodes else None
-        if node is None or node.name not in self.plan.stores or node.kind == "reduction":
+        if node is None or node.name not in self.plan.stores or node.kind.reduces:
             return None
         buf = self.plan.buffers[node.name]
         if C_TYPE[buf.dtype] != compute_type(value.dtype) or \
@@ -393,7 +394,7 @@ class CppKernelCodegen(KernelCodegen):
         assert isinstance(block, CppLoop) and block.index is not None
         clauses = [c for c in block.simd if c]
         plain = bool(block.simd) and all(block.simd)
-        stores = any(n.name in self.plan.stores and n.kind != "reduction" for n in block.nodes)
+        stores = any(n.name in self.plan.stores and not n.kind.reduces for n in block.nodes)
         parallel = self.plan.xnumel == 1 and plain and not stores and \
             self.plan.rnumel >= PARALLEL_MIN
         simd = f"#pragma omp simd {' '.join(clauses)}".rstrip() \
@@ -462,7 +463,7 @@ class CppKernelCodegen(KernelCodegen):
             return False
         if not walks_columns(block.r_loads):
             return False
-        return not any(n.name in self.plan.stores and n.kind != "reduction"
+        return not any(n.name in self.plan.stores and not n.kind.reduces
                        for n in block.nodes)
 
     def _column_body(self, block: CppLoop) -> Lines:
@@ -530,7 +531,11 @@ class CppBackend(Backend):
 
     target = targets.by_name("cpp")
     source_suffix = ".cpp"
-    softmax_reciprocal = True  # eager's CPU softmax (_vec_softmax_lastdim) multiplies by 1/sum
+    # eager's CPU softmax (_vec_softmax_lastdim) multiplies by 1/sum
+    features = frozenset({Feature.SOFTMAX_RECIPROCAL})
+
+    def cache_identity(self) -> dict[str, str]:
+        return {**super().cache_identity(), "cxx": CXX}
 
     def op_table(self) -> OpTable:
         return OPS
