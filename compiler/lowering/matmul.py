@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch.fx import Node
 
+from compiler.features import Feature
 from compiler.ir.indexing import contiguous_strides, dense_strides_like
 from compiler.ir.nodes import ExternKernel, Index, Layout, Stored, TensorArg, TensorValue
 from compiler.ir.opnames import op_short
@@ -109,7 +110,7 @@ def offer_template(g: LoweringContext, result: Stored, a: TensorValue, b: Tensor
     and the template can compute it (float16 / bfloat16 / float32, one dtype, 32-bit
     indices); else `result` unchanged."""
     ext = result.buffer
-    if not g.matmul_templates or not isinstance(ext, ExternKernel) or \
+    if Feature.MATMUL_TEMPLATES not in g.features or not isinstance(ext, ExternKernel) or \
             a.dtype != b.dtype or a.dtype not in TEMPLATE_DTYPES or ext.dtype != a.dtype:
         return result
     ta, tb = ext.args[0], ext.args[1]

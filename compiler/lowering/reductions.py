@@ -15,6 +15,7 @@ import sympy
 import torch
 from torch.fx import Node
 
+from compiler.features import Feature
 from compiler.ir.indexing import decompose
 from compiler.ir.nodes import Index, Stored, TensorValue
 from compiler.ir.ops import ops
@@ -74,7 +75,7 @@ def reduce(g: LoweringContext, x: TensorValue, dims: Any, keepdim: bool, rtype: 
         # Over nothing: the identity (sum 0, prod 1, any False, all True). Over a single
         # element per output (0-d input, dims of size one only): that element itself.
         stored = _trivial(g, x, out_size, rdims, rtype, src, out_dtype, value, rnumel == 0)
-    elif (g.split_reductions and rtype in COMBINE and numel <= SPLIT_MAX_OUTPUTS
+    elif (Feature.SPLIT_REDUCTIONS in g.features and rtype in COMBINE and numel <= SPLIT_MAX_OUTPUTS
             and rnumel >= SPLIT_MIN_RNUMEL):
         stored = _split(g, x, out_size, rranges, rtype, src, out_dtype, value, full_index,
                         rnumel)

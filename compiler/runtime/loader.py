@@ -21,7 +21,6 @@ import torch
 
 from compiler.codegen.backend import Backend
 from compiler.options import CompileOptions
-from compiler.runtime import launch
 from compiler.runtime.cache import cache_root, content_key, write_once
 from compiler.runtime.timing import instrument
 
@@ -92,7 +91,7 @@ def load_built(wrapper: Path, source: Path | None, backend: Backend, kernels: li
 def _loaded(path: Path, hit: bool, start: float, build_ms: float, backend: Backend,
             kernels: list[str], constants: Sequence[Any]) -> CompiledGraph:
     module = _import(path, f"kernelscope_{path.stem}")
-    launch.install(module, kernels, backend.device)
+    backend.after_import(module, kernels)
     return CompiledGraph(module, path, hit, (time.perf_counter() - start) * 1000, build_ms,
                          backend, kernels, tuple(constants))
 
