@@ -19,6 +19,7 @@ import sympy
 import torch
 import torch.fx
 
+from compiler.devices import CPU
 from compiler.event_types import Fallback
 from compiler.features import REFERENCE, Feature, enabled
 from compiler.ir.handlers import OpUseMemo, PrintHandler, call_body, op_uses
@@ -117,7 +118,7 @@ class GraphLowering:
         self.fallbacks: list[Fallback] = []
         self.env: dict[torch.fx.Node, Any] = {}
         self.current: torch.fx.Node | None = None
-        self.device = "cpu"
+        self.device = CPU
         self._counter = 0
 
     # -- the walk --------------------------------------------------------------------
