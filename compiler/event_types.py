@@ -409,6 +409,10 @@ class BuiltKernel:
     # the backend's lower stages: Triton's ttir/ttgir/llir/ptx/sass on a GPU, C++'s asm
     ir: dict[str, str] | None = None
     line_maps: dict[str, list[StageLines]] | None = None  # stage -> its mapped lines
+    # the GPU target the stages were compiled for offline, never run here (a CPU host
+    # whose interpreter ran the kernel); None: the build that ran
+    gpu_target: str | None = None
+    stages_note: str | None = None  # why a kernel has no lower stages
 
 
 @dataclass

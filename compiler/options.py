@@ -47,6 +47,9 @@ class CompileOptions:
     # False: an op without a lowering (or a case a lowering hands to ATen) makes the graph
     # run eagerly with the reason, so coverage counts only what is lowered natively.
     fallback: bool = True  # an op without a lowering runs on ATen; False: the graph runs eagerly
+    # Triton kernels the interpreter ran on a CPU host are also compiled offline for this
+    # GPU (TTIR..PTX, SASS): never run here. "" turns it off.
+    gpu_target: str = "sm_90"  # GPU target of the offline Triton stages (sm_80, sm_90, ...; "" off)
     debug_index_asserts: bool = False  # check every indirect index on the device (a debug aid)
     extra: Mapping[str, Any] = field(default_factory=dict)
 

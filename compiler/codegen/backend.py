@@ -45,6 +45,9 @@ class BuildResult:
     ms: float
 
 
+Launch = tuple[tuple[Any, ...], dict[str, Any]]  # a kernel launch's arguments, keywords
+
+
 @dataclass
 class GeneratedKernel:
     """One kernel's source, how the wrapper launches it, and its line-to-origin map."""
@@ -164,3 +167,9 @@ class Backend:
         kernel's `compile` event entry: `registers`, `spills`, `shared_bytes`, `ir`
         (stage name -> text), `line_maps`; empty where nothing is known."""
         return {}
+
+    def kernel_reports(self, module: ModuleType, launches: dict[str, Launch | None]
+                       ) -> dict[str, dict[str, Any]]:
+        """`kernel_report` of each kernel; `launches` holds each one's first launch (its
+        arguments), for a backend that builds again from them."""
+        return {name: self.kernel_report(module, name) for name in launches}

@@ -18,11 +18,12 @@ from typing import Any
 import torch
 
 from compiler.codegen import targets, triton_launch
-from compiler.codegen.backend import Backend, BuildResult, GeneratedKernel
+from compiler.codegen.backend import Backend, BuildResult, GeneratedKernel, Launch
 from compiler.codegen.mathops import TRITON_MATH_HELPERS
 from compiler.codegen.optable import OpTable
 from compiler.codegen.triton import INTERPRET_OPS, OPS, generate_triton
 from compiler.codegen.triton_cache import graph_triton_cache
+from compiler.codegen.triton_offline import offline_reports
 from compiler.codegen.triton_pool import PoolKernel, prebuild
 from compiler.codegen.triton_report import compiled_report
 from compiler.codegen.triton_template import (
@@ -200,6 +201,17 @@ class TritonBackend(Backend):
         return nullcontext() if self.emulated else graph_triton_cache(wrapper, inputs)
 
     def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
-        if self.emulated:
-            return {}
-        return compiled_report(getattr(module, kernel, None))
+        return {} if self.emulated else compiled_report(getattr(module, kernel, None))
+
+    def kernel_reports(self, module: ModuleType, launches: dict[str, Launch | None]
+                       ) -> dict[str, dict[str, Any]]:
+        if not self.emulated:
+            return super().kernel_reports(module, launches)
+        # The interpreter builds nothing: Triton's stages come from compiling the kernels
+        # again for a GPU target, offline (never run here).
+        target = self.options.gpu_target
+        if not target:
+            note = ("Triton's interpreter ran this kernel on the CPU and the gpu_target "
+                    "option is off: no GPU stages")
+            return {name: {"stages_note": note} for name in launches}
+        return offline_reports(Path(str(module.__file__)), launches, target)

@@ -164,8 +164,6 @@ def warmup(compiled: CompiledGraph, example_inputs: list[Any]) -> list[dict[str,
     with compiled.backend.first_launch(compiled.path, input_specs(args)), \
             instrument(compiled.module, compiled.kernels) as timings:
         compiled(*args)
-    out = []
-    for t in timings.values():
-        report = compiled.backend.kernel_report(compiled.module, t.name)
-        out.append({**t.to_json(), **report})
-    return out
+    reports = compiled.backend.kernel_reports(
+        compiled.module, {t.name: t.launch for t in timings.values()})
+    return [{**t.to_json(), **reports.get(t.name, {})} for t in timings.values()]

@@ -74,14 +74,13 @@ export class GraphPane extends Pane {
   title = "Graph";
 
   constructor(ctx) {
-    super(ctx);
+    super(ctx, "div.pane-body.graph-pane");
     this.graphId = 0;
     this.pick = h("select.graph-pick", { onchange: () => this.showGraph(Number(this.pick.value)) });
     this.fxEl = h("div.cy");
     this.kEl = h("div.cy");
     this.details = h("div.details");
     this.breaks = h("div.breaks");
-    this.el = h("div.pane-body.graph-pane");
     this.reset();
   }
 
