@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from compiler.devices import CPU
+
 
 @dataclass(frozen=True)
 class CompileOptions:
-    device: str = "cpu"  # "cpu" or "cuda": where the snippet's tensors live
+    device: str = CPU  # one of compiler/devices.py's DEVICES: where the snippet's tensors live
     backend: str = "auto"  # a registered backend's name, or "auto" (codegen/backends.py)
     fusion: bool = True  # vertical and horizontal fusion in the scheduler
     memory_reuse: bool = True  # reuse dead buffers in the memory plan

@@ -32,6 +32,7 @@ from typing import Any
 
 from compiler.codegen.backend import Launch
 from compiler.codegen.triton_report import bundled_tool, kernel_report_of, run_tool
+from compiler.devices import CUDA
 
 TARGET_RE = re.compile(r"sm_(\d+)a?")
 REG_RE = re.compile(r"\bREG:(\d+)")
@@ -140,7 +141,7 @@ def _compile(fn: Any, launch: dict[str, Any], cap: int) -> tuple[Any, Any]:
             return _Pointer(getattr(torch, value["dtype"]), int(value["address"]))
         return value
 
-    target = GPUTarget("cuda", cap, 32)
+    target = GPUTarget(CUDA, cap, 32)  # Triton names its CUDA backend as we name the device
     backend = make_backend(target)
     binder = create_function_from_signature(fn.signature, fn.params, backend)
     kw = {"debug": bool(fn.debug), **launch["kwargs"]}

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import torch
 
+from compiler.devices import device_type
 from compiler.features import Features
 from compiler.ir.nodes import Buffer, Lazy, Reduction, Stored, TensorValue
 from compiler.lowering.layout import LayoutDecision
@@ -76,7 +77,7 @@ class LoweringContext(Protocol):
 
 
 def device_of(t: Any) -> str:
-    return "cuda" if t.device.type == "cuda" else t.device.type
+    return device_type(t)
 
 
 def dense_permutation(size: Sequence[int], stride: Sequence[int]) -> bool:

@@ -27,6 +27,7 @@ from typing import Any
 import torch
 from torch.fx import Node
 
+from compiler.devices import CUDA
 from compiler.features import Feature
 from compiler.ir.indexing import contiguous_strides, dense_strides_like
 from compiler.ir.nodes import ExternKernel, Index, Layout, Stored, TensorArg, TensorValue
@@ -37,7 +38,7 @@ from compiler.lowering.common import LoweringContext
 from compiler.lowering.pointwise import broadcast_loader, upcast
 from compiler.lowering.registry import aten, register_lowering
 
-PAD_DEVICES = ("cuda",)  # where the product runs in cuBLAS
+PAD_DEVICES = (CUDA,)  # where the product runs in cuBLAS
 ALIGN_BYTES = 16  # cuBLAS's tensor-core kernels: leading dimensions in multiples of this
 # Below this many multiply-adds the padding copies (and their launches) cost more than
 # the unaligned kernel loses.
