@@ -86,6 +86,11 @@ KEEP_WHOLE = [
     aten.clamp_max,
     aten.rsqrt,
     aten.var_mean,
+    # Upstream's rule returns the attention weights where the op returns its logsumexp (it
+    # is meant for export, Inductor excludes it too). Below autograd, the backward op
+    # (`..._for_cpu_backward`) then read that (b, h, l, s) tensor as the (b, h, l)
+    # logsumexp: every gradient through attention came out wrong (GPT-2, BERT).
+    aten._scaled_dot_product_flash_attention_for_cpu,
 ]
 
 

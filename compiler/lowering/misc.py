@@ -170,7 +170,9 @@ def constant_pad_nd(g: Any, x: TensorValue, pad: Sequence[int], value: float = 0
 @register_lowering(aten._convolution,
                    aten.baddbmm, aten._scaled_dot_product_flash_attention,
                    aten._scaled_dot_product_efficient_attention,
-                   aten._scaled_dot_product_cudnn_attention)
+                   aten._scaled_dot_product_cudnn_attention,
+                   aten._scaled_dot_product_flash_attention_for_cpu,
+                   aten._scaled_dot_product_flash_attention_for_cpu_backward)
 def vendor(g: Any, *args: Any, **kwargs: Any) -> Any:
     return g.extern(g.current.target, args, kwargs, fallback=False)
 
