@@ -37,6 +37,7 @@ from compiler.codegen.mathops import (
 )
 from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
 from compiler.codegen.tiling import YINDEX, choose_rows
+from compiler.features import Feature
 from compiler.ir.index_print import cexpr
 from compiler.ir.indexing import FloorDiv, ModularIndexing, simplify_index
 from compiler.ir.ops import reduction_identity as identity
@@ -530,7 +531,11 @@ class CppBackend(Backend):
 
     target = targets.by_name("cpp")
     source_suffix = ".cpp"
-    softmax_reciprocal = True  # eager's CPU softmax (_vec_softmax_lastdim) multiplies by 1/sum
+    # eager's CPU softmax (_vec_softmax_lastdim) multiplies by 1/sum
+    features = frozenset({Feature.SOFTMAX_RECIPROCAL})
+
+    def cache_identity(self) -> dict[str, str]:
+        return {**super().cache_identity(), "cxx": CXX}
 
     def op_table(self) -> OpTable:
         return OPS

@@ -19,7 +19,9 @@ import sympy
 import torch
 import torch.fx
 
+from compiler.devices import CPU
 from compiler.event_types import Fallback
+from compiler.features import REFERENCE, Feature, enabled
 from compiler.ir.handlers import OpUseMemo, PrintHandler, call_body, op_uses
 from compiler.ir.indexing import contiguous_strides, dense_strides_like
 from compiler.ir.nodes import (
@@ -37,19 +39,15 @@ from compiler.ir.nodes import (
 )
 from compiler.ir.opnames import op_name
 from compiler.ir.ops import with_origin
+from compiler.lowering.common import LoweringBackend, Unsupported, dense_permutation, device_of
 from compiler.lowering.devices import on_device
 from compiler.lowering.extern_layout import restrided, stride_for
 from compiler.lowering.layout import NO_CONVOLUTIONS, LayoutDecision
 from compiler.lowering.registry import find_lowering, load_all
+from compiler.options import CompileOptions
 
 MAX_INLINE_ORIGINS = 24  # realize a value once this many FX nodes are inlined into it
-# Asked for each (op, operand dtype) a lowered body uses: why the backend cannot express
-# it, or None when it can (the graph's Backend.refuses).
-Refuses = Callable[[str, torch.dtype], str | None]
-
-
-class Unsupported(Exception):
-    """The graph uses something this compiler cannot handle at all (e.g. dynamic shapes)."""
+DEFAULT_OPTIONS = CompileOptions()
 
 
 @dataclass
@@ -75,10 +73,6 @@ class LoweredGraph:
         return {o.buffer.name for o in self.outputs if isinstance(o, Stored)}
 
 
-def device_of(t: Any) -> str:
-    return "cuda" if t.device.type == "cuda" else t.device.type
-
-
 # The lowering table is filled when the compiler is imported (a worker does that before
 # its first job), not inside the first graph's lowering stage.
 load_all()
@@ -90,36 +84,31 @@ class GraphLowering:
         gm: torch.fx.GraphModule,
         example_inputs: Sequence[Any],
         lines: dict[str, int | None] | None = None,
-        split_reductions: bool = True,
-        fallback: bool = True,
-        refuses: Refuses | None = None,
-        online_softmax: int | None = None,
+        backend: LoweringBackend | None = None,
+        options: CompileOptions = DEFAULT_OPTIONS,
         layout: LayoutDecision = NO_CONVOLUTIONS,
-        softmax_reciprocal: bool = False,
-        matmul_templates: bool = False,
     ) -> None:
+        """`backend`: the graph's target, asked what it can do and which ops it refuses
+        (None: the IR alone, for the reference interpreter and tests)."""
         load_all()
         self.gm = gm
         self.example_inputs = list(example_inputs)
         self.lines = lines or {}
-        self.split_reductions = split_reductions
+        self.features = enabled(backend.features if backend is not None else REFERENCE,
+                                options)
         # Rows longer than this take softmax through a one-pass logsumexp reduction
         # (log_softmax: every row); None: the backend has no such reduction.
-        self.online_softmax = online_softmax
-        # softmax ends with exp * (1 / sum) (eager's CPU kernel), not exp / sum
-        self.softmax_reciprocal = softmax_reciprocal
+        self.online_softmax = options.persistent_rblock \
+            if Feature.ONLINE_SOFTMAX in self.features else None
         self.layout = layout  # the whole-graph layout (lowering/layout.py)
-        # mm / addmm / bmm become MatmulTemplates (ir/template.py): the extern call or a
-        # Triton template, chosen after lowering by measurement or by the `matmul` option
-        self.matmul_templates = matmul_templates
         # Pointwise bodies of the nodes the layout stores channels-last -> their strides,
         # used wherever such a value is stored without strides asked for.
         self._preferred: dict[int, tuple[Pointwise, tuple[int, ...]]] = {}
         # Channels-last copies of values made for convolutions, by what they copy: made
         # once however many convolutions read the value (lowering/conv.py).
         self.converted: dict[tuple[int, Any], tuple[Any, Stored]] = {}
-        self.allow_fallback = fallback
-        self.refuses = refuses
+        self.allow_fallback = options.fallback
+        self.refuses = backend.refuses if backend is not None else None
         self._dtypes: dict[str, torch.dtype] = {}  # buffer name -> dtype, for `refuses`
         self._op_uses: OpUseMemo = {}  # what each lazy body uses, for `refuses`
         self.input_offsets: dict[str, int] = {}  # storage offsets of the real inputs
@@ -130,7 +119,7 @@ class GraphLowering:
         self.fallbacks: list[Fallback] = []
         self.env: dict[torch.fx.Node, Any] = {}
         self.current: torch.fx.Node | None = None
-        self.device = "cpu"
+        self.device = CPU
         self._counter = 0
         self._fakes: Any = None  # the FakeTensorMode extern layouts are re-derived in
 
@@ -214,7 +203,7 @@ class GraphLowering:
             return self.extern(node.target, args, kwargs, fallback=True,
                                reason="no lowering for this op")
         mark = (len(self.buffers), len(self.fallbacks), self._counter)
-        result = lowering(self, *args, **kwargs)
+        result = lowering(self, node, *args, **kwargs)
         reason = self._refused(result, mark[0])
         if reason is not None:  # what this node built is dropped; ATen computes it
             del self.buffers[mark[0]:], self.fallbacks[mark[1]:]
@@ -278,7 +267,7 @@ class GraphLowering:
         if isinstance(value, Stored) and (isinstance(value.buffer, InputBuffer) or
                                           _same_strides(value.size, value.view.stride, stride)):
             return value
-        if isinstance(value, Lazy) and _dense_permutation(value.size, stride):
+        if isinstance(value, Lazy) and dense_permutation(value.size, stride):
             return self.realize(value, "graph output", stride=stride)
         why = ("graph output, in eager's strides (the graph works channels-last)"
                if out.name in self.layout.nodes else "graph output, in eager's strides")
@@ -359,7 +348,7 @@ class GraphLowering:
         preferred = self._preferred.get(id(value.node))
         if stride is None and preferred is not None and preferred[0] is value.node:
             stride = preferred[1]
-        if stride is None or not _dense_permutation(size, stride):
+        if stride is None or not dense_permutation(size, stride):
             stride = contiguous_strides(size)
         layout = Layout(value.device, value.dtype, tuple(size), tuple(int(s) for s in stride))
         buf = ComputedBuffer(self.new_name(), layout, value.origins, value.node, reason)
@@ -528,17 +517,6 @@ def _layout_of(t: torch.Tensor, stride: Sequence[int] | None = None) -> Layout:
         raise Unsupported("dynamic shapes (symbolic sizes) are not supported")
     return Layout(device_of(t), t.dtype, tuple(t.shape),
                   tuple(t.stride()) if stride is None else tuple(stride), 0)
-
-
-def _dense_permutation(size: Sequence[int], stride: Sequence[int]) -> bool:
-    """True if `stride` lays `size` out densely in some dim order (no gaps, no overlap)."""
-    dims = sorted((st, sz) for sz, st in zip(size, stride) if sz != 1)
-    expected = 1
-    for st, sz in dims:
-        if st != expected:
-            return False
-        expected *= sz
-    return True
 
 
 def _same_strides(size: Sequence[int], a: Sequence[int], b: Sequence[int]) -> bool:
