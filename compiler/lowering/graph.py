@@ -38,7 +38,7 @@ from compiler.ir.nodes import (
     TensorValue,
 )
 from compiler.ir.opnames import op_name
-from compiler.ir.ops import with_origin
+from compiler.ir.ops import combine_op, with_origin
 from compiler.lowering.common import LoweringBackend, Unsupported, dense_permutation, device_of
 from compiler.lowering.devices import on_device
 from compiler.lowering.extern_layout import restrided, stride_for
@@ -62,12 +62,6 @@ class LoweredGraph:
     # Graph constants (get_attr tensors), in the order they follow the placeholders among
     # `inputs`: the compiled graph passes them to the wrapper after the caller's arguments.
     constants: list[torch.Tensor] = field(default_factory=list)
-
-    def buffer(self, name: str) -> Buffer:
-        for b in self.inputs + self.buffers:
-            if b.name == name:
-                return b
-        raise KeyError(name)
 
     def output_names(self) -> set[str]:
         return {o.buffer.name for o in self.outputs if isinstance(o, Stored)}
@@ -231,7 +225,10 @@ class GraphLowering:
         bodies += [b.data for b in self.buffers[first_new:]
                    if isinstance(b, ComputedBuffer) and b.data is not None]
         for body in bodies:
-            for op, dtype in op_uses(body, self._dtype_of, self._op_uses):
+            uses = op_uses(body, self._dtype_of, self._op_uses)
+            if isinstance(body, Reduction):  # the reduction is an op of the table too
+                uses.append((combine_op(body.reduction_type), body.src_dtype))
+            for op, dtype in uses:
                 reason = self.refuses(op, dtype)
                 if reason is not None:
                     return f"{reason}: computed by ATen"
