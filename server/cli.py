@@ -7,7 +7,7 @@
 `serve` runs the app under gunicorn with gthread workers (one thread per open event stream,
 and a worker timeout that only watches the worker's main loop, so a long SSE stream is never
 cut); `--debug` runs Werkzeug's development server instead. `worker` takes jobs from Redis
-through RQ (server/queue.py). Both accept `--config FILE.json`, a JSON object of the
+through RQ (server/rqworker.py). Both accept `--config FILE.json`, a JSON object of the
 configuration keys of docs/server.md, applied before the flags.
 """
 
@@ -120,7 +120,7 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def worker(args: argparse.Namespace) -> int:
-    from server.queue import run_worker
+    from server.rqworker import run_worker
 
     config = config_from(args)
     if not config.get("QUEUE_URL"):
