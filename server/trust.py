@@ -70,14 +70,18 @@ def conform_payload(stage: str, data: dict[str, Any], request: JobRequest) -> di
 
 
 @cache
-def _fields(cls: type) -> dict[str, Any]:
-    """name -> type of each field of a payload dataclass."""
+def _fields(cls: type) -> dict[str, tuple[Any, bool]]:
+    """name -> (type, required) of each field of a payload dataclass."""
     hints = typing.get_type_hints(cls)
-    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+    return {f.name: (hints[f.name], f.default is dataclasses.MISSING
+                     and f.default_factory is dataclasses.MISSING)
+            for f in dataclasses.fields(cls)}
 
 
-def _conform(value: Any, tp: Any, depth: int) -> Any:
-    """`value` as type `tp`, or _DROP when it cannot be."""
+def _conform(value: Any, tp: Any, depth: int, item: bool = False) -> Any:
+    """`value` as type `tp`, or _DROP when it cannot be. `item`: an object in a list, which
+    is dropped whole when a required field is missing or mistyped (a payload's top level
+    keeps what conforms)."""
     if depth > DEPTH_CAP:
         return _DROP
     origin = typing.get_origin(tp)
@@ -105,14 +109,14 @@ def _conform(value: Any, tp: Any, depth: int) -> Any:
     if origin is list:
         if not isinstance(value, list):
             return _DROP
-        (item,) = typing.get_args(tp)
-        items = (_conform(v, item, depth + 1) for v in value[:LIST_CAP])
+        (of,) = typing.get_args(tp)
+        items = (_conform(v, of, depth + 1, item=True) for v in value[:LIST_CAP])
         return [v for v in items if v is not _DROP]
     if origin is dict:
         if not isinstance(value, dict):
             return _DROP
-        _, item = typing.get_args(tp)
-        pairs = ((str(k)[:200], _conform(v, item, depth + 1))
+        _, of = typing.get_args(tp)
+        pairs = ((str(k)[:200], _conform(v, of, depth + 1, item=True))
                  for k, v in list(value.items())[:LIST_CAP])
         return {k: v for k, v in pairs if v is not _DROP}
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
@@ -121,14 +125,14 @@ def _conform(value: Any, tp: Any, depth: int) -> Any:
         # Listed keys of the listed types only; a missing or mistyped one is left out
         # (readers treat it as absent), the rest of the object stays.
         fields: dict[str, Any] = {}
-        for name, ftype in _fields(tp).items():
-            if name not in value:
-                continue
-            conformed = _conform(value[name], ftype, depth + 1)
-            if name == "code" and isinstance(value[name], str):
+        for name, (ftype, required) in _fields(tp).items():
+            conformed = _conform(value[name], ftype, depth + 1) if name in value else _DROP
+            if name == "code" and isinstance(value.get(name), str):
                 conformed = value[name][:CODE_CAP]
             if conformed is not _DROP:
                 fields[name] = conformed
+            elif required and item:
+                return _DROP
         return fields
     return _DROP
 
