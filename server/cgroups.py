@@ -206,10 +206,11 @@ class JobCgroup:
                     time.sleep(0.05)
 
 
-def sweep(support: CgroupSupport, prefix: str, jobs_root: Path) -> int:
+def sweep(support: CgroupSupport, prefix: str, jobs_root: Path, min_age_s: float) -> int:
     """Remove job groups (named after their job directory, `prefix...`) left by a server
-    that was killed: those with no process left whose job directory under `jobs_root` is
-    gone too (run after the scratch sweep). A live job's group keeps its directory."""
+    that was killed: those with no process left, older than `min_age_s` (another server's
+    group is empty only for the moment between its creation and its worker's start), whose
+    job directory under `jobs_root` is gone too (run after the scratch sweep)."""
     removed = 0
     for parent in set(support.parents.values()):
         try:
@@ -217,7 +218,11 @@ def sweep(support: CgroupSupport, prefix: str, jobs_root: Path) -> int:
         except OSError:
             continue
         for path in names:
-            if _pids(path) or (jobs_root / path.name.removesuffix("-back")).exists():
+            try:
+                young = time.time() - path.stat().st_mtime < min_age_s
+            except OSError:
+                continue
+            if young or _pids(path) or (jobs_root / path.name.removesuffix("-back")).exists():
                 continue
             try:
                 path.rmdir()

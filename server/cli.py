@@ -108,7 +108,8 @@ def config_from(args: argparse.Namespace) -> dict[str, Any]:
     return config
 
 
-def serve(args: argparse.Namespace) -> int:
+def serve_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The app configuration `serve` runs with: the flags, plus what the address implies."""
     config = config_from(args)
     if args.host in LOOPBACK and "TRUSTED_HOSTS" not in config:
         # A page on another site that rebinds its DNS name to 127.0.0.1 is refused.
@@ -116,7 +117,13 @@ def serve(args: argparse.Namespace) -> int:
     if args.strict is not None:
         config["STRICT_LIMITS"] = args.strict
     elif config.get("STRICT_LIMITS") is None:
+        # Serving others: snippets run only with every per-job limit in place.
         config["STRICT_LIMITS"] = args.host not in LOOPBACK
+    return config
+
+
+def serve(args: argparse.Namespace) -> int:
+    config = serve_config(args)
     if args.workers > 1 and not config.get("QUEUE_URL"):
         print("kernelscope serve: --workers > 1 needs --queue", file=sys.stderr)
         return 2

@@ -36,6 +36,16 @@ class Worker(GeventWorker):  # type: ignore[misc]
         util.write_error = write_json_error  # gunicorn's own error pages, as JSON
         super().init_process()
 
+    def init_signals(self) -> None:
+        import gevent
+
+        super().init_signals()
+        # gunicorn has just reset SIGCHLD to its default, which leaves libev's child
+        # watchers (gevent's subprocess waits on them) deaf: a subprocess that exited was
+        # then only noticed when another signal woke the loop (the sandbox probe hung for
+        # its 30 s timeout, and the worker for its boot). Give libev its handler back.
+        gevent.get_hub().loop.install_sigchld()
+
     def handle_exit(self, sig: int, frame: Any) -> None:
         import gevent
 

@@ -95,7 +95,7 @@ def build_settings(cfg: dict[str, Any]) -> WorkerSettings:
                 "(--no-strict) on a machine only you can reach")
     swept = scratch.sweep(cfg["SCRATCH_ROOT"], min_age_s=2 * limits.wall_s + 60)
     jobs_root = Path(cfg["SCRATCH_ROOT"] or tempfile.gettempdir())
-    swept += cgroups.sweep(groups, scratch.PREFIX, jobs_root)
+    swept += cgroups.sweep(groups, scratch.PREFIX, jobs_root, min_age_s=2 * limits.wall_s + 60)
     if swept:
         log.warning("removed %d job directories and cgroups left by a stopped server", swept)
     for note in isolation.notes:

@@ -20,8 +20,8 @@ from server_support import (
     state,
 )
 
-from server.trust import STRING_CAP, StageOrigin, conform_payload
 from server.jobs import JobRequest
+from server.trust import STRING_CAP, StageOrigin, conform_payload
 
 ALL_BACKENDS = False
 
