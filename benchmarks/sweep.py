@@ -52,11 +52,11 @@ def _rule(name: str, override: dict[str, Any] | None) -> Iterator[None]:
 
     def forced(plan: Any, *a: Any) -> dict[str, Any]:
         cfg = dict(orig(plan, *a))
-        looped = plan.kind == "reduction" and not cfg["persistent"]
+        looped = plan.kind.reduces and not cfg["persistent"]
         if persistent:
-            hit = plan.kind == "reduction" and cfg["persistent"]
+            hit = plan.kind.reduces and cfg["persistent"]
         else:
-            hit = name == "column_config" or plan.kind == "pointwise" or looped
+            hit = name == "column_config" or not plan.kind.reduces or looped
         if hit:
             cfg.update(fields)
             cfg["grid"] = (-(-plan.xnumel // cfg["XBLOCK"]),)

@@ -79,6 +79,17 @@ class FxNode:
     shape: Any = None  # list of ints, or one list per tensor of a tuple value
     stride: Any = None
     dtype: Any = None
+    # The innermost nn.Module the node ran in, as an attribute path from the compiled
+    # module ("blocks.1.attn"); None outside any module call (compiler/capture/modules.py).
+    module: str | None = None
+
+
+@dataclass
+class ModuleInfo:
+    """One module of a captured graph: its path and class (ancestors listed too)."""
+
+    path: str
+    type: str
 
 
 @dataclass
@@ -91,6 +102,7 @@ class CaptureGraph:
     kind: GraphKind
     dynamo_graph: int
     compile_id: str | None = None  # Dynamo's frame compile that made it ("0/1")
+    modules: list[ModuleInfo] = field(default_factory=list)  # every node's module, first seen
 
 
 @dataclass
@@ -163,6 +175,8 @@ class Buffer:
     origins: list[str]
     lines: list[int]
     realized: str = ""
+    module: str | None = None  # the common prefix of its origin nodes' modules
+    modules: list[str] = field(default_factory=list)  # their modules, sorted
     text: str = ""
     tree: Any = None
     reads: list[Read] = field(default_factory=list)
@@ -231,6 +245,8 @@ class ScheduledKernel:
     lines: list[int]
     reads: list[str] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
+    module: str | None = None  # the common prefix of the fused nodes' modules
+    modules: list[str] = field(default_factory=list)  # their modules, sorted
 
 
 @dataclass
@@ -244,11 +260,36 @@ class FusionDecision:
 
 
 @dataclass
+class TemplateChoice:
+    """One way to compute a matrix product: the extern call or a template config."""
+
+    name: str  # "extern" or the config's name ("128x128x32_g8_s3_w4")
+    ms: float | None = None  # measured on the real shapes (None: not measured)
+    config: dict[str, int] = field(default_factory=dict)
+    error: str | None = None  # why this choice was dropped (build failure, wrong values)
+
+
+@dataclass
+class TemplateSelection:
+    """What a product (a MatmulTemplate buffer) runs as, and why."""
+
+    buffer: str
+    summary: str  # "mm 512x768 @ 768x3072 float16"
+    origins: list[str]
+    chosen: str  # a choice's name
+    reason: str
+    choices: list[TemplateChoice] = field(default_factory=list)
+    cache_hit: bool = False  # the measurement came from the on-disk autotune cache
+    kernel: str | None = None  # the template kernel it became, with the epilogue fused
+
+
+@dataclass
 class SchedulingGraph:
     id: int
     kernels: list[ScheduledKernel]
     decisions: list[FusionDecision]
     removed_buffers: list[str]
+    templates: list[TemplateSelection] = field(default_factory=list)
 
 
 @dataclass
@@ -312,6 +353,8 @@ class GeneratedKernel:
     source: str
     line_map: list[KernelLine]
     target: str = ""
+    module: str | None = None  # as the scheduled kernel's
+    modules: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -366,6 +409,10 @@ class BuiltKernel:
     # the backend's lower stages: Triton's ttir/ttgir/llir/ptx/sass on a GPU, C++'s asm
     ir: dict[str, str] | None = None
     line_maps: dict[str, list[StageLines]] | None = None  # stage -> its mapped lines
+    # the GPU target the stages were compiled for offline, never run here (a CPU host
+    # whose interpreter ran the kernel); None: the build that ran
+    gpu_target: str | None = None
+    stages_note: str | None = None  # why a kernel has no lower stages
 
 
 @dataclass
@@ -379,6 +426,9 @@ class CompileGraph:
     # the whole-graph cache (compiler/runtime/graph_cache.py): key, status (hit, miss,
     # stale, bypass) and why; empty when it was not asked
     graph_cache: dict[str, Any] = field(default_factory=dict)
+    # the kernels built ahead of the first launch in the compile pool (triton_pool.py):
+    # workers, kernels, ms, built_ms per kernel, errors; empty where nothing was
+    prebuild: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

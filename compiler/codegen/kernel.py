@@ -36,6 +36,7 @@ from compiler.ir.indexing import (
 from compiler.ir.nodes import ComputedBuffer, Pointwise, Reduction
 from compiler.ir.ops import Handler, result_dtype, use_handler
 from compiler.schedule.domain import split_point
+from compiler.schedule.kinds import KernelKind
 from compiler.schedule.nodes import SchedNode
 from compiler.schedule.plan import KernelPlan
 
@@ -59,10 +60,6 @@ class Block:
     pre: Lines | None = None
     post: Lines | None = None
     nodes: list[SchedNode] = field(default_factory=list)
-
-    @property
-    def is_loop(self) -> bool:
-        return self.pre is not None
 
 
 class KernelCodegen(Handler):
@@ -315,7 +312,7 @@ class KernelCodegen(Handler):
             return (self.output_vars(list(data.ranges)),
                     decompose(RINDEX, list(data.reduction_ranges)))
         ranges = list(data.ranges)
-        if self.plan.kind == "pointwise":
+        if not self.plan.kind.reduces:
             return self.pointwise_vars(ranges), []
         if node.numel == self.plan.xnumel:
             return self.output_vars(ranges), []
@@ -364,9 +361,9 @@ class KernelCodegen(Handler):
         return block
 
     def generate(self, header: list[str]) -> Lines:
-        body = self.pointwise_body() if self.plan.kind == "pointwise" else \
-            self.reduction_body()
-        return self.assemble(header, body)
+        bodies = {KernelKind.POINTWISE: self.pointwise_body,
+                  KernelKind.REDUCTION: self.reduction_body}
+        return self.assemble(header, bodies[self.plan.kind]())
 
     def pointwise_body(self) -> Lines:
         return self.run(self.straight_block(Lines()), self.plan.nodes).body
@@ -393,12 +390,12 @@ class KernelCodegen(Handler):
         out: list[tuple[str, list[SchedNode]]] = []
         red_deps = self._reduction_deps()
         for node in self.plan.nodes:
-            domain = "x" if node.kind == "pointwise" and node.numel == self.plan.xnumel else "r"
+            domain = "x" if not node.kind.reduces and node.numel == self.plan.xnumel else "r"
             if domain == "x":
                 out.append(("x", [node]))
                 continue
             if out and out[-1][0] == "loop":
-                current = {n.name for n in out[-1][1] if n.kind == "reduction"}
+                current = {n.name for n in out[-1][1] if n.kind.reduces}
                 if not (red_deps[node.name] & current):
                     out[-1][1].append(node)
                     continue
@@ -413,7 +410,7 @@ class KernelCodegen(Handler):
             acc: set[str] = set()
             for r in node.reads:
                 if r in kinds:
-                    acc |= {r} if kinds[r] == "reduction" else deps.get(r, set())
+                    acc |= {r} if kinds[r].reduces else deps.get(r, set())
             deps[node.name] = acc
         return deps
 

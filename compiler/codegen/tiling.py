@@ -19,6 +19,7 @@ import sympy
 
 from compiler.codegen.common import XINDEX, next_power_of_2
 from compiler.ir.indexing import decompose, index_vars, linear_stride, merge_loops, sym
+from compiler.schedule.kinds import KernelKind
 from compiler.schedule.plan import KernelPlan
 
 YINDEX = sym("yindex")
@@ -38,7 +39,7 @@ def choose_tile(plan: KernelPlan) -> Tile | None:
     dim and another along an outer one, k: the rows are the dims up to k, the columns
     those after it (x + y.t(): 2-D; a batch of them, NHWC read and NCHW written: rows
     n*c, columns h*w). Broadcast accesses (stride 0 along the columns) do not count."""
-    if plan.kind != "pointwise":
+    if plan.kind is not KernelKind.POINTWISE:
         return None
     shape: tuple[int, ...] | None = None
     inner = outer = None
@@ -93,7 +94,7 @@ def choose_rows(plan: KernelPlan) -> tuple[int, int] | None:
     a modulo in some index (`x + b` with b broadcast along rows, a transposed operand):
     it loops over rows outside and along each row inside, so the inner loop is an
     `omp simd` loop of contiguous (or broadcast) loads and no index needs `%` or `/`."""
-    if plan.kind != "pointwise":
+    if plan.kind is not KernelKind.POINTWISE:
         return None
     for node in plan.nodes:
         ranges = list(node.ranges)
@@ -142,11 +143,11 @@ def memory_order(plan: KernelPlan) -> Order | None:
         return None
     order = Order(size, dims, f"iterates in the memory order of {plan.stores[0]} "
                               f"(dims {', '.join(map(str, dims))}, outermost first)")
-    if plan.kind == "pointwise":
+    if not plan.kind.reduces:
         # Any bijection of xindex onto a node's elements is right: other nodes' values
         # are recomputed at the index they are read at.
         return order if any(order.coords(n.ranges) is not None for n in plan.nodes) else None
     # A reduction's result is read back from its register whatever the index: every node
     # over the outputs must walk them the same way.
-    outputs = [n for n in plan.nodes if n.kind == "reduction" or n.numel == plan.xnumel]
+    outputs = [n for n in plan.nodes if n.kind.reduces or n.numel == plan.xnumel]
     return order if all(order.coords(n.ranges) is not None for n in outputs) else None

@@ -102,12 +102,12 @@ def full_blocks(plan: KernelPlan, cfg: dict[str, Any]) -> tuple[bool, bool]:
     if not FULL_BLOCK_MASKS:
         return False, False
     x = plan.xnumel % cfg["XBLOCK"] == 0
-    return x, plan.kind == "reduction" and plan.rnumel % cfg["RBLOCK"] == 0
+    return x, plan.kind.reduces and plan.rnumel % cfg["RBLOCK"] == 0
 
 
 def block_config(plan: KernelPlan, persistent_limit: int) -> dict[str, Any]:
     """Block sizes and warps of pointwise kernels and row reductions."""
-    if plan.kind == "pointwise":
+    if not plan.kind.reduces:
         reads = sum(len(idx) for n in plan.nodes for idx in n.reads.values())
         xblock = min(4096 if reads <= HEAVY_READS else 1024, next_power_of_2(plan.xnumel))
         while xblock > 1024 and plan.xnumel // xblock < MIN_PROGRAMS:

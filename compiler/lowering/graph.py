@@ -15,10 +15,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import sympy
 import torch
 import torch.fx
 
+from compiler.devices import CPU
 from compiler.event_types import Fallback
+from compiler.features import REFERENCE, Feature, enabled
 from compiler.ir.handlers import OpUseMemo, PrintHandler, call_body, op_uses
 from compiler.ir.indexing import contiguous_strides, dense_strides_like
 from compiler.ir.nodes import (
@@ -35,18 +38,15 @@ from compiler.ir.nodes import (
     TensorValue,
 )
 from compiler.ir.opnames import op_name
-from compiler.ir.ops import with_origin
+from compiler.ir.ops import combine_op, with_origin
+from compiler.lowering.common import LoweringBackend, Unsupported, dense_permutation, device_of
+from compiler.lowering.devices import on_device
 from compiler.lowering.layout import NO_CONVOLUTIONS, LayoutDecision
 from compiler.lowering.registry import find_lowering, load_all
+from compiler.options import CompileOptions
 
 MAX_INLINE_ORIGINS = 24  # realize a value once this many FX nodes are inlined into it
-# Asked for each (op, operand dtype) a lowered body uses: why the backend cannot express
-# it, or None when it can (the graph's Backend.refuses).
-Refuses = Callable[[str, torch.dtype], str | None]
-
-
-class Unsupported(Exception):
-    """The graph uses something this compiler cannot handle at all (e.g. dynamic shapes)."""
+DEFAULT_OPTIONS = CompileOptions()
 
 
 @dataclass
@@ -62,18 +62,8 @@ class LoweredGraph:
     # `inputs`: the compiled graph passes them to the wrapper after the caller's arguments.
     constants: list[torch.Tensor] = field(default_factory=list)
 
-    def buffer(self, name: str) -> Buffer:
-        for b in self.inputs + self.buffers:
-            if b.name == name:
-                return b
-        raise KeyError(name)
-
     def output_names(self) -> set[str]:
         return {o.buffer.name for o in self.outputs if isinstance(o, Stored)}
-
-
-def device_of(t: Any) -> str:
-    return "cuda" if t.device.type == "cuda" else t.device.type
 
 
 # The lowering table is filled when the compiler is imported (a worker does that before
@@ -87,23 +77,22 @@ class GraphLowering:
         gm: torch.fx.GraphModule,
         example_inputs: Sequence[Any],
         lines: dict[str, int | None] | None = None,
-        split_reductions: bool = True,
-        fallback: bool = True,
-        refuses: Refuses | None = None,
-        online_softmax: int | None = None,
+        backend: LoweringBackend | None = None,
+        options: CompileOptions = DEFAULT_OPTIONS,
         layout: LayoutDecision = NO_CONVOLUTIONS,
-        softmax_reciprocal: bool = False,
     ) -> None:
+        """`backend`: the graph's target, asked what it can do and which ops it refuses
+        (None: the IR alone, for the reference interpreter and tests)."""
         load_all()
         self.gm = gm
         self.example_inputs = list(example_inputs)
         self.lines = lines or {}
-        self.split_reductions = split_reductions
+        self.features = enabled(backend.features if backend is not None else REFERENCE,
+                                options)
         # Rows longer than this take softmax through a one-pass logsumexp reduction
         # (log_softmax: every row); None: the backend has no such reduction.
-        self.online_softmax = online_softmax
-        # softmax ends with exp * (1 / sum) (eager's CPU kernel), not exp / sum
-        self.softmax_reciprocal = softmax_reciprocal
+        self.online_softmax = options.persistent_rblock \
+            if Feature.ONLINE_SOFTMAX in self.features else None
         self.layout = layout  # the whole-graph layout (lowering/layout.py)
         # Pointwise bodies of the nodes the layout stores channels-last -> their strides,
         # used wherever such a value is stored without strides asked for.
@@ -111,8 +100,8 @@ class GraphLowering:
         # Channels-last copies of values made for convolutions, by what they copy: made
         # once however many convolutions read the value (lowering/conv.py).
         self.converted: dict[tuple[int, Any], tuple[Any, Stored]] = {}
-        self.allow_fallback = fallback
-        self.refuses = refuses
+        self.allow_fallback = options.fallback
+        self.refuses = backend.refuses if backend is not None else None
         self._dtypes: dict[str, torch.dtype] = {}  # buffer name -> dtype, for `refuses`
         self._op_uses: OpUseMemo = {}  # what each lazy body uses, for `refuses`
         self.input_offsets: dict[str, int] = {}  # storage offsets of the real inputs
@@ -123,7 +112,7 @@ class GraphLowering:
         self.fallbacks: list[Fallback] = []
         self.env: dict[torch.fx.Node, Any] = {}
         self.current: torch.fx.Node | None = None
-        self.device = "cpu"
+        self.device = CPU
         self._counter = 0
 
     # -- the walk --------------------------------------------------------------------
@@ -186,6 +175,7 @@ class GraphLowering:
         kwargs = torch.fx.map_arg(node.kwargs, lambda n: self.env[n])
         if node.target is operator.getitem:
             return self._prefer(node, args[0][args[1]])
+        args, kwargs = on_device(self, node, args, kwargs)
         meta = node.meta.get("val")
         if _zero_size(meta):
             # Nothing to compute: any kernel over zero elements is a no-op (and index math
@@ -205,7 +195,7 @@ class GraphLowering:
             return self.extern(node.target, args, kwargs, fallback=True,
                                reason="no lowering for this op")
         mark = (len(self.buffers), len(self.fallbacks), self._counter)
-        result = lowering(self, *args, **kwargs)
+        result = lowering(self, node, *args, **kwargs)
         reason = self._refused(result, mark[0])
         if reason is not None:  # what this node built is dropped; ATen computes it
             del self.buffers[mark[0]:], self.fallbacks[mark[1]:]
@@ -233,7 +223,10 @@ class GraphLowering:
         bodies += [b.data for b in self.buffers[first_new:]
                    if isinstance(b, ComputedBuffer) and b.data is not None]
         for body in bodies:
-            for op, dtype in op_uses(body, self._dtype_of, self._op_uses):
+            uses = op_uses(body, self._dtype_of, self._op_uses)
+            if isinstance(body, Reduction):  # the reduction is an op of the table too
+                uses.append((combine_op(body.reduction_type), body.src_dtype))
+            for op, dtype in uses:
                 reason = self.refuses(op, dtype)
                 if reason is not None:
                     return f"{reason}: computed by ATen"
@@ -254,21 +247,44 @@ class GraphLowering:
         return value
 
     def _output(self, out: Any) -> Any:
+        """A graph output, in the strides of its FX meta (eager's). AOTAutograd traced the
+        backward graph with those strides for every activation the forward saves, and
+        the backward's kernels index them so: an output stored otherwise (an `expand`
+        made contiguous) is read wrong there. Size-1 dims' strides do not matter."""
         if not isinstance(out, torch.fx.Node):
             return out
         value = self.env[out]
         val = out.meta.get("val")
-        stride = tuple(val.stride()) if isinstance(val, torch.Tensor) else None
+        stride = tuple(int(s) for s in val.stride()) if isinstance(val, torch.Tensor) else None
         self.current = out
-        if isinstance(value, Lazy):
+        if stride is None or not isinstance(value, (Lazy, Stored)):
+            return self.realize(value, "graph output") if isinstance(value, Lazy) else value
+        if isinstance(value, Stored) and (isinstance(value.buffer, InputBuffer) or
+                                          _same_strides(value.size, value.view.stride, stride)):
+            return value
+        if isinstance(value, Lazy) and dense_permutation(value.size, stride):
             return self.realize(value, "graph output", stride=stride)
-        if isinstance(value, Stored) and out.name in self.layout.nodes and stride is not None \
-                and not isinstance(value.buffer, InputBuffer) \
-                and not _same_strides(value.size, value.view.stride, stride):
-            copy = self.lazy(value.loader(), value.size, value.dtype, [value])
-            return self.realize(copy, "graph output, in eager's strides (the graph works "
-                                      "channels-last)", stride=stride)
-        return value
+        why = ("graph output, in eager's strides (the graph works channels-last)"
+               if out.name in self.layout.nodes else "graph output, in eager's strides")
+        return self._strided_output(value, stride, why)
+
+    def _strided_output(self, value: TensorValue, stride: tuple[int, ...], why: str) -> Stored:
+        """`value` stored so that a view with `stride` reads it: a broadcast (stride-0) dim
+        is computed once and the view repeats it; other strides are the buffer's own,
+        gaps included (the wrapper allocates the extent)."""
+        size = tuple(value.size)
+        bdims = {d for d, (sz, st) in enumerate(zip(size, stride)) if st == 0 and sz != 1}
+        load = value.loader()
+        compact = [1 if d in bdims else sz for d, sz in enumerate(size)]
+        body = self.lazy(lambda idx: load([sympy.Integer(0) if d in bdims else i
+                                           for d, i in enumerate(idx)]),
+                         compact, value.dtype, [value])
+        assert isinstance(body, Lazy)
+        layout = Layout(body.device, body.dtype, tuple(compact),
+                        tuple(1 if d in bdims else st for d, st in enumerate(stride)))
+        buf = ComputedBuffer(self.new_name(), layout, body.origins, body.node, why)
+        self.buffers.append(buf)
+        return Stored(buf, layout).with_view(size, stride, 0)
 
     # -- helpers for lowerings --------------------------------------------------------
     def new_name(self) -> str:
@@ -319,7 +335,7 @@ class GraphLowering:
         preferred = self._preferred.get(id(value.node))
         if stride is None and preferred is not None and preferred[0] is value.node:
             stride = preferred[1]
-        if stride is None or not _dense_permutation(size, stride):
+        if stride is None or not dense_permutation(size, stride):
             stride = contiguous_strides(size)
         layout = Layout(value.device, value.dtype, tuple(size), tuple(int(s) for s in stride))
         buf = ComputedBuffer(self.new_name(), layout, value.origins, value.node, reason)
@@ -478,17 +494,6 @@ def _layout_of(t: torch.Tensor) -> Layout:
     if any(isinstance(s, torch.SymInt) for s in t.shape):
         raise Unsupported("dynamic shapes (symbolic sizes) are not supported")
     return Layout(device_of(t), t.dtype, tuple(t.shape), tuple(t.stride()), 0)
-
-
-def _dense_permutation(size: Sequence[int], stride: Sequence[int]) -> bool:
-    """True if `stride` lays `size` out densely in some dim order (no gaps, no overlap)."""
-    dims = sorted((st, sz) for sz, st in zip(size, stride) if sz != 1)
-    expected = 1
-    for st, sz in dims:
-        if st != expected:
-            return False
-        expected *= sz
-    return True
 
 
 def _same_strides(size: Sequence[int], a: Sequence[int], b: Sequence[int]) -> bool:

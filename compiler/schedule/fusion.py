@@ -10,6 +10,10 @@ so that read must be at the same output position.
 Candidates are pairs that share a buffer: vertical (one writes what the other reads,
 score 2x the bytes saved) or horizontal (both read the same buffer). They are tried best
 first; each try is recorded with its outcome and reason (decisions are what the UI shows).
+
+A GEMM template (a "template" node) takes pointwise consumers of its own size as its
+epilogue, when each reads the product at the element it computes (the accumulator is in
+registers there); nothing else joins a template, and a template joins nothing.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from compiler.ir.handlers import body_vars
 from compiler.ir.index_print import sympy_str
 from compiler.ir.indexing import contiguous_strides, decompose, index_vars, simplify_index
 from compiler.schedule.domain import split_point
+from compiler.schedule.kinds import KernelKind
 from compiler.schedule.nodes import SchedNode, canonical
 
 MAX_DECISIONS = 5000
@@ -46,16 +51,13 @@ class Group:
         self.order = min(n.order for n in self.nodes)
 
     @property
-    def kind(self) -> str:
-        kinds = {n.kind for n in self.nodes}
-        if "extern" in kinds:
-            return "extern"
-        return "reduction" if "reduction" in kinds else "pointwise"
+    def kind(self) -> KernelKind:
+        return KernelKind.of_group(n.kind for n in self.nodes)
 
     @property
     def shape(self) -> tuple[int, int]:
         for n in self.nodes:
-            if n.kind == "reduction":
+            if n.kind.reduces:
                 return n.numel, n.rnumel
         return self.nodes[0].numel, 1
 
@@ -121,12 +123,21 @@ def _candidates(groups: list[Group], sizes: dict[str, int]
 def can_fuse(a: Group, b: Group, kind: str, consumers: dict[int, list[Group]]
              ) -> tuple[bool, str]:
     """Whether a and b can be one kernel, and why; `consumers` is `_consumers(groups)`."""
-    if a.kind == "extern" or b.kind == "extern":
-        ext = a if a.kind == "extern" else b
+    if not a.kind.generated or not b.kind.generated:
+        ext = b if a.kind.generated else a
         return False, f"{ext.label} is an extern call (runs in ATen, not in our kernel)"
     devs = {n.buffer.device for n in a.nodes + b.nodes}
     if len(devs) > 1:
         return False, "nodes are on different devices"
+    if a.shape != b.shape and _reduces(a) and _reduces(b):
+        # A reduction over one element (x.prod(0) of a 1 x N tensor) is still a
+        # reduction: its group's shape is its own (N x 1), not a pointwise N elements.
+        (n1, r1), (n2, r2) = a.shape, b.shape
+        return False, f"different reductions: {n1}x{r1} vs {n2}x{r2}"
+    if KernelKind.TEMPLATE in (a.kind, b.kind):
+        ok, why = _epilogue_ok(a, b, kind)
+        if not ok:
+            return False, why
     ok, why = _shapes_compatible(a.shape, b.shape)
     if not ok:
         return False, why
@@ -138,9 +149,44 @@ def can_fuse(a: Group, b: Group, kind: str, consumers: dict[int, list[Group]]
         return False, why
     if kind == "vertical":
         shared = sorted(a.writes() & b.reads())
+        if a.kind is KernelKind.TEMPLATE:
+            return True, f"{b.label} reads {', '.join(shared)} where the template computes " \
+                "it: fused as the template's epilogue"
         return True, f"{b.label} reads {', '.join(shared)}; computed in the same loop"
     shared = sorted(a.reads() & b.reads())
     return True, f"both read {', '.join(shared)}; loaded once"
+
+
+def _epilogue_ok(a: Group, b: Group, kind: str) -> tuple[bool, str]:
+    """A template group (a) takes a pointwise consumer (b) that reads what a computes at
+    the element it computes itself."""
+    if b.kind is KernelKind.TEMPLATE:
+        return False, f"{b.label} is a GEMM template: it takes only epilogues after it"
+    if kind != "vertical":
+        return False, f"{a.label} is a GEMM template: it takes only its consumers as epilogue"
+    if any(n.kind is not KernelKind.POINTWISE or n.numel != a.shape[0] for n in b.nodes):
+        return False, (f"{b.label} is not pointwise over the template's "
+                       f"{a.shape[0]} elements")
+    mine = {n.name: n for n in a.nodes}
+    for reader in b.nodes:
+        variables, _ = body_vars(reader.buffer.data)  # type: ignore[attr-defined]
+        for name, indexes in reader.reads.items():
+            if name not in mine:
+                continue
+            src = mine[name]
+            want = canonical(src.write_index(), index_vars("i", len(src.ranges)),
+                             list(src.ranges))
+            for index in indexes:
+                got = canonical(simplify_index(index, _bounds(reader)), variables,
+                                list(reader.ranges))
+                if got != want:
+                    return False, (f"{reader.name} reads {name} at another element "
+                                   f"({sympy_str(index)}) than the one it computes")
+    return True, ""
+
+
+def _reduces(g: Group) -> bool:
+    return any(n.kind.reduces for n in g.nodes)
 
 
 def _shapes_compatible(s1: tuple[int, int], s2: tuple[int, int]) -> tuple[bool, str]:
@@ -195,11 +241,11 @@ def _path_through_other(a: Group, b: Group, consumers: dict[int, list[Group]]) -
 def _reduction_reads_ok(a: Group, b: Group) -> tuple[bool, str]:
     """Every read of an in-kernel reduction result must be at the reader's own output."""
     nodes = a.nodes + b.nodes
-    reductions = {n.name: n for n in nodes if n.kind == "reduction"}
+    reductions = {n.name: n for n in nodes if n.kind.reduces}
     if not reductions:
         return True, ""
-    x, r = next(n for n in nodes if n.kind == "reduction").numel, \
-        next(n for n in nodes if n.kind == "reduction").rnumel
+    first = next(iter(reductions.values()))
+    x, r = first.numel, first.rnumel
     for reader in nodes:
         for name, indexes in reader.reads.items():
             if name not in reductions or reader is reductions[name]:
@@ -215,7 +261,7 @@ def _reduction_reads_ok(a: Group, b: Group) -> tuple[bool, str]:
     # Through in-kernel pointwise nodes: a reader recomputes such a node at the index it
     # reads it, so that node's reads of a reduction happen at the composed index (a column
     # sum over values that use per-row statistics reads every row's statistics).
-    pointwise = {n.name: n for n in nodes if n.kind == "pointwise"}
+    pointwise = {n.name: n for n in nodes if n.kind is KernelKind.POINTWISE}
     for reader in nodes:
         for name, indexes in reader.reads.items():
             if name not in pointwise or reader is pointwise[name]:
@@ -278,7 +324,7 @@ def _x_view(reader: SchedNode, index: Any, x: int, r: int) -> Any:
     # With the loop bounds, a row read through a view ((768*i0 + i1) // 768 with i1 < 768)
     # is the row itself (i0): a layer norm's normalising pass joins its statistics.
     index = simplify_index(index, _bounds(reader))
-    if reader.kind == "reduction" or reader.numel == x:
+    if reader.kind.reduces or reader.numel == x:
         if index.free_symbols & set(reduction_vars):
             return None
         return canonical(index, variables, ranges)

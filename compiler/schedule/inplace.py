@@ -23,6 +23,7 @@ import sympy
 
 from compiler.ir.indexing import index_vars
 from compiler.ir.nodes import Buffer, Layout
+from compiler.schedule.kinds import KernelKind
 from compiler.schedule.plan import KernelPlan
 
 
@@ -37,7 +38,7 @@ def _same_layout(a: Layout, b: Layout) -> bool:
 
 
 def _elementwise(plan: KernelPlan, inp: str) -> bool:
-    if plan.kind != "pointwise":
+    if plan.kind is not KernelKind.POINTWISE:
         return False
     ranges = {tuple(n.ranges) for n in plan.nodes}
     if len(ranges) != 1:

@@ -2,7 +2,9 @@
 
 Each node knows what it reads (buffer names and index expressions, from running its
 loop body under the dependency handler), what it writes, and its iteration space:
-`numel` output elements, each reducing `rnumel` inputs (1 for pointwise).
+`numel` output elements, each reducing `rnumel` inputs (1 for pointwise). A matrix
+product whose template was chosen (ir/template.py) is a "template" node: a kernel of its
+own that pointwise consumers may join as its epilogue.
 """
 
 from __future__ import annotations
@@ -22,14 +24,16 @@ from compiler.ir.nodes import (
     Reduction,
     TensorArg,
 )
+from compiler.ir.template import MatmulTemplate
 from compiler.lowering.graph import LoweredGraph
+from compiler.schedule.kinds import KernelKind
 
 
 @dataclass
 class SchedNode:
     buffer: Buffer
     order: int
-    kind: str  # "pointwise" | "reduction" | "extern"
+    kind: KernelKind
     numel: int
     rnumel: int
     reads: dict[str, list[sympy.Expr]] = field(default_factory=dict)
@@ -41,6 +45,8 @@ class SchedNode:
 
     @property
     def ranges(self) -> tuple[int, ...]:
+        if isinstance(self.buffer, MatmulTemplate):
+            return self.buffer.layout.size
         data = self.buffer.data if isinstance(self.buffer, ComputedBuffer) else None
         return data.ranges if data is not None else ()
 
@@ -55,8 +61,14 @@ def build_nodes(graph: LoweredGraph) -> list[SchedNode]:
         if isinstance(buf, ExternOutput):
             by_parent[buf.parent].writes.append(buf.name)
             continue
+        if isinstance(buf, MatmulTemplate) and buf.is_template:
+            node = SchedNode(buf, len(nodes), KernelKind.TEMPLATE, buf.layout.numel(), 1)
+            node.reads = {name: [] for name in _extern_inputs(buf)}
+            node.writes = [buf.name]
+            nodes.append(node)
+            continue
         if isinstance(buf, ExternKernel):
-            node = SchedNode(buf, len(nodes), "extern", buf.layout.numel(), 1)
+            node = SchedNode(buf, len(nodes), KernelKind.EXTERN, buf.layout.numel(), 1)
             node.reads = {name: [] for name in _extern_inputs(buf)}
             node.writes = [buf.name]
             by_parent[buf.name] = node
@@ -65,7 +77,7 @@ def build_nodes(graph: LoweredGraph) -> list[SchedNode]:
         assert isinstance(buf, ComputedBuffer) and buf.data is not None
         data = buf.data
         is_red = isinstance(data, Reduction)
-        node = SchedNode(buf, len(nodes), "reduction" if is_red else "pointwise",
+        node = SchedNode(buf, len(nodes), KernelKind.REDUCTION if is_red else KernelKind.POINTWISE,
                          data.numel(), data.rnumel() if isinstance(data, Reduction) else 1)
         for read in reads_of(data):
             node.reads.setdefault(read.buffer, []).append(read.index)

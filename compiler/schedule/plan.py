@@ -10,13 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from compiler.ir.nodes import Buffer, ComputedBuffer
+from compiler.schedule.kinds import KernelKind
 from compiler.schedule.nodes import SchedNode
 
 
 @dataclass
 class KernelPlan:
     name: str
-    kind: str  # "pointwise" | "reduction"
+    kind: KernelKind  # a generated kind (never EXTERN); TEMPLATE: its first node is the product
     xnumel: int
     rnumel: int
     nodes: list[SchedNode]
@@ -39,6 +40,11 @@ class KernelPlan:
                 if o not in seen:
                     seen.append(o)
         self.origins = seen
+
+    @property
+    def device(self) -> str:
+        """Where the kernel runs: its nodes' device (fusion never mixes devices)."""
+        return self.nodes[0].buffer.device
 
     @property
     def written(self) -> dict[str, ComputedBuffer]:

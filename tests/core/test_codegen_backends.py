@@ -12,11 +12,12 @@ from ks_helpers import lower_fn
 from compiler.codegen import targets
 from compiler.codegen.backends import REGISTRY, backend_names, choose_backend
 from compiler.codegen.cpp import CppBackend
-from compiler.codegen.triton import TritonBackend
+from compiler.codegen.triton_backend import TritonBackend
 from compiler.codegen.triton_report import compiled_report
 from compiler.compile_fx import GraphWork, codegen_stage, lower, memory_stage, schedule_stage
 from compiler.event_types import to_json
 from compiler.options import CompileOptions
+from compiler.schedule.kinds import KernelKind
 
 OPTS = CompileOptions()
 
@@ -65,10 +66,23 @@ def test_the_emulator_environment_comes_from_the_target_table(requested: str, de
 
 def test_kernel_prefixes_come_from_the_backend() -> None:
     triton, cpp = choose_backend("triton", "cpu", OPTS), choose_backend("cpp", "cpu", OPTS)
-    assert triton.kernel_prefix("pointwise", 1) == "triton_poi"
-    assert triton.kernel_prefix("reduction", 4096) == "triton_per"
-    assert triton.kernel_prefix("reduction", 4097) == "triton_red"
-    assert cpp.kernel_prefix("reduction", 10) == "cpp_red"
+    assert triton.kernel_prefix(KernelKind.POINTWISE, 1) == "triton_poi"
+    assert triton.kernel_prefix(KernelKind.REDUCTION, 4096) == "triton_per"
+    assert triton.kernel_prefix(KernelKind.REDUCTION, 4097) == "triton_red"
+    assert cpp.kernel_prefix(KernelKind.REDUCTION, 10) == "cpp_red"
+
+
+def test_every_kernel_kind_answers_what_the_compiler_asks() -> None:
+    """A new kind is one member of KernelKind: its name part, its rank in a fused group
+    and whether it is generated or reduces are answered for each member."""
+    for kind in KernelKind:
+        assert kind.short and isinstance(kind.generated, bool) and isinstance(kind.reduces, bool)
+        assert KernelKind.of_group([kind]) is kind
+    assert KernelKind.of_group([KernelKind.POINTWISE, KernelKind.REDUCTION]) \
+        is KernelKind.REDUCTION
+    assert KernelKind.of_group([KernelKind.REDUCTION, KernelKind.EXTERN]) is KernelKind.EXTERN
+    assert KernelKind.of_group([]) is KernelKind.POINTWISE
+    assert str(KernelKind.REDUCTION) == "reduction"  # as the events spell it
 
 
 def _work(fn: Any, args: tuple[Any, ...], backend: str) -> tuple[GraphWork, dict[str, Any]]:
@@ -126,3 +140,18 @@ def test_a_node_the_backend_cannot_express_goes_to_aten_with_the_reason(backend:
     schedule_stage(work)
     memory_stage(work)
     codegen_stage(work)  # the rest still generates
+
+
+def test_the_refusal_check_sees_reductions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reductions are ops of the backend's table (combine_<type>): a backend without the
+    rule leaves that reduction to ATen and says why, as for any other op."""
+    from compiler.codegen import cpp
+
+    work, event = _work(lambda x: x.prod(-1) + 1, (torch.randn(8, 16),), "cpp")
+    assert work.lowered is not None and not work.lowered.fallbacks
+    monkeypatch.delitem(cpp.OPS.rules, "combine_prod")
+    work, event = _work(lambda x: x.prod(-1) + 1, (torch.randn(8, 16),), "cpp")
+    assert work.lowered is not None
+    [fallback] = work.lowered.fallbacks
+    assert fallback.op == "aten.prod.dim_int" and "combine_prod" in fallback.reason
+    assert all("combine_prod" not in k["source"] for k in event["kernels"])

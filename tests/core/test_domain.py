@@ -11,6 +11,7 @@ from compiler.codegen.kernel import _split_vars
 from compiler.ir.indexing import FloorDiv, ModularIndexing, sym
 from compiler.options import CompileOptions
 from compiler.schedule.domain import split_point
+from compiler.schedule.kinds import KernelKind
 from compiler.schedule.scheduler import schedule
 
 
@@ -45,5 +46,5 @@ def test_fusion_and_codegen_agree_on_a_softmax_epilogue() -> None:
     (_, graph), = lower_fn(f, x)
     sched = schedule(graph, choose_backend("cpp", "cpu", CompileOptions()))
     kernels = [s for s in sched.steps if s.plan is not None]
-    assert len(kernels) == 1 and kernels[0].plan.kind == "reduction"
+    assert len(kernels) == 1 and kernels[0].plan.kind is KernelKind.REDUCTION
     torch.testing.assert_close(compiled(f, backend="cpp")(x), f(x), atol=1e-6, rtol=1e-6)

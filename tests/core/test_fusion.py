@@ -12,6 +12,7 @@ from ks_helpers import lower_fn
 from compiler.codegen.backends import choose_backend
 from compiler.ir.opnames import op_short
 from compiler.options import CompileOptions
+from compiler.schedule.kinds import KernelKind
 from compiler.schedule.scheduler import Schedule, schedule
 
 TRITON = choose_backend("triton", "cpu", CompileOptions())
@@ -41,7 +42,7 @@ def test_softmax_is_one_kernel_and_keeps_its_statistics_in_registers() -> None:
     s = sched(lambda x: torch.softmax(x, -1), torch.randn(32, 100))
     assert len(s.steps) == 1
     (step,) = s.steps
-    assert step.kind == "reduction" and step.plan is not None
+    assert step.kind is KernelKind.REDUCTION and step.plan is not None
     assert len(step.plan.stores) == 1  # amax and sum never reach memory
     assert len(s.removed) >= 2
     assert any(d.fused and d.kind == "vertical" for d in s.decisions)

@@ -10,8 +10,7 @@ export class FusionPane extends Pane {
   title = "Fusion";
 
   constructor(ctx) {
-    super(ctx);
-    this.el = h("div.pane-body.fusion-pane");
+    super(ctx, "div.pane-body.fusion-pane");
     this.rows = [];
     this.reset();
   }

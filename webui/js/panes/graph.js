@@ -74,14 +74,13 @@ export class GraphPane extends Pane {
   title = "Graph";
 
   constructor(ctx) {
-    super(ctx);
+    super(ctx, "div.pane-body.graph-pane");
     this.graphId = 0;
     this.pick = h("select.graph-pick", { onchange: () => this.showGraph(Number(this.pick.value)) });
     this.fxEl = h("div.cy");
     this.kEl = h("div.cy");
     this.details = h("div.details");
     this.breaks = h("div.breaks");
-    this.el = h("div.pane-body.graph-pane");
     this.reset();
   }
 
@@ -232,6 +231,7 @@ export class GraphPane extends Pane {
       row("dtype", n.dtype);
       row("stride", shape(n.stride));
       row("line", n.line ? `${n.line}: ${n.source ?? ""}` : "–");
+      row("module", moduleText(n.module, this.ctx.index()));
       row("kernel", d.kernel);
     } else if (d.kind === "kernel") {
       const k = d.info;
@@ -241,6 +241,7 @@ export class GraphPane extends Pane {
       row("buffers", k.buffers.join(", "));
       row("FX nodes", k.origins.join(", "));
       row("lines", k.lines.join(", "));
+      row("module", moduleText(k.module, this.ctx.index(), k.modules));
     } else if (d.info) {
       row("input", d.info.name);
       row("shape", shape(d.info.size));
@@ -322,4 +323,13 @@ export class GraphPane extends Pane {
   highlighted() {
     return this.fx ? this.fx.nodes(".hl").map((n) => n.id()) : [];
   }
+}
+
+// "blocks.1.attn (Attention)", with the other modules a fused kernel spans.
+function moduleText(path, index, all = []) {
+  if (path === null || path === undefined) return "–";
+  const type = index.modules.get(path);
+  const head = `${path || "(root)"}${type ? ` (${type})` : ""}`;
+  const more = all.filter((m) => m !== path);
+  return more.length ? `${head}; spans ${more.join(", ")}` : head;
 }
