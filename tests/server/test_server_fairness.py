@@ -73,7 +73,8 @@ def live(tmp_path: Path) -> Iterator[LiveServer]:
         except OSError:
             return False
 
-    assert wait_until(up, 60), (tmp_path / "server.log").read_text()[-3000:]
+    # 150 s: one boot that overruns gunicorn's 60 s worker timeout is rebooted (notes).
+    assert wait_until(up, 150), (tmp_path / "server.log").read_text()[-3000:]
     yield server
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)  # a graceful stop removes its job directories
