@@ -9,6 +9,7 @@ one for itself, so both run jobs with the very same parts and neither needs the 
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import tempfile
@@ -46,9 +47,10 @@ class Runtime:
 def sandbox_spec(cfg: Mapping[str, Any]) -> SandboxSpec:
     repo = Path(cfg["REPO_DIR"])
     db = "" if is_url(cfg["DATABASE"]) else str(Path(cfg["DATABASE"]).resolve())
+    spool = str(Path(cfg["SPOOL_DIR"]).resolve()) if cfg.get("SPOOL_DIR") else ""
     return SandboxSpec(
         readonly=default_readonly_paths(repo, cfg["EXTRA_RO_PATHS"]),
-        hidden=(os.path.dirname(db),) if db else (),
+        hidden=tuple(p for p in (os.path.dirname(db), spool) if p),
         masked=(db, db + "-wal", db + "-shm", db + "-journal") if db else (),
         env={str(k): str(v) for k, v in cfg["WORKER_ENV"].items()},
         threads=int(cfg["WORKER_THREADS"]),
@@ -57,9 +59,10 @@ def sandbox_spec(cfg: Mapping[str, Any]) -> SandboxSpec:
 
 def _store(cfg: dict[str, Any]) -> SpoolingStore:
     if not cfg.get("SPOOL_DIR"):
-        database = str(cfg["DATABASE"])
-        cfg["SPOOL_DIR"] = (default_spool() if is_url(database)
-                            else str(Path(database).resolve().parent / "spool"))
+        # One folder per database, never beside it: a folder the sandbox shows would show
+        # the spool too (it holds other people's code until the database takes it).
+        key = hashlib.sha256(str(cfg["DATABASE"]).encode()).hexdigest()[:16]
+        cfg["SPOOL_DIR"] = str(Path(default_spool()) / key)
     store = SpoolingStore(open_store(cfg["DATABASE"]), cfg["SPOOL_DIR"])
     store.flush(force=True)  # what a stopped server could not write
     return store
