@@ -103,8 +103,15 @@ def mm(g: Any, a: Any, b: Any) -> Any:
 
 @register_lowering(aten.addmm)
 def addmm(g: Any, bias: Any, a: Any, b: Any, beta: Any = 1, alpha: Any = 1) -> Any:
-    """mm in cuBLAS; the bias add stays lazy so it fuses with whatever follows."""
+    """mm in cuBLAS; the bias add stays lazy so it fuses with whatever follows.
+
+    In float16/bfloat16 eager adds the bias inside the GEMM and rounds once, and what
+    follows reads that rounded value (F.gelu(F.linear(x, w, b)): the GELU's input is
+    bf16). A lazy add would feed the unrounded float sum on: ATen's addmm computes it."""
     meta = g.out_meta()
+    if upcast(meta.dtype) != meta.dtype and pad_plan(a, b) is None:
+        return g.extern(aten.addmm.default, (bias, a, b), {"beta": beta, "alpha": alpha},
+                        fallback=False)
     saved = g.current.meta.get("val")
     prod = product(g, a, b)
     g.current.meta["val"] = saved
