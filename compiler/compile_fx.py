@@ -35,8 +35,10 @@ from compiler.lowering import layout
 from compiler.lowering.graph import GraphLowering, LoweredGraph, Unsupported
 from compiler.options import CompileOptions
 from compiler.runtime import graph_cache, loader
+from compiler.runtime.autotune import select_templates
 from compiler.runtime.graphs import CudaGraphed, static_input_indices
 from compiler.schedule.inplace import in_place_outputs
+from compiler.schedule.kinds import KernelKind
 from compiler.schedule.memory import MemoryPlan, plan_memory
 from compiler.schedule.scheduler import Schedule, schedule, schedule_json
 
@@ -121,7 +123,9 @@ def lower(work: GraphWork) -> ev.LoweringGraph:
     lowering = GraphLowering(work.gm, work.example_inputs, work.lines, split_reductions=split,
                              fallback=work.options.fallback, refuses=backend.refuses,
                              online_softmax=online, layout=decision,
-                             softmax_reciprocal=backend.softmax_reciprocal)
+                             softmax_reciprocal=backend.softmax_reciprocal,
+                             matmul_templates=backend.matmul_templates
+                             and work.options.matmul != "extern")
     work.lowered = lowered = lowering.run()
     work.backends = kernel_backends(backend, _kernel_devices(lowered), work.options)
     has_convs = decision is not layout.NO_CONVOLUTIONS
@@ -181,10 +185,19 @@ def _arg_text(a: Any) -> str:
 
 
 def schedule_stage(work: GraphWork) -> ev.SchedulingGraph:
+    """Decide each matrix product (extern call or template: runtime/autotune.py), then
+    fuse and order; the event carries the choices with their times."""
     assert work.lowered is not None and work.backend is not None
+    templates = select_templates(work.lowered, work.backend, work.options)
     work.sched = schedule(work.lowered, work.backend, work.options.fusion, work.op_names,
                           dict(work.backends) if len(work.backends) > 1 else None)
-    return schedule_json(work.sched, work.lines, work.gid)
+    event = schedule_json(work.sched, work.lines, work.gid)
+    kernel_of = {n.name: s.name for s in work.sched.steps if s.kind is KernelKind.TEMPLATE
+                 for n in s.group.nodes}
+    for t in templates:
+        t.kernel = kernel_of.get(t.buffer)
+    event.templates = templates
+    return event
 
 
 def memory_stage(work: GraphWork) -> ev.MemoryGraph:
@@ -277,6 +290,9 @@ def _header(work: GraphWork, step: Any) -> list[str]:
     plan = step.plan
     shape = f"{plan.xnumel} rows x {plan.rnumel}" if plan.kind.reduces else \
         f"{plan.xnumel} elements"
+    if plan.kind is KernelKind.TEMPLATE:
+        tem = plan.nodes[0].buffer
+        shape = f"{tem.summary}; {tem.choice_reason}"
     return [f"{plan.name}: {plan.kind}, {shape}",
             f"buffers: {', '.join(n.name for n in plan.nodes)}"
             + (f" (stored: {', '.join(plan.stores)})" if plan.stores else ""),

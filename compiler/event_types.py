@@ -244,11 +244,36 @@ class FusionDecision:
 
 
 @dataclass
+class TemplateChoice:
+    """One way to compute a matrix product: the extern call or a template config."""
+
+    name: str  # "extern" or the config's name ("128x128x32_g8_s3_w4")
+    ms: float | None = None  # measured on the real shapes (None: not measured)
+    config: dict[str, int] = field(default_factory=dict)
+    error: str | None = None  # why this choice was dropped (build failure, wrong values)
+
+
+@dataclass
+class TemplateSelection:
+    """What a product (a MatmulTemplate buffer) runs as, and why."""
+
+    buffer: str
+    summary: str  # "mm 512x768 @ 768x3072 float16"
+    origins: list[str]
+    chosen: str  # a choice's name
+    reason: str
+    choices: list[TemplateChoice] = field(default_factory=list)
+    cache_hit: bool = False  # the measurement came from the on-disk autotune cache
+    kernel: str | None = None  # the template kernel it became, with the epilogue fused
+
+
+@dataclass
 class SchedulingGraph:
     id: int
     kernels: list[ScheduledKernel]
     decisions: list[FusionDecision]
     removed_buffers: list[str]
+    templates: list[TemplateSelection] = field(default_factory=list)
 
 
 @dataclass

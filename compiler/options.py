@@ -33,6 +33,10 @@ class CompileOptions:
     # "auto" works channels-last where lowering/layout.py's rule says (CUDA inference
     # graphs with convolutions), "channels_last" wherever a convolution can, "contiguous" never.
     conv_layout: str = "auto"  # convolution graphs' layout: auto, channels_last or contiguous
+    # mm/addmm/bmm on Triton: "auto" measures the extern call against the GEMM template's
+    # configs on the real shapes (a GPU; cached on disk) and keeps the fastest; "extern"
+    # never offers the template; "template" takes its first config unmeasured (tests).
+    matmul: str = "auto"  # matrix products: auto (measured), extern or template
     cache_dir: str | None = None  # on-disk compile cache; None: ~/.cache/kernelscope
     entry: str | None = None  # snippet entry point override
     # False: an op without a lowering (or a case a lowering hands to ATen) makes the graph

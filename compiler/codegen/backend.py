@@ -78,6 +78,9 @@ class Backend:
     # softmax's last step is exp * (1 / sum), as eager's kernel for this backend's device
     # does, rather than exp / sum (the two differ in the last bit).
     softmax_reciprocal: ClassVar[bool] = False
+    # mm / addmm / bmm may run as this backend's GEMM template, with an epilogue fused
+    # (ir/template.py), where measurement or the `matmul` option chooses it.
+    matmul_templates: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -142,6 +145,15 @@ class Backend:
         """What surrounds a graph's first launch (where kernels that build at their first
         launch build); `inputs` describe its arguments (None: not describable)."""
         return nullcontext()
+
+    def template_configs(self, m: int, n: int, k: int, dtype: torch.dtype) -> list[Any]:
+        """The GEMM template configs worth measuring for an m x n x k product."""
+        return []
+
+    def template_kernel(self, plan: KernelPlan, header: list[str], config: Any
+                        ) -> GeneratedKernel:
+        """A template plan's kernel with `config` (the chosen one, or one being measured)."""
+        raise NotImplementedError(f"{self.label} has no GEMM template")
 
     def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
         """What the build knows about one kernel after its first launch, as fields of the

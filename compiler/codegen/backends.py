@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from compiler.codegen import targets
 from compiler.codegen.backend import Backend
 from compiler.codegen.cpp import CppBackend
-from compiler.codegen.triton import TritonBackend
+from compiler.codegen.triton_backend import TritonBackend
 from compiler.options import CompileOptions
 
 REGISTRY: dict[str, type[Backend]] = {

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import sympy
 import torch
 import torch.fx
 
@@ -94,6 +95,7 @@ class GraphLowering:
         online_softmax: int | None = None,
         layout: LayoutDecision = NO_CONVOLUTIONS,
         softmax_reciprocal: bool = False,
+        matmul_templates: bool = False,
     ) -> None:
         load_all()
         self.gm = gm
@@ -106,6 +108,9 @@ class GraphLowering:
         # softmax ends with exp * (1 / sum) (eager's CPU kernel), not exp / sum
         self.softmax_reciprocal = softmax_reciprocal
         self.layout = layout  # the whole-graph layout (lowering/layout.py)
+        # mm / addmm / bmm become MatmulTemplates (ir/template.py): the extern call or a
+        # Triton template, chosen after lowering by measurement or by the `matmul` option
+        self.matmul_templates = matmul_templates
         # Pointwise bodies of the nodes the layout stores channels-last -> their strides,
         # used wherever such a value is stored without strides asked for.
         self._preferred: dict[int, tuple[Pointwise, tuple[int, ...]]] = {}
@@ -256,21 +261,44 @@ class GraphLowering:
         return value
 
     def _output(self, out: Any) -> Any:
+        """A graph output, in the strides of its FX meta (eager's). AOTAutograd traced the
+        backward graph with those strides for every activation the forward saves, and
+        the backward's kernels index them so: an output stored otherwise (an `expand`
+        made contiguous) is read wrong there. Size-1 dims' strides do not matter."""
         if not isinstance(out, torch.fx.Node):
             return out
         value = self.env[out]
         val = out.meta.get("val")
-        stride = tuple(val.stride()) if isinstance(val, torch.Tensor) else None
+        stride = tuple(int(s) for s in val.stride()) if isinstance(val, torch.Tensor) else None
         self.current = out
-        if isinstance(value, Lazy):
+        if stride is None or not isinstance(value, (Lazy, Stored)):
+            return self.realize(value, "graph output") if isinstance(value, Lazy) else value
+        if isinstance(value, Stored) and (isinstance(value.buffer, InputBuffer) or
+                                          _same_strides(value.size, value.view.stride, stride)):
+            return value
+        if isinstance(value, Lazy) and _dense_permutation(value.size, stride):
             return self.realize(value, "graph output", stride=stride)
-        if isinstance(value, Stored) and out.name in self.layout.nodes and stride is not None \
-                and not isinstance(value.buffer, InputBuffer) \
-                and not _same_strides(value.size, value.view.stride, stride):
-            copy = self.lazy(value.loader(), value.size, value.dtype, [value])
-            return self.realize(copy, "graph output, in eager's strides (the graph works "
-                                      "channels-last)", stride=stride)
-        return value
+        why = ("graph output, in eager's strides (the graph works channels-last)"
+               if out.name in self.layout.nodes else "graph output, in eager's strides")
+        return self._strided_output(value, stride, why)
+
+    def _strided_output(self, value: TensorValue, stride: tuple[int, ...], why: str) -> Stored:
+        """`value` stored so that a view with `stride` reads it: a broadcast (stride-0) dim
+        is computed once and the view repeats it; other strides are the buffer's own,
+        gaps included (the wrapper allocates the extent)."""
+        size = tuple(value.size)
+        bdims = {d for d, (sz, st) in enumerate(zip(size, stride)) if st == 0 and sz != 1}
+        load = value.loader()
+        compact = [1 if d in bdims else sz for d, sz in enumerate(size)]
+        body = self.lazy(lambda idx: load([sympy.Integer(0) if d in bdims else i
+                                           for d, i in enumerate(idx)]),
+                         compact, value.dtype, [value])
+        assert isinstance(body, Lazy)
+        layout = Layout(body.device, body.dtype, tuple(compact),
+                        tuple(1 if d in bdims else st for d, st in enumerate(stride)))
+        buf = ComputedBuffer(self.new_name(), layout, body.origins, body.node, why)
+        self.buffers.append(buf)
+        return Stored(buf, layout).with_view(size, stride, 0)
 
     # -- helpers for lowerings --------------------------------------------------------
     def new_name(self) -> str:

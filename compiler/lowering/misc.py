@@ -167,7 +167,7 @@ def constant_pad_nd(g: Any, x: TensorValue, pad: Sequence[int], value: float = 0
 
 # -- extern by design: vendor libraries do these best --------------------------------
 
-@register_lowering(aten.bmm, aten._convolution,
+@register_lowering(aten._convolution,
                    aten.baddbmm, aten._scaled_dot_product_flash_attention,
                    aten._scaled_dot_product_efficient_attention,
                    aten._scaled_dot_product_cudnn_attention)

@@ -10,6 +10,10 @@ so that read must be at the same output position.
 Candidates are pairs that share a buffer: vertical (one writes what the other reads,
 score 2x the bytes saved) or horizontal (both read the same buffer). They are tried best
 first; each try is recorded with its outcome and reason (decisions are what the UI shows).
+
+A GEMM template (a "template" node) takes pointwise consumers of its own size as its
+epilogue, when each reads the product at the element it computes (the accumulator is in
+registers there); nothing else joins a template, and a template joins nothing.
 """
 
 from __future__ import annotations
@@ -130,6 +134,10 @@ def can_fuse(a: Group, b: Group, kind: str, consumers: dict[int, list[Group]]
         # reduction: its group's shape is its own (N x 1), not a pointwise N elements.
         (n1, r1), (n2, r2) = a.shape, b.shape
         return False, f"different reductions: {n1}x{r1} vs {n2}x{r2}"
+    if KernelKind.TEMPLATE in (a.kind, b.kind):
+        ok, why = _epilogue_ok(a, b, kind)
+        if not ok:
+            return False, why
     ok, why = _shapes_compatible(a.shape, b.shape)
     if not ok:
         return False, why
@@ -141,9 +149,40 @@ def can_fuse(a: Group, b: Group, kind: str, consumers: dict[int, list[Group]]
         return False, why
     if kind == "vertical":
         shared = sorted(a.writes() & b.reads())
+        if a.kind is KernelKind.TEMPLATE:
+            return True, f"{b.label} reads {', '.join(shared)} where the template computes " \
+                "it: fused as the template's epilogue"
         return True, f"{b.label} reads {', '.join(shared)}; computed in the same loop"
     shared = sorted(a.reads() & b.reads())
     return True, f"both read {', '.join(shared)}; loaded once"
+
+
+def _epilogue_ok(a: Group, b: Group, kind: str) -> tuple[bool, str]:
+    """A template group (a) takes a pointwise consumer (b) that reads what a computes at
+    the element it computes itself."""
+    if b.kind is KernelKind.TEMPLATE:
+        return False, f"{b.label} is a GEMM template: it takes only epilogues after it"
+    if kind != "vertical":
+        return False, f"{a.label} is a GEMM template: it takes only its consumers as epilogue"
+    if any(n.kind is not KernelKind.POINTWISE or n.numel != a.shape[0] for n in b.nodes):
+        return False, (f"{b.label} is not pointwise over the template's "
+                       f"{a.shape[0]} elements")
+    mine = {n.name: n for n in a.nodes}
+    for reader in b.nodes:
+        variables, _ = body_vars(reader.buffer.data)  # type: ignore[attr-defined]
+        for name, indexes in reader.reads.items():
+            if name not in mine:
+                continue
+            src = mine[name]
+            want = canonical(src.write_index(), index_vars("i", len(src.ranges)),
+                             list(src.ranges))
+            for index in indexes:
+                got = canonical(simplify_index(index, _bounds(reader)), variables,
+                                list(reader.ranges))
+                if got != want:
+                    return False, (f"{reader.name} reads {name} at another element "
+                                   f"({sympy_str(index)}) than the one it computes")
+    return True, ""
 
 
 def _reduces(g: Group) -> bool:

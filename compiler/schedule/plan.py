@@ -17,7 +17,7 @@ from compiler.schedule.nodes import SchedNode
 @dataclass
 class KernelPlan:
     name: str
-    kind: KernelKind  # a generated kind (never EXTERN)
+    kind: KernelKind  # a generated kind (never EXTERN); TEMPLATE: its first node is the product
     xnumel: int
     rnumel: int
     nodes: list[SchedNode]

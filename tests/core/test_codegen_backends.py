@@ -12,7 +12,7 @@ from ks_helpers import lower_fn
 from compiler.codegen import targets
 from compiler.codegen.backends import REGISTRY, backend_names, choose_backend
 from compiler.codegen.cpp import CppBackend
-from compiler.codegen.triton import TritonBackend
+from compiler.codegen.triton_backend import TritonBackend
 from compiler.codegen.triton_report import compiled_report
 from compiler.compile_fx import GraphWork, codegen_stage, lower, memory_stage, schedule_stage
 from compiler.event_types import to_json

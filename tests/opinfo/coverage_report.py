@@ -15,6 +15,24 @@ from typing import Any
 from opinfo_harness import STATUS_ORDER, aggregate
 
 ORDER = ["cpp", "triton-interpret", "cuda"]
+GRAD_INTRO = [
+    "Every op of `op_db` with autograd support (`supports_autograd`), its first samples",
+    "made with `requires_grad=True` (float32; an op without a float32 backward at its",
+    "first of float64, float16, bfloat16), as Inductor's `test_comprehensive` checks",
+    "gradients: the outputs that require grad get seeded random cotangents of unit norm,",
+    "and `torch.autograd.grad` gives every input's gradient, eager against compiled",
+    "(AOTAutograd's forward and backward graphs, both compiled by Kernelscope). An op is",
+    "native only if both graphs were lowered with the ATen fallback off; gradients at the",
+    "forward sweep's tolerances. Random ops' gradients (dropout's mask) are compared by",
+    "shape and dtype. `grad_harness.py` is the harness; the CI tier runs a fixed slice",
+    "(`tests/opinfo/test_grad_slice.py`).",
+    "",
+    "```",
+    "python tests/opinfo/sweep.py --mode grad --device cpu            # this table's cpp row",
+    "python tests/opinfo/sweep.py --mode grad --device cuda           # on a GPU host",
+    "python tests/opinfo/sweep.py --mode grad --device cpu --ops sum  # re-run ops (merged)",
+    "```",
+]
 
 
 def _load(directory: Path) -> dict[str, tuple[dict[str, Any], list[dict[str, Any]]]]:
@@ -103,7 +121,22 @@ def write_report(directory: Path, out: Path) -> Path:
         "",
         "The CI tier runs a fixed slice of it: `tests/opinfo/test_opinfo_slice.py`.",
         "",
-        "## Totals (ops)",
+    ]
+    forward = {t: v for t, v in targets.items() if not t.startswith("grad-")}
+    grad = {t.removeprefix("grad-"): v for t, v in targets.items() if t.startswith("grad-")}
+    lines += _tables(forward, "")
+    if grad:
+        lines += ["", "# Gradient sweep", "", *GRAD_INTRO, ""]
+        lines += _tables(grad, "Gradient sweep: ")
+    out.write_text("\n".join(lines) + "\n")
+    return out
+
+
+def _tables(targets: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]],
+            prefix: str) -> list[str]:
+    """Totals per target, totals per dtype and the per-op table of one sweep."""
+    lines = [
+        f"## {prefix}Totals (ops)",
         "",
         "| target | date | torch | triton | GPU | dtypes | samples | native | fallback | "
         "mismatch | error | skip | cases | command |",
@@ -129,7 +162,7 @@ def write_report(directory: Path, out: Path) -> Path:
         lines.append(f"- {target}: ops swept: {meta.get('ops', 'all')}, merged from:")
         lines += [f"  - {run.get('date', '?')}: {_ops_summary(run)}; {run.get('seconds', '?')} s;"
                   f" `{_command_summary(str(run.get('command', '?')))}`" for run in runs]
-    lines += ["", "## Totals per dtype (ops with at least one sample of that dtype)", "",
+    lines += ["", f"## {prefix}Totals per dtype (ops with at least one sample of that dtype)", "",
               "| target | dtype | native | fallback | mismatch | error | skip |",
               "|---|---|---|---|---|---|---|"]
     for target, (_meta, cases) in targets.items():
@@ -141,7 +174,7 @@ def write_report(directory: Path, out: Path) -> Path:
                              f"{t['mismatch']} | {t['error']} | {t['skip']} |")
     names = sorted({op for ops in per_target.values() for op in ops})
     header = " | ".join(per_target)
-    lines += ["", "## Per op", "",
+    lines += ["", f"## {prefix}Per op", "",
               "Status per target; `dtypes` lists the dtypes that are not native on the first",
               "target, with their status; the reason is the worst case's.", "",
               f"| op | {header} | dtypes not native | reason |",
@@ -156,5 +189,4 @@ def write_report(directory: Path, out: Path) -> Path:
                        if name in per_target[t] and per_target[t][name]["reason"]), "")
         reason = reason.replace("|", "\\|").replace("\n", " ")[:160]
         lines.append(f"| `{name}` | {' | '.join(cells)} | {odd} | {reason} |")
-    out.write_text("\n".join(lines) + "\n")
-    return out
+    return lines

@@ -4,6 +4,8 @@
     python tests/opinfo/sweep.py --target cpp --dtypes f32 --ops add,sum
     python tests/opinfo/sweep.py --target cuda            # on a GPU host
     python tests/opinfo/sweep.py --report-only            # rewrite docs/coverage.md
+    python tests/opinfo/sweep.py --mode grad --device cpu # the gradient sweep (f32)
+    python tests/opinfo/sweep.py --mode grad --device cuda
 
 Each target writes its per-case results to docs/coverage/<target>.jsonl and docs/coverage.md
 is rebuilt from every such file present. A run with --ops merges by default: it replaces the
@@ -12,6 +14,11 @@ file); the target's .meta.json lists each run merged into the file. A shard is a
 of its own: a case that crashes the process (the Triton interpreter reading out of bounds, a
 segfault) is recorded as an error and the shard restarts after it. Each case has a time limit
 (--timeout).
+
+`--mode grad` is the gradient sweep (grad_harness.py): the ops with autograd support, their
+samples with requires_grad=True, outputs and input gradients compared; its results go to
+docs/coverage/grad-<target>.jsonl. `--device cpu|cuda` names the target by its device
+(cpp or cuda).
 """
 
 from __future__ import annotations
@@ -35,21 +42,30 @@ TARGETS = {  # name -> (device, compile options, extra environment)
     "cuda": ("cuda", {}, {}),
 }
 ALL_DTYPES = "f32,f16,bf16,f64,i32,i64,bool"
+GRAD_DTYPES = "f32"
+DEVICE_TARGETS = {"cpu": "cpp", "cuda": "cuda"}
 
 
-def _ops(names: str | None) -> list[Any]:
+def _ops(names: str | None, mode: str = "forward") -> list[Any]:
     from opinfo_harness import op_key
     from torch.testing._internal.common_methods_invocations import op_db
 
+    ops = [op for op in op_db if mode != "grad" or op.supports_autograd]
     if not names:
-        return list(op_db)
+        return ops
     wanted = set(names.split(","))
-    return [op for op in op_db if op_key(op) in wanted or op.name in wanted]
+    return [op for op in ops if op_key(op) in wanted or op.name in wanted]
+
+
+def results_name(target: str, mode: str) -> str:
+    """The results file's stem: the target, prefixed `grad-` for the gradient sweep."""
+    return f"grad-{target}" if mode == "grad" else target
 
 
 def worker(args: argparse.Namespace) -> int:
     """Run the cases of one shard, appending one JSON line per case (and a start marker)."""
     import torch
+    from grad_harness import grad_samples, run_grad_case
     from opinfo_harness import DTYPES, CaseResult, op_key, run_case, samples
 
     device, options, _env = TARGETS[args.target]
@@ -62,25 +78,28 @@ def worker(args: argparse.Namespace) -> int:
             done.add(tuple(rec["start"] if "start" in rec else
                            (rec["op"], rec["dtype"], rec["sample"])))  # type: ignore[arg-type]
     torch.set_num_threads(1)
-    ops = _ops(args.ops)
+    ops = _ops(args.ops, args.mode)
+    grad = args.mode == "grad"
+    sample_fn, case_fn = (grad_samples, run_grad_case) if grad else (samples, run_case)
     with path.open("a") as out:
         for i, op in enumerate(ops):
             if i % args.jobs != args.shard:
                 continue
-            supported = op.supported_dtypes(device)
+            supported = (op.supported_backward_dtypes(device) if grad
+                         else op.supported_dtypes(device))
             if not any(d in supported for d in DTYPES.values()):
                 out.write(json.dumps(unsweepable(op, device, supported)) + "\n")
                 continue
-            for dname in dtypes_to_run(args.dtypes.split(","), supported, DTYPES):
+            for dname in dtypes_to_run(args.dtypes.split(","), supported, DTYPES, grad):
                 dtype = DTYPES[dname]
-                for k, sample in enumerate(samples(op, device, dtype, args.samples)):
+                for k, sample in enumerate(sample_fn(op, device, dtype, args.samples)):
                     key = (op_key(op), dname, k)
                     if key in done:
                         continue
                     out.write(json.dumps({"start": list(key)}) + "\n")
                     out.flush()
                     try:
-                        res = run_case(op, dname, k, sample, options, args.timeout)
+                        res = case_fn(op, dname, k, sample, options, args.timeout)
                     except Exception as e:  # noqa: BLE001 - the harness itself must go on
                         res = CaseResult(*key, "error", f"harness: {type(e).__name__}: {e}")
                     out.write(json.dumps(res.to_json()) + "\n")
@@ -89,13 +108,17 @@ def worker(args: argparse.Namespace) -> int:
 
 
 SUBSTITUTES = ("i64", "bool", "f64", "i32", "f16", "bf16")
+GRAD_SUBSTITUTES = ("f64", "f16", "bf16")
 
 
-def dtypes_to_run(requested: list[str], supported: Any, dtypes: dict[str, Any]) -> list[str]:
+def dtypes_to_run(requested: list[str], supported: Any, dtypes: dict[str, Any],
+                  grad: bool = False) -> list[str]:
     """The requested dtypes the op supports; for an op with none of them (integer-only ops
-    in a float32 sweep), its first dtype among SUBSTITUTES, so every op gets a status."""
+    in a float32 sweep), its first dtype among SUBSTITUTES (the floating ones for the
+    gradient sweep), so every op gets a status."""
     run = [d for d in requested if dtypes[d] in supported]
-    return run or [d for d in SUBSTITUTES if dtypes[d] in supported][:1]
+    subs = GRAD_SUBSTITUTES if grad else SUBSTITUTES
+    return run or [d for d in subs if dtypes[d] in supported][:1]
 
 
 def unsweepable(op: Any, device: str, supported: Any) -> dict[str, Any]:
@@ -111,6 +134,7 @@ def unsweepable(op: Any, device: str, supported: Any) -> dict[str, Any]:
 
 def _shard_cmd(args: argparse.Namespace, shard: int, results: Path) -> list[str]:
     cmd = [sys.executable, str(HERE / "sweep.py"), "--worker", "--target", args.target,
+           "--mode", args.mode,
            "--shard", str(shard), "--jobs", str(args.jobs), "--results", str(results),
            "--dtypes", args.dtypes, "--samples", str(args.samples),
            "--timeout", str(args.timeout)]
@@ -140,7 +164,8 @@ def _crash_record(results: Path, rc: int) -> bool:
 def drive(args: argparse.Namespace) -> Path:
     """Run all shards of one target in parallel, restarting shards after crashes."""
     _device, _options, env_extra = TARGETS[args.target]
-    tmp = Path(args.work_dir or (REPO / ".coverage-work")) / args.target
+    tmp = Path(args.work_dir or (REPO / ".coverage-work")) / results_name(args.target,
+                                                                          args.mode)
     tmp.mkdir(parents=True, exist_ok=True)
     if not args.resume:
         for f in tmp.glob("shard*.jsonl"):
@@ -166,19 +191,20 @@ def drive(args: argparse.Namespace) -> Path:
             if "start" not in rec:
                 cases.append(rec)
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    out = Path(args.output) if args.output else OUT_DIR / f"{args.target}.jsonl"
+    out = (Path(args.output) if args.output
+           else OUT_DIR / f"{results_name(args.target, args.mode)}.jsonl")
     meta_path = out.with_suffix(".meta.json")
     run = _versions(args, time.time() - start, len(cases))
     merge = args.merge if args.merge is not None else bool(args.ops)
     if merge and out.exists():
         from opinfo_harness import op_key
 
-        ran = {op_key(op) for op in _ops(args.ops)}
+        ran = {op_key(op) for op in _ops(args.ops, args.mode)}
         old = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
         cases = merge_cases(old, cases, ran, set(args.dtypes.split(",")))
         old_meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         meta = merge_meta(old_meta, run, len({c["op"] for c in cases}),
-                          len({op_key(op) for op in _ops(None)}))
+                          len({op_key(op) for op in _ops(None, args.mode)}))
     else:
         meta = {**run, "runs": [run]}
     out.write_text("".join(json.dumps(c, sort_keys=True) + "\n" for c in
@@ -218,19 +244,27 @@ def _versions(args: argparse.Namespace, seconds: float, cases: int) -> dict[str,
     except ImportError:
         tv = "missing"
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
-    return {"target": args.target, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    return {"target": args.target, "mode": args.mode,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "torch": torch.__version__, "triton": tv, "gpu": gpu, "dtypes": args.dtypes,
             "samples": args.samples, "ops": args.ops or "all", "seconds": round(seconds, 1),
             "cases": cases,
-            "command": " ".join(["python", "tests/opinfo/sweep.py", "--target", args.target,
-                                 "--dtypes", args.dtypes, "--samples", str(args.samples)]
+            "command": " ".join(["python", "tests/opinfo/sweep.py"]
+                                + (["--mode", "grad"] if args.mode == "grad" else [])
+                                + ["--target", args.target, "--dtypes", args.dtypes,
+                                   "--samples", str(args.samples)]
                                 + (["--ops", args.ops] if args.ops else []))}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--target", action="append", choices=sorted(TARGETS))
-    ap.add_argument("--dtypes", default=ALL_DTYPES)
+    ap.add_argument("--device", choices=sorted(DEVICE_TARGETS),
+                    help="the target of a device: cpu is cpp, cuda is cuda")
+    ap.add_argument("--mode", choices=["forward", "grad"], default="forward",
+                    help="forward: outputs only; grad: outputs and input gradients")
+    ap.add_argument("--dtypes", default=None,
+                    help=f"default {ALL_DTYPES} (forward), {GRAD_DTYPES} (grad)")
     ap.add_argument("--samples", type=int, default=2, help="samples per op and dtype")
     ap.add_argument("--ops", default=None, help="comma-separated OpInfo names (default all)")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2)))
@@ -248,6 +282,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shard", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--results", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.dtypes is None:
+        args.dtypes = GRAD_DTYPES if args.mode == "grad" else ALL_DTYPES
+    if args.device:
+        args.target = [*(args.target or []), DEVICE_TARGETS[args.device]]
     if args.worker:
         args.target = args.target[0]
         return worker(args)
