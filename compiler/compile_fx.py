@@ -32,7 +32,8 @@ from compiler.ir.indexing import index_vars
 from compiler.ir.nodes import ComputedBuffer, ExternKernel, ExternOutput, Reduction, Stored
 from compiler.ir.opnames import op_name, op_short
 from compiler.lowering import layout
-from compiler.lowering.graph import GraphLowering, LoweredGraph, Unsupported
+from compiler.lowering.common import Unsupported
+from compiler.lowering.graph import GraphLowering, LoweredGraph
 from compiler.options import CompileOptions
 from compiler.runtime import graph_cache, loader
 from compiler.runtime.autotune import select_templates
@@ -309,12 +310,24 @@ def build_stage(work: GraphWork, warmup: bool = True) -> ev.CompileGraph:
         work.wrapper, work.build_source, work.backend, work.options,
         [k.name for k in work.kernels], work.lowered.constants, builder=_builder(work))
     _record(work, compiled)
+    prebuilt = _prebuild(work, compiled)
     kernels = []
     if warmup:
         kernels = [ev.BuiltKernel(**k) for k in loader.warmup(compiled, work.example_inputs)]
     return ev.CompileGraph(id=work.gid, ms=compiled.ms, cache_hit=compiled.cache_hit,
                            kernels=kernels, path=str(compiled.path),
-                           build_ms=compiled.build_ms, graph_cache=compiled.graph_cache)
+                           build_ms=compiled.build_ms, graph_cache=compiled.graph_cache,
+                           prebuild=prebuilt)
+
+
+def _prebuild(work: GraphWork, compiled: loader.CompiledGraph) -> dict[str, Any]:
+    """The backend builds the graph's kernels ahead of the first launch, in parallel
+    (codegen/triton_pool.py); empty where nothing builds at a launch."""
+    assert work.sched is not None
+    dtypes = {name: buf.dtype for name, buf in work.sched.buffers.items()}
+    with compiled.backend.first_launch(compiled.path, None):
+        return compiled.backend.prebuild(compiled.module, work.kernels, dtypes,
+                                         work.options.compile_workers)
 
 
 def _graph_key(work: GraphWork) -> str | None:

@@ -404,6 +404,9 @@ class CompileGraph:
     # the whole-graph cache (compiler/runtime/graph_cache.py): key, status (hit, miss,
     # stale, bypass) and why; empty when it was not asked
     graph_cache: dict[str, Any] = field(default_factory=dict)
+    # the kernels built ahead of the first launch in the compile pool (triton_pool.py):
+    # workers, kernels, ms, built_ms per kernel, errors; empty where nothing was
+    prebuild: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -37,6 +37,9 @@ class CompileOptions:
     # configs on the real shapes (a GPU; cached on disk) and keeps the fastest; "extern"
     # never offers the template; "template" takes its first config unmeasured (tests).
     matmul: str = "auto"  # matrix products: auto (measured), extern or template
+    # threads building a graph's Triton kernels ahead of its first launch (0: one per
+    # CPU core, at most 16); 1 builds them one after another
+    compile_workers: int = 0  # threads that build a graph's GPU kernels in parallel
     cache_dir: str | None = None  # on-disk compile cache; None: ~/.cache/kernelscope
     entry: str | None = None  # snippet entry point override
     # False: an op without a lowering (or a case a lowering hands to ATen) makes the graph

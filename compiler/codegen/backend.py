@@ -155,6 +155,12 @@ class Backend:
         """A template plan's kernel with `config` (the chosen one, or one being measured)."""
         raise NotImplementedError(f"{self.label} has no GEMM template")
 
+    def prebuild(self, module: ModuleType, kernels: list[GeneratedKernel],
+                 dtypes: dict[str, torch.dtype], workers: int) -> dict[str, Any]:
+        """Build what the first launch would build, ahead and in parallel (`workers`, 0:
+        one per core); what was built, for the compile event ({} when nothing is)."""
+        return {}
+
     def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
         """What the build knows about one kernel after its first launch, as fields of the
         kernel's `compile` event entry: `registers`, `spills`, `shared_bytes`, `ir`

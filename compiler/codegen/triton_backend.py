@@ -9,6 +9,7 @@ imports and the helpers the kernels call).
 from __future__ import annotations
 
 import dataclasses
+import os
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from types import ModuleType
@@ -22,6 +23,7 @@ from compiler.codegen.mathops import TRITON_MATH_HELPERS
 from compiler.codegen.optable import OpTable
 from compiler.codegen.triton import INTERPRET_OPS, OPS, generate_triton
 from compiler.codegen.triton_cache import graph_triton_cache
+from compiler.codegen.triton_pool import PoolKernel, prebuild
 from compiler.codegen.triton_report import compiled_report
 from compiler.codegen.triton_template import (
     configs_for,
@@ -147,7 +149,19 @@ class TritonBackend(Backend):
         launch = (f"{k.name}[{k.grid}]({', '.join(k.args)}, {', '.join(map(str, k.numels))}"
                   f"{meta}, num_warps={k.num_warps})")
         return GeneratedKernel(k.name, k.source, k.line_map, k.args, launch,
-                               {"grid": list(k.grid), **k.meta, "num_warps": k.num_warps})
+                               {"grid": list(k.grid), **k.meta, "num_warps": k.num_warps,
+                                "numels": list(k.numels)})
+
+    def prebuild(self, module: ModuleType, kernels: list[GeneratedKernel],
+                 dtypes: dict[str, torch.dtype], workers: int) -> dict[str, Any]:
+        if self.emulated:  # the interpreter builds nothing
+            return {}
+        launches = [PoolKernel(k.name, [("ptr", dtypes[a]) for a in k.args]
+                               + [("int", n) for n in k.config.get("numels", [])],
+                               tuple(k.config["grid"]),
+                               {m: v for m, v in k.config.items() if m not in ("grid", "numels")})
+                    for k in kernels]
+        return prebuild(module, launches, workers or min(16, os.cpu_count() or 1))
 
     def wrapper_prelude(self, kernels: list[GeneratedKernel], artifact: Path | None
                         ) -> list[str]:

@@ -37,6 +37,7 @@ from compiler.ir.nodes import (
 )
 from compiler.ir.opnames import op_name
 from compiler.ir.ops import with_origin
+from compiler.lowering.common import Unsupported, dense_permutation, device_of
 from compiler.lowering.devices import on_device
 from compiler.lowering.layout import NO_CONVOLUTIONS, LayoutDecision
 from compiler.lowering.registry import find_lowering, load_all
@@ -45,10 +46,6 @@ MAX_INLINE_ORIGINS = 24  # realize a value once this many FX nodes are inlined i
 # Asked for each (op, operand dtype) a lowered body uses: why the backend cannot express
 # it, or None when it can (the graph's Backend.refuses).
 Refuses = Callable[[str, torch.dtype], str | None]
-
-
-class Unsupported(Exception):
-    """The graph uses something this compiler cannot handle at all (e.g. dynamic shapes)."""
 
 
 @dataclass
@@ -72,10 +69,6 @@ class LoweredGraph:
 
     def output_names(self) -> set[str]:
         return {o.buffer.name for o in self.outputs if isinstance(o, Stored)}
-
-
-def device_of(t: Any) -> str:
-    return "cuda" if t.device.type == "cuda" else t.device.type
 
 
 # The lowering table is filled when the compiler is imported (a worker does that before
@@ -212,7 +205,7 @@ class GraphLowering:
             return self.extern(node.target, args, kwargs, fallback=True,
                                reason="no lowering for this op")
         mark = (len(self.buffers), len(self.fallbacks), self._counter)
-        result = lowering(self, *args, **kwargs)
+        result = lowering(self, node, *args, **kwargs)
         reason = self._refused(result, mark[0])
         if reason is not None:  # what this node built is dropped; ATen computes it
             del self.buffers[mark[0]:], self.fallbacks[mark[1]:]
@@ -276,7 +269,7 @@ class GraphLowering:
         if isinstance(value, Stored) and (isinstance(value.buffer, InputBuffer) or
                                           _same_strides(value.size, value.view.stride, stride)):
             return value
-        if isinstance(value, Lazy) and _dense_permutation(value.size, stride):
+        if isinstance(value, Lazy) and dense_permutation(value.size, stride):
             return self.realize(value, "graph output", stride=stride)
         why = ("graph output, in eager's strides (the graph works channels-last)"
                if out.name in self.layout.nodes else "graph output, in eager's strides")
@@ -349,7 +342,7 @@ class GraphLowering:
         preferred = self._preferred.get(id(value.node))
         if stride is None and preferred is not None and preferred[0] is value.node:
             stride = preferred[1]
-        if stride is None or not _dense_permutation(size, stride):
+        if stride is None or not dense_permutation(size, stride):
             stride = contiguous_strides(size)
         layout = Layout(value.device, value.dtype, tuple(size), tuple(int(s) for s in stride))
         buf = ComputedBuffer(self.new_name(), layout, value.origins, value.node, reason)
@@ -508,17 +501,6 @@ def _layout_of(t: torch.Tensor) -> Layout:
     if any(isinstance(s, torch.SymInt) for s in t.shape):
         raise Unsupported("dynamic shapes (symbolic sizes) are not supported")
     return Layout(device_of(t), t.dtype, tuple(t.shape), tuple(t.stride()), 0)
-
-
-def _dense_permutation(size: Sequence[int], stride: Sequence[int]) -> bool:
-    """True if `stride` lays `size` out densely in some dim order (no gaps, no overlap)."""
-    dims = sorted((st, sz) for sz, st in zip(size, stride) if sz != 1)
-    expected = 1
-    for st, sz in dims:
-        if st != expected:
-            return False
-        expected *= sz
-    return True
 
 
 def _same_strides(size: Sequence[int], a: Sequence[int], b: Sequence[int]) -> bool:

@@ -11,9 +11,11 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from torch.fx import Node
 
 from compiler.ir.nodes import Index, TensorValue
 from compiler.ir.ops import ops
+from compiler.lowering.common import LoweringContext
 from compiler.lowering.reductions import reduce
 from compiler.lowering.registry import aten, register_lowering
 from compiler.lowering.scatter import too_costly
@@ -28,7 +30,8 @@ def _indirect(value: Any, size: int) -> Any:
 
 
 @register_lowering(aten.embedding)
-def embedding(g: Any, weight: TensorValue, indices: TensorValue, *args: Any) -> Any:
+def embedding(g: LoweringContext, node: Node, weight: TensorValue, indices: TensorValue, *args: Any
+             ) -> Any:
     meta = g.out_meta()
     lw, li = weight.loader(), indices.loader()
     nidx = len(indices.size)
@@ -41,7 +44,8 @@ def embedding(g: Any, weight: TensorValue, indices: TensorValue, *args: Any) -> 
 
 
 @register_lowering(aten.index_select)
-def index_select(g: Any, x: TensorValue, dim: int, index: TensorValue) -> Any:
+def index_select(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: TensorValue
+                ) -> Any:
     meta = g.out_meta()
     dim = dim + len(x.size) if dim < 0 else dim
     lx, li = x.loader(), index.loader()
@@ -57,7 +61,8 @@ def index_select(g: Any, x: TensorValue, dim: int, index: TensorValue) -> Any:
 
 
 @register_lowering(aten.gather)
-def gather(g: Any, x: TensorValue, dim: int, index: TensorValue, **kw: Any) -> Any:
+def gather(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: TensorValue, **kw: Any
+          ) -> Any:
     meta = g.out_meta()
     dim = dim + len(x.size) if dim < 0 else dim
     lx, li = x.loader(), index.loader()
@@ -74,12 +79,12 @@ def gather(g: Any, x: TensorValue, dim: int, index: TensorValue, **kw: Any) -> A
 
 
 @register_lowering(aten.index.Tensor)
-def index(g: Any, x: TensorValue, indices: Sequence[Any]) -> Any:
+def index(g: LoweringContext, node: Node, x: TensorValue, indices: Sequence[Any]) -> Any:
     """x[i0, i1, ...] with adjacent index tensors (others fall back to ATen)."""
     meta = g.out_meta()
     positions = [k for k, t in enumerate(indices) if t is not None]
     if not positions or positions != list(range(positions[0], positions[-1] + 1)):
-        return g.extern(g.current.target, (x, indices), {}, fallback=True,
+        return g.extern(node.target, (x, indices), {}, fallback=True,
                         reason="non-adjacent advanced indices")
     tensors = [indices[k] for k in positions]
     bshape = list(torch.broadcast_shapes(*[tuple(t.size) for t in tensors]))
@@ -101,15 +106,14 @@ def index(g: Any, x: TensorValue, indices: Sequence[Any]) -> Any:
 
 
 @register_lowering(aten._embedding_bag_forward_only, aten._embedding_bag)
-def embedding_bag(g: Any, weight: TensorValue, indices: TensorValue, offsets: TensorValue,
-                  scale_grad_by_freq: bool = False, mode: int = 0, sparse: bool = False,
-                  per_sample_weights: Any = None, include_last_offset: bool = False,
-                  padding_idx: int = -1) -> Any:
+def embedding_bag(g: LoweringContext, node: Node, weight: TensorValue, indices: TensorValue,
+                  offsets: TensorValue, scale_grad_by_freq: bool = False, mode: int = 0,
+                  sparse: bool = False, per_sample_weights: Any = None,
+                  include_last_offset: bool = False, padding_idx: int = -1) -> Any:
     """Bags of rows, summed or averaged: out[b] reduces weight[indices[j]] (times
     per_sample_weights[j]) over offsets[b] <= j < offsets[b + 1], skipping padding_idx.
     Only the bags themselves are lowered; the bookkeeping outputs (offset2bag, bag sizes,
     max indices) go to ATen when something reads them."""
-    node = g.current
     args = (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
             include_last_offset, padding_idx)
     extra = any(u.target is not operator.getitem or u.args[1] != 0 for u in node.users)
@@ -118,7 +122,7 @@ def embedding_bag(g: Any, weight: TensorValue, indices: TensorValue, offsets: Te
     if why:
         return g.extern(node.target, args, {}, fallback=True, reason=why)
     n, nbags, dim = indices.numel(), g.out_meta()[0].shape[0], weight.size[1]
-    big = too_costly(g, nbags * dim, n, args, {})
+    big = too_costly(g, node, nbags * dim, n, args, {})
     if big is not None:
         return big
     out = g.out_meta()[0].dtype
@@ -151,6 +155,7 @@ def embedding_bag(g: Any, weight: TensorValue, indices: TensorValue, offsets: Te
 
     total = reduce(g, g.lazy(term, [nbags, dim, n], out, [weight, indices, offsets]), [2],
                    False, "sum", out, out)
+    bags: TensorValue
     if mode == 0:
         bags = total
     else:

@@ -25,12 +25,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.fx import Node
 
 from compiler.ir.indexing import contiguous_strides, dense_strides_like
 from compiler.ir.nodes import ExternKernel, Index, Layout, Stored, TensorArg, TensorValue
 from compiler.ir.opnames import op_short
 from compiler.ir.ops import ops
 from compiler.ir.template import MatmulTemplate, Operand
+from compiler.lowering.common import LoweringContext
 from compiler.lowering.pointwise import broadcast_loader, upcast
 from compiler.lowering.registry import aten, register_lowering
 
@@ -71,7 +73,8 @@ def _stride_of(x: TensorValue) -> Sequence[int]:
     return x.view.stride if isinstance(x, Stored) else contiguous_strides(x.size)
 
 
-def _zero_padded(g: Any, x: TensorValue, size: tuple[int, int], why: str) -> TensorValue:
+def _zero_padded(g: LoweringContext, x: TensorValue, size: tuple[int, int], why: str
+                ) -> TensorValue:
     """x (2-D) in the top-left corner of a zero tensor of `size`, stored in x's dim order."""
     if tuple(x.size) == size:
         return x
@@ -101,7 +104,7 @@ def _fits_int32(lay: Layout) -> bool:
     return lay.storage_numel() <= INT32_MAX
 
 
-def offer_template(g: Any, result: Stored, a: TensorValue, b: TensorValue) -> Stored:
+def offer_template(g: LoweringContext, result: Stored, a: TensorValue, b: TensorValue) -> Stored:
     """The extern product `result` as a MatmulTemplate where the graph takes templates
     and the template can compute it (float16 / bfloat16 / float32, one dtype, 32-bit
     indices); else `result` unchanged."""
@@ -123,7 +126,7 @@ def offer_template(g: Any, result: Stored, a: TensorValue, b: TensorValue) -> St
     return Stored(tem, result.view)
 
 
-def product(g: Any, a: TensorValue, b: TensorValue) -> TensorValue:
+def product(g: LoweringContext, a: TensorValue, b: TensorValue) -> TensorValue:
     """a @ b for the current node, in cuBLAS (padded where `pad_plan` says), or a GEMM
     template (`offer_template`)."""
     plan = pad_plan(a, b) if len(a.size) == 2 and len(b.size) == 2 else None
@@ -139,17 +142,18 @@ def product(g: Any, a: TensorValue, b: TensorValue) -> TensorValue:
 
 
 @register_lowering(aten.mm)
-def mm(g: Any, a: Any, b: Any) -> Any:
+def mm(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
     return product(g, a, b)
 
 
 @register_lowering(aten.bmm)
-def bmm(g: Any, a: Any, b: Any) -> Any:
+def bmm(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
     return product(g, a, b)
 
 
 @register_lowering(aten.addmm)
-def addmm(g: Any, bias: Any, a: Any, b: Any, beta: Any = 1, alpha: Any = 1) -> Any:
+def addmm(g: LoweringContext, node: Node, bias: Any, a: Any, b: Any, beta: Any = 1, alpha: Any = 1
+         ) -> Any:
     """mm in cuBLAS; the bias add stays lazy so it fuses with whatever follows.
 
     In float16/bfloat16 eager adds the bias inside the GEMM and rounds once, and what
@@ -159,9 +163,9 @@ def addmm(g: Any, bias: Any, a: Any, b: Any, beta: Any = 1, alpha: Any = 1) -> A
     if upcast(meta.dtype) != meta.dtype and pad_plan(a, b) is None:
         return g.extern(aten.addmm.default, (bias, a, b), {"beta": beta, "alpha": alpha},
                         fallback=False)
-    saved = g.current.meta.get("val")
+    saved = node.meta.get("val")
     prod = product(g, a, b)
-    g.current.meta["val"] = saved
+    node.meta["val"] = saved
     size, dtype = tuple(meta.shape), meta.dtype
     cd = upcast(dtype)
     lb, lp = broadcast_loader(bias, size, cd), broadcast_loader(prod, size, cd)

@@ -1,0 +1,80 @@
+"""What every lowering module shares, importable without filling the lowering table.
+
+`LoweringContext` is what a lowering is handed as `g` (GraphLowering, lowering/graph.py,
+is the one implementation): the builders of IR values and buffers, the graph-wide facts
+a lowering may ask (its layout, the backend's features) and the notes it may add. A
+lowering is `fn(g, node, *args, **kwargs)`: `node` is the FX node it lowers (its target,
+its users, its meta), passed explicitly rather than read from the walk's position.
+`Unsupported` and the small layout helpers live here too, so any module (lowering or
+driver) can import them without importing the walk and, through it, every lowering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import torch
+
+from compiler.ir.nodes import Buffer, Lazy, Reduction, Stored, TensorValue
+from compiler.lowering.layout import LayoutDecision
+
+
+class Unsupported(Exception):
+    """The graph uses something this compiler cannot handle at all (e.g. dynamic shapes)."""
+
+
+class LoweringContext(Protocol):
+    """The graph being lowered, as its lowerings see it."""
+
+    layout: LayoutDecision  # the whole-graph layout (lowering/layout.py)
+    split_reductions: bool  # long reductions with few outputs may run in two kernels
+    online_softmax: int | None  # rows longer than this: one-pass logsumexp (None: never)
+    softmax_reciprocal: bool  # softmax ends with exp * (1 / sum), as eager's kernel does
+    notes: list[str]  # what the UI should know about this graph (the lowering event)
+    input_offsets: dict[str, int]  # storage offsets of the graph's real inputs
+    # Channels-last copies made for convolutions, by what they copy (lowering/conv.py).
+    converted: dict[tuple[int, Any], tuple[Any, Stored]]
+    matmul_templates: bool  # a product may become a GEMM template (lowering/matmul.py)
+    buffers: list[Buffer]  # the graph's buffers so far, in program order
+
+    def out_meta(self) -> Any:
+        """The fake tensor (or tuple of them) of the node being lowered."""
+        ...
+
+    def node_name(self) -> str: ...
+
+    def lazy(self, inner_fn: Callable[..., Any], size: Sequence[int], dtype: torch.dtype,
+             inputs: Sequence[Any] = ()) -> Lazy: ...
+
+    def realize(self, value: TensorValue, reason: str,
+                stride: Sequence[int] | None = None) -> Stored: ...
+
+    def reduction_buffer(self, node: Reduction, size: Sequence[int], reason: str
+                         ) -> Stored: ...
+
+    def make_reduction(self, inner_fn: Callable[..., Any], ranges: Sequence[int],
+                       reduction_ranges: Sequence[int], reduction_type: str,
+                       dtype: torch.dtype, src_dtype: torch.dtype,
+                       inputs: Sequence[Any] = ()) -> Reduction: ...
+
+    def allocate(self, reason: str, meta: Any = None) -> Any: ...
+
+    def extern(self, op: Any, args: Any, kwargs: dict[str, Any], fallback: bool,
+               reason: str = "", out_stride: Sequence[int] | None = None,
+               out_size: Sequence[int] | None = None) -> Any: ...
+
+
+def device_of(t: Any) -> str:
+    return "cuda" if t.device.type == "cuda" else t.device.type
+
+
+def dense_permutation(size: Sequence[int], stride: Sequence[int]) -> bool:
+    """True if `stride` lays `size` out densely in some dim order (no gaps, no overlap)."""
+    dims = sorted((st, sz) for sz, st in zip(size, stride) if sz != 1)
+    expected = 1
+    for st, sz in dims:
+        if st != expected:
+            return False
+        expected *= sz
+    return True
