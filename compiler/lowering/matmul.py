@@ -158,9 +158,11 @@ def addmm(g: LoweringContext, node: Node, bias: Any, a: Any, b: Any, beta: Any =
 
     In float16/bfloat16 eager adds the bias inside the GEMM and rounds once, and what
     follows reads that rounded value (F.gelu(F.linear(x, w, b)): the GELU's input is
-    bf16). A lazy add would feed the unrounded float sum on: ATen's addmm computes it."""
+    bf16). A lazy add rounds the rounded product plus the bias a second time: where no
+    GEMM template (whose epilogue adds the bias to the float accumulator) is offered,
+    ATen's addmm computes it."""
     meta = g.out_meta()
-    if upcast(meta.dtype) != meta.dtype and pad_plan(a, b) is None:
+    if upcast(meta.dtype) != meta.dtype and pad_plan(a, b) is None and not g.matmul_templates:
         return g.extern(aten.addmm.default, (bias, a, b), {"beta": beta, "alpha": alpha},
                         fallback=False)
     saved = node.meta.get("val")
