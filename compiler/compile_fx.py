@@ -23,9 +23,12 @@ from compiler import event_types as ev
 from compiler.capture.attention import rewrite_attention
 from compiler.capture.decompositions import decomposition_table
 from compiler.capture.fxgraph import node_lines
+from compiler.capture.modules import node_module, origin_modules
 from compiler.codegen.backend import Backend, GeneratedKernel
 from compiler.codegen.backends import choose_backend, kernel_backends
 from compiler.codegen.wrapper import generate_wrapper
+from compiler.devices import combined, device_type, is_gpu
+from compiler.features import Feature
 from compiler.ir.handlers import describe, dtype_name
 from compiler.ir.index_print import pexpr
 from compiler.ir.indexing import index_vars
@@ -54,6 +57,7 @@ class GraphWork:
     code_lines: list[str] = field(default_factory=list)
     kind: str | None = None  # "forward", "backward" or "inference" (AOTAutograd's compiler)
     lines: dict[str, int | None] = field(default_factory=dict)
+    modules: dict[str, str | None] = field(default_factory=dict)  # FX node -> module path
     op_names: dict[str, str] = field(default_factory=dict)
     backend: Backend | None = None  # chosen once, in `lower`
     # The backend of each device the kernels run on (the graph's own for its device;
@@ -74,6 +78,7 @@ class GraphWork:
 
     def __post_init__(self) -> None:
         self.lines = node_lines(self.gm, self.filename)
+        self.modules = {n.name: node_module(n.meta) for n in self.gm.graph.nodes}
         self.op_names = {n.name: op_short(n.target) for n in self.gm.graph.nodes
                          if n.op == "call_function"}
         self.position = {n.name: i for i, n in enumerate(self.gm.graph.nodes)}
@@ -97,36 +102,33 @@ class GraphWork:
     def origin_lines(self, origins: Any) -> list[int]:
         return sorted({ln for o in origins if (ln := self.lines.get(o)) is not None})
 
+    def origin_modules(self, origins: Any) -> tuple[str | None, list[str]]:
+        return origin_modules(origins, self.modules)
+
 
 def graph_device(example_inputs: Sequence[Any], gm: torch.fx.GraphModule | None = None) -> str:
     """Where a graph's tensors live: CUDA if any input is on CUDA (CPU scalars mixed with
     CUDA tensors run on the GPU, as in eager), else the device of the tensors the graph
     makes when it has no tensor inputs (`torch.arange(n, device="cuda")`), else the CPU."""
-    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)
-               and t.device.type != "meta"}
+    devices = {device_type(t) for t in example_inputs if isinstance(t, torch.Tensor)
+               and not t.is_meta}
     if not devices and gm is not None:
         for node in gm.graph.nodes:
             val = node.meta.get("val")
             if isinstance(val, torch.Tensor):
-                devices.add(val.device.type)
-    return "cuda" if "cuda" in devices else "cpu"
+                devices.add(device_type(val))
+    return combined(devices)
 
 
 # -- stages ------------------------------------------------------------------------------
 def lower(work: GraphWork) -> ev.LoweringGraph:
     device = graph_device(work.example_inputs, work.gm)
     work.backend = backend = choose_backend(work.options.backend, device, work.options)
-    split = work.options.split_reductions and backend.split_reductions
-    online = work.options.persistent_rblock if backend.online_softmax else None
     decision = layout.decide(work.gm, work.kind, work.options.conv_layout,
                              device in backend.target.channels_last_convs,
                              f"{backend.label} on {device}")
-    lowering = GraphLowering(work.gm, work.example_inputs, work.lines, split_reductions=split,
-                             fallback=work.options.fallback, refuses=backend.refuses,
-                             online_softmax=online, layout=decision,
-                             softmax_reciprocal=backend.softmax_reciprocal,
-                             matmul_templates=backend.matmul_templates
-                             and work.options.matmul != "extern")
+    lowering = GraphLowering(work.gm, work.example_inputs, work.lines, backend,
+                             work.options, decision)
     work.lowered = lowered = lowering.run()
     work.backends = kernel_backends(backend, _kernel_devices(lowered), work.options)
     has_convs = decision is not layout.NO_CONVOLUTIONS
@@ -156,6 +158,7 @@ def _buffer_json(work: GraphWork, b: Any) -> ev.Buffer:
     out = ev.Buffer(name=b.name, kind=b.kind, size=list(lay.size), stride=list(lay.stride),
                     dtype=dtype_name(lay.dtype), device=lay.device, origins=sorted(b.origins),
                     lines=work.origin_lines(b.origins))
+    out.module, out.modules = work.origin_modules(b.origins)
     if isinstance(b, ComputedBuffer) and b.data is not None:
         data = b.data
         red = data if isinstance(data, Reduction) else None
@@ -192,7 +195,7 @@ def schedule_stage(work: GraphWork) -> ev.SchedulingGraph:
     templates = select_templates(work.lowered, work.backend, work.options)
     work.sched = schedule(work.lowered, work.backend, work.options.fusion, work.op_names,
                           dict(work.backends) if len(work.backends) > 1 else None)
-    event = schedule_json(work.sched, work.lines, work.gid)
+    event = schedule_json(work.sched, work.lines, work.gid, work.modules)
     kernel_of = {n.name: s.name for s in work.sched.steps if s.kind is KernelKind.TEMPLATE
                  for n in s.group.nodes}
     for t in templates:
@@ -210,7 +213,7 @@ def memory_stage(work: GraphWork) -> ev.MemoryGraph:
         if s.extern is not None and s.extern.fallback:
             keep |= s.reads() | set(s.writes())
     in_place = {}
-    if work.backend is not None and work.backend.writes_over_inputs:
+    if work.backend is not None and Feature.WRITES_OVER_INPUTS in work.backend.features:
         in_place = in_place_outputs(_mutation_buffers(work), steps,
                                     [s.plan for s in sched.steps], sched.buffers)
     work.memory = mem = plan_memory(steps, sched.buffers, keep, sched.removed,
@@ -282,9 +285,16 @@ def codegen_stage(work: GraphWork) -> ev.CodegenGraph:
         id=work.gid, backend=backend.name, backend_label=backend.label,
         emulated=backend.emulated, triton_interpret=backend.emulated,
         kernels=[ev.GeneratedKernel(k.name, b.language, k.source,
-                                    _with_lines(work, k.line_map), b.label)
+                                    _with_lines(work, k.line_map), b.label,
+                                    *work.origin_modules(_kernel_origins(work, k.name)))
                  for b, k in made],
         wrapper=ev.Wrapper(work.wrapper, [ev.WrapperLine(**e) for e in work.wrapper_line_map]))
+
+
+def _kernel_origins(work: GraphWork, name: str) -> set[str]:
+    assert work.sched is not None
+    return {o for step in work.sched.steps if step.name == name
+            for n in step.group.nodes for o in n.buffer.origins}
 
 
 def _header(work: GraphWork, step: Any) -> list[str]:
@@ -333,10 +343,13 @@ def _prebuild(work: GraphWork, compiled: loader.CompiledGraph) -> dict[str, Any]
 def _graph_key(work: GraphWork) -> str | None:
     """The whole-graph cache's key for this graph (None, with the reason in
     `work.graph_cache`, when the graph cannot be cached)."""
+    backend = work.backend or choose_backend(
+        work.options.backend, graph_device(work.example_inputs, work.gm), work.options)
     key, why = graph_cache.graph_key(
         work.gm, work.example_inputs, work.options,
         {"lines": work.lines, "code": work.code_lines,
-         "mutations": sorted(work.mutations.items()), "kind": work.kind})
+         "mutations": sorted(work.mutations.items()), "kind": work.kind},
+        backend.cache_identity())
     if key is None:
         work.graph_cache = graph_cache.GraphCacheStatus(None, "bypass", why)
     return key
@@ -518,7 +531,7 @@ def make_backend(options: CompileOptions, filename: str | None = None,
             graph_cache.link(dynamo[0], key, options)
         run: Callable[..., Any] = compiled
         if options.cuda_graphs and getattr(compiled, "backend", None) is not None \
-                and compiled.backend.device == "cuda":  # type: ignore[attr-defined]
+                and is_gpu(compiled.backend.device):  # type: ignore[attr-defined]
             run = CudaGraphed(compiled, static_input_indices())
         # Run the wrapper (ctypes calls on data pointers) as plain Python, never traced:
         # a backward graph runs inside `loss.backward()`, where Dynamo may be watching. A

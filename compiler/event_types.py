@@ -79,6 +79,17 @@ class FxNode:
     shape: Any = None  # list of ints, or one list per tensor of a tuple value
     stride: Any = None
     dtype: Any = None
+    # The innermost nn.Module the node ran in, as an attribute path from the compiled
+    # module ("blocks.1.attn"); None outside any module call (compiler/capture/modules.py).
+    module: str | None = None
+
+
+@dataclass
+class ModuleInfo:
+    """One module of a captured graph: its path and class (ancestors listed too)."""
+
+    path: str
+    type: str
 
 
 @dataclass
@@ -91,6 +102,7 @@ class CaptureGraph:
     kind: GraphKind
     dynamo_graph: int
     compile_id: str | None = None  # Dynamo's frame compile that made it ("0/1")
+    modules: list[ModuleInfo] = field(default_factory=list)  # every node's module, first seen
 
 
 @dataclass
@@ -163,6 +175,8 @@ class Buffer:
     origins: list[str]
     lines: list[int]
     realized: str = ""
+    module: str | None = None  # the common prefix of its origin nodes' modules
+    modules: list[str] = field(default_factory=list)  # their modules, sorted
     text: str = ""
     tree: Any = None
     reads: list[Read] = field(default_factory=list)
@@ -231,6 +245,8 @@ class ScheduledKernel:
     lines: list[int]
     reads: list[str] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
+    module: str | None = None  # the common prefix of the fused nodes' modules
+    modules: list[str] = field(default_factory=list)  # their modules, sorted
 
 
 @dataclass
@@ -337,6 +353,8 @@ class GeneratedKernel:
     source: str
     line_map: list[KernelLine]
     target: str = ""
+    module: str | None = None  # as the scheduled kernel's
+    modules: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -391,6 +409,10 @@ class BuiltKernel:
     # the backend's lower stages: Triton's ttir/ttgir/llir/ptx/sass on a GPU, C++'s asm
     ir: dict[str, str] | None = None
     line_maps: dict[str, list[StageLines]] | None = None  # stage -> its mapped lines
+    # the GPU target the stages were compiled for offline, never run here (a CPU host
+    # whose interpreter ran the kernel); None: the build that ran
+    gpu_target: str | None = None
+    stages_note: str | None = None  # why a kernel has no lower stages
 
 
 @dataclass

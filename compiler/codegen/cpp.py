@@ -13,7 +13,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,10 +35,20 @@ from compiler.codegen.mathops import (
     TORCH_INCLUDE_DIR,
     needs_aten_math,
 )
-from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
+from compiler.codegen.optable import (
+    C_LIKE,
+    OpTable,
+    Rule,
+    calls,
+    float_only,
+    merged,
+    numeric,
+)
 from compiler.codegen.tiling import YINDEX, choose_rows
+from compiler.features import Feature
 from compiler.ir.index_print import cexpr
 from compiler.ir.indexing import FloorDiv, ModularIndexing, simplify_index
+from compiler.ir.ops import combine_op
 from compiler.ir.ops import reduction_identity as identity
 from compiler.schedule.nodes import SchedNode
 from compiler.schedule.plan import KernelPlan
@@ -49,7 +59,13 @@ C_TYPE = {
     torch.int16: "int16_t", torch.int8: "int8_t", torch.uint8: "uint8_t", torch.bool: "bool",
 }
 
+# Reductions are ops of the table too (optable.combine_op), so the refusal check sees them.
+REDUCTIONS: dict[str, Rule | Mapping[str, Rule]] = {combine_op(r): rule for r, rule in {
+    "sum": "{0} + {1}", "max": "ks_max({0}, {1})", "min": "ks_min({0}, {1})",
+    "prod": "{0} * {1}", "any": "{0} || {1}", "all": "{0} && {1}",
+    "argmax": "{1} > {0}", "argmin": "{1} < {0}"}.items()}
 OPS = OpTable("C++", merged(merged(C_LIKE, {
+    **REDUCTIONS,
     "truediv": float_only("{0} / {1}"),
     "floordiv": {"int": "ks_floordiv({0}, {1})", "uint": "{0} / {1}",
                  "float": "std::floor({0} / {1})"},
@@ -84,15 +100,13 @@ OPS = OpTable("C++", merged(merged(C_LIKE, {
 NARROW_INTS = (torch.int8, torch.int16, torch.uint8)
 WRAPPED_OPS = frozenset("add sub mul floordiv mod fmod pow neg abs bitwise_not sign "
                         "bitwise_and bitwise_or bitwise_xor maximum minimum".split())
-COMBINE = {"sum": "{0} + {1}", "max": "ks_max({0}, {1})", "min": "ks_min({0}, {1})",
-           "prod": "{0} * {1}", "any": "{0} || {1}", "all": "{0} && {1}"}
 PARALLEL_MIN = 65536  # below this many elements, threads cost more than they save
 # Float sums longer than this run in chunks: each chunk in `omp simd` lanes, the chunk
 # totals in double, so 16M-element sums stay within float rounding of the true sum.
 SUM_CHUNK = 4096
 # Outputs per block when a reduction is interchanged (column sums): at most this many, and
 # at run time as many as leave each thread one block (ks_column_block): one thread reads
-# whole rows, not 512-byte pieces of each (x.sum(0) over 2048x1024: 0.33 -> 0.28 ms).
+# whole rows, not 512-byte pieces of each (fewer, longer streams for the prefetcher).
 COLUMN_BLOCK = 2048
 OUTER_PARALLEL_MIN = 16  # fewer rows than this: the threads split each row instead
 # Rows up to this long keep a costly per-element value (a libm call: softmax's exp) that
@@ -327,16 +341,17 @@ class CppKernelCodegen(KernelCodegen):
             return result
         self.write_for(block.pre, node, f"{ctype} {acc} = {init};")
         block.accs.append((acc, ctype, init))
+        rule = self.table.render(combine_op(rtype), [acc, value.name], [src], ctype)
         if rtype in ("argmax", "argmin"):
-            cmp = ">" if rtype == "argmax" else "<"
+            better = rule
             self.write_for(block.pre, node, f"int64_t {acc}_idx = 0;")
             self.write_for(lines, node,
-                           f"if ({value.name} {cmp} {acc} || ({acc}_idx == 0 && rindex == 0)) "
+                           f"if ({better} || ({acc}_idx == 0 && rindex == 0)) "
                            f"{{ {acc} = {value.name}; {acc}_idx = rindex; }}")
             self.write_for(block.post, node, f"auto {result.name} = {acc}_idx;")
             block.simd.append("")  # comparisons with a branch: no simd clause
             return result
-        self.write_for(lines, node, f"{acc} = {COMBINE[rtype].format(acc, value.name)};")
+        self.write_for(lines, node, f"{acc} = {rule};")
         self.write_for(block.post, node, f"auto {result.name} = {acc};")
         block.simd.append(f"reduction({OMP_OP[rtype]}:{acc})" if rtype in OMP_OP else "")
         return result
@@ -537,7 +552,11 @@ class CppBackend(Backend):
 
     target = targets.by_name("cpp")
     source_suffix = ".cpp"
-    softmax_reciprocal = True  # eager's CPU softmax (_vec_softmax_lastdim) multiplies by 1/sum
+    # eager's CPU softmax (_vec_softmax_lastdim) multiplies by 1/sum
+    features = frozenset({Feature.SOFTMAX_RECIPROCAL})
+
+    def cache_identity(self) -> dict[str, str]:
+        return {**super().cache_identity(), "cxx": CXX}
 
     def op_table(self) -> OpTable:
         return OPS

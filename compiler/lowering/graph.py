@@ -19,7 +19,9 @@ import sympy
 import torch
 import torch.fx
 
+from compiler.devices import CPU
 from compiler.event_types import Fallback
+from compiler.features import REFERENCE, Feature, enabled
 from compiler.ir.handlers import OpUseMemo, PrintHandler, call_body, op_uses
 from compiler.ir.indexing import contiguous_strides, dense_strides_like
 from compiler.ir.nodes import (
@@ -36,16 +38,15 @@ from compiler.ir.nodes import (
     TensorValue,
 )
 from compiler.ir.opnames import op_name
-from compiler.ir.ops import with_origin
-from compiler.lowering.common import Unsupported, dense_permutation, device_of
+from compiler.ir.ops import combine_op, with_origin
+from compiler.lowering.common import LoweringBackend, Unsupported, dense_permutation, device_of
 from compiler.lowering.devices import on_device
 from compiler.lowering.layout import NO_CONVOLUTIONS, LayoutDecision
 from compiler.lowering.registry import find_lowering, load_all
+from compiler.options import CompileOptions
 
 MAX_INLINE_ORIGINS = 24  # realize a value once this many FX nodes are inlined into it
-# Asked for each (op, operand dtype) a lowered body uses: why the backend cannot express
-# it, or None when it can (the graph's Backend.refuses).
-Refuses = Callable[[str, torch.dtype], str | None]
+DEFAULT_OPTIONS = CompileOptions()
 
 
 @dataclass
@@ -60,12 +61,6 @@ class LoweredGraph:
     # Graph constants (get_attr tensors), in the order they follow the placeholders among
     # `inputs`: the compiled graph passes them to the wrapper after the caller's arguments.
     constants: list[torch.Tensor] = field(default_factory=list)
-
-    def buffer(self, name: str) -> Buffer:
-        for b in self.inputs + self.buffers:
-            if b.name == name:
-                return b
-        raise KeyError(name)
 
     def output_names(self) -> set[str]:
         return {o.buffer.name for o in self.outputs if isinstance(o, Stored)}
@@ -82,36 +77,31 @@ class GraphLowering:
         gm: torch.fx.GraphModule,
         example_inputs: Sequence[Any],
         lines: dict[str, int | None] | None = None,
-        split_reductions: bool = True,
-        fallback: bool = True,
-        refuses: Refuses | None = None,
-        online_softmax: int | None = None,
+        backend: LoweringBackend | None = None,
+        options: CompileOptions = DEFAULT_OPTIONS,
         layout: LayoutDecision = NO_CONVOLUTIONS,
-        softmax_reciprocal: bool = False,
-        matmul_templates: bool = False,
     ) -> None:
+        """`backend`: the graph's target, asked what it can do and which ops it refuses
+        (None: the IR alone, for the reference interpreter and tests)."""
         load_all()
         self.gm = gm
         self.example_inputs = list(example_inputs)
         self.lines = lines or {}
-        self.split_reductions = split_reductions
+        self.features = enabled(backend.features if backend is not None else REFERENCE,
+                                options)
         # Rows longer than this take softmax through a one-pass logsumexp reduction
         # (log_softmax: every row); None: the backend has no such reduction.
-        self.online_softmax = online_softmax
-        # softmax ends with exp * (1 / sum) (eager's CPU kernel), not exp / sum
-        self.softmax_reciprocal = softmax_reciprocal
+        self.online_softmax = options.persistent_rblock \
+            if Feature.ONLINE_SOFTMAX in self.features else None
         self.layout = layout  # the whole-graph layout (lowering/layout.py)
-        # mm / addmm / bmm become MatmulTemplates (ir/template.py): the extern call or a
-        # Triton template, chosen after lowering by measurement or by the `matmul` option
-        self.matmul_templates = matmul_templates
         # Pointwise bodies of the nodes the layout stores channels-last -> their strides,
         # used wherever such a value is stored without strides asked for.
         self._preferred: dict[int, tuple[Pointwise, tuple[int, ...]]] = {}
         # Channels-last copies of values made for convolutions, by what they copy: made
         # once however many convolutions read the value (lowering/conv.py).
         self.converted: dict[tuple[int, Any], tuple[Any, Stored]] = {}
-        self.allow_fallback = fallback
-        self.refuses = refuses
+        self.allow_fallback = options.fallback
+        self.refuses = backend.refuses if backend is not None else None
         self._dtypes: dict[str, torch.dtype] = {}  # buffer name -> dtype, for `refuses`
         self._op_uses: OpUseMemo = {}  # what each lazy body uses, for `refuses`
         self.input_offsets: dict[str, int] = {}  # storage offsets of the real inputs
@@ -122,7 +112,7 @@ class GraphLowering:
         self.fallbacks: list[Fallback] = []
         self.env: dict[torch.fx.Node, Any] = {}
         self.current: torch.fx.Node | None = None
-        self.device = "cpu"
+        self.device = CPU
         self._counter = 0
 
     # -- the walk --------------------------------------------------------------------
@@ -233,7 +223,10 @@ class GraphLowering:
         bodies += [b.data for b in self.buffers[first_new:]
                    if isinstance(b, ComputedBuffer) and b.data is not None]
         for body in bodies:
-            for op, dtype in op_uses(body, self._dtype_of, self._op_uses):
+            uses = op_uses(body, self._dtype_of, self._op_uses)
+            if isinstance(body, Reduction):  # the reduction is an op of the table too
+                uses.append((combine_op(body.reduction_type), body.src_dtype))
+            for op, dtype in uses:
                 reason = self.refuses(op, dtype)
                 if reason is not None:
                     return f"{reason}: computed by ATen"

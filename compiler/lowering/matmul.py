@@ -27,6 +27,8 @@ from typing import Any
 import torch
 from torch.fx import Node
 
+from compiler.devices import CUDA
+from compiler.features import Feature
 from compiler.ir.indexing import contiguous_strides, dense_strides_like
 from compiler.ir.nodes import ExternKernel, Index, Layout, Stored, TensorArg, TensorValue
 from compiler.ir.opnames import op_short
@@ -36,7 +38,7 @@ from compiler.lowering.common import LoweringContext
 from compiler.lowering.pointwise import broadcast_loader, upcast
 from compiler.lowering.registry import aten, register_lowering
 
-PAD_DEVICES = ("cuda",)  # where the product runs in cuBLAS
+PAD_DEVICES = (CUDA,)  # where the product runs in cuBLAS
 ALIGN_BYTES = 16  # cuBLAS's tensor-core kernels: leading dimensions in multiples of this
 # Below this many multiply-adds the padding copies (and their launches) cost more than
 # the unaligned kernel loses.
@@ -109,7 +111,7 @@ def offer_template(g: LoweringContext, result: Stored, a: TensorValue, b: Tensor
     and the template can compute it (float16 / bfloat16 / float32, one dtype, 32-bit
     indices); else `result` unchanged."""
     ext = result.buffer
-    if not g.matmul_templates or not isinstance(ext, ExternKernel) or \
+    if Feature.MATMUL_TEMPLATES not in g.features or not isinstance(ext, ExternKernel) or \
             a.dtype != b.dtype or a.dtype not in TEMPLATE_DTYPES or ext.dtype != a.dtype:
         return result
     ta, tb = ext.args[0], ext.args[1]

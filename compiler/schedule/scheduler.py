@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from compiler.capture.modules import origin_modules
 from compiler.event_types import FusionDecision, ScheduledKernel, SchedulingGraph
 from compiler.ir.nodes import Buffer, ExternKernel
 from compiler.ir.opnames import op_short
@@ -111,15 +112,17 @@ def _op_names(nodes: list[SchedNode], op_names: dict[str, str]) -> list[str]:
     return seen[:5] or ["kernel"]
 
 
-def schedule_json(s: Schedule, lines: dict[str, int | None], gid: int) -> SchedulingGraph:
+def schedule_json(s: Schedule, lines: dict[str, int | None], gid: int,
+                  modules: dict[str, str | None] | None = None) -> SchedulingGraph:
     kernels = []
     for step in s.steps:
         origins = sorted({o for n in step.group.nodes for o in n.buffer.origins})
         x, r = step.group.shape
+        module, paths = origin_modules(origins, modules or {})
         kernels.append(ScheduledKernel(
             name=step.name, kind=step.kind.value, buffers=[n.name for n in step.group.nodes],
             numel=x, rnumel=r, origins=origins,
             lines=sorted({ln for o in origins if (ln := lines.get(o)) is not None}),
-            reads=sorted(step.reads()), writes=step.writes()))
+            reads=sorted(step.reads()), writes=step.writes(), module=module, modules=paths))
     return SchedulingGraph(id=gid, kernels=kernels, decisions=s.decisions,
                            removed_buffers=sorted(s.removed))
