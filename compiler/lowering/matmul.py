@@ -164,7 +164,8 @@ def addmm(g: LoweringContext, node: Node, bias: Any, a: Any, b: Any, beta: Any =
     GEMM template (whose epilogue adds the bias to the float accumulator) is offered,
     ATen's addmm computes it."""
     meta = g.out_meta()
-    if upcast(meta.dtype) != meta.dtype and pad_plan(a, b) is None and not g.matmul_templates:
+    if upcast(meta.dtype) != meta.dtype and pad_plan(a, b) is None and \
+            Feature.MATMUL_TEMPLATES not in g.features:
         return g.extern(aten.addmm.default, (bias, a, b), {"beta": beta, "alpha": alpha},
                         fallback=False)
     saved = node.meta.get("val")
