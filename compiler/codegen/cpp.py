@@ -170,6 +170,13 @@ class CppKernelCodegen(KernelCodegen):
         return _split_vars(ranges, self.rows[0], YINDEX, XINDEX, self.rows[1])
 
     def fmt_cast(self, x: Var, dtype: torch.dtype) -> str:
+        # 16-bit floats are computed in float, but a conversion to one rounds, as eager's
+        # `.to(torch.bfloat16)` does (and as Triton's `.to(tl.bfloat16)`): what the next
+        # op reads is the rounded value, not the float it came from.
+        if dtype == torch.bfloat16:
+            return f"ks_bf16_to_float(ks_float_to_bf16(static_cast<float>({x.name})))"
+        if dtype == torch.float16:
+            return f"static_cast<float>(static_cast<{C_TYPE[dtype]}>({x.name}))"
         return f"static_cast<{compute_type(dtype)}>({x.name})"
 
     def type_name(self, dtype: torch.dtype) -> str:
