@@ -83,6 +83,10 @@ KEEP_WHOLE = [
     # inference and training, rather than two GEMMs and a softmax over (s x s) scores:
     # lowering/misc.py calls it, and its backward, as extern kernels
     aten.scaled_dot_product_attention,
+    # Also for correctness: upstream's rule for the CPU op returns the attention weights
+    # where the op returns its logsumexp (it is meant for export; Inductor excludes it).
+    # Below autograd, the backward op (`..._for_cpu_backward`) read that (b, h, l, s)
+    # tensor as the (b, h, l) logsumexp: GPT-2's and BERT's gradients were off by ~2e3.
     aten._scaled_dot_product_flash_attention_for_cpu,
     aten.embedding,
     aten.index_select,

@@ -41,6 +41,7 @@ from compiler.ir.opnames import op_name
 from compiler.ir.ops import combine_op, with_origin
 from compiler.lowering.common import LoweringBackend, Unsupported, dense_permutation, device_of
 from compiler.lowering.devices import on_device
+from compiler.lowering.extern_layout import restrided, stride_for
 from compiler.lowering.layout import NO_CONVOLUTIONS, LayoutDecision
 from compiler.lowering.registry import find_lowering, load_all
 from compiler.options import CompileOptions
@@ -114,6 +115,7 @@ class GraphLowering:
         self.current: torch.fx.Node | None = None
         self.device = CPU
         self._counter = 0
+        self._fakes: Any = None  # the FakeTensorMode extern layouts are re-derived in
 
     # -- the walk --------------------------------------------------------------------
     def run(self) -> LoweredGraph:
@@ -299,6 +301,14 @@ class GraphLowering:
         return {id(self.env[n]): n.meta["val"] for n in self.current.all_input_nodes
                 if n in self.env and isinstance(n.meta.get("val"), torch.Tensor)}
 
+    @property
+    def _fake_mode(self) -> Any:
+        if self._fakes is None:
+            from torch._subclasses.fake_tensor import FakeTensorMode
+
+            self._fakes = FakeTensorMode(allow_non_fake_inputs=True)
+        return self._fakes
+
     def out_meta(self) -> Any:
         return self.current.meta.get("val") if self.current is not None else None
 
@@ -396,9 +406,12 @@ class GraphLowering:
         return, contiguous unless `out_stride` says).
 
         An input computed here is stored in the dim order eager gave it, since some ops
-        (convolution, flash attention) lay out their result like their input; the wrapper
-        copies the result of an op listed in its LAYOUT_AT_RUNTIME to the planned strides."""
+        (convolution, flash attention) lay out their result like their input; one stored
+        before in another order makes the planned strides the op's meta on the inputs as
+        stored (lowering/extern_layout.py). The wrapper copies the result of an op listed
+        in its LAYOUT_AT_RUNTIME (whose kernels disagree with their meta) to the plan."""
         read = self._input_metas()
+        facts: dict[int, tuple[torch.dtype, str]] = {}
 
         def as_arg(v: Any) -> Any:
             if isinstance(v, TensorValue):
@@ -407,7 +420,9 @@ class GraphLowering:
                 if meta is not None and tuple(meta.shape) == tuple(v.size):
                     stride = dense_strides_like(meta.shape, meta.stride())
                 stored = self.realize(v, f"input to extern {op_name(op)}", stride=stride)
-                return stored.as_arg()
+                arg = stored.as_arg()
+                facts[id(arg)] = (stored.view.dtype, stored.view.device)
+                return arg
             return v
 
         if fallback and not self.allow_fallback:
@@ -415,10 +430,11 @@ class GraphLowering:
         targs = tuple(torch.fx.node.map_aggregate(args, as_arg))
         tkwargs = dict(torch.fx.node.map_aggregate(kwargs, as_arg))
         meta = self.out_meta()
+        actual = restrided(op, targs, tkwargs, facts, self._fake_mode)
         name = self.new_name()
         origins = frozenset([self.node_name()])
         if isinstance(meta, torch.Tensor):
-            layout = _layout_of(meta)
+            layout = _layout_of(meta, stride_for(meta, actual))
             if out_size is not None:
                 size = tuple(int(s) for s in out_size)
                 stride = out_stride if out_stride is not None else contiguous_strides(size)
@@ -430,13 +446,15 @@ class GraphLowering:
             result: Any = Stored(buf, layout)
         else:
             metas = list(meta) if isinstance(meta, (list, tuple)) else []
+            actuals = list(actual) if isinstance(actual, (list, tuple)) and \
+                len(actual) == len(metas) else [None] * len(metas)
             placeholder = Layout(self.device, torch.uint8, (0,), (1,))
             buf = ExternKernel(name, placeholder, origins, op, targs, tkwargs, [], fallback)
             self.buffers.append(buf)
             items: list[Any] = []
-            for i, m in enumerate(metas):
+            for i, (m, a) in enumerate(zip(metas, actuals)):
                 if isinstance(m, torch.Tensor):
-                    lay = _layout_of(m)
+                    lay = _layout_of(m, stride_for(m, a))
                     child = ExternOutput(self.new_name(), lay, origins, name, i)
                     buf.outputs.append(child.name)
                     self.buffers.append(child)
@@ -488,12 +506,14 @@ def _tensor_args(args: Any, kwargs: Any) -> list[Any]:
     return out
 
 
-def _layout_of(t: torch.Tensor) -> Layout:
-    """Layout of what an extern call returns. Its offset is 0: views of the result count
-    from the returned tensor's own first element (its storage offset is ATen's business)."""
+def _layout_of(t: torch.Tensor, stride: Sequence[int] | None = None) -> Layout:
+    """Layout of what an extern call returns (`stride`: its strides, if not the meta's).
+    Its offset is 0: views of the result count from the returned tensor's own first
+    element (its storage offset is ATen's business)."""
     if any(isinstance(s, torch.SymInt) for s in t.shape):
         raise Unsupported("dynamic shapes (symbolic sizes) are not supported")
-    return Layout(device_of(t), t.dtype, tuple(t.shape), tuple(t.stride()), 0)
+    return Layout(device_of(t), t.dtype, tuple(t.shape),
+                  tuple(t.stride()) if stride is None else tuple(stride), 0)
 
 
 def _same_strides(size: Sequence[int], a: Sequence[int], b: Sequence[int]) -> bool:

@@ -156,8 +156,18 @@ def bmm(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
 @register_lowering(aten.addmm)
 def addmm(g: LoweringContext, node: Node, bias: Any, a: Any, b: Any, beta: Any = 1, alpha: Any = 1
          ) -> Any:
-    """mm in cuBLAS; the bias add stays lazy so it fuses with whatever follows."""
+    """mm in cuBLAS; the bias add stays lazy so it fuses with whatever follows.
+
+    In float16/bfloat16 eager adds the bias inside the GEMM and rounds once, and what
+    follows reads that rounded value (F.gelu(F.linear(x, w, b)): the GELU's input is
+    bf16). A lazy add rounds the rounded product plus the bias a second time: where no
+    GEMM template (whose epilogue adds the bias to the float accumulator) is offered,
+    ATen's addmm computes it."""
     meta = g.out_meta()
+    if upcast(meta.dtype) != meta.dtype and pad_plan(a, b) is None and \
+            Feature.MATMUL_TEMPLATES not in g.features:
+        return g.extern(aten.addmm.default, (bias, a, b), {"beta": beta, "alpha": alpha},
+                        fallback=False)
     saved = node.meta.get("val")
     prod = product(g, a, b)
     node.meta["val"] = saved
