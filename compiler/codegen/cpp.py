@@ -13,7 +13,8 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,21 +36,12 @@ from compiler.codegen.mathops import (
     TORCH_INCLUDE_DIR,
     needs_aten_math,
 )
-from compiler.codegen.optable import (
-    C_LIKE,
-    OpTable,
-    Rule,
-    calls,
-    float_only,
-    merged,
-    numeric,
-)
+from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
 from compiler.codegen.tiling import YINDEX, choose_rows
 from compiler.features import Feature
 from compiler.ir.index_print import cexpr
 from compiler.ir.indexing import FloorDiv, ModularIndexing, simplify_index
-from compiler.ir.ops import combine_op
-from compiler.ir.ops import reduction_identity as identity
+from compiler.ir.ops import combine_op, reduction_identity
 from compiler.schedule.nodes import SchedNode
 from compiler.schedule.plan import KernelPlan
 
@@ -60,7 +52,7 @@ C_TYPE = {
 }
 
 # Reductions are ops of the table too (optable.combine_op), so the refusal check sees them.
-REDUCTIONS: dict[str, Rule | Mapping[str, Rule]] = {combine_op(r): rule for r, rule in {
+REDUCTIONS: dict[str, Any] = {combine_op(r): rule for r, rule in {
     "sum": "{0} + {1}", "max": "ks_max({0}, {1})", "min": "ks_min({0}, {1})",
     "prod": "{0} * {1}", "any": "{0} || {1}", "all": "{0} && {1}",
     "argmax": "{1} > {0}", "argmin": "{1} < {0}"}.items()}
@@ -329,7 +321,7 @@ class CppKernelCodegen(KernelCodegen):
         ctype = compute_type(src)
         result = Var(self.new_var(), node.buffer.dtype, "x")
         acc = f"acc_{result.name}"
-        init = literal(identity(rtype, src), src)
+        init = literal(reduction_identity(rtype, src), src)
         lines = block.scope.lines
         if rtype == "sum" and src.is_floating_point and self.plan.rnumel > SUM_CHUNK:
             self.write_for(block.pre, node, f"double {acc}_total = 0;")
@@ -462,10 +454,7 @@ class CppKernelCodegen(KernelCodegen):
             outer = [c for c in clauses if c.split(":")[-1].rstrip(")") not in sums]
             outer += [f"reduction(+:{acc}_total)" for acc in sorted(sums)]
             out.write(f"#pragma omp parallel for {' '.join(outer)}")
-        out.write(f"for (int64_t rchunk = 0; rchunk < {rn}; rchunk += {SUM_CHUNK})")
-        out.write("{")
-        with out.indent():
-            out.write(f"const int64_t rend = std::min<int64_t>(rchunk + {SUM_CHUNK}, {rn});")
+        with _chunks(out, "rchunk", "rend", rn, SUM_CHUNK):
             for acc, ctype, init in block.chunked:
                 out.write(f"{ctype} {acc} = {init};")
             if simd:
@@ -473,7 +462,6 @@ class CppKernelCodegen(KernelCodegen):
             self._r_loop(out, block, "rchunk", "rend")
             for acc, _, _ in block.chunked:
                 out.write(f"{acc}_total += {acc};")
-        out.write("}")
 
     def _columns_ok(self, block: Block) -> bool:
         """Reduce across rows with outputs contiguous (x.sum(0)): every load steps 1 along
@@ -500,10 +488,7 @@ class CppKernelCodegen(KernelCodegen):
             xb = "xb"
             out.write(f"const int64_t xb = ks_column_block({xn}, {cap});")
             out.write("#pragma omp parallel for")
-        out.write(f"for (int64_t xblock = 0; xblock < {xn}; xblock += {xb})")
-        out.write("{")
-        with out.indent():
-            out.write(f"const int64_t xend = std::min<int64_t>(xblock + {xb}, {xn});")
+        with _chunks(out, "xblock", "xend", xn, xb):
             for acc, ctype, init in block.accs:
                 out.write(f"{ctype} {acc}_v[{cap}];")
                 out.write(f"for (int64_t i = 0; i < {xb}; i++) {acc}_v[i] = {init};")
@@ -517,7 +502,6 @@ class CppKernelCodegen(KernelCodegen):
             out.write("}")
             self._over_block_outputs(out, [f"{ctype} {acc} = {acc}_v[xindex - xblock];"
                                            for acc, ctype, _ in block.accs], [block.post])
-        out.write("}")
         return out
 
     def _over_block_outputs(self, out: Lines, refs: list[str], parts: list[Lines]) -> None:
@@ -531,6 +515,18 @@ class CppKernelCodegen(KernelCodegen):
             for part in parts:
                 out.extend(part)
         out.write("}")
+
+
+@contextmanager
+def _chunks(out: Lines, var: str, end: str, total: int, step: int | str) -> Iterator[None]:
+    """A loop over [0, total) in chunks of `step`: `var` the chunk's start, `end` its end;
+    the body is what the `with` block writes."""
+    out.write(f"for (int64_t {var} = 0; {var} < {total}; {var} += {step})")
+    out.write("{")
+    with out.indent():
+        out.write(f"const int64_t {end} = std::min<int64_t>({var} + {step}, {total});")
+        yield
+    out.write("}")
 
 
 def generate_cpp(plan: KernelPlan, header: list[str], index_checks: bool = False) -> CppKernel:
