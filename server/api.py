@@ -10,7 +10,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from compiler.event_types import json_schema
+from compiler.event_schema import json_schema
 from compiler.events import SCHEMA_VERSION, STAGES, TERMINAL
 from server import highlight as hl
 from server import info
