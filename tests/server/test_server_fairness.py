@@ -73,9 +73,15 @@ def live(tmp_path: Path) -> Iterator[LiveServer]:
         except OSError:
             return False
 
-    # 150 s: one boot that overruns gunicorn's 60 s worker timeout is rebooted (notes).
-    assert wait_until(up, 150), (tmp_path / "server.log").read_text()[-3000:]
-    yield server
+    try:
+        # 150 s: one boot that overruns gunicorn's 60 s worker timeout is rebooted.
+        assert wait_until(up, 150), (tmp_path / "server.log").read_text()[-3000:]
+        yield server
+    finally:
+        stop_server(proc)
+
+
+def stop_server(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is None:
         os.killpg(proc.pid, signal.SIGTERM)  # a graceful stop removes its job directories
         try:
