@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
+from compiler.event_schema import SCHEMA_PATH, json_schema
 from compiler.event_ts import TS_PATH, generate, ts_type
-from compiler.event_types import SCHEMA_PATH, json_schema
 
 
 def test_the_checked_in_types_are_generated_from_the_schema() -> None:
