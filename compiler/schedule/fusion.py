@@ -125,7 +125,7 @@ def can_fuse(a: Group, b: Group, kind: str, consumers: dict[int, list[Group]]
     devs = {n.buffer.device for n in a.nodes + b.nodes}
     if len(devs) > 1:
         return False, "nodes are on different devices"
-    ok, why = _shapes_compatible(a.shape, b.shape)
+    ok, why = _shapes_compatible(a.shape, b.shape, a.kind.reduces and b.kind.reduces)
     if not ok:
         return False, why
     path = _path_through_other(a, b, consumers)
@@ -141,11 +141,15 @@ def can_fuse(a: Group, b: Group, kind: str, consumers: dict[int, list[Group]]
     return True, f"both read {', '.join(shared)}; loaded once"
 
 
-def _shapes_compatible(s1: tuple[int, int], s2: tuple[int, int]) -> tuple[bool, str]:
+def _shapes_compatible(s1: tuple[int, int], s2: tuple[int, int],
+                       both_reduce: bool = False) -> tuple[bool, str]:
+    """`both_reduce`: each side holds a reduction. A reduction over one element (a sum
+    over a size-1 dim) is still a reduction of its own rows: its X x 1 never runs as the
+    X' x R' inputs of another reduction, which is only right for pointwise nodes."""
     if s1 == s2:
         return True, ""
     (n1, r1), (n2, r2) = s1, s2
-    if r1 > 1 and r2 > 1:
+    if (r1 > 1 and r2 > 1) or both_reduce:
         return False, f"different reductions: {n1}x{r1} vs {n2}x{r2}"
     if r1 == 1 and r2 == 1:
         return False, f"different sizes: {n1} vs {n2} elements"
