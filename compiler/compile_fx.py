@@ -23,20 +23,26 @@ from compiler import event_types as ev
 from compiler.capture.attention import rewrite_attention
 from compiler.capture.decompositions import decomposition_table
 from compiler.capture.fxgraph import node_lines
+from compiler.capture.modules import node_module, origin_modules
 from compiler.codegen.backend import Backend, GeneratedKernel
-from compiler.codegen.backends import choose_backend
+from compiler.codegen.backends import choose_backend, kernel_backends
 from compiler.codegen.wrapper import generate_wrapper
+from compiler.devices import combined, device_type, is_gpu
+from compiler.features import Feature
 from compiler.ir.handlers import describe, dtype_name
 from compiler.ir.index_print import pexpr
 from compiler.ir.indexing import index_vars
 from compiler.ir.nodes import ComputedBuffer, ExternKernel, ExternOutput, Reduction, Stored
 from compiler.ir.opnames import op_name, op_short
 from compiler.lowering import layout
-from compiler.lowering.graph import GraphLowering, LoweredGraph, Unsupported
+from compiler.lowering.common import Unsupported
+from compiler.lowering.graph import GraphLowering, LoweredGraph
 from compiler.options import CompileOptions
 from compiler.runtime import graph_cache, loader
+from compiler.runtime.autotune import select_templates
 from compiler.runtime.graphs import CudaGraphed, static_input_indices
 from compiler.schedule.inplace import in_place_outputs
+from compiler.schedule.kinds import KernelKind
 from compiler.schedule.memory import MemoryPlan, plan_memory
 from compiler.schedule.scheduler import Schedule, schedule, schedule_json
 
@@ -51,8 +57,12 @@ class GraphWork:
     code_lines: list[str] = field(default_factory=list)
     kind: str | None = None  # "forward", "backward" or "inference" (AOTAutograd's compiler)
     lines: dict[str, int | None] = field(default_factory=dict)
+    modules: dict[str, str | None] = field(default_factory=dict)  # FX node -> module path
     op_names: dict[str, str] = field(default_factory=dict)
     backend: Backend | None = None  # chosen once, in `lower`
+    # The backend of each device the kernels run on (the graph's own for its device;
+    # codegen/backends.py kernel_backends), chosen in `lower` from the lowered buffers.
+    backends: dict[str, Backend] = field(default_factory=dict)
     lowered: LoweredGraph | None = None
     sched: Schedule | None = None
     memory: MemoryPlan | None = None
@@ -68,6 +78,7 @@ class GraphWork:
 
     def __post_init__(self) -> None:
         self.lines = node_lines(self.gm, self.filename)
+        self.modules = {n.name: node_module(n.meta) for n in self.gm.graph.nodes}
         self.op_names = {n.name: op_short(n.target) for n in self.gm.graph.nodes
                          if n.op == "call_function"}
         self.position = {n.name: i for i, n in enumerate(self.gm.graph.nodes)}
@@ -91,35 +102,35 @@ class GraphWork:
     def origin_lines(self, origins: Any) -> list[int]:
         return sorted({ln for o in origins if (ln := self.lines.get(o)) is not None})
 
+    def origin_modules(self, origins: Any) -> tuple[str | None, list[str]]:
+        return origin_modules(origins, self.modules)
+
 
 def graph_device(example_inputs: Sequence[Any], gm: torch.fx.GraphModule | None = None) -> str:
     """Where a graph's tensors live: CUDA if any input is on CUDA (CPU scalars mixed with
     CUDA tensors run on the GPU, as in eager), else the device of the tensors the graph
     makes when it has no tensor inputs (`torch.arange(n, device="cuda")`), else the CPU."""
-    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)
-               and t.device.type != "meta"}
+    devices = {device_type(t) for t in example_inputs if isinstance(t, torch.Tensor)
+               and not t.is_meta}
     if not devices and gm is not None:
         for node in gm.graph.nodes:
             val = node.meta.get("val")
             if isinstance(val, torch.Tensor):
-                devices.add(val.device.type)
-    return "cuda" if "cuda" in devices else "cpu"
+                devices.add(device_type(val))
+    return combined(devices)
 
 
 # -- stages ------------------------------------------------------------------------------
 def lower(work: GraphWork) -> ev.LoweringGraph:
     device = graph_device(work.example_inputs, work.gm)
     work.backend = backend = choose_backend(work.options.backend, device, work.options)
-    split = work.options.split_reductions and backend.split_reductions
-    online = work.options.persistent_rblock if backend.online_softmax else None
     decision = layout.decide(work.gm, work.kind, work.options.conv_layout,
                              device in backend.target.channels_last_convs,
                              f"{backend.label} on {device}")
-    lowering = GraphLowering(work.gm, work.example_inputs, work.lines, split_reductions=split,
-                             fallback=work.options.fallback, refuses=backend.refuses,
-                             online_softmax=online, layout=decision,
-                             softmax_reciprocal=backend.softmax_reciprocal)
+    lowering = GraphLowering(work.gm, work.example_inputs, work.lines, backend,
+                             work.options, decision)
     work.lowered = lowered = lowering.run()
+    work.backends = kernel_backends(backend, _kernel_devices(lowered), work.options)
     has_convs = decision is not layout.NO_CONVOLUTIONS
     return ev.LoweringGraph(
         id=work.gid, buffers=[_buffer_json(work, b) for b in lowered.buffers],
@@ -130,11 +141,24 @@ def lower(work: GraphWork) -> ev.LoweringGraph:
         layout=decision.to_event() if has_convs else None)
 
 
+def _kernel_devices(lowered: LoweredGraph) -> set[str]:
+    return {b.device for b in lowered.buffers if isinstance(b, ComputedBuffer)}
+
+
+def _builder(work: GraphWork) -> Backend:
+    """The backend whose build runs ahead of the first launch (C++ where a graph has C++
+    kernels; at most one of a graph's backends builds ahead)."""
+    assert work.backend is not None
+    ahead = [b for b in work.backends.values() if b.source_suffix]
+    return ahead[0] if ahead else work.backend
+
+
 def _buffer_json(work: GraphWork, b: Any) -> ev.Buffer:
     lay = b.layout
     out = ev.Buffer(name=b.name, kind=b.kind, size=list(lay.size), stride=list(lay.stride),
                     dtype=dtype_name(lay.dtype), device=lay.device, origins=sorted(b.origins),
                     lines=work.origin_lines(b.origins))
+    out.module, out.modules = work.origin_modules(b.origins)
     if isinstance(b, ComputedBuffer) and b.data is not None:
         data = b.data
         red = data if isinstance(data, Reduction) else None
@@ -165,9 +189,19 @@ def _arg_text(a: Any) -> str:
 
 
 def schedule_stage(work: GraphWork) -> ev.SchedulingGraph:
+    """Decide each matrix product (extern call or template: runtime/autotune.py), then
+    fuse and order; the event carries the choices with their times."""
     assert work.lowered is not None and work.backend is not None
-    work.sched = schedule(work.lowered, work.backend, work.options.fusion, work.op_names)
-    return schedule_json(work.sched, work.lines, work.gid)
+    templates = select_templates(work.lowered, work.backend, work.options)
+    work.sched = schedule(work.lowered, work.backend, work.options.fusion, work.op_names,
+                          dict(work.backends) if len(work.backends) > 1 else None)
+    event = schedule_json(work.sched, work.lines, work.gid, work.modules)
+    kernel_of = {n.name: s.name for s in work.sched.steps if s.kind is KernelKind.TEMPLATE
+                 for n in s.group.nodes}
+    for t in templates:
+        t.kernel = kernel_of.get(t.buffer)
+    event.templates = templates
+    return event
 
 
 def memory_stage(work: GraphWork) -> ev.MemoryGraph:
@@ -179,7 +213,7 @@ def memory_stage(work: GraphWork) -> ev.MemoryGraph:
         if s.extern is not None and s.extern.fallback:
             keep |= s.reads() | set(s.writes())
     in_place = {}
-    if work.backend is not None and work.backend.writes_over_inputs:
+    if work.backend is not None and Feature.WRITES_OVER_INPUTS in work.backend.features:
         in_place = in_place_outputs(_mutation_buffers(work), steps,
                                     [s.plan for s in sched.steps], sched.buffers)
     work.memory = mem = plan_memory(steps, sched.buffers, keep, sched.removed,
@@ -230,26 +264,46 @@ def codegen_stage(work: GraphWork) -> ev.CodegenGraph:
     assert work.sched is not None and work.memory is not None and work.lowered is not None
     backend = work.backend
     assert backend is not None
-    work.kernels = kernels = [backend.generate(step.plan, _header(work, step))
-                              for step in work.sched.steps if step.plan is not None]
-    work.build_source = backend.build_source(kernels)
-    artifact = loader.artifact_path(work.build_source, backend, work.options)
+    if not work.backends:
+        work.backends = {backend.device: backend}
+    # Each kernel by the backend of the device its buffers live on.
+    made: list[tuple[Backend, GeneratedKernel]] = []
+    for step in work.sched.steps:
+        if step.plan is not None:
+            b = work.backends[step.plan.device]
+            made.append((b, b.generate(step.plan, _header(work, step))))
+    work.kernels = [k for _, k in made]
+    builder = _builder(work)
+    work.build_source = builder.build_source([k for b, k in made if b is builder])
+    artifact = loader.artifact_path(work.build_source, builder, work.options)
+    parts = [(b, [k for kb, k in made if kb is b], artifact if b is builder else None)
+             for b in dict.fromkeys([backend, *work.backends.values()])]
     work.wrapper, work.wrapper_line_map = generate_wrapper(
         [b.name for b in work.lowered.inputs], work.lowered.outputs, work.sched, work.memory,
-        backend, kernels, artifact)
+        [p for p in parts if p[1] or p[0] is backend])
     return ev.CodegenGraph(
         id=work.gid, backend=backend.name, backend_label=backend.label,
         emulated=backend.emulated, triton_interpret=backend.emulated,
-        kernels=[ev.GeneratedKernel(k.name, backend.language, k.source,
-                                    _with_lines(work, k.line_map), backend.label)
-                 for k in kernels],
+        kernels=[ev.GeneratedKernel(k.name, b.language, k.source,
+                                    _with_lines(work, k.line_map), b.label,
+                                    *work.origin_modules(_kernel_origins(work, k.name)))
+                 for b, k in made],
         wrapper=ev.Wrapper(work.wrapper, [ev.WrapperLine(**e) for e in work.wrapper_line_map]))
+
+
+def _kernel_origins(work: GraphWork, name: str) -> set[str]:
+    assert work.sched is not None
+    return {o for step in work.sched.steps if step.name == name
+            for n in step.group.nodes for o in n.buffer.origins}
 
 
 def _header(work: GraphWork, step: Any) -> list[str]:
     plan = step.plan
     shape = f"{plan.xnumel} rows x {plan.rnumel}" if plan.kind.reduces else \
         f"{plan.xnumel} elements"
+    if plan.kind is KernelKind.TEMPLATE:
+        tem = plan.nodes[0].buffer
+        shape = f"{tem.summary}; {tem.choice_reason}"
     return [f"{plan.name}: {plan.kind}, {shape}",
             f"buffers: {', '.join(n.name for n in plan.nodes)}"
             + (f" (stored: {', '.join(plan.stores)})" if plan.stores else ""),
@@ -264,23 +318,38 @@ def build_stage(work: GraphWork, warmup: bool = True) -> ev.CompileGraph:
     assert work.backend is not None and work.lowered is not None
     work.compiled = compiled = loader.load_graph(
         work.wrapper, work.build_source, work.backend, work.options,
-        [k.name for k in work.kernels], work.lowered.constants)
+        [k.name for k in work.kernels], work.lowered.constants, builder=_builder(work))
     _record(work, compiled)
+    prebuilt = _prebuild(work, compiled)
     kernels = []
     if warmup:
         kernels = [ev.BuiltKernel(**k) for k in loader.warmup(compiled, work.example_inputs)]
     return ev.CompileGraph(id=work.gid, ms=compiled.ms, cache_hit=compiled.cache_hit,
                            kernels=kernels, path=str(compiled.path),
-                           build_ms=compiled.build_ms, graph_cache=compiled.graph_cache)
+                           build_ms=compiled.build_ms, graph_cache=compiled.graph_cache,
+                           prebuild=prebuilt)
+
+
+def _prebuild(work: GraphWork, compiled: loader.CompiledGraph) -> dict[str, Any]:
+    """The backend builds the graph's kernels ahead of the first launch, in parallel
+    (codegen/triton_pool.py); empty where nothing builds at a launch."""
+    assert work.sched is not None
+    dtypes = {name: buf.dtype for name, buf in work.sched.buffers.items()}
+    with compiled.backend.first_launch(compiled.path, None):
+        return compiled.backend.prebuild(compiled.module, work.kernels, dtypes,
+                                         work.options.compile_workers)
 
 
 def _graph_key(work: GraphWork) -> str | None:
     """The whole-graph cache's key for this graph (None, with the reason in
     `work.graph_cache`, when the graph cannot be cached)."""
+    backend = work.backend or choose_backend(
+        work.options.backend, graph_device(work.example_inputs, work.gm), work.options)
     key, why = graph_cache.graph_key(
         work.gm, work.example_inputs, work.options,
         {"lines": work.lines, "code": work.code_lines,
-         "mutations": sorted(work.mutations.items()), "kind": work.kind})
+         "mutations": sorted(work.mutations.items()), "kind": work.kind},
+        backend.cache_identity())
     if key is None:
         work.graph_cache = graph_cache.GraphCacheStatus(None, "bypass", why)
     return key
@@ -293,6 +362,9 @@ def _record(work: GraphWork, compiled: loader.CompiledGraph) -> None:
     something that changes the code: it is reported as "stale" (and replaced)."""
     status = work.graph_cache
     key, backend, lowered = _graph_key(work), work.backend, work.lowered
+    if len(set(work.backends.values())) > 1:  # an entry names one backend to rebuild
+        key, status = None, graph_cache.GraphCacheStatus(
+            None, "bypass", "kernels of more than one backend (a mixed-device graph)")
     if key is not None and backend is not None and lowered is not None:
         entry, why = graph_cache.lookup(key, work.options)
         if why or (entry is not None and entry.wrapper != compiled.path):
@@ -459,7 +531,7 @@ def make_backend(options: CompileOptions, filename: str | None = None,
             graph_cache.link(dynamo[0], key, options)
         run: Callable[..., Any] = compiled
         if options.cuda_graphs and getattr(compiled, "backend", None) is not None \
-                and compiled.backend.device == "cuda":  # type: ignore[attr-defined]
+                and is_gpu(compiled.backend.device):  # type: ignore[attr-defined]
             run = CudaGraphed(compiled, static_input_indices())
         # Run the wrapper (ctypes calls on data pointers) as plain Python, never traced:
         # a backward graph runs inside `loss.backward()`, where Dynamo may be watching. A

@@ -1,26 +1,22 @@
-"""The typed model of every stage's payload, and the JSON Schema generated from it.
+"""The typed model of every stage's payload (compiler/event_schema.py makes the JSON
+Schema from it).
 
 No torch here: the server and the tests import it without the compiler. docs/events.md
 explains each field; this module says which fields there are and what type each has.
 A field without a default is required; a field with one may be absent. Every object
 allows further keys (a stage may grow), but the listed ones must have the listed types.
 
-    python -m compiler.event_types            # print the schema
-    python -m compiler.event_types --write    # rewrite docs/events.schema.json
+    python -m compiler.event_schema            # print the schema
+    python -m compiler.event_schema --write    # rewrite docs/events.schema.json
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import sys
-import types
-import typing
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
-from compiler.events import SCHEMA_VERSION, STAGES, TERMINAL
+from compiler.events import STAGES, TERMINAL
 
 GraphKind = Literal["forward", "backward", "inference"]
 ErrorKind = Literal["syntax", "entry", "exception", "unsupported", "bundle", "build",
@@ -79,6 +75,17 @@ class FxNode:
     shape: Any = None  # list of ints, or one list per tensor of a tuple value
     stride: Any = None
     dtype: Any = None
+    # The innermost nn.Module the node ran in, as an attribute path from the compiled
+    # module ("blocks.1.attn"); None outside any module call (compiler/capture/modules.py).
+    module: str | None = None
+
+
+@dataclass
+class ModuleInfo:
+    """One module of a captured graph: its path and class (ancestors listed too)."""
+
+    path: str
+    type: str
 
 
 @dataclass
@@ -91,6 +98,7 @@ class CaptureGraph:
     kind: GraphKind
     dynamo_graph: int
     compile_id: str | None = None  # Dynamo's frame compile that made it ("0/1")
+    modules: list[ModuleInfo] = field(default_factory=list)  # every node's module, first seen
 
 
 @dataclass
@@ -163,6 +171,8 @@ class Buffer:
     origins: list[str]
     lines: list[int]
     realized: str = ""
+    module: str | None = None  # the common prefix of its origin nodes' modules
+    modules: list[str] = field(default_factory=list)  # their modules, sorted
     text: str = ""
     tree: Any = None
     reads: list[Read] = field(default_factory=list)
@@ -231,6 +241,8 @@ class ScheduledKernel:
     lines: list[int]
     reads: list[str] = field(default_factory=list)
     writes: list[str] = field(default_factory=list)
+    module: str | None = None  # the common prefix of the fused nodes' modules
+    modules: list[str] = field(default_factory=list)  # their modules, sorted
 
 
 @dataclass
@@ -244,11 +256,36 @@ class FusionDecision:
 
 
 @dataclass
+class TemplateChoice:
+    """One way to compute a matrix product: the extern call or a template config."""
+
+    name: str  # "extern" or the config's name ("128x128x32_g8_s3_w4")
+    ms: float | None = None  # measured on the real shapes (None: not measured)
+    config: dict[str, int] = field(default_factory=dict)
+    error: str | None = None  # why this choice was dropped (build failure, wrong values)
+
+
+@dataclass
+class TemplateSelection:
+    """What a product (a MatmulTemplate buffer) runs as, and why."""
+
+    buffer: str
+    summary: str  # "mm 512x768 @ 768x3072 float16"
+    origins: list[str]
+    chosen: str  # a choice's name
+    reason: str
+    choices: list[TemplateChoice] = field(default_factory=list)
+    cache_hit: bool = False  # the measurement came from the on-disk autotune cache
+    kernel: str | None = None  # the template kernel it became, with the epilogue fused
+
+
+@dataclass
 class SchedulingGraph:
     id: int
     kernels: list[ScheduledKernel]
     decisions: list[FusionDecision]
     removed_buffers: list[str]
+    templates: list[TemplateSelection] = field(default_factory=list)
 
 
 @dataclass
@@ -312,6 +349,8 @@ class GeneratedKernel:
     source: str
     line_map: list[KernelLine]
     target: str = ""
+    module: str | None = None  # as the scheduled kernel's
+    modules: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -366,6 +405,10 @@ class BuiltKernel:
     # the backend's lower stages: Triton's ttir/ttgir/llir/ptx/sass on a GPU, C++'s asm
     ir: dict[str, str] | None = None
     line_maps: dict[str, list[StageLines]] | None = None  # stage -> its mapped lines
+    # the GPU target the stages were compiled for offline, never run here (a CPU host
+    # whose interpreter ran the kernel); None: the build that ran
+    gpu_target: str | None = None
+    stages_note: str | None = None  # why a kernel has no lower stages
 
 
 @dataclass
@@ -379,6 +422,9 @@ class CompileGraph:
     # the whole-graph cache (compiler/runtime/graph_cache.py): key, status (hit, miss,
     # stale, bypass) and why; empty when it was not asked
     graph_cache: dict[str, Any] = field(default_factory=dict)
+    # the kernels built ahead of the first launch in the compile pool (triton_pool.py):
+    # workers, kernels, ms, built_ms per kernel, errors; empty where nothing was
+    prebuild: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -510,92 +556,3 @@ PAYLOADS: dict[str, type] = {
     "profile": Profile, "error": Error, "done": Done,
 }
 assert tuple(PAYLOADS) == STAGES + TERMINAL
-
-
-# -- JSON Schema ---------------------------------------------------------------------------
-def _type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
-    origin = typing.get_origin(tp)
-    if tp is Any:
-        return {}
-    if tp is type(None):
-        return {"type": "null"}
-    if tp is bool:
-        return {"type": "boolean"}
-    if tp is int:
-        return {"type": "integer"}
-    if tp is float:
-        return {"type": "number"}
-    if tp is str:
-        return {"type": "string"}
-    if origin is Literal:
-        return {"enum": list(typing.get_args(tp))}
-    if origin in (typing.Union, types.UnionType):
-        return {"anyOf": [_type_schema(a, defs) for a in typing.get_args(tp)]}
-    if origin is list:
-        (item,) = typing.get_args(tp)
-        return {"type": "array", "items": _type_schema(item, defs)}
-    if origin is dict:
-        _, value = typing.get_args(tp)
-        return {"type": "object", "additionalProperties": _type_schema(value, defs)}
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        name = tp.__name__
-        if name not in defs:
-            defs[name] = {}  # placeholder: recursive types terminate
-            defs[name] = _object_schema(tp, defs)
-        return {"$ref": f"#/$defs/{name}"}
-    raise TypeError(f"no JSON Schema for {tp!r}")
-
-
-def _object_schema(cls: type, defs: dict[str, Any]) -> dict[str, Any]:
-    hints = typing.get_type_hints(cls)
-    props, required = {}, []
-    for f in dataclasses.fields(cls):
-        props[f.name] = _type_schema(hints[f.name], defs)
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            required.append(f.name)
-    out: dict[str, Any] = {"type": "object", "properties": props, "required": required}
-    if cls.__doc__ and not cls.__doc__.startswith(f"{cls.__name__}("):
-        out["description"] = cls.__doc__.strip()
-    return out
-
-
-def json_schema() -> dict[str, Any]:
-    """The schema of one event (docs/events.schema.json is this, checked in)."""
-    defs: dict[str, Any] = {}
-    payload_refs = {stage: _type_schema(cls, defs) for stage, cls in PAYLOADS.items()}
-    return {
-        "$schema": "https://json-schema.org/draft/2020-12/schema",
-        "$id": f"https://kernelscope.dev/events.schema.v{SCHEMA_VERSION}.json",
-        "title": "Kernelscope StageEvent",
-        "description": "One event of a Kernelscope trace (docs/events.md). Generated by "
-                       "compiler/event_types.py: do not edit by hand.",
-        "type": "object",
-        "required": ["schema", "seq", "stage", "ms", "data"],
-        "properties": {
-            "schema": {"const": SCHEMA_VERSION},
-            "seq": {"type": "integer", "minimum": 0},
-            "stage": {"enum": [*STAGES, *TERMINAL]},
-            "ms": {"type": "number", "minimum": 0},
-            "data": {"type": "object"},
-        },
-        "allOf": [{"if": {"properties": {"stage": {"const": stage}}},
-                   "then": {"properties": {"data": ref}}}
-                  for stage, ref in payload_refs.items()],
-        "$defs": dict(sorted(defs.items())),
-        "x-stages": list(STAGES),
-        "x-terminal": list(TERMINAL),
-    }
-
-
-def schema_text() -> str:
-    return json.dumps(json_schema(), indent=1, sort_keys=False) + "\n"
-
-
-SCHEMA_PATH = Path(__file__).resolve().parents[1] / "docs" / "events.schema.json"
-
-if __name__ == "__main__":
-    if "--write" in sys.argv[1:]:
-        SCHEMA_PATH.write_text(schema_text())
-        print(f"wrote {SCHEMA_PATH}")
-    else:
-        sys.stdout.write(schema_text())

@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from compiler.devices import CPU
+
 
 @dataclass(frozen=True)
 class CompileOptions:
-    device: str = "cpu"  # "cpu" or "cuda": where the snippet's tensors live
+    device: str = CPU  # one of compiler/devices.py's DEVICES: where the snippet's tensors live
     backend: str = "auto"  # a registered backend's name, or "auto" (codegen/backends.py)
     fusion: bool = True  # vertical and horizontal fusion in the scheduler
     memory_reuse: bool = True  # reuse dead buffers in the memory plan
@@ -33,11 +35,21 @@ class CompileOptions:
     # "auto" works channels-last where lowering/layout.py's rule says (CUDA inference
     # graphs with convolutions), "channels_last" wherever a convolution can, "contiguous" never.
     conv_layout: str = "auto"  # convolution graphs' layout: auto, channels_last or contiguous
+    # mm/addmm/bmm on Triton: "auto" measures the extern call against the GEMM template's
+    # configs on the real shapes (a GPU; cached on disk) and keeps the fastest; "extern"
+    # never offers the template; "template" takes its first config unmeasured (tests).
+    matmul: str = "auto"  # matrix products: auto (measured), extern or template
+    # threads building a graph's Triton kernels ahead of its first launch (0: one per
+    # CPU core, at most 16); 1 builds them one after another
+    compile_workers: int = 0  # threads that build a graph's GPU kernels in parallel
     cache_dir: str | None = None  # on-disk compile cache; None: ~/.cache/kernelscope
     entry: str | None = None  # snippet entry point override
     # False: an op without a lowering (or a case a lowering hands to ATen) makes the graph
     # run eagerly with the reason, so coverage counts only what is lowered natively.
     fallback: bool = True  # an op without a lowering runs on ATen; False: the graph runs eagerly
+    # Triton kernels the interpreter ran on a CPU host are also compiled offline for this
+    # GPU (TTIR..PTX, SASS): never run here. "" turns it off.
+    gpu_target: str = "sm_90"  # GPU target of the offline Triton stages (sm_80, sm_90, ...; "" off)
     debug_index_asserts: bool = False  # check every indirect index on the device (a debug aid)
     extra: Mapping[str, Any] = field(default_factory=dict)
 

@@ -22,6 +22,7 @@ import os
 import sys
 import threading
 import traceback
+import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,7 @@ class Entry:
     line: int | None = None
     kwargs: dict[str, Any] = field(default_factory=dict)
     calls: list[Call] = field(default_factory=list)  # every call, in order (first = inputs)
+    module: types.ModuleType | None = None  # the snippet's own module (its globals)
 
 
 def write_snippet(code: str, directory: Path) -> Path:
@@ -213,23 +215,60 @@ def captured_stdout(limit: int = 8000) -> Iterator[Callable[[], str]]:
                            f"{STDOUT_CAP >> 20} MiB of output")
 
 
+SNIPPET_MODULE = "__kernelscope__"  # the snippet's __name__ (so `__main__` code stays out)
+
+
+def new_snippet_module(path: Path) -> types.ModuleType:
+    module = types.ModuleType(SNIPPET_MODULE)
+    module.__file__ = str(path)
+    return module
+
+
+@contextlib.contextmanager
+def snippet_importable(module: types.ModuleType | None) -> Iterator[None]:
+    """The snippet's module is `sys.modules[module.__name__]` while the block runs.
+
+    Dynamo imports a function's module by its globals' `__name__` when it inlines code
+    whose globals differ from the frame it started in (a method of a class the snippet
+    defined, reached through nn.Sequential or a ModuleList); pickle, dataclasses and
+    typing resolve a class's `__module__` the same way. As under `python file.py`, the
+    module must be importable. The entry it replaces (if any) is restored on exit.
+    """
+    if module is None:
+        yield
+        return
+    name = module.__name__
+    saved = sys.modules.get(name)
+    sys.modules[name] = module
+    try:
+        yield
+    finally:
+        if saved is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = saved
+
+
 def run_snippet(path: Path, device: str, entry_name: str | None = None) -> Entry:
     code = path.read_text()
     tree = check_syntax(code, str(path))
-    scope: dict[str, Any] = {"__name__": "__kernelscope__", "__file__": str(path)}
+    module = new_snippet_module(path)
+    scope: dict[str, Any] = module.__dict__
     recorder = _CompileRecorder()
     try:
         # As a script runs: grad mode on (the calls' grad mode is recorded for guards).
-        with _compile_recorded(recorder), torch.device(device), torch.enable_grad():
+        with snippet_importable(module), _compile_recorded(recorder), \
+                torch.device(device), torch.enable_grad():
             exec(compile(tree, str(path), "exec"), scope)  # noqa: S102 - sandboxed worker
     except SnippetError:
         raise
     except BaseException as e:  # the user's code failed: say where
         raise SnippetError("exception", f"{type(e).__name__}: {e}", _user_line(e, path),
                            traceback.format_exc(limit=-8)) from e
-    if entry_name is None and recorder.calls:
-        return recorder.calls[0]
-    return _explicit_entry(scope, tree, entry_name)
+    entry = recorder.calls[0] if entry_name is None and recorder.calls else \
+        _explicit_entry(scope, tree, entry_name)
+    entry.module = module
+    return entry
 
 
 def _explicit_entry(scope: dict[str, Any], tree: ast.Module, name: str | None) -> Entry:

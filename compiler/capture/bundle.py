@@ -8,7 +8,7 @@ them is one file, written by `write_bundle` and read by `read_bundle`:
 - the manifest (docs/bundle.md) holds every captured ATen graph as data: nodes with their
   opcode, a `torch.ops` target named by an allow-listed namespace (or one of a few
   `operator` functions), JSON arguments with node references, and meta (shape, dtype,
-  stride, stack trace); each graph's example inputs and constants as references into
+  stride, stack trace, module stack); each graph's example inputs and constants as references into
   `tensors`; and the front half's `source` and `capture` event payloads.
 
 `read_bundle` checks all of it and raises `BundleError` naming the first thing outside the
@@ -31,6 +31,10 @@ from typing import Any
 
 import torch
 import torch.fx
+
+from compiler.capture.modules import META_KEY as MODULE_KEY
+from compiler.capture.modules import check_stack, module_stack
+from compiler.devices import CPU
 
 FORMAT = "kernelscope-bundle"
 VERSION = 1
@@ -94,7 +98,7 @@ class BundleWriter:
         extent = _extent(t.shape, t.stride())
         flat = t.as_strided((extent,), (1,), t.storage_offset()) if extent else \
             t.new_empty((0,))
-        self.tensors[key] = flat.to("cpu", copy=True).contiguous()
+        self.tensors[key] = flat.to(CPU, copy=True).contiguous()
         self.specs[key] = {"shape": list(t.shape), "stride": list(t.stride()), "offset": 0,
                            "dtype": _dtype_name(t.dtype), "device": t.device.type,
                            "requires_grad": bool(t.requires_grad)}
@@ -222,11 +226,13 @@ def _encode_node(n: torch.fx.Node) -> dict[str, Any]:
         raise BundleError(f"node {n.name}: opcode {n.op} is not carried in a bundle")
     target = target_name(n.target) if n.op == "call_function" else str(n.target)
     trace = n.meta.get("stack_trace")
+    stack = [[path, cls] for path, cls in module_stack(n.meta)]
     return {"name": n.name, "op": n.op, "target": target,
             "args": [encode_arg(a) for a in n.args],
             "kwargs": {k: encode_arg(v) for k, v in n.kwargs.items()},
             "meta": {"val": _encode_val(n.meta.get("val")),
-                     "stack_trace": trace[-MAX_TEXT:] if isinstance(trace, str) else None}}
+                     "stack_trace": trace[-MAX_TEXT:] if isinstance(trace, str) else None,
+                     MODULE_KEY: stack}}
 
 
 # -- reading (back half) -------------------------------------------------------------------
@@ -257,6 +263,8 @@ class BundleGraph:
                 raise BundleError(f"node name {name!r} is not unique or not a valid name")
             if spec["meta"].get("stack_trace"):
                 node.meta["stack_trace"] = spec["meta"]["stack_trace"]
+            if spec["meta"].get(MODULE_KEY):
+                node.meta[MODULE_KEY] = spec["meta"][MODULE_KEY]
             env[name] = node
         outputs = [n for n in graph.nodes if n.op == "output"]
         if len(outputs) != 1 or next(iter(reversed(graph.nodes))) is not outputs[0]:
@@ -302,7 +310,7 @@ def read_bundle(path: str | Path) -> Bundle:
     """Load and check a bundle; BundleError says what is wrong with it."""
     path = Path(path)
     try:
-        raw = torch.load(path, weights_only=True, map_location="cpu")
+        raw = torch.load(path, weights_only=True, map_location=CPU)
     except Exception as e:  # not a torch file, or it holds more than plain data
         raise BundleError(f"{path.name}: not a capture bundle this version can read "
                           f"({type(e).__name__}: {str(e)[:300]})") from e
@@ -426,7 +434,10 @@ def _check_node(where: str, n: Any) -> None:
     _expect(all(isinstance(k, str) and _NAME.fullmatch(k) for k in n["kwargs"]),
             f"{where}: kwarg names")
     meta = n["meta"]
-    _expect(isinstance(meta, dict) and set(meta) <= {"val", "stack_trace"}, f"{where}: meta")
+    _expect(isinstance(meta, dict) and set(meta) <= {"val", "stack_trace", MODULE_KEY},
+            f"{where}: meta")
+    _expect(meta.get(MODULE_KEY) is None or check_stack(meta[MODULE_KEY]),
+            f"{where}: module_stack")
     trace = meta.get("stack_trace")
     _expect(trace is None or (isinstance(trace, str) and len(trace) <= MAX_TEXT),
             f"{where}: stack_trace")
@@ -512,7 +523,7 @@ def _move(t: torch.Tensor, device: str | None) -> torch.Tensor:
     """The tensor on `device` (None: where it was captured), strides kept."""
     extent = _extent(t.shape, t.stride())
     if not extent:
-        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=device or "cpu")
+        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=device or CPU)
     # Copy the span of storage the view covers, then view it again: exact strides, even
     # overlapping ones (an expanded input).
     flat = t.detach().as_strided((extent,), (1,), 0).to(device or t.device, copy=True)

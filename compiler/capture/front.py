@@ -21,8 +21,16 @@ from compiler.capture.bundle import BundleWriter, snapshot
 from compiler.capture.dynamo import CapturedGraph, Recorder
 from compiler.capture.fxgraph import graph_json, node_lines
 from compiler.capture.guards import GuardLog
+from compiler.devices import CPU, is_gpu
 from compiler.options import CompileOptions
-from compiler.snippet import Call, Entry, SnippetError, run_snippet, user_line_of
+from compiler.snippet import (
+    Call,
+    Entry,
+    SnippetError,
+    run_snippet,
+    snippet_importable,
+    user_line_of,
+)
 
 
 class StageFailed(Exception):
@@ -56,9 +64,9 @@ def _spec(name: str, t: Any) -> ev.InputSpec:
 
 def source_stage(run: FrontRun) -> dict[str, Any]:
     opts = run.options
-    if opts.device == "cuda" and not torch.cuda.is_available():
-        raise StageFailed("source", "unsupported", "device 'cuda' requested but no GPU is "
-                          "available on this host; use device 'cpu'")
+    if is_gpu(opts.device) and not torch.cuda.is_available():
+        raise StageFailed("source", "unsupported", f"device {opts.device!r} requested but no "
+                          f"GPU is available on this host; use device {CPU!r}")
     try:
         run.entry = entry = run_snippet(run.path, opts.device, opts.entry)
     except SnippetError as e:
@@ -91,9 +99,9 @@ def capture_stage(run: FrontRun) -> dict[str, Any]:
     for i, call in enumerate(entry.calls or [Call(entry.inputs, entry.kwargs, True)]):
         args = [_copy(a) for a in call.args]
         try:
-            with torch.set_grad_enabled(call.grad_mode):
+            with snippet_importable(entry.module), torch.set_grad_enabled(call.grad_mode):
                 out = compiled(*args, **call.kwargs)
-            _backward_as_the_snippet_did(out, call)
+                _backward_as_the_snippet_did(out, call)
         except Exception as e:
             if i:  # a later call: its compile says so, the first call's graphs stand
                 log.failed(i, e)

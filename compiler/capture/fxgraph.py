@@ -1,4 +1,5 @@
-"""FX graph to JSON, with each node's user source line recovered from its stack trace."""
+"""FX graph to JSON, with each node's user source line recovered from its stack trace and
+its module (compiler/capture/modules.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from compiler.capture.modules import graph_modules, node_module
 from compiler.ir.handlers import dtype_name
 from compiler.ir.opnames import op_name
 
@@ -70,8 +72,10 @@ def graph_json(gm: torch.fx.GraphModule, gid: int, lines: dict[str, int | None],
             "line": line,
             "source": code_lines[line - 1].strip() if line and line <= len(code_lines) else None,
             **_meta(n),
+            "module": node_module(n.meta),
         })
         for inp in n.all_input_nodes:
             edges.append([inp.name, n.name])
+    modules = [{"path": p, "type": c} for p, c in graph_modules(n.meta for n in gm.graph.nodes)]
     return {"id": gid, "name": f"graph{gid}", "code": gm.code.strip(), "nodes": nodes,
-            "edges": edges}
+            "edges": edges, "modules": modules}

@@ -9,10 +9,12 @@ graph, with the device the graph's tensors live on; "auto" is resolved by
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from compiler.codegen import targets
 from compiler.codegen.backend import Backend
 from compiler.codegen.cpp import CppBackend
-from compiler.codegen.triton import TritonBackend
+from compiler.codegen.triton_backend import TritonBackend
 from compiler.options import CompileOptions
 
 REGISTRY: dict[str, type[Backend]] = {
@@ -28,3 +30,16 @@ def backend_names() -> list[str]:
 def choose_backend(requested: str, device: str, options: CompileOptions) -> Backend:
     """The backend for a graph whose tensors live on `device` (see targets.resolve)."""
     return REGISTRY[targets.resolve(requested, device).name](device, options)
+
+
+def kernel_backends(graph: Backend, devices: Iterable[str], options: CompileOptions
+                    ) -> dict[str, Backend]:
+    """The backend of each device a graph's kernels run on: the graph's own backend for
+    its device, that device's own ("auto") for any other. A CUDA graph that also computes
+    on CPU tensors (a factory without a device) runs those kernels in C++, never Triton
+    kernels over host memory."""
+    chosen = {graph.device: graph}
+    for device in sorted(set(devices)):
+        if device not in chosen:
+            chosen[device] = choose_backend("auto", device, options)
+    return chosen

@@ -7,30 +7,23 @@ we compile fits), loads and stores are masked, and every line knows its FX origi
 
 from __future__ import annotations
 
-import dataclasses
 import math
-from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import sympy
 import torch
 
-from compiler.codegen import targets
 from compiler.codegen import triton_rules as rules
-from compiler.codegen.backend import Backend, BuildResult, GeneratedKernel
 from compiler.codegen.common import XINDEX, Lines, Scope, Var
 from compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
 from compiler.codegen.mathops import (
     TRITON_INTERPRET_DROPS,
     TRITON_INTERPRET_MATH,
     TRITON_MATH,
-    TRITON_MATH_HELPERS,
 )
-from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
+from compiler.codegen.optable import C_LIKE, OpTable, calls, finish_op, float_only, merged, numeric
 from compiler.codegen.tiling import (
     YINDEX,
     Order,
@@ -40,11 +33,8 @@ from compiler.codegen.tiling import (
     memory_order,
     tile_config,
 )
-from compiler.codegen.triton_cache import graph_triton_cache
-from compiler.codegen.triton_report import compiled_report
 from compiler.ir.index_print import pexpr
-from compiler.ir.ops import reduction_identity as identity
-from compiler.schedule.kinds import KernelKind
+from compiler.ir.ops import combine_op, reduction_identity
 from compiler.schedule.nodes import SchedNode
 from compiler.schedule.plan import KernelPlan
 
@@ -57,7 +47,22 @@ TL_DTYPE = {
 
 _FLOOR_DIV_INT = ("tl.where((({0} % {1}) != 0) & (({0} < 0) != ({1} < 0)), "
                   "{0} // {1} - 1, {0} // {1})")  # `//` truncates; torch floors
+# Reductions are ops of the table too (optable.combine_op / finish_op), so the refusal
+# check sees them. logsumexp's rule joins a row's max and its sum of exp(v - max); the
+# running steps are `_logsumexp`'s (made only where the backend has ONLINE_SOFTMAX).
+REDUCTIONS: dict[str, Any] = {
+    **{finish_op(r): rule for r, rule in {
+        "sum": "tl.sum({0}, 1)", "max": "tl.max({0}, 1)", "min": "tl.min({0}, 1)",
+        "prod": "tl.reduce({0}, 1, _prod)", "any": "(tl.max({0}.to(tl.int8), 1) != 0)",
+        "all": "(tl.min({0}.to(tl.int8), 1) != 0)"}.items()},
+    **{combine_op(r): rule for r, rule in {
+        "sum": "{0} + {1}", "max": "tl.maximum({0}, {1})", "min": "tl.minimum({0}, {1})",
+        "prod": "{0} * {1}", "any": "{0} | {1}", "all": "{0} & {1}",
+        "argmax": "{1} > {0}", "argmin": "{1} < {0}",
+        "logsumexp": float_only("({0} + tl.log({1}))")}.items()},
+}
 OPS = OpTable("Triton", merged(merged(C_LIKE, {
+    **REDUCTIONS,
     "truediv": float_only("{0} / {1}"),
     "floordiv": {"int": _FLOOR_DIV_INT, "uint": "{0} // {1}", "float": "tl.floor({0} / {1})"},
     # Integer `%` is C's remainder (the sign of the dividend): fmod's rule; mod takes the
@@ -65,7 +70,13 @@ OPS = OpTable("Triton", merged(merged(C_LIKE, {
     "mod": {"int": "((({0} % {1}) + {1}) % {1})", "uint": "{0} % {1}",
             "float": "({0} - {1} * tl.floor({0} / {1}))"},
     "fmod": {"float": "libdevice.fmod({0}, {1})"},
-    "maximum": "tl.maximum({0}, {1})", "minimum": "tl.minimum({0}, {1})",
+    # tl.maximum's default NaN rule is the target's (maxnum on a GPU: the number wins);
+    # torch.maximum/minimum return the NaN.
+    "maximum": {"float": "tl.maximum({0}, {1}, tl.PropagateNan.ALL)", "*": "tl.maximum({0}, {1})"},
+    "minimum": {"float": "tl.minimum({0}, {1}, tl.PropagateNan.ALL)", "*": "tl.minimum({0}, {1})"},
+    # Bools add as `or` and multiply as `and` in torch; tl.int1 arithmetic wraps (1 + 1 = 0).
+    "add": {"bool": "(({0} != 0) | ({1} != 0))", "*": "{0} + {1}"},
+    "mul": {"bool": "(({0} != 0) & ({1} != 0))", "*": "{0} * {1}"},
     "logical_and": "{0} & {1}", "logical_or": "{0} | {1}", "logical_xor": "{0} ^ {1}",
     "bitwise_and": {"bool": "{0} & {1}"}, "bitwise_or": {"bool": "{0} | {1}"},
     "bitwise_xor": {"bool": "{0} ^ {1}"}, "bitwise_not": {"bool": "{0} == 0"},
@@ -120,11 +131,6 @@ INTERPRET_OPS = OPS.extend({
     **TRITON_INTERPRET_MATH,
 }).without(TRITON_INTERPRET_DROPS, "Triton interpreter")
 
-REDUCE = {"sum": "tl.sum({0}, 1)", "max": "tl.max({0}, 1)", "min": "tl.min({0}, 1)",
-          "prod": "tl.reduce({0}, 1, _prod)", "any": "(tl.max({0}.to(tl.int8), 1) != 0)",
-          "all": "(tl.min({0}.to(tl.int8), 1) != 0)"}
-COMBINE = {"sum": "{0} + {1}", "max": "tl.maximum({0}, {1})", "min": "tl.minimum({0}, {1})",
-           "prod": "{0} * {1}", "any": "{0} | {1}", "all": "{0} & {1}"}
 
 
 @dataclass
@@ -227,10 +233,25 @@ class TritonKernelCodegen(KernelCodegen):
 
     def _offset(self, index: sympy.Expr, domain: str) -> str:
         """One element (a scalar result) is addressed through a block of pointers, as
-        the value and mask are: a scalar pointer with a block value does not compile."""
+        the value and mask are: a scalar pointer with a block value does not compile.
+        An index made only of loaded values may be one element too (a 0-d index, or one
+        computed from constants, as bucketize's first probe is): it is broadcast."""
         if not index.free_symbols:
             return f"tl.full({self._shape(domain)}, {pexpr(index)}, tl.int32)"
+        if index.free_symbols <= self.loaded:
+            return f"({pexpr(index)}) + tl.zeros({self._shape(domain)}, tl.int32)"
         return pexpr(index)
+
+    def op(self, name: str, args: Sequence[Var], dtype: torch.dtype,
+           operands: Sequence[Var] | None = None) -> Var:
+        # Literals alone would be folded by Python, not in the dtype: `1.0 / 0.0` raises,
+        # integers do not wrap. The first becomes a typed 0-d value; the op runs in Triton.
+        if name != "where" and args and all(a.is_literal for a in args):
+            first = args[0]
+            typed = self.emit(f"tl.full([], {first.name}, {TL_DTYPE[first.dtype]})",
+                              first.dtype, first.domain)
+            return super().op(name, [typed, *args[1:]], dtype, operands or args)
+        return super().op(name, args, dtype, operands)
 
     def _shape(self, domain: str) -> str:
         if self.tile is not None:
@@ -259,7 +280,7 @@ class TritonKernelCodegen(KernelCodegen):
     def reduce(self, node: SchedNode, value: Var) -> Var:
         data = node.buffer.data  # type: ignore[attr-defined]
         rtype, src = data.reduction_type, value.dtype
-        ident = literal(identity(rtype, src), src)
+        ident = literal(reduction_identity(rtype, src), src)
         if value.is_literal or value.domain == "x":
             value = self.emit(f"tl.full([XBLOCK, RBLOCK], {value.name}, {TL_DTYPE[src]})"
                               if value.is_literal else
@@ -271,7 +292,7 @@ class TritonKernelCodegen(KernelCodegen):
         if block.pre is None or block.post is None:  # persistent: the row is in registers
             masked = self.emit(f"tl.where(xmask & rmask, {value.name}, {ident})", src, "r")
             result = Var(self.new_var(), node.buffer.dtype, "x")
-            finish = self._finish(rtype, masked.name)
+            finish = self._finish(rtype, masked.name, src)
             self.write_for(lines, node, f"{result.name} = {finish}.to({out_dtype})")
             return result
         result = Var(self.new_var(), node.buffer.dtype, "x")
@@ -279,10 +300,10 @@ class TritonKernelCodegen(KernelCodegen):
         self.write_for(block.pre, node, f"{acc} = tl.full([XBLOCK, RBLOCK], {ident}, "
                                         f"{TL_DTYPE[src]})")
         if rtype in ("argmax", "argmin"):
-            cmp = ">" if rtype == "argmax" else "<"
             self.write_for(block.pre, node,
                            f"{acc}_idx = tl.full([XBLOCK, RBLOCK], 2147483647, tl.int32)")
-            take = self.emit(f"xmask & rmask & ({value.name} {cmp} {acc})", torch.bool, "r")
+            better = self.table.render(combine_op(rtype), [acc, value.name], [src], "")
+            take = self.emit(f"xmask & rmask & ({better})", torch.bool, "r")
             self.write_for(lines, node, f"{acc}_idx = tl.where({take.name}, rindex, {acc}_idx)")
             self.write_for(lines, node, f"{acc} = tl.where({take.name}, {value.name}, {acc})")
             best = "tl.max" if rtype == "argmax" else "tl.min"
@@ -291,10 +312,11 @@ class TritonKernelCodegen(KernelCodegen):
                            f"{result.name} = tl.min(tl.where({acc} == {acc}_best, {acc}_idx, "
                            f"2147483647), 1)[:, None].to({out_dtype})")
             return result
-        combined = COMBINE[rtype].format(acc, value.name)
+        combined = self.table.render(combine_op(rtype), [acc, value.name], [src], "")
         self.write_for(lines, node, f"{acc} = tl.where(xmask & rmask, {combined}, {acc})")
         self.write_for(block.post, node,
-                       f"{result.name} = {REDUCE[rtype].format(acc)}[:, None].to({out_dtype})")
+                       f"{result.name} = {self._finish_rule(rtype, acc, src)}[:, None]"
+                       f".to({out_dtype})")
         return result
 
     def _logsumexp(self, node: SchedNode, value: Var, src: str, out_dtype: str) -> Var:
@@ -306,12 +328,14 @@ class TritonKernelCodegen(KernelCodegen):
         result = Var(self.new_var(), node.buffer.dtype, "x")
         acc, inf = f"_{result.name}", "float('-inf')"
         put = self.write_for
+        join = self.table.render(combine_op("logsumexp"), [f"{acc}_m", f"{acc}_s"],
+                                 [value.dtype], out_dtype)
         if block.pre is None or block.post is None:  # persistent: the row is in registers
             put(lines, node, f"{acc}_v = tl.where(xmask & rmask, {value.name}, {inf})")
             put(lines, node, f"{acc}_m = tl.max({acc}_v, 1)[:, None]")
             put(lines, node, f"{acc}_s = tl.sum(tl.where({acc}_v == {inf}, 0.0, "
                              f"tl.exp({acc}_v - {acc}_m)), 1)[:, None]")
-            put(lines, node, f"{result.name} = ({acc}_m + tl.log({acc}_s)).to({out_dtype})")
+            put(lines, node, f"{result.name} = {join}.to({out_dtype})")
             return result
         step = rules.lse_step(self.plan.xnumel)  # one row per program
         start = inf if step["init"] == "-inf" else literal(torch.finfo(value.dtype).min,
@@ -324,15 +348,18 @@ class TritonKernelCodegen(KernelCodegen):
         put(block.post, node, f"{acc}_m = tl.max({acc}, 1)[:, None]")
         put(block.post, node, f"{acc}_s = tl.sum(tl.where({acc} == {inf}, 0.0, "
                               f"{acc}_sum * tl.exp({acc} - {acc}_m)), 1)[:, None]")
-        put(block.post, node, f"{result.name} = ({acc}_m + tl.log({acc}_s)).to({out_dtype})")
+        put(block.post, node, f"{result.name} = {join}.to({out_dtype})")
         return result
 
-    def _finish(self, rtype: str, masked: str) -> str:
+    def _finish(self, rtype: str, masked: str, dtype: torch.dtype) -> str:
         if rtype in ("argmax", "argmin"):
             best = "tl.max" if rtype == "argmax" else "tl.min"
             return (f"tl.min(tl.where({masked} == {best}({masked}, 1)[:, None], rindex, "
                     f"2147483647), 1)[:, None]")
-        return REDUCE[rtype].format(masked) + "[:, None]"
+        return self._finish_rule(rtype, masked, dtype) + "[:, None]"
+
+    def _finish_rule(self, rtype: str, block: str, dtype: torch.dtype) -> str:
+        return self.table.render(finish_op(rtype), [block], [dtype], "")
 
     # -- assembling the kernel ----------------------------------------------------------
     def reduction_body(self) -> Lines:
@@ -437,137 +464,3 @@ def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
         numels.append(plan.rnumel)
     return TritonKernel(plan.name, lines.text(), lines.line_map(), cfg["grid"], meta,
                         cfg["num_warps"], plan.inputs + plan.stores, numels)
-
-
-TRITON_IMPORTS = """import triton
-import triton.language as tl
-try:
-    from triton.language.extra import libdevice
-except ImportError:  # older Triton
-    from triton.language.extra.cuda import libdevice
-
-
-@triton.jit
-def _prod(a, b):
-    return a * b
-
-
-@triton.jit
-def _upow(base, exp):
-    # Integer power by squaring (exp >= 0), wrapping as torch's does.
-    b = base + exp * 0
-    e = exp + base * 0
-    result = b * 0 + 1
-    for _ in range(64):
-        result = tl.where((e & 1) != 0, result * b, result)
-        e = e >> 1
-        b = b * b
-    return result
-
-
-@triton.jit
-def _ipow(base, exp):
-    # A negative exponent follows torch's rule for integers: 1 for base 1, +-1 for base -1,
-    # 0 for every other base.
-    b = base + exp * 0
-    e = exp + base * 0
-    result = _upow(b, tl.where(e < 0, 0, e))
-    unit = tl.where((e & 1) != 0, b, b * b)  # (-1) ** e, where b is -1
-    small = tl.where(b == 1, b, tl.where(b == -1, unit, b * 0))
-    return tl.where(e < 0, small, result)
-""" + TRITON_MATH_HELPERS
-
-
-class InterpreterUnavailable(RuntimeError):
-    pass
-
-
-def check_interpreter() -> None:
-    """Triton kernels on the CPU run under the Triton interpreter, which Triton takes on
-    when it is imported (torch._dynamo imports it): the process must start with
-    TRITON_INTERPRET=1 (targets.emulator_env; the kernelscope command and the server's
-    workers set it from the job's options). Nothing here changes the environment."""
-    import triton.language as tl
-
-    if type(tl.sigmoid).__name__ != "InterpretedFunction":
-        raise InterpreterUnavailable(
-            "Triton kernels on the CPU run under the Triton interpreter, but Triton was "
-            "imported without it: start the process with TRITON_INTERPRET=1 in its "
-            "environment (the kernelscope command does so for --backend triton on a CPU)")
-
-
-def _interpreter_asserts() -> None:
-    """The interpreter runs `tl.device_assert` only when its builder is in debug mode
-    (compiled kernels take `debug=True` from their decorator; the interpreter ignores it)."""
-    from triton.runtime import interpreter
-
-    builder = interpreter.interpreter_builder
-    if not builder.options.debug:
-        builder.options = dataclasses.replace(builder.options, debug=True)
-
-
-def kernel_body(kernel: GeneratedKernel) -> str:
-    """A kernel's source without its name and its comment lines (which name the buffers,
-    FX nodes and source lines it came from): two kernels with one body compute the same."""
-    return "\n".join(line for line in kernel.source.replace(kernel.name, "KERNEL").splitlines()
-                     if not line.lstrip().startswith("#"))
-
-
-class TritonBackend(Backend):
-    """Triton on CUDA; on a CPU-only host, when asked for, under the Triton interpreter."""
-
-    target = targets.by_name("triton")
-    # Split reductions pay off on a GPU's many multiprocessors.
-    split_reductions = True
-    writes_over_inputs = True  # Triton pointers may alias: an input's update in place
-    online_softmax = True  # the "logsumexp" reduction (reduce() below)
-
-    def op_table(self) -> OpTable:
-        return INTERPRET_OPS if self.emulated else OPS
-
-    def kernel_prefix(self, kind: KernelKind, rnumel: int) -> str:
-        if kind.reduces and rnumel <= self.options.persistent_rblock:
-            return "triton_per"
-        return super().kernel_prefix(kind, rnumel)
-
-    def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:
-        k = generate_triton(plan, header, self.options.persistent_rblock, self.emulated,
-                            self.options.debug_index_asserts)
-        meta = "".join(f", {m}={v}" for m, v in k.meta.items())
-        launch = (f"{k.name}[{k.grid}]({', '.join(k.args)}, {', '.join(map(str, k.numels))}"
-                  f"{meta}, num_warps={k.num_warps})")
-        return GeneratedKernel(k.name, k.source, k.line_map, k.args, launch,
-                               {"grid": list(k.grid), **k.meta, "num_warps": k.num_warps})
-
-    def wrapper_prelude(self, kernels: list[GeneratedKernel], artifact: Path | None
-                        ) -> list[str]:
-        # A kernel whose body is another's (the same layer repeated) is that kernel under
-        # its own name: Triton compiles it once (Inductor's wrapper dedups the same way).
-        lines = TRITON_IMPORTS.splitlines()
-        first: dict[str, str] = {}
-        for k in kernels:
-            same = first.setdefault(kernel_body(k), k.name)
-            if same != k.name:
-                lines += ["", f"{k.name} = {same}  # the same kernel as {same}: compiled once"]
-            else:
-                lines += ["", "", *k.source.rstrip().splitlines()]
-        return lines
-
-    def build(self, source_path: Path | None) -> BuildResult:
-        # Triton compiles each kernel at its first launch; on the CPU the interpreter runs
-        # it, which the process must have started with.
-        if self.emulated:
-            check_interpreter()
-            if self.options.debug_index_asserts:
-                _interpreter_asserts()
-        return BuildResult(None, True, 0.0)
-
-    def first_launch(self, wrapper: Path, inputs: list[dict[str, Any]] | None
-                     ) -> AbstractContextManager[object]:
-        # The interpreter has no cache; on a GPU Triton's is shared per wrapper.
-        return nullcontext() if self.emulated else graph_triton_cache(wrapper, inputs)
-
-    def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
-        if self.emulated:
-            return {}
-        return compiled_report(getattr(module, kernel, None))

@@ -43,17 +43,25 @@ def _pyval(v: Any) -> str:
     return repr(v)
 
 
+# One backend's share of a graph: its kernels and what its build made (None: nothing).
+WrapperPart = tuple[Backend, list[GeneratedKernel], Path | None]
+
+
 def generate_wrapper(inputs: Sequence[str], outputs: Sequence[Any], sched: Schedule,
-                     memory: MemoryPlan, backend: Backend, kernels: list[GeneratedKernel],
-                     artifact: Path | None) -> tuple[str, list[dict[str, Any]]]:
+                     memory: MemoryPlan, parts: Sequence[WrapperPart]
+                     ) -> tuple[str, list[dict[str, Any]]]:
+    """The wrapper of a graph whose kernels come from `parts` (one backend per device
+    its kernels run on: codegen/backends.py kernel_backends)."""
     out = Lines()
-    out.write(f"# Kernelscope wrapper ({backend.name}): {len(sched.steps)} steps")
+    names = " + ".join(b.name for b, _, _ in parts)
+    out.write(f"# Kernelscope wrapper ({names}): {len(sched.steps)} steps")
     out.write("import torch")
     out.write("from compiler.runtime.support import conform, cpp_kernel, device, "
               "empty_strided, ptr, reinterpret")
-    for line in backend.wrapper_prelude(kernels, artifact):
-        out.write(line)
-    launches = {k.name: k.launch for k in kernels}
+    for backend, kernels, artifact in parts:
+        for line in backend.wrapper_prelude(kernels, artifact):
+            out.write(line)
+    launches = {k.name: k.launch for _, kernels, _ in parts for k in kernels}
     out.write("")
     out.write("")
     out.write("def call(args):")
@@ -100,7 +108,12 @@ def _write_allocations(out: Lines, sched: Schedule, memory: MemoryPlan, writes: 
 aten = torch.ops.aten
 LAYOUT_AT_RUNTIME = frozenset({
     aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_efficient_attention,
-    aten._scaled_dot_product_cudnn_attention, aten.convolution, aten._convolution})
+    aten._scaled_dot_product_cudnn_attention, aten._scaled_dot_product_flash_attention_for_cpu,
+    aten._scaled_dot_product_flash_attention_backward,
+    aten._scaled_dot_product_efficient_attention_backward,
+    aten._scaled_dot_product_cudnn_attention_backward,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward,
+    aten.convolution, aten._convolution})
 
 
 def _conformed(ext: ExternKernel, text: str, buf: Any) -> str:

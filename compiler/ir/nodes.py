@@ -153,6 +153,11 @@ class ExternKernel(Buffer):
     fallback: bool = True  # False where extern is the plan (mm, conv), True if unlowered
     kind = "extern"
 
+    @property
+    def allocates_result(self) -> bool:
+        """ATen allocates what it returns (a template kernel writes the wrapper's buffer)."""
+        return True
+
 
 @dataclass
 class ExternOutput(Buffer):
@@ -161,6 +166,7 @@ class ExternOutput(Buffer):
     parent: str = ""
     item: int = 0
     kind = "extern_output"
+    allocates_result = True
 
 
 @dataclass(frozen=True)

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from torch.fx import Node
+
 from compiler.ir.nodes import Lazy, Stored, TensorValue
+from compiler.lowering.common import LoweringContext
 from compiler.lowering.layout import channels_last, is_channels_last
 from compiler.lowering.registry import aten, register_lowering
 
 
-def nhwc(g: Any, x: TensorValue, reason: str) -> Stored:
+def nhwc(g: LoweringContext, x: TensorValue, reason: str) -> Stored:
     """`x` stored channels-last: itself where it is, else a copy made once per graph."""
     if isinstance(x, Stored) and is_channels_last(x.size, x.view.stride):
         return x
@@ -35,14 +38,15 @@ def nhwc(g: Any, x: TensorValue, reason: str) -> Stored:
 
 
 @register_lowering(aten.convolution)
-def convolution(g: Any, x: Any, w: Any, bias: Any, stride: Any, padding: Any,
-                dilation: Any, transposed: Any, output_padding: Any, groups: Any) -> Any:
+def convolution(g: LoweringContext, node: Node, x: Any, w: Any, bias: Any, stride: Any,
+                padding: Any, dilation: Any, transposed: Any, output_padding: Any, groups: Any
+               ) -> Any:
     args = [x, w, bias, stride, padding, dilation, transposed, output_padding, groups]
     if g.node_name() not in g.layout.convolutions or not g.layout.channels_last or \
             not (isinstance(x, TensorValue) and isinstance(w, TensorValue)):
-        return g.extern(g.current.target, tuple(args), {}, fallback=False)
+        return g.extern(node.target, tuple(args), {}, fallback=False)
     args[0] = nhwc(g, x, "channels-last input of a cuDNN convolution")
     args[1] = nhwc(g, w, "channels-last weight of a cuDNN convolution")
     out = tuple(g.out_meta().shape)
-    return g.extern(g.current.target, tuple(args), {}, fallback=False,
+    return g.extern(node.target, tuple(args), {}, fallback=False,
                     out_stride=channels_last(out))

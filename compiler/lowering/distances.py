@@ -11,8 +11,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from torch.fx import Node
+
 from compiler.ir.nodes import Index, TensorValue
 from compiler.ir.ops import ops
+from compiler.lowering.common import LoweringContext
 from compiler.lowering.pointwise import upcast
 from compiler.lowering.reductions import _nan_aware, reduce
 from compiler.lowering.registry import aten, register_lowering
@@ -21,14 +24,14 @@ MM_ROWS = 25  # eager's cdist uses the matrix-product form above this many rows
 
 
 @register_lowering(aten._cdist_forward)
-def cdist(g: Any, x1: TensorValue, x2: TensorValue, p: float,
+def cdist(g: LoweringContext, node: Node, x1: TensorValue, x2: TensorValue, p: float,
           compute_mode: int | None = None) -> Any:
     meta = g.out_meta()
     rows1, rows2 = x1.size[-2], x2.size[-2]
     by_mm = p == 2 and (compute_mode == 1 or (compute_mode in (None, 0) and
                                               (rows1 > MM_ROWS or rows2 > MM_ROWS)))
     if by_mm:
-        return g.extern(g.current.target, (x1, x2, p, compute_mode), {}, fallback=True,
+        return g.extern(node.target, (x1, x2, p, compute_mode), {}, fallback=True,
                         reason="Euclidean cdist by matrix product (eager's rounding): ATen")
     out = meta.dtype
     cd = upcast(out)
@@ -58,7 +61,7 @@ def cdist(g: Any, x1: TensorValue, x2: TensorValue, p: float,
 
     terms = g.lazy(diff, size + [m], cd, [x1, x2])
     if p == float("inf"):
-        return _nan_aware(g, terms, [nb + 2], False, "max", out)
+        return _nan_aware(g, node, terms, [nb + 2], False, "max", out)
     total = reduce(g, terms, [nb + 2], False, "sum", cd, cd)
     if p in (0, 1):
         return total if cd == out else g.lazy(

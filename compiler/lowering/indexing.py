@@ -7,13 +7,15 @@ rest of the index arithmetic stays symbolic and the kernel loads `x[tmp3 * 64 + 
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch.fx import Node
 
 from compiler.ir.nodes import Index, TensorValue
 from compiler.ir.ops import ops
+from compiler.lowering.common import LoweringContext
 from compiler.lowering.reductions import reduce
 from compiler.lowering.registry import aten, register_lowering
 from compiler.lowering.scatter import too_costly
@@ -28,7 +30,8 @@ def _indirect(value: Any, size: int) -> Any:
 
 
 @register_lowering(aten.embedding)
-def embedding(g: Any, weight: TensorValue, indices: TensorValue, *args: Any) -> Any:
+def embedding(g: LoweringContext, node: Node, weight: TensorValue, indices: TensorValue, *args: Any
+             ) -> Any:
     meta = g.out_meta()
     lw, li = weight.loader(), indices.loader()
     nidx = len(indices.size)
@@ -40,8 +43,13 @@ def embedding(g: Any, weight: TensorValue, indices: TensorValue, *args: Any) -> 
     return g.lazy(inner, tuple(meta.shape), weight.dtype, [weight, indices])
 
 
-@register_lowering(aten.index_select)
-def index_select(g: Any, x: TensorValue, dim: int, index: TensorValue) -> Any:
+Position = Callable[[Index, Callable[[Index], Any]], tuple[list[Any], Any]]
+
+
+def _along(g: LoweringContext, x: TensorValue, dim: int, index: TensorValue,
+           position: Position) -> Any:
+    """x read along `dim` at an index loaded from `index` (index_select, gather):
+    `position(idx, load_index)` gives x's coordinates and the loaded index for `dim`."""
     meta = g.out_meta()
     dim = dim + len(x.size) if dim < 0 else dim
     lx, li = x.loader(), index.loader()
@@ -49,34 +57,36 @@ def index_select(g: Any, x: TensorValue, dim: int, index: TensorValue) -> Any:
         return g.lazy(lambda idx: lx([]), tuple(meta.shape), x.dtype, [x])
 
     def inner(idx: Index) -> Any:
-        src = list(idx)
-        src[dim] = _indirect(li([idx[dim]] if index.size else []), x.size[dim])
+        src, at = position(idx, li)
+        src[dim] = _indirect(at, x.size[dim])
         return lx(src)
 
     return g.lazy(inner, tuple(meta.shape), x.dtype, [x, index])
+
+
+@register_lowering(aten.index_select)
+def index_select(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: TensorValue
+                ) -> Any:
+    d = dim + len(x.size) if dim < 0 else dim
+    return _along(g, x, dim, index,
+                  lambda idx, li: (list(idx), li([idx[d]] if index.size else [])))
 
 
 @register_lowering(aten.gather)
-def gather(g: Any, x: TensorValue, dim: int, index: TensorValue, **kw: Any) -> Any:
-    meta = g.out_meta()
-    dim = dim + len(x.size) if dim < 0 else dim
-    lx, li = x.loader(), index.loader()
-
-    def inner(idx: Index) -> Any:
-        src = list(idx)
-        src[dim] = _indirect(li(idx), x.size[dim])
-        return lx(src)
-
-    return g.lazy(inner, tuple(meta.shape), x.dtype, [x, index])
+def gather(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: TensorValue, **kw: Any
+          ) -> Any:
+    # A 0-d index reads like a one-element index of x's rank (eager's rule).
+    return _along(g, x, dim, index,
+                  lambda idx, li: (list(idx) if idx else [0] * len(x.size), li(idx)))
 
 
 @register_lowering(aten.index.Tensor)
-def index(g: Any, x: TensorValue, indices: Sequence[Any]) -> Any:
+def index(g: LoweringContext, node: Node, x: TensorValue, indices: Sequence[Any]) -> Any:
     """x[i0, i1, ...] with adjacent index tensors (others fall back to ATen)."""
     meta = g.out_meta()
     positions = [k for k, t in enumerate(indices) if t is not None]
     if not positions or positions != list(range(positions[0], positions[-1] + 1)):
-        return g.extern(g.current.target, (x, indices), {}, fallback=True,
+        return g.extern(node.target, (x, indices), {}, fallback=True,
                         reason="non-adjacent advanced indices")
     tensors = [indices[k] for k in positions]
     bshape = list(torch.broadcast_shapes(*[tuple(t.size) for t in tensors]))
@@ -98,15 +108,14 @@ def index(g: Any, x: TensorValue, indices: Sequence[Any]) -> Any:
 
 
 @register_lowering(aten._embedding_bag_forward_only, aten._embedding_bag)
-def embedding_bag(g: Any, weight: TensorValue, indices: TensorValue, offsets: TensorValue,
-                  scale_grad_by_freq: bool = False, mode: int = 0, sparse: bool = False,
-                  per_sample_weights: Any = None, include_last_offset: bool = False,
-                  padding_idx: int = -1) -> Any:
+def embedding_bag(g: LoweringContext, node: Node, weight: TensorValue, indices: TensorValue,
+                  offsets: TensorValue, scale_grad_by_freq: bool = False, mode: int = 0,
+                  sparse: bool = False, per_sample_weights: Any = None,
+                  include_last_offset: bool = False, padding_idx: int = -1) -> Any:
     """Bags of rows, summed or averaged: out[b] reduces weight[indices[j]] (times
     per_sample_weights[j]) over offsets[b] <= j < offsets[b + 1], skipping padding_idx.
     Only the bags themselves are lowered; the bookkeeping outputs (offset2bag, bag sizes,
     max indices) go to ATen when something reads them."""
-    node = g.current
     args = (weight, indices, offsets, scale_grad_by_freq, mode, sparse, per_sample_weights,
             include_last_offset, padding_idx)
     extra = any(u.target is not operator.getitem or u.args[1] != 0 for u in node.users)
@@ -115,7 +124,7 @@ def embedding_bag(g: Any, weight: TensorValue, indices: TensorValue, offsets: Te
     if why:
         return g.extern(node.target, args, {}, fallback=True, reason=why)
     n, nbags, dim = indices.numel(), g.out_meta()[0].shape[0], weight.size[1]
-    big = too_costly(g, nbags * dim, n, args, {})
+    big = too_costly(g, node, nbags * dim, n, args, {})
     if big is not None:
         return big
     out = g.out_meta()[0].dtype
@@ -148,6 +157,7 @@ def embedding_bag(g: Any, weight: TensorValue, indices: TensorValue, offsets: Te
 
     total = reduce(g, g.lazy(term, [nbags, dim, n], out, [weight, indices, offsets]), [2],
                    False, "sum", out, out)
+    bags: TensorValue
     if mode == 0:
         bags = total
     else:

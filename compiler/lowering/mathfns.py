@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from torch.fx import Node
 
 from compiler.ir.ops import POLYNOMIALS, ops
+from compiler.lowering.common import LoweringContext
 from compiler.lowering.pointwise import compute_dtype, pointwise
 from compiler.lowering.registry import aten, register_lowering
 
@@ -31,23 +33,23 @@ BINARY = {**{n: n for n in "hypot fmin fmax copysign nextafter igamma igammac".s
           "special_zeta": "zeta", **{f"special_{p}": p for p in POLYNOMIALS}}
 
 
-def _float_only(g: Any, name: str, fn: Any, args: Sequence[Any], operands: Sequence[Any]
-                ) -> Any:
+def _float_only(g: LoweringContext, node: Node, name: str, fn: Any, args: Sequence[Any],
+                operands: Sequence[Any]) -> Any:
     """Math functions compute in floating point; an integer result (a polynomial of int
     operands) stays with ATen."""
     out = g.out_meta().dtype
     if not out.is_floating_point and name != "signbit":
-        return g.extern(g.current.target, tuple(args), {}, fallback=True,
+        return g.extern(node.target, tuple(args), {}, fallback=True,
                         reason=f"{name} with a {out} result")
     return pointwise(g, fn, *operands)
 
 
 def _register(aten_name: str, op: str) -> None:
-    def lowering(g: Any, *args: Any, **kwargs: Any) -> Any:
+    def lowering(g: LoweringContext, node: Node, *args: Any, **kwargs: Any) -> Any:
         if kwargs:  # not in the ATen graphs these come from; never guessed at
-            return g.extern(g.current.target, args, kwargs, fallback=True,
+            return g.extern(node.target, args, kwargs, fallback=True,
                             reason="keyword arguments")
-        return _float_only(g, op, lambda *v: getattr(ops, op)(*v), args, args)
+        return _float_only(g, node, op, lambda *v: getattr(ops, op)(*v), args, args)
 
     register_lowering(getattr(aten, aten_name))(lowering)
 
@@ -58,7 +60,7 @@ for _aten, _op in {**UNARY, **BINARY}.items():
 
 
 @register_lowering(aten.polygamma)
-def polygamma(g: Any, n: int, x: Any) -> Any:
+def polygamma(g: LoweringContext, node: Node, n: int, x: Any) -> Any:
     # eager: digamma for n = 0, trigamma for n = 1 (inside calc_polygamma's rule), else
     # (-1)^(n+1) n! zeta(n+1, x)
     def fn(v: Any) -> Any:
@@ -66,11 +68,11 @@ def polygamma(g: Any, n: int, x: Any) -> Any:
             return ops.digamma(v)
         return ops.polygamma(ops.constant(n, torch.int32), v)
 
-    return _float_only(g, "polygamma", fn, (n, x), [x])
+    return _float_only(g, node, "polygamma", fn, (n, x), [x])
 
 
 @register_lowering(aten.frexp)
-def frexp(g: Any, x: Any) -> Any:
+def frexp(g: LoweringContext, node: Node, x: Any) -> Any:
     mantissa, exponent = g.out_meta()
     cdtype = compute_dtype(mantissa.dtype, [x])
     m = pointwise(g, ops.frexp_mantissa, x, meta=mantissa)
@@ -79,13 +81,13 @@ def frexp(g: Any, x: Any) -> Any:
 
 
 @register_lowering(aten.ldexp)
-def ldexp(g: Any, x: Any, other: Any) -> Any:
+def ldexp(g: LoweringContext, node: Node, x: Any, other: Any) -> Any:
     # eager: x * pow(2, other); 2**e of an integer e is exact in exp2
     return pointwise(g, lambda a, e: ops.mul(a, ops.exp2(e)), x, other)
 
 
 @register_lowering(aten.angle)
-def angle(g: Any, x: Any) -> Any:
+def angle(g: LoweringContext, node: Node, x: Any) -> Any:
     # real input: pi below zero, 0 otherwise, NaN stays NaN
     cdtype = compute_dtype(g.out_meta().dtype, [x])
 
@@ -97,7 +99,7 @@ def angle(g: Any, x: Any) -> Any:
 
 
 @register_lowering(aten.round.decimals)
-def round_decimals(g: Any, x: Any, decimals: int = 0) -> Any:
+def round_decimals(g: LoweringContext, node: Node, x: Any, decimals: int = 0) -> Any:
     # eager's kernel: nearbyint(x * 10^d) / 10^d, or for d < 0 nearbyint(x / 10^-d) * 10^-d
     scale = float(10 ** abs(decimals))
     cdtype = compute_dtype(g.out_meta().dtype, [x])

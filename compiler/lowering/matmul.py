@@ -12,6 +12,10 @@ the result is the product's first N columns, read lazily: a consumer fuses the s
 its loads, and a graph output is copied to eager's contiguous strides. Zero padding along
 K adds exact zeros to every sum, so the values are those of the unpadded product. The
 decision shows in the buffers' reasons (the lowering event).
+
+Where the graph's backend has GEMM templates (Triton), the product is a `MatmulTemplate`
+(ir/template.py): the same extern call, which may become a Triton template with its
+pointwise consumers fused as the epilogue once the choice is made after lowering.
 """
 
 from __future__ import annotations
@@ -21,14 +25,20 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.fx import Node
 
+from compiler.devices import CUDA
+from compiler.features import Feature
 from compiler.ir.indexing import contiguous_strides, dense_strides_like
-from compiler.ir.nodes import Index, Stored, TensorValue
+from compiler.ir.nodes import ExternKernel, Index, Layout, Stored, TensorArg, TensorValue
+from compiler.ir.opnames import op_short
 from compiler.ir.ops import ops
+from compiler.ir.template import MatmulTemplate, Operand
+from compiler.lowering.common import LoweringContext
 from compiler.lowering.pointwise import broadcast_loader, upcast
 from compiler.lowering.registry import aten, register_lowering
 
-PAD_DEVICES = ("cuda",)  # where the product runs in cuBLAS
+PAD_DEVICES = (CUDA,)  # where the product runs in cuBLAS
 ALIGN_BYTES = 16  # cuBLAS's tensor-core kernels: leading dimensions in multiples of this
 # Below this many multiply-adds the padding copies (and their launches) cost more than
 # the unaligned kernel loses.
@@ -65,7 +75,8 @@ def _stride_of(x: TensorValue) -> Sequence[int]:
     return x.view.stride if isinstance(x, Stored) else contiguous_strides(x.size)
 
 
-def _zero_padded(g: Any, x: TensorValue, size: tuple[int, int], why: str) -> TensorValue:
+def _zero_padded(g: LoweringContext, x: TensorValue, size: tuple[int, int], why: str
+                ) -> TensorValue:
     """x (2-D) in the top-left corner of a zero tensor of `size`, stored in x's dim order."""
     if tuple(x.size) == size:
         return x
@@ -83,11 +94,50 @@ def _zero_padded(g: Any, x: TensorValue, size: tuple[int, int], why: str) -> Ten
                      stride=dense_strides_like(size, _stride_of(x)))
 
 
-def product(g: Any, a: TensorValue, b: TensorValue) -> TensorValue:
-    """a @ b for the current node, in cuBLAS (padded where `pad_plan` says)."""
+TEMPLATE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+INT32_MAX = (1 << 31) - 1  # the template's index arithmetic is 32-bit
+MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension (the template's batch)
+
+
+def _view(arg: TensorArg, like: Layout) -> Layout:
+    return Layout(like.device, like.dtype, arg.size, arg.stride, arg.offset)
+
+
+def _fits_int32(lay: Layout) -> bool:
+    return lay.storage_numel() <= INT32_MAX
+
+
+def offer_template(g: LoweringContext, result: Stored, a: TensorValue, b: TensorValue) -> Stored:
+    """The extern product `result` as a MatmulTemplate where the graph takes templates
+    and the template can compute it (float16 / bfloat16 / float32, one dtype, 32-bit
+    indices, a batch the grid holds); else `result` unchanged."""
+    ext = result.buffer
+    if Feature.MATMUL_TEMPLATES not in g.features or not isinstance(ext, ExternKernel) or \
+            a.dtype != b.dtype or a.dtype not in TEMPLATE_DTYPES or ext.dtype != a.dtype:
+        return result
+    ta, tb = ext.args[0], ext.args[1]
+    va = _view(ta, Layout(ext.device, a.dtype, (), ()))
+    vb = _view(tb, Layout(ext.device, b.dtype, (), ()))
+    if not all(_fits_int32(v) for v in (va, vb, ext.layout)):
+        return result
+    if len(ext.layout.size) == 3 and ext.layout.size[0] > MAX_GRID_Y:
+        return result  # the batch is the grid's second dimension
+    shape = " @ ".join("x".join(map(str, t.size)) for t in (ta, tb))
+    tem = MatmulTemplate(ext.name, ext.layout, ext.origins, ext.op, ext.args, ext.kwargs,
+                         ext.outputs, ext.fallback, a=Operand(ta.name, va),
+                         b=Operand(tb.name, vb),
+                         summary=f"{op_short(ext.op)} {shape} {str(a.dtype)[6:]}")
+    g.buffers[g.buffers.index(ext)] = tem
+    return Stored(tem, result.view)
+
+
+def product(g: LoweringContext, a: TensorValue, b: TensorValue) -> TensorValue:
+    """a @ b for the current node, in cuBLAS (padded where `pad_plan` says), or a GEMM
+    template (`offer_template`)."""
     plan = pad_plan(a, b) if len(a.size) == 2 and len(b.size) == 2 else None
     if plan is None:
-        return g.extern(aten.mm.default, (a, b), {}, fallback=False)
+        op = aten.mm.default if len(a.size) == 2 else aten.bmm.default
+        return offer_template(g, g.extern(op, (a, b), {}, fallback=False), a, b)
     (m, _k), (_, n) = a.size, b.size
     ap = _zero_padded(g, a, (m, plan.k), plan.why)
     bp = _zero_padded(g, b, (plan.k, plan.n), plan.why)
@@ -97,17 +147,33 @@ def product(g: Any, a: TensorValue, b: TensorValue) -> TensorValue:
 
 
 @register_lowering(aten.mm)
-def mm(g: Any, a: Any, b: Any) -> Any:
+def mm(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
+    return product(g, a, b)
+
+
+@register_lowering(aten.bmm)
+def bmm(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
     return product(g, a, b)
 
 
 @register_lowering(aten.addmm)
-def addmm(g: Any, bias: Any, a: Any, b: Any, beta: Any = 1, alpha: Any = 1) -> Any:
-    """mm in cuBLAS; the bias add stays lazy so it fuses with whatever follows."""
+def addmm(g: LoweringContext, node: Node, bias: Any, a: Any, b: Any, beta: Any = 1, alpha: Any = 1
+         ) -> Any:
+    """mm in cuBLAS; the bias add stays lazy so it fuses with whatever follows.
+
+    In float16/bfloat16 eager adds the bias inside the GEMM and rounds once, and what
+    follows reads that rounded value (F.gelu(F.linear(x, w, b)): the GELU's input is
+    bf16). A lazy add rounds the rounded product plus the bias a second time: where no
+    GEMM template (whose epilogue adds the bias to the float accumulator) is offered,
+    ATen's addmm computes it."""
     meta = g.out_meta()
-    saved = g.current.meta.get("val")
+    if upcast(meta.dtype) != meta.dtype and pad_plan(a, b) is None and \
+            Feature.MATMUL_TEMPLATES not in g.features:
+        return g.extern(aten.addmm.default, (bias, a, b), {"beta": beta, "alpha": alpha},
+                        fallback=False)
+    saved = node.meta.get("val")
     prod = product(g, a, b)
-    g.current.meta["val"] = saved
+    node.meta["val"] = saved
     size, dtype = tuple(meta.shape), meta.dtype
     cd = upcast(dtype)
     lb, lp = broadcast_loader(bias, size, cd), broadcast_loader(prod, size, cd)

@@ -11,19 +11,21 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch
+from torch.fx import Node
 
 from compiler.ir.nodes import Index, TensorValue
 from compiler.ir.ops import ops
+from compiler.lowering.common import LoweringContext
 from compiler.lowering.pointwise import upcast
 from compiler.lowering.reductions import reduce
 from compiler.lowering.registry import aten, prims, register_lowering
 
 
-def _meta(g: Any) -> torch.Tensor:
+def _meta(g: LoweringContext) -> torch.Tensor:
     return g.out_meta()
 
 
-def _filled(g: Any, value: Any) -> Any:
+def _filled(g: LoweringContext, value: Any) -> Any:
     """A tensor of the node's shape and dtype, every element `value`."""
     meta = _meta(g)
     dtype = meta.dtype
@@ -32,55 +34,57 @@ def _filled(g: Any, value: Any) -> Any:
 
 # One lowering per op, each reading its fill value from its own signature.
 @register_lowering(aten.zeros.default, aten.zeros_like, aten.new_zeros)
-def zeros(g: Any, *args: Any, **kwargs: Any) -> Any:
+def zeros(g: LoweringContext, node: Node, *args: Any, **kwargs: Any) -> Any:
     return _filled(g, 0)
 
 
 @register_lowering(aten.ones.default, aten.ones_like, aten.new_ones)
-def ones(g: Any, *args: Any, **kwargs: Any) -> Any:
+def ones(g: LoweringContext, node: Node, *args: Any, **kwargs: Any) -> Any:
     return _filled(g, 1)
 
 
 @register_lowering(aten.full.default, prims.full)
-def full(g: Any, size: Any, fill_value: Any, **kwargs: Any) -> Any:
+def full(g: LoweringContext, node: Node, size: Any, fill_value: Any, **kwargs: Any) -> Any:
     return _filled(g, fill_value)
 
 
 @register_lowering(aten.full_like)
-def full_like(g: Any, a: Any, fill_value: Any, **kwargs: Any) -> Any:
+def full_like(g: LoweringContext, node: Node, a: Any, fill_value: Any, **kwargs: Any) -> Any:
     return _filled(g, fill_value)
 
 
 @register_lowering(aten.new_full)
-def new_full(g: Any, a: Any, size: Any, fill_value: Any, **kwargs: Any) -> Any:
+def new_full(g: LoweringContext, node: Node, a: Any, size: Any, fill_value: Any, **kwargs: Any
+            ) -> Any:
     return _filled(g, fill_value)
 
 
 @register_lowering(aten.scalar_tensor)
-def scalar_tensor(g: Any, s: Any, **kwargs: Any) -> Any:
+def scalar_tensor(g: LoweringContext, node: Node, s: Any, **kwargs: Any) -> Any:
     return _filled(g, s)
 
 
 @register_lowering(aten.empty.memory_format, aten.empty_strided, aten.empty_permuted,
                    aten.empty_like, aten.new_empty, aten.new_empty_strided)
-def empty(g: Any, *args: Any, **kwargs: Any) -> Any:
+def empty(g: LoweringContext, node: Node, *args: Any, **kwargs: Any) -> Any:
     """Uninitialized memory: an allocation of the node's layout, no kernel."""
     return g.allocate("empty: allocated, values unspecified (nothing to compute)")
 
 
 @register_lowering(prims.iota)
-def iota(g: Any, length: Any, *, start: Any = 0, step: Any = 1, **kwargs: Any) -> Any:
+def iota(g: LoweringContext, node: Node, length: Any, *, start: Any = 0, step: Any = 1,
+         **kwargs: Any) -> Any:
     return _range(g, start, step)
 
 
 @register_lowering(aten.arange.start_step, aten.arange.default, aten.arange.start)
-def arange(g: Any, *args: Any, **kwargs: Any) -> Any:
+def arange(g: LoweringContext, node: Node, *args: Any, **kwargs: Any) -> Any:
     if len(args) >= 2:  # arange(start, end[, step])
         return _range(g, args[0], args[2] if len(args) > 2 else kwargs.get("step", 1))
     return _range(g, 0, 1)  # arange(end)
 
 
-def _range(g: Any, start: Any, step: Any) -> Any:
+def _range(g: LoweringContext, start: Any, step: Any) -> Any:
     meta = _meta(g)
     dtype = meta.dtype
 
@@ -94,7 +98,7 @@ def _range(g: Any, start: Any, step: Any) -> Any:
 
 
 @register_lowering(aten.cat)
-def cat(g: Any, tensors: Sequence[Any], dim: int = 0) -> Any:
+def cat(g: LoweringContext, node: Node, tensors: Sequence[Any], dim: int = 0) -> Any:
     meta = _meta(g)
     size = tuple(meta.shape)
     dim = dim + len(size) if dim < 0 else dim
@@ -136,7 +140,8 @@ def cat(g: Any, tensors: Sequence[Any], dim: int = 0) -> Any:
 
 
 @register_lowering(aten.constant_pad_nd)
-def constant_pad_nd(g: Any, x: TensorValue, pad: Sequence[int], value: float = 0.0) -> Any:
+def constant_pad_nd(g: LoweringContext, node: Node, x: TensorValue, pad: Sequence[int],
+                    value: float = 0.0) -> Any:
     meta = _meta(g)
     size = tuple(meta.shape)
     nd = len(size)
@@ -167,16 +172,23 @@ def constant_pad_nd(g: Any, x: TensorValue, pad: Sequence[int], value: float = 0
 
 # -- extern by design: vendor libraries do these best --------------------------------
 
-@register_lowering(aten.bmm, aten._convolution,
-                   aten.baddbmm, aten._scaled_dot_product_flash_attention,
-                   aten._scaled_dot_product_efficient_attention,
-                   aten._scaled_dot_product_cudnn_attention)
-def vendor(g: Any, *args: Any, **kwargs: Any) -> Any:
-    return g.extern(g.current.target, args, kwargs, fallback=False)
+# Fused attention and its backward: one kernel that never writes the (s x s) scores.
+ATTENTION = tuple(getattr(aten, n) for n in (
+    "_scaled_dot_product_flash_attention _scaled_dot_product_efficient_attention "
+    "_scaled_dot_product_cudnn_attention _scaled_dot_product_flash_attention_for_cpu "
+    "_scaled_dot_product_flash_attention_backward "
+    "_scaled_dot_product_efficient_attention_backward "
+    "_scaled_dot_product_cudnn_attention_backward "
+    "_scaled_dot_product_flash_attention_for_cpu_backward").split())
+
+
+@register_lowering(aten._convolution, aten.baddbmm, *ATTENTION)
+def vendor(g: LoweringContext, node: Node, *args: Any, **kwargs: Any) -> Any:
+    return g.extern(node.target, args, kwargs, fallback=False)
 
 
 @register_lowering(aten._trilinear)
-def trilinear(g: Any, i1: Any, i2: Any, i3: Any, expand1: Sequence[int],
+def trilinear(g: LoweringContext, node: Node, i1: Any, i2: Any, i3: Any, expand1: Sequence[int],
               expand2: Sequence[int], expand3: Sequence[int], sumdim: Sequence[int],
               unroll_dim: int = 1) -> Any:
     """sum over sumdim of i1 * i2 * i3, each unsqueezed at its expand dims (bilinear)."""

@@ -12,10 +12,19 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch.fx import Node
 
+from compiler.devices import CPU
 from compiler.ir.nodes import Index, TensorValue
 from compiler.ir.ops import ops, promote_types
-from compiler.lowering.registry import aten, prims, register_lowering, register_lowering_by_name
+from compiler.lowering.common import LoweringContext
+from compiler.lowering.registry import (
+    LoweringFn,
+    aten,
+    prims,
+    register_lowering,
+    register_lowering_by_name,
+)
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 
@@ -54,7 +63,7 @@ def broadcast_loader(
     return loader
 
 
-def pointwise(g: Any, fn: Callable[..., Any], *args: Any,
+def pointwise(g: LoweringContext, fn: Callable[..., Any], *args: Any,
               dtype: torch.dtype | None = None, meta: Any = None,
               compute: torch.dtype | None = None) -> Any:
     """Build a Lazy value computing fn(*loaded args) at each output index (`meta`: the
@@ -73,7 +82,7 @@ def pointwise(g: Any, fn: Callable[..., Any], *args: Any,
 
 
 def _register_simple(op_name: str, *targets: Any) -> None:
-    def lowering(g: Any, *args: Any, **kwargs: Any) -> Any:
+    def lowering(g: LoweringContext, node: Node, *args: Any, **kwargs: Any) -> Any:
         return pointwise(g, lambda *v: getattr(ops, op_name)(*v), *args)
 
     register_lowering(*targets)(lowering)
@@ -90,8 +99,8 @@ for _name in ("bitwise_and bitwise_or bitwise_xor").split():
     _register_simple(_name, getattr(aten, _name))
 
 
-def _logical(name: str) -> Callable[..., Any]:
-    def lowering(g: Any, *args: Any) -> Any:
+def _logical(name: str) -> LoweringFn:
+    def lowering(g: LoweringContext, node: Node, *args: Any) -> Any:
         # Operands are truth values first: logical_xor(True, 2.0) is False, not 1 != 2.
         meta = g.out_meta()
         size, out = tuple(meta.shape), meta.dtype
@@ -111,9 +120,9 @@ for _name in ("logical_and logical_or logical_xor logical_not").split():
 
 
 @register_lowering(aten.bitwise_not)
-def bitwise_not(g: Any, a: Any) -> Any:
+def bitwise_not(g: LoweringContext, node: Node, a: Any) -> Any:
     if a.dtype == torch.bool:  # ~ on a C++ bool promotes to int: ~true == -2, still true
-        return _logical("logical_not")(g, a)
+        return _logical("logical_not")(g, node, a)
     return pointwise(g, ops.bitwise_not, a)
 _register_simple("isnan", aten.isnan)
 _register_simple("isinf", aten.isinf)
@@ -121,19 +130,19 @@ _register_simple("round", aten.round.default)
 
 
 @register_lowering(aten.fmod)
-def fmod(g: Any, a: Any, b: Any) -> Any:
+def fmod(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
     return pointwise(g, ops.fmod, a, b)
 
 
 @register_lowering(aten.add, prims.add)
-def add(g: Any, a: Any, b: Any, alpha: Any = 1) -> Any:
+def add(g: LoweringContext, node: Node, a: Any, b: Any, alpha: Any = 1) -> Any:
     if alpha != 1:
         return pointwise(g, lambda x, y, s: ops.add(x, ops.mul(y, s)), a, b, alpha)
     return pointwise(g, ops.add, a, b)
 
 
 @register_lowering_by_name("prims::fma")
-def fma(g: Any, a: Any, b: Any, c: Any) -> Any:
+def fma(g: LoweringContext, node: Node, a: Any, b: Any, c: Any) -> Any:
     """a * b + c (addcmul/addcdiv decompose to it once Inductor is loaded, which defines
     prims.fma). A GPU contracts the two into one fused multiply-add, as eager's kernel
     does; the C++ compiler may or may not."""
@@ -141,29 +150,30 @@ def fma(g: Any, a: Any, b: Any, c: Any) -> Any:
 
 
 @register_lowering(aten.sub, prims.sub)
-def sub(g: Any, a: Any, b: Any, alpha: Any = 1) -> Any:
+def sub(g: LoweringContext, node: Node, a: Any, b: Any, alpha: Any = 1) -> Any:
     if alpha != 1:
         return pointwise(g, lambda x, y, s: ops.sub(x, ops.mul(y, s)), a, b, alpha)
     return pointwise(g, ops.sub, a, b)
 
 
 @register_lowering(aten.rsub)
-def rsub(g: Any, a: Any, b: Any, alpha: Any = 1) -> Any:
-    return sub(g, b, a, alpha)
+def rsub(g: LoweringContext, node: Node, a: Any, b: Any, alpha: Any = 1) -> Any:
+    return sub(g, node, b, a, alpha)
 
 
 @register_lowering(aten.mul, prims.mul)
-def mul(g: Any, a: Any, b: Any) -> Any:
+def mul(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
     return pointwise(g, ops.mul, a, b)
 
 
 @register_lowering(aten.div.Tensor, aten.div.Scalar, aten.true_divide, prims.div)
-def div(g: Any, a: Any, b: Any) -> Any:
+def div(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
     return pointwise(g, ops.truediv, a, b)
 
 
 @register_lowering(aten.div.Tensor_mode, aten.div.Scalar_mode)
-def div_mode(g: Any, a: Any, b: Any, rounding_mode: str | None = None) -> Any:
+def div_mode(g: LoweringContext, node: Node, a: Any, b: Any, rounding_mode: str | None = None
+            ) -> Any:
     if rounding_mode == "floor":
         if not g.out_meta().dtype.is_floating_point:
             return pointwise(g, ops.floordiv, a, b)
@@ -185,7 +195,7 @@ def _int_trunc_div(x: Any, y: Any) -> Any:
 
 
 @register_lowering(aten.remainder)
-def remainder(g: Any, a: Any, b: Any) -> Any:
+def remainder(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
     # Python semantics: the result takes the sign of the divisor.
     def fn(x: Any, y: Any) -> Any:
         r = ops.fmod(x, y)
@@ -197,7 +207,7 @@ def remainder(g: Any, a: Any, b: Any) -> Any:
 
 
 @register_lowering(aten.pow)
-def pow_(g: Any, a: Any, b: Any) -> Any:
+def pow_(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
     out = g.out_meta().dtype
     if not out.is_floating_point:
         return _int_pow(g, a, b)
@@ -217,7 +227,7 @@ def pow_(g: Any, a: Any, b: Any) -> Any:
     return pointwise(g, ops.pow, a, b)
 
 
-def _int_pow(g: Any, a: Any, b: Any) -> Any:
+def _int_pow(g: LoweringContext, a: Any, b: Any) -> Any:
     """Integer pow: exact repeated multiplication for small constant exponents; the rest
     (tensor exponents) is an integer `pow`, which backends compute by squaring (one that
     cannot is refused at lowering, and ATen computes the node)."""
@@ -242,26 +252,26 @@ def _int_pow(g: Any, a: Any, b: Any) -> Any:
 
 
 @register_lowering(aten.relu)
-def relu(g: Any, a: Any) -> Any:
+def relu(g: LoweringContext, node: Node, a: Any) -> Any:
     return pointwise(g, ops.relu, a)
 
 
 @register_lowering(aten.clamp)
-def clamp(g: Any, a: Any, lo: Any = None, hi: Any = None) -> Any:
+def clamp(g: LoweringContext, node: Node, a: Any, lo: Any = None, hi: Any = None) -> Any:
     return _clamp(g, a, lo, hi)
 
 
 @register_lowering(aten.clamp_min)
-def clamp_min(g: Any, a: Any, lo: Any) -> Any:
+def clamp_min(g: LoweringContext, node: Node, a: Any, lo: Any) -> Any:
     return _clamp(g, a, lo, None)
 
 
 @register_lowering(aten.clamp_max)
-def clamp_max(g: Any, a: Any, hi: Any) -> Any:
+def clamp_max(g: LoweringContext, node: Node, a: Any, hi: Any) -> Any:
     return _clamp(g, a, None, hi)
 
 
-def _clamp(g: Any, a: Any, lo: Any, hi: Any) -> Any:
+def _clamp(g: LoweringContext, a: Any, lo: Any, hi: Any) -> Any:
     args = [a] + [v for v in (lo, hi) if v is not None]
 
     def fn(x: Any, *bounds: Any) -> Any:
@@ -277,7 +287,7 @@ def _clamp(g: Any, a: Any, lo: Any, hi: Any) -> Any:
 
 @register_lowering(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf,
                    aten.where.Scalar, prims.where)
-def where(g: Any, cond: Any, a: Any, b: Any) -> Any:
+def where(g: LoweringContext, node: Node, cond: Any, a: Any, b: Any) -> Any:
     meta = g.out_meta()
     size, out = tuple(meta.shape), meta.dtype
     cd = upcast(out)
@@ -291,7 +301,8 @@ def where(g: Any, cond: Any, a: Any, b: Any) -> Any:
     return g.lazy(inner_fn, size, out, [v for v in (cond, a, b) if isinstance(v, TensorValue)])
 
 
-def _copy_of(g: Any, op: Any, src: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _copy_of(g: LoweringContext, op: Any, src: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+            ) -> Any:
     """`src`'s values in the node's shape and dtype; ATen copies between devices."""
     meta = g.out_meta()
     if isinstance(meta, torch.Tensor) and meta.device.type != _dev(src):
@@ -301,7 +312,7 @@ def _copy_of(g: Any, op: Any, src: Any, args: tuple[Any, ...], kwargs: dict[str,
 
 def _register_copy(op: Any) -> None:
     @register_lowering(op)
-    def copy_like(g: Any, a: Any, *args: Any, **kwargs: Any) -> Any:
+    def copy_like(g: LoweringContext, node: Node, a: Any, *args: Any, **kwargs: Any) -> Any:
         return _copy_of(g, op, a, (a, *args), kwargs)
 
 
@@ -311,22 +322,22 @@ for _op in (aten._to_copy, aten.clone, aten.lift_fresh_copy, prims.convert_eleme
 
 
 @register_lowering(aten.copy.default)
-def copy(g: Any, a: Any, src: Any, *args: Any, **kwargs: Any) -> Any:
+def copy(g: LoweringContext, node: Node, a: Any, src: Any, *args: Any, **kwargs: Any) -> Any:
     # copy(self, src): the result is src's values in self's shape
     return _copy_of(g, aten.copy.default, src, (a, src, *args), kwargs)
 
 
 def _dev(v: Any) -> str:
-    return v.device if isinstance(v, TensorValue) else "cpu"
+    return v.device if isinstance(v, TensorValue) else CPU
 
 
 @register_lowering(aten.fill.Scalar)
-def fill(g: Any, a: Any, value: Any) -> Any:
+def fill(g: LoweringContext, node: Node, a: Any, value: Any) -> Any:
     return pointwise(g, lambda: ops.constant(value, upcast(g.out_meta().dtype)))
 
 
 @register_lowering(aten.gelu)
-def gelu(g: Any, a: Any, approximate: str = "none") -> Any:
+def gelu(g: LoweringContext, node: Node, a: Any, approximate: str = "none") -> Any:
     def fn(x: Any) -> Any:
         c = lambda v: ops.constant(v, torch.float32)  # noqa: E731
         if approximate == "tanh":

@@ -20,10 +20,12 @@ from typing import Any
 
 import sympy
 import torch
+from torch.fx import Node
 
 from compiler.ir.indexing import FloorDiv, decompose
 from compiler.ir.nodes import Index, TensorValue
 from compiler.ir.ops import ops
+from compiler.lowering.common import LoweringContext
 from compiler.lowering.pointwise import upcast
 from compiler.lowering.reductions import reduce
 from compiler.lowering.registry import aten, register_lowering
@@ -77,7 +79,8 @@ def _expand(v: Any, n: int, default: Sequence[int] | None = None) -> list[int]:
     return v * n if len(v) == 1 else v
 
 
-def _window_values(g: Any, x: TensorValue, w: Windows, fill: Any, dtype: torch.dtype) -> Any:
+def _window_values(g: LoweringContext, x: TensorValue, w: Windows, fill: Any, dtype: torch.dtype
+                  ) -> Any:
     """The lazy (*batch, *out, *kernel) value: x in the window, `fill` outside it."""
     n = len(w.inputs)
     nb = len(x.size) - n
@@ -97,7 +100,7 @@ def _window_values(g: Any, x: TensorValue, w: Windows, fill: Any, dtype: torch.d
     return g.lazy(inner, size, dtype, [x])
 
 
-def _window_valid(g: Any, x: TensorValue, w: Windows) -> Any:
+def _window_valid(g: LoweringContext, x: TensorValue, w: Windows) -> Any:
     n = len(w.inputs)
     nb = len(x.size) - n
 
@@ -113,7 +116,7 @@ def _sum_dims(x: TensorValue, w: Windows) -> list[int]:
     return [nb + len(w.inputs) + d for d in range(len(w.inputs))]
 
 
-def _avg(g: Any, x: TensorValue, w: Windows, divisor: Callable[[Index], Any]) -> Any:
+def _avg(g: LoweringContext, x: TensorValue, w: Windows, divisor: Callable[[Index], Any]) -> Any:
     out = g.out_meta().dtype
     cd = upcast(out)
     total = reduce(g, _window_values(g, x, w, 0, cd), _sum_dims(x, w), False, "sum", cd, cd)
@@ -137,8 +140,8 @@ def _fixed(x: TensorValue, n: int, kernel_size: Any, stride: Any, padding: Any,
                    lambda d, o: o * st[d] - pa[d], di)
 
 
-def _avg_pool(g: Any, x: TensorValue, n: int, kernel_size: Any, stride: Any, padding: Any,
-              ceil_mode: bool, count_include_pad: bool, divisor_override: Any) -> Any:
+def _avg_pool(g: LoweringContext, x: TensorValue, n: int, kernel_size: Any, stride: Any,
+              padding: Any, ceil_mode: bool, count_include_pad: bool, divisor_override: Any) -> Any:
     w = _fixed(x, n, kernel_size, stride, padding, 1, list(g.out_meta().shape))
     pa = _expand(padding, n)
 
@@ -161,10 +164,10 @@ def _avg_pool(g: Any, x: TensorValue, n: int, kernel_size: Any, stride: Any, pad
 
 
 @register_lowering(aten.avg_pool2d, aten.avg_pool3d)
-def avg_pool(g: Any, x: TensorValue, kernel_size: Any, stride: Any = (), padding: Any = 0,
-             ceil_mode: bool = False, count_include_pad: bool = True,
+def avg_pool(g: LoweringContext, node: Node, x: TensorValue, kernel_size: Any, stride: Any = (),
+             padding: Any = 0, ceil_mode: bool = False, count_include_pad: bool = True,
              divisor_override: Any = None) -> Any:
-    n = 3 if g.current.target is aten.avg_pool3d.default else 2
+    n = 3 if node.target is aten.avg_pool3d.default else 2
     return _avg_pool(g, x, n, kernel_size, stride, padding, ceil_mode, count_include_pad,
                      divisor_override)
 
@@ -186,7 +189,8 @@ def _adaptive(x: TensorValue, output_size: Sequence[int]) -> Windows:
 
 
 @register_lowering(aten._adaptive_avg_pool3d, aten._adaptive_avg_pool2d)
-def adaptive_avg_pool(g: Any, x: TensorValue, output_size: Sequence[int]) -> Any:
+def adaptive_avg_pool(g: LoweringContext, node: Node, x: TensorValue, output_size: Sequence[int]
+                     ) -> Any:
     w = _adaptive(x, output_size)
 
     def divisor(outs: Index) -> Any:
@@ -199,7 +203,7 @@ def adaptive_avg_pool(g: Any, x: TensorValue, output_size: Sequence[int]) -> Any
     return _avg(g, x, w, divisor)
 
 
-def _max_pool(g: Any, x: TensorValue, w: Windows) -> tuple[Any, Any]:
+def _max_pool(g: LoweringContext, x: TensorValue, w: Windows) -> tuple[Any, Any]:
     """(values, flat input indices over the spatial dims), as eager computes them."""
     dtype = x.dtype
     if dtype != torch.bool and w.end is None and _prod(w.kernel) <= UNROLLED_WINDOW:
@@ -259,12 +263,11 @@ def _max_pool(g: Any, x: TensorValue, w: Windows) -> tuple[Any, Any]:
 
 # Fixed windows up to this many elements are one pointwise chain over the window, as
 # Inductor lowers them, instead of two reductions (max, then eager's NaN and index rule):
-# ResNet-50's 3x3 max pool on the H200 took 1.96 ms as the reductions (16-wide blocks for
-# 9 elements, 64-bit keys).
+# a reduction over 9 elements pads them to a 16-wide block and carries 64-bit keys.
 UNROLLED_WINDOW = 25
 
 
-def _max_pool_unrolled(g: Any, x: TensorValue, w: Windows) -> tuple[Any, Any]:
+def _max_pool_unrolled(g: LoweringContext, x: TensorValue, w: Windows) -> tuple[Any, Any]:
     """Eager's loop over the window in order: an element inside the input is taken when
     it is greater than the best so far or NaN (the first maximum, the last NaN); for the
     index, the first element inside the input is taken anyway (an all -inf window)."""
@@ -308,28 +311,30 @@ def _prod(xs: Sequence[int]) -> int:
 
 
 @register_lowering(aten.max_pool2d_with_indices, aten.max_pool3d_with_indices)
-def max_pool_with_indices(g: Any, x: TensorValue, kernel_size: Any, stride: Any = (),
-                          padding: Any = 0, dilation: Any = 1, ceil_mode: bool = False) -> Any:
-    n = 3 if g.current.target is aten.max_pool3d_with_indices.default else 2
+def max_pool_with_indices(g: LoweringContext, node: Node, x: TensorValue, kernel_size: Any,
+                          stride: Any = (), padding: Any = 0, dilation: Any = 1,
+                          ceil_mode: bool = False) -> Any:
+    n = 3 if node.target is aten.max_pool3d_with_indices.default else 2
     meta = g.out_meta()[0]
     return _max_pool(g, x, _fixed(x, n, kernel_size, stride, padding, dilation,
                                   list(meta.shape)))
 
 
 @register_lowering(aten.adaptive_max_pool2d, aten.adaptive_max_pool3d)
-def adaptive_max_pool(g: Any, x: TensorValue, output_size: Sequence[int]) -> Any:
+def adaptive_max_pool(g: LoweringContext, node: Node, x: TensorValue, output_size: Sequence[int]
+                     ) -> Any:
     return _max_pool(g, x, _adaptive(x, output_size))
 
 
 @register_lowering(aten.max_pool2d_with_indices_backward, aten.max_pool3d_with_indices_backward)
-def max_pool_backward(g: Any, grad: TensorValue, x: TensorValue, kernel_size: Any,
-                      stride: Any, padding: Any, dilation: Any, ceil_mode: bool,
+def max_pool_backward(g: LoweringContext, node: Node, grad: TensorValue, x: TensorValue,
+                      kernel_size: Any, stride: Any, padding: Any, dilation: Any, ceil_mode: bool,
                       indices: TensorValue) -> Any:
     """grad_input[p] = sum of grad[o] over the outputs o of p's plane whose index is p."""
-    n = 3 if g.current.target is aten.max_pool3d_with_indices_backward.default else 2
+    n = 3 if node.target is aten.max_pool3d_with_indices_backward.default else 2
     args = (grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices)
     plane_out = _prod(grad.size[-n:])
-    big = too_costly(g, x.numel(), plane_out, args, {})
+    big = too_costly(g, node, x.numel(), plane_out, args, {})
     if big is not None:
         return big
     out = g.out_meta().dtype

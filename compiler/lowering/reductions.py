@@ -13,20 +13,25 @@ from typing import Any
 
 import sympy
 import torch
+from torch.fx import Node
 
+from compiler.features import Feature
 from compiler.ir.indexing import decompose
 from compiler.ir.nodes import Index, Stored, TensorValue
 from compiler.ir.ops import ops
 from compiler.ir.ops import reduction_identity as identity
+from compiler.lowering.common import LoweringContext
 from compiler.lowering.pointwise import upcast
 from compiler.lowering.registry import aten, prims, register_lowering
+from compiler.lowering.views import remap
 
 SPLIT_MAX_OUTPUTS = 64  # split only when a reduction has at most this many outputs
 SPLIT_MIN_RNUMEL = 16384  # ... and at least this many elements per output
 SPLIT_CHUNK = 4096  # elements per row of the first pass: short enough to stay persistent
 SPLIT_MAX = 4096  # rows of the first pass (= elements the second pass reduces)
-COMBINE = {"sum": "sum", "prod": "prod", "max": "max", "min": "min", "any": "any",
-           "all": "all", "logsumexp": "logsumexp"}
+# Reductions whose partial results the second pass reduces the same way (not argmax/argmin:
+# their partials are indices).
+SPLITTABLE = frozenset({"sum", "prod", "max", "min", "any", "all", "logsumexp"})
 
 
 def _dims(dims: Any, ndim: int) -> list[int]:
@@ -39,7 +44,7 @@ def _dims(dims: Any, ndim: int) -> list[int]:
     return sorted({d + ndim if d < 0 else d for d in dims})
 
 
-def reduce(g: Any, x: TensorValue, dims: Any, keepdim: bool, rtype: str,
+def reduce(g: LoweringContext, x: TensorValue, dims: Any, keepdim: bool, rtype: str,
            out_dtype: torch.dtype | None = None, src_dtype: torch.dtype | None = None
            ) -> Stored:
     """Reduce `x` over `dims`; the result is a stored buffer of the keepdim shape."""
@@ -71,8 +76,8 @@ def reduce(g: Any, x: TensorValue, dims: Any, keepdim: bool, rtype: str,
         # Over nothing: the identity (sum 0, prod 1, any False, all True). Over a single
         # element per output (0-d input, dims of size one only): that element itself.
         stored = _trivial(g, x, out_size, rdims, rtype, src, out_dtype, value, rnumel == 0)
-    elif (g.split_reductions and rtype in COMBINE and numel <= SPLIT_MAX_OUTPUTS
-            and rnumel >= SPLIT_MIN_RNUMEL):
+    elif (Feature.SPLIT_REDUCTIONS in g.features and rtype in SPLITTABLE
+            and numel <= SPLIT_MAX_OUTPUTS and rnumel >= SPLIT_MIN_RNUMEL):
         stored = _split(g, x, out_size, rranges, rtype, src, out_dtype, value, full_index,
                         rnumel)
     else:
@@ -86,7 +91,7 @@ def reduce(g: Any, x: TensorValue, dims: Any, keepdim: bool, rtype: str,
                             stored.view.offset)
 
 
-def _trivial(g: Any, x: TensorValue, out_size: list[int], rdims: list[int], rtype: str,
+def _trivial(g: LoweringContext, x: TensorValue, out_size: list[int], rdims: list[int], rtype: str,
              src: torch.dtype, out_dtype: torch.dtype, value: Any, empty: bool) -> Stored:
     def inner(idx: Index) -> Any:
         if empty:
@@ -104,7 +109,7 @@ def _trivial(g: Any, x: TensorValue, out_size: list[int], rdims: list[int], rtyp
     return g.realize(lazy, reason)
 
 
-def _split(g: Any, x: TensorValue, out_size: list[int], rranges: list[int], rtype: str,
+def _split(g: LoweringContext, x: TensorValue, out_size: list[int], rranges: list[int], rtype: str,
            src: torch.dtype, out_dtype: torch.dtype, value: Any, full_index: Any,
            rnumel: int) -> Stored:
     splits = max(2, min(SPLIT_MAX, -(-rnumel // SPLIT_CHUNK)))
@@ -125,32 +130,33 @@ def _split(g: Any, x: TensorValue, out_size: list[int], rranges: list[int], rtyp
     first = g.reduction_buffer(node1, out_size + [splits], f"{how} (pass 1 of 2)")
     load1 = first.loader()
     node2 = g.make_reduction(lambda idx, ridx: load1(list(idx) + [ridx[0]]), out_size,
-                             [splits], COMBINE[rtype], out_dtype, src, [])
+                             [splits], rtype, out_dtype, src, [])
     return g.reduction_buffer(node2, out_size, f"{how} (pass 2 of 2)")
 
 
-def _out_dtype(g: Any) -> torch.dtype:
+def _out_dtype(g: LoweringContext) -> torch.dtype:
     meta = g.out_meta()
     return (meta[0] if isinstance(meta, (tuple, list)) else meta).dtype
 
 
 @register_lowering(aten.sum.dim_IntList, aten.sum.default, prims.sum)
-def sum_(g: Any, x: TensorValue, dims: Any = None, keepdim: bool = False,
+def sum_(g: LoweringContext, node: Node, x: TensorValue, dims: Any = None, keepdim: bool = False,
          dtype: torch.dtype | None = None, **kw: Any) -> Stored:
     return reduce(g, x, dims, keepdim, "sum", _out_dtype(g))
 
 
 @register_lowering(aten.prod.dim_int, aten.prod.default)
-def prod(g: Any, x: TensorValue, dim: Any = None, keepdim: bool = False, **kw: Any) -> Stored:
+def prod(g: LoweringContext, node: Node, x: TensorValue, dim: Any = None, keepdim: bool = False,
+         **kw: Any) -> Stored:
     return reduce(g, x, dim, keepdim, "prod", _out_dtype(g))
 
 
-def _isnan(g: Any, x: TensorValue) -> Any:
+def _isnan(g: LoweringContext, x: TensorValue) -> Any:
     load = x.loader()
     return g.lazy(lambda idx: ops.isnan(load(idx)), x.size, torch.bool, [x])
 
 
-def _nan_aware(g: Any, x: TensorValue, dims: Any, keepdim: bool, rtype: str,
+def _nan_aware(g: LoweringContext, node: Node, x: TensorValue, dims: Any, keepdim: bool, rtype: str,
                out_dtype: torch.dtype) -> Any:
     """max/min/argmax/argmin of floats as eager: a NaN anywhere in the row wins (argmax:
     the first NaN). Built from NaN-blind reductions plus `any(isnan)` and the index of the
@@ -158,7 +164,7 @@ def _nan_aware(g: Any, x: TensorValue, dims: Any, keepdim: bool, rtype: str,
     one kernel (same iteration space)."""
     best = reduce(g, x, dims, keepdim, rtype, out_dtype, None if rtype in ("max", "min")
                   else x.dtype)
-    if not x.dtype.is_floating_point or _only_shifts_its_input(g):
+    if not x.dtype.is_floating_point or _only_shifts_its_input(g, node):
         return best
     nan = _isnan(g, x)
     has_nan = reduce(g, nan, dims, keepdim, "any", torch.bool, torch.bool)
@@ -178,12 +184,11 @@ def _nan_aware(g: Any, x: TensorValue, dims: Any, keepdim: bool, rtype: str,
     return g.lazy(inner, best.size, out_dtype, [])
 
 
-def _only_shifts_its_input(g: Any) -> bool:
+def _only_shifts_its_input(g: LoweringContext, node: Node) -> bool:
     """True for the max inside softmax / log_softmax (`x - amax(x)`, then a sum of exp over
     the row): a NaN in the row already makes the whole row NaN there, so this max need not
     carry it. Decided from the op the decomposition came from, not from the graph's shape."""
-    node = g.current
-    if node is None or not node.users or not node.args:
+    if not node.users or not node.args:
         return False
     whole = getattr(node.meta.get("original_aten"), "overloadpacket", None)
     if whole not in (aten._softmax, aten._log_softmax):
@@ -193,90 +198,101 @@ def _only_shifts_its_input(g: Any) -> bool:
 
 
 @register_lowering(aten.amax, prims.amax)
-def amax(g: Any, x: TensorValue, dims: Any = None, keepdim: bool = False) -> Any:
-    return _nan_aware(g, x, dims, keepdim, "max", _out_dtype(g))
+def amax(g: LoweringContext, node: Node, x: TensorValue, dims: Any = None, keepdim: bool = False
+        ) -> Any:
+    return _nan_aware(g, node, x, dims, keepdim, "max", _out_dtype(g))
 
 
 @register_lowering(aten.amin, prims.amin)
-def amin(g: Any, x: TensorValue, dims: Any = None, keepdim: bool = False) -> Any:
-    return _nan_aware(g, x, dims, keepdim, "min", _out_dtype(g))
+def amin(g: LoweringContext, node: Node, x: TensorValue, dims: Any = None, keepdim: bool = False
+        ) -> Any:
+    return _nan_aware(g, node, x, dims, keepdim, "min", _out_dtype(g))
 
 
 @register_lowering(aten.any.dim, aten.any.dims, aten.any.default)
-def any_(g: Any, x: TensorValue, dim: Any = None, keepdim: bool = False) -> Stored:
+def any_(g: LoweringContext, node: Node, x: TensorValue, dim: Any = None, keepdim: bool = False
+        ) -> Stored:
     return reduce(g, x, dim, keepdim, "any", torch.bool, torch.bool)
 
 
 @register_lowering(aten.all.dim, aten.all.dims, aten.all.default)
-def all_(g: Any, x: TensorValue, dim: Any = None, keepdim: bool = False) -> Stored:
+def all_(g: LoweringContext, node: Node, x: TensorValue, dim: Any = None, keepdim: bool = False
+        ) -> Stored:
     return reduce(g, x, dim, keepdim, "all", torch.bool, torch.bool)
 
 
 @register_lowering(aten.argmax)
-def argmax(g: Any, x: TensorValue, dim: int | None = None, keepdim: bool = False) -> Any:
-    return _arg_reduce(g, x, dim, keepdim, "argmax")
+def argmax(g: LoweringContext, node: Node, x: TensorValue, dim: int | None = None,
+           keepdim: bool = False) -> Any:
+    return _arg_reduce(g, node, x, dim, keepdim, "argmax")
 
 
 @register_lowering(aten.argmin)
-def argmin(g: Any, x: TensorValue, dim: int | None = None, keepdim: bool = False) -> Any:
-    return _arg_reduce(g, x, dim, keepdim, "argmin")
+def argmin(g: LoweringContext, node: Node, x: TensorValue, dim: int | None = None,
+           keepdim: bool = False) -> Any:
+    return _arg_reduce(g, node, x, dim, keepdim, "argmin")
 
 
-def _arg_reduce(g: Any, x: TensorValue, dim: int | None, keepdim: bool, rtype: str) -> Any:
+def _arg_reduce(g: LoweringContext, node: Node, x: TensorValue, dim: int | None, keepdim: bool,
+                rtype: str) -> Any:
     if dim is None:
-        from compiler.lowering.views import remap
-
         n = x.numel()
         flat = remap(g, x, [n], lambda idx: decompose(idx[0], list(x.size)))
-        out = _nan_aware(g, flat, [0], False, rtype, torch.int64)
+        out = _nan_aware(g, node, flat, [0], False, rtype, torch.int64)
         if not keepdim:
             return out
-        from compiler.lowering.views import remap as remap_
-
-        return remap_(g, out, [1] * len(x.size), lambda idx: [])
-    return _nan_aware(g, x, [dim], keepdim, rtype, torch.int64)
+        return remap(g, out, [1] * len(x.size), lambda idx: [])
+    return _nan_aware(g, node, x, [dim], keepdim, rtype, torch.int64)
 
 
-def _extreme(g: Any, x: TensorValue, dims: Any, keepdim: bool, rtype: str) -> Any:
+def _extreme(g: LoweringContext, node: Node, x: TensorValue, dims: Any, keepdim: bool, rtype: str
+            ) -> Any:
     """max/min values as eager's; bools through int8 (no backend reduces bools by max)."""
     if x.dtype != torch.bool:
-        return _nan_aware(g, x, dims, keepdim, rtype, x.dtype)
+        return _nan_aware(g, node, x, dims, keepdim, rtype, x.dtype)
     small = _int8(g, x)
     best = reduce(g, small, dims, keepdim, rtype, torch.int8, torch.int8)
     lb = best.loader()
     return g.lazy(lambda idx: ops.to_dtype(lb(idx), torch.bool), best.size, torch.bool, [best])
 
 
-def _int8(g: Any, x: TensorValue) -> Any:
+def _int8(g: LoweringContext, x: TensorValue) -> Any:
     load = x.loader()
     return g.lazy(lambda idx: ops.to_dtype(load(idx), torch.int8), x.size, torch.int8, [x])
 
 
-@register_lowering(aten.max.dim)
-def max_dim(g: Any, x: TensorValue, dim: int, keepdim: bool = False) -> tuple[Any, Any]:
+def _extreme_dim(g: LoweringContext, node: Node, x: TensorValue, dim: int, keepdim: bool,
+                 rtype: str) -> tuple[Any, Any]:
     """(values, indices) as eager: a NaN wins and its first index is returned."""
     src = _int8(g, x) if x.dtype == torch.bool else x
-    return _extreme(g, x, [dim], keepdim, "max"), _arg_reduce(g, src, dim, keepdim, "argmax")
+    return (_extreme(g, node, x, [dim], keepdim, rtype),
+            _arg_reduce(g, node, src, dim, keepdim, f"arg{rtype}"))
+
+
+@register_lowering(aten.max.dim)
+def max_dim(g: LoweringContext, node: Node, x: TensorValue, dim: int, keepdim: bool = False
+           ) -> tuple[Any, Any]:
+    return _extreme_dim(g, node, x, dim, keepdim, "max")
 
 
 @register_lowering(aten.min.dim)
-def min_dim(g: Any, x: TensorValue, dim: int, keepdim: bool = False) -> tuple[Any, Any]:
-    src = _int8(g, x) if x.dtype == torch.bool else x
-    return _extreme(g, x, [dim], keepdim, "min"), _arg_reduce(g, src, dim, keepdim, "argmin")
+def min_dim(g: LoweringContext, node: Node, x: TensorValue, dim: int, keepdim: bool = False
+           ) -> tuple[Any, Any]:
+    return _extreme_dim(g, node, x, dim, keepdim, "min")
 
 
 @register_lowering(aten.max.default)
-def max_all(g: Any, x: TensorValue) -> Any:
-    return _extreme(g, x, None, False, "max")
+def max_all(g: LoweringContext, node: Node, x: TensorValue) -> Any:
+    return _extreme(g, node, x, None, False, "max")
 
 
 @register_lowering(aten.min.default)
-def min_all(g: Any, x: TensorValue) -> Any:
-    return _extreme(g, x, None, False, "min")
+def min_all(g: LoweringContext, node: Node, x: TensorValue) -> Any:
+    return _extreme(g, node, x, None, False, "min")
 
 
 @register_lowering(aten.mean.dim, aten.mean.default)
-def mean(g: Any, x: TensorValue, dims: Any = None, keepdim: bool = False,
+def mean(g: LoweringContext, node: Node, x: TensorValue, dims: Any = None, keepdim: bool = False,
          dtype: torch.dtype | None = None) -> Any:
     out = _out_dtype(g)
     total = reduce(g, x, dims, keepdim, "sum", upcast(out), upcast(out))
@@ -295,7 +311,7 @@ def _count(x: TensorValue, dims: Any) -> int:
     return n
 
 
-def _scale(g: Any, total: Stored, factor: float, out: torch.dtype) -> Any:
+def _scale(g: LoweringContext, total: Stored, factor: float, out: torch.dtype) -> Any:
     load = total.loader()
     cd = total.dtype
     if not math.isfinite(factor):
@@ -308,7 +324,7 @@ def _scale(g: Any, total: Stored, factor: float, out: torch.dtype) -> Any:
     return g.lazy(inner, total.size, out, [])
 
 
-def _divide(g: Any, total: Stored, divisor: float, out: torch.dtype) -> Any:
+def _divide(g: LoweringContext, total: Stored, divisor: float, out: torch.dtype) -> Any:
     if divisor > 0:
         return _scale(g, total, 1.0 / divisor, out)
     load = total.loader()
@@ -321,7 +337,7 @@ def _divide(g: Any, total: Stored, divisor: float, out: torch.dtype) -> Any:
     return g.lazy(inner, total.size, out, [])
 
 
-def variance(g: Any, x: TensorValue, dims: Any, correction: float, keepdim: bool
+def variance(g: LoweringContext, x: TensorValue, dims: Any, correction: float, keepdim: bool
              ) -> tuple[Any, Any]:
     """(var, mean) from two sums: mean first, then the sum of squared deviations."""
     out = x.dtype
@@ -346,8 +362,6 @@ def variance(g: Any, x: TensorValue, dims: Any, correction: float, keepdim: bool
     var = _divide(g, ssq, dof, out)
     mean_out = _scale(g, total, _inv(n), out)
     if not keepdim:
-        from compiler.lowering.views import remap
-
         keep = [s for k, s in enumerate(x.size) if k not in rdims]
         inner = mean_out
 
@@ -360,13 +374,13 @@ def variance(g: Any, x: TensorValue, dims: Any, correction: float, keepdim: bool
 
 
 @register_lowering(aten.var.correction, aten.var.dim, prims.var)
-def var(g: Any, x: TensorValue, dims: Any = None, unbiased: Any = None,
+def var(g: LoweringContext, node: Node, x: TensorValue, dims: Any = None, unbiased: Any = None,
         keepdim: bool = False, *, correction: Any = None) -> Any:
     return variance(g, x, dims, _correction(unbiased, correction), keepdim)[0]
 
 
 @register_lowering(aten.var_mean.correction, aten.var_mean.dim)
-def var_mean(g: Any, x: TensorValue, dims: Any = None, unbiased: Any = None,
+def var_mean(g: LoweringContext, node: Node, x: TensorValue, dims: Any = None, unbiased: Any = None,
              keepdim: bool = False, *, correction: Any = None) -> Any:
     return variance(g, x, dims, _correction(unbiased, correction), keepdim)
 

@@ -1,25 +1,40 @@
 """The lowering table: `@register_lowering(aten.add)` maps ATen ops to IR builders.
 
-A lowering is `fn(g, *args, **kwargs)`: `g` is the GraphLowering driving this graph
-(passed explicitly; there is no global graph), tensors arrive as `TensorValue`s and it
-returns a TensorValue (or a tuple of them). Lowerings never emit code.
+A lowering is `fn(g, node, *args, **kwargs)`: `g` is the graph being lowered, typed as
+the LoweringContext protocol (lowering/common.py; passed explicitly, there is no global
+graph), `node` the FX node it lowers; the node's arguments follow, tensors as
+`TensorValue`s, and it returns a TensorValue (or a tuple of them). Lowerings never emit
+code. Registering a function whose second parameter is not `node` fails at import, so a
+lowering written against another signature is found at once.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Concatenate
 
 import torch
+from torch.fx import Node
 
-LoweringFn = Callable[..., Any]
+from compiler.lowering.common import LoweringContext
+
+LoweringFn = Callable[Concatenate[LoweringContext, Node, ...], Any]
 LOWERINGS: dict[Any, LoweringFn] = {}
 aten = torch.ops.aten
 prims = torch.ops.prims
 
 
+def _check_signature(fn: LoweringFn) -> None:
+    params = list(inspect.signature(fn).parameters)
+    if params[:2] != ["g", "node"]:
+        raise TypeError(f"lowering {fn.__qualname__} takes ({', '.join(params[:2])}, ...): "
+                        "a lowering is fn(g, node, *args, **kwargs)")
+
+
 def register_lowering(*ops: Any) -> Callable[[LoweringFn], LoweringFn]:
     def decorator(fn: LoweringFn) -> LoweringFn:
+        _check_signature(fn)
         for op in ops:
             LOWERINGS[op] = fn
         return fn
@@ -34,6 +49,7 @@ LOWERINGS_BY_NAME: dict[str, LoweringFn] = {}
 
 def register_lowering_by_name(*names: str) -> Callable[[LoweringFn], LoweringFn]:
     def decorator(fn: LoweringFn) -> LoweringFn:
+        _check_signature(fn)
         for name in names:
             LOWERINGS_BY_NAME[name] = fn
         return fn

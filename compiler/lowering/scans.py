@@ -13,9 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.fx import Node
 
 from compiler.ir.nodes import Index, TensorValue
 from compiler.ir.ops import ops
+from compiler.lowering.common import LoweringContext, row_pair
 from compiler.lowering.pointwise import upcast
 from compiler.lowering.reductions import _nan_aware, reduce
 from compiler.lowering.registry import aten, register_lowering
@@ -24,7 +26,7 @@ from compiler.lowering.scatter import I64, too_costly
 MASKED = {"sum": 0, "prod": 1, "max": float("-inf"), "min": float("inf")}
 
 
-def _prefix(g: Any, x: TensorValue, dim: int, cd: torch.dtype, rtype: str) -> Any:
+def _prefix(g: LoweringContext, x: TensorValue, dim: int, cd: torch.dtype, rtype: str) -> Any:
     """A lazy [*x.size, n]: x[.., j, ..] at [.., i, .., j] for j <= i, else the identity."""
     n = len(x.size)
     lx = x.loader()
@@ -48,7 +50,7 @@ def _prefix(g: Any, x: TensorValue, dim: int, cd: torch.dtype, rtype: str) -> An
     return g.lazy(inner, list(x.size) + [x.size[dim]], cd, [x])
 
 
-def _early(g: Any, x: TensorValue, dim: int) -> tuple[Any, int]:
+def _early(g: LoweringContext, node: Node, x: TensorValue, dim: int) -> tuple[Any, int]:
     """(a result needing no scan, else None; the normalized dim): ATen for a scan too long
     for its dense form, the element itself for a 0-d input."""
     if not x.size:
@@ -62,11 +64,11 @@ def _early(g: Any, x: TensorValue, dim: int) -> tuple[Any, int]:
 
         return g.lazy(inner, [], out.dtype, [x]), -1
     dim = dim % len(x.size)
-    return too_costly(g, x.numel(), x.size[dim], (x, dim), {}), dim
+    return too_costly(g, node, x.numel(), x.size[dim], (x, dim), {}), dim
 
 
-def _scan(g: Any, x: TensorValue, dim: int, rtype: str) -> Any:
-    early, dim = _early(g, x, dim)
+def _scan(g: LoweringContext, node: Node, x: TensorValue, dim: int, rtype: str) -> Any:
+    early, dim = _early(g, node, x, dim)
     if early is not None:
         return early
     out = g.out_meta().dtype
@@ -75,20 +77,20 @@ def _scan(g: Any, x: TensorValue, dim: int, rtype: str) -> Any:
 
 
 @register_lowering(aten.cumsum)
-def cumsum(g: Any, x: TensorValue, dim: int, *, dtype: Any = None) -> Any:
-    return _scan(g, x, dim, "sum")
+def cumsum(g: LoweringContext, node: Node, x: TensorValue, dim: int, *, dtype: Any = None) -> Any:
+    return _scan(g, node, x, dim, "sum")
 
 
 @register_lowering(aten.cumprod)
-def cumprod(g: Any, x: TensorValue, dim: int, *, dtype: Any = None) -> Any:
-    return _scan(g, x, dim, "prod")
+def cumprod(g: LoweringContext, node: Node, x: TensorValue, dim: int, *, dtype: Any = None) -> Any:
+    return _scan(g, node, x, dim, "prod")
 
 
 @register_lowering(aten.logcumsumexp)
-def logcumsumexp(g: Any, x: TensorValue, dim: int) -> Any:
+def logcumsumexp(g: LoweringContext, node: Node, x: TensorValue, dim: int) -> Any:
     """log(sum_{j<=i} exp(x_j - m_i)) + m_i with m_i the prefix max (0 where it is
     infinite, so all -inf gives -inf and a +inf gives +inf, as eager)."""
-    early, dim = _early(g, x, dim)
+    early, dim = _early(g, node, x, dim)
     if early is not None:
         return early
     out = g.out_meta().dtype
@@ -121,25 +123,23 @@ def logcumsumexp(g: Any, x: TensorValue, dim: int) -> Any:
     return g.lazy(inner, x.size, out, [total, best])
 
 
-def _cum_extreme(g: Any, x: TensorValue, dim: int, rtype: str) -> Any:
+def _cum_extreme(g: LoweringContext, node: Node, x: TensorValue, dim: int, rtype: str) -> Any:
     """(values, indices) of cummax/cummin as eager: ties and NaNs take the last index."""
     if x.dtype == torch.bool:
-        return g.extern(g.current.target, (x, dim), {}, fallback=True,
+        return g.extern(node.target, (x, dim), {}, fallback=True,
                         reason="running max/min of bool values")
-    early, dim = _early(g, x, dim)
+    early, dim = _early(g, node, x, dim)
     if early is not None:
         if dim >= 0:
             return early
         return early, g.lazy(lambda idx: ops.constant(0, I64), [], I64, [])
     n = len(x.size)
-    values = _nan_aware(g, _prefix(g, x, dim, x.dtype, rtype), [n], False, rtype, x.dtype)
+    values = _nan_aware(g, node, _prefix(g, x, dim, x.dtype, rtype), [n], False, rtype, x.dtype)
     lv, lx = values.loader(), x.loader()
     floating = x.dtype.is_floating_point
 
     def last(idx: Index) -> Any:
-        p, j = list(idx[:n]), idx[n]
-        src = list(p)
-        src[dim] = j
+        p, src, j = row_pair(idx, n, dim)
         v, best = lx(src), lv(p)
         hit = ops.eq(v, best)
         if floating:
@@ -153,10 +153,10 @@ def _cum_extreme(g: Any, x: TensorValue, dim: int, rtype: str) -> Any:
 
 
 @register_lowering(aten.cummax)
-def cummax(g: Any, x: TensorValue, dim: int) -> Any:
-    return _cum_extreme(g, x, dim, "max")
+def cummax(g: LoweringContext, node: Node, x: TensorValue, dim: int) -> Any:
+    return _cum_extreme(g, node, x, dim, "max")
 
 
 @register_lowering(aten.cummin)
-def cummin(g: Any, x: TensorValue, dim: int) -> Any:
-    return _cum_extreme(g, x, dim, "min")
+def cummin(g: LoweringContext, node: Node, x: TensorValue, dim: int) -> Any:
+    return _cum_extreme(g, node, x, dim, "min")

@@ -24,10 +24,12 @@ from typing import Any
 
 import sympy
 import torch
+from torch.fx import Node
 
 from compiler.ir.indexing import contiguous_strides, decompose
 from compiler.ir.nodes import Index, TensorValue
 from compiler.ir.ops import ops
+from compiler.lowering.common import LoweringContext
 from compiler.lowering.pointwise import broadcast_loader, upcast
 from compiler.lowering.reductions import reduce
 from compiler.lowering.registry import aten, register_lowering
@@ -46,28 +48,28 @@ def _is(coord: Any, value: Any) -> Any:
     return ops.eq(ops.index_expr(coord, I64), value)
 
 
-def too_costly(g: Any, numel: int, candidates: int, args: tuple[Any, ...],
+def too_costly(g: LoweringContext, node: Node, numel: int, candidates: int, args: tuple[Any, ...],
              kwargs: dict[str, Any]) -> Any:
     """ATen (with the reason) where the dense form would cost too much, else None. The
     dense forms (scatters, scans, sorts) all use this one limit."""
     if numel * candidates <= DENSE_SCATTER_MAX:
         return None
-    return g.extern(g.current.target, args, kwargs, fallback=True,
+    return g.extern(node.target, args, kwargs, fallback=True,
                     reason=f"dense form would cost {numel} outputs x {candidates} candidates "
                            f"(> {DENSE_SCATTER_MAX})")
 
 
-def refused(g: Any, x: TensorValue, numel: int, candidates: int, mode: str,
+def refused(g: LoweringContext, node: Node, x: TensorValue, numel: int, candidates: int, mode: str,
             args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """ATen (with the reason) for what the dense form does not do, else None: too costly,
     or combining bool values (eager's bool add is an or; not lowered)."""
     if x.dtype == torch.bool and mode != "last":
-        return g.extern(g.current.target, args, kwargs, fallback=True,
+        return g.extern(node.target, args, kwargs, fallback=True,
                         reason=f"{mode} of bool values")
-    return too_costly(g, numel, candidates, args, kwargs)
+    return too_costly(g, node, numel, candidates, args, kwargs)
 
 
-def _gathered(g: Any, x: TensorValue, out: torch.dtype, candidates: int,
+def _gathered(g: LoweringContext, x: TensorValue, out: torch.dtype, candidates: int,
               match: Callable[[Index, Any], Any], source: Callable[[Index, Any], Any],
               mode: str, include_self: bool = True) -> Any:
     """out[p] from the candidates j = 0..candidates-1 with match(p, j) true.
@@ -154,7 +156,7 @@ def _gathered(g: Any, x: TensorValue, out: torch.dtype, candidates: int,
 # -- index_put -------------------------------------------------------------------------
 
 @register_lowering(aten.index_put, aten._unsafe_index_put)
-def index_put(g: Any, x: TensorValue, indices: Sequence[Any], values: Any,
+def index_put(g: LoweringContext, node: Node, x: TensorValue, indices: Sequence[Any], values: Any,
               accumulate: bool = False) -> Any:
     args = (x, indices, values, accumulate)
     positions = [k for k, t in enumerate(indices) if t is not None]
@@ -170,12 +172,12 @@ def index_put(g: Any, x: TensorValue, indices: Sequence[Any], values: Any,
             _same_for_every_hit(values, len(x.size) - positions[0] - len(tensors[0].size)):
         return _mask_put(g, x, tensors[0], positions[0], values, accumulate)
     if why:
-        return g.extern(g.current.target, args, {}, fallback=True, reason=why)
+        return g.extern(node.target, args, {}, fallback=True, reason=why)
     bshape = list(torch.broadcast_shapes(*[tuple(t.size) for t in tensors]))
     k = 1
     for s in bshape:
         k *= s
-    big = too_costly(g, x.numel(), k, args, {})
+    big = too_costly(g, node, x.numel(), k, args, {})
     if big is not None:
         return big
     first, npos, nb = positions[0], len(positions), len(bshape)
@@ -211,7 +213,7 @@ def _same_for_every_hit(values: Any, trailing: int) -> bool:
     return k < 0 or values.size[k] == 1
 
 
-def _mask_put(g: Any, x: TensorValue, mask: TensorValue, first: int, values: Any,
+def _mask_put(g: LoweringContext, x: TensorValue, mask: TensorValue, first: int, values: Any,
               accumulate: bool) -> Any:
     """x[..., mask, ...] = v (or += v) where v is the same for every hit: a where."""
     cd = upcast(x.dtype)
@@ -233,12 +235,12 @@ def _mask_put(g: Any, x: TensorValue, mask: TensorValue, first: int, values: Any
 
 
 @register_lowering(aten.put)
-def put(g: Any, x: TensorValue, index: TensorValue, source: TensorValue,
+def put(g: LoweringContext, node: Node, x: TensorValue, index: TensorValue, source: TensorValue,
         accumulate: bool = False) -> Any:
     """x.flatten()[index] = source.flatten() (or +=), in x's shape."""
     args = (x, index, source, accumulate)
     k, numel = index.numel(), x.numel()
-    big = refused(g, x, numel, k, "sum" if accumulate else "last", args, {})
+    big = refused(g, node, x, numel, k, "sum" if accumulate else "last", args, {})
     if big is not None:
         return big
     li, ls = index.loader(), source.loader()
@@ -257,14 +259,14 @@ def put(g: Any, x: TensorValue, index: TensorValue, source: TensorValue,
 
 
 @register_lowering(aten.index_reduce)
-def index_reduce(g: Any, x: TensorValue, dim: int, index: TensorValue, src: TensorValue,
-                 reduce_: str, *, include_self: bool = True) -> Any:
+def index_reduce(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: TensorValue,
+                 src: TensorValue, reduce_: str, *, include_self: bool = True) -> Any:
     """out[..., p, ...] reduces x there with src[..., j, ...] for every j: index[j] == p."""
     args = (x, dim, index, src, reduce_)
     n = len(x.size)
     dim = dim % n if n else 0
     length = index.numel()
-    big = refused(g, x, x.numel(), length, reduce_, args, {"include_self": include_self})
+    big = refused(g, node, x, x.numel(), length, reduce_, args, {"include_self": include_self})
     if big is not None:
         return big
     li, ls = index.loader(), src.loader()
@@ -283,14 +285,15 @@ def index_reduce(g: Any, x: TensorValue, dim: int, index: TensorValue, src: Tens
 
 
 @register_lowering(aten.masked_scatter)
-def masked_scatter(g: Any, x: TensorValue, mask: TensorValue, source: TensorValue) -> Any:
+def masked_scatter(g: LoweringContext, node: Node, x: TensorValue, mask: TensorValue,
+                   source: TensorValue) -> Any:
     """out[p] = source.flatten()[number of True in mask before p] where mask[p], else x:
     the count is a reduction over the flat positions up to p."""
     size = list(g.out_meta().shape)
     numel = 1
     for s in size:
         numel *= s
-    big = too_costly(g, numel, numel, (x, mask, source), {})
+    big = too_costly(g, node, numel, numel, (x, mask, source), {})
     if big is not None:
         return big
     lm = broadcast_loader(mask, size, torch.bool)
@@ -326,8 +329,8 @@ def masked_scatter(g: Any, x: TensorValue, mask: TensorValue, source: TensorValu
 
 # -- scatter, scatter_add, scatter_reduce ----------------------------------------------
 
-def _scatter(g: Any, x: TensorValue, dim: int, index: TensorValue, src: Any, mode: str,
-             include_self: bool, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _scatter(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: TensorValue, src: Any,
+             mode: str, include_self: bool, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     n = len(x.size)
     dim = dim + n if dim < 0 and n else dim
     if n == 0 or not index.size:  # 0-d: index and src are scalars along "dim 0"
@@ -335,7 +338,7 @@ def _scatter(g: Any, x: TensorValue, dim: int, index: TensorValue, src: Any, mod
     else:
         xs, isz = list(x.size), list(index.size)
     length = isz[dim]
-    big = refused(g, x, x.numel(), length, mode, args, kwargs)
+    big = refused(g, node, x, x.numel(), length, mode, args, kwargs)
     if big is not None:
         return big
     li = index.loader()
@@ -375,35 +378,37 @@ def _scatter(g: Any, x: TensorValue, dim: int, index: TensorValue, src: Any, mod
 
 
 @register_lowering(aten.scatter.src, aten.scatter.value)
-def scatter(g: Any, x: TensorValue, dim: int, index: TensorValue, src: Any) -> Any:
-    return _scatter(g, x, dim, index, src, "last", True, (x, dim, index, src), {})
+def scatter(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: TensorValue, src: Any
+           ) -> Any:
+    return _scatter(g, node, x, dim, index, src, "last", True, (x, dim, index, src), {})
 
 
 @register_lowering(aten.scatter.reduce, aten.scatter.value_reduce)
-def scatter_reduce_old(g: Any, x: TensorValue, dim: int, index: TensorValue, src: Any,
-                       *, reduce: str) -> Any:
+def scatter_reduce_old(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: TensorValue,
+                       src: Any, *, reduce: str) -> Any:
     mode = {"add": "sum", "multiply": "prod"}[reduce]
-    return _scatter(g, x, dim, index, src, mode, True, (x, dim, index, src),
+    return _scatter(g, node, x, dim, index, src, mode, True, (x, dim, index, src),
                     {"reduce": reduce})
 
 
 @register_lowering(aten.scatter_add)
-def scatter_add(g: Any, x: TensorValue, dim: int, index: TensorValue, src: Any) -> Any:
-    return _scatter(g, x, dim, index, src, "sum", True, (x, dim, index, src), {})
+def scatter_add(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: TensorValue,
+                src: Any) -> Any:
+    return _scatter(g, node, x, dim, index, src, "sum", True, (x, dim, index, src), {})
 
 
 @register_lowering(aten.scatter_reduce.two)
-def scatter_reduce(g: Any, x: TensorValue, dim: int, index: TensorValue, src: Any,
-                   reduce: str, *, include_self: bool = True) -> Any:
-    return _scatter(g, x, dim, index, src, reduce, include_self, (x, dim, index, src, reduce),
+def scatter_reduce(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: TensorValue,
+                   src: Any, reduce: str, *, include_self: bool = True) -> Any:
+    return _scatter(g, node, x, dim, index, src, reduce, include_self, (x, dim, index, src, reduce),
                     {"include_self": include_self})
 
 
 # -- diagonal_scatter, as_strided_scatter (no indices: pure index arithmetic) ------------
 
 @register_lowering(aten.diagonal_scatter)
-def diagonal_scatter(g: Any, x: TensorValue, src: TensorValue, offset: int = 0,
-                     dim1: int = 0, dim2: int = 1) -> Any:
+def diagonal_scatter(g: LoweringContext, node: Node, x: TensorValue, src: TensorValue,
+                     offset: int = 0, dim1: int = 0, dim2: int = 1) -> Any:
     n = len(x.size)
     d1, d2 = dim1 % n, dim2 % n
     lx, ls = x.loader(), src.loader()
@@ -422,8 +427,9 @@ def diagonal_scatter(g: Any, x: TensorValue, src: TensorValue, offset: int = 0,
 
 
 @register_lowering(aten.as_strided_scatter)
-def as_strided_scatter(g: Any, x: TensorValue, src: TensorValue, size: Sequence[int],
-                       stride: Sequence[int], storage_offset: int | None = None) -> Any:
+def as_strided_scatter(g: LoweringContext, node: Node, x: TensorValue, src: TensorValue,
+                       size: Sequence[int], stride: Sequence[int], storage_offset: int | None = None
+                      ) -> Any:
     """out = x, with the elements of the view `as_strided(out, size, stride, offset)`
     taken from src. Each output element finds its view coordinates by dividing its
     storage position by the view's strides, outermost first; that is exact when the
@@ -434,7 +440,7 @@ def as_strided_scatter(g: Any, x: TensorValue, src: TensorValue, size: Sequence[
     overlap = any(stride[a] < stride[b] * size[b] for a, b in zip(dims, dims[1:])) or \
         any(stride[k] == 0 for k in dims)
     if overlap:
-        return g.extern(g.current.target, (x, src, size, stride, storage_offset), {},
+        return g.extern(node.target, (x, src, size, stride, storage_offset), {},
                         fallback=True, reason="as_strided_scatter onto an overlapping view")
     out_stride = list(meta.stride())
     lx, ls = x.loader(), src.loader()

@@ -19,9 +19,12 @@ from __future__ import annotations
 from typing import Any
 
 import sympy
+from torch.fx import Node
 
+from compiler.features import Feature
 from compiler.ir.nodes import Index, TensorValue
 from compiler.ir.ops import ops
+from compiler.lowering.common import LoweringContext
 from compiler.lowering.pointwise import upcast
 from compiler.lowering.reductions import reduce
 from compiler.lowering.registry import aten, register_lowering
@@ -33,7 +36,7 @@ def _row(x: TensorValue, dim: int) -> tuple[int, int]:
     return d, (x.size[d] if nd else 1)
 
 
-def _lowered(g: Any, x: TensorValue, dim: int, log: bool) -> Any:
+def _lowered(g: LoweringContext, node: Node, x: TensorValue, dim: int, log: bool) -> Any:
     out = g.out_meta().dtype
     cd = upcast(x.dtype)
     d, n = _row(x, dim)
@@ -67,9 +70,9 @@ def _lowered(g: Any, x: TensorValue, dim: int, log: bool) -> Any:
     exp = g.lazy(lambda idx: ops.exp(shifted(idx)), x.size, cd, [x])
     total = reduce(g, exp, [d] if x.size else [], True, "sum", cd, cd).loader()
 
-    reciprocal = g.softmax_reciprocal and not log
+    reciprocal = Feature.SOFTMAX_RECIPROCAL in g.features and not log
     if reciprocal:
-        g.notes.append(f"{g.current.name if g.current else 'softmax'}: exp(x - max) * (1 / sum), "
+        g.notes.append(f"{node.name}: exp(x - max) * (1 / sum), "
                        "as eager's CPU kernel computes it (not exp / sum)")
 
     def plain(idx: Index) -> Any:
@@ -82,10 +85,12 @@ def _lowered(g: Any, x: TensorValue, dim: int, log: bool) -> Any:
 
 
 @register_lowering(aten._softmax)
-def softmax(g: Any, x: TensorValue, dim: int, half_to_float: bool = False) -> Any:
-    return _lowered(g, x, dim, log=False)
+def softmax(g: LoweringContext, node: Node, x: TensorValue, dim: int, half_to_float: bool = False
+           ) -> Any:
+    return _lowered(g, node, x, dim, log=False)
 
 
 @register_lowering(aten._log_softmax)
-def log_softmax(g: Any, x: TensorValue, dim: int, half_to_float: bool = False) -> Any:
-    return _lowered(g, x, dim, log=True)
+def log_softmax(g: LoweringContext, node: Node, x: TensorValue, dim: int,
+                half_to_float: bool = False) -> Any:
+    return _lowered(g, node, x, dim, log=True)

@@ -16,10 +16,12 @@ from typing import Any
 
 import sympy
 import torch
+from torch.fx import Node
 
 from compiler.ir.indexing import decompose
 from compiler.ir.nodes import Index, TensorValue
 from compiler.ir.ops import ops
+from compiler.lowering.common import LoweringContext, row_pair
 from compiler.lowering.reductions import reduce
 from compiler.lowering.registry import aten, register_lowering
 from compiler.lowering.scatter import I64, too_costly
@@ -33,9 +35,7 @@ def _before(x: TensorValue, dim: int, descending: bool) -> Callable[[Index], Any
     floating = x.dtype.is_floating_point
 
     def inner(idx: Index) -> Any:
-        p, j = list(idx[:n]), idx[n]
-        q = list(p)
-        q[dim] = j
+        p, q, j = row_pair(idx, n, dim)
         xi, xj = lx(p), lx(q)
         earlier = ops.lt(ops.index_expr(j, I64), ops.index_expr(p[dim], I64))
         strictly = ops.gt(xj, xi) if descending else ops.lt(xj, xi)
@@ -51,13 +51,13 @@ def _before(x: TensorValue, dim: int, descending: bool) -> Callable[[Index], Any
     return inner
 
 
-def rank(g: Any, x: TensorValue, dim: int, descending: bool) -> Any:
+def rank(g: LoweringContext, x: TensorValue, dim: int, descending: bool) -> Any:
     size = list(x.size)
     lazy = g.lazy(_before(x, dim, descending), size + [size[dim]], I64, [x])
     return reduce(g, lazy, [len(size)], False, "sum", I64, I64)
 
 
-def _at_rank(g: Any, x: TensorValue, ranks: Any, dim: int, count: int,
+def _at_rank(g: LoweringContext, x: TensorValue, ranks: Any, dim: int, count: int,
              first: Callable[[Index], Any]) -> tuple[Any, Any]:
     """(values, indices) of the elements of rank first(p) + r, r < count, along dim."""
     n = len(x.size)
@@ -89,23 +89,24 @@ def _dim(x: TensorValue, dim: int) -> int:
     return dim % len(x.size) if x.size else 0
 
 
-def _guard(g: Any, x: TensorValue, dim: int, args: tuple[Any, ...], kwargs: dict[str, Any]
-           ) -> Any:
+def _guard(g: LoweringContext, node: Node, x: TensorValue, dim: int, args: tuple[Any, ...],
+           kwargs: dict[str, Any]) -> Any:
     """ATen for rows too long; a 0-d input sorts to itself (index 0)."""
     if not x.size:
         lx = x.loader()
         return (g.lazy(lambda p: lx([]), [], x.dtype, [x]),
                 g.lazy(lambda p: ops.constant(0, I64), [], I64, []))
-    return too_costly(g, x.numel(), x.size[dim], args, kwargs)
+    return too_costly(g, node, x.numel(), x.size[dim], args, kwargs)
 
 
-def _ties(g: Any, x: TensorValue, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+def _ties(g: LoweringContext, node: Node, x: TensorValue, args: tuple[Any, ...],
+          kwargs: dict[str, Any]) -> Any:
     """Integer and bool rows tie all the time, and where eager's order among ties is
     unspecified (topk, kthvalue, unstable sort) its choice of index is not reproducible
     (a partial sort): those go to ATen. Floats tie rarely; a tie gets the stable order."""
     if x.dtype.is_floating_point:
         return None
-    return g.extern(g.current.target, args, kwargs, fallback=True,
+    return g.extern(node.target, args, kwargs, fallback=True,
                     reason="integer ties: eager's index among equal values is unspecified")
 
 
@@ -114,8 +115,8 @@ def _zero(p: Index) -> Any:
 
 
 @register_lowering(aten.sort.default, aten.sort.stable)
-def sort(g: Any, x: TensorValue, *args: Any, **kwargs: Any) -> Any:
-    stable_overload = g.current.target is aten.sort.stable
+def sort(g: LoweringContext, node: Node, x: TensorValue, *args: Any, **kwargs: Any) -> Any:
+    stable_overload = node.target is aten.sort.stable
     if stable_overload:
         dim, descending = kwargs.get("dim", -1), kwargs.get("descending", False)
     else:
@@ -123,29 +124,31 @@ def sort(g: Any, x: TensorValue, *args: Any, **kwargs: Any) -> Any:
         descending = args[1] if len(args) > 1 else kwargs.get("descending", False)
     d = _dim(x, dim)
     stable = stable_overload and kwargs.get("stable")
-    big = _guard(g, x, d, (x, *args), kwargs)
+    big = _guard(g, node, x, d, (x, *args), kwargs)
     if big is None and not stable:
-        big = _ties(g, x, (x, *args), kwargs)
+        big = _ties(g, node, x, (x, *args), kwargs)
     if big is not None:
         return big
     return _at_rank(g, x, rank(g, x, d, descending), d, x.size[d], _zero)
 
 
 @register_lowering(aten.topk)
-def topk(g: Any, x: TensorValue, k: int, dim: int = -1, largest: bool = True,
-         sorted: bool = True) -> Any:
+def topk(g: LoweringContext, node: Node, x: TensorValue, k: int, dim: int = -1,
+         largest: bool = True, sorted: bool = True) -> Any:
     d = _dim(x, dim)
-    big = _guard(g, x, d, (x, k, dim, largest, sorted), {}) or \
-        _ties(g, x, (x, k, dim, largest, sorted), {})
+    big = _guard(g, node, x, d, (x, k, dim, largest, sorted), {}) or \
+        _ties(g, node, x, (x, k, dim, largest, sorted), {})
     if big is not None:
         return big
     return _at_rank(g, x, rank(g, x, d, largest), d, k, _zero)
 
 
 @register_lowering(aten.kthvalue)
-def kthvalue(g: Any, x: TensorValue, k: int, dim: int = -1, keepdim: bool = False) -> Any:
+def kthvalue(g: LoweringContext, node: Node, x: TensorValue, k: int, dim: int = -1,
+             keepdim: bool = False) -> Any:
     d = _dim(x, dim)
-    big = _guard(g, x, d, (x, k, dim, keepdim), {}) or _ties(g, x, (x, k, dim, keepdim), {})
+    args = (x, k, dim, keepdim)
+    big = _guard(g, node, x, d, args, {}) or _ties(g, node, x, args, {})
     if big is not None:
         return big
     values, indices = _at_rank(g, x, rank(g, x, d, False), d, 1,
@@ -153,7 +156,8 @@ def kthvalue(g: Any, x: TensorValue, k: int, dim: int = -1, keepdim: bool = Fals
     return _squeeze(g, values, indices, d, keepdim)
 
 
-def _squeeze(g: Any, values: Any, indices: Any, d: int, keepdim: bool) -> tuple[Any, Any]:
+def _squeeze(g: LoweringContext, values: Any, indices: Any, d: int, keepdim: bool
+            ) -> tuple[Any, Any]:
     if keepdim:
         return values, indices
     size = [s for k, s in enumerate(values.size) if k != d]
@@ -166,7 +170,8 @@ def _squeeze(g: Any, values: Any, indices: Any, d: int, keepdim: bool) -> tuple[
     return remap(g, values, size, back), remap(g, indices, size, back)
 
 
-def _median(g: Any, x: TensorValue, d: int, keepdim: bool, skip_nan: bool) -> tuple[Any, Any]:
+def _median(g: LoweringContext, x: TensorValue, d: int, keepdim: bool, skip_nan: bool
+           ) -> tuple[Any, Any]:
     """The lower median of each row: rank (m - 1) // 2, m the row's length (nanmedian: its
     non-NaN count). median: a NaN in the row gives NaN and the first NaN's index."""
     floating = x.dtype.is_floating_point
@@ -203,30 +208,32 @@ def _median(g: Any, x: TensorValue, d: int, keepdim: bool, skip_nan: bool) -> tu
 
 
 @register_lowering(aten.median.dim, aten.nanmedian.dim)
-def median_dim(g: Any, x: TensorValue, dim: int = 0, keepdim: bool = False) -> Any:
+def median_dim(g: LoweringContext, node: Node, x: TensorValue, dim: int = 0, keepdim: bool = False
+              ) -> Any:
     d = _dim(x, dim)
-    big = _guard(g, x, d, (x, dim, keepdim), {})
+    big = _guard(g, node, x, d, (x, dim, keepdim), {})
     if big is not None:
         return big
-    return _median(g, x, d, keepdim, g.current.target is aten.nanmedian.dim)
+    return _median(g, x, d, keepdim, node.target is aten.nanmedian.dim)
 
 
 @register_lowering(aten.median.default, aten.nanmedian.default)
-def median_all(g: Any, x: TensorValue) -> Any:
+def median_all(g: LoweringContext, node: Node, x: TensorValue) -> Any:
     if not x.size:
-        return _guard(g, x, 0, (x,), {})[0]
+        return _guard(g, node, x, 0, (x,), {})[0]
     numel = x.numel()
     flat = remap(g, x, [numel], lambda idx: decompose(idx[0], list(x.size)))
-    big = too_costly(g, numel, numel, (x,), {})
+    big = too_costly(g, node, numel, numel, (x,), {})
     if big is not None:
         return big
-    values, _ = _median(g, flat, 0, False, g.current.target is aten.nanmedian.default)
+    values, _ = _median(g, flat, 0, False, node.target is aten.nanmedian.default)
     return values
 
 
 @register_lowering(aten.searchsorted.Tensor, aten.searchsorted.Scalar)
-def searchsorted(g: Any, seq: TensorValue, values: Any, *, out_int32: bool = False,
-                 right: bool = False, side: str | None = None, sorter: Any = None) -> Any:
+def searchsorted(g: LoweringContext, node: Node, seq: TensorValue, values: Any, *,
+                 out_int32: bool = False, right: bool = False, side: str | None = None,
+                 sorter: Any = None) -> Any:
     """The insertion point of each value: how many boundaries come before it, a count
     over the row (left: !(b >= v), right: !(b > v), the predicates of eager's binary
     search, so NaN values land at the end)."""
@@ -236,8 +243,8 @@ def searchsorted(g: Any, seq: TensorValue, values: Any, *, out_int32: bool = Fal
     size = list(meta.shape)
     row = seq.size[-1] if seq.size else 1
     if sorter is not None:
-        return g.extern(g.current.target, args, kwargs, fallback=True, reason="sorter")
-    big = too_costly(g, max(1, meta.numel()), row, args, kwargs)
+        return g.extern(node.target, args, kwargs, fallback=True, reason="sorter")
+    big = too_costly(g, node, max(1, meta.numel()), row, args, kwargs)
     if big is not None:
         return big
     upper = right or side == "right"

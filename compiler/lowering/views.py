@@ -11,13 +11,15 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import sympy
+from torch.fx import Node
 
 from compiler.ir.indexing import ModularIndexing, contiguous_strides, decompose, strided_index
 from compiler.ir.nodes import Index, InputBuffer, Lazy, Stored, TensorValue
+from compiler.lowering.common import LoweringContext, Unsupported, dense_permutation
 from compiler.lowering.registry import aten, prims, register_lowering
 
 
-def remap(g: Any, x: TensorValue, size: Sequence[int],
+def remap(g: LoweringContext, x: TensorValue, size: Sequence[int],
           reindex: Callable[[Index], list[sympy.Expr]]) -> Lazy:
     load = x.loader()
     return g.lazy(lambda idx: load(reindex(idx)), size, x.dtype, [x])
@@ -27,16 +29,16 @@ def _norm_dim(dim: int, ndim: int) -> int:
     return dim + ndim if dim < 0 else dim
 
 
-def _meta_size(g: Any) -> tuple[int, ...]:
+def _meta_size(g: LoweringContext) -> tuple[int, ...]:
     return tuple(int(s) for s in g.out_meta().shape)
 
 
 @register_lowering(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
                    prims.reshape, aten._reshape_alias)
-def view(g: Any, x: TensorValue, *args: Any) -> TensorValue:
+def view(g: LoweringContext, node: Node, x: TensorValue, *args: Any) -> TensorValue:
     meta = g.out_meta()
     if meta.dtype != x.dtype:  # view(dtype): reinterpret the bits, which ATen does right
-        return g.extern(g.current.target, (x, *args), {}, fallback=True,
+        return g.extern(node.target, (x, *args), {}, fallback=True,
                         reason="dtype view (bit reinterpretation)")
     size = _meta_size(g)
     if size == tuple(x.size):
@@ -56,7 +58,7 @@ def view(g: Any, x: TensorValue, *args: Any) -> TensorValue:
 
 
 @register_lowering(aten.permute, prims.transpose)
-def permute(g: Any, x: TensorValue, dims: Sequence[int]) -> TensorValue:
+def permute(g: LoweringContext, node: Node, x: TensorValue, dims: Sequence[int]) -> TensorValue:
     dims = [_norm_dim(d, len(x.size)) for d in dims]
     size = [x.size[d] for d in dims]
     if isinstance(x, Stored):
@@ -66,7 +68,7 @@ def permute(g: Any, x: TensorValue, dims: Sequence[int]) -> TensorValue:
 
 
 @register_lowering(aten.expand, prims.broadcast_in_dim)
-def expand(g: Any, x: TensorValue, *args: Any) -> TensorValue:
+def expand(g: LoweringContext, node: Node, x: TensorValue, *args: Any) -> TensorValue:
     size = _meta_size(g)
     if size == tuple(x.size):
         return x
@@ -81,17 +83,17 @@ def expand(g: Any, x: TensorValue, *args: Any) -> TensorValue:
 
 
 @register_lowering(aten.squeeze, prims.squeeze)
-def squeeze(g: Any, x: TensorValue, *args: Any) -> TensorValue:
-    return view(g, x)
+def squeeze(g: LoweringContext, node: Node, x: TensorValue, *args: Any) -> TensorValue:
+    return view(g, node, x)
 
 
 @register_lowering(aten.unsqueeze)
-def unsqueeze(g: Any, x: TensorValue, dim: int) -> TensorValue:
-    return view(g, x)
+def unsqueeze(g: LoweringContext, node: Node, x: TensorValue, dim: int) -> TensorValue:
+    return view(g, node, x)
 
 
 @register_lowering(aten.slice.Tensor)
-def slice_(g: Any, x: TensorValue, dim: int = 0, start: int | None = None,
+def slice_(g: LoweringContext, node: Node, x: TensorValue, dim: int = 0, start: int | None = None,
            end: int | None = None, step: int = 1) -> TensorValue:
     dim = _norm_dim(dim, len(x.size))
     n = x.size[dim]
@@ -114,7 +116,7 @@ def slice_(g: Any, x: TensorValue, dim: int = 0, start: int | None = None,
 
 
 @register_lowering(aten.select.int)
-def select(g: Any, x: TensorValue, dim: int, index: int) -> TensorValue:
+def select(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: int) -> TensorValue:
     dim = _norm_dim(dim, len(x.size))
     index = index + x.size[dim] if index < 0 else index
     size = _meta_size(g)
@@ -128,23 +130,22 @@ def select(g: Any, x: TensorValue, dim: int, index: int) -> TensorValue:
 
 
 @register_lowering(aten.as_strided, prims.as_strided)
-def as_strided(g: Any, x: TensorValue, size: Sequence[int], stride: Sequence[int],
-               storage_offset: int | None = None) -> TensorValue:
+def as_strided(g: LoweringContext, node: Node, x: TensorValue, size: Sequence[int],
+               stride: Sequence[int], storage_offset: int | None = None) -> TensorValue:
     """A view of x's *storage*: only right where our storage is laid out as eager's.
 
     An input's storage is the real one. Anything else is first copied into a buffer with
     eager's strides for x, and the view must stay inside that copy (else: run eagerly).
     """
-    from compiler.lowering.graph import Unsupported, _dense_permutation
-
     size, stride = [int(s) for s in size], [int(s) for s in stride]
-    node = g.current.args[0]
-    meta = node.meta["val"]
+    src = node.args[0]
+    assert isinstance(src, Node)
+    meta = src.meta["val"]
     offset = int(meta.storage_offset()) if storage_offset is None else int(storage_offset)
     if isinstance(x, Stored) and isinstance(x.buffer, InputBuffer):
         return x.with_view(size, stride, offset - g.input_offsets.get(x.buffer.name, 0))
     mstride = [int(s) for s in meta.stride()]
-    if not _dense_permutation(list(x.size), mstride):
+    if not dense_permutation(list(x.size), mstride):
         raise Unsupported("as_strided of a non-dense intermediate")
     rel = offset - int(meta.storage_offset())
     hi = rel + sum((n - 1) * st for n, st in zip(size, stride) if n > 0)
@@ -158,7 +159,8 @@ def as_strided(g: Any, x: TensorValue, size: Sequence[int], stride: Sequence[int
 
 
 @register_lowering(aten.unfold)
-def unfold(g: Any, x: TensorValue, dim: int, size: int, step: int) -> TensorValue:
+def unfold(g: LoweringContext, node: Node, x: TensorValue, dim: int, size: int, step: int
+          ) -> TensorValue:
     dim = _norm_dim(dim, len(x.size))
     out = _meta_size(g)
     if not x.size:  # unfold of a 0-d tensor: one window of the one element
@@ -173,7 +175,7 @@ def unfold(g: Any, x: TensorValue, dim: int, size: int, step: int) -> TensorValu
 
 
 
-def _narrow(g: Any, x: TensorValue, dim: int, start: int, length: int) -> TensorValue:
+def _narrow(g: LoweringContext, x: TensorValue, dim: int, start: int, length: int) -> TensorValue:
     size = list(x.size)
     size[dim] = length
     if isinstance(x, Stored):
@@ -188,8 +190,8 @@ def _narrow(g: Any, x: TensorValue, dim: int, start: int, length: int) -> Tensor
 
 
 @register_lowering(aten.split_with_sizes, aten.split_with_sizes_copy)
-def split_with_sizes(g: Any, x: TensorValue, sizes: Sequence[int], dim: int = 0
-                     ) -> tuple[TensorValue, ...]:
+def split_with_sizes(g: LoweringContext, node: Node, x: TensorValue, sizes: Sequence[int],
+                     dim: int = 0) -> tuple[TensorValue, ...]:
     dim = _norm_dim(dim, len(x.size))
     out, start = [], 0
     for n in sizes:
@@ -199,15 +201,16 @@ def split_with_sizes(g: Any, x: TensorValue, sizes: Sequence[int], dim: int = 0
 
 
 @register_lowering(aten.split.Tensor, aten.split_copy.Tensor)
-def split(g: Any, x: TensorValue, split_size: int, dim: int = 0) -> tuple[TensorValue, ...]:
+def split(g: LoweringContext, node: Node, x: TensorValue, split_size: int, dim: int = 0
+         ) -> tuple[TensorValue, ...]:
     dim = _norm_dim(dim, len(x.size))
     n = x.size[dim]
     sizes = [min(split_size, n - s) for s in range(0, n, split_size)] if split_size else [n]
-    return split_with_sizes(g, x, sizes or [0], dim)
+    return split_with_sizes(g, node, x, sizes or [0], dim)
 
 
 @register_lowering(aten.unbind.int, aten.unbind_copy.int)
-def unbind(g: Any, x: TensorValue, dim: int = 0) -> tuple[TensorValue, ...]:
+def unbind(g: LoweringContext, node: Node, x: TensorValue, dim: int = 0) -> tuple[TensorValue, ...]:
     dim = _norm_dim(dim, len(x.size))
     size = [s for k, s in enumerate(x.size) if k != dim]
     out: list[TensorValue] = []
@@ -225,7 +228,7 @@ def _select_at(dim: int, i: int) -> Callable[[Index], list[sympy.Expr]]:
 
 
 @register_lowering(aten.repeat)
-def repeat(g: Any, x: TensorValue, repeats: Sequence[int]) -> TensorValue:
+def repeat(g: LoweringContext, node: Node, x: TensorValue, repeats: Sequence[int]) -> TensorValue:
     """Tile x: output element i reads x at i modulo x's size, dim by dim (aligned right)."""
     size = _meta_size(g)
     lead = len(size) - len(x.size)
@@ -236,7 +239,7 @@ def repeat(g: Any, x: TensorValue, repeats: Sequence[int]) -> TensorValue:
 
 
 @register_lowering(aten.flip)
-def flip(g: Any, x: TensorValue, dims: Sequence[int]) -> TensorValue:
+def flip(g: LoweringContext, node: Node, x: TensorValue, dims: Sequence[int]) -> TensorValue:
     nd = len(x.size)
     flipped = {_norm_dim(d, nd) for d in dims}
     size = list(x.size)
@@ -245,8 +248,8 @@ def flip(g: Any, x: TensorValue, dims: Sequence[int]) -> TensorValue:
 
 
 @register_lowering(aten.diagonal, aten.diagonal_copy)
-def diagonal(g: Any, x: TensorValue, offset: int = 0, dim1: int = 0, dim2: int = 1
-             ) -> TensorValue:
+def diagonal(g: LoweringContext, node: Node, x: TensorValue, offset: int = 0, dim1: int = 0,
+             dim2: int = 1) -> TensorValue:
     nd = len(x.size)
     d1, d2 = _norm_dim(dim1, nd), _norm_dim(dim2, nd)
     size = _meta_size(g)

@@ -21,7 +21,6 @@ import torch
 
 from compiler.codegen.backend import Backend
 from compiler.options import CompileOptions
-from compiler.runtime import launch
 from compiler.runtime.cache import cache_root, content_key, write_once
 from compiler.runtime.timing import instrument
 
@@ -61,14 +60,20 @@ def artifact_path(build_source: str, backend: Backend, options: CompileOptions
 
 
 def load_graph(wrapper: str, build_source: str, backend: Backend, options: CompileOptions,
-               kernels: list[str], constants: Sequence[Any] = ()) -> CompiledGraph:
+               kernels: list[str], constants: Sequence[Any] = (),
+               builder: Backend | None = None) -> CompiledGraph:
+    """`backend` is the graph's; `builder` the one of its backends that builds
+    `build_source` ahead (the graph's own unless another device's kernels are C++)."""
     start = time.perf_counter()
     root = cache_root(options.cache_dir)
+    builder = builder or backend
     src = None
     if build_source:
-        src = _source_path(build_source, backend, options)
+        src = _source_path(build_source, builder, options)
         write_once(src, build_source)
-    result = backend.build(src)
+    result = builder.build(src)
+    if builder is not backend:
+        backend.build(None)
     path = root / f"graph_{content_key(wrapper, backend.name)}.py"
     hit = write_once(path, wrapper) and result.cache_hit
     return _loaded(path, hit, start, result.ms, backend, kernels, constants)
@@ -86,7 +91,7 @@ def load_built(wrapper: Path, source: Path | None, backend: Backend, kernels: li
 def _loaded(path: Path, hit: bool, start: float, build_ms: float, backend: Backend,
             kernels: list[str], constants: Sequence[Any]) -> CompiledGraph:
     module = _import(path, f"kernelscope_{path.stem}")
-    launch.install(module, kernels, backend.device)
+    backend.after_import(module, kernels)
     return CompiledGraph(module, path, hit, (time.perf_counter() - start) * 1000, build_ms,
                          backend, kernels, tuple(constants))
 
@@ -159,8 +164,6 @@ def warmup(compiled: CompiledGraph, example_inputs: list[Any]) -> list[dict[str,
     with compiled.backend.first_launch(compiled.path, input_specs(args)), \
             instrument(compiled.module, compiled.kernels) as timings:
         compiled(*args)
-    out = []
-    for t in timings.values():
-        report = compiled.backend.kernel_report(compiled.module, t.name)
-        out.append({**t.to_json(), **report})
-    return out
+    reports = compiled.backend.kernel_reports(
+        compiled.module, {t.name: t.launch for t in timings.values()})
+    return [{**t.to_json(), **reports.get(t.name, {})} for t in timings.values()]

@@ -10,6 +10,10 @@ so that read must be at the same output position.
 Candidates are pairs that share a buffer: vertical (one writes what the other reads,
 score 2x the bytes saved) or horizontal (both read the same buffer). They are tried best
 first; each try is recorded with its outcome and reason (decisions are what the UI shows).
+
+A GEMM template (a "template" node) takes pointwise consumers of its own size as its
+epilogue, when each reads the product at the element it computes (the accumulator is in
+registers there); nothing else joins a template, and a template joins nothing.
 """
 
 from __future__ import annotations
@@ -125,7 +129,16 @@ def can_fuse(a: Group, b: Group, kind: str, consumers: dict[int, list[Group]]
     devs = {n.buffer.device for n in a.nodes + b.nodes}
     if len(devs) > 1:
         return False, "nodes are on different devices"
-    ok, why = _shapes_compatible(a.shape, b.shape, a.kind.reduces and b.kind.reduces)
+    if a.shape != b.shape and _reduces(a) and _reduces(b):
+        # A reduction over one element (x.prod(0) of a 1 x N tensor) is still a
+        # reduction: its group's shape is its own (N x 1), not a pointwise N elements.
+        (n1, r1), (n2, r2) = a.shape, b.shape
+        return False, f"different reductions: {n1}x{r1} vs {n2}x{r2}"
+    if KernelKind.TEMPLATE in (a.kind, b.kind):
+        ok, why = _epilogue_ok(a, b, kind)
+        if not ok:
+            return False, why
+    ok, why = _shapes_compatible(a.shape, b.shape)
     if not ok:
         return False, why
     path = _path_through_other(a, b, consumers)
@@ -136,20 +149,51 @@ def can_fuse(a: Group, b: Group, kind: str, consumers: dict[int, list[Group]]
         return False, why
     if kind == "vertical":
         shared = sorted(a.writes() & b.reads())
+        if a.kind is KernelKind.TEMPLATE:
+            return True, f"{b.label} reads {', '.join(shared)} where the template computes " \
+                "it: fused as the template's epilogue"
         return True, f"{b.label} reads {', '.join(shared)}; computed in the same loop"
     shared = sorted(a.reads() & b.reads())
     return True, f"both read {', '.join(shared)}; loaded once"
 
 
-def _shapes_compatible(s1: tuple[int, int], s2: tuple[int, int],
-                       both_reduce: bool = False) -> tuple[bool, str]:
-    """`both_reduce`: each side holds a reduction. A reduction over one element (a sum
-    over a size-1 dim) is still a reduction of its own rows: its X x 1 never runs as the
-    X' x R' inputs of another reduction, which is only right for pointwise nodes."""
+def _epilogue_ok(a: Group, b: Group, kind: str) -> tuple[bool, str]:
+    """A template group (a) takes a pointwise consumer (b) that reads what a computes at
+    the element it computes itself."""
+    if b.kind is KernelKind.TEMPLATE:
+        return False, f"{b.label} is a GEMM template: it takes only epilogues after it"
+    if kind != "vertical":
+        return False, f"{a.label} is a GEMM template: it takes only its consumers as epilogue"
+    if any(n.kind is not KernelKind.POINTWISE or n.numel != a.shape[0] for n in b.nodes):
+        return False, (f"{b.label} is not pointwise over the template's "
+                       f"{a.shape[0]} elements")
+    mine = {n.name: n for n in a.nodes}
+    for reader in b.nodes:
+        variables, _ = body_vars(reader.buffer.data)  # type: ignore[attr-defined]
+        for name, indexes in reader.reads.items():
+            if name not in mine:
+                continue
+            src = mine[name]
+            want = canonical(src.write_index(), index_vars("i", len(src.ranges)),
+                             list(src.ranges))
+            for index in indexes:
+                got = canonical(simplify_index(index, _bounds(reader)), variables,
+                                list(reader.ranges))
+                if got != want:
+                    return False, (f"{reader.name} reads {name} at another element "
+                                   f"({sympy_str(index)}) than the one it computes")
+    return True, ""
+
+
+def _reduces(g: Group) -> bool:
+    return any(n.kind.reduces for n in g.nodes)
+
+
+def _shapes_compatible(s1: tuple[int, int], s2: tuple[int, int]) -> tuple[bool, str]:
     if s1 == s2:
         return True, ""
     (n1, r1), (n2, r2) = s1, s2
-    if (r1 > 1 and r2 > 1) or both_reduce:
+    if r1 > 1 and r2 > 1:
         return False, f"different reductions: {n1}x{r1} vs {n2}x{r2}"
     if r1 == 1 and r2 == 1:
         return False, f"different sizes: {n1} vs {n2} elements"

@@ -17,6 +17,7 @@ class KernelKind(StrEnum):
     POINTWISE = "pointwise"  # one loop over the outputs
     REDUCTION = "reduction"  # outputs x a reduced dimension (rnumel)
     EXTERN = "extern"  # an ATen call: no kernel of ours, never fused
+    TEMPLATE = "template"  # a GEMM template (ir/template.py); takes pointwise epilogues
 
     @property
     def generated(self) -> bool:
@@ -37,9 +38,12 @@ class KernelKind(StrEnum):
     @staticmethod
     def of_group(kinds: Iterable[KernelKind]) -> KernelKind:
         """The kind of a group of nodes: an extern call stays one, a reduction with the
-        pointwise nodes fused into it is a reduction kernel."""
+        pointwise nodes fused into it is a reduction kernel, and a template with its
+        epilogue a template kernel."""
         return max(kinds, key=_RANK.__getitem__, default=KernelKind.POINTWISE)
 
 
-_SHORT = {KernelKind.POINTWISE: "poi", KernelKind.REDUCTION: "red", KernelKind.EXTERN: "extern"}
-_RANK = {KernelKind.POINTWISE: 0, KernelKind.REDUCTION: 1, KernelKind.EXTERN: 2}
+_SHORT = {KernelKind.POINTWISE: "poi", KernelKind.REDUCTION: "red", KernelKind.EXTERN: "extern",
+          KernelKind.TEMPLATE: "tem"}
+_RANK = {KernelKind.POINTWISE: 0, KernelKind.REDUCTION: 1, KernelKind.TEMPLATE: 2,
+         KernelKind.EXTERN: 3}

@@ -64,7 +64,7 @@ def plan_memory(
             if w in removed or w not in buffers:
                 continue
             buf = buffers[w]
-            extern = isinstance(buf, (ExternKernel, ExternOutput))
+            extern = isinstance(buf, (ExternKernel, ExternOutput)) and buf.allocates_result
             plan = BufferPlan(w, buf.layout.nbytes(), i, end - 1 if w in outputs else last_use[w],
                               w in outputs, "extern" if extern else "wrapper", storage=w)
             if in_place and w in in_place:  # inplace.py: the input's storage, not a new one

@@ -2,7 +2,9 @@
 
 Each node knows what it reads (buffer names and index expressions, from running its
 loop body under the dependency handler), what it writes, and its iteration space:
-`numel` output elements, each reducing `rnumel` inputs (1 for pointwise).
+`numel` output elements, each reducing `rnumel` inputs (1 for pointwise). A matrix
+product whose template was chosen (ir/template.py) is a "template" node: a kernel of its
+own that pointwise consumers may join as its epilogue.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from compiler.ir.nodes import (
     Reduction,
     TensorArg,
 )
+from compiler.ir.template import MatmulTemplate
 from compiler.lowering.graph import LoweredGraph
 from compiler.schedule.kinds import KernelKind
 
@@ -42,6 +45,8 @@ class SchedNode:
 
     @property
     def ranges(self) -> tuple[int, ...]:
+        if isinstance(self.buffer, MatmulTemplate):
+            return self.buffer.layout.size
         data = self.buffer.data if isinstance(self.buffer, ComputedBuffer) else None
         return data.ranges if data is not None else ()
 
@@ -55,6 +60,12 @@ def build_nodes(graph: LoweredGraph) -> list[SchedNode]:
     for buf in graph.buffers:
         if isinstance(buf, ExternOutput):
             by_parent[buf.parent].writes.append(buf.name)
+            continue
+        if isinstance(buf, MatmulTemplate) and buf.is_template:
+            node = SchedNode(buf, len(nodes), KernelKind.TEMPLATE, buf.layout.numel(), 1)
+            node.reads = {name: [] for name in _extern_inputs(buf)}
+            node.writes = [buf.name]
+            nodes.append(node)
             continue
         if isinstance(buf, ExternKernel):
             node = SchedNode(buf, len(nodes), KernelKind.EXTERN, buf.layout.numel(), 1)

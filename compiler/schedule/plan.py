@@ -17,7 +17,7 @@ from compiler.schedule.nodes import SchedNode
 @dataclass
 class KernelPlan:
     name: str
-    kind: KernelKind  # a generated kind (never EXTERN)
+    kind: KernelKind  # a generated kind (never EXTERN); TEMPLATE: its first node is the product
     xnumel: int
     rnumel: int
     nodes: list[SchedNode]
@@ -40,6 +40,11 @@ class KernelPlan:
                 if o not in seen:
                     seen.append(o)
         self.origins = seen
+
+    @property
+    def device(self) -> str:
+        """Where the kernel runs: its nodes' device (fusion never mixes devices)."""
+        return self.nodes[0].buffer.device
 
     @property
     def written(self) -> dict[str, ComputedBuffer]:

@@ -7,9 +7,11 @@ that fusion keeps out of memory.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from compiler.capture.modules import origin_modules
 from compiler.event_types import FusionDecision, ScheduledKernel, SchedulingGraph
 from compiler.ir.nodes import Buffer, ExternKernel
 from compiler.ir.opnames import op_short
@@ -30,7 +32,7 @@ class Step:
     @property
     def extern(self) -> ExternKernel | None:
         buf = self.group.nodes[0].buffer
-        return buf if isinstance(buf, ExternKernel) else None
+        return buf if isinstance(buf, ExternKernel) and self.kind == "extern" else None
 
     def writes(self) -> list[str]:
         return [w for n in self.group.nodes for w in n.writes]
@@ -54,7 +56,10 @@ class KernelNamer(Protocol):
 
 
 def schedule(graph: LoweredGraph, target: KernelNamer, fusion: bool = True,
-             op_names: dict[str, str] | None = None) -> Schedule:
+             op_names: dict[str, str] | None = None,
+             by_device: Mapping[str, KernelNamer] | None = None) -> Schedule:
+    """`target` names the kernels; in a graph with kernels on more than one device,
+    `by_device` names each device's (the backend that generates them)."""
     nodes = build_nodes(graph)
     buffers = {b.name: b for b in graph.inputs + graph.buffers}
     sizes = {name: b.layout.nbytes() for name, b in buffers.items()}
@@ -72,7 +77,8 @@ def schedule(graph: LoweredGraph, target: KernelNamer, fusion: bool = True,
             steps.append(Step(f"extern_{op_short(ext.op)}_{i}", kind, group))
             continue
         x, r = group.shape
-        name = f"{target.kernel_prefix(kind, r)}_fused_{'_'.join(ops)}_{i}"
+        namer = (by_device or {}).get(group.nodes[0].buffer.device, target)
+        name = f"{namer.kernel_prefix(kind, r)}_fused_{'_'.join(ops)}_{i}"
         stores = [n.name for n in group.nodes if n.name not in removed]
         plan = KernelPlan(name, kind, x, r, group.nodes, buffers, stores)
         steps.append(Step(name, kind, group, plan))
@@ -106,15 +112,17 @@ def _op_names(nodes: list[SchedNode], op_names: dict[str, str]) -> list[str]:
     return seen[:5] or ["kernel"]
 
 
-def schedule_json(s: Schedule, lines: dict[str, int | None], gid: int) -> SchedulingGraph:
+def schedule_json(s: Schedule, lines: dict[str, int | None], gid: int,
+                  modules: dict[str, str | None] | None = None) -> SchedulingGraph:
     kernels = []
     for step in s.steps:
         origins = sorted({o for n in step.group.nodes for o in n.buffer.origins})
         x, r = step.group.shape
+        module, paths = origin_modules(origins, modules or {})
         kernels.append(ScheduledKernel(
             name=step.name, kind=step.kind.value, buffers=[n.name for n in step.group.nodes],
             numel=x, rnumel=r, origins=origins,
             lines=sorted({ln for o in origins if (ln := lines.get(o)) is not None}),
-            reads=sorted(step.reads()), writes=step.writes()))
+            reads=sorted(step.reads()), writes=step.writes(), module=module, modules=paths))
     return SchedulingGraph(id=gid, kernels=kernels, decisions=s.decisions,
                            removed_buffers=sorted(s.removed))

@@ -3,7 +3,7 @@
 It serves webui/ exactly where the real server does and answers the same API from fixture
 traces, so the UI can be tested without the compiler: the hand-written
 fixtures/softmax_block.json for any snippet, and the traces the compiler recorded
-(fixtures/record_fixtures.py: training, recompiles, add_relu, add_relu_nofusion) for their
+(fixtures/record_fixtures.py: training, recompiles, add_relu, add_relu_nofusion, modules) for their
 own snippets; those are also stored traces under their names (`/t/training`). A snippet
 that does not parse streams a `syntax` error; one containing `raise` streams its `source`
 stage and then an `exception` error in capture, as the compiler would; one containing
@@ -29,7 +29,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CppLexer, PythonLexer
 
-from compiler.event_types import json_schema
+from compiler.event_schema import json_schema
 from compiler.events import SCHEMA_VERSION, STAGES, TERMINAL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,8 @@ RAISES = (
 )
 
 
-RECORDED = ("training", "recompiles", "add_relu", "add_relu_nofusion", "h200_softmax")
+RECORDED = ("training", "recompiles", "add_relu", "add_relu_nofusion", "h200_softmax",
+            "modules", "cpu_triton_softmax")
 # Stored traces served only under their name: h200_server_softmax is what the real server
 # stored on the H200 host (scripts/latency.py --device cuda --backend triton --save-trace).
 STORED = (*RECORDED, "h200_server_softmax")

@@ -114,6 +114,41 @@ CASES: dict[str, Case] = {
                         lambda: (torch.randn(4, 5), torch.tensor([[0], [3]]),
                                  torch.tensor([1, -1, 2]))),
     "prod_long_row": (lambda x: x.prod(1), lambda: (torch.rand(1, 2050) * 0.2 + 0.9,)),
+    # prod(0) of a 1 x 2050 tensor is a reduction over one element: fused with the 1 x 2050
+    # row reductions it made one 2050 x 1 kernel that wrote 2050 results into buffers of one
+    "prod_every_dim_long_row": (lambda x: (x.prod(0), x.prod(1), x.prod()),
+                                lambda: (torch.rand(1, 2050) * 0.2 + 0.9,)),
+    # the inference classes of issue 16: NaN-propagating maximum/minimum (tl.maximum's
+    # default is maxnum on a GPU), bool add/mul (tl.int1 wraps), 0-d gathers, constants
+    # divided by zero (Python folded `1.0 / 0.0`), loads through one computed element
+    "maximum_minimum_nan": (lambda a, b: (torch.maximum(a, b), torch.minimum(a, b)),
+                            lambda: (torch.tensor([1.0, NAN, 3.0, NAN, -2.0]),
+                                     torch.tensor([NAN, 2.0, 1.0, NAN, -1.0]))),
+    "clamp_nan_bounds": (lambda x, lo: torch.max(torch.min(x, lo + 2), lo),
+                         lambda: (torch.tensor([0.5, NAN, 9.0]), torch.tensor([NAN, 0.0, 1.0]))),
+    "bool_add_mul": (lambda a, b: (a + b, a * b, a & b, a | b, a ^ b, ~a),
+                     lambda: (torch.tensor([True, False, True, False]),
+                              torch.tensor([True, True, False, False]))),
+    "gather_0d_index": (lambda x, i: torch.gather(x, 0, i) * 2,
+                        lambda: (torch.randn(5), torch.tensor(3))),
+    "gather_0d_input": (lambda x, i: torch.gather(x, 0, i) + 1,
+                        lambda: (torch.tensor(3.0), torch.tensor(0))),
+    "full_like_div_zero": (lambda x: (torch.full_like(x, 1.0) / 0, torch.full_like(x, -2) / 0,
+                                      torch.zeros_like(x) / 0),
+                           lambda: (torch.randn(4),)),
+    "index_single_element": (lambda x, i: x[i] * 2, lambda: (torch.randn(8), torch.tensor([-3]))),
+    "bucketize": (lambda x, b: (torch.bucketize(x, b), torch.bucketize(x, b, right=True),
+                                torch.bucketize(x, b, out_int32=True)),
+                  lambda: (torch.rand(64, 64) * 2 - 1,
+                           torch.tensor([-0.9, -0.8, 0.1, 0.2, 0.5, 0.9]))),
+    "bucketize_int_of_sum": (lambda x, b: torch.bucketize(x + 1, b) * 2,
+                             lambda: (torch.randint(0, 10, (70,)),
+                                      torch.tensor([1, 3, 5, 7], dtype=torch.int32))),
+    # a conversion to a 16-bit float inside a fused kernel rounds (C++ computes them in
+    # float and dropped the rounding: the next op read the unrounded value)
+    "bf16_round_trip": (lambda x: (x * 3).to(torch.bfloat16).to(torch.float32) * 1.001,
+                        lambda: (torch.randn(64),)),
+    "f16_round_trip": (lambda x: (x * 3).half().float() + 0.1, lambda: (torch.randn(64),)),
     # complex goes to ATen
     "complex_view_as_real": (lambda x: torch.view_as_real(x * 2) + 1,
                              lambda: (torch.randn(3, dtype=torch.complex64),)),
@@ -152,7 +187,8 @@ CASES: dict[str, Case] = {
     "log_softmax_large_logits": (lambda x: torch.log_softmax(x, -1),
                                  lambda: (torch.linspace(-5e3, 5e3, 4000).repeat(3, 1),)),
 }
-NO_INTERPRETER: set[str] = set()
+# The Triton interpreter has no bfloat16 (numpy has none): a bf16 cast there does not round.
+NO_INTERPRETER: set[str] = {"bf16_round_trip"}
 TOL = {torch.float16: 1e-3, torch.bfloat16: 1.6e-2, torch.float64: 1e-7}
 
 

@@ -12,7 +12,7 @@ from ks_helpers import lower_fn
 from compiler.codegen import targets
 from compiler.codegen.backends import REGISTRY, backend_names, choose_backend
 from compiler.codegen.cpp import CppBackend
-from compiler.codegen.triton import TritonBackend
+from compiler.codegen.triton_backend import TritonBackend
 from compiler.codegen.triton_report import compiled_report
 from compiler.compile_fx import GraphWork, codegen_stage, lower, memory_stage, schedule_stage
 from compiler.event_types import to_json
@@ -140,3 +140,18 @@ def test_a_node_the_backend_cannot_express_goes_to_aten_with_the_reason(backend:
     schedule_stage(work)
     memory_stage(work)
     codegen_stage(work)  # the rest still generates
+
+
+def test_the_refusal_check_sees_reductions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reductions are ops of the backend's table (combine_<type>): a backend without the
+    rule leaves that reduction to ATen and says why, as for any other op."""
+    from compiler.codegen import cpp
+
+    work, event = _work(lambda x: x.prod(-1) + 1, (torch.randn(8, 16),), "cpp")
+    assert work.lowered is not None and not work.lowered.fallbacks
+    monkeypatch.delitem(cpp.OPS.rules, "combine_prod")
+    work, event = _work(lambda x: x.prod(-1) + 1, (torch.randn(8, 16),), "cpp")
+    assert work.lowered is not None
+    [fallback] = work.lowered.fallbacks
+    assert fallback.op == "aten.prod.dim_int" and "combine_prod" in fallback.reason
+    assert all("combine_prod" not in k["source"] for k in event["kernels"])

@@ -12,7 +12,7 @@ from pathlib import Path
 from ks_helpers import REPO
 
 from compiler.codegen.backend import GeneratedKernel
-from compiler.codegen.triton import kernel_body
+from compiler.codegen.triton_backend import kernel_body
 
 
 def _kernel(name: str, constant: str, origin: str) -> GeneratedKernel:

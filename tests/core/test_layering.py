@@ -14,7 +14,9 @@ under `if TYPE_CHECKING:` counts like any other.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -132,12 +134,17 @@ def test_packages_import_only_earlier_packages() -> None:
     assert not bad, "\n".join(bad)
 
 
+# Commands that must set their environment from their arguments before a library they
+# reach through another package reads it (Triton reads TRITON_CACHE_DIR at import).
+ENVIRONMENT_FIRST = {"compiler.runtime.triton_prebuild"}
+
+
 def test_no_lazy_imports_across_packages() -> None:
     """A function-level import from another package is how a cycle gets hidden."""
     bad = []
     for module, edges in _graph().items():
         src = _package(module)
-        if src is None:
+        if src is None or module in ENVIRONMENT_FIRST:
             continue
         bad += [f"{module}:{line} imports {target} inside a function"
                 for target, line, top in edges if not top and _package(target) != src]
@@ -202,3 +209,87 @@ def test_no_six_lines_repeat_between_the_triton_and_cpp_generators() -> None:
     shared = [cpp[i:i + 6] for i in range(len(cpp) - 5) if tuple(cpp[i:i + 6]) in runs]
     assert len(runs) > 100 and len(cpp) > 100  # both generators were read
     assert not shared, shared[:3]
+
+
+# -- inside lowering: the walk (lowering/graph.py) above the lowerings ---------------------
+# A lowering module sees the graph through lowering/common.py's LoweringContext, never the
+# walk itself: importing graph.py fills the lowering table (registry.load_all), so a
+# lowering that imported it would close the import circle the context exists to break.
+WALK = "compiler.lowering.graph"
+# Modules of the lowering package that import nothing that fills the table.
+TABLE_FREE = ("compiler.lowering.common", "compiler.lowering.layout",
+              "compiler.lowering.registry")
+LOAD_ALL = "compiler.lowering.registry"  # its load_all imports every lowering, on purpose
+
+
+def _lowering_violations(graph: dict[str, list[tuple[str, int, bool]]]) -> list[str]:
+    bad = []
+    for module, edges in graph.items():
+        if not module.startswith("compiler.lowering.") or module == WALK:
+            continue
+        for target, line, top in edges:
+            if target == WALK:
+                bad.append(f"{module}:{line} imports the walk ({WALK}); use lowering.common")
+            elif not top and module != LOAD_ALL and target.startswith("compiler.lowering"):
+                bad.append(f"{module}:{line} imports {target} inside a function")
+    for module in TABLE_FREE:
+        seen, stack = set(), [module]
+        while stack:
+            m = stack.pop()
+            for target, _, top in graph.get(m, []):
+                if top and target not in seen:
+                    seen.add(target)
+                    stack.append(target)
+        fills = sorted(t for t in seen if t.startswith("compiler.lowering.")
+                       and t not in TABLE_FREE)
+        if fills:
+            bad.append(f"{module} imports {', '.join(fills)} (lowerings fill the table)")
+    return bad
+
+
+def test_lowerings_see_the_graph_through_the_context_only() -> None:
+    assert not _lowering_violations(_graph()), "\n".join(_lowering_violations(_graph()))
+
+
+def test_the_lowering_rules_see_planted_violations() -> None:
+    graph = _graph()
+    planted = {**graph,
+               "compiler.lowering.views": [*graph["compiler.lowering.views"],
+                                           (WALK, 7, True),
+                                           ("compiler.lowering.reductions", 9, False)],
+               "compiler.lowering.common": [*graph["compiler.lowering.common"],
+                                            ("compiler.lowering.pointwise", 3, True)]}
+    found = "\n".join(_lowering_violations(planted))
+    assert "views:7 imports the walk" in found
+    assert "views:9 imports compiler.lowering.reductions inside a function" in found
+    assert "compiler.lowering.common imports compiler.lowering.pointwise" in found
+
+
+CURRENT = re.compile(r"\bg\s*\.\s*current\b|getattr\(\s*g\s*,\s*['\"]current")
+
+
+def _reads_of_current(text: str) -> list[int]:
+    return [i for i, line in enumerate(text.splitlines(), 1)
+            if CURRENT.search(line.split("#", 1)[0])]
+
+
+def test_lowerings_take_their_node_and_never_read_the_walks_position() -> None:
+    """Each lowering is fn(g, node, ...): the FX node comes as an argument; `g.current` is
+    the walk's own state (and not part of LoweringContext, so mypy refuses it too)."""
+    found = [f"{p.name}:{n}" for p in sorted((ROOT / "lowering").glob("*.py"))
+             if p.name != "graph.py" for n in _reads_of_current(p.read_text())]
+    assert not found, found
+    assert _reads_of_current("    return g.extern(g.current.target, args, {})\n") == [1]
+    assert _reads_of_current("    n = getattr(g, 'current')\n") == [1]
+    assert not _reads_of_current("    return g.extern(node.target, args, {})  # g.current\n")
+
+
+def test_a_lowering_with_another_signature_is_refused_at_registration() -> None:
+    from compiler.lowering.registry import LOWERINGS, register_lowering
+
+    def old_style(g: Any, x: Any) -> Any:
+        return x
+
+    with pytest.raises(TypeError, match=r"fn\(g, node, \*args"):
+        register_lowering("not-an-op")(old_style)
+    assert "not-an-op" not in LOWERINGS

@@ -23,6 +23,7 @@ import { MemoryPane } from "./panes/memory.js";
 import { TimingsPane } from "./panes/timings.js";
 import { GuardsPane } from "./panes/guards.js";
 import { OutputPane } from "./panes/output.js";
+import { ModulesPane } from "./panes/modules.js";
 
 await loadStages(getSchema); // before any pane is built: they lay out one chip per stage
 const $ = (id) => document.getElementById(id);
@@ -77,8 +78,8 @@ $("status-host").append(status.el, graphTabs, banner.el);
 
 const code = new CodePane(ctx);
 const ir = new IrPane(ctx);
-const tabPanes = [new GraphPane(ctx), ir, new FusionPane(ctx), new MemoryPane(ctx),
-  new TimingsPane(ctx), new GuardsPane(ctx), new OutputPane(ctx)];
+const tabPanes = [new GraphPane(ctx), ir, new ModulesPane(ctx), new FusionPane(ctx),
+  new MemoryPane(ctx), new TimingsPane(ctx), new GuardsPane(ctx), new OutputPane(ctx)];
 const panes = [code, ...tabPanes];
 code.el.dataset.pane = "code";
 $("code-host").append(code.el);
@@ -136,7 +137,7 @@ function handle(event, isLive) {
   state.index = buildIndex(trace);
   status.update(trace, event, isLive);
   if (event.stage === "error") {
-    banner.show(event.data);
+    banner.show(event.data, event.origin ?? null);
     editor.mark({ error: event.data.line ?? null });
   }
   if (event.stage === "done") setShare(event.data.trace_id ?? null);

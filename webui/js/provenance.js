@@ -6,7 +6,9 @@
 // buffer names are unique only within a graph: "0:add", "0:buf1", "0:kernel_name",
 // kernel lines "0:kernel_name:7", wrapper lines "0:wrapper:12", and lines of a kernel's
 // lower stages (Triton's PTX, SASS, ...; the C++ assembly) "0:kernel_name:ptx:40", which
-// the compile event's `line_maps` tie to kernel lines.
+// the compile event's `line_maps` tie to kernel lines. Modules are keyed by path alone
+// ("blocks.1.attn": the same module in every graph), from node `module` and buffer and
+// kernel `modules` (compiler/capture/modules.py).
 //
 // Colours follow Compiler Explorer: every source line that produced something gets a
 // stable colour, used as a background for that line and everything that came from it.
@@ -20,7 +22,7 @@ export const kernelColour = (i) => `hsl(${KERNEL_HUES[i % KERNEL_HUES.length]}, 
 
 export function emptySelection() {
   return { lines: new Set(), nodes: new Set(), buffers: new Set(), kernels: new Set(),
-    klines: new Set(), slines: new Set() };
+    klines: new Set(), slines: new Set(), modules: new Set() };
 }
 
 export const isEmpty = (sel) => !sel || Object.values(sel).every((s) => s.size === 0);
@@ -29,20 +31,25 @@ export const isEmpty = (sel) => !sel || Object.values(sel).every((s) => s.size =
 export function buildIndex(trace) {
   const index = { nodes: [], buffers: [], kernels: [], klines: [], wlines: [],
     kernelColour: new Map(), sourceLines: new Set(),
+    modules: new Map(),     // path -> class name, every graph's modules in first-seen order
     stageLines: new Map(),  // "gid:kernel:stage:line" -> kernel lines
     byKline: new Map() };   // "gid:kernel:line" -> its stage line keys
   for (const g of trace.graphs("capture")) {
-    for (const n of g.nodes) index.nodes.push({ gid: g.id, name: n.name, line: n.line });
+    for (const m of g.modules ?? []) if (!index.modules.has(m.path)) index.modules.set(m.path, m.type);
+    for (const n of g.nodes) {
+      index.nodes.push({ gid: g.id, name: n.name, line: n.line, module: n.module ?? null });
+    }
   }
   for (const g of trace.graphs("lowering")) {
     for (const b of g.buffers) {
       index.buffers.push({ gid: g.id, name: b.name, lines: b.lines ?? [],
-        origins: b.origins ?? [] });
+        origins: b.origins ?? [], module: b.module ?? null, modules: b.modules ?? [] });
     }
   }
   trace.kernels().forEach((k, i) => {
     index.kernels.push({ gid: k.gid, name: k.name, lines: k.lines ?? [],
-      origins: k.origins ?? [], buffers: k.buffers ?? [] });
+      origins: k.origins ?? [], buffers: k.buffers ?? [], module: k.module ?? null,
+      modules: k.modules ?? [] });
     index.kernelColour.set(`${k.gid}:${k.name}`, kernelColour(i));
   });
   for (const g of trace.graphs("codegen")) {
@@ -80,8 +87,10 @@ export function buildIndex(trace) {
   return index;
 }
 
-function collect(index, { lines = [], nodes = [], buffers = [], kernels = [], klines = [] }) {
+function collect(index, { lines = [], nodes = [], buffers = [], kernels = [], klines = [],
+  modules = [] }) {
   const sel = emptySelection();
+  modules.forEach((m) => sel.modules.add(m));
   lines.forEach((l) => l !== null && l !== undefined && sel.lines.add(l));
   nodes.forEach((k) => sel.nodes.add(k));
   buffers.forEach((k) => sel.buffers.add(k));
@@ -141,6 +150,7 @@ export function fromNode(index, gid, name) {
     buffers: index.buffers.filter(mine).map(key),
     kernels: index.kernels.filter(mine).map(key),
     klines: index.klines.filter(mine).map(klineKey),
+    modules: node?.module ? [node.module] : [],
   });
 }
 
@@ -153,6 +163,7 @@ export function fromBuffer(index, gid, name) {
     buffers: [`${gid}:${name}`],
     kernels: index.kernels.filter(mine).map(key),
     klines: index.klines.filter(mine).map(klineKey),
+    modules: b?.modules ?? [],
   });
 }
 
@@ -163,7 +174,32 @@ export function fromKernel(index, gid, name) {
     nodes: (k?.origins ?? []).map((n) => `${gid}:${n}`),
     buffers: (k?.buffers ?? []).map((b) => `${gid}:${b}`),
     kernels: [`${gid}:${name}`],
+    modules: k?.modules ?? [],
   });
+}
+
+// `path` lies in module `root` ("" is the compiled module: everything lies in it).
+export const inModule = (path, root) => path !== null && path !== undefined &&
+  (root === "" || path === root || path.startsWith(`${root}.`));
+
+// A module (and everything inside it): its nodes, the buffers and kernels made from them
+// (a kernel fusing nodes of two blocks belongs to both), and their lines.
+export function fromModule(index, path) {
+  const nodes = index.nodes.filter((n) => inModule(n.module, path));
+  const touches = (x) => x.modules.some((m) => inModule(m, path));
+  const buffers = index.buffers.filter(touches);
+  const kernels = index.kernels.filter(touches);
+  return collect(index, {
+    lines: [...new Set(nodes.map((n) => n.line).filter((l) => l))],
+    nodes: nodes.map(key), buffers: buffers.map(key), kernels: kernels.map(key),
+    modules: [path],
+  });
+}
+
+// The module a selection names in words: the one path of a single module selection, the
+// common module of the selected kernels otherwise (for hover text).
+export function moduleOf(index, gid, kernel) {
+  return index.kernels.find((k) => k.gid === gid && k.name === kernel)?.module ?? null;
 }
 
 export function union(a, b) {

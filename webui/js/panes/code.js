@@ -11,7 +11,7 @@
 import { h, clear, empty, badge, fmtMs } from "../dom.js";
 import { codeBlock } from "../codeview.js";
 import {
-  lineColour, fromKernelLine, fromWrapperLine, fromKernel, fromStageLine,
+  lineColour, fromKernelLine, fromWrapperLine, fromKernel, fromStageLine, fromModule,
 } from "../provenance.js";
 import { Pane } from "./pane.js";
 
@@ -88,8 +88,15 @@ export class CodePane extends Pane {
     const sections = [];
     for (const g of trace.graphs("codegen")) {
       // Execution order (scheduling), with extern calls in place; then anything unscheduled.
+      // Kernels group by module: a heading starts each run of kernels of one module.
       const generated = new Map(g.kernels.map((k) => [k.name, k]));
+      let group;
       for (const k of trace.graph("scheduling", g.id)?.kernels ?? []) {
+        const module = k.module ?? null;
+        if (module !== null && (group === undefined || module !== group)) {
+          sections.push(this.moduleHeading(g.id, module, k.modules ?? []));
+        }
+        group = module;
         if (generated.has(k.name)) {
           sections.push(this.kernelSection(g.id, generated.get(k.name)));
           generated.delete(k.name);
@@ -108,6 +115,20 @@ export class CodePane extends Pane {
     this.badges(trace);
   }
 
+  // The heading of a run of kernels that lie in one module (hover/click: the module).
+  moduleHeading(gid, module, modules) {
+    const type = this.ctx.index().modules.get(module);
+    const spans = modules.length > 1 && !modules.includes(module)
+      ? ` · spans ${modules.join(", ")}` : "";
+    const el = h("div.module-group", { dataset: { module, graph: gid } },
+      h("span.module-path", module || "(root)"), type ? h("span.mtype", type) : null,
+      h("span.hint", spans));
+    el.addEventListener("mouseenter", () => this.ctx.hover(fromModule(this.ctx.index(), module)));
+    el.addEventListener("mouseleave", () => this.ctx.unhover());
+    el.addEventListener("click", () => this.ctx.pin(fromModule(this.ctx.index(), module)));
+    return el;
+  }
+
   header(gid, name, kind, extra) {
     const key = `${gid}:${name}`;
     const el = h("div.kernel-head", { style: { "--kc": this.ctx.kernelColour(gid, name) } },
@@ -123,7 +144,8 @@ export class CodePane extends Pane {
   kernelSection(gid, kernel) {
     const byLine = new Map((kernel.line_map ?? []).map((e) => [e.line, e]));
     const scheduled = this.ctx.index().kernels.find((k) => k.gid === gid && k.name === kernel.name);
-    const meta = scheduled ? `lines ${scheduled.lines.join(", ") || "–"}` : "";
+    const where = scheduled?.module ? ` · ${scheduled.module}` : "";
+    const meta = scheduled ? `lines ${scheduled.lines.join(", ") || "–"}${where}` : "";
     const block = codeBlock(kernel.source, kernel.language, (n, row) => {
       const entry = byLine.get(n);
       const key = `${gid}:${kernel.name}:${n}`;
@@ -132,7 +154,8 @@ export class CodePane extends Pane {
       if (!entry || !entry.lines?.length) return;
       row.classList.add("pv");
       row.style.setProperty("--pc", lineColour(entry.lines[0]));
-      row.title = `line ${entry.lines.join(", ")} · ${entry.origins?.join(", ") ?? ""}`;
+      row.title = `line ${entry.lines.join(", ")} · ${entry.origins?.join(", ") ?? ""}` +
+        (kernel.module ? ` · ${kernel.module}` : "");
       this.provenance(row, () => fromKernelLine(this.ctx.index(), gid, kernel.name, n));
     }, this.ctx.highlight);
     return h("section.kernel", { dataset: { kernel: kernel.name, graph: gid } },
@@ -142,7 +165,8 @@ export class CodePane extends Pane {
   externSection(gid, k) {
     return h("section.kernel.extern", { dataset: { kernel: k.name, graph: gid } },
       this.header(gid, k.name, "extern",
-        `calls ATen for ${k.origins.join(", ")} · lines ${k.lines.join(", ") || "–"}`));
+        `calls ATen for ${k.origins.join(", ")} · lines ${k.lines.join(", ") || "–"}` +
+        (k.module ? ` · ${k.module}` : "")));
   }
 
   wrapperSection(gid, wrapper) {
@@ -196,6 +220,9 @@ export class CodePane extends Pane {
           .filter(([key]) => k[key] !== undefined && k[key] !== null)
           .map(([key, label]) => `${label} ${k[key]}`);
         const bar = section?.querySelector(".stage-bar");
+        if (bar && !present.length && k.stages_note) {
+          clear(bar, h("span.stages-note", `no lower stages: ${k.stages_note}`));
+        }
         if (!bar || (!present.length && !facts.length)) continue;
         const source = section.querySelector(".code");
         this.stageSourceRows(g.id, k.name, source);
@@ -222,7 +249,11 @@ export class CodePane extends Pane {
           if (k.line_maps?.[key]?.length) b.title = `${label} beside the source, lines mapped`;
           b.addEventListener("click", () => show(b, key, language));
           return b;
-        }), facts.length ? h("span.facts", facts.join(" · ")) : null);
+        }), facts.length ? h("span.facts", facts.join(" · ")) : null,
+        k.gpu_target ? h("span.offline-target", {
+          title: "This host has no GPU: Triton's interpreter ran the kernel, and Triton " +
+            `compiled it again for ${k.gpu_target} for these stages (gpu_target option)` },
+        `compiled for ${k.gpu_target}, not run here`) : null);
       }
     }
   }
@@ -279,6 +310,9 @@ export class CodePane extends Pane {
     for (const key of sel.kernels) {
       const el = this.headers.get(key);
       if (el) this.marked.push(el);
+    }
+    for (const el of this.el.querySelectorAll(".module-group")) {
+      if (sel.modules?.has(el.dataset.module)) this.marked.push(el);
     }
     const stageMarked = [];
     for (const key of sel.slines ?? []) {

@@ -55,8 +55,10 @@ const MIN_READABLE_ZOOM = 0.8;
 // Above this a small graph looks blown up; it is centred at this zoom instead.
 const MAX_FIT_ZOOM = 1.25;
 
+// longest-path ranking puts each input just above its first use: a model's parameters
+// sit beside the layer that reads them, not in one row as wide as the model.
 const LAYOUT = { name: "dagre", rankDir: "TB", nodeSep: 18, rankSep: 34, edgeSep: 8,
-  padding: 16, animate: false };
+  padding: 16, animate: false, ranker: "longest-path" };
 
 // "aten.mul.Tensor" -> "mul": the overload adds nothing on a graph node.
 const short = (target) => {
@@ -74,14 +76,13 @@ export class GraphPane extends Pane {
   title = "Graph";
 
   constructor(ctx) {
-    super(ctx);
+    super(ctx, "div.pane-body.graph-pane");
     this.graphId = 0;
     this.pick = h("select.graph-pick", { onchange: () => this.showGraph(Number(this.pick.value)) });
     this.fxEl = h("div.cy");
     this.kEl = h("div.cy");
     this.details = h("div.details");
     this.breaks = h("div.breaks");
-    this.el = h("div.pane-body.graph-pane");
     this.reset();
   }
 
@@ -232,6 +233,7 @@ export class GraphPane extends Pane {
       row("dtype", n.dtype);
       row("stride", shape(n.stride));
       row("line", n.line ? `${n.line}: ${n.source ?? ""}` : "–");
+      row("module", moduleText(n.module, this.ctx.index()));
       row("kernel", d.kernel);
     } else if (d.kind === "kernel") {
       const k = d.info;
@@ -241,6 +243,7 @@ export class GraphPane extends Pane {
       row("buffers", k.buffers.join(", "));
       row("FX nodes", k.origins.join(", "));
       row("lines", k.lines.join(", "));
+      row("module", moduleText(k.module, this.ctx.index(), k.modules));
     } else if (d.info) {
       row("input", d.info.name);
       row("shape", shape(d.info.size));
@@ -287,10 +290,12 @@ export class GraphPane extends Pane {
         cy.zoom(MAX_FIT_ZOOM);
         cy.center();
       } else if (cy.zoom() < MIN_READABLE_ZOOM) {
-        const box = cy.elements().boundingBox();
+        // Readable zoom, from the graph's first node (the topmost; the leftmost of a
+        // row): the middle of a wide graph's bounding box may hold no node at all.
+        const first = cy.nodes().min((n) => n.boundingBox().y1 * 1e6 + n.position().x).ele;
+        const box = first.boundingBox();
         cy.zoom(MIN_READABLE_ZOOM);
-        cy.pan({ x: cy.width() / 2 - ((box.x1 + box.x2) / 2) * MIN_READABLE_ZOOM,
-          y: 16 - box.y1 * MIN_READABLE_ZOOM });
+        cy.pan({ x: 16 - box.x1 * MIN_READABLE_ZOOM, y: 16 - box.y1 * MIN_READABLE_ZOOM });
       }
     }
   }
@@ -322,4 +327,13 @@ export class GraphPane extends Pane {
   highlighted() {
     return this.fx ? this.fx.nodes(".hl").map((n) => n.id()) : [];
   }
+}
+
+// "blocks.1.attn (Attention)", with the other modules a fused kernel spans.
+function moduleText(path, index, all = []) {
+  if (path === null || path === undefined) return "–";
+  const type = index.modules.get(path);
+  const head = `${path || "(root)"}${type ? ` (${type})` : ""}`;
+  const more = all.filter((m) => m !== path);
+  return more.length ? `${head}; spans ${more.join(", ")}` : head;
 }

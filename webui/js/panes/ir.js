@@ -12,8 +12,7 @@ export class IrPane extends Pane {
   title = "IR";
 
   constructor(ctx) {
-    super(ctx);
-    this.el = h("div.pane-body.ir-pane");
+    super(ctx, "div.pane-body.ir-pane");
     this.cards = new Map();
     this.reset();
   }
@@ -63,6 +62,7 @@ export class IrPane extends Pane {
     const head = h("div.card-head",
       h("span.bname", b.name), badge(b.kind, b.kind),
       h("span.meta", `${b.dtype} ${shape(b.size)} stride ${shape(b.stride)}`),
+      b.module ? h("span.module-path", { title: "module" }, b.module) : null,
       b.reduction_type ? badge(`${b.reduction_type} over ${shape(b.reduction_ranges)}`) : null,
       kernel ? h("span.chip", { style: { "--kc": this.ctx.kernelColour(gid, kernel) } }, kernel) : null,
       removed ? badge("never stored", "ok") : null);
@@ -78,6 +78,8 @@ export class IrPane extends Pane {
     const facts = h("table.kv",
       h("tr", h("th", "realized"), h("td", b.realized ?? "–")),
       h("tr", h("th", "FX nodes"), h("td", (b.origins ?? []).join(", ") || "–")),
+      h("tr", h("th", "module"), h("td", b.module === null || b.module === undefined ? "–"
+        : h("code.module-path", b.module || "(root)"))),
       h("tr", h("th", "lines"), h("td", (b.lines ?? []).map((l) =>
         h("span.line-chip", { style: { "--pc": lineColour(l) } }, l)))),
       h("tr", h("th", "ranges"), h("td", `${shape(b.ranges)}${b.reduction_ranges?.length

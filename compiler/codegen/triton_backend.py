@@ -1,0 +1,217 @@
+"""The Triton backend: the object the driver asks about Triton kernels (compiler/codegen/
+backend.py), on CUDA and, when asked for on a CPU-only host, under the Triton interpreter.
+
+It hands pointwise and reduction plans to compiler/codegen/triton.py and GEMM template
+plans to compiler/codegen/triton_template.py, and writes the wrapper's prelude (Triton's
+imports and the helpers the kernels call).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from compiler.codegen import targets, triton_launch
+from compiler.codegen.backend import Backend, BuildResult, GeneratedKernel, Launch
+from compiler.codegen.mathops import TRITON_MATH_HELPERS
+from compiler.codegen.optable import OpTable
+from compiler.codegen.triton import INTERPRET_OPS, OPS, generate_triton
+from compiler.codegen.triton_cache import graph_triton_cache
+from compiler.codegen.triton_offline import offline_reports
+from compiler.codegen.triton_pool import PoolKernel, prebuild
+from compiler.codegen.triton_report import compiled_report
+from compiler.codegen.triton_template import (
+    configs_for,
+    generate_template,
+    template_launch,
+    template_node,
+)
+from compiler.features import Feature
+from compiler.ir.template import TemplateConfig
+from compiler.schedule.kinds import KernelKind
+from compiler.schedule.plan import KernelPlan
+
+TRITON_IMPORTS = """import triton
+import triton.language as tl
+try:
+    from triton.language.extra import libdevice
+except ImportError:  # older Triton
+    from triton.language.extra.cuda import libdevice
+
+
+@triton.jit
+def _prod(a, b):
+    return a * b
+
+
+@triton.jit
+def _upow(base, exp):
+    # Integer power by squaring (exp >= 0), wrapping as torch's does.
+    b = base + exp * 0
+    e = exp + base * 0
+    result = b * 0 + 1
+    for _ in range(64):
+        result = tl.where((e & 1) != 0, result * b, result)
+        e = e >> 1
+        b = b * b
+    return result
+
+
+@triton.jit
+def _ipow(base, exp):
+    # A negative exponent follows torch's rule for integers: 1 for base 1, +-1 for base -1,
+    # 0 for every other base.
+    b = base + exp * 0
+    e = exp + base * 0
+    result = _upow(b, tl.where(e < 0, 0, e))
+    unit = tl.where((e & 1) != 0, b, b * b)  # (-1) ** e, where b is -1
+    small = tl.where(b == 1, b, tl.where(b == -1, unit, b * 0))
+    return tl.where(e < 0, small, result)
+""" + TRITON_MATH_HELPERS
+
+
+class InterpreterUnavailable(RuntimeError):
+    pass
+
+
+def check_interpreter() -> None:
+    """Triton kernels on the CPU run under the Triton interpreter, which Triton takes on
+    when it is imported (torch._dynamo imports it): the process must start with
+    TRITON_INTERPRET=1 (targets.emulator_env; the kernelscope command and the server's
+    workers set it from the job's options). Nothing here changes the environment."""
+    import triton.language as tl
+
+    if type(tl.sigmoid).__name__ != "InterpretedFunction":
+        raise InterpreterUnavailable(
+            "Triton kernels on the CPU run under the Triton interpreter, but Triton was "
+            "imported without it: start the process with TRITON_INTERPRET=1 in its "
+            "environment (the kernelscope command does so for --backend triton on a CPU)")
+
+
+def _interpreter_asserts() -> None:
+    """The interpreter runs `tl.device_assert` only when its builder is in debug mode
+    (compiled kernels take `debug=True` from their decorator; the interpreter ignores it)."""
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    if not builder.options.debug:
+        builder.options = dataclasses.replace(builder.options, debug=True)
+
+
+def kernel_body(kernel: GeneratedKernel) -> str:
+    """A kernel's source without its name and its comment lines (which name the buffers,
+    FX nodes and source lines it came from): two kernels with one body compute the same."""
+    return "\n".join(line for line in kernel.source.replace(kernel.name, "KERNEL").splitlines()
+                     if not line.lstrip().startswith("#"))
+
+
+class TritonBackend(Backend):
+    """Triton on CUDA; on a CPU-only host, when asked for, under the Triton interpreter."""
+
+    target = targets.by_name("triton")
+    # Triton pointers may alias (an input's update in place); the "logsumexp" reduction is
+    # triton.py's reduce(); the GEMM template is codegen/triton_template.py.
+    features = frozenset({Feature.SPLIT_REDUCTIONS, Feature.WRITES_OVER_INPUTS,
+                          Feature.ONLINE_SOFTMAX, Feature.MATMUL_TEMPLATES})
+
+    def after_import(self, module: ModuleType, kernels: list[str]) -> None:
+        if not self.emulated:  # the interpreter keeps the JIT path, which it implements
+            triton_launch.install(module, kernels)
+
+    def cache_identity(self) -> dict[str, str]:
+        return {**super().cache_identity(),
+                "interpret": os.environ.get("TRITON_INTERPRET", "")}
+
+    def op_table(self) -> OpTable:
+        return INTERPRET_OPS if self.emulated else OPS
+
+    def kernel_prefix(self, kind: KernelKind, rnumel: int) -> str:
+        if kind.reduces and rnumel <= self.options.persistent_rblock:
+            return "triton_per"
+        return super().kernel_prefix(kind, rnumel)
+
+    def template_configs(self, m: int, n: int, k: int, dtype: torch.dtype
+                         ) -> list[TemplateConfig]:
+        return configs_for(m, n, k)
+
+    def template_kernel(self, plan: KernelPlan, header: list[str], config: TemplateConfig
+                        ) -> GeneratedKernel:
+        t = generate_template(plan, header, config, self.emulated)
+        return GeneratedKernel(t.name, t.source, t.line_map, t.args,
+                               template_launch(t, config.num_stages),
+                               {"grid": list(t.grid), **config.to_json()})
+
+    def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:
+        if plan.kind is KernelKind.TEMPLATE:
+            config = template_node(plan).chosen
+            assert config is not None, "a template plan without a chosen config"
+            return self.template_kernel(plan, header, config)
+        k = generate_triton(plan, header, self.options.persistent_rblock, self.emulated,
+                            self.options.debug_index_asserts)
+        meta = "".join(f", {m}={v}" for m, v in k.meta.items())
+        launch = (f"{k.name}[{k.grid}]({', '.join(k.args)}, {', '.join(map(str, k.numels))}"
+                  f"{meta}, num_warps={k.num_warps})")
+        return GeneratedKernel(k.name, k.source, k.line_map, k.args, launch,
+                               {"grid": list(k.grid), **k.meta, "num_warps": k.num_warps,
+                                "numels": list(k.numels)})
+
+    def prebuild(self, module: ModuleType, kernels: list[GeneratedKernel],
+                 dtypes: dict[str, torch.dtype], workers: int) -> dict[str, Any]:
+        if self.emulated:  # the interpreter builds nothing
+            return {}
+        launches = [PoolKernel(k.name, [("ptr", dtypes[a]) for a in k.args]
+                               + [("int", n) for n in k.config.get("numels", [])],
+                               tuple(k.config["grid"]),
+                               {m: v for m, v in k.config.items() if m not in ("grid", "numels")})
+                    for k in kernels]
+        return prebuild(module, launches, workers or min(16, os.cpu_count() or 1))
+
+    def wrapper_prelude(self, kernels: list[GeneratedKernel], artifact: Path | None
+                        ) -> list[str]:
+        # A kernel whose body is another's (the same layer repeated) is that kernel under
+        # its own name: Triton compiles it once (Inductor's wrapper dedups the same way).
+        lines = TRITON_IMPORTS.splitlines()
+        first: dict[str, str] = {}
+        for k in kernels:
+            same = first.setdefault(kernel_body(k), k.name)
+            if same != k.name:
+                lines += ["", f"{k.name} = {same}  # the same kernel as {same}: compiled once"]
+            else:
+                lines += ["", "", *k.source.rstrip().splitlines()]
+        return lines
+
+    def build(self, source_path: Path | None) -> BuildResult:
+        # Triton compiles each kernel at its first launch; on the CPU the interpreter runs
+        # it, which the process must have started with.
+        if self.emulated:
+            check_interpreter()
+            if self.options.debug_index_asserts:
+                _interpreter_asserts()
+        return BuildResult(None, True, 0.0)
+
+    def first_launch(self, wrapper: Path, inputs: list[dict[str, Any]] | None
+                     ) -> AbstractContextManager[object]:
+        # The interpreter has no cache; on a GPU Triton's is shared per wrapper.
+        return nullcontext() if self.emulated else graph_triton_cache(wrapper, inputs)
+
+    def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
+        return {} if self.emulated else compiled_report(getattr(module, kernel, None))
+
+    def kernel_reports(self, module: ModuleType, launches: dict[str, Launch | None]
+                       ) -> dict[str, dict[str, Any]]:
+        if not self.emulated:
+            return super().kernel_reports(module, launches)
+        # The interpreter builds nothing: Triton's stages come from compiling the kernels
+        # again for a GPU target, offline (never run here).
+        target = self.options.gpu_target
+        if not target:
+            note = ("Triton's interpreter ran this kernel on the CPU and the gpu_target "
+                    "option is off: no GPU stages")
+            return {name: {"stages_note": note} for name in launches}
+        return offline_reports(Path(str(module.__file__)), launches, target)

@@ -1,0 +1,100 @@
+"""What every lowering module shares, importable without filling the lowering table.
+
+`LoweringContext` is what a lowering is handed as `g` (GraphLowering, lowering/graph.py,
+is the one implementation): the builders of IR values and buffers, the graph-wide facts
+a lowering may ask (its layout, the backend's features) and the notes it may add. A
+lowering is `fn(g, node, *args, **kwargs)`: `node` is the FX node it lowers (its target,
+its users, its meta), passed explicitly rather than read from the walk's position.
+`Unsupported` and the small layout helpers live here too, so any module (lowering or
+driver) can import them without importing the walk and, through it, every lowering.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import torch
+
+from compiler.devices import device_type
+from compiler.features import Features
+from compiler.ir.nodes import Buffer, Lazy, Reduction, Stored, TensorValue
+from compiler.lowering.layout import LayoutDecision
+
+
+class Unsupported(Exception):
+    """The graph uses something this compiler cannot handle at all (e.g. dynamic shapes)."""
+
+
+class LoweringBackend(Protocol):
+    """What lowering asks of the graph's backend (codegen/backend.py's Backend is one):
+    what it can do, and why it cannot express an op on operands of a dtype (None: it
+    can), so that lowering leaves that node to ATen and says why."""
+
+    @property
+    def features(self) -> Features: ...
+
+    def refuses(self, op: str, dtype: torch.dtype) -> str | None: ...
+
+
+class LoweringContext(Protocol):
+    """The graph being lowered, as its lowerings see it."""
+
+    layout: LayoutDecision  # the whole-graph layout (lowering/layout.py)
+    features: Features  # what the graph's backend can do, less what the options turn off
+    online_softmax: int | None  # rows longer than this: one-pass logsumexp (None: never)
+    notes: list[str]  # what the UI should know about this graph (the lowering event)
+    input_offsets: dict[str, int]  # storage offsets of the graph's real inputs
+    # Channels-last copies made for convolutions, by what they copy (lowering/conv.py).
+    converted: dict[tuple[int, Any], tuple[Any, Stored]]
+    buffers: list[Buffer]  # the graph's buffers so far, in program order
+
+    def out_meta(self) -> Any:
+        """The fake tensor (or tuple of them) of the node being lowered."""
+        ...
+
+    def node_name(self) -> str: ...
+
+    def lazy(self, inner_fn: Callable[..., Any], size: Sequence[int], dtype: torch.dtype,
+             inputs: Sequence[Any] = ()) -> Lazy: ...
+
+    def realize(self, value: TensorValue, reason: str,
+                stride: Sequence[int] | None = None) -> Stored: ...
+
+    def reduction_buffer(self, node: Reduction, size: Sequence[int], reason: str
+                         ) -> Stored: ...
+
+    def make_reduction(self, inner_fn: Callable[..., Any], ranges: Sequence[int],
+                       reduction_ranges: Sequence[int], reduction_type: str,
+                       dtype: torch.dtype, src_dtype: torch.dtype,
+                       inputs: Sequence[Any] = ()) -> Reduction: ...
+
+    def allocate(self, reason: str, meta: Any = None) -> Any: ...
+
+    def extern(self, op: Any, args: Any, kwargs: dict[str, Any], fallback: bool,
+               reason: str = "", out_stride: Sequence[int] | None = None,
+               out_size: Sequence[int] | None = None) -> Any: ...
+
+
+def row_pair(idx: Sequence[Any], n: int, dim: int) -> tuple[list[Any], list[Any], Any]:
+    """An index over [*size, row] (a position p of `n` dims, then j along dim's row, as
+    sorts and scans compare a row's elements pairwise): p, p with dim set to j, and j."""
+    p, j = list(idx[:n]), idx[n]
+    q = list(p)
+    q[dim] = j
+    return p, q, j
+
+
+def device_of(t: Any) -> str:
+    return device_type(t)
+
+
+def dense_permutation(size: Sequence[int], stride: Sequence[int]) -> bool:
+    """True if `stride` lays `size` out densely in some dim order (no gaps, no overlap)."""
+    dims = sorted((st, sz) for sz, st in zip(size, stride) if sz != 1)
+    expected = 1
+    for st, sz in dims:
+        if st != expected:
+            return False
+        expected *= sz
+    return True

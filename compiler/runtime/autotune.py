@@ -1,0 +1,150 @@
+"""Choosing what each matrix product runs as: the extern call or a GEMM template config.
+
+After lowering, every `MatmulTemplate` (ir/template.py) is decided here, before the
+scheduler sees it (a chosen template becomes a kernel its consumers fuse into). With the
+`matmul` option at "auto" and real kernels (a GPU), the extern call and each template
+config the backend offers are run once on random operands of the product's real shapes,
+strides and dtype (as Inductor's max-autotune does); a config whose values are not the
+extern call's (at the dtype's tolerance) or that fails to build is dropped, with why;
+the fastest stays. The times are cached on disk, keyed by the shapes, strides, dtype,
+device name, the template's source and the tool versions, so a product is measured
+once per machine. "template" takes the first config unmeasured and "extern" the extern
+call (deterministic, for tests); where kernels are emulated nothing is measured and the
+extern call stays.
+
+In: a LoweredGraph and its backend. Out: `chosen` set on each template, and one
+TemplateSelection per product for the scheduling event.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from compiler.codegen.backend import Backend
+from compiler.devices import is_gpu
+from compiler.event_types import TemplateChoice, TemplateSelection
+from compiler.ir.nodes import Layout
+from compiler.ir.template import MatmulTemplate, TemplateConfig
+from compiler.lowering.graph import LoweredGraph
+from compiler.options import CompileOptions
+from compiler.runtime import template_bench
+from compiler.runtime.cache import cache_root, content_key, write_atomic
+
+EXTERN = "extern"
+CACHE_VERSION = "1"  # bump when what a cached entry means changes
+
+
+def select_templates(lowered: LoweredGraph, backend: Backend, options: CompileOptions
+                     ) -> list[TemplateSelection]:
+    out = []
+    for buf in lowered.buffers:
+        if isinstance(buf, MatmulTemplate):
+            m, n, k = buf.mnk
+            buf.configs = tuple(backend.template_configs(m, n, k, buf.dtype))
+            out.append(_select(buf, backend, options))
+    return out
+
+
+def _select(buf: MatmulTemplate, backend: Backend, options: CompileOptions
+            ) -> TemplateSelection:
+    choices = [TemplateChoice(EXTERN)] + [TemplateChoice(c.name, None, c.to_json())
+                                             for c in buf.configs]
+    sel = TemplateSelection(buf.name, buf.summary, sorted(buf.origins), EXTERN, "",
+                               choices)
+    if not buf.configs:
+        sel.reason = "no template config fits this product: the extern call"
+    elif options.matmul == "template":
+        _choose(buf, sel, buf.configs[0], "the matmul option asks for the template "
+                                          "(its first config, unmeasured)")
+    elif options.matmul != "auto":
+        sel.reason = f"the matmul option is {options.matmul!r}: the extern call"
+    elif backend.emulated:
+        sel.reason = ("kernels run emulated here, so nothing is measured: the extern call "
+                      "(matmul='template' forces the template)")
+    else:
+        _measured(buf, sel, backend, options)
+    buf.choice_reason = sel.reason
+    return sel
+
+
+def _choose(buf: MatmulTemplate, sel: TemplateSelection, config: TemplateConfig,
+            reason: str) -> None:
+    buf.chosen = config
+    sel.chosen, sel.reason = config.name, reason
+
+
+def _measured(buf: MatmulTemplate, sel: TemplateSelection, backend: Backend,
+              options: CompileOptions) -> None:
+    path = cache_path(buf, backend, options)
+    entry = _read(path)
+    sel.cache_hit = entry is not None
+    if entry is None:
+        try:
+            entry = template_bench.measure(buf, backend)
+        except Exception as e:  # the measurement itself failed: say so, keep the extern call
+            sel.reason = f"measuring failed ({type(e).__name__}: {str(e)[:300]}): the extern call"
+            return
+        write_atomic(path, json.dumps(entry, indent=1, sort_keys=True))
+    times: dict[str, float] = entry.get("ms", {})
+    errors: dict[str, str] = entry.get("errors", {})
+    for c in sel.choices:
+        c.ms = times.get(c.name)
+        c.error = errors.get(c.name)
+    buf.timings = dict(times)
+    if EXTERN not in times:
+        sel.reason = "the extern call could not be timed: kept, nothing compared"
+        return
+    best = min(times, key=lambda name: (times[name], name != EXTERN))
+    by_name = {c.name: c for c in buf.configs}
+    if best == EXTERN or best not in by_name:
+        sel.reason = f"the extern call is fastest ({times[EXTERN]:.4g} ms)"
+        return
+    _choose(buf, sel, by_name[best], f"template {best} is fastest: {times[best]:.4g} ms "
+                                     f"against the extern call's {times[EXTERN]:.4g} ms")
+
+
+def cache_path(buf: MatmulTemplate, backend: Backend, options: CompileOptions) -> Path:
+    root = cache_root(options.cache_dir) / "autotune"
+    root.mkdir(parents=True, exist_ok=True)
+    return root / f"mm_{autotune_key(buf, backend)}.json"
+
+
+def autotune_key(buf: MatmulTemplate, backend: Backend) -> str:
+    assert buf.a is not None and buf.b is not None
+    facts = {"op": str(buf.op), "a": _lay(buf.a.view), "b": _lay(buf.b.view),
+             "out": _lay(buf.layout), "dtype": str(buf.dtype), "backend": backend.name,
+             "device": _device_name(backend.device), "configs": [c.name for c in buf.configs],
+             "template": _template_source(), "version": CACHE_VERSION}
+    return content_key(json.dumps(facts, sort_keys=True))
+
+
+def _lay(lay: Layout) -> list[Any]:
+    return [list(lay.size), list(lay.stride), lay.offset]
+
+
+def _device_name(device: str) -> str:
+    if is_gpu(device) and torch.cuda.is_available():
+        return torch.cuda.get_device_name()
+    return device
+
+
+def _template_source() -> str:
+    """The template's generator, by content: a changed template is measured again."""
+    here = Path(__file__).resolve().parents[1] / "codegen" / "triton_template.py"
+    return hashlib.sha256(here.read_bytes()).hexdigest()[:16]
+
+
+def _read(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(data, dict) and isinstance(data.get("ms"), dict) and \
+        all(isinstance(v, (int, float)) for v in data["ms"].values())
+    return data if ok else None
+

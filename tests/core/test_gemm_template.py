@@ -1,0 +1,162 @@
+"""The Triton GEMM template: lowering offers it, the choice is data, epilogues fuse, and
+the template computes what eager does (under the Triton interpreter, in a subprocess)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from gemm_cases import CASES
+from ks_helpers import interpreter_case_results
+
+from compiler.capture.dynamo import Recorder
+from compiler.codegen.triton_backend import TritonBackend
+from compiler.compile_fx import GraphWork, codegen_stage, lower, memory_stage, schedule_stage
+from compiler.ir.nodes import ExternKernel
+from compiler.ir.template import MatmulTemplate
+from compiler.options import CompileOptions
+from compiler.runtime import autotune, template_bench
+
+HERE = Path(__file__).resolve().parent
+
+
+def _addmm_gelu(x: Any, w: Any, b: Any) -> Any:
+    return F.gelu(torch.addmm(b, x, w))
+
+
+def _inputs() -> tuple[torch.Tensor, ...]:
+    return torch.randn(37, 50), torch.randn(50, 70), torch.randn(70)
+
+
+def _works(fn: Any, args: tuple[Any, ...], **options: Any) -> list[GraphWork]:
+    rec = Recorder()
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(fn, backend=rec.backend)(*args)
+    works = []
+    for i, g in enumerate(rec.graphs):
+        work = GraphWork(i, g.gm, g.example_inputs, CompileOptions(**options))
+        works.append(work)
+    return works
+
+
+def _through_codegen(work: GraphWork) -> Any:
+    lower(work)
+    event = schedule_stage(work)
+    memory_stage(work)
+    return event, codegen_stage(work)
+
+
+def test_cpp_keeps_the_extern_call() -> None:
+    (work,) = _works(_addmm_gelu, _inputs(), backend="cpp")
+    lower(work)
+    assert work.lowered is not None
+    products = [b for b in work.lowered.buffers if isinstance(b, ExternKernel)]
+    assert products and not any(isinstance(b, MatmulTemplate) for b in products)
+
+
+def test_forced_template_fuses_the_epilogue_and_says_so() -> None:
+    (work,) = _works(_addmm_gelu, _inputs(), backend="triton", matmul="template")
+    sched, code = _through_codegen(work)
+    (sel,) = sched.templates
+    assert sel.chosen != "extern" and "matmul option" in sel.reason
+    assert sel.choices[0].name == "extern" and len(sel.choices) > 1
+    (kernel,) = [k for k in sched.kernels if k.kind == "template"]
+    assert sel.kernel == kernel.name and kernel.name.startswith("triton_tem_fused_addmm")
+    assert {"addmm", "erf"} <= set(kernel.origins)  # the FX nodes fused into it
+    fused = [d for d in sched.decisions if d.fused and "template's epilogue" in d.reason]
+    assert fused
+    (source,) = [k.source for k in code.kernels if k.name == kernel.name]
+    assert "tl.dot(a, b, acc" in source and "GROUP_M: tl.constexpr" in source
+    assert "tl.erf(" in source  # the epilogue, from the same inner_fn codegen
+    assert not any(k.name.startswith("triton_poi") for k in code.kernels)
+    # the wrapper never calls ATen's product: the template computes it
+    assert "aten.addmm" not in work.wrapper and "aten.mm" not in work.wrapper
+
+
+def test_auto_on_an_emulated_backend_keeps_the_extern_call() -> None:
+    (work,) = _works(_addmm_gelu, _inputs(), backend="triton")
+    sched, code = _through_codegen(work)
+    (sel,) = sched.templates
+    assert sel.chosen == "extern" and "emulated" in sel.reason
+    assert not any(k.kind == "template" for k in sched.kernels)
+    assert "torch.ops.aten.mm.default(" in work.wrapper
+
+
+def test_extern_option_offers_no_template() -> None:
+    (work,) = _works(_addmm_gelu, _inputs(), backend="triton", matmul="extern")
+    sched, _ = _through_codegen(work)
+    assert sched.templates == []
+
+
+def test_a_transposed_read_is_not_an_epilogue() -> None:
+    fn, make, _ = CASES["transposed_consumer_f32"]
+    (work,) = _works(fn, make(), backend="triton", matmul="template")
+    sched, _ = _through_codegen(work)
+    refused = [d for d in sched.decisions if not d.fused and "another element" in d.reason]
+    assert refused
+
+
+def _measured_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, times: dict[str, float]
+                    ) -> tuple[list[Any], list[int]]:
+    """select_templates as on a GPU, with the measurement replaced by `times` (what a GPU
+    would have measured; the choice and the cache are under test, not the timing)."""
+    options = CompileOptions(backend="triton", matmul="auto", cache_dir=str(tmp_path))
+    calls: list[int] = []
+
+    def fake_measure(buf: MatmulTemplate, backend: Any) -> dict[str, Any]:
+        calls.append(1)
+        return {"ms": {name: ms for name, ms in times.items()},
+                "errors": {c.name: "ValueError: values differ" for c in buf.configs[2:]}}
+
+    monkeypatch.setattr(template_bench, "measure", fake_measure)
+    (work,) = _works(_addmm_gelu, _inputs(), backend="triton")
+    lower(work)
+    assert work.lowered is not None
+    backend = TritonBackend("cuda", options)  # not emulated: it measures
+    first = autotune.select_templates(work.lowered, backend, options)
+    for buf in work.lowered.buffers:
+        if isinstance(buf, MatmulTemplate):
+            buf.chosen = None
+    second = autotune.select_templates(work.lowered, backend, options)
+    return [first[0], second[0]], calls
+
+
+def test_measured_choice_is_the_fastest_and_cached(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from compiler.codegen.triton_template import configs_for
+
+    best = configs_for(37, 70, 50)[1].name
+    sels, calls = _measured_graph(tmp_path, monkeypatch, {"extern": 0.02, best: 0.01})
+    first, second = sels
+    assert first.chosen == best and not first.cache_hit
+    assert second.chosen == best and second.cache_hit and calls == [1]  # measured once
+    times = {c.name: c.ms for c in first.choices}
+    assert times["extern"] == 0.02 and times[best] == 0.01
+    assert any(c.error for c in first.choices)  # dropped configs say why
+    (entry,) = list((tmp_path / "autotune").glob("mm_*.json"))
+    assert json.loads(entry.read_text())["ms"][best] == 0.01
+
+
+def test_measured_extern_wins_ties(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from compiler.codegen.triton_template import configs_for
+
+    name = configs_for(37, 70, 50)[0].name
+    (first, _), _ = _measured_graph(tmp_path, monkeypatch, {"extern": 0.01, name: 0.01})
+    assert first.chosen == "extern" and "extern call is fastest" in first.reason
+
+
+@pytest.fixture(scope="module")
+def interpreter_results() -> dict[str, str]:
+    return interpreter_case_results(HERE / "gemm_cases.py")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_template_matches_eager_under_the_interpreter(name: str,
+                                                     interpreter_results: dict[str, str]
+                                                     ) -> None:
+    assert interpreter_results.get(name) == "ok", interpreter_results.get(name, "crashed")

@@ -1,0 +1,48 @@
+"""The compile pool builds each distinct kernel of a graph once, ahead of its first launch,
+with the launch's arguments, grid and constexprs; a failed build is reported, not raised
+(the launch builds it again and raises as before)."""
+
+from __future__ import annotations
+
+import threading
+import types
+from typing import Any
+
+import torch
+
+from compiler.codegen.triton_pool import PoolKernel, prebuild
+
+
+class FakeKernel:
+    def __init__(self, fail: bool = False) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.threads: set[int] = set()
+        self.fail = fail
+
+    def warmup(self, *args: Any, grid: Any, **kwargs: Any) -> None:
+        self.threads.add(threading.get_ident())
+        self.calls.append((args, grid, kwargs))
+        if self.fail:
+            raise RuntimeError("ptxas failed")
+
+
+def test_each_distinct_kernel_is_built_once_with_its_launch() -> None:
+    a, bad = FakeKernel(), FakeKernel(fail=True)
+    module = types.SimpleNamespace(k0=a, k1=a, k2=bad)  # k1 is k0 (a deduplicated kernel)
+    launch = [("ptr", torch.float16), ("ptr", torch.float32), ("int", 4096)]
+    kernels = [PoolKernel(n, launch, (4, 1), {"XBLOCK": 1024, "num_warps": 4})
+               for n in ("k0", "k1", "k2")]
+    report = prebuild(module, kernels, workers=4)  # type: ignore[arg-type]
+    assert a.calls == [((torch.float16, torch.float32, 4096), (4, 1),
+                        {"XBLOCK": 1024, "num_warps": 4})]
+    assert report["kernels"] == 2 and set(report["built_ms"]) == {"k0"}
+    assert "ptxas failed" in report["errors"]["k2"]
+    assert threading.get_ident() not in a.threads  # built on a pool thread
+
+
+def test_an_emulated_backend_builds_nothing_ahead() -> None:
+    from compiler.codegen.triton_backend import TritonBackend
+    from compiler.options import CompileOptions
+
+    backend = TritonBackend("cpu", CompileOptions(backend="triton"))
+    assert backend.emulated and backend.prebuild(types.ModuleType("m"), [], {}, 0) == {}
