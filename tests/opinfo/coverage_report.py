@@ -43,8 +43,11 @@ def _load(directory: Path) -> dict[str, tuple[dict[str, Any], list[dict[str, Any
         meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         cases = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         out[target] = (meta, cases)
-    return dict(sorted(out.items(), key=lambda kv: ORDER.index(kv[0])
-                       if kv[0] in ORDER else 99))
+    def rank(stem: str) -> int:
+        name = stem.removeprefix("grad-")
+        return ORDER.index(name) if name in ORDER else 99
+
+    return dict(sorted(out.items(), key=lambda kv: rank(kv[0])))
 
 
 def _totals(ops: dict[str, dict[str, Any]], cases: list[dict[str, Any]],
