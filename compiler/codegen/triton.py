@@ -8,7 +8,7 @@ we compile fits), loads and stores are masked, and every line knows its FX origi
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,16 +23,7 @@ from compiler.codegen.mathops import (
     TRITON_INTERPRET_MATH,
     TRITON_MATH,
 )
-from compiler.codegen.optable import (
-    C_LIKE,
-    OpTable,
-    Rule,
-    calls,
-    finish_op,
-    float_only,
-    merged,
-    numeric,
-)
+from compiler.codegen.optable import C_LIKE, OpTable, calls, finish_op, float_only, merged, numeric
 from compiler.codegen.tiling import (
     YINDEX,
     Order,
@@ -43,8 +34,7 @@ from compiler.codegen.tiling import (
     tile_config,
 )
 from compiler.ir.index_print import pexpr
-from compiler.ir.ops import combine_op
-from compiler.ir.ops import reduction_identity as identity
+from compiler.ir.ops import combine_op, reduction_identity
 from compiler.schedule.nodes import SchedNode
 from compiler.schedule.plan import KernelPlan
 
@@ -60,16 +50,16 @@ _FLOOR_DIV_INT = ("tl.where((({0} % {1}) != 0) & (({0} < 0) != ({1} < 0)), "
 # Reductions are ops of the table too (optable.combine_op / finish_op), so the refusal
 # check sees them. logsumexp's rule joins a row's max and its sum of exp(v - max); the
 # running steps are `_logsumexp`'s (made only where the backend has ONLINE_SOFTMAX).
-REDUCTIONS: dict[str, Rule | Mapping[str, Rule]] = {
+REDUCTIONS: dict[str, Any] = {
     **{finish_op(r): rule for r, rule in {
         "sum": "tl.sum({0}, 1)", "max": "tl.max({0}, 1)", "min": "tl.min({0}, 1)",
         "prod": "tl.reduce({0}, 1, _prod)", "any": "(tl.max({0}.to(tl.int8), 1) != 0)",
         "all": "(tl.min({0}.to(tl.int8), 1) != 0)"}.items()},
-    **{combine_op(r): rule for r, rule in dict[str, Rule | Mapping[str, Rule]]({
+    **{combine_op(r): rule for r, rule in {
         "sum": "{0} + {1}", "max": "tl.maximum({0}, {1})", "min": "tl.minimum({0}, {1})",
         "prod": "{0} * {1}", "any": "{0} | {1}", "all": "{0} & {1}",
         "argmax": "{1} > {0}", "argmin": "{1} < {0}",
-        "logsumexp": float_only("({0} + tl.log({1}))")}).items()},
+        "logsumexp": float_only("({0} + tl.log({1}))")}.items()},
 }
 OPS = OpTable("Triton", merged(merged(C_LIKE, {
     **REDUCTIONS,
@@ -290,7 +280,7 @@ class TritonKernelCodegen(KernelCodegen):
     def reduce(self, node: SchedNode, value: Var) -> Var:
         data = node.buffer.data  # type: ignore[attr-defined]
         rtype, src = data.reduction_type, value.dtype
-        ident = literal(identity(rtype, src), src)
+        ident = literal(reduction_identity(rtype, src), src)
         if value.is_literal or value.domain == "x":
             value = self.emit(f"tl.full([XBLOCK, RBLOCK], {value.name}, {TL_DTYPE[src]})"
                               if value.is_literal else

@@ -76,6 +76,15 @@ class LoweringContext(Protocol):
                out_size: Sequence[int] | None = None) -> Any: ...
 
 
+def row_pair(idx: Sequence[Any], n: int, dim: int) -> tuple[list[Any], list[Any], Any]:
+    """An index over [*size, row] (a position p of `n` dims, then j along dim's row, as
+    sorts and scans compare a row's elements pairwise): p, p with dim set to j, and j."""
+    p, j = list(idx[:n]), idx[n]
+    q = list(p)
+    q[dim] = j
+    return p, q, j
+
+
 def device_of(t: Any) -> str:
     return device_type(t)
 

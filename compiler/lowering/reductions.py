@@ -261,21 +261,24 @@ def _int8(g: LoweringContext, x: TensorValue) -> Any:
     return g.lazy(lambda idx: ops.to_dtype(load(idx), torch.int8), x.size, torch.int8, [x])
 
 
+def _extreme_dim(g: LoweringContext, node: Node, x: TensorValue, dim: int, keepdim: bool,
+                 rtype: str) -> tuple[Any, Any]:
+    """(values, indices) as eager: a NaN wins and its first index is returned."""
+    src = _int8(g, x) if x.dtype == torch.bool else x
+    return (_extreme(g, node, x, [dim], keepdim, rtype),
+            _arg_reduce(g, node, src, dim, keepdim, f"arg{rtype}"))
+
+
 @register_lowering(aten.max.dim)
 def max_dim(g: LoweringContext, node: Node, x: TensorValue, dim: int, keepdim: bool = False
            ) -> tuple[Any, Any]:
-    """(values, indices) as eager: a NaN wins and its first index is returned."""
-    src = _int8(g, x) if x.dtype == torch.bool else x
-    return (_extreme(g, node, x, [dim], keepdim, "max"),
-            _arg_reduce(g, node, src, dim, keepdim, "argmax"))
+    return _extreme_dim(g, node, x, dim, keepdim, "max")
 
 
 @register_lowering(aten.min.dim)
 def min_dim(g: LoweringContext, node: Node, x: TensorValue, dim: int, keepdim: bool = False
            ) -> tuple[Any, Any]:
-    src = _int8(g, x) if x.dtype == torch.bool else x
-    return (_extreme(g, node, x, [dim], keepdim, "min"),
-            _arg_reduce(g, node, src, dim, keepdim, "argmin"))
+    return _extreme_dim(g, node, x, dim, keepdim, "min")
 
 
 @register_lowering(aten.max.default)

@@ -29,7 +29,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CppLexer, PythonLexer
 
-from compiler.event_types import json_schema
+from compiler.event_schema import json_schema
 from compiler.events import SCHEMA_VERSION, STAGES, TERMINAL
 
 ROOT = Path(__file__).resolve().parents[2]
