@@ -210,6 +210,8 @@ def reduction_identity(rtype: str, dtype: torch.dtype) -> Any:
         return False if dtype == torch.bool else 0
     if rtype in ("prod", "all"):
         return True if dtype == torch.bool else 1
+    if dtype == torch.bool and rtype in ("max", "argmax", "min", "argmin"):
+        return rtype in ("min", "argmin")  # False is the least bool, True the greatest
     if rtype in ("max", "argmax", "logsumexp"):
         return float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
     if rtype in ("min", "argmin"):
