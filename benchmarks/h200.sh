@@ -2,7 +2,8 @@
 # One H200 call: what to run, in order of importance, each part writing its JSON and
 # Markdown under OUT as it finishes (a call cut short keeps what it measured).
 #
-#   OUT=/tmp/out bash benchmarks/h200.sh [parts...]   # parts: all suite models overhead cpu
+#   OUT=/tmp/out bash benchmarks/h200.sh [parts...]
+#   parts: all suite models overhead train gemm cpu
 #   (all: the three GPU parts in one run, their compiles overlapping under --jobs)
 #
 # Environment: JOBS (items compiling at once, default 4), ITEM_TIMEOUT (s, default 240),
@@ -30,6 +31,18 @@ for part in ${parts[*]}; do
     models) python -m benchmarks --only models --models "${MODELS:-}" --jobs "$JOBS" \
              --item-timeout "$T" --json "$OUT/models.json" --out "$OUT/perf.md" \
              --title "${TITLE:-models}" ;;
+    train) python -m benchmarks --only train --train-models "${TRAIN_MODELS:-}" --jobs 1 \
+             --item-timeout 900 --json "$OUT/train.json" --out "$OUT/perf.md" \
+             --title "${TITLE:-training steps}" ;;
+    # The GEMM template: the matrix-product cases and models with the extern call only,
+    # with the template forced everywhere (its values on the GPU: the check column), and
+    # as chosen by measurement (the default, matmul=auto)
+    gemm) for mode in extern template auto; do
+             python -m benchmarks --only suite,models --cases "${CASES:-linear_gelu_linear,attention,gpt2_block}" \
+               --models "${MODELS:-bert_base,gpt2_small,vit_b_16}" --jobs 1 --item-timeout "$T" \
+               --ks-options "{\"matmul\": \"$mode\"}" --json "$OUT/gemm_$mode.json" \
+               --out "$OUT/perf.md" --title "matmul=$mode"
+           done ;;
     cpu) OMP_NUM_THREADS=2 python -m benchmarks --device cpu --jobs "$JOBS" \
              --item-timeout "$T" --json "$OUT/cpu.json" --out "$OUT/perf.md" \
              --title "${TITLE:-CPU suite, 2 threads}" ;;

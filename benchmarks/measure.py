@@ -26,6 +26,7 @@ from benchmarks import cases as case_table
 from benchmarks import models as model_table
 from benchmarks.stages import measure_stages
 from benchmarks.timing import count_kernels, median_ms, sync
+from benchmarks.training import measure_training
 
 LOCK_ENV = "KSBENCH_LOCK"
 
@@ -319,5 +320,5 @@ def measure_overhead(name: str, settings: dict[str, Any]) -> dict[str, Any]:
 def measure(item: str, settings: dict[str, Any]) -> dict[str, Any]:
     kind, name = item.split(":", 1)
     fn = {"case": measure_case, "model": measure_model, "overhead": measure_overhead,
-          "stages": measure_stages}[kind]
+          "stages": measure_stages, "train": measure_training}[kind]
     return fn(name, settings)

@@ -142,6 +142,26 @@ def model_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def train_table(rows: list[dict[str, Any]]) -> str:
+    head = ("| model | input | eager ms | Inductor ms | Kernelscope ms | KS / Inductor "
+            "| KS speedup over eager | cold compile s ind/ks | gradients vs eager |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    ratios = []
+    for row in rows:
+        eager, ind, ks = (_ms(row.get(k)) for k in ("eager", "inductor", "kernelscope"))
+        if ind and ks and is_ok(row):
+            ratios.append(ks / ind)
+        lines.append("| " + " | ".join([
+            row.get("what", row["case"]), row.get("shapes", ""), fmt_ms(eager), fmt_ms(ind),
+            fmt_ms(ks), _ratio(ks, ind), _ratio(eager, ks), _compile(row),
+            check_text(row)]) + " |")
+    g = geomean(ratios)
+    if g:
+        lines += ["", f"Geometric mean Kernelscope / Inductor: {g:.2f} ({len(ratios)} models; "
+                  "target <= 0.95, none above 1.05)."]
+    return "\n".join(lines)
+
+
 def overhead_table(rows: list[dict[str, Any]]) -> str:
     labels = ["eager", "inductor", "inductor_graphs", "kernelscope", "kernelscope_jit",
               "kernelscope_graphs"]
@@ -186,11 +206,14 @@ def section(rows: list[dict[str, Any]], env: dict[str, Any], peak: float | None,
            f"- timing: {timing}; ratios are Kernelscope's time over the other's (below 1.00 "
            "Kernelscope is faster)", ""]
     groups = {k: [r for r in rows if r.get("item", "case:").startswith(k)]
-              for k in ("case:", "model:", "overhead:", "stages:")}
+              for k in ("case:", "model:", "train:", "overhead:", "stages:")}
     if groups["case:"]:
         out += ["### Suite", "", suite_table(groups["case:"], peak), ""]
     if groups["model:"]:
         out += ["### Models", "", model_table(groups["model:"]), ""]
+    if groups["train:"]:
+        out += ["### Training steps (forward + backward, bf16 autocast, eval mode)", "",
+                train_table(groups["train:"]), ""]
     if groups["overhead:"]:
         out += ["### Per-call overhead and CUDA graphs", "", overhead_table(groups["overhead:"]),
                 ""]

@@ -1,6 +1,9 @@
 """Benchmark runner: Kernelscope against eager and Inductor, side by side, in one run.
 
-    python -m benchmarks                          # GPU: the 16-case suite, six models, overheads
+    python -m benchmarks                          # GPU: the 16-case suite, six models, overheads,
+                                                  # five training steps
+    python -m benchmarks --only train             # GPU: the training section alone
+    python -m benchmarks --device cpu --size smoke --only train --out -   # CI: tiny models
     python -m benchmarks --device cpu             # the CPU-sized suite against Inductor's C++
     python -m benchmarks --device cpu --size smoke --cases gelu_tanh,softmax --out -  # CI
     python -m benchmarks --only suite --cases softmax,cross_entropy --json OUT/bench.json
@@ -34,6 +37,7 @@ import torch
 
 from benchmarks import cases as case_table
 from benchmarks import models as model_table
+from benchmarks import training as train_table
 from benchmarks.measure import LOCK_ENV, measure
 from benchmarks.report import is_ok, section
 from benchmarks.stages import sample_names
@@ -51,7 +55,7 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def items(args: argparse.Namespace) -> list[str]:
-    only = set(args.only.split(",")) if args.only else {"suite", "models", "overhead"}
+    only = set(args.only.split(",")) if args.only else {"suite", "models", "overhead", "train"}
     cuda = args.device.startswith("cuda")
     wanted = [n for n in args.cases.split(",") if n]
     out: list[str] = []
@@ -63,12 +67,15 @@ def items(args: argparse.Namespace) -> list[str]:
     if "models" in only and (cuda or "models" in (args.only or "")):
         wanted_models = [n for n in args.models.split(",") if n]
         out += [f"model:{m.name}" for m in model_table.by_name(wanted_models)]
+    if "train" in only and (cuda or "train" in (args.only or "")):
+        wanted_train = [n for n in args.train_models.split(",") if n]
+        out += [f"train:{m.name}" for m in train_table.by_name(wanted_train)]
     if "overhead" in only:
         out += [f"overhead:{n}" for n in OVERHEADS]
     if "stages" in only:  # not in the default run: one process per sample
         out += [f"stages:{n}" for n in sample_names()]
     # Longest first, so that with --jobs N the models' compiles overlap the rest.
-    return sorted(out, key=lambda i: 0 if i.startswith("model:") else 1)
+    return sorted(out, key=lambda i: 0 if i.startswith(("model:", "train:")) else 1)
 
 
 def _child_env(lock: str, scratch: str) -> dict[str, str]:
@@ -137,9 +144,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--device", default="cuda")
     p.add_argument("--size", choices=case_table.SIZES, default=None,
                    help="input sizes (default: gpu on cuda, cpu on the CPU)")
-    p.add_argument("--only", default="", help="comma-separated: suite, models, overhead, stages")
+    p.add_argument("--only", default="",
+                   help="comma-separated: suite, models, train, overhead, stages")
     p.add_argument("--cases", default="", help="suite cases (default: the device's suite)")
     p.add_argument("--models", default="", help="models (default: all six)")
+    p.add_argument("--train-models", default="", help="training steps (default: all five)")
     p.add_argument("--out", default=str(ROOT / "docs" / "perf.md"),
                    help="Markdown file to append the dated section to; '-' for none")
     p.add_argument("--json", default=None, help="raw results, rewritten after every item")

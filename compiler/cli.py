@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.codegen import targets  # torch-free: asked before torch is imported
+from compiler.devices import CPU, CUDA, DEVICES
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -48,7 +49,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _common(c: argparse.ArgumentParser) -> None:
-    c.add_argument("--device", choices=["cpu", "cuda"], default=None,
+    c.add_argument("--device", choices=list(DEVICES), default=None,
                    help="where tensors live (default: cuda if available, else cpu)")
     c.add_argument("--backend", choices=targets.choices(), default=targets.AUTO)
     c.add_argument("--stage", default=None, help="print only this stage")
@@ -167,9 +168,9 @@ def _default_device() -> str:
     try:
         import torch
 
-        return "cuda" if torch.cuda.is_available() else "cpu"
+        return CUDA if torch.cuda.is_available() else CPU
     except ImportError:
-        return "cpu"
+        return CPU
 
 
 if __name__ == "__main__":

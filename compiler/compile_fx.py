@@ -27,6 +27,8 @@ from compiler.capture.modules import node_module, origin_modules
 from compiler.codegen.backend import Backend, GeneratedKernel
 from compiler.codegen.backends import choose_backend, kernel_backends
 from compiler.codegen.wrapper import generate_wrapper
+from compiler.devices import combined, device_type, is_gpu
+from compiler.features import Feature
 from compiler.ir.handlers import describe, dtype_name
 from compiler.ir.index_print import pexpr
 from compiler.ir.indexing import index_vars
@@ -108,31 +110,25 @@ def graph_device(example_inputs: Sequence[Any], gm: torch.fx.GraphModule | None 
     """Where a graph's tensors live: CUDA if any input is on CUDA (CPU scalars mixed with
     CUDA tensors run on the GPU, as in eager), else the device of the tensors the graph
     makes when it has no tensor inputs (`torch.arange(n, device="cuda")`), else the CPU."""
-    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)
-               and t.device.type != "meta"}
+    devices = {device_type(t) for t in example_inputs if isinstance(t, torch.Tensor)
+               and not t.is_meta}
     if not devices and gm is not None:
         for node in gm.graph.nodes:
             val = node.meta.get("val")
             if isinstance(val, torch.Tensor):
-                devices.add(val.device.type)
-    return "cuda" if "cuda" in devices else "cpu"
+                devices.add(device_type(val))
+    return combined(devices)
 
 
 # -- stages ------------------------------------------------------------------------------
 def lower(work: GraphWork) -> ev.LoweringGraph:
     device = graph_device(work.example_inputs, work.gm)
     work.backend = backend = choose_backend(work.options.backend, device, work.options)
-    split = work.options.split_reductions and backend.split_reductions
-    online = work.options.persistent_rblock if backend.online_softmax else None
     decision = layout.decide(work.gm, work.kind, work.options.conv_layout,
                              device in backend.target.channels_last_convs,
                              f"{backend.label} on {device}")
-    lowering = GraphLowering(work.gm, work.example_inputs, work.lines, split_reductions=split,
-                             fallback=work.options.fallback, refuses=backend.refuses,
-                             online_softmax=online, layout=decision,
-                             softmax_reciprocal=backend.softmax_reciprocal,
-                             matmul_templates=backend.matmul_templates
-                             and work.options.matmul != "extern")
+    lowering = GraphLowering(work.gm, work.example_inputs, work.lines, backend,
+                             work.options, decision)
     work.lowered = lowered = lowering.run()
     work.backends = kernel_backends(backend, _kernel_devices(lowered), work.options)
     has_convs = decision is not layout.NO_CONVOLUTIONS
@@ -217,7 +213,7 @@ def memory_stage(work: GraphWork) -> ev.MemoryGraph:
         if s.extern is not None and s.extern.fallback:
             keep |= s.reads() | set(s.writes())
     in_place = {}
-    if work.backend is not None and work.backend.writes_over_inputs:
+    if work.backend is not None and Feature.WRITES_OVER_INPUTS in work.backend.features:
         in_place = in_place_outputs(_mutation_buffers(work), steps,
                                     [s.plan for s in sched.steps], sched.buffers)
     work.memory = mem = plan_memory(steps, sched.buffers, keep, sched.removed,
@@ -347,10 +343,13 @@ def _prebuild(work: GraphWork, compiled: loader.CompiledGraph) -> dict[str, Any]
 def _graph_key(work: GraphWork) -> str | None:
     """The whole-graph cache's key for this graph (None, with the reason in
     `work.graph_cache`, when the graph cannot be cached)."""
+    backend = work.backend or choose_backend(
+        work.options.backend, graph_device(work.example_inputs, work.gm), work.options)
     key, why = graph_cache.graph_key(
         work.gm, work.example_inputs, work.options,
         {"lines": work.lines, "code": work.code_lines,
-         "mutations": sorted(work.mutations.items()), "kind": work.kind})
+         "mutations": sorted(work.mutations.items()), "kind": work.kind},
+        backend.cache_identity())
     if key is None:
         work.graph_cache = graph_cache.GraphCacheStatus(None, "bypass", why)
     return key
@@ -544,7 +543,7 @@ def make_backend(options: CompileOptions, filename: str | None = None,
             graph_cache.link(dynamo[0], key, options)
         run: Callable[..., Any] = compiled
         if options.cuda_graphs and getattr(compiled, "backend", None) is not None \
-                and compiled.backend.device == "cuda":  # type: ignore[attr-defined]
+                and is_gpu(compiled.backend.device):  # type: ignore[attr-defined]
             run = CudaGraphed(compiled, static_input_indices())
         # Run the wrapper (ctypes calls on data pointers) as plain Python, never traced:
         # a backward graph runs inside `loss.backward()`, where Dynamo may be watching. A

@@ -24,6 +24,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from compiler.codegen.backends import choose_backend
 from compiler.options import CompileOptions
 from compiler.runtime import graph_cache
 
@@ -47,7 +48,10 @@ def dynamo_key(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
     context = {"stage": "dynamo", "inference_mode": torch.is_inference_mode_enabled(),
                "deterministic": torch.are_deterministic_algorithms_enabled(),
                "functorch": functorch}
-    return graph_cache.graph_key(gm, list(example_inputs), options, context)
+    # The tools of the backend the snippet's device gets: the ATen graph the entry links
+    # to is keyed by its own graph's backend.
+    tools = choose_backend(options.backend, options.device, options).cache_identity()
+    return graph_cache.graph_key(gm, list(example_inputs), options, context, tools)
 
 
 def identity_runtime(gm: torch.fx.GraphModule, dynamo_inputs: int) -> str:

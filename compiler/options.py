@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from compiler.devices import CPU
+
 
 @dataclass(frozen=True)
 class CompileOptions:
-    device: str = "cpu"  # "cpu" or "cuda": where the snippet's tensors live
+    device: str = CPU  # one of compiler/devices.py's DEVICES: where the snippet's tensors live
     backend: str = "auto"  # a registered backend's name, or "auto" (codegen/backends.py)
     fusion: bool = True  # vertical and horizontal fusion in the scheduler
     memory_reuse: bool = True  # reuse dead buffers in the memory plan
@@ -48,6 +50,9 @@ class CompileOptions:
     # False: an op without a lowering (or a case a lowering hands to ATen) makes the graph
     # run eagerly with the reason, so coverage counts only what is lowered natively.
     fallback: bool = True  # an op without a lowering runs on ATen; False: the graph runs eagerly
+    # Triton kernels the interpreter ran on a CPU host are also compiled offline for this
+    # GPU (TTIR..PTX, SASS): never run here. "" turns it off.
+    gpu_target: str = "sm_90"  # GPU target of the offline Triton stages (sm_80, sm_90, ...; "" off)
     debug_index_asserts: bool = False  # check every indirect index on the device (a debug aid)
     extra: Mapping[str, Any] = field(default_factory=dict)
 

@@ -56,6 +56,7 @@ from compiler.compile_fx import (
     memory_stage,
     schedule_stage,
 )
+from compiler.devices import is_gpu
 from compiler.events import StageEvent
 from compiler.options import CompileOptions
 from compiler.runtime.cache import cache_root
@@ -108,7 +109,7 @@ def versions(device: str) -> dict[str, Any]:
         triton_version: str | None = importlib.metadata.version("triton")
     except importlib.metadata.PackageNotFoundError:
         triton_version = None
-    gpu = torch.cuda.get_device_name() if device == "cuda" and torch.cuda.is_available() else None
+    gpu = torch.cuda.get_device_name() if is_gpu(device) and torch.cuda.is_available() else None
     from compiler import __version__
 
     return {"python": platform.python_version(), "torch": torch.__version__,

@@ -11,6 +11,16 @@ threads each post the sample once, all at the same moment, and read their event 
 an error, a hang past `--timeout`), and the p50 / p95 / max time from post to `done` of
 those done. Every request goes to 127.0.0.1 and each client makes one request, so the run
 is bounded. This is a benchmark, not a test: it prints numbers and asserts nothing.
+
+`--abuse slowloris|streams|greedy|all` runs the abusive cases of issue 20 instead, each
+bounded and on loopback only, and reports what a polite client saw meanwhile:
+
+- slowloris: 80 sockets send a partial request header and hold it; `/api/health` timed;
+- streams: 64 event streams held open on one running job; `/api/health` timed, and how
+  many streams the server refused (429);
+- greedy: one client (source address 127.0.0.2) submits 10 endless loops while 10 polite
+  clients (127.0.0.3 ...) each submit the sample once; the greedy one's 429s, the polite
+  ones' results and times.
 """
 
 from __future__ import annotations
@@ -87,6 +97,106 @@ def one_client(base: str, code: str, go: threading.Event, timeout: float) -> dic
     return {"result": "lost", "why": "stream ended without done"}
 
 
+ENDLESS = "import time\nwhile True:\n    time.sleep(1)\n"
+
+
+def request(port: int, method: str, path: str, body: Any = None, source: str = "127.0.0.1",
+            timeout: float = 15.0) -> tuple[int, dict[str, str], bytes]:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout,
+                                      source_address=(source, 0))
+    try:
+        headers = {"Content-Type": "application/json"} if body is not None else {}
+        conn.request(method, path, json.dumps(body) if body is not None else None, headers)
+        response = conn.getresponse()
+        return response.status, dict(response.getheaders()), response.read()
+    finally:
+        conn.close()
+
+
+def timed_health(port: int) -> str:
+    start = time.perf_counter()
+    try:
+        status = request(port, "GET", "/api/health", timeout=10)[0]
+    except OSError as exc:
+        return f"no answer ({exc})"
+    return f"{status} in {time.perf_counter() - start:.2f} s"
+
+
+def slowloris(port: int) -> None:
+    held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(80)]
+    try:
+        for s in held:
+            s.sendall(b"GET /api/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")
+        print(f"slowloris: 80 partial requests held; /api/health {timed_health(port)}")
+        time.sleep(7)
+        dropped = 0
+        for s in held:
+            s.settimeout(1)
+            try:
+                dropped += s.recv(1) == b""
+            except OSError:
+                dropped += 1
+        print(f"slowloris: after 7 s the server had dropped {dropped} of 80")
+    finally:
+        for s in held:
+            s.close()
+
+
+def held_streams(port: int) -> None:
+    status, _, body = request(port, "POST", "/api/compile", {"code": ENDLESS})
+    job = json.loads(body)["job_id"]
+    streams, refused = [], 0
+    try:
+        for _ in range(64):
+            s = socket.create_connection(("127.0.0.1", port), timeout=10)
+            s.sendall(f"GET /api/jobs/{job}/events HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode())
+            refused += b" 429 " in s.recv(200).split(b"\r\n")[0]
+            streams.append(s)
+        print(f"streams: 64 held on one job, {refused} refused (429); "
+              f"/api/health {timed_health(port)}")
+    finally:
+        for s in streams:
+            s.close()
+        request(port, "POST", f"/api/jobs/{job}/cancel")
+
+
+def greedy(port: int, code: str, timeout: float) -> None:
+    answers = [request(port, "POST", "/api/compile", {"code": ENDLESS}, "127.0.0.2")[:2]
+               for _ in range(10)]
+    taken = [a for a in answers if a[0] == 202]
+    retry = sorted({a[1].get("Retry-After", "-") for a in answers if a[0] == 429})
+    print(f"greedy: 10 endless loops from one client: {len(taken)} accepted, "
+          f"{sum(a[0] == 429 for a in answers)} told 429 (Retry-After {', '.join(retry)})")
+    results: list[tuple[int, float, bool]] = [(0, 0.0, False)] * 10
+
+    def polite(i: int) -> None:
+        start = time.perf_counter()
+        status, _, body = request(port, "POST", "/api/compile", {"code": code},
+                                  f"127.0.0.{i + 3}")
+        if status != 202:
+            results[i] = (status, time.perf_counter() - start, False)
+            return
+        job = json.loads(body)["job_id"]
+        _, _, events = request(port, "GET", f"/api/jobs/{job}/events?format=ndjson",
+                               timeout=timeout)
+        lines = [json.loads(x) for x in events.splitlines() if x.strip()]
+        ok = bool(lines) and lines[-1]["stage"] == "done" and lines[-1]["data"].get("ok")
+        results[i] = (status, time.perf_counter() - start, bool(ok))
+
+    threads = [threading.Thread(target=polite, args=(i,)) for i in range(10)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout + 30)
+    times = [r[1] for r in results if r[2]]
+    print(f"greedy: 10 polite clients: {len(times)} done ok, statuses "
+          f"{sorted(r[0] for r in results)}"
+          + (f"; post to done p50 {statistics.median(times):.1f} s, max {max(times):.1f} s"
+             if times else ""))
+
+
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
@@ -102,6 +212,8 @@ def main() -> int:
     p.add_argument("--queue", default=os.environ.get("KERNELSCOPE_TEST_REDIS"))
     p.add_argument("--db", default=os.environ.get("KERNELSCOPE_TEST_POSTGRES"))
     p.add_argument("--timeout", type=float, default=600)
+    p.add_argument("--abuse", choices=("slowloris", "streams", "greedy", "all"),
+                   help="run issue 20's abusive cases instead of the load")
     args = p.parse_args()
     code = (REPO / "samples" / f"{args.sample}.py").read_text()
     tmp = tempfile.mkdtemp(prefix="kernelscope-load-")
@@ -129,6 +241,16 @@ def main() -> int:
         health = wait_health(base, 180)
         if args.mode == "rq":
             time.sleep(15)  # the workers' warm pools
+        if args.abuse:
+            cases = ("slowloris", "streams", "greedy") if args.abuse == "all" else (args.abuse,)
+            for case in cases:
+                if case == "slowloris":
+                    slowloris(port)
+                elif case == "streams":
+                    held_streams(port)
+                else:
+                    greedy(port, code, args.timeout)
+            return 0
         print(f"{args.mode}: {args.workers} workers, queue {args.queue_size}, "
               f"sandbox {health['isolation']}, {args.clients} clients", flush=True)
         go = threading.Event()

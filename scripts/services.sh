@@ -6,7 +6,10 @@
 #   bash scripts/services.sh stop
 #
 # Everything lives under $KERNELSCOPE_SERVICES_DIR (default /tmp/kernelscope-services):
-# Redis on 127.0.0.1:${KERNELSCOPE_REDIS_PORT:-6390} without persistence, PostgreSQL on
+# Redis on 127.0.0.1:${KERNELSCOPE_REDIS_PORT:-6390} without persistence, with ACLs on: the
+# `default` user is disabled and a `kernelscope` user has a random password (kept in
+# redis.pass, mode 0600, and put in the URL), so a process on the host that can reach the
+# port cannot enqueue anything without it (docs/security.md); PostgreSQL on
 # 127.0.0.1:${KERNELSCOPE_PG_PORT:-5433} with a `kernelscope` user and database (trust
 # authentication on loopback only: a test cluster, never a production one). PostgreSQL
 # refuses to run as root, so as root the cluster belongs to the `postgres` user.
@@ -28,11 +31,25 @@ as_pg() {
   if [ "$(id -u)" -eq 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
+redis_pass() {
+  if [ ! -s "$DIR/redis.pass" ]; then
+    (umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$DIR/redis.pass")
+  fi
+  cat "$DIR/redis.pass"
+}
+
+rcli() {
+  redis-cli -p "$REDIS_PORT" --user kernelscope --pass "$(redis_pass)" --no-auth-warning "$@"
+}
+
 start() {
   mkdir -p "$DIR"
-  if ! redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; then
-    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no \
-      --daemonize yes --pidfile "$DIR/redis.pid" --logfile "$DIR/redis.log" >&2
+  local pass
+  pass="$(redis_pass)"
+  if ! rcli ping >/dev/null 2>&1; then
+    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --protected-mode yes --save '' \
+      --appendonly no --daemonize yes --pidfile "$DIR/redis.pid" --logfile "$DIR/redis.log" \
+      --user default off --user kernelscope on ">$pass" '~*' '&*' '+@all' >&2
   fi
   local bin
   bin="$(pg_bin)"
@@ -53,15 +70,15 @@ start() {
     "${psql[@]}" -c "CREATE DATABASE kernelscope OWNER kernelscope" >&2
   fi
   for _ in $(seq 50); do
-    redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break
+    rcli ping >/dev/null 2>&1 && break
     sleep 0.1
   done
-  echo "export KERNELSCOPE_TEST_REDIS=redis://127.0.0.1:$REDIS_PORT/0"
+  echo "export KERNELSCOPE_TEST_REDIS=redis://kernelscope:$pass@127.0.0.1:$REDIS_PORT/0"
   echo "export KERNELSCOPE_TEST_POSTGRES=postgresql://kernelscope@127.0.0.1:$PG_PORT/kernelscope"
 }
 
 stop() {
-  redis-cli -p "$REDIS_PORT" shutdown nosave >/dev/null 2>&1 || true
+  rcli shutdown nosave >/dev/null 2>&1 || true
   if [ -f "$PGDATA/PG_VERSION" ]; then
     as_pg "$(pg_bin)/pg_ctl" -D "$PGDATA" -m fast stop >/dev/null 2>&1 || true
   fi
@@ -70,5 +87,5 @@ stop() {
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
-  *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -34,10 +34,13 @@ TORCH_SPEC="${KERNELSCOPE_TORCH:-torch==2.13.0}"
 # Versions the test suite was last run with; torch is installed first and alone, so that
 # nothing else can pull a (multi-GB, CUDA) torch of its own choosing.
 RUNTIME_PKGS=(triton==3.9.0 numpy==2.4.6 sympy==1.14.0 flask==3.1.3 pygments==2.20.0
-  gunicorn==27.0.1  # `kernelscope serve` (gthread workers)
+  gunicorn==27.0.1 gevent==26.9.0  # `kernelscope serve` (gevent workers, server/gworker.py)
   rq==2.12.0 redis==8.1.0 "psycopg[binary]==3.3.9")  # `--queue redis://`, `--db postgresql://`
-TEST_PKGS=(pytest==9.0.3 playwright==1.65.2 ruff==0.17.6 mypy==2.4.1 jsonschema==4.26.0
-           expecttest==0.3.0)
+TEST_PKGS=(pytest==9.0.3 pytest-xdist==3.8.0 playwright==1.65.2 ruff==0.17.6 mypy==2.4.1 jsonschema==4.26.0
+           expecttest==0.3.0
+           # tests/models: Hugging Face models built from configs (random init, no weights)
+           transformers==5.23.0 tokenizers==0.23.3 safetensors==0.8.0 huggingface_hub==2.4.0
+           regex==2026.5.9 PyYAML==6.0.3 tqdm==4.70.1 typer==0.29.2 hf-xet==1.8.0)
 
 say() { printf '\n== setup: %s\n' "$*"; }
 pip_install() {

@@ -10,14 +10,16 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from compiler.event_types import json_schema
+from compiler.event_schema import json_schema
 from compiler.events import SCHEMA_VERSION, STAGES, TERMINAL
 from server import highlight as hl
 from server import info
 from server.errors import ApiError
+from server.gates import Refused
 from server.inputs import BadInput, entry_name_ok, parse_request
-from server.jobs import Busy, JobRequest, JobView
+from server.jobs import Busy, JobRequest, JobView, OverQuota
 from server.options import option_fields, parse_options
+from server.rows import StoreUnavailable
 from server.state import app_state
 from server.streams import SSE_HEADERS, ndjson, sse
 
@@ -54,13 +56,21 @@ def parse_compile(body: dict[str, Any], max_code_bytes: int) -> JobRequest:
     return JobRequest(code, parse_options(body.get("options")), entry or None)
 
 
+def client_key() -> str:
+    """Who is asking, for the per-client caps: the peer address (behind a proxy, the one
+    PROXY_HOPS trusted proxies report: create_app applies ProxyFix)."""
+    return str(request.remote_addr or "unknown")
+
+
 @bp.post("/compile")
 def compile_() -> tuple[Response, int]:
     job_request = parse_compile(_json_body(), current_app.config["MAX_CODE_BYTES"])
     try:
-        job = app_state().jobs.submit(job_request)
+        job = app_state().jobs.submit(job_request, client_key())
     except Busy:
-        raise ApiError("busy, try again", 503) from None
+        raise ApiError("busy, try again", 503, retry_after_s=5) from None
+    except OverQuota as exc:
+        raise ApiError(str(exc), 429, retry_after_s=exc.retry_after_s) from None
     urls = {"events": f"/api/jobs/{job.id}/events", "status": f"/api/jobs/{job.id}"}
     return jsonify({"job_id": job.id, **urls}), 202
 
@@ -109,10 +119,17 @@ def _stream(job: JobView, fmt: str) -> Response:
         # Tells an EventSource that reconnected after `done` to stop reconnecting.
         return Response(status=204)
     heartbeat = float(current_app.config["HEARTBEAT_S"])
+    gate, client = app_state().streams, client_key()
+    try:
+        gate.acquire(job.id, client)
+    except Refused as exc:
+        raise ApiError(str(exc), 429, retry_after_s=heartbeat * 5) from None
     events = job.subscribe(start, heartbeat)
     if fmt == "ndjson":
-        return Response(ndjson(events), mimetype="application/x-ndjson")
-    return Response(sse(events), mimetype="text/event-stream", headers=SSE_HEADERS)
+        body = gate.held(job.id, client, ndjson(events))
+        return Response(body, mimetype="application/x-ndjson")
+    body = gate.held(job.id, client, sse(events))
+    return Response(body, mimetype="text/event-stream", headers=SSE_HEADERS)
 
 
 @bp.get("/jobs/<job_id>/events")
@@ -157,6 +174,10 @@ def options() -> Response:
 @bp.get("/health")
 def health() -> Response:
     state = app_state()
+    try:
+        traces: int | None = state.store.count()
+    except StoreUnavailable:
+        traces = None  # the database is down; health still answers
     return jsonify(
         {
             "ok": True,
@@ -166,7 +187,8 @@ def health() -> Response:
             "sandbox": state.settings.isolation.to_json(),
             "limits": vars(state.settings.limits),
             "jobs": state.jobs.stats(),
-            "traces": state.store.count(),
+            "streams": state.streams.stats(),
+            "traces": traces,
         }
     )
 
@@ -180,7 +202,7 @@ def highlight() -> Response:
     limit = int(current_app.config["HIGHLIGHT_LIMIT_KB"]) * 1024
     if len(code.encode("utf-8")) > limit:
         raise ApiError(f"'code' is too large to highlight (limit {limit // 1024} KiB)", 413)
-    if language not in hl.LEXERS:
+    if not isinstance(language, str) or language not in hl.LEXERS:
         raise ApiError(f"'language' must be one of {', '.join(hl.LEXERS)}")
     # Pygments is pure Python: one request at a time, so highlighting never takes more than
     # one core's share of the interpreter from the requests and streams beside it.

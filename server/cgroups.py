@@ -131,7 +131,11 @@ def probe(parent: str | None = None) -> CgroupSupport:
 class JobCgroup:
     """One job's groups (one per controller in v1, one in v2), created with their limits."""
 
-    def __init__(self, support: CgroupSupport, name: str, memory_mb: int, pids: int) -> None:
+    def __init__(self, support: CgroupSupport, name: str, memory_mb: int, pids: int,
+                 tcp_mb: int | None = None) -> None:
+        """`tcp_mb`: cgroup v1 charges socket buffers to a group only once its
+        `memory.kmem.tcp.limit_in_bytes` is set (v2 always charges them to memory.max):
+        without it, 1 GiB queued on loopback sockets went uncounted."""
         self.support = support
         self.dirs: list[Path] = []
         limit = str(memory_mb << 20)
@@ -149,6 +153,8 @@ class JobCgroup:
             elif (path / "memory.limit_in_bytes").exists():
                 _write(path / "memory.limit_in_bytes", limit)
                 _write(path / "memory.memsw.limit_in_bytes", limit, optional=True)
+                tcp = str(min(tcp_mb or memory_mb, memory_mb) << 20)
+                _write(path / "memory.kmem.tcp.limit_in_bytes", tcp, optional=True)
             else:
                 _write(path / "pids.max", str(pids))
 
@@ -170,15 +176,6 @@ class JobCgroup:
                     if key == "oom_kill" and value.strip().isdigit() and int(value) > 0:
                         return True
         return False
-
-    def pids_peak(self) -> int | None:
-        for path in self.dirs:
-            for name in ("pids.peak", "pids.current"):
-                try:
-                    return int((path / name).read_text())
-                except (OSError, ValueError):
-                    continue
-        return None
 
     def kill(self) -> None:
         """SIGKILL every process still in the job's groups."""
@@ -207,6 +204,32 @@ class JobCgroup:
                     break
                 except OSError:
                     time.sleep(0.05)
+
+
+def sweep(support: CgroupSupport, prefix: str, jobs_root: Path, min_age_s: float) -> int:
+    """Remove job groups (named after their job directory, `prefix...`) left by a server
+    that was killed: those with no process left, older than `min_age_s` (another server's
+    group is empty only for the moment between its creation and its worker's start), whose
+    job directory under `jobs_root` is gone too (run after the scratch sweep)."""
+    removed = 0
+    for parent in set(support.parents.values()):
+        try:
+            names = [p for p in parent.iterdir() if p.is_dir() and p.name.startswith(prefix)]
+        except OSError:
+            continue
+        for path in names:
+            try:
+                young = time.time() - path.stat().st_mtime < min_age_s
+            except OSError:
+                continue
+            if young or _pids(path) or (jobs_root / path.name.removesuffix("-back")).exists():
+                continue
+            try:
+                path.rmdir()
+                removed += 1
+            except OSError:
+                continue
+    return removed
 
 
 def join(procs: list[str]) -> None:

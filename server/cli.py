@@ -4,10 +4,10 @@
                        [--max-jobs N] [--pool N] [--workers N] [--threads N] [--debug] ...
     kernelscope worker --queue redis://... --db postgresql://... [--pool N] ...
 
-`serve` runs the app under gunicorn with gthread workers (one thread per open event stream,
-and a worker timeout that only watches the worker's main loop, so a long SSE stream is never
-cut); `--debug` runs Werkzeug's development server instead. `worker` takes jobs from Redis
-through RQ (server/queue.py). Both accept `--config FILE.json`, a JSON object of the
+`serve` runs the app under gunicorn with gevent workers (server/gworker.py: a greenlet per
+connection, header timeouts, JSON errors, a graceful SIGTERM); `--debug` runs Werkzeug's
+development server instead. `worker` takes jobs from Redis
+through RQ (server/rqworker.py). Both accept `--config FILE.json`, a JSON object of the
 configuration keys of docs/server.md, applied before the flags.
 """
 
@@ -58,7 +58,14 @@ def parser() -> argparse.ArgumentParser:
         "live in the serving process)",
     )
     s.add_argument(
-        "--threads", type=int, default=64, help="threads per gunicorn worker: open streams"
+        "--connections", type=int, default=1000,
+        help="open connections (event streams included) per gunicorn worker (default 1000)",
+    )
+    s.add_argument("--threads", type=int, help=argparse.SUPPRESS)  # the gthread era's flag
+    s.add_argument(
+        "--strict", action=argparse.BooleanOptionalAction, default=None,
+        help="refuse to run snippets without per-job cgroups and bubblewrap (default: on "
+        "for a --host other than loopback)",
     )
     s.add_argument("--trusted-host", action="append", help="accepted Host header (repeatable)")
     s.add_argument(
@@ -101,11 +108,22 @@ def config_from(args: argparse.Namespace) -> dict[str, Any]:
     return config
 
 
-def serve(args: argparse.Namespace) -> int:
+def serve_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The app configuration `serve` runs with: the flags, plus what the address implies."""
     config = config_from(args)
     if args.host in LOOPBACK and "TRUSTED_HOSTS" not in config:
         # A page on another site that rebinds its DNS name to 127.0.0.1 is refused.
         config["TRUSTED_HOSTS"] = ["localhost", "127.0.0.1", "::1", "[::1]"]
+    if args.strict is not None:
+        config["STRICT_LIMITS"] = args.strict
+    elif config.get("STRICT_LIMITS") is None:
+        # Serving others: snippets run only with every per-job limit in place.
+        config["STRICT_LIMITS"] = args.host not in LOOPBACK
+    return config
+
+
+def serve(args: argparse.Namespace) -> int:
+    config = serve_config(args)
     if args.workers > 1 and not config.get("QUEUE_URL"):
         print("kernelscope serve: --workers > 1 needs --queue", file=sys.stderr)
         return 2
@@ -116,11 +134,11 @@ def serve(args: argparse.Namespace) -> int:
         return 0
     from server.wsgi import run_gunicorn
 
-    return run_gunicorn(args.host, args.port, config, args.workers, args.threads)
+    return run_gunicorn(args.host, args.port, config, args.workers, args.connections)
 
 
 def worker(args: argparse.Namespace) -> int:
-    from server.queue import run_worker
+    from server.rqworker import run_worker
 
     config = config_from(args)
     if not config.get("QUEUE_URL"):

@@ -5,7 +5,13 @@ the worker reports stages; any number of subscribers read them (late ones get a 
 
 Threads here only supervise subprocesses: `MAX_JOBS` threads take jobs from a queue of
 `QUEUE_SIZE` and hand each to the runner (server/worker.py), which starts the sandboxed
-worker and publishes what it prints. A full queue is answered "busy, try again".
+worker and publishes what it prints. A full queue is answered "busy, try again"; a client
+that already holds `CLIENT_JOBS` queued or running jobs is answered 429 with
+`Retry-After`, so one client's endless loops never take every slot. A finished job keeps
+only its `done` event in memory: its events are read back from the store (a padded trace
+is megabytes; 200 of them were gigabytes).
+`stop(reason)` ends every job (a graceful shutdown): each stream gets an `error` and
+`done`, each trace is stored, each sandbox, job directory and cgroup removed.
 """
 
 from __future__ import annotations
@@ -31,6 +37,18 @@ class Busy(Exception):
     """The queue is full."""
 
 
+class OverQuota(Exception):
+    """This client already holds its share of jobs; `retry_after_s` says when to retry."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class TraceReader(Protocol):
+    def get(self, ident: str) -> dict[str, Any] | None: ...
+
+
 @dataclass(frozen=True)
 class JobRequest:
     code: str
@@ -53,17 +71,45 @@ class Job:
     request: JobRequest
     created: float = field(default_factory=time.time)
     state: str = "queued"  # queued, running, finished
-    events: list[dict[str, Any]] = field(default_factory=list)
+    client: str = ""  # who submitted it (the per-client quota)
     listeners: int = 0
     finished_at: float | None = None
+    cancel_reason: str | None = None  # why it was stopped, if not by its own client
+    _events: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    _archive: tuple[TraceReader, str, int] | None = field(default=None, repr=False)
+    _done: dict[str, Any] | None = field(default=None, repr=False)
     _cond: threading.Condition = field(default_factory=threading.Condition, repr=False)
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
 
-    def cancel(self) -> bool:
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        """Every event so far; a finished, archived job reads them from the store."""
+        if self._archive is None:
+            return self._events
+        store, trace_id, _count = self._archive
+        trace = store.get(trace_id)
+        if trace is None:  # the store lost it: the `done` event is all there is
+            return [self._done] if self._done is not None else []
+        return list(trace["events"])
+
+    def archive(self, store: TraceReader) -> bool:
+        """Drop the events from memory once the store holds them (True if it did)."""
+        with self._cond:
+            done = self._done
+            trace_id = done["data"].get("trace_id") if done is not None else None
+            if done is None or not trace_id or done["data"].get("store_error"):
+                return False
+            self._archive = (store, str(trace_id), len(self._events))
+            self._events = []
+            return True
+
+    def cancel(self, reason: str | None = None) -> bool:
         """Ask for the job to be stopped (the supervisor kills its worker); False when it
-        has already finished."""
+        has already finished. `reason`: said in the error event instead of "Cancelled"."""
         if self.finished:
             return False
+        if reason is not None:
+            self.cancel_reason = reason
         self._cancel.set()
         return True
 
@@ -83,27 +129,32 @@ class Job:
                 raise RuntimeError(f"job {self.id} already finished")
             event = {
                 "schema": SCHEMA_VERSION,
-                "seq": len(self.events),
+                "seq": len(self._events),
                 "stage": stage,
                 "ms": ms,
                 "data": data,
             }
             if origin is not None:
                 event["origin"] = origin
-            self.events.append(event)
+            self._events.append(event)
             if stage == "done":
                 self.state = "finished"
                 self.finished_at = time.time()
+                self._done = event
             self._cond.notify_all()
             return event
 
     @property
     def finished(self) -> bool:
-        return bool(self.events) and self.events[-1]["stage"] == "done"
+        return self._done is not None
+
+    @property
+    def count(self) -> int:
+        return self._archive[2] if self._archive is not None else len(self._events)
 
     @property
     def last_stage(self) -> str | None:
-        stages = [e["stage"] for e in self.events if e["stage"] not in ("error", "done")]
+        stages = [e["stage"] for e in self._events if e["stage"] not in ("error", "done")]
         return stages[-1] if stages else None
 
     def set_state(self, state: str) -> None:
@@ -114,9 +165,11 @@ class Job:
     def wait(self, start: int, timeout: float) -> tuple[list[dict[str, Any]], bool]:
         """Events from index `start` on (waiting up to `timeout` for some), and finished?"""
         with self._cond:
-            if len(self.events) <= start and not self.finished:
+            if self.count <= start and not self.finished:
                 self._cond.wait(timeout)
-            return self.events[start:], self.finished
+            if self._archive is None:
+                return self._events[start:], self.finished
+        return self.events[start:], True  # archived: read from the store, outside the lock
 
     def subscribe(self, start: int, heartbeat_s: float) -> Iterator[dict[str, Any] | None]:
         """Yield events from `start` until `done`; None every `heartbeat_s` of silence."""
@@ -128,7 +181,7 @@ class Job:
                 batch, finished = self.wait(pos, heartbeat_s)
                 yield from batch
                 pos += len(batch)
-                if finished and pos >= len(self.events):
+                if finished and pos >= self.count:
                     return
                 if not batch:
                     yield None
@@ -137,11 +190,11 @@ class Job:
                 self.listeners -= 1
 
     def status(self) -> dict[str, Any]:
-        done = self.events[-1]["data"] if self.finished else {}
+        done = self._done["data"] if self._done is not None else {}
         return {
             "id": self.id,
             "state": self.state,
-            "events": len(self.events),
+            "events": self.count,
             "ok": done.get("ok"),
             "trace_id": done.get("trace_id"),
         }
@@ -174,7 +227,7 @@ class Jobs(Protocol):
     pool: WarmPool | None
     kcache: KernelCache | None
 
-    def submit(self, request: JobRequest) -> JobView: ...
+    def submit(self, request: JobRequest, client: str = "") -> JobView: ...
 
     def get(self, job_id: str) -> JobView | None: ...
 
@@ -185,6 +238,8 @@ class Jobs(Protocol):
     def warm(self) -> None: ...
 
     def shutdown(self, timeout: float = 5.0) -> None: ...
+
+    def stop(self, reason: str, timeout: float = 8.0) -> None: ...
 
 
 class JobManager:
@@ -198,10 +253,19 @@ class JobManager:
         retention_s: float = 900.0,
         pool: WarmPool | None = None,
         kcache: KernelCache | None = None,
+        store: TraceReader | None = None,
+        client_jobs: int = 0,
+        retry_after_s: float = 30.0,
     ) -> None:
+        """`store`: where finished jobs' events are read back from (None: kept in memory).
+        `client_jobs`: queued or running jobs one client may hold (0: no limit)."""
         self.runner = runner
         self.pool = pool
         self.kcache = kcache
+        self.store = store
+        self.client_jobs = client_jobs
+        self.retry_after_s = retry_after_s
+        self.stopping: str | None = None
         self.max_jobs = max(1, max_jobs)
         self.queue: queue.Queue[Job | None] = queue.Queue(maxsize=max(1, queue_size))
         self.retention_s = retention_s
@@ -210,13 +274,21 @@ class JobManager:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
 
-    def submit(self, request: JobRequest) -> Job:
-        """Queue a job or raise Busy; supervisor threads start on the first submit."""
-        job = Job(secrets.token_urlsafe(9), request)
+    def submit(self, request: JobRequest, client: str = "") -> Job:
+        """Queue a job or raise Busy or OverQuota; supervisor threads start on the first
+        submit."""
+        job = Job(secrets.token_urlsafe(9), request, client=client)
+        if self.stopping is not None:
+            raise Busy()
         if self.pool is not None:
             self.pool.start()
         with self._lock:
             self._prune()
+            held = sum(1 for j in self.jobs.values() if j.client == client and not j.finished)
+            if self.client_jobs and held >= self.client_jobs:
+                raise OverQuota(
+                    f"this client already has {held} jobs queued or running (at most "
+                    f"{self.client_jobs}); wait for one to finish", self._retry_after())
             self._start_threads()
             try:
                 self.queue.put_nowait(job)
@@ -254,6 +326,27 @@ class JobManager:
             out["pool"] = self.pool.stats()
         out["kernel_cache"] = self.kcache.to_json() if self.kcache is not None else None
         return out
+
+    def _retry_after(self) -> float:
+        """About when a running job will have ended: the oldest one's remaining wall clock."""
+        running = [j.created for j in self.jobs.values() if j.state == "running"]
+        if not running:
+            return 1.0
+        return max(1.0, min(self.retry_after_s, min(running) + self.retry_after_s - time.time()))
+
+    def stop(self, reason: str, timeout: float = 8.0) -> None:
+        """End every job now (a graceful shutdown): queued ones never start, running ones
+        are cancelled with `reason`; each gets its `error` and `done`, and its trace is
+        stored. Returns once the supervisors have cleaned up (or after `timeout`)."""
+        self.stopping = reason
+        with self._lock:
+            jobs = [j for j in self.jobs.values() if not j.finished]
+        for job in jobs:
+            job.cancel(reason)
+        end = time.monotonic() + timeout
+        while time.monotonic() < end and any(not j.finished for j in jobs):
+            time.sleep(0.05)
+        self.shutdown(max(0.1, end - time.monotonic()))
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Stop the supervisor threads after the jobs in hand (tests call this)."""
@@ -300,6 +393,8 @@ class JobManager:
                         origin="server",
                     )
                     job.publish("done", {"ok": False}, origin="server")
+                if self.store is not None:
+                    job.archive(self.store)
 
     def _prune(self) -> None:
         """Forget finished jobs past the retention time, or beyond the newest

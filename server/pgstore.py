@@ -12,6 +12,12 @@ NaN), `options` as jsonb so it can be queried. Rows are only inserted, with `ON 
 DO NOTHING`: two hosts storing the same trace store one row. Each call opens its own short
 connection (a web tier thread or a worker process holds none between calls); a commit is
 durable before `put` returns, as PostgreSQL's default `synchronous_commit` guarantees.
+
+The table is created once, under a transaction-scoped advisory lock: two workers and a
+web tier started together would otherwise race in `CREATE TABLE IF NOT EXISTS`, which is
+not atomic in PostgreSQL (the loser dies on a `UniqueViolation` in `pg_type`). A database
+that cannot be reached raises `StoreUnavailable` (server/spool.py holds writes meanwhile;
+the API answers reads 503).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from server.store import TraceRows, stamped
+from server.rows import StoreUnavailable, TraceRows, stamped
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS traces (
@@ -32,6 +38,7 @@ CREATE TABLE IF NOT EXISTS traces (
     events   text NOT NULL
 )
 """
+MIGRATION_LOCK = 0x6B73_7472  # pg_advisory_xact_lock key: "kstr"
 
 
 class PostgresTraceStore(TraceRows):
@@ -45,22 +52,35 @@ class PostgresTraceStore(TraceRows):
 
         self.url = url
         self._psycopg = psycopg
-        with self._connect() as conn:
+        with self._connect() as conn, conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             conn.execute(SCHEMA)
 
     def _connect(self) -> Any:
-        return self._psycopg.connect(self.url, connect_timeout=10, autocommit=True)
+        try:
+            return self._psycopg.connect(self.url, connect_timeout=5, autocommit=True)
+        except self._psycopg.OperationalError as exc:
+            raise StoreUnavailable(f"PostgreSQL: {str(exc).strip()[:200]}") from exc
+
+    def _row(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        try:
+            return super()._row(sql, params)
+        except (self._psycopg.OperationalError, self._psycopg.InterfaceError) as exc:
+            raise StoreUnavailable(f"PostgreSQL: {str(exc).strip()[:200]}") from exc
 
     def put(
         self, code: str, options: dict[str, Any], events: list[dict[str, Any]], ok: bool
     ) -> str:
         ident, stored = stamped(code, options, events)
-        with self._connect() as conn:
-            conn.execute(
-                "INSERT INTO traces (id, created, ok, code, options, events)"
-                " VALUES (%s, %s, %s, %s, %s::jsonb, %s) ON CONFLICT (id) DO NOTHING",
-                (ident, datetime.now(UTC), ok, code, json.dumps(options), json.dumps(stored)),
-            )
+        try:
+            with self._connect() as conn:
+                conn.execute(
+                    "INSERT INTO traces (id, created, ok, code, options, events)"
+                    " VALUES (%s, %s, %s, %s, %s::jsonb, %s) ON CONFLICT (id) DO NOTHING",
+                    (ident, datetime.now(UTC), ok, code, json.dumps(options), json.dumps(stored)),
+                )
+        except (self._psycopg.OperationalError, self._psycopg.InterfaceError) as exc:
+            raise StoreUnavailable(f"PostgreSQL: {str(exc).strip()[:200]}") from exc
         return ident
 
     def _created(self, value: Any) -> str:

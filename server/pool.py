@@ -314,7 +314,7 @@ class WarmPool:
         try:
             if iso.cgroups.version != "none":
                 group = JobCgroup(iso.cgroups, jobdir.path.name, s.limits.memory_mb,
-                                  s.limits.processes)
+                                  s.limits.processes, s.limits.tcp_mb)
             if self.kcache is not None:
                 self.kcache.link_into(jobdir.phase("front"))  # the warm-up finds its kernel
             front = self._start(jobdir, "front", group)
@@ -324,7 +324,8 @@ class WarmPool:
                 back_group = None
                 if iso.cgroups.version != "none":
                     back_group = JobCgroup(iso.cgroups, jobdir.path.name + "-back",
-                                           s.limits.memory_mb, s.limits.processes)
+                                           s.limits.memory_mb, s.limits.processes,
+                                           s.limits.tcp_mb)
                 front.back = self._start(jobdir, "back", back_group)
                 front.back.owns_dir = False
         except BaseException:

@@ -1,11 +1,10 @@
 """Jobs on Redis through RQ: the web tier enqueues, `kernelscope worker` processes run them.
 
 In: `QUEUE_URL` (`redis://host:port/db`) in the app's and the workers' configuration.
-Out, on the web tier: `RedisJobManager`, the same interface as the local JobManager
-(server/jobs.py), whose jobs (`RemoteJob`) read their events from Redis; on a worker host:
-`run_worker`, an RQ worker whose task runs the job exactly as a local supervisor thread
-would (server/worker.py: the warm pool, the sandbox, the limits, the shared kernel cache)
-and stores the trace (PostgreSQL, so every host sees it).
+Out: `RedisJobManager`, the same interface as the local JobManager (server/jobs.py),
+whose jobs (`RemoteJob`) read their events from Redis, and the keys and the append script
+that the worker side (server/rqworker.py, `kernelscope worker`) shares with it. Jobs are
+enqueued as JSON (never pickle) for the one task `server.rqworker.execute`.
 
 Keys, per job (`<ns>` is `QUEUE_NAME`):
 
@@ -15,7 +14,14 @@ Keys, per job (`<ns>` is `QUEUE_NAME`):
   and marks the job finished, so a worker and a web tier that both try to end a job end it
   once. A subscriber reads the stream from any seq (replay and `Last-Event-ID` for free);
 - `ks:<ns>:job:<id>:alive` set by the worker every second with a 6 s expiry while it runs;
-- `ks:<ns>:job:<id>:cancel` set by `POST /api/jobs/<id>/cancel`.
+- `ks:<ns>:job:<id>:cancel` set by `POST /api/jobs/<id>/cancel`;
+- `ks:<ns>:client:<client>` a set of the job ids a client has queued or running (the
+  per-client quota; finished ones are dropped from it at the next submit).
+
+A stream outlives a Redis outage: it sends heartbeats while it reconnects, resumes from
+the last seq it sent, and after `OUTAGE_S` without Redis (or without the job, once Redis
+is back) ends with an `error` and `done` of its own (the worker keeps the job's events and
+writes them back when Redis returns, so a later stream finds the whole job).
 
 Why RQ's `SimpleWorker`: the task body never runs the compiler or imports torch; it starts
 a sandboxed process per job (warm from the pool, or cold) and supervises it, so "one
@@ -32,15 +38,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import secrets
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
-from server.jobs import SCHEMA_VERSION, Busy, Job, JobRequest
+from server.jobs import SCHEMA_VERSION, Busy, JobRequest, OverQuota
 from server.kcache import KernelCache
 from server.pool import WarmPool
 
@@ -49,6 +52,8 @@ ALIVE_TTL_MS = 6000
 ALIVE_EVERY_S = 1.0
 CANCEL_POLL_S = 0.2
 LOST_AFTER_S = 2.0  # `alive` missing this long (after the job started): the worker is gone
+OUTAGE_S = 30.0  # a stream waits this long for Redis (or for the job to reappear in it)
+TASK = "server.rqworker.execute"  # the one function a worker runs (server/rqworker.py)
 
 APPEND = """
 if redis.call('HGET', KEYS[1], 'finished') == '1' then return -1 end
@@ -72,6 +77,10 @@ def _redis(url: str) -> Any:
 
 def waiting_key(ns: str) -> str:
     return f"ks:{ns}:waiting"
+
+
+def client_key(ns: str, client: str) -> str:
+    return f"ks:{ns}:client:{client}"
 
 
 class Keys:
@@ -166,14 +175,36 @@ class RemoteJob:
 
     def subscribe(self, start: int, heartbeat_s: float) -> Iterator[dict[str, Any] | None]:
         """Events from seq `start` until `done`; None for each `heartbeat_s` of silence.
-        While it waits it also watches the worker: a job whose worker died is failed."""
+        While it waits it also watches the worker: a job whose worker died is failed. A
+        Redis outage is waited out for OUTAGE_S (see the module docstring)."""
+        import redis
+
         last = f"0-{start}"
         block_ms = max(1, int(min(heartbeat_s, 1.0) * 1000))
         quiet = 0.0
+        sent: list[dict[str, Any]] = []
+        away_since: float | None = None
         while True:
-            reply = self.conn.xread({self.keys.events: last}, block=block_ms, count=100)
+            try:
+                reply = self.conn.xread({self.keys.events: last}, block=block_ms, count=100)
+                if not reply and not self.conn.exists(self.keys.meta):
+                    raise redis.ConnectionError("the job is not in Redis (it restarted?)")
+                away_since = None
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                now = time.monotonic()
+                away_since = away_since or now
+                if now - away_since >= OUTAGE_S:
+                    yield from self.manager.lost(self, sent, str(exc))
+                    return
+                time.sleep(min(1.0, block_ms / 1000))
+                quiet += 1.0
+                if quiet >= heartbeat_s:
+                    quiet = 0.0
+                    yield None
+                continue
             batch = [_decode(i, f) for _key, entries in reply or [] for i, f in entries]
             for event in batch:
+                sent.append(event)
                 yield event
                 if event["stage"] == "done":
                     return
@@ -218,6 +249,7 @@ class RedisJobManager:
 
     def __init__(self, cfg: dict[str, Any], store: Any) -> None:
         from rq import Queue
+        from rq.serializers import JSONSerializer
 
         self.url = str(cfg["QUEUE_URL"])
         self.ns = str(cfg.get("QUEUE_NAME") or "kernelscope")
@@ -226,13 +258,16 @@ class RedisJobManager:
         self.retention_s = float(cfg["JOB_RETENTION_S"])
         self.job_timeout = int(float(cfg["JOB_TIMEOUT_S"]) + 120)
         self.conn = _redis(self.url)
+        self.client_jobs = int(cfg.get("CLIENT_JOBS") or 0)
+        self.retry_after_s = float(cfg["JOB_TIMEOUT_S"])
         self.conn.ping()
-        self.queue = Queue(self.ns, connection=self.conn)
+        self.queue = Queue(self.ns, connection=self.conn, serializer=JSONSerializer)
 
-    def submit(self, request: JobRequest) -> RemoteJob:
+    def submit(self, request: JobRequest, client: str = "") -> RemoteJob:
         # Admission is one atomic counter of jobs no worker has taken yet (a worker
         # decrements it when it takes one): checking the queue's length and then enqueueing
         # would let a burst of requests all see room.
+        self._check_quota(client)
         waiting = waiting_key(self.ns)
         if int(self.conn.incr(waiting)) > self.queue_size:
             self.conn.decr(waiting)
@@ -240,11 +275,15 @@ class RedisJobManager:
         job_id = secrets.token_urlsafe(9)
         keys = Keys(self.ns, job_id)
         body = {"code": request.code, "options": request.options, "entry": request.entry}
-        meta = {"request": json.dumps(body), "created": repr(time.time()), "state": "queued"}
+        meta = {"request": json.dumps(body), "created": repr(time.time()), "state": "queued",
+                "client": client}
         self.conn.hset(keys.meta, mapping=meta)
         self.conn.expire(keys.meta, int(self.retention_s + self.job_timeout * 4))
+        mine = client_key(self.ns, client)
+        self.conn.sadd(mine, job_id)
+        self.conn.expire(mine, int(self.job_timeout * 4))
         self.queue.enqueue_call(
-            "server.queue.execute",
+            TASK,
             args=(self.ns, job_id),
             job_id=f"{self.ns}-{job_id}",
             timeout=self.job_timeout,
@@ -254,6 +293,50 @@ class RedisJobManager:
         found = self.get(job_id)
         assert found is not None
         return found
+
+    def _check_quota(self, client: str) -> None:
+        if not self.client_jobs:
+            return
+        mine = client_key(self.ns, client)
+        held = 0
+        for member in self.conn.smembers(mine):
+            job_id = member.decode()
+            state = self.conn.hget(Keys(self.ns, job_id).meta, "finished")
+            if state == b"1" or not self.conn.exists(Keys(self.ns, job_id).meta):
+                self.conn.srem(mine, member)
+            else:
+                held += 1
+        if held >= self.client_jobs:
+            raise OverQuota(f"this client already has {held} jobs queued or running (at most "
+                            f"{self.client_jobs}); wait for one to finish", self.retry_after_s)
+
+    def lost(self, job: RemoteJob, sent: list[dict[str, Any]], why: str
+             ) -> Iterator[dict[str, Any]]:
+        """End a stream whose job Redis cannot give us: an `error`, the trace of what was
+        seen stored, and `done` (sent to this client; Redis cannot take them now)."""
+        error = {"stage": next((e["stage"] for e in reversed(sent)
+                                if e["stage"] not in ("error", "done")), "source"),
+                 "kind": "killed", "line": None, "traceback": None,
+                 "message": f"The job queue (Redis) could not be reached for {OUTAGE_S:g} s "
+                            f"({why[:200]}); the job may still finish: reload its permalink "
+                            "later"}  # fmt: skip
+        events = [*sent, {"schema": SCHEMA_VERSION, "seq": len(sent), "stage": "error",
+                          "ms": 0.0, "data": error, "origin": "server"}]
+        wall_ms = round((time.time() - job.created) * 1000, 1)
+        data: dict[str, Any] = {"ok": False, "wall_ms": wall_ms}
+        closing = {"schema": SCHEMA_VERSION, "seq": len(events), "stage": "done", "ms": 0.0,
+                   "data": data, "origin": "server"}
+        try:
+            data["trace_id"] = self.store.put(job.request.code, job.request.trace_options(),
+                                              [*events, closing], False)
+        except Exception:  # noqa: BLE001 - the stream still ends cleanly
+            data["store_error"] = "the trace could not be stored"
+        yield events[-1]
+        yield closing
+
+    def stop(self, reason: str, timeout: float = 8.0) -> None:
+        """The web tier holds no job: the workers finish them; open streams just end."""
+        return None
 
     def get(self, job_id: str) -> RemoteJob | None:
         if not job_id.replace("-", "").replace("_", "").isalnum() or len(job_id) > 40:
@@ -307,123 +390,3 @@ class RedisJobManager:
 
     def shutdown(self, timeout: float = 5.0) -> None:
         self.conn.close()
-
-
-# -- the worker ---------------------------------------------------------------------------
-class RedisJob(Job):
-    """The worker's side of a job: a local Job whose events also go to Redis."""
-
-    def __init__(self, conn: Any, ns: str, job_id: str, request: JobRequest, created: float,
-                 retention_s: float) -> None:  # fmt: skip
-        super().__init__(job_id, request, created=created)
-        self.conn, self.keys, self.retention_s = conn, Keys(ns, job_id), retention_s
-        self._cancel_checked = 0.0
-        self.ended_elsewhere = False
-
-    def publish(
-        self, stage: str, data: dict[str, Any], ms: float = 0.0, origin: str | None = None
-    ) -> dict[str, Any]:
-        event = super().publish(stage, data, ms, origin)
-        if append(self.conn, self.keys, stage, data, ms, self.retention_s, origin) < 0:
-            self.ended_elsewhere = True  # cancelled or failed by the web tier meanwhile
-        return event
-
-    def cancel_requested(self) -> bool:
-        if self.ended_elsewhere or super().cancel_requested():
-            return True
-        now = time.monotonic()
-        if now - self._cancel_checked >= CANCEL_POLL_S:
-            self._cancel_checked = now
-            if self.conn.exists(self.keys.cancel):
-                self.cancel()
-        return super().cancel_requested()
-
-
-class WorkerRuntime:
-    """What one `kernelscope worker` process holds for all its jobs: the same pieces a
-    local server builds (sandbox, warm pool, kernel cache, store), from the same config."""
-
-    def __init__(self, cfg: dict[str, Any]) -> None:
-        from server import create_app
-        from server.state import EXTENSION
-
-        local = {**cfg, "QUEUE_URL": None}  # the app object is only a way to build the parts
-        if local.get("WARM_POOL") is None:
-            local["WARM_POOL"] = 1  # a worker runs one job at a time: one warm process
-        app = create_app(local)
-        state = app.extensions[EXTENSION]
-        self.cfg = app.config
-        self.store, self.settings = state.store, state.settings
-        self.pool, self.kcache = state.jobs.pool, state.jobs.kcache
-        self.conn = _redis(str(cfg["QUEUE_URL"]))
-        self.retention_s = float(self.cfg["JOB_RETENTION_S"])
-
-
-# The worker process's runtime, set once by run_worker before RQ starts taking jobs: RQ
-# calls `execute` by its import path, so this is how the task reaches it.
-_RUNTIME: WorkerRuntime | None = None
-
-
-def execute(ns: str, job_id: str) -> dict[str, Any]:
-    """The RQ task: run one job with the worker's runtime."""
-    from server.worker import cancelled, finish, run_job
-
-    rt = _RUNTIME
-    if rt is None:
-        raise RuntimeError("server.queue.execute runs only inside `kernelscope worker`")
-    keys = Keys(ns, job_id)
-    rt.conn.decr(waiting_key(ns))  # taken off the queue: room for one more
-    meta = rt.conn.hgetall(keys.meta)
-    if not meta or meta.get(b"finished") == b"1":
-        return {"skipped": True}  # expired, or cancelled while it was queued
-    body = json.loads(meta[b"request"])
-    request = JobRequest(body["code"], body["options"], body.get("entry"))
-    job = RedisJob(rt.conn, ns, job_id, request, float(meta[b"created"]), rt.retention_s)
-    rt.conn.hset(keys.meta, "state", "running")
-    stop = threading.Event()
-    beat = threading.Thread(target=_beat, args=(rt.conn, keys, stop), daemon=True)
-    rt.conn.set(keys.alive, b"1", px=ALIVE_TTL_MS)
-    beat.start()
-    try:
-        job.state = "running"
-        run_job(job, rt.settings, rt.store, rt.pool, rt.kcache)
-    except Exception:
-        log.exception("job %s failed in the worker", job_id)
-        if not job.finished:
-            if job.cancel_requested():
-                job.publish("error", cancelled(job))
-            finish(job, rt.store, {"ok": False})
-    finally:
-        stop.set()
-        beat.join(5)
-        rt.conn.delete(keys.alive)
-    return {"ok": bool(job.events and job.events[-1]["data"].get("ok"))}
-
-
-def _beat(conn: Any, keys: Keys, stop: threading.Event) -> None:
-    while not stop.wait(ALIVE_EVERY_S):
-        try:
-            conn.set(keys.alive, b"1", px=ALIVE_TTL_MS)
-        except Exception:  # noqa: BLE001 - a Redis hiccup must not kill the job
-            log.warning("could not refresh %s", keys.alive)
-
-
-def run_worker(cfg: dict[str, Any], name: str | None = None, burst: bool = False) -> int:
-    """`kernelscope worker`: take jobs from the queue until stopped (or empty, `burst`)."""
-    global _RUNTIME
-    from rq import Queue, SimpleWorker
-
-    _RUNTIME = runtime = WorkerRuntime(cfg)
-    runtime.pool and runtime.pool.start()
-    ns = str(cfg.get("QUEUE_NAME") or "kernelscope")
-    queue = Queue(ns, connection=runtime.conn)
-    worker_name = name or f"{socket.gethostname()}-{os.getpid()}"
-    worker = SimpleWorker([queue], connection=runtime.conn, name=worker_name)
-    mode = runtime.settings.isolation.mode
-    print(f"kernelscope worker {worker_name}: queue {ns!r}, sandbox {mode}", flush=True)
-    try:
-        worker.work(burst=burst, logging_level="WARNING")
-    finally:
-        if runtime.pool is not None:
-            runtime.pool.shutdown()
-    return 0

@@ -60,6 +60,7 @@ class Limits:
     event_kb: int = 4096  # one event (one NDJSON line)
     events: int = 1000  # events per job
     trace_mb: int = 8  # all of a job's events together, as stored
+    tcp_mb: int = 256  # socket buffers (cgroup v1 kmem.tcp; v2 counts them in memory)
 
     @classmethod
     def from_config(cls, cfg: dict[str, Any]) -> Limits:
@@ -74,6 +75,7 @@ class Limits:
             event_kb=int(cfg["EVENT_LIMIT_KB"]),
             events=int(cfg["EVENT_COUNT_LIMIT"]),
             trace_mb=int(cfg["TRACE_LIMIT_MB"]),
+            tcp_mb=int(cfg.get("TCP_MEMORY_MB", 256)),
         )
 
 
@@ -249,6 +251,9 @@ def bwrap_args(
         if os.path.exists(masked):
             args += ["--ro-bind", "/dev/null", masked]
     args += ["--ro-bind-try", "/sys", "/sys"]
+    if os.path.isdir("/sys/fs/cgroup"):
+        # Other jobs' cgroups (their names and usage) are no business of this one.
+        args += ["--tmpfs", "/sys/fs/cgroup", "--remount-ro", "/sys/fs/cgroup"]
     made: set[str] = set()
     for path in _minimal(spec.readonly):
         for anc in _ancestors(path):

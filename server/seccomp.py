@@ -11,6 +11,11 @@ mounting (`mount`, the new mount API, `pivot_root`, `chroot`), tracing other pro
 (`ptrace`, `process_vm_*`), the kernel keyring, `bpf`, `perf_event_open`, `userfaultfd`,
 `io_uring`, module loading, `kexec`, `reboot`, swap, `acct`, `quotactl`, and
 file-handle opens (`open_by_handle_at` can walk out of a bind mount).
+
+Sockets: only the families in `SOCKET_FAMILIES` may be opened (`socket`, `socketpair`).
+The network namespace isolates IP and netlink, but not AF_VSOCK: a snippet would share the
+VM host's vsock port space. Every other family (vsock, packet, bluetooth, alg, ...)
+answers EPERM.
 """
 
 from __future__ import annotations
@@ -42,7 +47,12 @@ NAMESPACE_FLAGS = (
     0x00000080,  # CLONE_NEWTIME
 )
 SCMP_ACT_ALLOW = 0x7FFF0000
+SCMP_CMP_GE = 5
 SCMP_CMP_MASKED_EQ = 7
+AF_MAX = 64  # above every family Linux defines (46 in 6.x)
+# AF_UNIX (1), AF_INET (2), AF_INET6 (10): loopback only, in the job's own network
+# namespace; AF_NETLINK (16): the C library asks it for interfaces, namespaced too.
+SOCKET_FAMILIES = frozenset({1, 2, 10, 16})
 
 
 def _errno_action(code: int) -> int:
@@ -95,6 +105,11 @@ def build_filter() -> bytes:
         for flag in NAMESPACE_FLAGS:
             rule(deny, "clone", _ArgCmp(0, SCMP_CMP_MASKED_EQ, flag, flag))
         rule(_errno_action(errno.ENOSYS), "clone3")
+        for call in ("socket", "socketpair"):
+            for family in range(AF_MAX):
+                if family not in SOCKET_FAMILIES:
+                    rule(deny, call, _ArgCmp(0, SCMP_CMP_MASKED_EQ, 0xFFFFFFFF, family))
+            rule(deny, call, _ArgCmp(0, SCMP_CMP_GE, AF_MAX, 0))
         with tempfile.TemporaryFile() as out:
             rc = lib.seccomp_export_bpf(ctx, out.fileno())
             if rc < 0:

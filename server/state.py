@@ -1,7 +1,9 @@
-"""The per-app state every view reads: store, jobs, sandbox settings, folders.
+"""The app's one extension: the jobs and the runtime every view reads.
 
-It lives in `app.extensions["kernelscope"]`, so two apps in one process (as the tests make)
-never share anything.
+In: a `Runtime` (server/runtime.py). Out: an `AppState` in `app.extensions["kernelscope"]`
+(so two apps in one process, as the tests make, never share anything), holding the store,
+the jobs (local supervisor threads, or RQ when `QUEUE_URL` is set), the sandbox settings,
+the folders, and the gates that keep one client from holding every stream.
 """
 
 from __future__ import annotations
@@ -11,13 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flask import current_app
+from flask import Flask, current_app
 
 from server import info
+from server.gates import StreamGate
 from server.headers import CdnScript
-from server.jobs import Jobs
-from server.store import Store
-from server.worker import WorkerSettings
+from server.jobs import JobManager, Jobs
+from server.queue import RedisJobManager
+from server.rows import Store
+from server.runtime import Runtime
+from server.worker import WorkerSettings, run_job
 
 EXTENSION = "kernelscope"
 
@@ -30,6 +35,7 @@ class AppState:
     webui_dir: Path
     samples_dir: Path
     cdn: CdnScript | None = None  # the one CDN script the page may load (server/headers.py)
+    streams: StreamGate = field(default_factory=lambda: StreamGate(8, 16))
     # At most one /api/highlight computation at a time (see api.highlight).
     highlight_slot: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(1))
     _devices: dict[str, Any] | None = None
@@ -43,6 +49,40 @@ class AppState:
             return self._devices
 
 
+def make_jobs(runtime: Runtime) -> Jobs:
+    """Where this app's jobs run: RQ workers when `QUEUE_URL` is set, else here."""
+    cfg = runtime.config
+    if cfg["QUEUE_URL"]:
+        return RedisJobManager(cfg, runtime.store)
+    settings, store, pool, kcache = runtime.settings, runtime.store, runtime.pool, runtime.kcache
+    return JobManager(
+        lambda job: run_job(job, settings, store, pool, kcache),
+        int(cfg["MAX_JOBS"]),
+        int(cfg["QUEUE_SIZE"]),
+        float(cfg["JOB_RETENTION_S"]),
+        pool,
+        kcache,
+        store=store,
+        client_jobs=int(cfg["CLIENT_JOBS"]),
+        retry_after_s=float(cfg["JOB_TIMEOUT_S"]),
+    )
+
+
+def init_app(app: Flask, runtime: Runtime, cdn: CdnScript | None) -> AppState:
+    cfg = runtime.config
+    found = AppState(
+        runtime.store, make_jobs(runtime), runtime.settings, Path(cfg["WEBUI_DIR"]),
+        Path(cfg["SAMPLES_DIR"]), cdn=cdn,
+        streams=StreamGate(int(cfg["JOB_STREAMS"]), int(cfg["CLIENT_STREAMS"])),
+    )
+    app.extensions[EXTENSION] = found
+    return found
+
+
+def of(app: Flask) -> AppState:
+    found: AppState = app.extensions[EXTENSION]
+    return found
+
+
 def app_state() -> AppState:
-    state: AppState = current_app.extensions[EXTENSION]
-    return state
+    return of(current_app)  # type: ignore[arg-type]

@@ -34,6 +34,7 @@ from server.jobs import SCHEMA_VERSION, Job
 from server.kcache import KernelCache
 from server.pool import WARM_TIMEOUT_S, WarmPool, WarmWorker
 from server.relay import Outcome, Relay, parse_event
+from server.rows import Store
 from server.sandbox import (
     Isolation,
     Limits,
@@ -43,7 +44,7 @@ from server.sandbox import (
     make_launch,
 )
 from server.scratch import JobDir
-from server.store import Store
+from server.trust import StageOrigin, conform_payload
 from server.warm import READY
 
 __all__ = ["WorkerSettings", "explain", "normalize", "parse_event", "run_job", "scratch_exceeded"]
@@ -174,7 +175,8 @@ def run_job(
             # The snippet's own failure (a syntax error, an exception): nothing to compile,
             # and a failure is all the front can claim, labelled as the snippet's words.
             for stage, data, ms in front.said:
-                job.publish(stage, data, ms, origin="snippet")
+                job.publish(stage, conform_payload(stage, data, job.request), ms,
+                            origin="snippet")
                 if stage == "error":
                     break
             finish(job, store, {"ok": False}, front.stdout, "snippet")
@@ -205,8 +207,8 @@ def new_job_dir(settings: WorkerSettings) -> tuple[JobDir, JobCgroup | None]:
     jobdir = JobDir(settings.scratch_root, iso.uid, iso.gid,
                     limits.scratch_mb if iso.tmpfs else None)
     try:
-        group = (JobCgroup(iso.cgroups, jobdir.path.name, limits.memory_mb, limits.processes)
-                 if iso.cgroups.version != "none" else None)
+        group = (JobCgroup(iso.cgroups, jobdir.path.name, limits.memory_mb, limits.processes,
+                           limits.tcp_mb) if iso.cgroups.version != "none" else None)
     except OSError:
         jobdir.remove()
         raise
@@ -228,21 +230,26 @@ def run_phase(
     channel, stop it, and say how it ended. `deadline` None: the wall clock starts when the
     process is ready.
 
-    `publish`: its events go into the job (origin "snippet" for the front or a whole
-    pipeline, "compiler" for the back half except the events it replays from the bundle).
+    `publish`: its events go into the job, with the origin their stage gives them
+    (server/trust.py): everything from the front or a whole pipeline is the snippet's;
+    the back half's own stages are the compiler's, what it replays from the bundle is the
+    snippet's, conformed to the event types.
     """
     iso, limits = settings.isolation, settings.limits
     scratch = jobdir.phase(name)
     stages: list[str] = []
     said: list[tuple[str, dict[str, Any], float]] = []
     trusted = name == "back"
+    by_stage = StageOrigin()
 
     def sink(stage: str, data: dict[str, Any], ms: float) -> None:
         if publish or stage in FRONT_STAGES:  # what else a front says is the snippet's
             stages.append(stage)
             said.append((stage, data, ms))
         if publish:
-            origin = "compiler" if trusted and data.get("origin") != "snippet" else "snippet"
+            origin = by_stage.origin(stage) if trusted else "snippet"
+            if stage in FRONT_STAGES:
+                data = conform_payload(stage, data, job.request)
             job.publish(stage, data, ms, origin=origin)
 
     with contextlib.ExitStack() as stack:
@@ -462,10 +469,11 @@ def timing(job: Job) -> dict[str, float]:
 
 def cancelled(job: Job) -> dict[str, Any]:
     stage = job.last_stage or "source"
+    why = job.cancel_reason or "Cancelled"
     return {
         "stage": stage,
         "kind": "cancelled",
-        "message": f"Cancelled during the {stage} stage" if job.events else "Cancelled",
+        "message": f"{why} during the {stage} stage" if job.events else why,
         "line": None,
         "traceback": None,
     }

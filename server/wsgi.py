@@ -1,15 +1,17 @@
-"""The production server: the app under gunicorn, gthread workers.
+"""The production server: the app under gunicorn, gevent workers (server/gworker.py).
 
 In: a host, port and app configuration (from `kernelscope serve`). Out: a running gunicorn
 arbiter that creates the app inside each worker process (never before the fork, so no
 thread or warm worker crosses one).
 
-Why gthread: an event stream holds its connection for the whole compile, and a thread per
-connection is exactly that; gunicorn's worker timeout only watches the worker's main loop,
-which keeps beating while request threads stream, so a long stage is never cut. With local
-jobs there is one worker process (the jobs live in its memory); with `--queue` the web tier
-is stateless and can run several. `gunicorn 'server.wsgi:application()'` works too, with
-the configuration in KERNELSCOPE_CONFIG (a JSON file).
+An event stream holds its connection for the whole compile: a greenlet per connection
+(server/gworker.py says why gevent), at most `connections` per worker; a request's
+headers must arrive within `HEADER_TIMEOUT_S` (gunicorn's async `keepalive` bound). A
+SIGTERM stops gracefully: every job is ended with an error saying the server is stopping
+(its stream gets that and `done`, its trace is stored, its sandbox removed), then the
+worker exits. With local jobs there is one worker process (the jobs live in its memory);
+with `--queue` the web tier is stateless and can run several. `gunicorn
+'server.wsgi:application()'` works too, with the configuration in KERNELSCOPE_CONFIG.
 """
 
 from __future__ import annotations
@@ -20,13 +22,18 @@ from typing import Any
 
 from flask import Flask
 
+HEADER_TIMEOUT_S = 5
+STOPPING = "The server is stopping"
+
 
 def make_app(config: dict[str, Any]) -> Flask:
-    from server import create_app
-    from server.state import EXTENSION
+    from server import create_app, state
+    from server.gworker import Worker
 
     app = create_app(config)
-    app.extensions[EXTENSION].jobs.warm()  # warm workers start now, not on the first click
+    jobs = state.of(app).jobs
+    jobs.warm()  # warm workers start now, not on the first click
+    Worker.on_term.append(lambda: jobs.stop(STOPPING))
     return app
 
 
@@ -40,17 +47,19 @@ def application() -> Flask:
     return make_app(config)
 
 
-def run_gunicorn(host: str, port: int, config: dict[str, Any], workers: int, threads: int) -> int:
+def run_gunicorn(host: str, port: int, config: dict[str, Any], workers: int,
+                 connections: int) -> int:
     from gunicorn.app.base import BaseApplication
 
     options = {
         "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
         "workers": max(1, workers),
-        "worker_class": "gthread",
-        "threads": max(1, threads),
+        "worker_class": "server.gworker.Worker",
+        "worker_connections": max(1, connections),
         "timeout": 60,  # the worker's heartbeat, not a request limit (see the docstring)
-        "graceful_timeout": 10,
-        "keepalive": 5,
+        "graceful_timeout": 10,  # jobs are stopped at once; their streams end within this
+        "keepalive": HEADER_TIMEOUT_S,  # also the bound on reading a request's headers
+        "limit_request_line": 8190,
         "accesslog": "-",
         "errorlog": "-",
         "proc_name": "kernelscope",
@@ -64,6 +73,7 @@ def run_gunicorn(host: str, port: int, config: dict[str, Any], workers: int, thr
         def load(self) -> Flask:
             return make_app(config)
 
-    print(f"Kernelscope on http://{host}:{port}/  (gunicorn, {workers} x {threads} threads)")
+    print(f"Kernelscope on http://{host}:{port}/  (gunicorn, {workers} x gevent, "
+          f"{connections} connections)", flush=True)
     Server().run()
     return 0

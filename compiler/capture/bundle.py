@@ -34,6 +34,7 @@ import torch.fx
 
 from compiler.capture.modules import META_KEY as MODULE_KEY
 from compiler.capture.modules import check_stack, module_stack
+from compiler.devices import CPU
 
 FORMAT = "kernelscope-bundle"
 VERSION = 1
@@ -97,7 +98,7 @@ class BundleWriter:
         extent = _extent(t.shape, t.stride())
         flat = t.as_strided((extent,), (1,), t.storage_offset()) if extent else \
             t.new_empty((0,))
-        self.tensors[key] = flat.to("cpu", copy=True).contiguous()
+        self.tensors[key] = flat.to(CPU, copy=True).contiguous()
         self.specs[key] = {"shape": list(t.shape), "stride": list(t.stride()), "offset": 0,
                            "dtype": _dtype_name(t.dtype), "device": t.device.type,
                            "requires_grad": bool(t.requires_grad)}
@@ -309,7 +310,7 @@ def read_bundle(path: str | Path) -> Bundle:
     """Load and check a bundle; BundleError says what is wrong with it."""
     path = Path(path)
     try:
-        raw = torch.load(path, weights_only=True, map_location="cpu")
+        raw = torch.load(path, weights_only=True, map_location=CPU)
     except Exception as e:  # not a torch file, or it holds more than plain data
         raise BundleError(f"{path.name}: not a capture bundle this version can read "
                           f"({type(e).__name__}: {str(e)[:300]})") from e
@@ -522,7 +523,7 @@ def _move(t: torch.Tensor, device: str | None) -> torch.Tensor:
     """The tensor on `device` (None: where it was captured), strides kept."""
     extent = _extent(t.shape, t.stride())
     if not extent:
-        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=device or "cpu")
+        return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=device or CPU)
     # Copy the span of storage the view covers, then view it again: exact strides, even
     # overlapping ones (an expanded input).
     flat = t.detach().as_strided((extent,), (1,), 0).to(device or t.device, copy=True)

@@ -2,9 +2,9 @@
 
 layer_norm, batch_norm, gelu, silu, var_mean, ... are decomposed
 into the pointwise ops and reductions they are made of, so the scheduler can fuse their
-pieces with their neighbours. Matrix products and convolutions stay whole (they go to
-vendor libraries as extern kernels), and so do softmax and log_softmax (lowering/softmax.py
-reads a long row once for its logsumexp where the backend can).
+pieces with their neighbours. Matrix products, convolutions and attention stay whole
+(they go to vendor libraries as extern kernels), and so do softmax and log_softmax
+(lowering/softmax.py reads a long row once for its logsumexp where the backend can).
 """
 
 from __future__ import annotations
@@ -79,6 +79,15 @@ KEEP_WHOLE = [
     aten.mm,
     aten.bmm,
     aten.convolution,
+    # attention stays one fused op (flash / memory-efficient / the CPU flash kernel), in
+    # inference and training, rather than two GEMMs and a softmax over (s x s) scores:
+    # lowering/misc.py calls it, and its backward, as extern kernels
+    aten.scaled_dot_product_attention,
+    # Also for correctness: upstream's rule for the CPU op returns the attention weights
+    # where the op returns its logsumexp (it is meant for export; Inductor excludes it).
+    # Below autograd, the backward op (`..._for_cpu_backward`) read that (b, h, l, s)
+    # tensor as the (b, h, l) logsumexp: GPT-2's and BERT's gradients were off by ~2e3.
+    aten._scaled_dot_product_flash_attention_for_cpu,
     aten.embedding,
     aten.index_select,
     aten.gather,

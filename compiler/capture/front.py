@@ -21,6 +21,7 @@ from compiler.capture.bundle import BundleWriter, snapshot
 from compiler.capture.dynamo import CapturedGraph, Recorder
 from compiler.capture.fxgraph import graph_json, node_lines
 from compiler.capture.guards import GuardLog
+from compiler.devices import CPU, is_gpu
 from compiler.options import CompileOptions
 from compiler.snippet import (
     Call,
@@ -63,9 +64,9 @@ def _spec(name: str, t: Any) -> ev.InputSpec:
 
 def source_stage(run: FrontRun) -> dict[str, Any]:
     opts = run.options
-    if opts.device == "cuda" and not torch.cuda.is_available():
-        raise StageFailed("source", "unsupported", "device 'cuda' requested but no GPU is "
-                          "available on this host; use device 'cpu'")
+    if is_gpu(opts.device) and not torch.cuda.is_available():
+        raise StageFailed("source", "unsupported", f"device {opts.device!r} requested but no "
+                          f"GPU is available on this host; use device {CPU!r}")
     try:
         run.entry = entry = run_snippet(run.path, opts.device, opts.entry)
     except SnippetError as e:

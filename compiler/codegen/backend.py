@@ -23,6 +23,7 @@ import torch
 
 from compiler.codegen.optable import CodegenError, OpTable
 from compiler.codegen.targets import Target
+from compiler.features import Features
 from compiler.options import CompileOptions
 from compiler.schedule.kinds import KernelKind
 from compiler.schedule.plan import KernelPlan
@@ -42,6 +43,9 @@ class BuildResult:
     path: Path | None  # the built artifact (None: nothing is built ahead of the first launch)
     cache_hit: bool
     ms: float
+
+
+Launch = tuple[tuple[Any, ...], dict[str, Any]]  # a kernel launch's arguments, keywords
 
 
 @dataclass
@@ -68,19 +72,7 @@ class Backend:
     devices: ClassVar[tuple[str, ...]]  # where "auto" picks it
     also_runs_on: ClassVar[tuple[str, ...]] = ()  # where it runs only when asked for
     source_suffix: ClassVar[str] = ""  # file suffix of what `build` compiles ("" = nothing)
-    split_reductions: ClassVar[bool] = False  # lowering may split long, few-row reductions
-    # A kernel may store a mutated input's new value over the input (schedule/inplace.py);
-    # not where kernel pointers are declared non-aliasing (C++'s __restrict__).
-    writes_over_inputs: ClassVar[bool] = False
-    # The codegen has the one-pass "logsumexp" reduction (running max and rescaled sum):
-    # softmax and log_softmax over long rows read each row once for it, not twice.
-    online_softmax: ClassVar[bool] = False
-    # softmax's last step is exp * (1 / sum), as eager's kernel for this backend's device
-    # does, rather than exp / sum (the two differ in the last bit).
-    softmax_reciprocal: ClassVar[bool] = False
-    # mm / addmm / bmm may run as this backend's GEMM template, with an epilogue fused
-    # (ir/template.py), where measurement or the `matmul` option chooses it.
-    matmul_templates: ClassVar[bool] = False
+    features: ClassVar[Features] = frozenset()  # what it can do (compiler/features.py)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -155,6 +147,15 @@ class Backend:
         """A template plan's kernel with `config` (the chosen one, or one being measured)."""
         raise NotImplementedError(f"{self.label} has no GEMM template")
 
+    def after_import(self, module: ModuleType, kernels: list[str]) -> None:
+        """What the backend does to a graph's module once it is imported, before any call
+        (`kernels`: the names of its kernels)."""
+
+    def cache_identity(self) -> dict[str, str]:
+        """What, besides the graph and the options, decides the code this backend makes
+        and builds (its tools): part of the whole-graph cache's key."""
+        return {"backend": self.name}
+
     def prebuild(self, module: ModuleType, kernels: list[GeneratedKernel],
                  dtypes: dict[str, torch.dtype], workers: int) -> dict[str, Any]:
         """Build what the first launch would build, ahead and in parallel (`workers`, 0:
@@ -166,3 +167,9 @@ class Backend:
         kernel's `compile` event entry: `registers`, `spills`, `shared_bytes`, `ir`
         (stage name -> text), `line_maps`; empty where nothing is known."""
         return {}
+
+    def kernel_reports(self, module: ModuleType, launches: dict[str, Launch | None]
+                       ) -> dict[str, dict[str, Any]]:
+        """`kernel_report` of each kernel; `launches` holds each one's first launch (its
+        arguments), for a backend that builds again from them."""
+        return {name: self.kernel_report(module, name) for name in launches}

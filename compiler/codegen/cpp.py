@@ -13,7 +13,8 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,74 +26,32 @@ from compiler.codegen import targets
 from compiler.codegen.backend import Backend, BuildError, BuildResult, GeneratedKernel
 from compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
 from compiler.codegen.cpp_asm import asm_report
+from compiler.codegen.cpp_ops import C_TYPE, NARROW_INTS, OPS, WRAPPED_OPS, compute_type
 from compiler.codegen.cpp_prefetch import Access, next_row, write_chunked
 from compiler.codegen.cpp_prelude import PRELUDE
 from compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
 from compiler.codegen.mathops import (
     ATEN_INCLUDE,
-    CPP_MATH,
     CPP_MATH_HELPERS,
     TORCH_INCLUDE_DIR,
     needs_aten_math,
 )
-from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
+from compiler.codegen.optable import OpTable
 from compiler.codegen.tiling import YINDEX, choose_rows
+from compiler.features import Feature
 from compiler.ir.index_print import cexpr
 from compiler.ir.indexing import FloorDiv, ModularIndexing, simplify_index
-from compiler.ir.ops import reduction_identity as identity
+from compiler.ir.ops import combine_op, reduction_identity
 from compiler.schedule.nodes import SchedNode
 from compiler.schedule.plan import KernelPlan
 
-C_TYPE = {
-    torch.float32: "float", torch.float64: "double", torch.float16: "_Float16",
-    torch.bfloat16: "uint16_t", torch.int64: "int64_t", torch.int32: "int32_t",
-    torch.int16: "int16_t", torch.int8: "int8_t", torch.uint8: "uint8_t", torch.bool: "bool",
-}
-
-OPS = OpTable("C++", merged(merged(C_LIKE, {
-    "truediv": float_only("{0} / {1}"),
-    "floordiv": {"int": "ks_floordiv({0}, {1})", "uint": "{0} / {1}",
-                 "float": "std::floor({0} / {1})"},
-    "mod": {"int": "ks_mod({0}, {1})", "uint": "{0} % {1}", "float": "ks_mod({0}, {1})"},
-    "fmod": {"float": "std::fmod({0}, {1})"},
-    "pow": {"float": "std::pow({0}, {1})", "int": "ks_ipow({0}, {1})",
-            "uint": "ks_ipow({0}, {1})"},
-    "maximum": "ks_max({0}, {1})", "minimum": "ks_min({0}, {1})",
-    "logical_and": "{0} && {1}", "logical_or": "{0} || {1}", "logical_xor": "{0} != {1}",
-    # On bool operands `&` and `~` would compute in int (~true is -2, which is true).
-    "bitwise_and": {"bool": "{0} && {1}"}, "bitwise_or": {"bool": "{0} || {1}"},
-    "bitwise_xor": {"bool": "{0} != {1}"}, "bitwise_not": {"bool": "!{0}"},
-    "logical_not": "!{0}", "abs": {"uint": "{0}", "bool": "{0}", "*": "std::abs({0})"},
-    **calls("std::{}({{0}})", "exp exp2 expm1 log log1p log2 sqrt sin cos tan tanh erf "
-                              "asin acos atan sinh cosh"),
-    **calls("std::{}({{0}}, {{1}})", "atan2"),
-    # Rounding an integer is the integer.
-    **{n: {"float": f"std::{f}({{0}})", "*": "{0}"}
-       for n, f in (("floor", "floor"), ("ceil", "ceil"), ("trunc", "trunc"),
-                    ("round", "nearbyint"))},
-    "rsqrt": float_only("1 / std::sqrt({0})"), "reciprocal": float_only("1 / {0}"),
-    "sigmoid": float_only("1 / (1 + std::exp(-{0}))"),
-    # bool minus bool is an int: cast back, or a float sign would divide as an integer.
-    "sign": numeric("static_cast<{t}>(({0} > 0) - ({0} < 0))"),
-    "isnan": {"float": "std::isnan({0})", "*": "false"},
-    "isinf": {"float": "std::isinf({0})", "*": "false"},
-    "relu": numeric("ks_max({0}, decltype({0})(0))"),
-    "where": "{0} ? {1} : {2}",
-}), CPP_MATH))
-# Arithmetic on 8- and 16-bit integers happens in int in C++; the result wraps like torch's
-# only once it is cast back to its type.
-NARROW_INTS = (torch.int8, torch.int16, torch.uint8)
-WRAPPED_OPS = frozenset("add sub mul floordiv mod fmod pow neg abs bitwise_not sign "
-                        "bitwise_and bitwise_or bitwise_xor maximum minimum".split())
-COMBINE = {"sum": "{0} + {1}", "max": "ks_max({0}, {1})", "min": "ks_min({0}, {1})",
-           "prod": "{0} * {1}", "any": "{0} || {1}", "all": "{0} && {1}"}
 PARALLEL_MIN = 65536  # below this many elements, threads cost more than they save
 # Float sums longer than this run in chunks: each chunk in `omp simd` lanes, the chunk
 # totals in double, so 16M-element sums stay within float rounding of the true sum.
 SUM_CHUNK = 4096
 # Outputs per block when a reduction is interchanged (column sums): at most this many, and
 # at run time as many as leave each thread one block (ks_column_block): one thread reads
-# whole rows, not 512-byte pieces of each (x.sum(0) over 2048x1024: 0.33 -> 0.28 ms).
+# whole rows, not 512-byte pieces of each (fewer, longer streams for the prefetcher).
 COLUMN_BLOCK = 2048
 OUTER_PARALLEL_MIN = 16  # fewer rows than this: the threads split each row instead
 # Rows up to this long keep a costly per-element value (a libm call: softmax's exp) that
@@ -111,10 +70,6 @@ class CppKernel:
     source: str
     line_map: list[dict[str, Any]]
     args: list[str] = field(default_factory=list)
-
-
-def compute_type(dtype: torch.dtype) -> str:
-    return "float" if dtype in (torch.float16, torch.bfloat16) else C_TYPE[dtype]
 
 
 def literal(value: Any, dtype: torch.dtype) -> str:
@@ -164,6 +119,13 @@ class CppKernelCodegen(KernelCodegen):
         return _split_vars(ranges, self.rows[0], YINDEX, XINDEX, self.rows[1])
 
     def fmt_cast(self, x: Var, dtype: torch.dtype) -> str:
+        # 16-bit floats are computed in float, but a conversion to one rounds, as eager's
+        # `.to(torch.bfloat16)` does (and as Triton's `.to(tl.bfloat16)`): what the next
+        # op reads is the rounded value, not the float it came from.
+        if dtype == torch.bfloat16:
+            return f"ks_bf16_to_float(ks_float_to_bf16(static_cast<float>({x.name})))"
+        if dtype == torch.float16:
+            return f"static_cast<float>(static_cast<{C_TYPE[dtype]}>({x.name}))"
         return f"static_cast<{compute_type(dtype)}>({x.name})"
 
     def type_name(self, dtype: torch.dtype) -> str:
@@ -308,7 +270,7 @@ class CppKernelCodegen(KernelCodegen):
         ctype = compute_type(src)
         result = Var(self.new_var(), node.buffer.dtype, "x")
         acc = f"acc_{result.name}"
-        init = literal(identity(rtype, src), src)
+        init = literal(reduction_identity(rtype, src), src)
         lines = block.scope.lines
         if rtype == "sum" and src.is_floating_point and self.plan.rnumel > SUM_CHUNK:
             self.write_for(block.pre, node, f"double {acc}_total = 0;")
@@ -320,16 +282,17 @@ class CppKernelCodegen(KernelCodegen):
             return result
         self.write_for(block.pre, node, f"{ctype} {acc} = {init};")
         block.accs.append((acc, ctype, init))
+        rule = self.table.render(combine_op(rtype), [acc, value.name], [src], ctype)
         if rtype in ("argmax", "argmin"):
-            cmp = ">" if rtype == "argmax" else "<"
+            better = rule
             self.write_for(block.pre, node, f"int64_t {acc}_idx = 0;")
             self.write_for(lines, node,
-                           f"if ({value.name} {cmp} {acc} || ({acc}_idx == 0 && rindex == 0)) "
+                           f"if ({better} || ({acc}_idx == 0 && rindex == 0)) "
                            f"{{ {acc} = {value.name}; {acc}_idx = rindex; }}")
             self.write_for(block.post, node, f"auto {result.name} = {acc}_idx;")
             block.simd.append("")  # comparisons with a branch: no simd clause
             return result
-        self.write_for(lines, node, f"{acc} = {COMBINE[rtype].format(acc, value.name)};")
+        self.write_for(lines, node, f"{acc} = {rule};")
         self.write_for(block.post, node, f"auto {result.name} = {acc};")
         block.simd.append(f"reduction({OMP_OP[rtype]}:{acc})" if rtype in OMP_OP else "")
         return result
@@ -440,10 +403,7 @@ class CppKernelCodegen(KernelCodegen):
             outer = [c for c in clauses if c.split(":")[-1].rstrip(")") not in sums]
             outer += [f"reduction(+:{acc}_total)" for acc in sorted(sums)]
             out.write(f"#pragma omp parallel for {' '.join(outer)}")
-        out.write(f"for (int64_t rchunk = 0; rchunk < {rn}; rchunk += {SUM_CHUNK})")
-        out.write("{")
-        with out.indent():
-            out.write(f"const int64_t rend = std::min<int64_t>(rchunk + {SUM_CHUNK}, {rn});")
+        with _chunks(out, "rchunk", "rend", rn, SUM_CHUNK):
             for acc, ctype, init in block.chunked:
                 out.write(f"{ctype} {acc} = {init};")
             if simd:
@@ -451,7 +411,6 @@ class CppKernelCodegen(KernelCodegen):
             self._r_loop(out, block, "rchunk", "rend")
             for acc, _, _ in block.chunked:
                 out.write(f"{acc}_total += {acc};")
-        out.write("}")
 
     def _columns_ok(self, block: Block) -> bool:
         """Reduce across rows with outputs contiguous (x.sum(0)): every load steps 1 along
@@ -478,10 +437,7 @@ class CppKernelCodegen(KernelCodegen):
             xb = "xb"
             out.write(f"const int64_t xb = ks_column_block({xn}, {cap});")
             out.write("#pragma omp parallel for")
-        out.write(f"for (int64_t xblock = 0; xblock < {xn}; xblock += {xb})")
-        out.write("{")
-        with out.indent():
-            out.write(f"const int64_t xend = std::min<int64_t>(xblock + {xb}, {xn});")
+        with _chunks(out, "xblock", "xend", xn, xb):
             for acc, ctype, init in block.accs:
                 out.write(f"{ctype} {acc}_v[{cap}];")
                 out.write(f"for (int64_t i = 0; i < {xb}; i++) {acc}_v[i] = {init};")
@@ -495,7 +451,6 @@ class CppKernelCodegen(KernelCodegen):
             out.write("}")
             self._over_block_outputs(out, [f"{ctype} {acc} = {acc}_v[xindex - xblock];"
                                            for acc, ctype, _ in block.accs], [block.post])
-        out.write("}")
         return out
 
     def _over_block_outputs(self, out: Lines, refs: list[str], parts: list[Lines]) -> None:
@@ -509,6 +464,18 @@ class CppKernelCodegen(KernelCodegen):
             for part in parts:
                 out.extend(part)
         out.write("}")
+
+
+@contextmanager
+def _chunks(out: Lines, var: str, end: str, total: int, step: int | str) -> Iterator[None]:
+    """A loop over [0, total) in chunks of `step`: `var` the chunk's start, `end` its end;
+    the body is what the `with` block writes."""
+    out.write(f"for (int64_t {var} = 0; {var} < {total}; {var} += {step})")
+    out.write("{")
+    with out.indent():
+        out.write(f"const int64_t {end} = std::min<int64_t>({var} + {step}, {total});")
+        yield
+    out.write("}")
 
 
 def generate_cpp(plan: KernelPlan, header: list[str], index_checks: bool = False) -> CppKernel:
@@ -530,7 +497,11 @@ class CppBackend(Backend):
 
     target = targets.by_name("cpp")
     source_suffix = ".cpp"
-    softmax_reciprocal = True  # eager's CPU softmax (_vec_softmax_lastdim) multiplies by 1/sum
+    # eager's CPU softmax (_vec_softmax_lastdim) multiplies by 1/sum
+    features = frozenset({Feature.SOFTMAX_RECIPROCAL})
+
+    def cache_identity(self) -> dict[str, str]:
+        return {**super().cache_identity(), "cxx": CXX}
 
     def op_table(self) -> OpTable:
         return OPS

@@ -61,10 +61,6 @@ class Block:
     post: Lines | None = None
     nodes: list[SchedNode] = field(default_factory=list)
 
-    @property
-    def is_loop(self) -> bool:
-        return self.pre is not None
-
 
 class KernelCodegen(Handler):
     """The kernel skeleton: segments, loops, loads, stores, masks and the line-to-origin

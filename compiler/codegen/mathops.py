@@ -37,12 +37,16 @@ CPP_MATH: dict[str, Rule | dict[str, Rule]] = {
     **{op: float_only(f"{fn}({{0}})") for op, fn in ATEN_UNARY.items()},
     **{op: float_only(f"{fn}({{0}}, {{1}})") for op, fn in ATEN_BINARY.items()},
     "polygamma": float_only("calc_polygamma({1}, static_cast<int>({0}))"),
-    "signbit": {"float": "std::signbit({0})", "int": "({0} < 0)", "uint": "false",
+    # The bits, not std::signbit: g++ 12 crashes (an internal compiler error) vectorizing
+    # std::signbit of a float widened from bfloat16.
+    "signbit": {"float": "ks_signbit({0})", "int": "({0} < 0)", "uint": "false",
                 "bool": "false"},
     "frexp_mantissa": float_only("ks_frexp_mantissa({0})"),
     "frexp_exponent": float_only("ks_frexp_exponent({0})"),
 }
 CPP_MATH_HELPERS = r"""
+static inline bool ks_signbit(float x) { uint32_t u; std::memcpy(&u, &x, 4); return u >> 31; }
+static inline bool ks_signbit(double x) { uint64_t u; std::memcpy(&u, &x, 8); return u >> 63; }
 template <typename T> static inline T ks_frexp_mantissa(T x) { int e; return std::frexp(x, &e); }
 template <typename T> static inline int32_t ks_frexp_exponent(T x) {
   int e; std::frexp(x, &e); return e;

@@ -98,6 +98,12 @@ C_LIKE: dict[str, Rule | Mapping[str, Rule]] = {
 }
 
 
+def finish_op(reduction_type: str) -> str:
+    """The op-table name of a reduction's last step over a block of partial values (its
+    steps are ir/ops.py's `combine_op`)."""
+    return f"reduce_{reduction_type}"
+
+
 def merged(base: Mapping[str, Rule | Mapping[str, Rule]],
            rules: Mapping[str, Rule | Mapping[str, Rule]]) -> dict[str, Rule | Mapping[str, Rule]]:
     """`base` with `rules` laid over it; per-kind rules of one op are merged kind by kind."""

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from compiler.devices import CPU, CUDA
+
 AUTO = "auto"
 
 
@@ -41,9 +43,9 @@ class Target:
 
 # In order of preference: "auto" takes the first one native to the device.
 TARGETS: tuple[Target, ...] = (
-    Target("triton", "Triton", "python", ("cuda",), ("cpu",),
-           MappingProxyType({"TRITON_INTERPRET": "1"}), channels_last_convs=("cuda",)),
-    Target("cpp", "C++", "cpp", ("cpu",)),
+    Target("triton", "Triton", "python", (CUDA,), (CPU,),
+           MappingProxyType({"TRITON_INTERPRET": "1"}), channels_last_convs=(CUDA,)),
+    Target("cpp", "C++", "cpp", (CPU,)),
 )
 
 

@@ -23,7 +23,7 @@ from compiler.codegen.mathops import (
     TRITON_INTERPRET_MATH,
     TRITON_MATH,
 )
-from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
+from compiler.codegen.optable import C_LIKE, OpTable, calls, finish_op, float_only, merged, numeric
 from compiler.codegen.tiling import (
     YINDEX,
     Order,
@@ -34,7 +34,7 @@ from compiler.codegen.tiling import (
     tile_config,
 )
 from compiler.ir.index_print import pexpr
-from compiler.ir.ops import reduction_identity as identity
+from compiler.ir.ops import combine_op, reduction_identity
 from compiler.schedule.nodes import SchedNode
 from compiler.schedule.plan import KernelPlan
 
@@ -47,7 +47,22 @@ TL_DTYPE = {
 
 _FLOOR_DIV_INT = ("tl.where((({0} % {1}) != 0) & (({0} < 0) != ({1} < 0)), "
                   "{0} // {1} - 1, {0} // {1})")  # `//` truncates; torch floors
+# Reductions are ops of the table too (optable.combine_op / finish_op), so the refusal
+# check sees them. logsumexp's rule joins a row's max and its sum of exp(v - max); the
+# running steps are `_logsumexp`'s (made only where the backend has ONLINE_SOFTMAX).
+REDUCTIONS: dict[str, Any] = {
+    **{finish_op(r): rule for r, rule in {
+        "sum": "tl.sum({0}, 1)", "max": "tl.max({0}, 1)", "min": "tl.min({0}, 1)",
+        "prod": "tl.reduce({0}, 1, _prod)", "any": "(tl.max({0}.to(tl.int8), 1) != 0)",
+        "all": "(tl.min({0}.to(tl.int8), 1) != 0)"}.items()},
+    **{combine_op(r): rule for r, rule in {
+        "sum": "{0} + {1}", "max": "tl.maximum({0}, {1})", "min": "tl.minimum({0}, {1})",
+        "prod": "{0} * {1}", "any": "{0} | {1}", "all": "{0} & {1}",
+        "argmax": "{1} > {0}", "argmin": "{1} < {0}",
+        "logsumexp": float_only("({0} + tl.log({1}))")}.items()},
+}
 OPS = OpTable("Triton", merged(merged(C_LIKE, {
+    **REDUCTIONS,
     "truediv": float_only("{0} / {1}"),
     "floordiv": {"int": _FLOOR_DIV_INT, "uint": "{0} // {1}", "float": "tl.floor({0} / {1})"},
     # Integer `%` is C's remainder (the sign of the dividend): fmod's rule; mod takes the
@@ -116,11 +131,6 @@ INTERPRET_OPS = OPS.extend({
     **TRITON_INTERPRET_MATH,
 }).without(TRITON_INTERPRET_DROPS, "Triton interpreter")
 
-REDUCE = {"sum": "tl.sum({0}, 1)", "max": "tl.max({0}, 1)", "min": "tl.min({0}, 1)",
-          "prod": "tl.reduce({0}, 1, _prod)", "any": "(tl.max({0}.to(tl.int8), 1) != 0)",
-          "all": "(tl.min({0}.to(tl.int8), 1) != 0)"}
-COMBINE = {"sum": "{0} + {1}", "max": "tl.maximum({0}, {1})", "min": "tl.minimum({0}, {1})",
-           "prod": "{0} * {1}", "any": "{0} | {1}", "all": "{0} & {1}"}
 
 
 @dataclass
@@ -270,7 +280,7 @@ class TritonKernelCodegen(KernelCodegen):
     def reduce(self, node: SchedNode, value: Var) -> Var:
         data = node.buffer.data  # type: ignore[attr-defined]
         rtype, src = data.reduction_type, value.dtype
-        ident = literal(identity(rtype, src), src)
+        ident = literal(reduction_identity(rtype, src), src)
         if value.is_literal or value.domain == "x":
             value = self.emit(f"tl.full([XBLOCK, RBLOCK], {value.name}, {TL_DTYPE[src]})"
                               if value.is_literal else
@@ -282,7 +292,7 @@ class TritonKernelCodegen(KernelCodegen):
         if block.pre is None or block.post is None:  # persistent: the row is in registers
             masked = self.emit(f"tl.where(xmask & rmask, {value.name}, {ident})", src, "r")
             result = Var(self.new_var(), node.buffer.dtype, "x")
-            finish = self._finish(rtype, masked.name)
+            finish = self._finish(rtype, masked.name, src)
             self.write_for(lines, node, f"{result.name} = {finish}.to({out_dtype})")
             return result
         result = Var(self.new_var(), node.buffer.dtype, "x")
@@ -290,10 +300,10 @@ class TritonKernelCodegen(KernelCodegen):
         self.write_for(block.pre, node, f"{acc} = tl.full([XBLOCK, RBLOCK], {ident}, "
                                         f"{TL_DTYPE[src]})")
         if rtype in ("argmax", "argmin"):
-            cmp = ">" if rtype == "argmax" else "<"
             self.write_for(block.pre, node,
                            f"{acc}_idx = tl.full([XBLOCK, RBLOCK], 2147483647, tl.int32)")
-            take = self.emit(f"xmask & rmask & ({value.name} {cmp} {acc})", torch.bool, "r")
+            better = self.table.render(combine_op(rtype), [acc, value.name], [src], "")
+            take = self.emit(f"xmask & rmask & ({better})", torch.bool, "r")
             self.write_for(lines, node, f"{acc}_idx = tl.where({take.name}, rindex, {acc}_idx)")
             self.write_for(lines, node, f"{acc} = tl.where({take.name}, {value.name}, {acc})")
             best = "tl.max" if rtype == "argmax" else "tl.min"
@@ -302,10 +312,11 @@ class TritonKernelCodegen(KernelCodegen):
                            f"{result.name} = tl.min(tl.where({acc} == {acc}_best, {acc}_idx, "
                            f"2147483647), 1)[:, None].to({out_dtype})")
             return result
-        combined = COMBINE[rtype].format(acc, value.name)
+        combined = self.table.render(combine_op(rtype), [acc, value.name], [src], "")
         self.write_for(lines, node, f"{acc} = tl.where(xmask & rmask, {combined}, {acc})")
         self.write_for(block.post, node,
-                       f"{result.name} = {REDUCE[rtype].format(acc)}[:, None].to({out_dtype})")
+                       f"{result.name} = {self._finish_rule(rtype, acc, src)}[:, None]"
+                       f".to({out_dtype})")
         return result
 
     def _logsumexp(self, node: SchedNode, value: Var, src: str, out_dtype: str) -> Var:
@@ -317,12 +328,14 @@ class TritonKernelCodegen(KernelCodegen):
         result = Var(self.new_var(), node.buffer.dtype, "x")
         acc, inf = f"_{result.name}", "float('-inf')"
         put = self.write_for
+        join = self.table.render(combine_op("logsumexp"), [f"{acc}_m", f"{acc}_s"],
+                                 [value.dtype], out_dtype)
         if block.pre is None or block.post is None:  # persistent: the row is in registers
             put(lines, node, f"{acc}_v = tl.where(xmask & rmask, {value.name}, {inf})")
             put(lines, node, f"{acc}_m = tl.max({acc}_v, 1)[:, None]")
             put(lines, node, f"{acc}_s = tl.sum(tl.where({acc}_v == {inf}, 0.0, "
                              f"tl.exp({acc}_v - {acc}_m)), 1)[:, None]")
-            put(lines, node, f"{result.name} = ({acc}_m + tl.log({acc}_s)).to({out_dtype})")
+            put(lines, node, f"{result.name} = {join}.to({out_dtype})")
             return result
         step = rules.lse_step(self.plan.xnumel)  # one row per program
         start = inf if step["init"] == "-inf" else literal(torch.finfo(value.dtype).min,
@@ -335,15 +348,18 @@ class TritonKernelCodegen(KernelCodegen):
         put(block.post, node, f"{acc}_m = tl.max({acc}, 1)[:, None]")
         put(block.post, node, f"{acc}_s = tl.sum(tl.where({acc} == {inf}, 0.0, "
                               f"{acc}_sum * tl.exp({acc} - {acc}_m)), 1)[:, None]")
-        put(block.post, node, f"{result.name} = ({acc}_m + tl.log({acc}_s)).to({out_dtype})")
+        put(block.post, node, f"{result.name} = {join}.to({out_dtype})")
         return result
 
-    def _finish(self, rtype: str, masked: str) -> str:
+    def _finish(self, rtype: str, masked: str, dtype: torch.dtype) -> str:
         if rtype in ("argmax", "argmin"):
             best = "tl.max" if rtype == "argmax" else "tl.min"
             return (f"tl.min(tl.where({masked} == {best}({masked}, 1)[:, None], rindex, "
                     f"2147483647), 1)[:, None]")
-        return REDUCE[rtype].format(masked) + "[:, None]"
+        return self._finish_rule(rtype, masked, dtype) + "[:, None]"
+
+    def _finish_rule(self, rtype: str, block: str, dtype: torch.dtype) -> str:
+        return self.table.render(finish_op(rtype), [block], [dtype], "")
 
     # -- assembling the kernel ----------------------------------------------------------
     def reduction_body(self) -> Lines:

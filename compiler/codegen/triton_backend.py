@@ -17,12 +17,13 @@ from typing import Any
 
 import torch
 
-from compiler.codegen import targets
-from compiler.codegen.backend import Backend, BuildResult, GeneratedKernel
+from compiler.codegen import targets, triton_launch
+from compiler.codegen.backend import Backend, BuildResult, GeneratedKernel, Launch
 from compiler.codegen.mathops import TRITON_MATH_HELPERS
 from compiler.codegen.optable import OpTable
 from compiler.codegen.triton import INTERPRET_OPS, OPS, generate_triton
 from compiler.codegen.triton_cache import graph_triton_cache
+from compiler.codegen.triton_offline import offline_reports
 from compiler.codegen.triton_pool import PoolKernel, prebuild
 from compiler.codegen.triton_report import compiled_report
 from compiler.codegen.triton_template import (
@@ -31,6 +32,7 @@ from compiler.codegen.triton_template import (
     template_launch,
     template_node,
 )
+from compiler.features import Feature
 from compiler.ir.template import TemplateConfig
 from compiler.schedule.kinds import KernelKind
 from compiler.schedule.plan import KernelPlan
@@ -113,11 +115,18 @@ class TritonBackend(Backend):
     """Triton on CUDA; on a CPU-only host, when asked for, under the Triton interpreter."""
 
     target = targets.by_name("triton")
-    # Split reductions pay off on a GPU's many multiprocessors.
-    split_reductions = True
-    writes_over_inputs = True  # Triton pointers may alias: an input's update in place
-    online_softmax = True  # the "logsumexp" reduction (triton.py's reduce())
-    matmul_templates = True  # compiler/codegen/triton_template.py
+    # Triton pointers may alias (an input's update in place); the "logsumexp" reduction is
+    # triton.py's reduce(); the GEMM template is codegen/triton_template.py.
+    features = frozenset({Feature.SPLIT_REDUCTIONS, Feature.WRITES_OVER_INPUTS,
+                          Feature.ONLINE_SOFTMAX, Feature.MATMUL_TEMPLATES})
+
+    def after_import(self, module: ModuleType, kernels: list[str]) -> None:
+        if not self.emulated:  # the interpreter keeps the JIT path, which it implements
+            triton_launch.install(module, kernels)
+
+    def cache_identity(self) -> dict[str, str]:
+        return {**super().cache_identity(),
+                "interpret": os.environ.get("TRITON_INTERPRET", "")}
 
     def op_table(self) -> OpTable:
         return INTERPRET_OPS if self.emulated else OPS
@@ -192,6 +201,17 @@ class TritonBackend(Backend):
         return nullcontext() if self.emulated else graph_triton_cache(wrapper, inputs)
 
     def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
-        if self.emulated:
-            return {}
-        return compiled_report(getattr(module, kernel, None))
+        return {} if self.emulated else compiled_report(getattr(module, kernel, None))
+
+    def kernel_reports(self, module: ModuleType, launches: dict[str, Launch | None]
+                       ) -> dict[str, dict[str, Any]]:
+        if not self.emulated:
+            return super().kernel_reports(module, launches)
+        # The interpreter builds nothing: Triton's stages come from compiling the kernels
+        # again for a GPU target, offline (never run here).
+        target = self.options.gpu_target
+        if not target:
+            note = ("Triton's interpreter ran this kernel on the CPU and the gpu_target "
+                    "option is off: no GPU stages")
+            return {name: {"stages_note": note} for name in launches}
+        return offline_reports(Path(str(module.__file__)), launches, target)

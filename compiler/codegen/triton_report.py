@@ -38,8 +38,12 @@ def compiled_report(fn: Any) -> dict[str, Any]:
         kernels = cache[0] if isinstance(cache, tuple) else cache
         if kernels:
             compiled = list(kernels.values())[-1]
-    if compiled is None:
-        return {}
+    return kernel_report_of(compiled, fn) if compiled is not None else {}
+
+
+def kernel_report_of(compiled: Any, fn: Any) -> dict[str, Any]:
+    """The report of one CompiledKernel of `fn` (a GPU's build, or one made offline for a
+    GPU target: compiler/codegen/triton_offline.py)."""
     report: dict[str, Any] = {}
     for key, attr in (("registers", "n_regs"), ("spills", "n_spills")):
         value = getattr(compiled, attr, None)
@@ -87,32 +91,36 @@ def _kernel_file(fn: Any) -> KernelFile | None:
     return KernelFile(os.path.basename(code.co_filename), code.co_firstlineno, count)
 
 
-def nvdisasm_path() -> str | None:
-    """nvdisasm on PATH, else the copy Triton ships (triton/backends/nvidia/bin)."""
-    found = shutil.which("nvdisasm")
+def bundled_tool(name: str) -> str | None:
+    """A CUDA tool (nvdisasm, cuobjdump) on PATH, else the copy Triton ships
+    (triton/backends/nvidia/bin)."""
+    found = shutil.which(name)
     if found:
         return found
     package = getattr(sys.modules.get("triton"), "__file__", None)
     if not package:
         return None
-    bundled = Path(package).parent / "backends" / "nvidia" / "bin" / "nvdisasm"
+    bundled = Path(package).parent / "backends" / "nvidia" / "bin" / name
     return str(bundled) if bundled.is_file() and os.access(bundled, os.X_OK) else None
 
 
-def nvdisasm(cubin: bytes) -> str:
-    """The cubin's SASS with its line table (`nvdisasm -c -gi`); "" without the tool."""
-    tool = nvdisasm_path()
-    if tool is None:
-        return ""
+def run_tool(tool: str, flags: list[str], cubin: bytes) -> str:
+    """The tool's output on the cubin (written to a temporary file); "" if it fails."""
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
         try:
-            proc = subprocess.run([tool, "-c", "-gi", f.name], capture_output=True,
+            proc = subprocess.run([tool, *flags, f.name], capture_output=True,
                                   text=True, timeout=TOOL_TIMEOUT_S)
         except (OSError, subprocess.TimeoutExpired):
             return ""
     return proc.stdout if proc.returncode == 0 else ""
+
+
+def nvdisasm(cubin: bytes) -> str:
+    """The cubin's SASS with its line table (`nvdisasm -c -gi`); "" without the tool."""
+    tool = bundled_tool("nvdisasm")
+    return run_tool(tool, ["-c", "-gi"], cubin) if tool is not None else ""
 
 
 def _capped(text: str) -> str:

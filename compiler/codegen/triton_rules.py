@@ -14,17 +14,16 @@ from typing import Any
 from compiler.codegen.common import next_power_of_2
 from compiler.schedule.plan import KernelPlan
 
-# Pointwise: 16 elements per thread on large tensors (cos(sin) over 2^26: 1024 x 8 warps
-# 0.158 ms, 4096 x 8 warps 0.134, 2048 x 4 warps 0.137).
+# Pointwise: 16 elements per thread on large tensors: fewer, larger programs amortise
+# each program's index setup (the measurements: docs/perf.md, "Why the Triton rules").
 POINTWISE_WARPS = {4096: 8, 2048: 4}  # XBLOCK -> warps; smaller blocks: 4 warps at most
 MIN_PROGRAMS = 1024  # a large pointwise block only while the grid keeps this many programs
 # A pointwise kernel reading more values than this per element (a max-pool window chain)
-# keeps 8 elements a thread: at 16 the 3x3 pool chain of ResNet's stem needs 254 registers
-# on sm_90 (compiled offline, 4096 x 8 warps), at 8 (1024 x 4 warps) far fewer.
+# keeps 8 elements a thread: every read is a live register per element, and at 16 such
+# a chain runs out of registers.
 HEAVY_READS = 16
-# Looped reductions: one row per program, 4096 elements per step, 16 warps (512 x 262144
-# softmax: 2048 x 8 warps 0.448 ms, 4096 x 16 warps 0.406; cross_entropy 8192 x 50257:
-# 8 rows x 256 x 8 warps 0.592, 1 x 4096 x 16 warps 0.489).
+# Looped reductions: one row per program, 4096 elements per step, 16 warps: long rows are
+# read in wide, contiguous steps, and few rows still give one program each.
 LOOPED_RBLOCK, LOOPED_WARPS = 4096, 16
 
 # One step of the looped logsumexp, per lane: m the running max ({a}), s the sum of
@@ -64,14 +63,10 @@ LSE_STEPS: dict[str, dict[str, Any]] = {
         "{a}_sum = tl.where({a}_d > 0, {a}_sum * {a}_e + 1.0, {a}_sum + {a}_e)",
         "{a} = tl.maximum({a}, {a}_v, tl.PropagateNan.ALL)")},
 }
-# H200 sweep 15:08 (`--set shapes`; the old code two_exp, no hints): cross_entropy 8192 x
-# 50257 two_exp 0.489 ms, one_exp 0.468, one_exp2 0.478 against one_exp 0.492 (both with
-# cache hints). diff_exp2 has the fewest instructions (sm_90 SASS of the kernel: 352
-# against 376, 400, 424), the same 40 registers as one_exp/one_exp2. But at 4096 x 16
-# warps two_exp needs 32 registers and the others 39-40, so an SM holds 3 programs of
-# 512 threads instead of 4: softmax_wide's 512 rows then run as 1.3 waves instead of one
-# (one_exp 0.424 ms against two_exp 0.399). Grids of at most FEW_ROWS programs, which
-# all fit at once at 4 per SM, keep two_exp.
+# diff_exp2 has the fewest instructions per element, and wins where the grid runs in
+# many waves. It needs more registers than two_exp, so an SM holds 3 programs of 512
+# threads instead of 4: grids of at most FEW_ROWS programs, which all fit at once at 4
+# per SM, keep two_exp (one wave instead of 1.3).
 LSE_STEP = "diff_exp2"
 LSE_STEP_FEW_ROWS = "two_exp"
 FEW_ROWS = 4 * 132  # programs of 16 warps at <= 32 registers: 4 per SM, 132 SMs (H200)
@@ -82,18 +77,12 @@ def lse_step(programs: int) -> dict[str, Any]:
     return LSE_STEPS[LSE_STEP_FEW_ROWS if programs <= FEW_ROWS else LSE_STEP]
 
 
-# Tried at 15:08 and left out (slower or no effect): a row's second loop backwards, to
-# start on what the first read last (softmax_wide 0.427 -> 0.424 ms, predicted 3-6%
-# less); Inductor's cache hints, evict_first on a row's last read, evict_last on rows
-# read again or shared (on/off: cross_entropy 0.492/0.468 ms, rmsnorm_bf16 0.140/0.134,
-# softmax 0.277/0.263, softmax_wide 0.424/0.425); the loop as `tl.range(..., num_stages=N)`
-# for Triton's pipeliner (cross_entropy 0.492 ms plain, 0.659 with 2 stages, 0.725 with
-# 3; softmax_wide 0.424, 0.471 with 2).
+# No cache hints (evict_first / evict_last), no backwards second loop and no pipelined
+# `tl.range(..., num_stages=N)` loop: each was measured slower or no faster (docs/perf.md).
 
 # Masks that are true everywhere are written as constants where the blocks tile the
 # numels exactly (xnumel a multiple of XBLOCK, rnumel of RBLOCK): Triton then drops them
-# from the loads and stores (15:08, on/off: rmsnorm_bf16 0.134/0.135 ms, softmax_wide
-# 0.424/0.429, cos_sin 0.135/0.136: within noise, never slower).
+# from the loads and stores, fewer instructions for the same bytes.
 FULL_BLOCK_MASKS = True
 
 

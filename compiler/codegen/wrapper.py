@@ -108,7 +108,12 @@ def _write_allocations(out: Lines, sched: Schedule, memory: MemoryPlan, writes: 
 aten = torch.ops.aten
 LAYOUT_AT_RUNTIME = frozenset({
     aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_efficient_attention,
-    aten._scaled_dot_product_cudnn_attention, aten.convolution, aten._convolution})
+    aten._scaled_dot_product_cudnn_attention, aten._scaled_dot_product_flash_attention_for_cpu,
+    aten._scaled_dot_product_flash_attention_backward,
+    aten._scaled_dot_product_efficient_attention_backward,
+    aten._scaled_dot_product_cudnn_attention_backward,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward,
+    aten.convolution, aten._convolution})
 
 
 def _conformed(ext: ExternKernel, text: str, buf: Any) -> str:

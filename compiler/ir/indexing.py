@@ -360,10 +360,6 @@ def _decompose(flat: Expr, sizes: tuple[int, ...]) -> tuple[Expr, ...]:
     return tuple(out)
 
 
-def simplify(expr: Expr) -> Expr:
-    return expand(expr)
-
-
 def _as_mod(atom: Expr) -> tuple[Expr, Expr, Expr] | None:
     """View an index atom as ModularIndexing(base, divisor, modulus); modulus oo = none."""
     if isinstance(atom, ModularIndexing):

@@ -22,7 +22,8 @@ from typing import Any
 import torch
 
 # The ops an inner_fn may call, by arity. Every handler implements all of them (the base
-# class routes them to `_unary`/`_binary`/`_ternary` so simple handlers stay short).
+# class routes the unary and binary ones to `_unary`/`_binary` so simple handlers stay
+# short; `where` and the primitives each have their own method).
 UNARY_OPS = (
     "neg abs exp exp2 expm1 log log1p log2 sqrt rsqrt sin cos tan tanh sigmoid erf "
     "floor ceil trunc round reciprocal sign logical_not isnan isinf relu asin acos atan "
@@ -51,7 +52,6 @@ MATH_BINARY = ("hypot fmin fmax copysign nextafter igamma igammac zeta polygamma
 UNARY_OPS += MATH_UNARY
 BINARY_OPS += MATH_BINARY
 COMPARISONS = frozenset("eq ne lt le gt ge logical_and logical_or logical_xor".split())
-REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "all")
 PRIMITIVES = ("load", "constant", "index_expr", "to_dtype", "where", "masked",
               "indirect_indexing")
 OP_NAMES = frozenset(PRIMITIVES + tuple(UNARY_OPS) + tuple(BINARY_OPS))
@@ -160,8 +160,11 @@ def use_handler(handler: Handler) -> Iterator[Handler]:
         _current.reset(token)
 
 
-def current_handler() -> Handler:
-    return _current.get()
+def combine_op(reduction_type: str) -> str:
+    """The op-table name of a reduction's step, folding a value into the accumulator
+    (operands: accumulator, value; for argmax/argmin, whether the value replaces the best
+    so far): a backend without the rule at a dtype cannot run that reduction there."""
+    return f"combine_{reduction_type}"
 
 
 def with_origin(fn: Callable[..., Any], origin: str) -> Callable[..., Any]:
@@ -207,6 +210,8 @@ def reduction_identity(rtype: str, dtype: torch.dtype) -> Any:
         return False if dtype == torch.bool else 0
     if rtype in ("prod", "all"):
         return True if dtype == torch.bool else 1
+    if dtype == torch.bool and rtype in ("max", "argmax", "min", "argmin"):
+        return rtype in ("min", "argmin")  # False is the least bool, True the greatest
     if rtype in ("max", "argmax", "logsumexp"):
         return float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
     if rtype in ("min", "argmin"):

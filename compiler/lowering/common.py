@@ -16,6 +16,8 @@ from typing import Any, Protocol
 
 import torch
 
+from compiler.devices import device_type
+from compiler.features import Features
 from compiler.ir.nodes import Buffer, Lazy, Reduction, Stored, TensorValue
 from compiler.lowering.layout import LayoutDecision
 
@@ -24,18 +26,27 @@ class Unsupported(Exception):
     """The graph uses something this compiler cannot handle at all (e.g. dynamic shapes)."""
 
 
+class LoweringBackend(Protocol):
+    """What lowering asks of the graph's backend (codegen/backend.py's Backend is one):
+    what it can do, and why it cannot express an op on operands of a dtype (None: it
+    can), so that lowering leaves that node to ATen and says why."""
+
+    @property
+    def features(self) -> Features: ...
+
+    def refuses(self, op: str, dtype: torch.dtype) -> str | None: ...
+
+
 class LoweringContext(Protocol):
     """The graph being lowered, as its lowerings see it."""
 
     layout: LayoutDecision  # the whole-graph layout (lowering/layout.py)
-    split_reductions: bool  # long reductions with few outputs may run in two kernels
+    features: Features  # what the graph's backend can do, less what the options turn off
     online_softmax: int | None  # rows longer than this: one-pass logsumexp (None: never)
-    softmax_reciprocal: bool  # softmax ends with exp * (1 / sum), as eager's kernel does
     notes: list[str]  # what the UI should know about this graph (the lowering event)
     input_offsets: dict[str, int]  # storage offsets of the graph's real inputs
     # Channels-last copies made for convolutions, by what they copy (lowering/conv.py).
     converted: dict[tuple[int, Any], tuple[Any, Stored]]
-    matmul_templates: bool  # a product may become a GEMM template (lowering/matmul.py)
     buffers: list[Buffer]  # the graph's buffers so far, in program order
 
     def out_meta(self) -> Any:
@@ -65,8 +76,17 @@ class LoweringContext(Protocol):
                out_size: Sequence[int] | None = None) -> Any: ...
 
 
+def row_pair(idx: Sequence[Any], n: int, dim: int) -> tuple[list[Any], list[Any], Any]:
+    """An index over [*size, row] (a position p of `n` dims, then j along dim's row, as
+    sorts and scans compare a row's elements pairwise): p, p with dim set to j, and j."""
+    p, j = list(idx[:n]), idx[n]
+    q = list(p)
+    q[dim] = j
+    return p, q, j
+
+
 def device_of(t: Any) -> str:
-    return "cuda" if t.device.type == "cuda" else t.device.type
+    return device_type(t)
 
 
 def dense_permutation(size: Sequence[int], stride: Sequence[int]) -> bool:

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 import torch.fx
 
+from compiler.devices import device_type
 from compiler.ir.indexing import contiguous_strides
 from compiler.ir.nodes import ExternKernel, Layout, Stored, TensorValue
 
@@ -32,7 +33,7 @@ MOVES = frozenset({aten._to_copy, aten.copy, aten.copy_, aten.clone, aten.lift_f
 def result_device(meta: Any) -> str | None:
     """The device an op's result lives on (the first tensor of a tuple result)."""
     if isinstance(meta, torch.Tensor):
-        return "cuda" if meta.device.type == "cuda" else meta.device.type
+        return device_type(meta)
     if isinstance(meta, (tuple, list)):
         return next((d for m in meta if (d := result_device(m)) is not None), None)
     return None

@@ -19,7 +19,9 @@ import sympy
 import torch
 import torch.fx
 
+from compiler.devices import CPU
 from compiler.event_types import Fallback
+from compiler.features import REFERENCE, Feature, enabled
 from compiler.ir.handlers import OpUseMemo, PrintHandler, call_body, op_uses
 from compiler.ir.indexing import contiguous_strides, dense_strides_like
 from compiler.ir.nodes import (
@@ -36,16 +38,16 @@ from compiler.ir.nodes import (
     TensorValue,
 )
 from compiler.ir.opnames import op_name
-from compiler.ir.ops import with_origin
-from compiler.lowering.common import Unsupported, dense_permutation, device_of
+from compiler.ir.ops import combine_op, with_origin
+from compiler.lowering.common import LoweringBackend, Unsupported, dense_permutation, device_of
 from compiler.lowering.devices import on_device
+from compiler.lowering.extern_layout import restrided, stride_for
 from compiler.lowering.layout import NO_CONVOLUTIONS, LayoutDecision
 from compiler.lowering.registry import find_lowering, load_all
+from compiler.options import CompileOptions
 
 MAX_INLINE_ORIGINS = 24  # realize a value once this many FX nodes are inlined into it
-# Asked for each (op, operand dtype) a lowered body uses: why the backend cannot express
-# it, or None when it can (the graph's Backend.refuses).
-Refuses = Callable[[str, torch.dtype], str | None]
+DEFAULT_OPTIONS = CompileOptions()
 
 
 @dataclass
@@ -60,12 +62,6 @@ class LoweredGraph:
     # Graph constants (get_attr tensors), in the order they follow the placeholders among
     # `inputs`: the compiled graph passes them to the wrapper after the caller's arguments.
     constants: list[torch.Tensor] = field(default_factory=list)
-
-    def buffer(self, name: str) -> Buffer:
-        for b in self.inputs + self.buffers:
-            if b.name == name:
-                return b
-        raise KeyError(name)
 
     def output_names(self) -> set[str]:
         return {o.buffer.name for o in self.outputs if isinstance(o, Stored)}
@@ -82,36 +78,31 @@ class GraphLowering:
         gm: torch.fx.GraphModule,
         example_inputs: Sequence[Any],
         lines: dict[str, int | None] | None = None,
-        split_reductions: bool = True,
-        fallback: bool = True,
-        refuses: Refuses | None = None,
-        online_softmax: int | None = None,
+        backend: LoweringBackend | None = None,
+        options: CompileOptions = DEFAULT_OPTIONS,
         layout: LayoutDecision = NO_CONVOLUTIONS,
-        softmax_reciprocal: bool = False,
-        matmul_templates: bool = False,
     ) -> None:
+        """`backend`: the graph's target, asked what it can do and which ops it refuses
+        (None: the IR alone, for the reference interpreter and tests)."""
         load_all()
         self.gm = gm
         self.example_inputs = list(example_inputs)
         self.lines = lines or {}
-        self.split_reductions = split_reductions
+        self.features = enabled(backend.features if backend is not None else REFERENCE,
+                                options)
         # Rows longer than this take softmax through a one-pass logsumexp reduction
         # (log_softmax: every row); None: the backend has no such reduction.
-        self.online_softmax = online_softmax
-        # softmax ends with exp * (1 / sum) (eager's CPU kernel), not exp / sum
-        self.softmax_reciprocal = softmax_reciprocal
+        self.online_softmax = options.persistent_rblock \
+            if Feature.ONLINE_SOFTMAX in self.features else None
         self.layout = layout  # the whole-graph layout (lowering/layout.py)
-        # mm / addmm / bmm become MatmulTemplates (ir/template.py): the extern call or a
-        # Triton template, chosen after lowering by measurement or by the `matmul` option
-        self.matmul_templates = matmul_templates
         # Pointwise bodies of the nodes the layout stores channels-last -> their strides,
         # used wherever such a value is stored without strides asked for.
         self._preferred: dict[int, tuple[Pointwise, tuple[int, ...]]] = {}
         # Channels-last copies of values made for convolutions, by what they copy: made
         # once however many convolutions read the value (lowering/conv.py).
         self.converted: dict[tuple[int, Any], tuple[Any, Stored]] = {}
-        self.allow_fallback = fallback
-        self.refuses = refuses
+        self.allow_fallback = options.fallback
+        self.refuses = backend.refuses if backend is not None else None
         self._dtypes: dict[str, torch.dtype] = {}  # buffer name -> dtype, for `refuses`
         self._op_uses: OpUseMemo = {}  # what each lazy body uses, for `refuses`
         self.input_offsets: dict[str, int] = {}  # storage offsets of the real inputs
@@ -122,8 +113,9 @@ class GraphLowering:
         self.fallbacks: list[Fallback] = []
         self.env: dict[torch.fx.Node, Any] = {}
         self.current: torch.fx.Node | None = None
-        self.device = "cpu"
+        self.device = CPU
         self._counter = 0
+        self._fakes: Any = None  # the FakeTensorMode extern layouts are re-derived in
 
     # -- the walk --------------------------------------------------------------------
     def run(self) -> LoweredGraph:
@@ -233,7 +225,10 @@ class GraphLowering:
         bodies += [b.data for b in self.buffers[first_new:]
                    if isinstance(b, ComputedBuffer) and b.data is not None]
         for body in bodies:
-            for op, dtype in op_uses(body, self._dtype_of, self._op_uses):
+            uses = op_uses(body, self._dtype_of, self._op_uses)
+            if isinstance(body, Reduction):  # the reduction is an op of the table too
+                uses.append((combine_op(body.reduction_type), body.src_dtype))
+            for op, dtype in uses:
                 reason = self.refuses(op, dtype)
                 if reason is not None:
                     return f"{reason}: computed by ATen"
@@ -305,6 +300,14 @@ class GraphLowering:
             return {}
         return {id(self.env[n]): n.meta["val"] for n in self.current.all_input_nodes
                 if n in self.env and isinstance(n.meta.get("val"), torch.Tensor)}
+
+    @property
+    def _fake_mode(self) -> Any:
+        if self._fakes is None:
+            from torch._subclasses.fake_tensor import FakeTensorMode
+
+            self._fakes = FakeTensorMode(allow_non_fake_inputs=True)
+        return self._fakes
 
     def out_meta(self) -> Any:
         return self.current.meta.get("val") if self.current is not None else None
@@ -403,9 +406,12 @@ class GraphLowering:
         return, contiguous unless `out_stride` says).
 
         An input computed here is stored in the dim order eager gave it, since some ops
-        (convolution, flash attention) lay out their result like their input; the wrapper
-        copies the result of an op listed in its LAYOUT_AT_RUNTIME to the planned strides."""
+        (convolution, flash attention) lay out their result like their input; one stored
+        before in another order makes the planned strides the op's meta on the inputs as
+        stored (lowering/extern_layout.py). The wrapper copies the result of an op listed
+        in its LAYOUT_AT_RUNTIME (whose kernels disagree with their meta) to the plan."""
         read = self._input_metas()
+        facts: dict[int, tuple[torch.dtype, str]] = {}
 
         def as_arg(v: Any) -> Any:
             if isinstance(v, TensorValue):
@@ -414,7 +420,9 @@ class GraphLowering:
                 if meta is not None and tuple(meta.shape) == tuple(v.size):
                     stride = dense_strides_like(meta.shape, meta.stride())
                 stored = self.realize(v, f"input to extern {op_name(op)}", stride=stride)
-                return stored.as_arg()
+                arg = stored.as_arg()
+                facts[id(arg)] = (stored.view.dtype, stored.view.device)
+                return arg
             return v
 
         if fallback and not self.allow_fallback:
@@ -422,10 +430,11 @@ class GraphLowering:
         targs = tuple(torch.fx.node.map_aggregate(args, as_arg))
         tkwargs = dict(torch.fx.node.map_aggregate(kwargs, as_arg))
         meta = self.out_meta()
+        actual = restrided(op, targs, tkwargs, facts, self._fake_mode)
         name = self.new_name()
         origins = frozenset([self.node_name()])
         if isinstance(meta, torch.Tensor):
-            layout = _layout_of(meta)
+            layout = _layout_of(meta, stride_for(meta, actual))
             if out_size is not None:
                 size = tuple(int(s) for s in out_size)
                 stride = out_stride if out_stride is not None else contiguous_strides(size)
@@ -437,13 +446,15 @@ class GraphLowering:
             result: Any = Stored(buf, layout)
         else:
             metas = list(meta) if isinstance(meta, (list, tuple)) else []
+            actuals = list(actual) if isinstance(actual, (list, tuple)) and \
+                len(actual) == len(metas) else [None] * len(metas)
             placeholder = Layout(self.device, torch.uint8, (0,), (1,))
             buf = ExternKernel(name, placeholder, origins, op, targs, tkwargs, [], fallback)
             self.buffers.append(buf)
             items: list[Any] = []
-            for i, m in enumerate(metas):
+            for i, (m, a) in enumerate(zip(metas, actuals)):
                 if isinstance(m, torch.Tensor):
-                    lay = _layout_of(m)
+                    lay = _layout_of(m, stride_for(m, a))
                     child = ExternOutput(self.new_name(), lay, origins, name, i)
                     buf.outputs.append(child.name)
                     self.buffers.append(child)
@@ -495,12 +506,14 @@ def _tensor_args(args: Any, kwargs: Any) -> list[Any]:
     return out
 
 
-def _layout_of(t: torch.Tensor) -> Layout:
-    """Layout of what an extern call returns. Its offset is 0: views of the result count
-    from the returned tensor's own first element (its storage offset is ATen's business)."""
+def _layout_of(t: torch.Tensor, stride: Sequence[int] | None = None) -> Layout:
+    """Layout of what an extern call returns (`stride`: its strides, if not the meta's).
+    Its offset is 0: views of the result count from the returned tensor's own first
+    element (its storage offset is ATen's business)."""
     if any(isinstance(s, torch.SymInt) for s in t.shape):
         raise Unsupported("dynamic shapes (symbolic sizes) are not supported")
-    return Layout(device_of(t), t.dtype, tuple(t.shape), tuple(t.stride()), 0)
+    return Layout(device_of(t), t.dtype, tuple(t.shape),
+                  tuple(t.stride()) if stride is None else tuple(stride), 0)
 
 
 def _same_strides(size: Sequence[int], a: Sequence[int], b: Sequence[int]) -> bool:

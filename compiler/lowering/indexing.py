@@ -7,7 +7,7 @@ rest of the index arithmetic stays symbolic and the kernel loads `x[tmp3 * 64 + 
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -43,9 +43,13 @@ def embedding(g: LoweringContext, node: Node, weight: TensorValue, indices: Tens
     return g.lazy(inner, tuple(meta.shape), weight.dtype, [weight, indices])
 
 
-@register_lowering(aten.index_select)
-def index_select(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: TensorValue
-                ) -> Any:
+Position = Callable[[Index, Callable[[Index], Any]], tuple[list[Any], Any]]
+
+
+def _along(g: LoweringContext, x: TensorValue, dim: int, index: TensorValue,
+           position: Position) -> Any:
+    """x read along `dim` at an index loaded from `index` (index_select, gather):
+    `position(idx, load_index)` gives x's coordinates and the loaded index for `dim`."""
     meta = g.out_meta()
     dim = dim + len(x.size) if dim < 0 else dim
     lx, li = x.loader(), index.loader()
@@ -53,29 +57,27 @@ def index_select(g: LoweringContext, node: Node, x: TensorValue, dim: int, index
         return g.lazy(lambda idx: lx([]), tuple(meta.shape), x.dtype, [x])
 
     def inner(idx: Index) -> Any:
-        src = list(idx)
-        src[dim] = _indirect(li([idx[dim]] if index.size else []), x.size[dim])
+        src, at = position(idx, li)
+        src[dim] = _indirect(at, x.size[dim])
         return lx(src)
 
     return g.lazy(inner, tuple(meta.shape), x.dtype, [x, index])
+
+
+@register_lowering(aten.index_select)
+def index_select(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: TensorValue
+                ) -> Any:
+    d = dim + len(x.size) if dim < 0 else dim
+    return _along(g, x, dim, index,
+                  lambda idx, li: (list(idx), li([idx[d]] if index.size else [])))
 
 
 @register_lowering(aten.gather)
 def gather(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: TensorValue, **kw: Any
           ) -> Any:
-    meta = g.out_meta()
-    dim = dim + len(x.size) if dim < 0 else dim
-    lx, li = x.loader(), index.loader()
-    if not x.size:  # a 0-d input: the only valid index is 0
-        return g.lazy(lambda idx: lx([]), tuple(meta.shape), x.dtype, [x])
-
-    def inner(idx: Index) -> Any:
-        # A 0-d index reads like a one-element index of x's rank (eager's rule).
-        src = list(idx) if idx else [0] * len(x.size)
-        src[dim] = _indirect(li(idx), x.size[dim])
-        return lx(src)
-
-    return g.lazy(inner, tuple(meta.shape), x.dtype, [x, index])
+    # A 0-d index reads like a one-element index of x's rank (eager's rule).
+    return _along(g, x, dim, index,
+                  lambda idx, li: (list(idx) if idx else [0] * len(x.size), li(idx)))
 
 
 @register_lowering(aten.index.Tensor)

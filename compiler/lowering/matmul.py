@@ -27,6 +27,8 @@ from typing import Any
 import torch
 from torch.fx import Node
 
+from compiler.devices import CUDA
+from compiler.features import Feature
 from compiler.ir.indexing import contiguous_strides, dense_strides_like
 from compiler.ir.nodes import ExternKernel, Index, Layout, Stored, TensorArg, TensorValue
 from compiler.ir.opnames import op_short
@@ -36,7 +38,7 @@ from compiler.lowering.common import LoweringContext
 from compiler.lowering.pointwise import broadcast_loader, upcast
 from compiler.lowering.registry import aten, register_lowering
 
-PAD_DEVICES = ("cuda",)  # where the product runs in cuBLAS
+PAD_DEVICES = (CUDA,)  # where the product runs in cuBLAS
 ALIGN_BYTES = 16  # cuBLAS's tensor-core kernels: leading dimensions in multiples of this
 # Below this many multiply-adds the padding copies (and their launches) cost more than
 # the unaligned kernel loses.
@@ -94,6 +96,7 @@ def _zero_padded(g: LoweringContext, x: TensorValue, size: tuple[int, int], why:
 
 TEMPLATE_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 INT32_MAX = (1 << 31) - 1  # the template's index arithmetic is 32-bit
+MAX_GRID_Y = 65535  # CUDA's limit on a grid's second dimension (the template's batch)
 
 
 def _view(arg: TensorArg, like: Layout) -> Layout:
@@ -107,9 +110,9 @@ def _fits_int32(lay: Layout) -> bool:
 def offer_template(g: LoweringContext, result: Stored, a: TensorValue, b: TensorValue) -> Stored:
     """The extern product `result` as a MatmulTemplate where the graph takes templates
     and the template can compute it (float16 / bfloat16 / float32, one dtype, 32-bit
-    indices); else `result` unchanged."""
+    indices, a batch the grid holds); else `result` unchanged."""
     ext = result.buffer
-    if not g.matmul_templates or not isinstance(ext, ExternKernel) or \
+    if Feature.MATMUL_TEMPLATES not in g.features or not isinstance(ext, ExternKernel) or \
             a.dtype != b.dtype or a.dtype not in TEMPLATE_DTYPES or ext.dtype != a.dtype:
         return result
     ta, tb = ext.args[0], ext.args[1]
@@ -117,6 +120,8 @@ def offer_template(g: LoweringContext, result: Stored, a: TensorValue, b: Tensor
     vb = _view(tb, Layout(ext.device, b.dtype, (), ()))
     if not all(_fits_int32(v) for v in (va, vb, ext.layout)):
         return result
+    if len(ext.layout.size) == 3 and ext.layout.size[0] > MAX_GRID_Y:
+        return result  # the batch is the grid's second dimension
     shape = " @ ".join("x".join(map(str, t.size)) for t in (ta, tb))
     tem = MatmulTemplate(ext.name, ext.layout, ext.origins, ext.op, ext.args, ext.kwargs,
                          ext.outputs, ext.fallback, a=Operand(ta.name, va),
@@ -154,8 +159,18 @@ def bmm(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
 @register_lowering(aten.addmm)
 def addmm(g: LoweringContext, node: Node, bias: Any, a: Any, b: Any, beta: Any = 1, alpha: Any = 1
          ) -> Any:
-    """mm in cuBLAS; the bias add stays lazy so it fuses with whatever follows."""
+    """mm in cuBLAS; the bias add stays lazy so it fuses with whatever follows.
+
+    In float16/bfloat16 eager adds the bias inside the GEMM and rounds once, and what
+    follows reads that rounded value (F.gelu(F.linear(x, w, b)): the GELU's input is
+    bf16). A lazy add rounds the rounded product plus the bias a second time: where no
+    GEMM template (whose epilogue adds the bias to the float accumulator) is offered,
+    ATen's addmm computes it."""
     meta = g.out_meta()
+    if upcast(meta.dtype) != meta.dtype and pad_plan(a, b) is None and \
+            Feature.MATMUL_TEMPLATES not in g.features:
+        return g.extern(aten.addmm.default, (bias, a, b), {"beta": beta, "alpha": alpha},
+                        fallback=False)
     saved = node.meta.get("val")
     prod = product(g, a, b)
     node.meta["val"] = saved

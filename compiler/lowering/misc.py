@@ -172,10 +172,17 @@ def constant_pad_nd(g: LoweringContext, node: Node, x: TensorValue, pad: Sequenc
 
 # -- extern by design: vendor libraries do these best --------------------------------
 
-@register_lowering(aten._convolution,
-                   aten.baddbmm, aten._scaled_dot_product_flash_attention,
-                   aten._scaled_dot_product_efficient_attention,
-                   aten._scaled_dot_product_cudnn_attention)
+# Fused attention and its backward: one kernel that never writes the (s x s) scores.
+ATTENTION = tuple(getattr(aten, n) for n in (
+    "_scaled_dot_product_flash_attention _scaled_dot_product_efficient_attention "
+    "_scaled_dot_product_cudnn_attention _scaled_dot_product_flash_attention_for_cpu "
+    "_scaled_dot_product_flash_attention_backward "
+    "_scaled_dot_product_efficient_attention_backward "
+    "_scaled_dot_product_cudnn_attention_backward "
+    "_scaled_dot_product_flash_attention_for_cpu_backward").split())
+
+
+@register_lowering(aten._convolution, aten.baddbmm, *ATTENTION)
 def vendor(g: LoweringContext, node: Node, *args: Any, **kwargs: Any) -> Any:
     return g.extern(node.target, args, kwargs, fallback=False)
 

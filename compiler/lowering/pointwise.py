@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from torch.fx import Node
 
+from compiler.devices import CPU
 from compiler.ir.nodes import Index, TensorValue
 from compiler.ir.ops import ops, promote_types
 from compiler.lowering.common import LoweringContext
@@ -327,7 +328,7 @@ def copy(g: LoweringContext, node: Node, a: Any, src: Any, *args: Any, **kwargs:
 
 
 def _dev(v: Any) -> str:
-    return v.device if isinstance(v, TensorValue) else "cpu"
+    return v.device if isinstance(v, TensorValue) else CPU
 
 
 @register_lowering(aten.fill.Scalar)

@@ -15,6 +15,7 @@ import sympy
 import torch
 from torch.fx import Node
 
+from compiler.features import Feature
 from compiler.ir.indexing import decompose
 from compiler.ir.nodes import Index, Stored, TensorValue
 from compiler.ir.ops import ops
@@ -28,8 +29,9 @@ SPLIT_MAX_OUTPUTS = 64  # split only when a reduction has at most this many outp
 SPLIT_MIN_RNUMEL = 16384  # ... and at least this many elements per output
 SPLIT_CHUNK = 4096  # elements per row of the first pass: short enough to stay persistent
 SPLIT_MAX = 4096  # rows of the first pass (= elements the second pass reduces)
-COMBINE = {"sum": "sum", "prod": "prod", "max": "max", "min": "min", "any": "any",
-           "all": "all", "logsumexp": "logsumexp"}
+# Reductions whose partial results the second pass reduces the same way (not argmax/argmin:
+# their partials are indices).
+SPLITTABLE = frozenset({"sum", "prod", "max", "min", "any", "all", "logsumexp"})
 
 
 def _dims(dims: Any, ndim: int) -> list[int]:
@@ -74,8 +76,8 @@ def reduce(g: LoweringContext, x: TensorValue, dims: Any, keepdim: bool, rtype: 
         # Over nothing: the identity (sum 0, prod 1, any False, all True). Over a single
         # element per output (0-d input, dims of size one only): that element itself.
         stored = _trivial(g, x, out_size, rdims, rtype, src, out_dtype, value, rnumel == 0)
-    elif (g.split_reductions and rtype in COMBINE and numel <= SPLIT_MAX_OUTPUTS
-            and rnumel >= SPLIT_MIN_RNUMEL):
+    elif (Feature.SPLIT_REDUCTIONS in g.features and rtype in SPLITTABLE
+            and numel <= SPLIT_MAX_OUTPUTS and rnumel >= SPLIT_MIN_RNUMEL):
         stored = _split(g, x, out_size, rranges, rtype, src, out_dtype, value, full_index,
                         rnumel)
     else:
@@ -128,7 +130,7 @@ def _split(g: LoweringContext, x: TensorValue, out_size: list[int], rranges: lis
     first = g.reduction_buffer(node1, out_size + [splits], f"{how} (pass 1 of 2)")
     load1 = first.loader()
     node2 = g.make_reduction(lambda idx, ridx: load1(list(idx) + [ridx[0]]), out_size,
-                             [splits], COMBINE[rtype], out_dtype, src, [])
+                             [splits], rtype, out_dtype, src, [])
     return g.reduction_buffer(node2, out_size, f"{how} (pass 2 of 2)")
 
 
@@ -259,21 +261,24 @@ def _int8(g: LoweringContext, x: TensorValue) -> Any:
     return g.lazy(lambda idx: ops.to_dtype(load(idx), torch.int8), x.size, torch.int8, [x])
 
 
+def _extreme_dim(g: LoweringContext, node: Node, x: TensorValue, dim: int, keepdim: bool,
+                 rtype: str) -> tuple[Any, Any]:
+    """(values, indices) as eager: a NaN wins and its first index is returned."""
+    src = _int8(g, x) if x.dtype == torch.bool else x
+    return (_extreme(g, node, x, [dim], keepdim, rtype),
+            _arg_reduce(g, node, src, dim, keepdim, f"arg{rtype}"))
+
+
 @register_lowering(aten.max.dim)
 def max_dim(g: LoweringContext, node: Node, x: TensorValue, dim: int, keepdim: bool = False
            ) -> tuple[Any, Any]:
-    """(values, indices) as eager: a NaN wins and its first index is returned."""
-    src = _int8(g, x) if x.dtype == torch.bool else x
-    return (_extreme(g, node, x, [dim], keepdim, "max"),
-            _arg_reduce(g, node, src, dim, keepdim, "argmax"))
+    return _extreme_dim(g, node, x, dim, keepdim, "max")
 
 
 @register_lowering(aten.min.dim)
 def min_dim(g: LoweringContext, node: Node, x: TensorValue, dim: int, keepdim: bool = False
            ) -> tuple[Any, Any]:
-    src = _int8(g, x) if x.dtype == torch.bool else x
-    return (_extreme(g, node, x, [dim], keepdim, "min"),
-            _arg_reduce(g, node, src, dim, keepdim, "argmin"))
+    return _extreme_dim(g, node, x, dim, keepdim, "min")
 
 
 @register_lowering(aten.max.default)

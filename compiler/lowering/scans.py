@@ -17,7 +17,7 @@ from torch.fx import Node
 
 from compiler.ir.nodes import Index, TensorValue
 from compiler.ir.ops import ops
-from compiler.lowering.common import LoweringContext
+from compiler.lowering.common import LoweringContext, row_pair
 from compiler.lowering.pointwise import upcast
 from compiler.lowering.reductions import _nan_aware, reduce
 from compiler.lowering.registry import aten, register_lowering
@@ -139,9 +139,7 @@ def _cum_extreme(g: LoweringContext, node: Node, x: TensorValue, dim: int, rtype
     floating = x.dtype.is_floating_point
 
     def last(idx: Index) -> Any:
-        p, j = list(idx[:n]), idx[n]
-        src = list(p)
-        src[dim] = j
+        p, src, j = row_pair(idx, n, dim)
         v, best = lx(src), lv(p)
         hit = ops.eq(v, best)
         if floating:

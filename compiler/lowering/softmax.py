@@ -21,6 +21,7 @@ from typing import Any
 import sympy
 from torch.fx import Node
 
+from compiler.features import Feature
 from compiler.ir.nodes import Index, TensorValue
 from compiler.ir.ops import ops
 from compiler.lowering.common import LoweringContext
@@ -69,7 +70,7 @@ def _lowered(g: LoweringContext, node: Node, x: TensorValue, dim: int, log: bool
     exp = g.lazy(lambda idx: ops.exp(shifted(idx)), x.size, cd, [x])
     total = reduce(g, exp, [d] if x.size else [], True, "sum", cd, cd).loader()
 
-    reciprocal = g.softmax_reciprocal and not log
+    reciprocal = Feature.SOFTMAX_RECIPROCAL in g.features and not log
     if reciprocal:
         g.notes.append(f"{node.name}: exp(x - max) * (1 / sum), "
                        "as eager's CPU kernel computes it (not exp / sum)")

@@ -21,7 +21,7 @@ from torch.fx import Node
 from compiler.ir.indexing import decompose
 from compiler.ir.nodes import Index, TensorValue
 from compiler.ir.ops import ops
-from compiler.lowering.common import LoweringContext
+from compiler.lowering.common import LoweringContext, row_pair
 from compiler.lowering.reductions import reduce
 from compiler.lowering.registry import aten, register_lowering
 from compiler.lowering.scatter import I64, too_costly
@@ -35,9 +35,7 @@ def _before(x: TensorValue, dim: int, descending: bool) -> Callable[[Index], Any
     floating = x.dtype.is_floating_point
 
     def inner(idx: Index) -> Any:
-        p, j = list(idx[:n]), idx[n]
-        q = list(p)
-        q[dim] = j
+        p, q, j = row_pair(idx, n, dim)
         xi, xj = lx(p), lx(q)
         earlier = ops.lt(ops.index_expr(j, I64), ops.index_expr(p[dim], I64))
         strictly = ops.gt(xj, xi) if descending else ops.lt(xj, xi)

@@ -26,6 +26,7 @@ from typing import Any
 import torch
 
 from compiler.codegen.backend import Backend
+from compiler.devices import is_gpu
 from compiler.event_types import TemplateChoice, TemplateSelection
 from compiler.ir.nodes import Layout
 from compiler.ir.template import MatmulTemplate, TemplateConfig
@@ -127,7 +128,7 @@ def _lay(lay: Layout) -> list[Any]:
 
 
 def _device_name(device: str) -> str:
-    if device == "cuda" and torch.cuda.is_available():
+    if is_gpu(device) and torch.cuda.is_available():
         return torch.cuda.get_device_name()
     return device
 

@@ -20,7 +20,6 @@ import functools
 import hashlib
 import json
 import operator
-import os
 import platform
 from dataclasses import dataclass
 from pathlib import Path
@@ -136,7 +135,7 @@ def _graph_text(gm: torch.fx.GraphModule) -> list[Any]:
 
 
 def graph_key(gm: torch.fx.GraphModule, example_inputs: list[Any], options: Any,
-              context: dict[str, Any]) -> tuple[str | None, str]:
+              context: dict[str, Any], tools: dict[str, str]) -> tuple[str | None, str]:
     """(key, "") for a graph the cache can hold, else (None, why not). Everything that can
     change what the pipeline generates goes in: the graph's code (and its constants), each
     input's shape/stride/offset/dtype/device, the options, `context` (the source lines the
@@ -154,8 +153,7 @@ def graph_key(gm: torch.fx.GraphModule, example_inputs: list[Any], options: Any,
     material.update(
         options=options.to_json(), context=context,
         compiler=compiler_source_hash(), default_dtype=str(torch.get_default_dtype()),
-        cxx=os.environ.get("CXX", "g++"), machine=platform.machine(),
-        interpret=os.environ.get("TRITON_INTERPRET", ""))
+        tools=tools, machine=platform.machine())
     return content_key("fxgraph", json.dumps(material, sort_keys=True, default=str)), ""
 
 

@@ -21,7 +21,6 @@ import torch
 
 from compiler.codegen.backend import Backend
 from compiler.options import CompileOptions
-from compiler.runtime import launch
 from compiler.runtime.cache import cache_root, content_key, write_once
 from compiler.runtime.timing import instrument
 
@@ -92,7 +91,7 @@ def load_built(wrapper: Path, source: Path | None, backend: Backend, kernels: li
 def _loaded(path: Path, hit: bool, start: float, build_ms: float, backend: Backend,
             kernels: list[str], constants: Sequence[Any]) -> CompiledGraph:
     module = _import(path, f"kernelscope_{path.stem}")
-    launch.install(module, kernels, backend.device)
+    backend.after_import(module, kernels)
     return CompiledGraph(module, path, hit, (time.perf_counter() - start) * 1000, build_ms,
                          backend, kernels, tuple(constants))
 
@@ -165,8 +164,6 @@ def warmup(compiled: CompiledGraph, example_inputs: list[Any]) -> list[dict[str,
     with compiled.backend.first_launch(compiled.path, input_specs(args)), \
             instrument(compiled.module, compiled.kernels) as timings:
         compiled(*args)
-    out = []
-    for t in timings.values():
-        report = compiled.backend.kernel_report(compiled.module, t.name)
-        out.append({**t.to_json(), **report})
-    return out
+    reports = compiled.backend.kernel_reports(
+        compiled.module, {t.name: t.launch for t in timings.values()})
+    return [{**t.to_json(), **reports.get(t.name, {})} for t in timings.values()]

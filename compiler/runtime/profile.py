@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from compiler.devices import CPU, CUDA, is_gpu
 from compiler.options import CompileOptions
 from compiler.runtime.inductor import inductor_output
 from compiler.runtime.timing import instrument
@@ -42,14 +43,14 @@ _PEAK: dict[str, float] = {}
 
 def copy_bandwidth_gbps() -> float:
     """Device-to-device copy bandwidth (bytes read + written), measured once."""
-    if "cuda" not in _PEAK:
+    if CUDA not in _PEAK:
         n = 256 * 1024 * 1024 // 4
-        src = torch.empty(n, device="cuda")
+        src = torch.empty(n, device=CUDA)
         dst = torch.empty_like(src)
         ms = _bench_cuda(lambda: dst.copy_(src))
-        _PEAK["cuda"] = 2 * src.numel() * 4 / (ms * 1e-3) / 1e9
+        _PEAK[CUDA] = 2 * src.numel() * 4 / (ms * 1e-3) / 1e9
         del src, dst
-    return _PEAK["cuda"]
+    return _PEAK[CUDA]
 
 
 def profile(eager: Callable[[], Any], ours: Callable[[], Any],
@@ -61,7 +62,7 @@ def profile(eager: Callable[[], Any], ours: Callable[[], Any],
     `inductor`, called only when the option is on, builds the Inductor version to time;
     `compiled_graphs` are the CompiledGraphs `ours` runs (each kernel launch is timed).
     """
-    cuda = options.device == "cuda"
+    cuda = is_gpu(options.device)
     # Inductor's own output code is kept whether or not timings mean anything here.
     built = inductor_output(inductor) if options.inductor and inductor is not None else None
     extra = {"inductor": built[0]} if built is not None else {}
@@ -85,7 +86,7 @@ def profile(eager: Callable[[], Any], ours: Callable[[], Any],
             k["bytes"] = nbytes
             k["gbps"] = round(nbytes / (k["ms"] * 1e-3) / 1e9, 1)
             k["pct_peak"] = round(100 * k["gbps"] / peak, 1) if peak else None
-    device = torch.cuda.get_device_name() if cuda else "cpu"
+    device = torch.cuda.get_device_name() if cuda else CPU
     return {"measured": True, "device": device, "reason": None,
             "eager_ms": round(eager_ms, 4), "kernelscope_ms": _r(ours_ms),
             "inductor_ms": _r(inductor_ms), "peak_gbps": _r(peak), "kernels": kernels,

@@ -8,6 +8,8 @@ from typing import Any
 
 import torch
 
+from compiler.devices import is_gpu
+
 device = torch.device
 # Inductor's allocation fast path (no argument parsing, no device string): a few
 # microseconds per buffer on a one-kernel graph's call.
@@ -16,7 +18,7 @@ _empty_strided_cuda = getattr(torch._C._dynamo.guards, "_empty_strided_cuda", No
 
 def empty_strided(size: Sequence[int], stride: Sequence[int], device: str,
                   dtype: torch.dtype) -> torch.Tensor:
-    if device == "cuda" and _empty_strided_cuda is not None:
+    if is_gpu(device) and _empty_strided_cuda is not None:
         return _empty_strided_cuda(size, stride, dtype)
     return torch.empty_strided(size, stride, device=device, dtype=dtype)
 

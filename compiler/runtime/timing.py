@@ -23,6 +23,9 @@ class KernelTiming:
     calls: list[float] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     events: list[tuple[Any, Any]] = field(default_factory=list)
+    # the first launch's arguments (a backend's report may compile the kernel again for
+    # another target with them: compiler/codegen/triton_offline.py)
+    launch: tuple[tuple[Any, ...], dict[str, Any]] | None = None
 
     def elapsed(self) -> list[float]:
         """Milliseconds per launch (call after synchronizing when events were used)."""
@@ -66,6 +69,8 @@ class _Timed:
             raise KernelLaunchError(self.record.name, e) from e
 
     def _timed_call(self, fn: Any, args: Any, kwargs: Any) -> Any:
+        if self.record.launch is None:
+            self.record.launch = (tuple(args), dict(kwargs))
         if self.events:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()

@@ -17,12 +17,15 @@ import os
 import sys
 from pathlib import Path
 
+from compiler.devices import CUDA, is_gpu
+from compiler.options import CompileOptions
+
 
 def main(argv: list[str]) -> int:
     wrapper, inputs, out = Path(argv[0]), Path(argv[1]), Path(argv[2])
     out.mkdir(parents=True, exist_ok=True)
     os.environ["TRITON_CACHE_DIR"] = str(out)  # before Triton reads it
-    from compiler.runtime import launch
+    from compiler.codegen.triton_backend import TritonBackend
     from compiler.runtime.loader import _import, from_specs
 
     specs = json.loads(inputs.read_text())
@@ -31,10 +34,10 @@ def main(argv: list[str]) -> int:
     module = _import(wrapper, f"kernelscope_graph_{wrapper.stem.removeprefix('graph_')}")
     kernels = [n for n, v in vars(module).items() if hasattr(v, "warmup") and hasattr(v, "run")]
     args = from_specs(specs)
-    device = next((a.device.type for a in args if hasattr(a, "device")), "cuda")
-    launch.install(module, kernels, device)
+    device = next((a.device.type for a in args if hasattr(a, "device")), CUDA)
+    TritonBackend(device, CompileOptions()).after_import(module, kernels)
     module.call(args)
-    if device == "cuda":
+    if is_gpu(device):
         import torch
 
         torch.cuda.synchronize()

@@ -7,6 +7,7 @@
  */
 
 import type { StageEvent, TraceTitle } from "./protocol";
+import type { Payloads, ScheduledKernel } from "./events.generated";
 import { Trace } from "../../webui/js/trace.js";
 import { buildIndex } from "../../webui/js/provenance.js";
 import EVENT_SCHEMA from "../../docs/events.schema.json";
@@ -91,9 +92,9 @@ export class CompileResult {
 
   /** Every kernel in execution order, with its profile numbers when measured. */
   kernels(): KernelInfo[] {
-    const profile = (this.trace.data("profile") ?? {}) as { kernels?: { name: string; ms?: number; pct_peak?: number; gbps?: number }[] };
+    const profile: Partial<Payloads["profile"]> = this.trace.data("profile") ?? {};
     const timed = new Map((profile.kernels ?? []).map((k) => [k.name, k]));
-    return (this.trace.kernels() as { gid: number; name: string; kind: string; lines?: number[] }[]).map((k) => ({
+    return (this.trace.kernels() as (ScheduledKernel & { gid: number })[]).map((k) => ({
       gid: k.gid, name: k.name, kind: k.kind, lines: k.lines ?? [],
       ms: timed.get(k.name)?.ms ?? null, pctPeak: timed.get(k.name)?.pct_peak ?? null,
       gbps: timed.get(k.name)?.gbps ?? null,
@@ -103,9 +104,7 @@ export class CompileResult {
   /** The generated kernels and wrappers (codegen), in order. */
   generated(): GeneratedCode[] {
     const out: GeneratedCode[] = [];
-    type Kernel = { name: string; language: string; source: string; target?: string };
-    type Graph = { id: number; kernels: Kernel[]; wrapper?: { source: string }; backend_label?: string; backend?: string };
-    for (const g of this.trace.graphs("codegen") as Graph[]) {
+    for (const g of this.trace.graphs("codegen") as Payloads["codegen"]["graphs"]) {
       for (const k of g.kernels) {
         out.push({ gid: g.id, name: k.name, language: k.language === "cpp" ? "cpp" : "python",
           target: k.target || g.backend_label || g.backend || "", source: k.source });
@@ -122,17 +121,16 @@ export class CompileResult {
   /** What the editor shows as diagnostics: the error's line, graph breaks, ATen fallbacks. */
   notes(): Note[] {
     const notes: Note[] = [];
-    const error = this.trace.error as { kind?: string; stage?: string; message?: string; line?: number | null } | null;
+    const error = this.trace.error as Payloads["error"] | null;
     if (error && typeof error.line === "number") {
       notes.push({ line: error.line, severity: "error",
         message: `${error.kind ?? "error"}${error.stage ? ` in ${error.stage}` : ""}: ${error.message ?? ""}` });
     }
-    const capture = (this.trace.data("capture") ?? {}) as { graph_breaks?: { reason?: string; line?: number | null }[] };
+    const capture: Partial<Payloads["capture"]> = this.trace.data("capture") ?? {};
     for (const b of capture.graph_breaks ?? []) {
       if (typeof b.line === "number") notes.push({ line: b.line, severity: "warning", message: `graph break: ${b.reason ?? ""}` });
     }
-    type Fallback = { op?: string; line?: number | null; reason?: string };
-    for (const g of this.trace.graphs("lowering") as { fallbacks?: Fallback[] }[]) {
+    for (const g of this.trace.graphs("lowering") as Payloads["lowering"]["graphs"]) {
       for (const f of g.fallbacks ?? []) {
         if (typeof f.line === "number") {
           notes.push({ line: f.line, severity: "info", message: `falls back to ATen: ${f.op ?? "?"}${f.reason ? ` (${f.reason})` : ""}` });
@@ -157,11 +155,11 @@ export class CompileResult {
 
   /** One line for the status bar: kernels and time, or the error. */
   summary(): string {
-    const error = this.trace.error as { kind?: string; message?: string } | null;
+    const error = this.trace.error as Payloads["error"] | null;
     if (error) return `${error.kind ?? "error"}: ${(error.message ?? "").split("\n")[0].slice(0, 80)}`;
-    const profile = this.trace.data("profile") as { kernelscope_ms?: number; eager_ms?: number; measured?: boolean } | null;
+    const profile = this.trace.data("profile") as Payloads["profile"] | null;
     const n = this.kernels().length;
-    const time = profile?.measured && profile.kernelscope_ms !== undefined
+    const time = profile?.measured && typeof profile.kernelscope_ms === "number"
       ? ` · ${profile.kernelscope_ms.toFixed(3)} ms (eager ${profile.eager_ms?.toFixed(3)} ms)` : "";
     return `${n} kernel${n === 1 ? "" : "s"}${time}`;
   }

@@ -29,7 +29,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CppLexer, PythonLexer
 
-from compiler.event_types import json_schema
+from compiler.event_schema import json_schema
 from compiler.events import SCHEMA_VERSION, STAGES, TERMINAL
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,7 +44,8 @@ RAISES = (
 )
 
 
-RECORDED = ("training", "recompiles", "add_relu", "add_relu_nofusion", "h200_softmax", "modules")
+RECORDED = ("training", "recompiles", "add_relu", "add_relu_nofusion", "h200_softmax",
+            "modules", "cpu_triton_softmax")
 # Stored traces served only under their name: h200_server_softmax is what the real server
 # stored on the H200 host (scripts/latency.py --device cuda --backend triton --save-trace).
 STORED = (*RECORDED, "h200_server_softmax")

@@ -6,7 +6,8 @@ and rounded, at the dtype's tolerance, and (2) run at least one template kernel 
 `triton_tem_` kernel), with `fused` naming FX ops that must be in a template kernel's
 name (the epilogue). The sizes are not multiples of the block sizes, so the masks are
 exercised. Run as a script (`python gemm_cases.py`, under TRITON_INTERPRET=1: an
-out-of-bounds access crashes the process) it prints one `name result` line per case.
+out-of-bounds access crashes the process; `--device cuda` on a GPU) it prints one
+`name result` line per case.
 """
 
 from __future__ import annotations
@@ -105,12 +106,12 @@ def _reference(fn: Callable[..., Any], args: tuple[Any, ...]) -> list[torch.Tens
     return [w.to(e.dtype) for w, e in zip(wide, eager)]
 
 
-def check(name: str) -> str:
+def check(name: str, device: str = "cpu") -> str:
     from compiler.compile_fx import make_backend
     from compiler.options import CompileOptions
 
     fn, make, fused = CASES[name]
-    args = make()
+    args = tuple(a.to(device) for a in make())
     sink: list[Any] = []
     torch._dynamo.reset()
     options = CompileOptions(backend="triton", matmul="template")
@@ -138,9 +139,14 @@ def check(name: str) -> str:
 
 
 if __name__ == "__main__":
-    for case in sys.argv[1:] or CASES:
+    # python gemm_cases.py [--device cuda] [case ...]: on a GPU, real Triton kernels
+    argv = sys.argv[1:]
+    dev = "cpu"
+    if argv[:1] == ["--device"]:
+        dev, argv = argv[1], argv[2:]
+    for case in argv or CASES:
         try:
-            result = check(case)
+            result = check(case, dev)
         except Exception as e:  # noqa: BLE001 - reported per case
             result = f"raised {type(e).__name__}: {str(e).splitlines()[0][:300]}"
         print(f"{case} {result}", flush=True)

@@ -9,7 +9,7 @@ from typing import Any
 
 import jsonschema
 
-from compiler.event_types import SCHEMA_PATH
+from compiler.event_schema import SCHEMA_PATH
 from compiler.events import STAGES
 
 

@@ -178,3 +178,44 @@ def test_triton_on_the_cpu_without_the_interpreter_is_refused_and_leaves_the_env
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split("\n")[:2] == ["refused True", "env None"], proc.stdout
+
+
+# -- device names: spelled in compiler/devices.py only ----------------------------------
+DEVICE_MODULE = "compiler/devices.py"
+
+
+def _device_literals(source: str) -> list[int]:
+    """Lines of string literals that are exactly a device name ("cuda", 'cpu'): a name
+    spelled, or compared, outside the module that owns them. Docstrings and comments
+    that mention a device are prose, not literals of the name."""
+    import io
+    import tokenize
+
+    from compiler.devices import DEVICES
+
+    lines = []
+    for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+        if tok.type == tokenize.STRING:
+            try:
+                value = ast.literal_eval(tok.string)
+            except (ValueError, SyntaxError):
+                continue
+            if value in DEVICES:
+                lines.append(tok.start[0])
+    return lines
+
+
+def test_device_names_are_spelled_only_in_the_devices_module() -> None:
+    found = []
+    for p in sorted((REPO / "compiler").rglob("*.py")):
+        rel = p.relative_to(REPO).as_posix()
+        if rel != DEVICE_MODULE:
+            found += [f"{rel}:{n}" for n in _device_literals(p.read_text())]
+    assert not found, "device names outside compiler/devices.py (use its CPU, CUDA, " \
+                      "is_gpu, device_type):\n" + "\n".join(found)
+
+
+def test_the_device_check_sees_a_planted_name() -> None:
+    assert _device_literals('if device == "cuda":\n    pass\n') == [1]
+    assert _device_literals("x = t.to('cpu')\n") == [1]
+    assert _device_literals('"""Runs on "cuda" first."""\n# "cpu"\ny = "cudaish"\n') == []

@@ -140,3 +140,18 @@ def test_a_node_the_backend_cannot_express_goes_to_aten_with_the_reason(backend:
     schedule_stage(work)
     memory_stage(work)
     codegen_stage(work)  # the rest still generates
+
+
+def test_the_refusal_check_sees_reductions(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reductions are ops of the backend's table (combine_<type>): a backend without the
+    rule leaves that reduction to ATen and says why, as for any other op."""
+    from compiler.codegen import cpp
+
+    work, event = _work(lambda x: x.prod(-1) + 1, (torch.randn(8, 16),), "cpp")
+    assert work.lowered is not None and not work.lowered.fallbacks
+    monkeypatch.delitem(cpp.OPS.rules, "combine_prod")
+    work, event = _work(lambda x: x.prod(-1) + 1, (torch.randn(8, 16),), "cpp")
+    assert work.lowered is not None
+    [fallback] = work.lowered.fallbacks
+    assert fallback.op == "aten.prod.dim_int" and "combine_prod" in fallback.reason
+    assert all("combine_prod" not in k["source"] for k in event["kernels"])

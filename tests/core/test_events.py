@@ -11,12 +11,12 @@ import pytest
 from ks_helpers import REPO
 from ks_schema import check_event, check_stream
 
-from compiler.event_types import SCHEMA_PATH, schema_text
+from compiler.event_schema import SCHEMA_PATH, schema_text
 from compiler.events import SCHEMA_VERSION, STAGES
 
 
 def test_checked_in_schema_is_what_the_model_generates() -> None:
-    """Regenerate with `python -m compiler.event_types --write` after changing the model."""
+    """Regenerate with `python -m compiler.event_schema --write` after changing the model."""
     assert SCHEMA_PATH.read_text() == schema_text()
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from ks_helpers import lower_fn
+from ks_helpers import compiled, lower_fn
 
 from compiler.codegen.backends import choose_backend
 from compiler.ir.opnames import op_short
@@ -91,6 +91,23 @@ def test_different_sizes_are_refused_with_sizes_named() -> None:
     s = sched(lambda x, y: (x.exp(), y.exp() + x.sum()), torch.randn(10), torch.randn(7))
     reasons = [d.reason for d in s.decisions if not d.fused]
     assert any("different sizes" in r or "fit neither" in r for r in reasons), reasons
+
+
+def test_a_reduction_over_one_element_keeps_its_own_rows() -> None:
+    """A sum over a size-1 dim is a 6x1 reduction: it was fused into a 2x3 one as if its
+    6 outputs were that kernel's inputs, and wrote 2 of them (group_norm's backward)."""
+    def fn(x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        a = x * y
+        return a.sum(2), a.sum(0)
+
+    x, y = torch.randn(1, 2, 3), torch.randn(1, 2, 3)
+    s = sched(fn, x, y)
+    refused = [d.reason for d in s.decisions if not d.fused]
+    assert any("different reductions: 2x3 vs 6x1" in r or "6x1 vs 2x3" in r
+               for r in refused), [d.reason for d in s.decisions]
+    got = compiled(fn, backend="cpp")(x, y)
+    for g, e in zip(got, fn(x, y)):
+        torch.testing.assert_close(g, e)
 
 
 def test_long_reduction_with_one_output_splits_in_two_passes_for_triton() -> None:

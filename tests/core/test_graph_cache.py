@@ -213,7 +213,7 @@ def test_a_graph_that_calls_a_python_function_is_not_cached() -> None:
     x = graph.placeholder("x")
     graph.output(graph.call_function(softmax_sum, (x, x)))  # its code names only the function
     gm = torch.fx.GraphModule(torch.nn.Module(), graph)
-    key, why = graph_cache.graph_key(gm, [torch.randn(3)], CompileOptions(), {})
+    key, why = graph_cache.graph_key(gm, [torch.randn(3)], CompileOptions(), {}, {})
     assert key is None and "calls" in why
 
 

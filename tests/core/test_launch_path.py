@@ -9,7 +9,10 @@ from typing import Any
 import pytest
 import torch
 
-from compiler.runtime import graphs, launch
+from compiler.codegen import triton_launch as launch
+from compiler.codegen.triton_backend import TritonBackend
+from compiler.options import CompileOptions
+from compiler.runtime import graphs
 
 
 class FakeCompiled:
@@ -119,10 +122,11 @@ def test_install_wraps_and_the_jit_switch_unwraps(monkeypatch: pytest.MonkeyPatc
     module = types.ModuleType("m")
     jit = FakeJit()
     module.k = jit  # type: ignore[attr-defined]
-    launch.install(module, ["k"], "cuda")
+    native, emulated = (TritonBackend(d, CompileOptions()) for d in ("cuda", "cpu"))
+    emulated.after_import(module, ["k"])  # the interpreter keeps the JIT path
+    assert module.k is jit  # type: ignore[attr-defined]
+    native.after_import(module, ["k"])
     assert isinstance(module.k, launch.FastKernel)  # type: ignore[attr-defined]
     monkeypatch.setenv("KERNELSCOPE_LAUNCH", "jit")
-    launch.install(module, ["k"], "cuda")
-    assert module.k is jit  # type: ignore[attr-defined]
-    launch.install(module, ["k"], "cpu")
+    native.after_import(module, ["k"])
     assert module.k is jit  # type: ignore[attr-defined]

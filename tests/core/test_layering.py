@@ -134,12 +134,17 @@ def test_packages_import_only_earlier_packages() -> None:
     assert not bad, "\n".join(bad)
 
 
+# Commands that must set their environment from their arguments before a library they
+# reach through another package reads it (Triton reads TRITON_CACHE_DIR at import).
+ENVIRONMENT_FIRST = {"compiler.runtime.triton_prebuild"}
+
+
 def test_no_lazy_imports_across_packages() -> None:
     """A function-level import from another package is how a cycle gets hidden."""
     bad = []
     for module, edges in _graph().items():
         src = _package(module)
-        if src is None:
+        if src is None or module in ENVIRONMENT_FIRST:
             continue
         bad += [f"{module}:{line} imports {target} inside a function"
                 for target, line, top in edges if not top and _package(target) != src]

@@ -60,6 +60,13 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]] = {
                                                   -0.0]),)),
     # No backend has a rule for sign on bool: the node is left to ATen (lowering says why).
     "bool_sign_left_to_aten": (lambda b: torch.sign(b) & b, lambda: (_ints(0, 2) > 0,)),
+    # max/min of bools start from False/True (torch.iinfo(torch.bool) raised a TypeError).
+    "bool_aminmax": (lambda b: (*torch.aminmax(b), *torch.aminmax(b.view(8, 8), dim=1)),
+                     lambda: (_ints(0, 2) > 0,)),
+    # g++ 12 crashed (internal compiler error) vectorizing std::signbit of a bf16 value.
+    "bf16_signbit": (lambda x: torch.signbit(x),
+                     lambda: (torch.tensor([-1.5, 0.0, -0.0, 2.0, float("-inf"), float("inf"),
+                                            -3e-3, 7.0] * 4, dtype=torch.bfloat16),)),
 }
 # Every case compiles on Triton too: a pair a backend cannot express goes to ATen.
 TRITON_REFUSES: dict[str, str] = {}

@@ -76,14 +76,13 @@ def frontend_errors(fn: Callable[..., Any], args: tuple[Any, ...]) -> list[str]:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from compiler.codegen.triton import TRITON_IMPORTS
-
     errors: list[str] = []
     target = GPUTarget("cuda", 90, 32)
     for work, k in _kernels_for_cuda(fn, args):
         with tempfile.TemporaryDirectory() as d:
             path = Path(d) / f"{k.name}.py"
-            path.write_text(TRITON_IMPORTS + "\n\n" + k.source)
+            # The module the wrapper would define it in: the backend's own prelude.
+            path.write_text("\n".join(work.backend.wrapper_prelude([k], None)) + "\n")
             spec = importlib.util.spec_from_file_location(k.name, path)
             assert spec is not None and spec.loader is not None
             module = importlib.util.module_from_spec(spec)

@@ -6,7 +6,8 @@ relative-error bar, with Inductor) and compares with eager. One JSON line per re
 Parts: training (MLP + LayerNorm + GELU, cross-entropy, backward, AdamW: loss, grads,
 params), cross_entropy (8192 x 50257 fp32), bf16_mlp (8192x4096 -> 16384 -> 4096),
 gpt2_block (bf16, 16x1024x768), bert_then_vit (two models compiled in one process), and
-model:NAME for benchmarks/models.py's real models (transformers / torchvision configs).
+model:NAME for benchmarks/models.py's real models (transformers / torchvision configs),
+train:NAME for the full-size training suite (train_h200.py: gpt2 bert llama vit resnet50).
 Relative error is ||ours - eager|| / ||eager||, next to Inductor's on the same inputs.
 """
 
@@ -217,7 +218,12 @@ def main() -> int:
     out = Path(sys.argv[sys.argv.index("--out") + 1]) if "--out" in sys.argv else None
     start = time.time()
     try:
-        res = model(part.split(":", 1)[1]) if part.startswith("model:") else PARTS[part]()
+        if part.startswith("train:"):  # the full-size training suite (train_h200.py)
+            from train_h200 import record
+
+            res = record(part.split(":", 1)[1])
+        else:
+            res = model(part.split(":", 1)[1]) if part.startswith("model:") else PARTS[part]()
     except Exception as e:  # noqa: BLE001 - the failure is the result
         res = {"ok": False, "error": f"{type(e).__name__}: {str(e)[:300]}",
                "trace": traceback.format_exc()[-1500:]}

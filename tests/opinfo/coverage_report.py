@@ -25,7 +25,14 @@ GRAD_INTRO = [
     "native only if both graphs were lowered with the ATen fallback off; gradients at the",
     "forward sweep's tolerances. Random ops' gradients (dropout's mask) are compared by",
     "shape and dtype. `grad_harness.py` is the harness; the CI tier runs a fixed slice",
-    "(`tests/opinfo/test_grad_slice.py`).",
+    "(`tests/opinfo/test_grad_slice.py`). `cpp-before` is the first full pass, before the",
+    "fixes it led to (a saved stride-0 view returned contiguous; a reduction over one",
+    "element fused into another reduction's loop).",
+    "",
+    "Not yet recorded: the H200 (`cuda`) rows of this sweep and of the f16/bf16/f64/i32/",
+    "i64/bool forward sweep (the session that built them had no GPU), and the gradient",
+    "sweep's second samples (`--samples 2`; the CPU pass here ran the first sample of each",
+    "op). The commands below record them.",
     "",
     "```",
     "python tests/opinfo/sweep.py --mode grad --device cpu            # this table's cpp row",
@@ -43,8 +50,11 @@ def _load(directory: Path) -> dict[str, tuple[dict[str, Any], list[dict[str, Any
         meta = json.loads(meta_path.read_text()) if meta_path.exists() else {}
         cases = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         out[target] = (meta, cases)
-    return dict(sorted(out.items(), key=lambda kv: ORDER.index(kv[0])
-                       if kv[0] in ORDER else 99))
+    def rank(stem: str) -> int:
+        name = stem.removeprefix("grad-")
+        return ORDER.index(name) if name in ORDER else 99
+
+    return dict(sorted(out.items(), key=lambda kv: rank(kv[0])))
 
 
 def _totals(ops: dict[str, dict[str, Any]], cases: list[dict[str, Any]],

@@ -207,7 +207,8 @@ def _compare_values(k: int, x: torch.Tensor, y: torch.Tensor, z: Any) -> None:
         # differently on other layouts); complex32 has no kernels: widen it first
         tol = TOL[{torch.complex32: torch.float16, torch.complex64: torch.float32}.get(
             x.dtype, torch.float64)]
-        xr, yr = (torch.view_as_real(t.to(torch.complex128)).cpu() for t in (x, y))
+        xr, yr = (torch.view_as_real(t.to(torch.complex128).resolve_conj()).cpu()
+                  for t in (x, y))
         if not torch.allclose(xr, yr, rtol=tol, atol=tol, equal_nan=True):
             bad = ~torch.isclose(xr, yr, rtol=tol, atol=tol, equal_nan=True).all(-1)
             raise Mismatch(f"output {k}: {int(bad.sum())} of {x.numel()} elements differ, "

@@ -231,7 +231,13 @@ def merge_meta(old: dict[str, Any], run: dict[str, Any], ops_in_file: int,
     runs = old.get("runs") or ([{k: v for k, v in old.items() if k != "runs"}] if old else [])
     ops = f"{ops_in_file} of {ops_in_db} ({len(runs) + 1} runs merged)"
     full = re.sub(r" --ops \S+", "", run["command"])  # what reruns every op at once
-    return {**run, "ops": ops, "command": full, "runs": [*runs, run]}
+    every = [*runs, run]
+    # The file holds what every run swept: their dtypes, and their sample counts.
+    dtypes = {d for r in every for d in str(r.get("dtypes", "")).split(",") if d}
+    counts = sorted({int(r["samples"]) for r in every if "samples" in r})
+    samples: Any = run.get("samples") if len(counts) < 2 else f"{counts[0]}-{counts[-1]}"
+    return {**run, "ops": ops, "command": full, "runs": every, "samples": samples,
+            "dtypes": ",".join(d for d in ALL_DTYPES.split(",") if d in dtypes)}
 
 
 def _versions(args: argparse.Namespace, seconds: float, cases: int) -> dict[str, Any]:

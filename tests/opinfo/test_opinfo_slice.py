@@ -7,15 +7,15 @@ through ATen. The full sweep is `python tests/opinfo/sweep.py` (docs/coverage.md
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from slice_support import run_slice  # noqa: E402
+
 NATIVE = """add sub mul div.no_rounding_mode div.floor_rounding div.trunc_rounding remainder fmod
 exp log sqrt rsqrt sigmoid tanh abs neg clamp where maximum logical_xor logical_not
 bitwise_not sum mean amax amin argmax argmin var std softmax log_softmax nn.functional.gelu
@@ -30,21 +30,7 @@ DTYPES = "f32,i64,bool"
 
 @pytest.fixture(scope="module")
 def slice_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, object]]:
-    sys.path.insert(0, str(HERE))
-    from opinfo_harness import aggregate
-
-    work = tmp_path_factory.mktemp("opinfo")
-    out = work / "cpp.jsonl"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(HERE.parents[1]), os.environ.get("PYTHONPATH", "")])}
-    cmd = [sys.executable, str(HERE / "sweep.py"), "--target", "cpp", "--dtypes", DTYPES,
-           "--samples", "2", "--ops", ",".join(NATIVE + FALLBACK), "--jobs", "2",
-           "--timeout", "120", "--no-report", "--output", str(out),
-           "--work-dir", str(work), "--cache-dir", str(work / "cache")]
-    subprocess.run(cmd, check=True, env=env, timeout=900, capture_output=True)
-    cases = [json.loads(line) for line in out.read_text().splitlines()]
-    assert cases
-    return aggregate(cases)
+    return run_slice(tmp_path_factory.mktemp("opinfo"), NATIVE + FALLBACK, DTYPES, 2)
 
 
 @pytest.mark.parametrize("op", NATIVE + FALLBACK)

@@ -34,6 +34,13 @@ def test_merge_meta_keeps_every_run() -> None:
     assert [r["date"] for r in again["runs"]] == ["d0", "d1", "d2"]
 
 
+def test_merge_meta_lists_every_runs_dtypes_and_samples() -> None:
+    first = {"date": "d0", "ops": "all", "command": "c0", "dtypes": "f32", "samples": 2}
+    run = {"date": "d1", "ops": "all", "command": "c1", "dtypes": "bool,f16", "samples": 1}
+    meta = merge_meta(first, run, 3, 5)
+    assert meta["dtypes"] == "f32,f16,bool" and meta["samples"] == "1-2"
+
+
 def test_merge_drops_an_unsweepable_record_of_an_op_run_again() -> None:
     old = [{"op": "imag", "dtype": "none", "sample": 0, "status": "skip"}]
     assert merge_cases(old, [], {"imag"}, {"f32"}) == []

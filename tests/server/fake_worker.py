@@ -52,6 +52,7 @@ def front(args: argparse.Namespace) -> dict[str, Any]:
         # what the compiler reports for a CPU graph: "auto" resolves to C++ there
         "backend": "cpp" if args.backend == "auto" else args.backend,
         "options": {"fusion": not args.no_fusion, "inductor": args.inductor},
+        "origin": "snippet",  # as the real front half labels it (a snippet can unlabel it)
     }
     emit(0, "source", source)
     try:
@@ -73,16 +74,19 @@ def front(args: argparse.Namespace) -> dict[str, Any]:
 
 def back(bundle: dict[str, Any], replay: bool, isolated: bool, seq: int = 0) -> None:
     """Everything after capture, from the bundle alone."""
-    match = re.search(r"#\s*fake-sleep:\s*([0-9.]+)", str(bundle["source"].get("code", "")))
+    match = re.search(r"#\s*fake-sleep:\s*([0-9.]+)",
+                      str(bundle.get("source", {}).get("code", "")))
     pause = float(match.group(1)) if match else 0.0
-    if replay:
-        seq = emit(seq, "source", {**bundle["source"], "origin": "snippet"})
+    # As the real back half (compiler/pipeline.py run_back): the bundle's payloads are
+    # replayed as they are, whatever they say; the server decides whose they are.
+    if replay and "source" in bundle:
+        seq = emit(seq, "source", bundle["source"])
     if "error" in bundle:
         seq = emit(seq, "error", bundle["error"])
         emit(seq, "done", {"ok": False, "isolated": isolated})
         return
     if replay:
-        seq = emit(seq, "capture", {**bundle["capture"], "origin": "snippet"})
+        seq = emit(seq, "capture", bundle["capture"])
     for stage in STAGES:
         time.sleep(pause)
         seq = emit(seq, stage, {"graphs": []} if stage != "run" else {"ok": True}, pause * 1000)

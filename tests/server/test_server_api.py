@@ -185,4 +185,5 @@ def test_apps_do_not_share_state(make_app: AppFactory, tmp_path: Path) -> None:
     first = make_app()
     second = make_app(DATABASE=str(tmp_path / "other.sqlite3"))
     assert state(first).jobs is not state(second).jobs
-    assert state(first).store.path != state(second).store.path
+    paths = [state(a).store.inner.path for a in (first, second)]  # type: ignore[attr-defined]
+    assert paths[0] != paths[1]

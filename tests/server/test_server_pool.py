@@ -143,7 +143,7 @@ def test_serve_help_lists_every_flag() -> None:
     assert serve.returncode == 0 and "serve" in text
     for flag in (
         "--host", "--port", "--db", "--queue", "--max-jobs", "--queue-size", "--timeout",
-        "--isolation", "--pool", "--workers", "--threads", "--debug", "--config",
+        "--isolation", "--pool", "--workers", "--connections", "--strict", "--debug", "--config",
     ):  # fmt: skip
         assert flag in serve.stdout, flag
     worker = subprocess.run(

@@ -104,7 +104,7 @@ def describe(pids: list[int]) -> str:
 
 def quick_cases(app: Flask, secret: Path, port: int) -> dict[str, str]:
     """name -> snippet, for every case this host can check."""
-    database = str(state(app).store.path)
+    database = str(state(app).store.inner.path)  # type: ignore[attr-defined]
     cases = {
         "syntax": "import torch\ndef f(x:\n    return x\n",
         "exception": "raise RuntimeError('kaboom from the snippet')\n",
@@ -147,6 +147,7 @@ def hostile_config(root: Path, timeout_s: float) -> dict[str, Any]:
     scratch.mkdir(exist_ok=True)
     return {
         "SCRATCH_ROOT": str(scratch),
+        "CLIENT_JOBS": 0,  # every case at once, from one test client
         "DATABASE": str(root / "db" / "traces.sqlite3"),
         "WORKER_CMD": WORKER,
         "BACK_CMD": REAL_BACK if REAL_CLI_PRESENT else FAKE_BACK,

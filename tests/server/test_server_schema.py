@@ -6,7 +6,7 @@ import json
 
 from flask.testing import FlaskClient
 
-from compiler.event_types import SCHEMA_PATH
+from compiler.event_schema import SCHEMA_PATH
 from compiler.events import SCHEMA_VERSION, STAGES
 
 

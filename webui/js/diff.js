@@ -117,3 +117,56 @@ export function optionChanges(a, b) {
     .filter((k) => JSON.stringify(oa[k]) !== JSON.stringify(ob[k]) && k !== "cache_dir")
     .map((k) => ({ name: k, a: oa[k], b: ob[k] }));
 }
+
+// Kernels grouped by the FX nodes they fuse: a group joins every kernel of A and of B
+// (same graph) that shares an FX node with another of the group, so a fused kernel of A
+// faces the set of B's kernels it replaced. Each group's time is the sum of its kernels'.
+// Kernels without FX nodes (Inductor's) stand alone. Returns [{nodes, a, b, msA, msB}].
+export function fusedGroups(as, bs) {
+  const items = [...as.map((k) => ({ k, side: "a" })), ...bs.map((k) => ({ k, side: "b" }))];
+  const parent = items.map((_, i) => i);
+  const find = (i) => (parent[i] === i ? i : (parent[i] = find(parent[i])));
+  const owner = new Map(); // "gid:node" -> the first item holding it
+  items.forEach(({ k }, i) => {
+    for (const node of k.origins ?? []) {
+      const key = `${k.gid}:${node}`;
+      if (owner.has(key)) parent[find(i)] = find(owner.get(key));
+      else owner.set(key, i);
+    }
+  });
+  const groups = new Map();
+  items.forEach((item, i) => {
+    const root = find(i);
+    if (!groups.has(root)) groups.set(root, { nodes: new Set(), a: [], b: [] });
+    const g = groups.get(root);
+    g[item.side].push(item.k);
+    for (const node of item.k.origins ?? []) g.nodes.add(node);
+  });
+  const total = (ks) => (ks.length && ks.every((k) => k.ms != null)
+    ? ks.reduce((s, k) => s + k.ms, 0) : null);
+  return [...groups.values()].map((g) => ({ nodes: [...g.nodes], a: g.a, b: g.b,
+    msA: total(g.a), msB: total(g.b) }));
+}
+
+// The two compiles' structure side by side: graph nodes, kernels, fusions, the buffer
+// plan. Rows [{what, a, b}] where a value is a number (or null: not in the trace).
+export function structure(ta, tb) {
+  const facts = (t) => {
+    const sum = (xs) => (xs.length ? xs.reduce((s, x) => s + x, 0) : null);
+    const sched = t.graphs("scheduling");
+    const mem = t.graphs("memory");
+    const kernels = t.kernels();
+    return {
+      "FX nodes": sum(t.graphs("capture").map((g) => (g.nodes ?? []).length)),
+      kernels: kernels.length || null,
+      "ATen calls": kernels.length ? kernels.filter((k) => k.kind === "extern").length : null,
+      "fusions accepted": sum(sched.map((g) => (g.decisions ?? []).filter((d) => d.fused).length)),
+      "fusions refused": sum(sched.map((g) => (g.decisions ?? []).filter((d) => !d.fused).length)),
+      "buffers planned": sum(mem.map((g) => (g.buffers ?? []).length)),
+      "peak bytes": sum(mem.map((g) => g.peak_bytes ?? 0)),
+      "peak bytes without reuse": sum(mem.map((g) => g.peak_bytes_no_reuse ?? 0)),
+    };
+  };
+  const fa = facts(ta), fb = facts(tb);
+  return Object.keys(fa).map((what) => ({ what, a: fa[what], b: fb[what] }));
+}

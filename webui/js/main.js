@@ -137,7 +137,7 @@ function handle(event, isLive) {
   state.index = buildIndex(trace);
   status.update(trace, event, isLive);
   if (event.stage === "error") {
-    banner.show(event.data);
+    banner.show(event.data, event.origin ?? null);
     editor.mark({ error: event.data.line ?? null });
   }
   if (event.stage === "done") setShare(event.data.trace_id ?? null);

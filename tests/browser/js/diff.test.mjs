@@ -6,7 +6,7 @@ import { readFileSync } from "node:fs";
 
 import { Trace, graphView, graphLabels } from "../../../webui/js/trace.js";
 import { lineDiff, sideBySide, matchKernels, opTokens, oursKernels, inductorKernels,
-  optionChanges } from "../../../webui/js/diff.js";
+  optionChanges, fusedGroups, structure } from "../../../webui/js/diff.js";
 
 const load = (name) => {
   const stored = JSON.parse(readFileSync(new URL(`../fixtures/${name}.json`, import.meta.url)));
@@ -71,4 +71,49 @@ test("a graph's title names its Dynamo compile and what that compiled", () => {
   const trace = load("recompiles");
   const titles = graphLabels(trace).map((g) => g.title);
   assert.match(titles[1], /^inference graph · Dynamo compile 0\/1: f · \d+ nodes$/);
+});
+
+test("fused groups face a fused kernel with the kernels it replaced, timed as a set", () => {
+  // The issue's case: fusion on makes one softmax kernel, fusion off four; the delta is
+  // the fused kernel against all four, not against one of them.
+  const k = (name, origins, ms) => ({ name, gid: 0, origins, ms });
+  const fused = [k("per_fused_amax_sub_exp_sum_div_0", ["amax", "sub", "exp", "sum_1", "div"], 0.008)];
+  const split = [k("red_amax_0", ["amax"], 0.006), k("poi_sub_exp_1", ["sub", "exp"], 0.007),
+    k("red_sum_2", ["sum_1"], 0.006), k("poi_div_3", ["div"], 0.0077)];
+  const [g, ...rest] = fusedGroups(fused, split);
+  assert.equal(rest.length, 0);
+  assert.deepEqual(new Set(g.nodes), new Set(["amax", "sub", "exp", "sum_1", "div"]));
+  assert.deepEqual(g.a.map((x) => x.name), [fused[0].name]);
+  assert.deepEqual(g.b.map((x) => x.name), split.map((x) => x.name));
+  assert.equal(g.msA, 0.008);
+  assert.ok(Math.abs(g.msB - 0.0267) < 1e-12);
+  // and the same kernels of a real trace, ours against ours, pair one to one
+  const ours = oursKernels(load("add_relu"));
+  const same = fusedGroups(ours, ours);
+  assert.equal(same.length, ours.length);
+  assert.ok(same.every((x) => x.a.length === 1 && x.b.length === 1 && x.msA === x.msB));
+});
+
+test("kernels without FX nodes, or in another graph, stand alone", () => {
+  const k = (name, gid, origins, ms) => ({ name, gid, origins, ms });
+  const groups = fusedGroups([k("a0", 0, ["x", "y"], 1), k("a1", 1, ["x"], 2)],
+    [k("b0", 0, ["x"], 0.5), k("b1", 0, ["y"], 0.5), k("ind", 0, [], null)]);
+  const byA = new Map(groups.map((g) => [g.a.map((x) => x.name).join() || "-", g]));
+  assert.deepEqual(byA.get("a0").b.map((x) => x.name), ["b0", "b1"]);
+  assert.equal(byA.get("a0").msB, 1);
+  assert.deepEqual(byA.get("a1").b, []);
+  assert.equal(byA.get("a1").msB, null);
+  assert.deepEqual(byA.get("-").b.map((x) => x.name), ["ind"]);
+});
+
+test("the structure compares graphs, fusion and the buffer plan", () => {
+  const rows = Object.fromEntries(structure(load("add_relu"), load("modules"))
+    .map((r) => [r.what, r]));
+  assert.equal(rows.kernels.a, 1);
+  assert.ok(rows.kernels.b > 50);
+  assert.equal(rows["FX nodes"].a, 5); // two inputs, add, relu, output
+  assert.ok(rows["fusions accepted"].b > rows["fusions accepted"].a);
+  assert.ok(rows["ATen calls"].b > 0 && rows["ATen calls"].a === 0);
+  assert.ok(rows["buffers planned"].a < rows["buffers planned"].b);
+  assert.ok(rows["peak bytes"].a > 0);
 });

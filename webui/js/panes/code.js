@@ -220,6 +220,9 @@ export class CodePane extends Pane {
           .filter(([key]) => k[key] !== undefined && k[key] !== null)
           .map(([key, label]) => `${label} ${k[key]}`);
         const bar = section?.querySelector(".stage-bar");
+        if (bar && !present.length && k.stages_note) {
+          clear(bar, h("span.stages-note", `no lower stages: ${k.stages_note}`));
+        }
         if (!bar || (!present.length && !facts.length)) continue;
         const source = section.querySelector(".code");
         this.stageSourceRows(g.id, k.name, source);
@@ -246,7 +249,11 @@ export class CodePane extends Pane {
           if (k.line_maps?.[key]?.length) b.title = `${label} beside the source, lines mapped`;
           b.addEventListener("click", () => show(b, key, language));
           return b;
-        }), facts.length ? h("span.facts", facts.join(" · ")) : null);
+        }), facts.length ? h("span.facts", facts.join(" · ")) : null,
+        k.gpu_target ? h("span.offline-target", {
+          title: "This host has no GPU: Triton's interpreter ran the kernel, and Triton " +
+            `compiled it again for ${k.gpu_target} for these stages (gpu_target option)` },
+        `compiled for ${k.gpu_target}, not run here`) : null);
       }
     }
   }

@@ -5,7 +5,7 @@
 // {label, href, trace, kernels} (kernels from diff.js: oursKernels / inductorKernels).
 
 import { h, clear, empty, badge, fmtMs } from "../dom.js";
-import { lineDiff, matchKernels, optionChanges, sideBySide } from "../diff.js";
+import { fusedGroups, lineDiff, matchKernels, optionChanges, sideBySide, structure } from "../diff.js";
 import { Pane } from "./pane.js";
 
 export class DiffPane extends Pane {
@@ -31,6 +31,8 @@ export class DiffPane extends Pane {
         s.href ? h("a", { href: s.href }, s.label) : h("b", s.label),
         h("span.hint", this.totals(s))))),
       this.changes(left, right, sameCode),
+      left.inductor || right.inductor ? null : this.structureTable(left.trace, right.trace),
+      this.groupTable(fusedGroups(left.kernels, right.kernels)),
       h("h3", "Kernels, matched", h("span.hint", "time is the measured median per call; Δ is B − A")),
       this.table(),
       sameCode ? null : this.codeDiff("Snippet", left.trace.data("source")?.code,
@@ -78,6 +80,42 @@ export class DiffPane extends Pane {
     return h("table.grid.diff-kernels",
       h("thead", h("tr", ["A kernel", "B kernel", "matched by", "A time", "B time", "Δ"].map((c) => h("th", c)))),
       h("tbody", this.rows.map(row)));
+  }
+
+  structureTable(ta, tb) {
+    const rows = structure(ta, tb).filter((r) => r.a !== null || r.b !== null);
+    const fmt = (x) => (x === null ? "–" : String(x));
+    return h("section.diff-structure", h("h3", "Structure", h("span.hint", "graphs, fusion, buffer plan")),
+      h("table.grid.diff-structure-table",
+        h("thead", h("tr", ["", "A", "B", "Δ"].map((c) => h("th", c)))),
+        h("tbody", rows.map((r) => h("tr", { dataset: { what: r.what }, class: r.a !== r.b ? "changed" : null },
+          h("td", r.what), h("td.num", fmt(r.a)), h("td.num", fmt(r.b)),
+          h("td.num", r.a !== null && r.b !== null && r.a !== r.b
+            ? `${r.b > r.a ? "+" : "−"}${Math.abs(r.b - r.a)}` : ""))))));
+  }
+
+  // One row per group of kernels fusing the same FX nodes: a fused kernel against the
+  // kernels it replaced, timed as a set.
+  groupTable(groups) {
+    const names = (ks) => ks.length ? ks.map((k) => h("div", h("code", k.name)))
+      : h("span.hint", "none");
+    const row = (g) => {
+      const delta = g.msA != null && g.msB != null ? g.msB - g.msA : null;
+      const pct = delta !== null && g.msA ? (100 * delta) / g.msA : null;
+      const cls = delta === null ? "" : delta < 0 ? ".faster" : delta > 0 ? ".slower" : "";
+      return h("tr", { dataset: { nodes: g.nodes.join(","), a: g.a.length, b: g.b.length } },
+        h("td.wrap", g.nodes.length ? g.nodes.join(", ") : h("span.hint", "no FX nodes")),
+        h("td", names(g.a)), h("td", names(g.b)),
+        h("td.num", fmtMs(g.msA)), h("td.num", fmtMs(g.msB)),
+        h(`td.num.delta${cls}`, delta === null ? "–"
+          : `${delta > 0 ? "+" : delta < 0 ? "−" : ""}${fmtMs(Math.abs(delta))}` +
+            (pct !== null ? ` (${pct > 0 ? "+" : ""}${pct.toFixed(0)}%)` : "")));
+    };
+    return h("section.diff-groups",
+      h("h3", "Fused groups", h("span.hint", "kernels matched by the FX nodes they fuse; time summed per side")),
+      h("table.grid.diff-group-table",
+        h("thead", h("tr", ["FX nodes", "A kernels", "B kernels", "A time", "B time", "Δ"].map((c) => h("th", c)))),
+        h("tbody", groups.map(row))));
   }
 
   codeDiff(title, left, right, language) {

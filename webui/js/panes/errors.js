@@ -1,5 +1,7 @@
 // The error banner: an `error` event (or a failure to reach the server) shown with its
-// kind, stage, message and source line; the traceback folded underneath.
+// kind, stage, message and source line; the traceback folded underneath. An error from
+// the snippet's own process (`origin: "snippet"`) is marked so: its text is the snippet's
+// to write, never the compiler's word.
 
 import { h, clear } from "../dom.js";
 
@@ -14,11 +16,13 @@ export class ErrorBanner {
     clear(this.el);
   }
 
-  show({ kind, stage, message, line, traceback, kernel }) {
+  show({ kind, stage, message, line, traceback, kernel }, origin = null) {
     this.el.hidden = false;
+    this.el.classList.toggle("snippet-origin", origin === "snippet");
     clear(this.el,
       h("div.error-head",
         h("span.error-kind", kind ?? "error"),
+        origin === "snippet" ? h("span.origin-tag", { title: SNIPPET_TITLE }, "from the snippet") : null,
         stage ? h("span.error-stage", `in ${stage}`) : null,
         kernel ? h("span.error-stage", `kernel ${kernel}`) : null,
         line ? h("a.error-line", { href: "#", onclick: (e) => { e.preventDefault(); this.onLine(line); } },
@@ -28,3 +32,5 @@ export class ErrorBanner {
       traceback ? h("details", h("summary", "traceback"), h("pre", traceback)) : null);
   }
 }
+
+export const SNIPPET_TITLE = "Reported by the process that ran your snippet: the snippet could have written it";

@@ -10,8 +10,7 @@ export class FusionPane extends Pane {
   title = "Fusion";
 
   constructor(ctx) {
-    super(ctx);
-    this.el = h("div.pane-body.fusion-pane");
+    super(ctx, "div.pane-body.fusion-pane");
     this.rows = [];
     this.reset();
   }
@@ -73,9 +72,22 @@ export class FusionPane extends Pane {
 
   decisionTable(g) {
     if (!g.decisions.length) return h("p.note", "No fusion was tried.");
-    const rows = g.decisions.map((d, i) => {
+    const numbered = g.decisions.map((d, i) => ({ d, n: i + 1 }));
+    const accepted = numbered.filter(({ d }) => d.fused);
+    const groups = refusalGroups(numbered.filter(({ d }) => !d.fused));
+    return h("div.decisions",
+      accepted.length ? this.decisionRows(g, accepted, "table.grid.decisions") : null,
+      groups.map(({ reason, quiet, items }) => h(`details.refusals${quiet ? ".quiet" : ""}`,
+        { open: !quiet, dataset: { count: items.length } },
+        h("summary", badge(`${items.length} refused`, "bad"), " ", reason,
+          quiet ? h("span.hint", " · folded: nothing to fuse into") : null),
+        this.decisionRows(g, items, "table.grid.decisions"))));
+  }
+
+  decisionRows(g, items, tag) {
+    const rows = items.map(({ d, n }) => {
       const tr = h(`tr.${d.fused ? "accepted" : "refused"}`,
-        h("td.num", i + 1),
+        h("td.num", n),
         h("td", h("code", d.node1), " + ", h("code", d.node2)),
         h("td", d.kind ?? ""),
         h("td", d.fused ? badge("fused", "ok") : badge("refused", "bad")),
@@ -85,7 +97,7 @@ export class FusionPane extends Pane {
       return this.hoverable(tr, () => union(fromBuffer(this.ctx.index(), g.id, d.node1),
         fromBuffer(this.ctx.index(), g.id, d.node2)));
     });
-    return h("table.grid.decisions",
+    return h(tag,
       h("thead", h("tr", ["#", "pair", "kind", "result", "reason", "saves"]
         .map((c) => h("th", c)))),
       h("tbody", rows));
@@ -98,4 +110,31 @@ export class FusionPane extends Pane {
       row.tr.classList.toggle("hl", on);
     }
   }
+}
+
+// Refusals that say nothing about our fusion rules: an ATen call has no kernel of ours to
+// fuse into. Their groups start folded.
+const QUIET = [/is an extern call/];
+
+// A refusal's reason with its buffers, numbers and index expressions taken out: the
+// reasons of one rule read the same ("… is an extern call", "different sizes: N vs N").
+export function reasonClass(reason) {
+  return (reason ?? "no reason given")
+    .replace(/\([^)]*\)?/g, "")
+    .replace(/\bbuf\d+(\+buf\d+)*/g, "…")
+    .replace(/\b\d+\b/g, "N")
+    .replace(/\s+/g, " ").trim();
+}
+
+// Refused decisions grouped by reason class, the largest group first, quiet ones last.
+export function refusalGroups(items) {
+  const groups = new Map();
+  for (const item of items) {
+    const reason = reasonClass(item.d.reason);
+    if (!groups.has(reason)) groups.set(reason, []);
+    groups.get(reason).push(item);
+  }
+  return [...groups].map(([reason, list]) => ({
+    reason, items: list, quiet: QUIET.some((re) => re.test(reason)),
+  })).sort((a, b) => (a.quiet - b.quiet) || (b.items.length - a.items.length));
 }

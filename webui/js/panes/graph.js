@@ -55,8 +55,10 @@ const MIN_READABLE_ZOOM = 0.8;
 // Above this a small graph looks blown up; it is centred at this zoom instead.
 const MAX_FIT_ZOOM = 1.25;
 
+// longest-path ranking puts each input just above its first use: a model's parameters
+// sit beside the layer that reads them, not in one row as wide as the model.
 const LAYOUT = { name: "dagre", rankDir: "TB", nodeSep: 18, rankSep: 34, edgeSep: 8,
-  padding: 16, animate: false };
+  padding: 16, animate: false, ranker: "longest-path" };
 
 // "aten.mul.Tensor" -> "mul": the overload adds nothing on a graph node.
 const short = (target) => {
@@ -74,14 +76,13 @@ export class GraphPane extends Pane {
   title = "Graph";
 
   constructor(ctx) {
-    super(ctx);
+    super(ctx, "div.pane-body.graph-pane");
     this.graphId = 0;
     this.pick = h("select.graph-pick", { onchange: () => this.showGraph(Number(this.pick.value)) });
     this.fxEl = h("div.cy");
     this.kEl = h("div.cy");
     this.details = h("div.details");
     this.breaks = h("div.breaks");
-    this.el = h("div.pane-body.graph-pane");
     this.reset();
   }
 
@@ -289,10 +290,12 @@ export class GraphPane extends Pane {
         cy.zoom(MAX_FIT_ZOOM);
         cy.center();
       } else if (cy.zoom() < MIN_READABLE_ZOOM) {
-        const box = cy.elements().boundingBox();
+        // Readable zoom, from the graph's first node (the topmost; the leftmost of a
+        // row): the middle of a wide graph's bounding box may hold no node at all.
+        const first = cy.nodes().min((n) => n.boundingBox().y1 * 1e6 + n.position().x).ele;
+        const box = first.boundingBox();
         cy.zoom(MIN_READABLE_ZOOM);
-        cy.pan({ x: cy.width() / 2 - ((box.x1 + box.x2) / 2) * MIN_READABLE_ZOOM,
-          y: 16 - box.y1 * MIN_READABLE_ZOOM });
+        cy.pan({ x: 16 - box.x1 * MIN_READABLE_ZOOM, y: 16 - box.y1 * MIN_READABLE_ZOOM });
       }
     }
   }

@@ -12,8 +12,7 @@ export class IrPane extends Pane {
   title = "IR";
 
   constructor(ctx) {
-    super(ctx);
-    this.el = h("div.pane-body.ir-pane");
+    super(ctx, "div.pane-body.ir-pane");
     this.cards = new Map();
     this.reset();
   }

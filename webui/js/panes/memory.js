@@ -19,8 +19,7 @@ export class MemoryPane extends Pane {
   title = "Memory";
 
   constructor(ctx) {
-    super(ctx);
-    this.el = h("div.pane-body.memory-pane");
+    super(ctx, "div.pane-body.memory-pane");
     this.bars = new Map();
     this.reset();
   }

@@ -6,6 +6,7 @@
 
 import { h, clear, fmtMs, shape } from "../dom.js";
 import { STAGES } from "../trace.js";
+import { SNIPPET_TITLE } from "./errors.js";
 
 export class StatusStrip {
   constructor({ onCancel = () => {} } = {}) {
@@ -83,7 +84,9 @@ export class StatusStrip {
   update(trace, event, live) {
     const chip = this.chips.get(event.stage);
     if (chip) {
-      chip.className = "stage done";
+      // A stage the snippet's own process reported (source, capture) is marked as such.
+      chip.className = event.origin === "snippet" ? "stage done snippet-origin" : "stage done";
+      chip.title = event.origin === "snippet" ? SNIPPET_TITLE : "";
       chip.querySelector(".sms").textContent = fmtMs(event.ms);
       const next = this.chips.get(STAGES[STAGES.indexOf(event.stage) + 1]);
       if (next && live) next.classList.add("running");

@@ -12,8 +12,7 @@ export class TimingsPane extends Pane {
   title = "Timings";
 
   constructor(ctx) {
-    super(ctx);
-    this.el = h("div.pane-body.timings-pane");
+    super(ctx, "div.pane-body.timings-pane");
     this.rows = new Map();
     this.reset();
   }

@@ -133,12 +133,11 @@ class FastKernel:
         return getattr(self.fn, name)
 
 
-def install(module: ModuleType, kernels: list[str], device: str) -> None:
-    """Wrap the module's Triton kernels (once; on CUDA only: the interpreter keeps the
-    JIT path, which it implements). KERNELSCOPE_LAUNCH=jit keeps the JIT path everywhere
-    (to compare the two, as benchmarks' call_us probe does)."""
-    if device != "cuda":
-        return
+def install(module: ModuleType, kernels: list[str]) -> None:
+    """Wrap the module's Triton kernels (once; TritonBackend.after_import calls it where
+    the kernels run natively: the interpreter keeps the JIT path, which it implements).
+    KERNELSCOPE_LAUNCH=jit keeps the JIT path everywhere (to compare the two, as
+    benchmarks' call_us probe does)."""
     jit = os.environ.get("KERNELSCOPE_LAUNCH") == "jit"
     for name in kernels:  # modules are shared by identical graphs: (un)wrap every load
         fn = getattr(module, name, None)

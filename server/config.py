@@ -1,0 +1,93 @@
+"""The server's configuration: every key, its default, and what it is for.
+
+In: nothing (the environment for the default folders). Out: `default_config()`, the dict
+that `create_app(config)` and `build_runtime(config)` start from; docs/server.md lists the
+keys. A module of its own so the app, the RQ worker and the CLI read the same defaults
+without importing one another.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO_DIR = Path(__file__).resolve().parent.parent
+
+
+def default_database() -> str:
+    data_home = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+    return str(Path(data_home) / "kernelscope" / "traces.sqlite3")
+
+
+def default_kernel_cache() -> str:
+    cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return str(Path(cache_home) / "kernelscope" / "server-kernels")
+
+
+def default_spool() -> str:
+    data_home = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
+    return str(Path(data_home) / "kernelscope" / "spool")
+
+
+def default_config() -> dict[str, Any]:
+    webui = REPO_DIR / "webui"
+    if not webui.is_dir():
+        webui = Path(__file__).resolve().parent / "static"  # an installed wheel's copy
+    return {
+        "DATABASE": default_database(),  # an SQLite file, or a postgresql:// URL
+        "QUEUE_URL": None,  # redis://...: jobs go to RQ workers (server/queue.py)
+        "QUEUE_NAME": "kernelscope",  # the RQ queue (and the Redis key prefix)
+        "MAX_JOBS": 2,  # workers running at once
+        "QUEUE_SIZE": 8,  # jobs waiting; beyond that POST /api/compile answers 503
+        "JOB_TIMEOUT_S": 120,  # wall clock per job
+        "CPU_LIMIT_S": 300,  # RLIMIT_CPU per worker process (all its threads)
+        "MEMORY_LIMIT_MB": 4096,  # RLIMIT_DATA per worker process
+        "FILE_SIZE_LIMIT_MB": 256,  # RLIMIT_FSIZE: largest file a worker may write
+        "SCRATCH_LIMIT_MB": 1024,  # all files in the job's scratch directory together
+        "PROCESS_LIMIT": 512,  # RLIMIT_NPROC (threads included) for the sandbox uid
+        "OUTPUT_LIMIT_MB": 16,  # worker stdout (the event stream)
+        "EVENT_LIMIT_KB": 4096,  # one event
+        "EVENT_COUNT_LIMIT": 1000,  # events per job
+        "TRACE_LIMIT_MB": 8,  # a job's events together: the stored trace
+        "MAX_CODE_BYTES": 64 * 1024,
+        "MAX_CONTENT_LENGTH": 1 << 20,
+        "HIGHLIGHT_LIMIT_KB": 256,  # largest /api/highlight input (Pygments: ~1 s per 256 KiB)
+        "HEARTBEAT_S": 2.0,
+        "JOB_RETENTION_S": 900,  # finished jobs stay streamable this long
+        # The front half (runs the snippet, writes the capture bundle) and the back half
+        # (our code on the bundle). BACK_CMD None: WORKER_CMD runs the whole pipeline in one
+        # process, and the trace says every event came from the snippet's process.
+        "WORKER_CMD": [sys.executable, "-m", "compiler", "compile"],
+        "BACK_CMD": [sys.executable, "-m", "compiler", "stages"],
+        "WORKER_THREADS": min(os.cpu_count() or 1, 16),  # OMP_NUM_THREADS in the worker
+        "WORKER_ENV": {},  # extra environment variables for the worker
+        "WARM_POOL": None,  # warm workers kept started (None: MAX_JOBS; 0: every job cold)
+        "WARM_IMPORTS": ["torch", "compiler.pipeline", "compiler.cli"],  # imported when warm
+        "WARM_UP": True,  # warm workers compile a built-in snippet before taking a job
+        "KERNEL_CACHE": default_kernel_cache(),  # shared across jobs ("" turns it off)
+        "ISOLATION": "auto",  # "auto", "bubblewrap" (required) or "rlimits-only"
+        "CGROUPS": "auto",  # "auto" (per-job cgroups where the host allows) or "off"
+        "CGROUP_PARENT": None,  # a delegated cgroup v2 directory for job groups
+        "SANDBOX_UID": 65534,  # the uid/gid workers drop to when the server runs as root
+        "SANDBOX_GID": 65534,
+        "EXTRA_RO_PATHS": [],  # more host paths the sandbox shows read-only
+        "SCRATCH_ROOT": None,  # where scratch directories are made (None: the system tmp)
+        "REPO_DIR": str(REPO_DIR),
+        "WEBUI_DIR": str(webui),
+        "SAMPLES_DIR": str(REPO_DIR / "samples"),
+        "TRUSTED_HOSTS": None,
+        # Fairness: one client (its address as the server sees it; behind a proxy, set
+        # PROXY_HOPS) holds at most this many queued or running jobs (429 + Retry-After
+        # beyond), and at most this many open event streams; one job, this many streams.
+        "CLIENT_JOBS": 2,
+        "CLIENT_STREAMS": 16,
+        "JOB_STREAMS": 8,
+        "PROXY_HOPS": 0,  # X-Forwarded-For entries to trust (werkzeug's ProxyFix)
+        "SPOOL_DIR": None,  # traces waiting for the database (None: beside the SQLite file)
+        # Refuse to run snippets when per-job cgroups are missing (rlimits alone let a
+        # shared mapping or tmpfs through). None: on when serving a non-loopback address.
+        "STRICT_LIMITS": None,
+        "TCP_MEMORY_MB": 256,  # cgroup v1: socket buffers a job may queue (kmem.tcp)
+    }

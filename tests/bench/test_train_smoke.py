@@ -1,0 +1,66 @@
+"""The benchmark runner's training section in its CPU smoke mode: tiny configs of the five
+architectures, one training step each (bf16 autocast, forward + backward) through
+Kernelscope's C++ backend, loss and every gradient checked against eager. Timings are
+printed, never asserted. The vision models need torchvision; where it is not installed
+their rows say so (skipped)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.report import is_ok
+from benchmarks.run import main
+from benchmarks.training import TRAIN_MODELS
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELSCOPE_CACHE", str(tmp_path / "ks-cache"))
+
+
+def _run(tmp_path: Path, models: str) -> tuple[int, list[dict]]:  # type: ignore[type-arg]
+    out = tmp_path / "bench.json"
+    rc = main(["--device", "cpu", "--size", "smoke", "--only", "train", "--train-models",
+               models, "--no-inductor", "--no-isolate", "--warmup", "1", "--rep", "3",
+               "--out", "-", "--json", str(out)])
+    return rc, json.loads(out.read_text())["rows"]
+
+
+def test_cpu_smoke_training_steps_match_eager(tmp_path: Path) -> None:
+    names = [m.name for m in TRAIN_MODELS]
+    rc, rows = _run(tmp_path, ",".join(names))
+    assert [r["case"] for r in rows] == names
+    bad = {r["case"]: r.get("kernelscope") for r in rows if not is_ok(r)}
+    assert not bad and rc == 0, bad
+    for r in rows:
+        needs = next(m.needs for m in TRAIN_MODELS if m.name == r["case"])
+        if importlib.util.find_spec(needs) is None:
+            assert "not installed" in r["skipped"]
+            continue
+        check = r["kernelscope"]["check"]
+        assert check["ok"] and check["grads"] > 0  # every parameter's gradient compared
+        assert r["eager"]["ms"] > 0 and r["kernelscope"]["ms"] > 0
+
+
+def test_a_wrong_gradient_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check can fail: a backend whose graphs scale every result is flagged."""
+    pytest.importorskip("transformers")
+    import benchmarks.measure as measure
+
+    def wrong(options: object = None) -> object:
+        from torch._functorch.aot_autograd import aot_module_simplified
+
+        def scaled(gm, inputs):  # type: ignore[no-untyped-def]
+            return lambda *args: [t * 1.5 if t is not None and t.is_floating_point() else t
+                                  for t in gm(*args)]
+
+        return lambda gm, inputs: aot_module_simplified(gm, inputs, fw_compiler=scaled,
+                                                        bw_compiler=scaled)
+
+    monkeypatch.setattr(measure, "kernelscope", wrong)
+    rc, rows = _run(tmp_path, "gpt2_small")
+    assert rc == 1 and not rows[0]["kernelscope"]["check"]["ok"]

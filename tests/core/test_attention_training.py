@@ -1,0 +1,59 @@
+"""Gradients through CPU attention (`_scaled_dot_product_flash_attention_for_cpu`), the two
+bugs that made every gradient of Hugging Face GPT-2 and BERT below their last layer wrong.
+
+1. Upstream's decomposition of the CPU flash op returns the attention weights where the op
+   returns its logsumexp. Decompositions apply below autograd, so the backward op
+   (`..._for_cpu_backward`) was handed that (b, h, l, s) tensor as its (b, h, l) logsumexp:
+   q, k and v gradients off by ~1e3 relative. The op now stays whole (an extern call).
+2. The op lays its output out in the query's dim order. A query the graph had already
+   stored in another order than eager's (here: contiguous, because it is also a graph
+   output, where eager has a strided view of the qkv projection) got an output buffer
+   planned with eager's strides, and everything after read it transposed. Extern output
+   strides are now the op's meta on the inputs as stored (lowering/extern_layout.py).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from ks_helpers import compiled
+
+
+def _attention(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    b, t, d = x.shape
+    q, k, v = F.linear(x, w, bias).split(d, 2)  # the bias add makes q a computed value
+    q, k, v = (z.view(b, t, 4, d // 4).transpose(1, 2) for z in (q, k, v))
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return y.transpose(1, 2).reshape(b, t, d), q
+
+
+def test_flash_attention_cpu_gradients_match_eager() -> None:
+    torch.manual_seed(0)
+    x = torch.randn(2, 16, 32, requires_grad=True)
+    w = torch.randn(96, 32, requires_grad=True)
+    bias = torch.randn(96)
+
+    def loss(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return (_attention(x, w, bias)[0] ** 2).sum()
+
+    loss(x, w).backward()
+    gx, gw = x.grad, w.grad
+    x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    compiled(loss)(x2, w2).backward()
+    assert x2.grad is not None and w2.grad is not None
+    torch.testing.assert_close(x2.grad, gx, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(w2.grad, gw, atol=1e-4, rtol=1e-4)
+
+
+def test_flash_attention_cpu_output_follows_the_stored_query() -> None:
+    """The query is also returned, so it is stored contiguous, not in eager's order."""
+    torch.manual_seed(0)
+    x, w, bias = torch.randn(2, 16, 32), torch.randn(96, 32), torch.randn(96)
+    with torch.no_grad():
+        expected = _attention(x, w, bias)
+        got = compiled(_attention)(x, w, bias)
+    assert len(got) == 2
+    for g, e in zip(got, expected):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)

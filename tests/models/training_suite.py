@@ -1,0 +1,150 @@
+"""The model training suite's models and its judgement, shared by the CPU tests
+(tests/models/test_training_suite.py, tiny configs) and the H200 recording
+(tests/models/train_h200.py, full sizes).
+
+A step is: loss, `loss.backward()`, one AdamW step. It is run three ways: eager in the
+model's dtype, compiled with the backend, and eager in float64 (the reference). As
+Inductor's model accuracy check does, the compiled result is judged against the float64
+one relative to eager's own error: for each compared tensor (the loss, every gradient,
+every parameter after the step), rms(compiled - fp64) <= MULTIPLE * rms(eager - fp64) +
+FLOOR * rms(fp64). docs/correctness.md says why these numbers.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+MULTIPLE = 3.0
+FLOOR = 1e-5
+LR = 1e-3
+
+
+@dataclass
+class Case:
+    name: str
+    model: torch.nn.Module
+    inputs: dict[str, torch.Tensor]  # keyword arguments of the model
+    loss: Callable[[Any], torch.Tensor]  # the model's output -> the scalar loss
+
+
+def _hf_loss(out: Any) -> torch.Tensor:
+    return out.loss
+
+
+def _logits_loss(labels: torch.Tensor) -> Callable[[Any], torch.Tensor]:
+    def loss(out: Any) -> torch.Tensor:
+        logits = out.logits if hasattr(out, "logits") else out
+        return F.cross_entropy(logits.float(), labels)
+    return loss
+
+
+def tiny(name: str) -> Case:
+    """CPU-sized configs: two layers, width 64, sequences of 32 / 32x32 images."""
+    import transformers as tf
+
+    torch.manual_seed(0)
+    ids = torch.randint(0, 128, (2, 32))
+    if name == "gpt2":
+        cfg = tf.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=64,
+                            resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+                            bos_token_id=0, eos_token_id=0)
+        return Case(name, tf.GPT2LMHeadModel(cfg), {"input_ids": ids, "labels": ids},
+                    _hf_loss)
+    if name == "bert":
+        cfg = tf.BertConfig(num_hidden_layers=2, hidden_size=64, num_attention_heads=4,
+                            intermediate_size=128, vocab_size=128, max_position_embeddings=64,
+                            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        return Case(name, tf.BertForMaskedLM(cfg), {"input_ids": ids, "labels": ids}, _hf_loss)
+    if name == "llama":
+        cfg = tf.LlamaConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=128,
+                             num_attention_heads=4, num_key_value_heads=2, vocab_size=128,
+                             max_position_embeddings=64)
+        return Case(name, tf.LlamaForCausalLM(cfg), {"input_ids": ids, "labels": ids},
+                    _hf_loss)
+    if name == "vit":
+        cfg = tf.ViTConfig(image_size=32, patch_size=8, hidden_size=64, num_hidden_layers=2,
+                           num_attention_heads=4, intermediate_size=128, num_labels=10,
+                           hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        labels = torch.randint(0, 10, (2,))
+        return Case(name, tf.ViTForImageClassification(cfg),
+                    {"pixel_values": torch.randn(2, 3, 32, 32)}, _logits_loss(labels))
+    if name == "resnet":
+        from small_models import make
+
+        model, x = make("resnet")
+        return Case(name, model, {"x": x}, _logits_loss(torch.randint(0, 10, (2,))))
+    raise KeyError(name)
+
+
+TINY = ["gpt2", "bert", "llama", "vit", "resnet"]
+
+
+def run_step(case: Case, model: torch.nn.Module, compile_: bool, autocast: str | None = None
+             ) -> dict[str, torch.Tensor]:
+    """Loss, gradients and parameters after one AdamW step, by name, all in float64."""
+    model.train()
+    inputs = {k: v.to(next(model.parameters()).dtype) if v.is_floating_point() else v
+              for k, v in case.inputs.items()}
+
+    def step(m: torch.nn.Module) -> torch.Tensor:
+        if autocast is not None:
+            with torch.autocast(autocast, dtype=torch.bfloat16):
+                loss = case.loss(m(**inputs))
+        else:
+            loss = case.loss(m(**inputs))
+        loss.backward()
+        return loss.detach()
+
+    fn = step
+    if compile_:
+        torch._dynamo.reset()
+        fn = torch.compile(step, backend="kernelscope")
+    loss = fn(model)
+    out = {"loss": loss.double()}
+    for n, p in model.named_parameters():
+        if p.grad is not None:
+            out[f"grad:{n}"] = p.grad.double()
+    opt = torch.optim.AdamW(model.parameters(), lr=LR)
+    opt.step()
+    for n, p in model.named_parameters():
+        out[f"param:{n}"] = p.detach().double()
+    return out
+
+
+def _rms(t: torch.Tensor) -> float:
+    return float(t.pow(2).mean().sqrt()) if t.numel() else 0.0
+
+
+def judge(eager: dict[str, torch.Tensor], ours: dict[str, torch.Tensor],
+          ref: dict[str, torch.Tensor]) -> list[dict[str, Any]]:
+    """One record per compared tensor: the errors vs fp64, the bound, ok."""
+    rows = []
+    for key, r in ref.items():
+        e, o = eager.get(key), ours.get(key)
+        if e is None or o is None:
+            rows.append({"key": key, "ok": False, "why": "missing"})
+            continue
+        err_e, err_o = _rms(e - r), _rms(o - r)
+        bound = MULTIPLE * err_e + FLOOR * _rms(r)
+        ok = math.isfinite(err_o) and err_o <= bound
+        rows.append({"key": key, "ok": ok, "eager_err": err_e, "ours_err": err_o,
+                     "bound": bound})
+    return rows
+
+
+def check(case: Case, dtype: torch.dtype = torch.float32, device: str = "cpu",
+          autocast: str | None = None) -> list[dict[str, Any]]:
+    """The three runs of one case and the judgement of every tensor."""
+    base = case.model.to(device)
+    case.inputs = {k: v.to(device) for k, v in case.inputs.items()}
+    ref = run_step(case, copy.deepcopy(base).double(), compile_=False)
+    eager = run_step(case, copy.deepcopy(base).to(dtype), compile_=False, autocast=autocast)
+    ours = run_step(case, copy.deepcopy(base).to(dtype), compile_=True, autocast=autocast)
+    return judge(eager, ours, ref)

@@ -1,0 +1,38 @@
+"""The CI tier of the gradient sweep: a fixed slice of op_db, outputs and input gradients.
+
+Every case must give eager's outputs and gradients (no mismatch, no error), and each op
+keeps the status it has today. The slice holds the ops whose gradients the full sweep
+found wrong (normalize: a saved stride-0 view; group_norm and bilinear: a reduction over
+one element fused into another's loop; scaled_dot_product_attention) beside the common
+training ops. The full sweep: `python tests/opinfo/sweep.py --mode grad --device cpu`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from slice_support import run_slice  # noqa: E402
+
+NATIVE = """nn.functional.normalize nn.functional.group_norm nn.functional.bilinear
+nn.functional.scaled_dot_product_attention nn.functional.layer_norm nn.functional.embedding
+index_put softmax nn.functional.cross_entropy cat gather sum""".split()
+FALLBACK = ["linalg.det"]  # no lowering: forward and backward right through ATen
+
+
+@pytest.fixture(scope="module")
+def slice_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, object]]:
+    return run_slice(tmp_path_factory.mktemp("opinfo-grad"), NATIVE + FALLBACK, "f32", 1,
+                     mode="grad")
+
+
+@pytest.mark.parametrize("op", NATIVE + FALLBACK)
+def test_grad_slice_op(op: str, slice_results: dict[str, dict[str, object]]) -> None:
+    entry = slice_results.get(op)
+    assert entry is not None, f"{op}: no case ran"
+    expected = "native" if op in NATIVE else "fallback"
+    assert entry["status"] == expected, (entry["status"], entry["reason"], entry["dtypes"])
