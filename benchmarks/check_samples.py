@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def run_one(path: Path, device: str, inductor: bool) -> tuple[str, list[dict[str, Any]], str]:
-    cmd = [sys.executable, "-m", "compiler", "compile", str(path), "--device", device,
+    cmd = [sys.executable, "-m", "kernelscope.compiler", "compile", str(path), "--device", device,
            "--json"] + (["--inductor"] if inductor else [])
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)

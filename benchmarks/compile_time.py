@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from compiler.codegen import targets
+from kernelscope.compiler.codegen import targets
 
 ROOT = Path(__file__).resolve().parent.parent
 TAG = "KSCOMPILE "
@@ -103,8 +103,8 @@ def child(item: str, compiler: str, device: str, phases: list[str], ks: dict[str
         if compiler == "inductor":
             backend: Any = "inductor"
         else:
-            from compiler.compile_fx import make_backend
-            from compiler.options import CompileOptions
+            from kernelscope.compiler.compile_fx import make_backend
+            from kernelscope.compiler.options import CompileOptions
 
             inner = make_backend(CompileOptions.from_mapping(ks), sink=sink)
 

@@ -115,7 +115,7 @@ def _error(e: BaseException) -> str:
 
 
 def kernelscope(options: dict[str, Any] | None = None) -> Any:
-    from compiler import backend
+    from kernelscope.compiler import backend
 
     if not options:
         return backend

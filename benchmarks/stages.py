@@ -34,8 +34,8 @@ def _back_to_codegen(bundle_path: Path, options: Any) -> dict[str, float]:
     stage over every graph): wall ms and CPU ms (`process_time`) per stage."""
     import torch
 
-    from compiler.capture.bundle import read_bundle
-    from compiler.compile_fx import (
+    from kernelscope.compiler.capture.bundle import read_bundle
+    from kernelscope.compiler.compile_fx import (
         GraphWork,
         codegen_stage,
         lower,
@@ -63,8 +63,8 @@ def _back_to_codegen(bundle_path: Path, options: Any) -> dict[str, float]:
 
 
 def measure_stages(name: str, settings: dict[str, Any]) -> dict[str, Any]:
-    from compiler.options import CompileOptions
-    from compiler.pipeline import run_front
+    from kernelscope.compiler.options import CompileOptions
+    from kernelscope.compiler.pipeline import run_front
 
     row: dict[str, Any] = {"item": f"stages:{name}", "case": name}
     path = next(p for p in sample_paths() if p.stem == name)

@@ -40,7 +40,7 @@ def _rule(name: str, override: dict[str, Any] | None) -> Iterator[None]:
     fields on the kernels it decides (looped ones only, for block_config on reductions);
     `override`'s other keys name rule constants of triton_rules (LSE_STEP, ...), set for
     the variant."""
-    from compiler.codegen import triton_rules as tr
+    from kernelscope.compiler.codegen import triton_rules as tr
 
     override = override or {}
     fields = {k: v for k, v in override.items() if k in BLOCK_FIELDS}

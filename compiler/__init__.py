@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from compiler.options import CompileOptions
+from kernelscope.compiler.options import CompileOptions
 
 TRACE_DIR_ENV = "KERNELSCOPE_TRACE_DIR"  # set by `kernelscope run` (compiler/cli.py)
 
@@ -21,7 +21,7 @@ __version__ = "0.1.0"
 
 def backend(gm: Any, example_inputs: list[Any], **kwargs: Any) -> Any:
     """torch.compile(fn, backend="kernelscope") lands here (via the entry point)."""
-    from compiler.compile_fx import make_backend
+    from kernelscope.compiler.compile_fx import make_backend
 
     options = dict(kwargs.get("options") or {})
     # `kernelscope run script.py` records the script's compiles: its trace directory
@@ -33,6 +33,6 @@ def backend(gm: Any, example_inputs: list[Any], **kwargs: Any) -> Any:
 
 def compile_snippet(code: str, options: CompileOptions | None = None, **kw: Any) -> Any:
     """Run every stage on a snippet; returns an iterator of StageEvent."""
-    from compiler.pipeline import run_pipeline
+    from kernelscope.compiler.pipeline import run_pipeline
 
     return run_pipeline(code, options or CompileOptions(), **kw)

@@ -1,7 +1,7 @@
-"""`python -m compiler ...` is the `kernelscope` command."""
+"""`python -m kernelscope.compiler ...` is the `kernelscope` command."""
 
 import sys
 
-from compiler.cli import main
+from kernelscope.compiler.cli import main
 
 sys.exit(main())

@@ -16,9 +16,9 @@ import torch
 import torch.fx
 import torch.utils._pytree as pytree
 
-from compiler.event_types import OutputCheck
-from compiler.events import finite
-from compiler.options import CompileOptions
+from kernelscope.compiler.event_types import OutputCheck
+from kernelscope.compiler.events import finite
+from kernelscope.compiler.options import CompileOptions
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 FIXED: dict[torch.dtype, tuple[float, float]] = {  # (atol, rtol); float32 from the options

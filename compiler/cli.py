@@ -22,8 +22,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from compiler.codegen import targets  # torch-free: asked before torch is imported
-from compiler.devices import CPU, CUDA, DEVICES
+from kernelscope.compiler.codegen import targets  # torch-free: asked before torch is imported
+from kernelscope.compiler.devices import CPU, CUDA, DEVICES
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -65,7 +65,7 @@ def _common(c: argparse.ArgumentParser) -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] in (["serve"], ["worker"]):  # the server's commands live in server/cli.py
-        from server.cli import main as server_main
+        from kernelscope.server.cli import main as server_main
 
         return server_main(argv)
     args = _parser().parse_args(argv)
@@ -78,7 +78,7 @@ def _syntax_error(code: str, filename: str, as_json: bool) -> int | None:
     """Report a syntax error before importing torch (which takes seconds)."""
     import ast
 
-    from compiler.events import StageEvent
+    from kernelscope.compiler.events import StageEvent
 
     try:
         ast.parse(code, filename)
@@ -91,7 +91,7 @@ def _syntax_error(code: str, filename: str, as_json: bool) -> int | None:
             if as_json:
                 print(ev.to_json(), flush=True)
             else:
-                from compiler.report import render
+                from kernelscope.compiler.report import render
 
                 print(render(ev.to_dict()), flush=True)
         return 0 if as_json else 1
@@ -112,7 +112,7 @@ def _compile(args: argparse.Namespace) -> int:
         if early is not None:
             return early
     options = _options(args, entry=args.entry)
-    from compiler.pipeline import run_front, run_pipeline
+    from kernelscope.compiler.pipeline import run_front, run_pipeline
 
     path = str(Path(args.file).resolve())
     if not args.bundle:
@@ -127,7 +127,7 @@ def _stages(args: argparse.Namespace) -> int:
         print(f"kernelscope: no such bundle: {args.bundle}", file=sys.stderr)
         return 2
     options = _options(args)  # first: it sets the emulator's environment before torch loads
-    from compiler.pipeline import run_back
+    from kernelscope.compiler.pipeline import run_back
 
     return _print(run_back(args.bundle, options, replay=not args.no_replay), args)
 
@@ -138,7 +138,7 @@ def _options(args: argparse.Namespace, entry: str | None = None) -> Any:
     # on a CPU) needs its emulator switched on for this whole process, from the arguments.
     for key, value in targets.emulator_env(args.backend, device).items():
         os.environ.setdefault(key, value)
-    from compiler.options import CompileOptions
+    from kernelscope.compiler.options import CompileOptions
 
     fields = {"device": device, "backend": args.backend, "fusion": not args.no_fusion,
               "memory_reuse": not args.no_reuse, "profile": not args.no_profile,
@@ -156,7 +156,7 @@ def _print(events: Iterator[Any], args: argparse.Namespace) -> int:
         if args.json:
             print(event.to_json(), flush=True)
         else:
-            from compiler.report import render
+            from kernelscope.compiler.report import render
 
             print(render(event.to_dict()), flush=True)
         if event.stage == "done":

@@ -18,33 +18,39 @@ import torch
 import torch.fx
 from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 
-from compiler import dynamo_cache
-from compiler import event_types as ev
-from compiler.capture.attention import rewrite_attention
-from compiler.capture.decompositions import decomposition_table
-from compiler.capture.fxgraph import node_lines
-from compiler.capture.modules import node_module, origin_modules
-from compiler.codegen.backend import Backend, GeneratedKernel
-from compiler.codegen.backends import choose_backend, kernel_backends
-from compiler.codegen.wrapper import generate_wrapper
-from compiler.devices import combined, device_type, is_gpu
-from compiler.features import Feature
-from compiler.ir.handlers import describe, dtype_name
-from compiler.ir.index_print import pexpr
-from compiler.ir.indexing import index_vars
-from compiler.ir.nodes import ComputedBuffer, ExternKernel, ExternOutput, Reduction, Stored
-from compiler.ir.opnames import op_name, op_short
-from compiler.lowering import layout
-from compiler.lowering.common import Unsupported
-from compiler.lowering.graph import GraphLowering, LoweredGraph
-from compiler.options import CompileOptions
-from compiler.runtime import graph_cache, loader
-from compiler.runtime.autotune import select_templates
-from compiler.runtime.graphs import CudaGraphed, static_input_indices
-from compiler.schedule.inplace import in_place_outputs
-from compiler.schedule.kinds import KernelKind
-from compiler.schedule.memory import MemoryPlan, plan_memory
-from compiler.schedule.scheduler import Schedule, schedule, schedule_json
+from kernelscope.compiler import dynamo_cache
+from kernelscope.compiler import event_types as ev
+from kernelscope.compiler.capture.attention import rewrite_attention
+from kernelscope.compiler.capture.decompositions import decomposition_table
+from kernelscope.compiler.capture.fxgraph import node_lines
+from kernelscope.compiler.capture.modules import node_module, origin_modules
+from kernelscope.compiler.codegen.backend import Backend, GeneratedKernel
+from kernelscope.compiler.codegen.backends import choose_backend, kernel_backends
+from kernelscope.compiler.codegen.wrapper import generate_wrapper
+from kernelscope.compiler.devices import combined, device_type, is_gpu
+from kernelscope.compiler.features import Feature
+from kernelscope.compiler.ir.handlers import describe, dtype_name
+from kernelscope.compiler.ir.index_print import pexpr
+from kernelscope.compiler.ir.indexing import index_vars
+from kernelscope.compiler.ir.nodes import (
+    ComputedBuffer,
+    ExternKernel,
+    ExternOutput,
+    Reduction,
+    Stored,
+)
+from kernelscope.compiler.ir.opnames import op_name, op_short
+from kernelscope.compiler.lowering import layout
+from kernelscope.compiler.lowering.common import Unsupported
+from kernelscope.compiler.lowering.graph import GraphLowering, LoweredGraph
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.runtime import graph_cache, loader
+from kernelscope.compiler.runtime.autotune import select_templates
+from kernelscope.compiler.runtime.graphs import CudaGraphed, static_input_indices
+from kernelscope.compiler.schedule.inplace import in_place_outputs
+from kernelscope.compiler.schedule.kinds import KernelKind
+from kernelscope.compiler.schedule.memory import MemoryPlan, plan_memory
+from kernelscope.compiler.schedule.scheduler import Schedule, schedule, schedule_json
 
 
 @dataclass
@@ -511,7 +517,7 @@ def make_backend(options: CompileOptions, filename: str | None = None,
     counter = [0]
     tracer = None
     if options.trace_dir:
-        from compiler.trace_dir import TraceDir
+        from kernelscope.compiler.trace_dir import TraceDir
 
         tracer = TraceDir.open(options.trace_dir, options.to_json())
 

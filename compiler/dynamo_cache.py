@@ -24,9 +24,9 @@ from typing import Any
 import torch
 import torch.fx
 
-from compiler.codegen.backends import choose_backend
-from compiler.options import CompileOptions
-from compiler.runtime import graph_cache
+from kernelscope.compiler.codegen.backends import choose_backend
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.runtime import graph_cache
 
 BUILTIN_NAMESPACES = ("aten", "prims")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from compiler.event_schema import json_schema
+from kernelscope.compiler.event_schema import json_schema
 
 MAX_ERRORS = 5
 _TYPES: dict[str, Any] = {"object": dict, "array": list, "string": str, "boolean": bool,

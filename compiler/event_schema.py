@@ -3,8 +3,8 @@
 In: the dataclasses of compiler/event_types.py. Out: one JSON Schema of a StageEvent
 (docs/events.schema.json is this, checked in; tests compare the two).
 
-    python -m compiler.event_schema            # print the schema
-    python -m compiler.event_schema --write    # rewrite docs/events.schema.json
+    python -m kernelscope.compiler.event_schema            # print the schema
+    python -m kernelscope.compiler.event_schema --write    # rewrite docs/events.schema.json
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from compiler.event_types import PAYLOADS
-from compiler.events import SCHEMA_VERSION, STAGES, TERMINAL
+from kernelscope.compiler.event_types import PAYLOADS
+from kernelscope.compiler.events import SCHEMA_VERSION, STAGES, TERMINAL
 
 
 def _type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:

@@ -6,8 +6,8 @@ explains each field; this module says which fields there are and what type each 
 A field without a default is required; a field with one may be absent. Every object
 allows further keys (a stage may grow), but the listed ones must have the listed types.
 
-    python -m compiler.event_schema            # print the schema
-    python -m compiler.event_schema --write    # rewrite docs/events.schema.json
+    python -m kernelscope.compiler.event_schema            # print the schema
+    python -m kernelscope.compiler.event_schema --write    # rewrite docs/events.schema.json
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from compiler.events import STAGES, TERMINAL
+from kernelscope.compiler.events import STAGES, TERMINAL
 
 GraphKind = Literal["forward", "backward", "inference"]
 ErrorKind = Literal["syntax", "entry", "exception", "unsupported", "bundle", "build",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from compiler.options import CompileOptions
+from kernelscope.compiler.options import CompileOptions
 
 
 class Feature(StrEnum):

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from compiler.devices import CPU
+from kernelscope.compiler.devices import CPU
 
 
 @dataclass(frozen=True)

@@ -34,21 +34,27 @@ from typing import Any, TypeVar
 
 import torch
 
-from compiler import check, training
-from compiler import event_types as ev
-from compiler.capture.bundle import Bundle, BundleError, BundleGraph, read_bundle, snapshot
-from compiler.capture.front import (
+from kernelscope.compiler import check, training
+from kernelscope.compiler import event_types as ev
+from kernelscope.compiler.capture.bundle import (
+    Bundle,
+    BundleError,
+    BundleGraph,
+    read_bundle,
+    snapshot,
+)
+from kernelscope.compiler.capture.front import (
     FrontRun,
     StageFailed,
     capture_stage,
     source_stage,
     write_front_bundle,
 )
-from compiler.capture.fxgraph import graph_json, node_lines
-from compiler.capture.specialise import specialise
-from compiler.codegen.backend import BuildError
-from compiler.codegen.backends import choose_backend
-from compiler.compile_fx import (
+from kernelscope.compiler.capture.fxgraph import graph_json, node_lines
+from kernelscope.compiler.capture.specialise import specialise
+from kernelscope.compiler.codegen.backend import BuildError
+from kernelscope.compiler.codegen.backends import choose_backend
+from kernelscope.compiler.compile_fx import (
     GraphWork,
     build_stage,
     codegen_stage,
@@ -56,13 +62,13 @@ from compiler.compile_fx import (
     memory_stage,
     schedule_stage,
 )
-from compiler.devices import is_gpu
-from compiler.events import StageEvent
-from compiler.options import CompileOptions
-from compiler.runtime.cache import cache_root
-from compiler.runtime.profile import profile
-from compiler.runtime.timing import KernelLaunchError
-from compiler.snippet import SnippetError, captured_stdout, user_line_of, write_snippet
+from kernelscope.compiler.devices import is_gpu
+from kernelscope.compiler.events import StageEvent
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.runtime.cache import cache_root
+from kernelscope.compiler.runtime.profile import profile
+from kernelscope.compiler.runtime.timing import KernelLaunchError
+from kernelscope.compiler.snippet import SnippetError, captured_stdout, user_line_of, write_snippet
 
 R = TypeVar("R")
 FRONT_STAGES = ("source", "capture")
@@ -110,7 +116,7 @@ def versions(device: str) -> dict[str, Any]:
     except importlib.metadata.PackageNotFoundError:
         triton_version = None
     gpu = torch.cuda.get_device_name() if is_gpu(device) and torch.cuda.is_available() else None
-    from compiler import __version__
+    from kernelscope.compiler import __version__
 
     return {"python": platform.python_version(), "torch": torch.__version__,
             "triton": triton_version, "gpu": gpu, "kernelscope": __version__}

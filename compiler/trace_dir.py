@@ -29,8 +29,8 @@ from typing import Any
 
 import torch
 
-from compiler import event_types as ev
-from compiler.events import SCHEMA_VERSION
+from kernelscope.compiler import event_types as ev
+from kernelscope.compiler.events import SCHEMA_VERSION
 
 FORMAT = "kernelscope-trace"
 VERSION = 1
@@ -159,7 +159,7 @@ class TraceDir:
     def recorder(self, info: DynamoInfo | None, kind: str | None) -> Any:
         """compile_fx's `trace`: writes the graph's file once every stage has run."""
         def trace(work: Any, payloads: dict[str, Any]) -> None:
-            from compiler.capture.fxgraph import graph_json
+            from kernelscope.compiler.capture.fxgraph import graph_json
 
             capture = graph_json(work.gm, 0, work.lines, work.code_lines)
             capture.update(kind=kind or "inference", compile_id=info.compile_id if info
@@ -171,7 +171,7 @@ class TraceDir:
     def write(self, info: DynamoInfo | None, kind: str | None, gm: torch.fx.GraphModule,
               payloads: dict[str, Any]) -> Path:
         """One compiled graph's file. `payloads`: stage name -> that stage's one graph."""
-        from compiler.pipeline import versions
+        from kernelscope.compiler.pipeline import versions
 
         filename = graph_file(gm)
         code = ""

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch.fx
 
-from compiler.ir.nodes import InputBuffer, Stored
+from kernelscope.compiler.ir.nodes import InputBuffer, Stored
 
 
 def pairs(kinds: Sequence[tuple[str, int]]) -> list[tuple[int, int]]:
@@ -67,7 +67,7 @@ def chained_check(forward: Any, backward: Any, fresh: Any, options: Any) -> dict
     """The backward graph run on what the compiled forward saved (as training runs it),
     against the backward graph run eagerly on what the eager forward saved (the captured
     inputs). `fresh(inputs)` copies inputs; both works have been compiled."""
-    from compiler import check
+    from kernelscope.compiler import check
 
     assert forward.compiled is not None and backward.compiled is not None
     saved = forward.compiled(*fresh(forward.example_inputs))

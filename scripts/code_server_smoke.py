@@ -10,7 +10,9 @@ native modules for minutes); see docs in /work/notes and the script's own output
 """
 import subprocess
 import time
+
 from playwright.sync_api import sync_playwright
+
 entry = "/tmp/cs/node_modules/code-server/out/node/entry.js"
 proc = subprocess.Popen(["node", entry, "--auth", "none", "--bind-addr", "127.0.0.1:8099",
                          "--disable-telemetry", "--disable-workspace-trust", "/tmp/ws"],

@@ -164,7 +164,7 @@ def main() -> int:
         tmp = tempfile.mkdtemp(prefix="kernelscope-latency-")
         path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
         env = {**os.environ, "PYTHONPATH": path}
-        cmd = [sys.executable, "-m", "server", "--port", str(port), "--db", f"{tmp}/t.sqlite3"]
+        cmd = [sys.executable, "-m", "kernelscope.server", "--port", str(port), "--db", f"{tmp}/t.sqlite3"]
         cmd += ["--pool", str(args.pool)]
         if not args.keep_cache:
             config = Path(tmp) / "config.json"

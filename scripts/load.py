@@ -220,7 +220,7 @@ def main() -> int:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    serve = [sys.executable, "-m", "server", "--port", str(port)]
+    serve = [sys.executable, "-m", "kernelscope.server", "--port", str(port)]
     serve += ["--queue-size", str(args.queue_size)]
     procs: list[subprocess.Popen[bytes]] = []
     if args.mode == "local":
@@ -230,7 +230,7 @@ def main() -> int:
             raise SystemExit("--mode rq needs --queue redis://... and --db postgresql://...")
         name = f"load{os.getpid()}"
         serve += ["--queue", args.queue, "--db", args.db, "--queue-name", name]
-        worker = [sys.executable, "-m", "server.cli", "worker", "--queue", args.queue]
+        worker = [sys.executable, "-m", "kernelscope.server.cli", "worker", "--queue", args.queue]
         worker += ["--db", args.db, "--queue-name", name]
         for _ in range(args.workers):
             procs.append(subprocess.Popen(worker, env=env, stdout=subprocess.DEVNULL,

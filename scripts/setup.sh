@@ -128,7 +128,7 @@ command -v pyenv >/dev/null && pyenv rehash || true  # make the `kernelscope` sh
 # ---- check ----------------------------------------------------------------------------
 "$PYTHON" - <<'PY'
 import torch
-import compiler
+from kernelscope import compiler
 
 try:
     import triton

@@ -17,10 +17,10 @@ from typing import Any
 
 from flask import Flask
 
-from server import api, headers, pages, state
-from server.config import default_config
-from server.errors import register_error_handlers
-from server.runtime import build_runtime
+from kernelscope.server import api, headers, pages, state
+from kernelscope.server.config import default_config
+from kernelscope.server.errors import register_error_handlers
+from kernelscope.server.runtime import build_runtime
 
 __all__ = ["create_app", "default_config", "serve"]
 

@@ -1,11 +1,11 @@
-"""`python -m server` is `kernelscope serve` (see server/cli.py): the explorer on
+"""`python -m kernelscope.server` is `kernelscope serve` (see server/cli.py): the explorer on
 127.0.0.1:8765 under gunicorn, or Werkzeug's development server with `--debug`."""
 
 from __future__ import annotations
 
 import sys
 
-from server.cli import main
+from kernelscope.server.cli import main
 
 
 def run(argv: list[str] | None = None) -> int:

@@ -10,18 +10,18 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
-from compiler.event_schema import json_schema
-from compiler.events import SCHEMA_VERSION, STAGES, TERMINAL
-from server import highlight as hl
-from server import info
-from server.errors import ApiError
-from server.gates import Refused
-from server.inputs import BadInput, entry_name_ok, parse_request
-from server.jobs import Busy, JobRequest, JobView, OverQuota
-from server.options import option_fields, parse_options
-from server.rows import StoreUnavailable
-from server.state import app_state
-from server.streams import SSE_HEADERS, ndjson, sse
+from kernelscope.compiler.event_schema import json_schema
+from kernelscope.compiler.events import SCHEMA_VERSION, STAGES, TERMINAL
+from kernelscope.server import highlight as hl
+from kernelscope.server import info
+from kernelscope.server.errors import ApiError
+from kernelscope.server.gates import Refused
+from kernelscope.server.inputs import BadInput, entry_name_ok, parse_request
+from kernelscope.server.jobs import Busy, JobRequest, JobView, OverQuota
+from kernelscope.server.options import option_fields, parse_options
+from kernelscope.server.rows import StoreUnavailable
+from kernelscope.server.state import app_state
+from kernelscope.server.streams import SSE_HEADERS, ndjson, sse
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 

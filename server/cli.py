@@ -128,17 +128,17 @@ def serve(args: argparse.Namespace) -> int:
         print("kernelscope serve: --workers > 1 needs --queue", file=sys.stderr)
         return 2
     if args.debug:
-        from server import serve as dev_serve
+        from kernelscope.server import serve as dev_serve
 
         dev_serve(args.host, args.port, config)
         return 0
-    from server.wsgi import run_gunicorn
+    from kernelscope.server.wsgi import run_gunicorn
 
     return run_gunicorn(args.host, args.port, config, args.workers, args.connections)
 
 
 def worker(args: argparse.Namespace) -> int:
-    from server.rqworker import run_worker
+    from kernelscope.server.rqworker import run_worker
 
     config = config_from(args)
     if not config.get("QUEUE_URL"):

@@ -59,12 +59,13 @@ def default_config() -> dict[str, Any]:
         # The front half (runs the snippet, writes the capture bundle) and the back half
         # (our code on the bundle). BACK_CMD None: WORKER_CMD runs the whole pipeline in one
         # process, and the trace says every event came from the snippet's process.
-        "WORKER_CMD": [sys.executable, "-m", "compiler", "compile"],
-        "BACK_CMD": [sys.executable, "-m", "compiler", "stages"],
+        "WORKER_CMD": [sys.executable, "-m", "kernelscope.compiler", "compile"],
+        "BACK_CMD": [sys.executable, "-m", "kernelscope.compiler", "stages"],
         "WORKER_THREADS": min(os.cpu_count() or 1, 16),  # OMP_NUM_THREADS in the worker
         "WORKER_ENV": {},  # extra environment variables for the worker
         "WARM_POOL": None,  # warm workers kept started (None: MAX_JOBS; 0: every job cold)
-        "WARM_IMPORTS": ["torch", "compiler.pipeline", "compiler.cli"],  # imported when warm
+        # imported when warm
+        "WARM_IMPORTS": ["torch", "kernelscope.compiler.pipeline", "kernelscope.compiler.cli"],
         "WARM_UP": True,  # warm workers compile a built-in snippet before taking a job
         "KERNEL_CACHE": default_kernel_cache(),  # shared across jobs ("" turns it off)
         "ISOLATION": "auto",  # "auto", "bubblewrap" (required) or "rlimits-only"

@@ -8,7 +8,7 @@ import math
 from flask import Flask, Response, jsonify
 from werkzeug.exceptions import HTTPException, InternalServerError
 
-from server.rows import StoreUnavailable
+from kernelscope.server.rows import StoreUnavailable
 
 log = logging.getLogger(__name__)
 STORE_RETRY_S = 10.0

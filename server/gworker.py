@@ -1,6 +1,6 @@
 """The gunicorn worker `kernelscope serve` runs: gevent, JSON errors, a graceful stop.
 
-In: gunicorn's worker machinery (loaded by name: `server.gworker.Worker`). Out: a gevent
+In: gunicorn's worker machinery (loaded by name: `kernelscope.server.gworker.Worker`). Out: a gevent
 worker (one greenlet per connection, up to `worker_connections`) whose own error answers
 (a request line over `limit_request_line`, a malformed header) are JSON like the app's,
 and whose SIGTERM first tells every job that the server is stopping (server/wsgi.py).

@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from compiler.events import SCHEMA_VERSION  # the one definition (torch-free)
-from server.kcache import KernelCache
-from server.pool import WarmPool
+from kernelscope.compiler.events import SCHEMA_VERSION  # the one definition (torch-free)
+from kernelscope.server.kcache import KernelCache
+from kernelscope.server.pool import WarmPool
 
 MAX_FINISHED_JOBS = 200
 log = logging.getLogger(__name__)

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compiler.codegen import targets
+from kernelscope.compiler.codegen import targets
 
 Runner = Callable[[Callable[[str], list[str]], float], bool]
 
@@ -62,7 +62,7 @@ BUILD_TIMEOUT_S = 120
 
 
 def versions_key() -> str:
-    """compiler.runtime.cache.versions_key() without importing torch (a test checks they
+    """kernelscope.compiler.runtime.cache.versions_key() without importing torch (a test checks they
     agree; if they ever differ, nothing verifies and nothing is shared, which is safe)."""
     torch, triton = _version("torch", "version.py"), _version("triton", "__init__.py")
     return f"torch={torch};triton={triton};py={platform.python_version()}"
@@ -92,7 +92,7 @@ def _version(package: str, module: str) -> str:
 
 
 def content_key(versions: str, *parts: str) -> str:
-    """compiler.runtime.cache.content_key, with the versions passed in."""
+    """kernelscope.compiler.runtime.cache.content_key, with the versions passed in."""
     h = hashlib.sha256()
     for p in (*parts, versions):
         h.update(p.encode())
@@ -195,7 +195,7 @@ class KernelCache:
         """For each Triton wrapper of the job that the cache holds (verified) and that ran
         on a GPU, the server's own build of its kernels (server/tcache.py). The job's specs
         of the wrapper's inputs are data; nothing Triton wrote in the job is read."""
-        from server.tcache import prebuild
+        from kernelscope.server.tcache import prebuild
 
         made = 0
         for entry in sorted(os.scandir(folder), key=lambda e: e.name)[:4096]:
@@ -232,7 +232,12 @@ class KernelCache:
         """A fresh scratch (no snippet ever ran in it) holding `files`, and a function that
         runs `argv(scratch as the process sees it)` sandboxed there and says whether it
         succeeded. The scratch is removed after the block."""
-        from server.sandbox import INNER_SCRATCH, make_launch, make_scratch, remove_scratch
+        from kernelscope.server.sandbox import (
+            INNER_SCRATCH,
+            make_launch,
+            make_scratch,
+            remove_scratch,
+        )
 
         s = self.settings
         iso = s.isolation

@@ -1,7 +1,7 @@
 """Compile options over HTTP: which CompileOptions fields a request may set, and what each
 one does (`GET /api/options`, the web UI's option controls).
 
-In: `compiler.options.CompileOptions` (its fields, defaults and the one-line comment or
+In: `kernelscope.compiler.options.CompileOptions` (its fields, defaults and the one-line comment or
 `help` metadata beside each field). Out: a JSON list the UI renders as controls, and
 `parse_options`, which checks a request's options against that same list. The compiler's
 dataclass is the one place options are defined; nothing here copies their names.
@@ -15,9 +15,9 @@ import re
 from functools import lru_cache
 from typing import Any
 
-from compiler.codegen import targets
-from compiler.options import CompileOptions
-from server.errors import ApiError
+from kernelscope.compiler.codegen import targets
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.server.errors import ApiError
 
 # Fields a request may not set: where the worker caches (or writes a run's trace), which
 # entry the server resolves, and free-form extras.

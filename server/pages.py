@@ -25,9 +25,9 @@ from flask.blueprints import BlueprintSetupState
 from werkzeug.routing import PathConverter
 from werkzeug.security import safe_join
 
-from server.errors import ApiError
-from server.headers import page_html
-from server.state import app_state
+from kernelscope.server.errors import ApiError
+from kernelscope.server.headers import page_html
+from kernelscope.server.state import app_state
 
 bp = Blueprint("pages", __name__)
 

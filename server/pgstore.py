@@ -26,7 +26,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from server.rows import StoreUnavailable, TraceRows, stamped
+from kernelscope.server.rows import StoreUnavailable, TraceRows, stamped
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS traces (

@@ -1,6 +1,7 @@
 """A pool of warm sandboxed workers: the latency half of running a job.
 
-In: the app's `WorkerSettings`. Out: `WarmWorker`s, each a sandboxed `python -m server.warm`
+In: the app's `WorkerSettings`. Out: `WarmWorker`s, each a sandboxed
+`python -m kernelscope.server.warm`
 process already started in its own scratch directory, with torch and the compiler imported
 and a built-in snippet compiled once (server/warm.py). A job takes one, writes its snippet
 into that scratch directory and sends the worker command line on stdin (the worker then
@@ -31,11 +32,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, Any
 
-from compiler.codegen import targets
-from server.cgroups import JobCgroup
-from server.sandbox import INNER_SCRATCH, event_channel, make_launch
-from server.scratch import JobDir
-from server.warm import READY
+from kernelscope.compiler.codegen import targets
+from kernelscope.server.cgroups import JobCgroup
+from kernelscope.server.sandbox import INNER_SCRATCH, event_channel, make_launch
+from kernelscope.server.scratch import JobDir
+from kernelscope.server.warm import READY
 
 log = logging.getLogger(__name__)
 WARM_SCRIPT = str(Path(__file__).resolve().with_name("warm.py"))
@@ -346,7 +347,8 @@ class WarmPool:
         iso = s.isolation
         scratch = jobdir.phase(phase)
         with event_channel(iso) as (events_r, events_w, seccomp_fd):
-            # Run as a script, not `-m server.warm`: that would import the server package
+            # Run as a script, not `-m kernelscope.server.warm`: that would import the server
+            # package
             # (Flask and all) into every worker.
             argv = [python, WARM_SCRIPT, "--events-fd", str(events_w)]
             for name in self.imports:

@@ -4,7 +4,7 @@ In: `QUEUE_URL` (`redis://host:port/db`) in the app's and the workers' configura
 Out: `RedisJobManager`, the same interface as the local JobManager (server/jobs.py),
 whose jobs (`RemoteJob`) read their events from Redis, and the keys and the append script
 that the worker side (server/rqworker.py, `kernelscope worker`) shares with it. Jobs are
-enqueued as JSON (never pickle) for the one task `server.rqworker.execute`.
+enqueued as JSON (never pickle) for the one task `kernelscope.server.rqworker.execute`.
 
 Keys, per job (`<ns>` is `QUEUE_NAME`):
 
@@ -43,9 +43,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from server.jobs import SCHEMA_VERSION, Busy, JobRequest, OverQuota
-from server.kcache import KernelCache
-from server.pool import WarmPool
+from kernelscope.server.jobs import SCHEMA_VERSION, Busy, JobRequest, OverQuota
+from kernelscope.server.kcache import KernelCache
+from kernelscope.server.pool import WarmPool
 
 log = logging.getLogger(__name__)
 ALIVE_TTL_MS = 6000
@@ -53,7 +53,7 @@ ALIVE_EVERY_S = 1.0
 CANCEL_POLL_S = 0.2
 LOST_AFTER_S = 2.0  # `alive` missing this long (after the job started): the worker is gone
 OUTAGE_S = 30.0  # a stream waits this long for Redis (or for the job to reappear in it)
-TASK = "server.rqworker.execute"  # the one function a worker runs (server/rqworker.py)
+TASK = "kernelscope.server.rqworker.execute"  # the one function a worker runs (server/rqworker.py)
 
 APPEND = """
 if redis.call('HGET', KEYS[1], 'finished') == '1' then return -1 end

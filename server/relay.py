@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from server.inputs import parse_event_line
-from server.jobs import Job
-from server.sandbox import Limits
+from kernelscope.server.inputs import parse_event_line
+from kernelscope.server.jobs import Job
+from kernelscope.server.sandbox import Limits
 
 MiB = 1 << 20
 STDOUT_TAIL = 8000  # characters of the snippet's fd-1 output kept for the trace

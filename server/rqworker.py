@@ -35,10 +35,10 @@ from typing import Any
 
 from rq.job import Job as RqJob
 
-from server.inputs import entry_name_ok
-from server.jobs import Job, JobRequest
-from server.options import parse_options
-from server.queue import (
+from kernelscope.server.inputs import entry_name_ok
+from kernelscope.server.jobs import Job, JobRequest
+from kernelscope.server.options import parse_options
+from kernelscope.server.queue import (
     ALIVE_EVERY_S,
     ALIVE_TTL_MS,
     CANCEL_POLL_S,
@@ -48,7 +48,7 @@ from server.queue import (
     append,
     waiting_key,
 )
-from server.runtime import Runtime, build_runtime
+from kernelscope.server.runtime import Runtime, build_runtime
 
 log = logging.getLogger(__name__)
 JOB_ID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
@@ -152,11 +152,12 @@ def _request(meta: dict[bytes, bytes], max_code: int) -> JobRequest:
 
 def execute(ns: str, job_id: str) -> dict[str, Any]:
     """The RQ task: run one job with the worker's runtime."""
-    from server.worker import cancelled, finish, run_job
+    from kernelscope.server.worker import cancelled, finish, run_job
 
     rt, conn = _RUNTIME, _CONN
     if rt is None:
-        raise RuntimeError("server.rqworker.execute runs only inside `kernelscope worker`")
+        raise RuntimeError(
+            "kernelscope.server.rqworker.execute runs only inside `kernelscope worker`")
     own = str(rt.config.get("QUEUE_NAME") or "kernelscope")
     if ns != own or not isinstance(job_id, str) or not JOB_ID.match(job_id):
         raise PermissionError("refused: a job for another queue, or a malformed id")

@@ -18,15 +18,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from server import cgroups, scratch
-from server.config import default_config, default_spool
-from server.kcache import KernelCache, shared_kernel_cache
-from server.pool import WarmPool
-from server.rows import Store
-from server.sandbox import Limits, SandboxSpec, default_readonly_paths, probe_isolation
-from server.spool import SpoolingStore
-from server.store import is_url, open_store
-from server.worker import WorkerSettings
+from kernelscope.server import cgroups, scratch
+from kernelscope.server.config import default_config, default_spool
+from kernelscope.server.kcache import KernelCache, shared_kernel_cache
+from kernelscope.server.pool import WarmPool
+from kernelscope.server.rows import Store
+from kernelscope.server.sandbox import Limits, SandboxSpec, default_readonly_paths, probe_isolation
+from kernelscope.server.spool import SpoolingStore
+from kernelscope.server.store import is_url, open_store
+from kernelscope.server.worker import WorkerSettings
 
 log = logging.getLogger(__name__)
 

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from server.cgroups import CgroupSupport, join
-from server.scratch import JobDir, remove_tree
-from server.seccomp import build_filter, filter_fd
+from kernelscope.server.cgroups import CgroupSupport, join
+from kernelscope.server.scratch import JobDir, remove_tree
+from kernelscope.server.seccomp import build_filter, filter_fd
 
 INNER_SCRATCH = "/scratch"
 PASSTHROUGH_ENV = ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_HOME", "LD_LIBRARY_PATH")
@@ -526,7 +526,7 @@ def probe_isolation(
 def make_scratch(root: str | None, iso: Isolation) -> Path:
     """A plain scratch directory (tmp/, shm/, cache/) owned by the worker's uid, for a
     sandboxed process of the server's own (the shared kernel cache's rebuilds); jobs get a
-    `server.scratch.JobDir`."""
+    `kernelscope.server.scratch.JobDir`."""
     scratch = Path(tempfile.mkdtemp(prefix="kernelscope-build-", dir=root))
     for sub in ("tmp", "shm", "cache"):
         (scratch / sub).mkdir()

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from server.rows import ID_PATTERN, Store, StoreUnavailable, stamped
+from kernelscope.server.rows import ID_PATTERN, Store, StoreUnavailable, stamped
 
 log = logging.getLogger(__name__)
 RETRY_S = 2.0

@@ -15,14 +15,14 @@ from typing import Any
 
 from flask import Flask, current_app
 
-from server import info
-from server.gates import StreamGate
-from server.headers import CdnScript
-from server.jobs import JobManager, Jobs
-from server.queue import RedisJobManager
-from server.rows import Store
-from server.runtime import Runtime
-from server.worker import WorkerSettings, run_job
+from kernelscope.server import info
+from kernelscope.server.gates import StreamGate
+from kernelscope.server.headers import CdnScript
+from kernelscope.server.jobs import JobManager, Jobs
+from kernelscope.server.queue import RedisJobManager
+from kernelscope.server.rows import Store
+from kernelscope.server.runtime import Runtime
+from kernelscope.server.worker import WorkerSettings, run_job
 
 EXTENSION = "kernelscope"
 

@@ -19,8 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from server.pgstore import PostgresTraceStore
-from server.rows import ID_PATTERN, Store, TraceRows, stamped, trace_id
+from kernelscope.server.pgstore import PostgresTraceStore
+from kernelscope.server.rows import ID_PATTERN, Store, TraceRows, stamped, trace_id
 
 __all__ = ["ID_PATTERN", "Store", "TraceStore", "is_url", "open_store", "trace_id"]
 

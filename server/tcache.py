@@ -4,7 +4,8 @@ In: after a GPU job, a Triton wrapper the shared cache holds (verified by its ha
 server/kcache.py) and the input specs its first launch wrote beside it (data). Out:
 `triton_<key>/`, the Triton cache entries (cubin, metadata, stages, launchers) that a
 fresh sandbox, which no snippet ran in, built by launching that wrapper alone on zeros
-(`python -m compiler.runtime.triton_prebuild`). A job loading the same wrapper sees those
+(`python -m kernelscope.compiler.runtime.triton_prebuild`). A job loading the same wrapper sees
+those
 entries through its per-wrapper Triton cache (compiler/codegen/triton_cache.py).
 
 Why this is safe: nothing Triton wrote in a job is ever taken (a job's `triton/` folder
@@ -54,7 +55,7 @@ def prebuild(kcache: Any, key: str, wrapper: str, inputs: str) -> int:
     python = (kcache.settings.back_command or kcache.settings.command)[0]
     files = {f"graph_{key}.py": wrapper, "inputs.json": inputs}
     with kcache.sandboxed(files) as (scratch, run):
-        argv = lambda v: [python, "-m", "compiler.runtime.triton_prebuild",  # noqa: E731
+        argv = lambda v: [python, "-m", "kernelscope.compiler.runtime.triton_prebuild",  # noqa: E731
                           f"{v}/graph_{key}.py", f"{v}/inputs.json", f"{v}/triton"]
         if not run(argv, PREBUILD_TIMEOUT_S):
             return 0

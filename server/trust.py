@@ -28,8 +28,8 @@ import typing
 from functools import cache
 from typing import Any, Literal
 
-from compiler.event_types import PAYLOADS
-from server.jobs import JobRequest
+from kernelscope.compiler.event_types import PAYLOADS
+from kernelscope.server.jobs import JobRequest
 
 SNIPPET_STAGES = ("source", "capture")
 STRING_CAP = 64 * 1024  # characters of one string a snippet-made payload may hold

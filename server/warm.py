@@ -4,7 +4,7 @@ compiler and g++'s page cache), then waits for exactly one job and runs it.
 
     python server/warm.py --events-fd N [--warmup] [--import MODULE ...]
 
-In (stdin): one JSON line `{"argv": ["-m", "compiler", "compile", "/scratch/snippet.py",
+In (stdin): one JSON line `{"argv": ["-m", "kernelscope.compiler", "compile", "/scratch/snippet.py",
 "--json", ...]}`, the worker command the job would otherwise have been started with (a
 `-m MODULE` or a script path, then its arguments). Out: on the event channel (fd N) first
 `READY` once warm (the pool reads it), then the job's command runs exactly as
@@ -53,8 +53,8 @@ def warmup_devices() -> list[str]:
 def warm_up() -> None:
     """Compile a tiny snippet through the whole pipeline on each warm-up device (the
     target table's default backend for it); its events go nowhere."""
-    from compiler.options import CompileOptions
-    from compiler.pipeline import run_pipeline
+    from kernelscope.compiler.options import CompileOptions
+    from kernelscope.compiler.pipeline import run_pipeline
 
     folder = tempfile.mkdtemp(prefix="warmup-")
     path = os.path.join(folder, "warmup.py")
@@ -113,7 +113,7 @@ def main() -> int:
         try:
             warm_up()
         except Exception as exc:  # noqa: BLE001 - a failed warm-up only costs speed
-            print(f"server.warm: warm-up failed: {exc!r}", file=sys.stderr)
+            print(f"kernelscope.server.warm: warm-up failed: {exc!r}", file=sys.stderr)
     os.write(args.events_fd, READY)
     line = sys.stdin.buffer.readline()
     if not line:

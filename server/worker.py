@@ -29,13 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from server.cgroups import JobCgroup
-from server.jobs import SCHEMA_VERSION, Job
-from server.kcache import KernelCache
-from server.pool import WARM_TIMEOUT_S, WarmPool, WarmWorker
-from server.relay import Outcome, Relay, parse_event
-from server.rows import Store
-from server.sandbox import (
+from kernelscope.server.cgroups import JobCgroup
+from kernelscope.server.jobs import SCHEMA_VERSION, Job
+from kernelscope.server.kcache import KernelCache
+from kernelscope.server.pool import WARM_TIMEOUT_S, WarmPool, WarmWorker
+from kernelscope.server.relay import Outcome, Relay, parse_event
+from kernelscope.server.rows import Store
+from kernelscope.server.sandbox import (
     Isolation,
     Limits,
     SandboxSpec,
@@ -43,9 +43,9 @@ from server.sandbox import (
     kill_strays,
     make_launch,
 )
-from server.scratch import JobDir
-from server.trust import StageOrigin, conform_payload
-from server.warm import READY
+from kernelscope.server.scratch import JobDir
+from kernelscope.server.trust import StageOrigin, conform_payload
+from kernelscope.server.warm import READY
 
 __all__ = ["WorkerSettings", "explain", "normalize", "parse_event", "run_job", "scratch_exceeded"]
 
@@ -115,7 +115,8 @@ ENTRY_SCRIPT = Path(__file__).with_name("worker_entry.py")
 
 
 def wrapped_argv(argv: list[str], events_fd: int) -> list[str]:
-    """`python -m compiler ...` as run through worker_entry.py (events on `events_fd`)."""
+    """`python -m kernelscope.compiler ...` as run through worker_entry.py (events on
+    `events_fd`)."""
     return [argv[0], str(ENTRY_SCRIPT), "--events-fd", str(events_fd), "--", *argv[1:]]
 
 

@@ -11,7 +11,7 @@ SIGTERM stops gracefully: every job is ended with an error saying the server is 
 (its stream gets that and `done`, its trace is stored, its sandbox removed), then the
 worker exits. With local jobs there is one worker process (the jobs live in its memory);
 with `--queue` the web tier is stateless and can run several. `gunicorn
-'server.wsgi:application()'` works too, with the configuration in KERNELSCOPE_CONFIG.
+'kernelscope.server.wsgi:application()'` works too, with the configuration in KERNELSCOPE_CONFIG.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ STOPPING = "The server is stopping"
 
 
 def make_app(config: dict[str, Any]) -> Flask:
-    from server import create_app, state
-    from server.gworker import Worker
+    from kernelscope.server import create_app, state
+    from kernelscope.server.gworker import Worker
 
     app = create_app(config)
     jobs = state.of(app).jobs
@@ -38,7 +38,7 @@ def make_app(config: dict[str, Any]) -> Flask:
 
 
 def application() -> Flask:
-    """For `gunicorn 'server.wsgi:application()'`: config from $KERNELSCOPE_CONFIG."""
+    """For `gunicorn 'kernelscope.server.wsgi:application()'`: config from $KERNELSCOPE_CONFIG."""
     path = os.environ.get("KERNELSCOPE_CONFIG")
     config: dict[str, Any] = {}
     if path:
@@ -54,7 +54,7 @@ def run_gunicorn(host: str, port: int, config: dict[str, Any], workers: int,
     options = {
         "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
         "workers": max(1, workers),
-        "worker_class": "server.gworker.Worker",
+        "worker_class": "kernelscope.server.gworker.Worker",
         "worker_connections": max(1, connections),
         "timeout": 60,  # the worker's heartbeat, not a request limit (see the docstring)
         "graceful_timeout": 10,  # jobs are stopped at once; their streams end within this

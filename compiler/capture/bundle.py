@@ -32,9 +32,9 @@ from typing import Any
 import torch
 import torch.fx
 
-from compiler.capture.modules import META_KEY as MODULE_KEY
-from compiler.capture.modules import check_stack, module_stack
-from compiler.devices import CPU
+from kernelscope.compiler.capture.modules import META_KEY as MODULE_KEY
+from kernelscope.compiler.capture.modules import check_stack, module_stack
+from kernelscope.compiler.devices import CPU
 
 FORMAT = "kernelscope-bundle"
 VERSION = 1

@@ -3,7 +3,7 @@
 Dynamo hands a backend one FX graph per captured region (a graph break starts a new
 one). AOTAutograd functionalizes it and lowers it to ATen with our decomposition table;
 the recorder keeps its forward (and, when gradients are needed, backward) graph. The
-compiling backend that torch.compile uses is `compiler.compile_fx.make_backend`.
+compiling backend that torch.compile uses is `kernelscope.compiler.compile_fx.make_backend`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import torch
 import torch.fx
 from torch._functorch.aot_autograd import aot_module_simplified
 
-from compiler.capture.bundle import snapshot
-from compiler.capture.decompositions import decomposition_table
+from kernelscope.compiler.capture.bundle import snapshot
+from kernelscope.compiler.capture.decompositions import decomposition_table
 
 if TYPE_CHECKING:
     from torch._functorch._aot_autograd.schemas import AOTDispatchCompiler

@@ -16,14 +16,14 @@ from typing import Any, cast
 
 import torch
 
-import compiler.event_types as ev
-from compiler.capture.bundle import BundleWriter, snapshot
-from compiler.capture.dynamo import CapturedGraph, Recorder
-from compiler.capture.fxgraph import graph_json, node_lines
-from compiler.capture.guards import GuardLog
-from compiler.devices import CPU, is_gpu
-from compiler.options import CompileOptions
-from compiler.snippet import (
+import kernelscope.compiler.event_types as ev
+from kernelscope.compiler.capture.bundle import BundleWriter, snapshot
+from kernelscope.compiler.capture.dynamo import CapturedGraph, Recorder
+from kernelscope.compiler.capture.fxgraph import graph_json, node_lines
+from kernelscope.compiler.capture.guards import GuardLog
+from kernelscope.compiler.devices import CPU, is_gpu
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.snippet import (
     Call,
     Entry,
     SnippetError,

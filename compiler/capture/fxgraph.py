@@ -9,9 +9,9 @@ from typing import Any
 import torch
 import torch.fx
 
-from compiler.capture.modules import graph_modules, node_module
-from compiler.ir.handlers import dtype_name
-from compiler.ir.opnames import op_name
+from kernelscope.compiler.capture.modules import graph_modules, node_module
+from kernelscope.compiler.ir.handlers import dtype_name
+from kernelscope.compiler.ir.opnames import op_name
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 

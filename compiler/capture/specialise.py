@@ -31,7 +31,7 @@ def specialise(gm: torch.fx.GraphModule, inputs: list[Any]
              if isinstance(v, int) and not isinstance(v, bool)}
     if not sizes:
         return gm, inputs, None
-    from compiler.capture.bundle import propagate
+    from kernelscope.compiler.capture.bundle import propagate
 
     graph = torch.fx.Graph()
     env: dict[torch.fx.Node, Any] = {}

@@ -21,12 +21,12 @@ from typing import Any, ClassVar
 
 import torch
 
-from compiler.codegen.optable import CodegenError, OpTable
-from compiler.codegen.targets import Target
-from compiler.features import Features
-from compiler.options import CompileOptions
-from compiler.schedule.kinds import KernelKind
-from compiler.schedule.plan import KernelPlan
+from kernelscope.compiler.codegen.optable import CodegenError, OpTable
+from kernelscope.compiler.codegen.targets import Target
+from kernelscope.compiler.features import Features
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.schedule.kinds import KernelKind
+from kernelscope.compiler.schedule.plan import KernelPlan
 
 
 class BuildError(Exception):

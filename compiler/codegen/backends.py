@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from compiler.codegen import targets
-from compiler.codegen.backend import Backend
-from compiler.codegen.cpp import CppBackend
-from compiler.codegen.triton_backend import TritonBackend
-from compiler.options import CompileOptions
+from kernelscope.compiler.codegen import targets
+from kernelscope.compiler.codegen.backend import Backend
+from kernelscope.compiler.codegen.cpp import CppBackend
+from kernelscope.compiler.codegen.triton_backend import TritonBackend
+from kernelscope.compiler.options import CompileOptions
 
 REGISTRY: dict[str, type[Backend]] = {
     TritonBackend.name: TritonBackend,

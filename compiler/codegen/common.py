@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from compiler.ir.indexing import sym
+from kernelscope.compiler.ir.indexing import sym
 
 
 @dataclass(slots=True)

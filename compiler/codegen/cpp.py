@@ -22,28 +22,28 @@ from typing import Any
 import sympy
 import torch
 
-from compiler.codegen import targets
-from compiler.codegen.backend import Backend, BuildError, BuildResult, GeneratedKernel
-from compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
-from compiler.codegen.cpp_asm import asm_report
-from compiler.codegen.cpp_ops import C_TYPE, NARROW_INTS, OPS, WRAPPED_OPS, compute_type
-from compiler.codegen.cpp_prefetch import Access, next_row, write_chunked
-from compiler.codegen.cpp_prelude import PRELUDE
-from compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
-from compiler.codegen.mathops import (
+from kernelscope.compiler.codegen import targets
+from kernelscope.compiler.codegen.backend import Backend, BuildError, BuildResult, GeneratedKernel
+from kernelscope.compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
+from kernelscope.compiler.codegen.cpp_asm import asm_report
+from kernelscope.compiler.codegen.cpp_ops import C_TYPE, NARROW_INTS, OPS, WRAPPED_OPS, compute_type
+from kernelscope.compiler.codegen.cpp_prefetch import Access, next_row, write_chunked
+from kernelscope.compiler.codegen.cpp_prelude import PRELUDE
+from kernelscope.compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
+from kernelscope.compiler.codegen.mathops import (
     ATEN_INCLUDE,
     CPP_MATH_HELPERS,
     TORCH_INCLUDE_DIR,
     needs_aten_math,
 )
-from compiler.codegen.optable import OpTable
-from compiler.codegen.tiling import YINDEX, choose_rows
-from compiler.features import Feature
-from compiler.ir.index_print import cexpr
-from compiler.ir.indexing import FloorDiv, ModularIndexing, simplify_index
-from compiler.ir.ops import combine_op, reduction_identity
-from compiler.schedule.nodes import SchedNode
-from compiler.schedule.plan import KernelPlan
+from kernelscope.compiler.codegen.optable import OpTable
+from kernelscope.compiler.codegen.tiling import YINDEX, choose_rows
+from kernelscope.compiler.features import Feature
+from kernelscope.compiler.ir.index_print import cexpr
+from kernelscope.compiler.ir.indexing import FloorDiv, ModularIndexing, simplify_index
+from kernelscope.compiler.ir.ops import combine_op, reduction_identity
+from kernelscope.compiler.schedule.nodes import SchedNode
+from kernelscope.compiler.schedule.plan import KernelPlan
 
 PARALLEL_MIN = 65536  # below this many elements, threads cost more than they save
 # Float sums longer than this run in chunks: each chunk in `omp simd` lanes, the chunk
@@ -513,7 +513,7 @@ class CppBackend(Backend):
 
     def wrapper_prelude(self, kernels: list[GeneratedKernel], artifact: Path | None
                         ) -> list[str]:
-        lines = ["from compiler.runtime.cpp_build import load_library", "",
+        lines = ["from kernelscope.compiler.runtime.cpp_build import load_library", "",
                  f"_lib = load_library({str(artifact)!r})"]
         lines += [f"{k.name} = cpp_kernel(_lib, {k.name!r}, {len(k.args)})" for k in kernels]
         return lines

@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from compiler.codegen.debuglines import KernelFile, kernel_file, objdump_lines, spans
+from kernelscope.compiler.codegen.debuglines import KernelFile, kernel_file, objdump_lines, spans
 
 
 def asm_report(lib: str, kernel: str) -> dict[str, Any]:

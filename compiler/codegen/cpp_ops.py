@@ -9,9 +9,9 @@ from typing import Any
 
 import torch
 
-from compiler.codegen.mathops import CPP_MATH
-from compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
-from compiler.ir.ops import combine_op
+from kernelscope.compiler.codegen.mathops import CPP_MATH
+from kernelscope.compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
+from kernelscope.compiler.ir.ops import combine_op
 
 C_TYPE = {
     torch.float32: "float", torch.float64: "double", torch.float16: "_Float16",

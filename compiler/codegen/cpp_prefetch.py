@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import sympy
 import torch
 
-from compiler.codegen.common import RINDEX, XINDEX, Lines
-from compiler.ir.index_print import cexpr
+from kernelscope.compiler.codegen.common import RINDEX, XINDEX, Lines
+from kernelscope.compiler.ir.index_print import cexpr
 
 PREFETCH_ROW_MAX = 8192  # bytes of the widest prefetched row; longer rows are left alone
 PREFETCH_CHUNK = 128  # elements of the second loop between two rounds of prefetches

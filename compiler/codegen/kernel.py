@@ -22,10 +22,10 @@ from typing import Any
 import sympy
 import torch
 
-from compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
-from compiler.codegen.optable import OpTable
-from compiler.ir.index_print import sympy_str
-from compiler.ir.indexing import (
+from kernelscope.compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
+from kernelscope.compiler.codegen.optable import OpTable
+from kernelscope.compiler.ir.index_print import sympy_str
+from kernelscope.compiler.ir.indexing import (
     FloorDiv,
     ModularIndexing,
     decompose,
@@ -33,12 +33,12 @@ from compiler.ir.indexing import (
     simplify_index,
     sym,
 )
-from compiler.ir.nodes import ComputedBuffer, Pointwise, Reduction
-from compiler.ir.ops import Handler, result_dtype, use_handler
-from compiler.schedule.domain import split_point
-from compiler.schedule.kinds import KernelKind
-from compiler.schedule.nodes import SchedNode
-from compiler.schedule.plan import KernelPlan
+from kernelscope.compiler.ir.nodes import ComputedBuffer, Pointwise, Reduction
+from kernelscope.compiler.ir.ops import Handler, result_dtype, use_handler
+from kernelscope.compiler.schedule.domain import split_point
+from kernelscope.compiler.schedule.kinds import KernelKind
+from kernelscope.compiler.schedule.nodes import SchedNode
+from kernelscope.compiler.schedule.plan import KernelPlan
 
 
 @dataclass

@@ -15,8 +15,8 @@ import re
 
 import torch
 
-from compiler.codegen.optable import Rule, calls, float_only
-from compiler.ir.ops import POLYNOMIALS
+from kernelscope.compiler.codegen.optable import Rule, calls, float_only
+from kernelscope.compiler.ir.ops import POLYNOMIALS
 
 ATEN_UNARY = {  # op -> the Math.h function eager's CPU kernel calls
     "erfinv": "calc_erfinv", "digamma": "calc_digamma", "i0": "calc_i0", "i0e": "calc_i0e",

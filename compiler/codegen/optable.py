@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import torch
 
-from compiler.ir.ops import promote_types
+from kernelscope.compiler.ir.ops import promote_types
 
 Rule = str | Callable[..., str]
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from compiler.devices import CPU, CUDA
+from kernelscope.compiler.devices import CPU, CUDA
 
 AUTO = "auto"
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import sympy
 
-from compiler.codegen.common import XINDEX, next_power_of_2
-from compiler.ir.indexing import decompose, index_vars, linear_stride, merge_loops, sym
-from compiler.schedule.kinds import KernelKind
-from compiler.schedule.plan import KernelPlan
+from kernelscope.compiler.codegen.common import XINDEX, next_power_of_2
+from kernelscope.compiler.ir.indexing import decompose, index_vars, linear_stride, merge_loops, sym
+from kernelscope.compiler.schedule.kinds import KernelKind
+from kernelscope.compiler.schedule.plan import KernelPlan
 
 YINDEX = sym("yindex")
 MAX_GRID_Y = 65535  # CUDA's limit on the second grid dimension

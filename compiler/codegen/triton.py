@@ -15,16 +15,24 @@ from typing import Any
 import sympy
 import torch
 
-from compiler.codegen import triton_rules as rules
-from compiler.codegen.common import XINDEX, Lines, Scope, Var
-from compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
-from compiler.codegen.mathops import (
+from kernelscope.compiler.codegen import triton_rules as rules
+from kernelscope.compiler.codegen.common import XINDEX, Lines, Scope, Var
+from kernelscope.compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
+from kernelscope.compiler.codegen.mathops import (
     TRITON_INTERPRET_DROPS,
     TRITON_INTERPRET_MATH,
     TRITON_MATH,
 )
-from compiler.codegen.optable import C_LIKE, OpTable, calls, finish_op, float_only, merged, numeric
-from compiler.codegen.tiling import (
+from kernelscope.compiler.codegen.optable import (
+    C_LIKE,
+    OpTable,
+    calls,
+    finish_op,
+    float_only,
+    merged,
+    numeric,
+)
+from kernelscope.compiler.codegen.tiling import (
     YINDEX,
     Order,
     Tile,
@@ -33,10 +41,10 @@ from compiler.codegen.tiling import (
     memory_order,
     tile_config,
 )
-from compiler.ir.index_print import pexpr
-from compiler.ir.ops import combine_op, reduction_identity
-from compiler.schedule.nodes import SchedNode
-from compiler.schedule.plan import KernelPlan
+from kernelscope.compiler.ir.index_print import pexpr
+from kernelscope.compiler.ir.ops import combine_op, reduction_identity
+from kernelscope.compiler.schedule.nodes import SchedNode
+from kernelscope.compiler.schedule.plan import KernelPlan
 
 TL_DTYPE = {
     torch.float32: "tl.float32", torch.float64: "tl.float64", torch.float16: "tl.float16",

@@ -17,25 +17,25 @@ from typing import Any
 
 import torch
 
-from compiler.codegen import targets, triton_launch
-from compiler.codegen.backend import Backend, BuildResult, GeneratedKernel, Launch
-from compiler.codegen.mathops import TRITON_MATH_HELPERS
-from compiler.codegen.optable import OpTable
-from compiler.codegen.triton import INTERPRET_OPS, OPS, generate_triton
-from compiler.codegen.triton_cache import graph_triton_cache
-from compiler.codegen.triton_offline import offline_reports
-from compiler.codegen.triton_pool import PoolKernel, prebuild
-from compiler.codegen.triton_report import compiled_report
-from compiler.codegen.triton_template import (
+from kernelscope.compiler.codegen import targets, triton_launch
+from kernelscope.compiler.codegen.backend import Backend, BuildResult, GeneratedKernel, Launch
+from kernelscope.compiler.codegen.mathops import TRITON_MATH_HELPERS
+from kernelscope.compiler.codegen.optable import OpTable
+from kernelscope.compiler.codegen.triton import INTERPRET_OPS, OPS, generate_triton
+from kernelscope.compiler.codegen.triton_cache import graph_triton_cache
+from kernelscope.compiler.codegen.triton_offline import offline_reports
+from kernelscope.compiler.codegen.triton_pool import PoolKernel, prebuild
+from kernelscope.compiler.codegen.triton_report import compiled_report
+from kernelscope.compiler.codegen.triton_template import (
     configs_for,
     generate_template,
     template_launch,
     template_node,
 )
-from compiler.features import Feature
-from compiler.ir.template import TemplateConfig
-from compiler.schedule.kinds import KernelKind
-from compiler.schedule.plan import KernelPlan
+from kernelscope.compiler.features import Feature
+from kernelscope.compiler.ir.template import TemplateConfig
+from kernelscope.compiler.schedule.kinds import KernelKind
+from kernelscope.compiler.schedule.plan import KernelPlan
 
 TRITON_IMPORTS = """import triton
 import triton.language as tl

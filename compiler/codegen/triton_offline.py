@@ -15,7 +15,7 @@ launch arguments (described as dtypes and addresses: `describe_launch`) speciali
 (types, 16-byte alignment, divisibility, constexprs) exactly as a launch on the GPU
 would, and the line maps read the same file. Nothing is timed or run.
 
-    python -m compiler.codegen.triton_offline < request.json > reports.json
+    python -m kernelscope.compiler.codegen.triton_offline < request.json > reports.json
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from compiler.codegen.backend import Launch
-from compiler.codegen.triton_report import bundled_tool, kernel_report_of, run_tool
-from compiler.devices import CUDA
+from kernelscope.compiler.codegen.backend import Launch
+from kernelscope.compiler.codegen.triton_report import bundled_tool, kernel_report_of, run_tool
+from kernelscope.compiler.devices import CUDA
 
 TARGET_RE = re.compile(r"sm_(\d+)a?")
 REG_RE = re.compile(r"\bREG:(\d+)")
@@ -86,7 +86,7 @@ def offline_reports(wrapper: Path, launches: dict[str, Launch | None], target: s
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     why = "no output"
     try:
-        proc = subprocess.run([sys.executable, "-m", "compiler.codegen.triton_offline"],
+        proc = subprocess.run([sys.executable, "-m", "kernelscope.compiler.codegen.triton_offline"],
                               input=json.dumps(request), capture_output=True, text=True,
                               timeout=CHILD_TIMEOUT_S, env=env, check=False)
         reports: dict[str, dict[str, Any]] = json.loads(proc.stdout) if proc.stdout else {}

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from compiler.codegen.debuglines import (
+from kernelscope.compiler.codegen.debuglines import (
     KernelFile,
     ptx_lines,
     sass_lines,

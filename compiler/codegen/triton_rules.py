@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from compiler.codegen.common import next_power_of_2
-from compiler.schedule.plan import KernelPlan
+from kernelscope.compiler.codegen.common import next_power_of_2
+from kernelscope.compiler.schedule.plan import KernelPlan
 
 # Pointwise: 16 elements per thread on large tensors: fewer, larger programs amortise
 # each program's index setup (the measurements: docs/perf.md, "Why the Triton rules").

@@ -20,16 +20,16 @@ from typing import Any
 import sympy
 import torch
 
-from compiler.codegen.common import XINDEX, Lines, Var, next_power_of_2
-from compiler.codegen.kernel import _split_vars
-from compiler.codegen.optable import CodegenError
-from compiler.codegen.tiling import YINDEX, Tile
-from compiler.codegen.triton import TL_DTYPE, TritonKernel, TritonKernelCodegen
-from compiler.ir.index_print import sympy_str
-from compiler.ir.indexing import simplify_index
-from compiler.ir.template import MatmulTemplate, TemplateConfig
-from compiler.schedule.nodes import SchedNode
-from compiler.schedule.plan import KernelPlan
+from kernelscope.compiler.codegen.common import XINDEX, Lines, Var, next_power_of_2
+from kernelscope.compiler.codegen.kernel import _split_vars
+from kernelscope.compiler.codegen.optable import CodegenError
+from kernelscope.compiler.codegen.tiling import YINDEX, Tile
+from kernelscope.compiler.codegen.triton import TL_DTYPE, TritonKernel, TritonKernelCodegen
+from kernelscope.compiler.ir.index_print import sympy_str
+from kernelscope.compiler.ir.indexing import simplify_index
+from kernelscope.compiler.ir.template import MatmulTemplate, TemplateConfig
+from kernelscope.compiler.schedule.nodes import SchedNode
+from kernelscope.compiler.schedule.plan import KernelPlan
 
 # The measured set (Inductor's max-autotune measures a set of this kind): square and
 # oblong tiles for large products, small ones for skinny products. `configs_for` trims it

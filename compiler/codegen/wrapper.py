@@ -14,12 +14,12 @@ from typing import Any
 
 import torch
 
-from compiler.codegen.backend import Backend, GeneratedKernel
-from compiler.codegen.common import Lines
-from compiler.ir.nodes import ExternKernel, ExternOutput, Stored, TensorArg
-from compiler.ir.opnames import op_call
-from compiler.schedule.memory import MemoryPlan
-from compiler.schedule.scheduler import Schedule
+from kernelscope.compiler.codegen.backend import Backend, GeneratedKernel
+from kernelscope.compiler.codegen.common import Lines
+from kernelscope.compiler.ir.nodes import ExternKernel, ExternOutput, Stored, TensorArg
+from kernelscope.compiler.ir.opnames import op_call
+from kernelscope.compiler.schedule.memory import MemoryPlan
+from kernelscope.compiler.schedule.scheduler import Schedule
 
 
 def _pyval(v: Any) -> str:
@@ -56,7 +56,7 @@ def generate_wrapper(inputs: Sequence[str], outputs: Sequence[Any], sched: Sched
     names = " + ".join(b.name for b, _, _ in parts)
     out.write(f"# Kernelscope wrapper ({names}): {len(sched.steps)} steps")
     out.write("import torch")
-    out.write("from compiler.runtime.support import conform, cpp_kernel, device, "
+    out.write("from kernelscope.compiler.runtime.support import conform, cpp_kernel, device, "
               "empty_strided, ptr, reinterpret")
     for backend, kernels, artifact in parts:
         for line in backend.wrapper_prelude(kernels, artifact):

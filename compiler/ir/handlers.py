@@ -13,10 +13,10 @@ from typing import Any
 import sympy
 import torch
 
-from compiler.ir.index_print import pexpr
-from compiler.ir.indexing import index_vars, sym
-from compiler.ir.nodes import Pointwise, Reduction
-from compiler.ir.ops import Handler, promote_types, result_dtype, use_handler
+from kernelscope.compiler.ir.index_print import pexpr
+from kernelscope.compiler.ir.indexing import index_vars, sym
+from kernelscope.compiler.ir.nodes import Pointwise, Reduction
+from kernelscope.compiler.ir.ops import Handler, promote_types, result_dtype, use_handler
 
 
 def dtype_name(dtype: torch.dtype) -> str:

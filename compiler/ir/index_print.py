@@ -12,7 +12,7 @@ from typing import Any
 import sympy
 from sympy.printing.str import StrPrinter
 
-from compiler.ir.indexing import Expr, FloorDiv, ModularIndexing
+from kernelscope.compiler.ir.indexing import Expr, FloorDiv, ModularIndexing
 
 
 class IndexSpelling:

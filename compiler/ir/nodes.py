@@ -21,8 +21,8 @@ from typing import Any
 import sympy
 import torch
 
-from compiler.ir.indexing import contiguous_strides, strided_index
-from compiler.ir.ops import ops
+from kernelscope.compiler.ir.indexing import contiguous_strides, strided_index
+from kernelscope.compiler.ir.ops import ops
 
 Index = Sequence[sympy.Expr]
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from compiler.ir.nodes import ExternKernel, Layout
+from kernelscope.compiler.ir.nodes import ExternKernel, Layout
 
 
 @dataclass(frozen=True)

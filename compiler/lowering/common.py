@@ -16,10 +16,10 @@ from typing import Any, Protocol
 
 import torch
 
-from compiler.devices import device_type
-from compiler.features import Features
-from compiler.ir.nodes import Buffer, Lazy, Reduction, Stored, TensorValue
-from compiler.lowering.layout import LayoutDecision
+from kernelscope.compiler.devices import device_type
+from kernelscope.compiler.features import Features
+from kernelscope.compiler.ir.nodes import Buffer, Lazy, Reduction, Stored, TensorValue
+from kernelscope.compiler.lowering.layout import LayoutDecision
 
 
 class Unsupported(Exception):

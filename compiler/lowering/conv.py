@@ -16,10 +16,10 @@ from typing import Any
 
 from torch.fx import Node
 
-from compiler.ir.nodes import Lazy, Stored, TensorValue
-from compiler.lowering.common import LoweringContext
-from compiler.lowering.layout import channels_last, is_channels_last
-from compiler.lowering.registry import aten, register_lowering
+from kernelscope.compiler.ir.nodes import Lazy, Stored, TensorValue
+from kernelscope.compiler.lowering.common import LoweringContext
+from kernelscope.compiler.lowering.layout import channels_last, is_channels_last
+from kernelscope.compiler.lowering.registry import aten, register_lowering
 
 
 def nhwc(g: LoweringContext, x: TensorValue, reason: str) -> Stored:

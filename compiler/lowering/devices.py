@@ -19,9 +19,9 @@ from typing import Any
 import torch
 import torch.fx
 
-from compiler.devices import device_type
-from compiler.ir.indexing import contiguous_strides
-from compiler.ir.nodes import ExternKernel, Layout, Stored, TensorValue
+from kernelscope.compiler.devices import device_type
+from kernelscope.compiler.ir.indexing import contiguous_strides
+from kernelscope.compiler.ir.nodes import ExternKernel, Layout, Stored, TensorValue
 
 aten = torch.ops.aten
 

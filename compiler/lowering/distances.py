@@ -13,12 +13,12 @@ from typing import Any
 
 from torch.fx import Node
 
-from compiler.ir.nodes import Index, TensorValue
-from compiler.ir.ops import ops
-from compiler.lowering.common import LoweringContext
-from compiler.lowering.pointwise import upcast
-from compiler.lowering.reductions import _nan_aware, reduce
-from compiler.lowering.registry import aten, register_lowering
+from kernelscope.compiler.ir.nodes import Index, TensorValue
+from kernelscope.compiler.ir.ops import ops
+from kernelscope.compiler.lowering.common import LoweringContext
+from kernelscope.compiler.lowering.pointwise import upcast
+from kernelscope.compiler.lowering.reductions import _nan_aware, reduce
+from kernelscope.compiler.lowering.registry import aten, register_lowering
 
 MM_ROWS = 25  # eager's cdist uses the matrix-product form above this many rows
 

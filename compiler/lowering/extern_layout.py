@@ -21,7 +21,7 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from compiler.ir.nodes import TensorArg
+from kernelscope.compiler.ir.nodes import TensorArg
 
 
 def restrided(op: Any, args: Any, kwargs: dict[str, Any],

@@ -19,12 +19,12 @@ import sympy
 import torch
 import torch.fx
 
-from compiler.devices import CPU
-from compiler.event_types import Fallback
-from compiler.features import REFERENCE, Feature, enabled
-from compiler.ir.handlers import OpUseMemo, PrintHandler, call_body, op_uses
-from compiler.ir.indexing import contiguous_strides, dense_strides_like
-from compiler.ir.nodes import (
+from kernelscope.compiler.devices import CPU
+from kernelscope.compiler.event_types import Fallback
+from kernelscope.compiler.features import REFERENCE, Feature, enabled
+from kernelscope.compiler.ir.handlers import OpUseMemo, PrintHandler, call_body, op_uses
+from kernelscope.compiler.ir.indexing import contiguous_strides, dense_strides_like
+from kernelscope.compiler.ir.nodes import (
     Buffer,
     ComputedBuffer,
     ExternKernel,
@@ -37,14 +37,19 @@ from compiler.ir.nodes import (
     Stored,
     TensorValue,
 )
-from compiler.ir.opnames import op_name
-from compiler.ir.ops import combine_op, with_origin
-from compiler.lowering.common import LoweringBackend, Unsupported, dense_permutation, device_of
-from compiler.lowering.devices import on_device
-from compiler.lowering.extern_layout import restrided, stride_for
-from compiler.lowering.layout import NO_CONVOLUTIONS, LayoutDecision
-from compiler.lowering.registry import find_lowering, load_all
-from compiler.options import CompileOptions
+from kernelscope.compiler.ir.opnames import op_name
+from kernelscope.compiler.ir.ops import combine_op, with_origin
+from kernelscope.compiler.lowering.common import (
+    LoweringBackend,
+    Unsupported,
+    dense_permutation,
+    device_of,
+)
+from kernelscope.compiler.lowering.devices import on_device
+from kernelscope.compiler.lowering.extern_layout import restrided, stride_for
+from kernelscope.compiler.lowering.layout import NO_CONVOLUTIONS, LayoutDecision
+from kernelscope.compiler.lowering.registry import find_lowering, load_all
+from kernelscope.compiler.options import CompileOptions
 
 MAX_INLINE_ORIGINS = 24  # realize a value once this many FX nodes are inlined into it
 DEFAULT_OPTIONS = CompileOptions()

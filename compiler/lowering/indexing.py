@@ -13,12 +13,12 @@ from typing import Any
 import torch
 from torch.fx import Node
 
-from compiler.ir.nodes import Index, TensorValue
-from compiler.ir.ops import ops
-from compiler.lowering.common import LoweringContext
-from compiler.lowering.reductions import reduce
-from compiler.lowering.registry import aten, register_lowering
-from compiler.lowering.scatter import too_costly
+from kernelscope.compiler.ir.nodes import Index, TensorValue
+from kernelscope.compiler.ir.ops import ops
+from kernelscope.compiler.lowering.common import LoweringContext
+from kernelscope.compiler.lowering.reductions import reduce
+from kernelscope.compiler.lowering.registry import aten, register_lowering
+from kernelscope.compiler.lowering.scatter import too_costly
 
 
 def _indirect(value: Any, size: int) -> Any:

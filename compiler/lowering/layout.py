@@ -32,7 +32,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from compiler.event_types import LayoutChoice
+from kernelscope.compiler.event_types import LayoutChoice
 
 CONVOLUTION = torch.ops.aten.convolution.default
 LAYOUTS = ("auto", "channels_last", "contiguous")  # CompileOptions.conv_layout

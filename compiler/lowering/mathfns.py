@@ -16,10 +16,10 @@ from typing import Any
 import torch
 from torch.fx import Node
 
-from compiler.ir.ops import POLYNOMIALS, ops
-from compiler.lowering.common import LoweringContext
-from compiler.lowering.pointwise import compute_dtype, pointwise
-from compiler.lowering.registry import aten, register_lowering
+from kernelscope.compiler.ir.ops import POLYNOMIALS, ops
+from kernelscope.compiler.lowering.common import LoweringContext
+from kernelscope.compiler.lowering.pointwise import compute_dtype, pointwise
+from kernelscope.compiler.lowering.registry import aten, register_lowering
 
 UNARY = {  # aten op name -> op of the protocol
     **{n: n for n in "log10 erfc erfinv lgamma digamma i0 signbit asinh acosh atanh".split()},

@@ -27,16 +27,23 @@ from typing import Any
 import torch
 from torch.fx import Node
 
-from compiler.devices import CUDA
-from compiler.features import Feature
-from compiler.ir.indexing import contiguous_strides, dense_strides_like
-from compiler.ir.nodes import ExternKernel, Index, Layout, Stored, TensorArg, TensorValue
-from compiler.ir.opnames import op_short
-from compiler.ir.ops import ops
-from compiler.ir.template import MatmulTemplate, Operand
-from compiler.lowering.common import LoweringContext
-from compiler.lowering.pointwise import broadcast_loader, upcast
-from compiler.lowering.registry import aten, register_lowering
+from kernelscope.compiler.devices import CUDA
+from kernelscope.compiler.features import Feature
+from kernelscope.compiler.ir.indexing import contiguous_strides, dense_strides_like
+from kernelscope.compiler.ir.nodes import (
+    ExternKernel,
+    Index,
+    Layout,
+    Stored,
+    TensorArg,
+    TensorValue,
+)
+from kernelscope.compiler.ir.opnames import op_short
+from kernelscope.compiler.ir.ops import ops
+from kernelscope.compiler.ir.template import MatmulTemplate, Operand
+from kernelscope.compiler.lowering.common import LoweringContext
+from kernelscope.compiler.lowering.pointwise import broadcast_loader, upcast
+from kernelscope.compiler.lowering.registry import aten, register_lowering
 
 PAD_DEVICES = (CUDA,)  # where the product runs in cuBLAS
 ALIGN_BYTES = 16  # cuBLAS's tensor-core kernels: leading dimensions in multiples of this

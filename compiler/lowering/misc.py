@@ -13,12 +13,12 @@ from typing import Any
 import torch
 from torch.fx import Node
 
-from compiler.ir.nodes import Index, TensorValue
-from compiler.ir.ops import ops
-from compiler.lowering.common import LoweringContext
-from compiler.lowering.pointwise import upcast
-from compiler.lowering.reductions import reduce
-from compiler.lowering.registry import aten, prims, register_lowering
+from kernelscope.compiler.ir.nodes import Index, TensorValue
+from kernelscope.compiler.ir.ops import ops
+from kernelscope.compiler.lowering.common import LoweringContext
+from kernelscope.compiler.lowering.pointwise import upcast
+from kernelscope.compiler.lowering.reductions import reduce
+from kernelscope.compiler.lowering.registry import aten, prims, register_lowering
 
 
 def _meta(g: LoweringContext) -> torch.Tensor:

@@ -14,11 +14,11 @@ from typing import Any
 import torch
 from torch.fx import Node
 
-from compiler.devices import CPU
-from compiler.ir.nodes import Index, TensorValue
-from compiler.ir.ops import ops, promote_types
-from compiler.lowering.common import LoweringContext
-from compiler.lowering.registry import (
+from kernelscope.compiler.devices import CPU
+from kernelscope.compiler.ir.nodes import Index, TensorValue
+from kernelscope.compiler.ir.ops import ops, promote_types
+from kernelscope.compiler.lowering.common import LoweringContext
+from kernelscope.compiler.lowering.registry import (
     LoweringFn,
     aten,
     prims,

@@ -22,14 +22,14 @@ import sympy
 import torch
 from torch.fx import Node
 
-from compiler.ir.indexing import FloorDiv, decompose
-from compiler.ir.nodes import Index, TensorValue
-from compiler.ir.ops import ops
-from compiler.lowering.common import LoweringContext
-from compiler.lowering.pointwise import upcast
-from compiler.lowering.reductions import reduce
-from compiler.lowering.registry import aten, register_lowering
-from compiler.lowering.scatter import _gathered, too_costly
+from kernelscope.compiler.ir.indexing import FloorDiv, decompose
+from kernelscope.compiler.ir.nodes import Index, TensorValue
+from kernelscope.compiler.ir.ops import ops
+from kernelscope.compiler.lowering.common import LoweringContext
+from kernelscope.compiler.lowering.pointwise import upcast
+from kernelscope.compiler.lowering.reductions import reduce
+from kernelscope.compiler.lowering.registry import aten, register_lowering
+from kernelscope.compiler.lowering.scatter import _gathered, too_costly
 
 I64 = torch.int64
 

@@ -15,15 +15,15 @@ import sympy
 import torch
 from torch.fx import Node
 
-from compiler.features import Feature
-from compiler.ir.indexing import decompose
-from compiler.ir.nodes import Index, Stored, TensorValue
-from compiler.ir.ops import ops
-from compiler.ir.ops import reduction_identity as identity
-from compiler.lowering.common import LoweringContext
-from compiler.lowering.pointwise import upcast
-from compiler.lowering.registry import aten, prims, register_lowering
-from compiler.lowering.views import remap
+from kernelscope.compiler.features import Feature
+from kernelscope.compiler.ir.indexing import decompose
+from kernelscope.compiler.ir.nodes import Index, Stored, TensorValue
+from kernelscope.compiler.ir.ops import ops
+from kernelscope.compiler.ir.ops import reduction_identity as identity
+from kernelscope.compiler.lowering.common import LoweringContext
+from kernelscope.compiler.lowering.pointwise import upcast
+from kernelscope.compiler.lowering.registry import aten, prims, register_lowering
+from kernelscope.compiler.lowering.views import remap
 
 SPLIT_MAX_OUTPUTS = 64  # split only when a reduction has at most this many outputs
 SPLIT_MIN_RNUMEL = 16384  # ... and at least this many elements per output

@@ -17,7 +17,7 @@ from typing import Any, Concatenate
 import torch
 from torch.fx import Node
 
-from compiler.lowering.common import LoweringContext
+from kernelscope.compiler.lowering.common import LoweringContext
 
 LoweringFn = Callable[Concatenate[LoweringContext, Node, ...], Any]
 LOWERINGS: dict[Any, LoweringFn] = {}
@@ -69,7 +69,7 @@ def find_lowering(target: Any) -> LoweringFn | None:
 
 def load_all() -> None:
     """Import the modules whose decorators fill the table."""
-    from compiler.lowering import (  # noqa: F401
+    from kernelscope.compiler.lowering import (  # noqa: F401
         conv,
         distances,
         indexing,

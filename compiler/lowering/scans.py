@@ -15,13 +15,13 @@ from typing import Any
 import torch
 from torch.fx import Node
 
-from compiler.ir.nodes import Index, TensorValue
-from compiler.ir.ops import ops
-from compiler.lowering.common import LoweringContext, row_pair
-from compiler.lowering.pointwise import upcast
-from compiler.lowering.reductions import _nan_aware, reduce
-from compiler.lowering.registry import aten, register_lowering
-from compiler.lowering.scatter import I64, too_costly
+from kernelscope.compiler.ir.nodes import Index, TensorValue
+from kernelscope.compiler.ir.ops import ops
+from kernelscope.compiler.lowering.common import LoweringContext, row_pair
+from kernelscope.compiler.lowering.pointwise import upcast
+from kernelscope.compiler.lowering.reductions import _nan_aware, reduce
+from kernelscope.compiler.lowering.registry import aten, register_lowering
+from kernelscope.compiler.lowering.scatter import I64, too_costly
 
 MASKED = {"sum": 0, "prod": 1, "max": float("-inf"), "min": float("inf")}
 

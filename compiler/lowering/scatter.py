@@ -26,13 +26,13 @@ import sympy
 import torch
 from torch.fx import Node
 
-from compiler.ir.indexing import contiguous_strides, decompose
-from compiler.ir.nodes import Index, TensorValue
-from compiler.ir.ops import ops
-from compiler.lowering.common import LoweringContext
-from compiler.lowering.pointwise import broadcast_loader, upcast
-from compiler.lowering.reductions import reduce
-from compiler.lowering.registry import aten, register_lowering
+from kernelscope.compiler.ir.indexing import contiguous_strides, decompose
+from kernelscope.compiler.ir.nodes import Index, TensorValue
+from kernelscope.compiler.ir.ops import ops
+from kernelscope.compiler.lowering.common import LoweringContext
+from kernelscope.compiler.lowering.pointwise import broadcast_loader, upcast
+from kernelscope.compiler.lowering.reductions import reduce
+from kernelscope.compiler.lowering.registry import aten, register_lowering
 
 DENSE_SCATTER_MAX = 1 << 24  # outputs x candidate sources a dense scatter may cost
 I64 = torch.int64

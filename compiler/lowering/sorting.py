@@ -18,14 +18,14 @@ import sympy
 import torch
 from torch.fx import Node
 
-from compiler.ir.indexing import decompose
-from compiler.ir.nodes import Index, TensorValue
-from compiler.ir.ops import ops
-from compiler.lowering.common import LoweringContext, row_pair
-from compiler.lowering.reductions import reduce
-from compiler.lowering.registry import aten, register_lowering
-from compiler.lowering.scatter import I64, too_costly
-from compiler.lowering.views import remap
+from kernelscope.compiler.ir.indexing import decompose
+from kernelscope.compiler.ir.nodes import Index, TensorValue
+from kernelscope.compiler.ir.ops import ops
+from kernelscope.compiler.lowering.common import LoweringContext, row_pair
+from kernelscope.compiler.lowering.reductions import reduce
+from kernelscope.compiler.lowering.registry import aten, register_lowering
+from kernelscope.compiler.lowering.scatter import I64, too_costly
+from kernelscope.compiler.lowering.views import remap
 
 
 def _before(x: TensorValue, dim: int, descending: bool) -> Callable[[Index], Any]:

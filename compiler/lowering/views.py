@@ -13,10 +13,15 @@ from typing import Any
 import sympy
 from torch.fx import Node
 
-from compiler.ir.indexing import ModularIndexing, contiguous_strides, decompose, strided_index
-from compiler.ir.nodes import Index, InputBuffer, Lazy, Stored, TensorValue
-from compiler.lowering.common import LoweringContext, Unsupported, dense_permutation
-from compiler.lowering.registry import aten, prims, register_lowering
+from kernelscope.compiler.ir.indexing import (
+    ModularIndexing,
+    contiguous_strides,
+    decompose,
+    strided_index,
+)
+from kernelscope.compiler.ir.nodes import Index, InputBuffer, Lazy, Stored, TensorValue
+from kernelscope.compiler.lowering.common import LoweringContext, Unsupported, dense_permutation
+from kernelscope.compiler.lowering.registry import aten, prims, register_lowering
 
 
 def remap(g: LoweringContext, x: TensorValue, size: Sequence[int],

@@ -25,15 +25,15 @@ from typing import Any
 
 import torch
 
-from compiler.codegen.backend import Backend
-from compiler.devices import is_gpu
-from compiler.event_types import TemplateChoice, TemplateSelection
-from compiler.ir.nodes import Layout
-from compiler.ir.template import MatmulTemplate, TemplateConfig
-from compiler.lowering.graph import LoweredGraph
-from compiler.options import CompileOptions
-from compiler.runtime import template_bench
-from compiler.runtime.cache import cache_root, content_key, write_atomic
+from kernelscope.compiler.codegen.backend import Backend
+from kernelscope.compiler.devices import is_gpu
+from kernelscope.compiler.event_types import TemplateChoice, TemplateSelection
+from kernelscope.compiler.ir.nodes import Layout
+from kernelscope.compiler.ir.template import MatmulTemplate, TemplateConfig
+from kernelscope.compiler.lowering.graph import LoweredGraph
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.runtime import template_bench
+from kernelscope.compiler.runtime.cache import cache_root, content_key, write_atomic
 
 EXTERN = "extern"
 CACHE_VERSION = "1"  # bump when what a cached entry means changes

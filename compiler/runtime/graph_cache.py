@@ -28,7 +28,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from compiler.runtime.cache import cache_root, content_key, write_atomic
+from kernelscope.compiler.runtime.cache import cache_root, content_key, write_atomic
 
 ENTRY_VERSION = 1
 MAX_CONSTANT_BYTES = 64 << 20  # a graph with a bigger tensor constant is not cached

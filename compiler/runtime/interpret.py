@@ -14,8 +14,8 @@ from typing import Any
 import sympy
 import torch
 
-from compiler.ir.indexing import FloorDiv, ModularIndexing, index_vars
-from compiler.ir.nodes import (
+from kernelscope.compiler.ir.indexing import FloorDiv, ModularIndexing, index_vars
+from kernelscope.compiler.ir.nodes import (
     ComputedBuffer,
     ExternKernel,
     ExternOutput,
@@ -24,8 +24,8 @@ from compiler.ir.nodes import (
     Stored,
     TensorArg,
 )
-from compiler.ir.ops import Handler, use_handler
-from compiler.lowering.graph import LoweredGraph
+from kernelscope.compiler.ir.ops import Handler, use_handler
+from kernelscope.compiler.lowering.graph import LoweredGraph
 
 TORCH_OPS: dict[str, Callable[..., torch.Tensor]] = {
     "add": torch.add, "sub": torch.sub, "mul": torch.mul, "truediv": torch.true_divide,

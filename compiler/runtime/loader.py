@@ -19,10 +19,10 @@ from typing import Any
 
 import torch
 
-from compiler.codegen.backend import Backend
-from compiler.options import CompileOptions
-from compiler.runtime.cache import cache_root, content_key, write_once
-from compiler.runtime.timing import instrument
+from kernelscope.compiler.codegen.backend import Backend
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.runtime.cache import cache_root, content_key, write_once
+from kernelscope.compiler.runtime.timing import instrument
 
 
 @dataclass

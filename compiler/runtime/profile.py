@@ -15,10 +15,10 @@ from typing import Any
 
 import torch
 
-from compiler.devices import CPU, CUDA, is_gpu
-from compiler.options import CompileOptions
-from compiler.runtime.inductor import inductor_output
-from compiler.runtime.timing import instrument
+from kernelscope.compiler.devices import CPU, CUDA, is_gpu
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.runtime.inductor import inductor_output
+from kernelscope.compiler.runtime.timing import instrument
 
 
 def _bench_cpu(fn: Callable[[], Any], budget_s: float = 0.5) -> float:

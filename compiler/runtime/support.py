@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from compiler.devices import is_gpu
+from kernelscope.compiler.devices import is_gpu
 
 device = torch.device
 # Inductor's allocation fast path (no argument parsing, no device string): a few

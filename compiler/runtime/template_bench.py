@@ -20,13 +20,13 @@ from typing import Any
 
 import torch
 
-from compiler.codegen.backend import Backend
-from compiler.ir.nodes import Buffer, Layout
-from compiler.ir.template import MatmulTemplate, Operand, TemplateConfig
-from compiler.runtime.cache import cache_root, content_key, write_once
-from compiler.schedule.kinds import KernelKind
-from compiler.schedule.nodes import SchedNode
-from compiler.schedule.plan import KernelPlan
+from kernelscope.compiler.codegen.backend import Backend
+from kernelscope.compiler.ir.nodes import Buffer, Layout
+from kernelscope.compiler.ir.template import MatmulTemplate, Operand, TemplateConfig
+from kernelscope.compiler.runtime.cache import cache_root, content_key, write_once
+from kernelscope.compiler.schedule.kinds import KernelKind
+from kernelscope.compiler.schedule.nodes import SchedNode
+from kernelscope.compiler.schedule.plan import KernelPlan
 
 TOLERANCE = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 5e-2}
 

@@ -1,7 +1,7 @@
 """Build one Triton wrapper's kernels into a Triton cache folder: the server's trusted
 rebuild for the shared cache (server/tcache.py), run in a fresh sandbox.
 
-    python -m compiler.runtime.triton_prebuild graph_<key>.py inputs.json OUT
+    python -m kernelscope.compiler.runtime.triton_prebuild graph_<key>.py inputs.json OUT
 
 Imports the wrapper module, launches it once on zero-filled arguments made from
 `inputs.json` (what the graph's first launch in a job wrote: compiler/codegen/
@@ -17,16 +17,16 @@ import os
 import sys
 from pathlib import Path
 
-from compiler.devices import CUDA, is_gpu
-from compiler.options import CompileOptions
+from kernelscope.compiler.devices import CUDA, is_gpu
+from kernelscope.compiler.options import CompileOptions
 
 
 def main(argv: list[str]) -> int:
     wrapper, inputs, out = Path(argv[0]), Path(argv[1]), Path(argv[2])
     out.mkdir(parents=True, exist_ok=True)
     os.environ["TRITON_CACHE_DIR"] = str(out)  # before Triton reads it
-    from compiler.codegen.triton_backend import TritonBackend
-    from compiler.runtime.loader import _import, from_specs
+    from kernelscope.compiler.codegen.triton_backend import TritonBackend
+    from kernelscope.compiler.runtime.loader import _import, from_specs
 
     specs = json.loads(inputs.read_text())
     if not isinstance(specs, list) or not all(isinstance(s, dict) for s in specs):

@@ -21,13 +21,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from compiler.event_types import FusionDecision
-from compiler.ir.handlers import body_vars
-from compiler.ir.index_print import sympy_str
-from compiler.ir.indexing import contiguous_strides, decompose, index_vars, simplify_index
-from compiler.schedule.domain import split_point
-from compiler.schedule.kinds import KernelKind
-from compiler.schedule.nodes import SchedNode, canonical
+from kernelscope.compiler.event_types import FusionDecision
+from kernelscope.compiler.ir.handlers import body_vars
+from kernelscope.compiler.ir.index_print import sympy_str
+from kernelscope.compiler.ir.indexing import (
+    contiguous_strides,
+    decompose,
+    index_vars,
+    simplify_index,
+)
+from kernelscope.compiler.schedule.domain import split_point
+from kernelscope.compiler.schedule.kinds import KernelKind
+from kernelscope.compiler.schedule.nodes import SchedNode, canonical
 
 MAX_DECISIONS = 5000
 

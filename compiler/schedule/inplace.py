@@ -21,10 +21,10 @@ from collections.abc import Mapping
 
 import sympy
 
-from compiler.ir.indexing import index_vars
-from compiler.ir.nodes import Buffer, Layout
-from compiler.schedule.kinds import KernelKind
-from compiler.schedule.plan import KernelPlan
+from kernelscope.compiler.ir.indexing import index_vars
+from kernelscope.compiler.ir.nodes import Buffer, Layout
+from kernelscope.compiler.schedule.kinds import KernelKind
+from kernelscope.compiler.schedule.plan import KernelPlan
 
 
 def _contiguous(lay: Layout) -> bool:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from compiler.ir.nodes import Buffer, ExternKernel, ExternOutput
+from kernelscope.compiler.ir.nodes import Buffer, ExternKernel, ExternOutput
 
 
 @dataclass

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from compiler.ir.handlers import reads_of
-from compiler.ir.indexing import index_vars, merge_loops
-from compiler.ir.nodes import (
+from kernelscope.compiler.ir.handlers import reads_of
+from kernelscope.compiler.ir.indexing import index_vars, merge_loops
+from kernelscope.compiler.ir.nodes import (
     Buffer,
     ComputedBuffer,
     ExternKernel,
@@ -24,9 +24,9 @@ from compiler.ir.nodes import (
     Reduction,
     TensorArg,
 )
-from compiler.ir.template import MatmulTemplate
-from compiler.lowering.graph import LoweredGraph
-from compiler.schedule.kinds import KernelKind
+from kernelscope.compiler.ir.template import MatmulTemplate
+from kernelscope.compiler.lowering.graph import LoweredGraph
+from kernelscope.compiler.schedule.kinds import KernelKind
 
 
 @dataclass

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from compiler.ir.nodes import Buffer, ComputedBuffer
-from compiler.schedule.kinds import KernelKind
-from compiler.schedule.nodes import SchedNode
+from kernelscope.compiler.ir.nodes import Buffer, ComputedBuffer
+from kernelscope.compiler.schedule.kinds import KernelKind
+from kernelscope.compiler.schedule.nodes import SchedNode
 
 
 @dataclass

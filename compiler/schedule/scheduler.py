@@ -11,15 +11,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from compiler.capture.modules import origin_modules
-from compiler.event_types import FusionDecision, ScheduledKernel, SchedulingGraph
-from compiler.ir.nodes import Buffer, ExternKernel
-from compiler.ir.opnames import op_short
-from compiler.lowering.graph import LoweredGraph
-from compiler.schedule.fusion import Group, fuse
-from compiler.schedule.kinds import KernelKind
-from compiler.schedule.nodes import SchedNode, build_nodes
-from compiler.schedule.plan import KernelPlan
+from kernelscope.compiler.capture.modules import origin_modules
+from kernelscope.compiler.event_types import FusionDecision, ScheduledKernel, SchedulingGraph
+from kernelscope.compiler.ir.nodes import Buffer, ExternKernel
+from kernelscope.compiler.ir.opnames import op_short
+from kernelscope.compiler.lowering.graph import LoweredGraph
+from kernelscope.compiler.schedule.fusion import Group, fuse
+from kernelscope.compiler.schedule.kinds import KernelKind
+from kernelscope.compiler.schedule.nodes import SchedNode, build_nodes
+from kernelscope.compiler.schedule.plan import KernelPlan
 
 
 @dataclass

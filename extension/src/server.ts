@@ -1,6 +1,6 @@
 /**
  * Attach or start: the extension uses the configured server when its `/api/health`
- * answers, and otherwise starts `python -m server` (what `kernelscope serve` runs) with the
+ * answers, and otherwise starts `python -m kernelscope.server` (what `kernelscope serve` runs) with the
  * configured Python on a free loopback port, waits for its health, and stops it when the
  * extension deactivates. Every failure becomes a message that says how to fix it.
  * No vscode here: the caller passes settings and a log function.
@@ -36,7 +36,7 @@ export class SetupError extends Error {
 const PREFLIGHT = `
 import importlib.util as u, json, sys
 print(json.dumps({"python": "%d.%d.%d" % sys.version_info[:3],
-  "server": u.find_spec("server") is not None and u.find_spec("compiler") is not None,
+  "server": u.find_spec("kernelscope") is not None and u.find_spec("kernelscope.server") is not None,
   "flask": u.find_spec("flask") is not None, "torch": u.find_spec("torch") is not None}))
 `;
 
@@ -136,7 +136,9 @@ export class ServerManager {
     }
     const port = await freePort();
     const url = `http://127.0.0.1:${port}`;
-    const args = ["-m", "server", "--host", "127.0.0.1", "--port", String(port)];
+    // -P: the working directory (the user's workspace) is not put on sys.path, so a project
+    // of the user's own cannot shadow Kernelscope's packages.
+    const args = ["-P", "-m", "kernelscope.server", "--host", "127.0.0.1", "--port", String(port)];
     this.log(`starting ${settings.python} ${args.join(" ")}`);
     // Its own process group, so stopping it also stops what it starts (WSGI workers, pools).
     const child = spawn(settings.python, args, { cwd: settings.cwd, env, stdio: ["ignore", "pipe", "pipe"], detached: true });
@@ -155,7 +157,7 @@ export class ServerManager {
       child.on("error", (e) => reject(new SetupError(`could not start the server: ${e.message}`, "Check kernelscope.pythonPath.")));
       child.on("exit", (code, signal) => reject(new SetupError(
         `The Kernelscope server exited at start (${signal ?? `exit ${code}`}): ${output.trim().split("\n").slice(-3).join(" | ")}`,
-        "Run `python -m server` in a terminal to see the whole error.")));
+        "Run `python -m kernelscope.server` in a terminal to see the whole error.")));
     });
     const client = new KernelscopeClient(url);
     const deadline = Date.now() + (settings.startTimeoutMs ?? 60_000);
@@ -165,7 +167,7 @@ export class ServerManager {
         await new Promise((r) => setTimeout(r, 200));
       }
       throw new SetupError(`The Kernelscope server at ${url} did not answer /api/health in time.`,
-        "Run `python -m server` in a terminal to see what it does at start.");
+        "Run `python -m kernelscope.server` in a terminal to see what it does at start.");
     })();
     try {
       await Promise.race([healthy, exited]);

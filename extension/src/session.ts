@@ -139,7 +139,7 @@ export class Session implements vscode.Disposable {
     // A Kernelscope checkout opened as the workspace: run its own code.
     if (settings.cwd) {
       try {
-        await vscode.workspace.fs.stat(vscode.Uri.joinPath(vscode.Uri.file(settings.cwd), "server", "__main__.py"));
+        await vscode.workspace.fs.stat(vscode.Uri.joinPath(vscode.Uri.file(settings.cwd), "kernelscope", "__init__.py"));
         env.PYTHONPATH = settings.cwd;
       } catch { /* not a checkout */ }
     }

@@ -1,5 +1,5 @@
 /** The whole way, with nothing faked but VS Code: the extension starts the real server of
- * this checkout (`python -m server`), Compile Selection sends a block of a function, the real
+ * this checkout (`python -m kernelscope.server`), Compile Selection sends a block of a function, the real
  * compiler builds C++ kernels in the sandboxed worker, and the events come back with their
  * lines mapped onto the selected lines of the file. Skipped where no Python has the package. */
 

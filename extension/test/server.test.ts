@@ -93,4 +93,4 @@ test("asking for cuda on a server without a GPU says to use cpu; auto picks what
   await gpu.close();
 });
 
-// The real `python -m server` is started by test/e2e.test.ts.
+// The real `python -m kernelscope.server` is started by test/e2e.test.ts.

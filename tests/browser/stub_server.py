@@ -29,8 +29,8 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CppLexer, PythonLexer
 
-from compiler.event_schema import json_schema
-from compiler.events import SCHEMA_VERSION, STAGES, TERMINAL
+from kernelscope.compiler.event_schema import json_schema
+from kernelscope.compiler.events import SCHEMA_VERSION, STAGES, TERMINAL
 
 ROOT = Path(__file__).resolve().parents[2]
 WEBUI = ROOT / "webui"
@@ -183,7 +183,7 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
 
     @app.get("/api/options")
     def options() -> Response:
-        from server.options import option_fields
+        from kernelscope.server.options import option_fields
 
         return jsonify({"options": option_fields()})
 

@@ -36,11 +36,11 @@ COMPILE_TIMEOUT_S = 240
 @pytest.fixture
 def real_server(tmp_path: Path) -> Iterator[LiveServer]:
     try:
-        from server import create_app
+        from kernelscope.server import create_app
     except ImportError as e:
         pytest.skip(f"the server is not importable yet ({e})")
     if not (REPO / "compiler" / "__main__.py").exists():
-        pytest.skip("the compiler CLI (python -m compiler) does not exist yet")
+        pytest.skip("the compiler CLI (python -m kernelscope.compiler) does not exist yet")
     app = create_app(
         {
             "DATABASE": str(tmp_path / "traces.sqlite3"),

@@ -180,7 +180,7 @@ def test_the_inductor_diff_is_one_click_away_when_inductor_is_on(page: Page) -> 
 
 # -- options ----------------------------------------------------------------------------
 def test_every_option_the_server_lists_is_a_control_with_its_explanation(page: Page) -> None:
-    from server.options import option_fields
+    from kernelscope.server.options import option_fields
 
     open_explorer(page)
     page.click("#options-summary")

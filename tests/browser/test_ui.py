@@ -31,7 +31,7 @@ from ui import (
     wait_panes_filled,
 )
 
-from compiler.events import STAGES
+from kernelscope.compiler.events import STAGES
 
 pytestmark = pytest.mark.browser
 

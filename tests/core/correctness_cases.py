@@ -216,7 +216,7 @@ def compare(got: Any, expected: Any) -> str:
 
 
 def check(name: str, backend_name: str) -> str:
-    from compiler import backend
+    from kernelscope.compiler import backend
 
     fn, make = CASES[name]
     torch._dynamo.reset()

@@ -27,9 +27,9 @@ SNAPSHOT_STAGES = ("lowering", "scheduling", "memory", "codegen")
 
 
 def _back_events(bundle: Path, options: Any) -> dict[str, Any]:
-    from compiler import event_types as ev
-    from compiler import pipeline
-    from compiler.capture.bundle import read_bundle
+    from kernelscope.compiler import event_types as ev
+    from kernelscope.compiler import pipeline
+    from kernelscope.compiler.capture.bundle import read_bundle
 
     run = pipeline._BackRun(read_bundle(bundle), options)
     pipeline._rebuild(run)
@@ -45,8 +45,8 @@ def _back_events(bundle: Path, options: Any) -> dict[str, Any]:
 
 def sample_snapshots(sample: Path) -> dict[str, str]:
     """`<sample>_<backend>` -> the JSON text of that sample's events on that backend."""
-    from compiler.options import CompileOptions
-    from compiler.pipeline import run_front
+    from kernelscope.compiler.options import CompileOptions
+    from kernelscope.compiler.pipeline import run_front
 
     texts: dict[str, str] = {}
     with tempfile.TemporaryDirectory(prefix="ks-snapshot-") as tmp:

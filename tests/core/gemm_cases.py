@@ -107,8 +107,8 @@ def _reference(fn: Callable[..., Any], args: tuple[Any, ...]) -> list[torch.Tens
 
 
 def check(name: str, device: str = "cpu") -> str:
-    from compiler.compile_fx import make_backend
-    from compiler.options import CompileOptions
+    from kernelscope.compiler.compile_fx import make_backend
+    from kernelscope.compiler.options import CompileOptions
 
     fn, make, fused = CASES[name]
     args = tuple(a.to(device) for a in make())

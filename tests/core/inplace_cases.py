@@ -56,8 +56,8 @@ def _flat(x: Any) -> list[torch.Tensor]:
 
 
 def check(name: str) -> str:
-    import compiler
-    from compiler.codegen import wrapper
+    from kernelscope import compiler
+    from kernelscope.compiler.codegen import wrapper
 
     fn, make, expect = CASES[name]
     torch.manual_seed(0)
@@ -72,7 +72,7 @@ def check(name: str) -> str:
         return src, lines
 
     wrapper.generate_wrapper = keep
-    import compiler.compile_fx as cfx
+    import kernelscope.compiler.compile_fx as cfx
     cfx.generate_wrapper = keep
     torch._dynamo.reset()
     try:

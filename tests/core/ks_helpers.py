@@ -20,9 +20,9 @@ def lower_fn(fn: Callable[..., Any], *args: Any, interpret: bool = False) -> Any
     """
     from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 
-    from compiler.capture.decompositions import decomposition_table
-    from compiler.lowering.graph import GraphLowering
-    from compiler.runtime.interpret import interpret as run_ir
+    from kernelscope.compiler.capture.decompositions import decomposition_table
+    from kernelscope.compiler.lowering.graph import GraphLowering
+    from kernelscope.compiler.runtime.interpret import interpret as run_ir
 
     lowered: list[Any] = []
 
@@ -44,7 +44,7 @@ def lower_fn(fn: Callable[..., Any], *args: Any, interpret: bool = False) -> Any
 
 
 def compiled(fn: Callable[..., Any], **options: Any) -> Callable[..., Any]:
-    from compiler import backend
+    from kernelscope.compiler import backend
 
     torch._dynamo.reset()
     return torch.compile(fn, backend=backend, options=options or None)

@@ -38,8 +38,8 @@ CASES: dict[str, Callable[[torch.Tensor], Any]] = {
 
 
 def _compiled(fn: Callable[..., Any], sources: list[str]) -> Callable[..., Any]:
-    import compiler
-    import compiler.compile_fx as cfx
+    import kernelscope.compiler.compile_fx as cfx
+    from kernelscope import compiler
 
     orig = cfx.generate_wrapper
 

@@ -106,7 +106,7 @@ CASES: dict[str, NativeCase] = {
 
 def check_native(name: str, backend_name: str) -> str:
     """"ok" when native (or, off the case's native backends, right through the fallback)."""
-    from compiler import backend
+    from kernelscope.compiler import backend
 
     fn, make, native = CASES[name]
     torch._dynamo.reset()

@@ -190,7 +190,7 @@ CASES: dict[str, Case] = {
 
 
 def check(name: str, backend_name: str) -> str:
-    from compiler import backend
+    from kernelscope.compiler import backend
 
     fn, make = CASES[name]
     torch._dynamo.reset()

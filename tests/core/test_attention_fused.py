@@ -10,8 +10,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from compiler.compile_fx import make_backend
-from compiler.options import CompileOptions
+from kernelscope.compiler.compile_fx import make_backend
+from kernelscope.compiler.options import CompileOptions
 
 SDPA_CPU = "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default("
 SDPA_CPU_BACKWARD = "torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward"

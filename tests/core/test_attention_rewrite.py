@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.cases import GPT2Block, naive_attention
-from compiler.capture import attention
+from kernelscope.compiler.capture import attention
 
 
 def _rewritten(fn: Any, *args: Any) -> tuple[Any, list[str], torch.fx.GraphModule]:
@@ -93,8 +93,8 @@ def test_sdpa_output_strides_other_than_the_meta_are_conformed() -> None:
     by the meta's strides. The wrapper passes such outputs through `conform`."""
     from types import SimpleNamespace
 
-    from compiler.codegen.wrapper import _conformed
-    from compiler.runtime.support import conform
+    from kernelscope.compiler.codegen.wrapper import _conformed
+    from kernelscope.compiler.runtime.support import conform
 
     real = torch.randn(2, 16, 4, 8).transpose(1, 2)  # what the CUDA kernel returns
     planned = (2, 4, 16, 8), (512, 128, 8, 1)  # what the meta said

@@ -12,7 +12,7 @@ import pytest
 import torch
 from ks_helpers import SAMPLES
 
-from compiler.snippet import run_snippet
+from kernelscope.compiler.snippet import run_snippet
 
 INSTALLED = any(ep.name == "kernelscope" for ep in
                 importlib.metadata.entry_points(group="torch_dynamo_backends"))

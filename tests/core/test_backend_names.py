@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from compiler.codegen import targets
+from kernelscope.compiler.codegen import targets
 
 REPO = Path(__file__).resolve().parents[2]
 SCANNED = ("compiler", "server", "webui/js", "extension/src", "benchmarks")
@@ -161,9 +161,9 @@ def test_triton_on_the_cpu_without_the_interpreter_is_refused_and_leaves_the_env
     script = (
         "import os\n"
         "import torch._dynamo\n"
-        "from compiler.codegen.backends import choose_backend\n"
-        "from compiler.codegen.triton_backend import InterpreterUnavailable\n"
-        "from compiler.options import CompileOptions\n"
+        "from kernelscope.compiler.codegen.backends import choose_backend\n"
+        "from kernelscope.compiler.codegen.triton_backend import InterpreterUnavailable\n"
+        "from kernelscope.compiler.options import CompileOptions\n"
         "backend = choose_backend('triton', 'cpu', CompileOptions())\n"
         "try:\n"
         "    backend.build(None)\n"
@@ -191,7 +191,7 @@ def _device_literals(source: str) -> list[int]:
     import io
     import tokenize
 
-    from compiler.devices import DEVICES
+    from kernelscope.compiler.devices import DEVICES
 
     lines = []
     for tok in tokenize.generate_tokens(io.StringIO(source).readline):

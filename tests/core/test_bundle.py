@@ -14,10 +14,10 @@ import torch
 from ks_helpers import REPO
 from ks_schema import check_stream
 
-from compiler.capture import bundle as bundle_mod
-from compiler.capture.bundle import BundleError, read_bundle
-from compiler.options import CompileOptions
-from compiler.pipeline import run_back, run_front, run_pipeline
+from kernelscope.compiler.capture import bundle as bundle_mod
+from kernelscope.compiler.capture.bundle import BundleError, read_bundle
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.pipeline import run_back, run_front, run_pipeline
 
 OPTS = CompileOptions(device="cpu", backend="cpp", profile=False)
 
@@ -57,10 +57,10 @@ def test_back_half_runs_a_bundle_and_replays_the_front_events(tmp_path: Path) ->
 def test_one_capture_and_one_compile_per_graph(monkeypatch: pytest.MonkeyPatch) -> None:
     """`run` and `profile` execute the graphs `compile` built: nothing is captured or
     compiled twice (graph_break.py has two graphs)."""
-    from compiler import compile_fx
-    from compiler.capture import dynamo
-    from compiler.lowering.graph import GraphLowering
-    from compiler.runtime import loader
+    from kernelscope.compiler import compile_fx
+    from kernelscope.compiler.capture import dynamo
+    from kernelscope.compiler.lowering.graph import GraphLowering
+    from kernelscope.compiler.runtime import loader
 
     counts = {"capture": 0, "lower": 0, "load": 0, "call": 0}
 
@@ -103,7 +103,8 @@ def test_snippet_output_is_data_never_events(tmp_path: Path) -> None:
     path.write_text(code)
     bundle = tmp_path / "b.ksb"
     proc = subprocess.run(
-        [sys.executable, "-m", "compiler", "compile", str(path), "--json", "--device", "cpu",
+        [sys.executable, "-m", "kernelscope.compiler", "compile", str(path), "--json",
+         "--device", "cpu",
          "--backend", "cpp", "--front-only", "--bundle", str(bundle)],
         cwd=REPO, capture_output=True, text=True, timeout=300,
         env=dict(os.environ, PYTHONPATH=str(REPO)))
@@ -113,7 +114,8 @@ def test_snippet_output_is_data_never_events(tmp_path: Path) -> None:
     assert forged in front[0]["data"]["stdout"]
     assert "inside" in front[1]["data"]["stdout"]
     proc = subprocess.run(
-        [sys.executable, "-m", "compiler", "stages", str(bundle), "--json", "--device", "cpu",
+        [sys.executable, "-m", "kernelscope.compiler", "stages", str(bundle), "--json",
+         "--device", "cpu",
          "--backend", "cpp", "--no-profile"],
         cwd=REPO, capture_output=True, text=True, timeout=300,
         env=dict(os.environ, PYTHONPATH=str(REPO)))
@@ -218,7 +220,7 @@ def test_a_failing_snippet_bundles_its_error(tmp_path: Path) -> None:
 def test_a_wrong_kernel_fails_run_and_done(tmp_path: Path, monkeypatch: Any) -> None:
     """`run` checks the compiled graph for real: a kernel computing the wrong function
     makes `run` and `done` say so."""
-    from compiler.codegen import cpp
+    from kernelscope.compiler.codegen import cpp
 
     monkeypatch.setitem(cpp.OPS.rules, "exp", "std::exp(({0}) * 1.001f)")
     path = tmp_path / "exp.py"
@@ -269,7 +271,8 @@ def test_stages_command_runs_triton_kernels_in_the_interpreter(tmp_path: Path) -
     bundle = _front(tmp_path, ADD)
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     proc = subprocess.run(
-        [sys.executable, "-m", "compiler", "stages", str(bundle), "--json", "--device", "cpu",
+        [sys.executable, "-m", "kernelscope.compiler", "stages", str(bundle), "--json",
+         "--device", "cpu",
          "--backend", "triton"],
         cwd=REPO, capture_output=True, text=True, timeout=300,
         env=dict(env, PYTHONPATH=str(REPO)))

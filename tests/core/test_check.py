@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from compiler.check import compare_outputs, tolerance
-from compiler.options import CompileOptions
+from kernelscope.compiler.check import compare_outputs, tolerance
+from kernelscope.compiler.options import CompileOptions
 
 OPTS = CompileOptions()
 

@@ -9,15 +9,21 @@ import pytest
 import torch
 from ks_helpers import lower_fn
 
-from compiler.codegen import targets
-from compiler.codegen.backends import REGISTRY, backend_names, choose_backend
-from compiler.codegen.cpp import CppBackend
-from compiler.codegen.triton_backend import TritonBackend
-from compiler.codegen.triton_report import compiled_report
-from compiler.compile_fx import GraphWork, codegen_stage, lower, memory_stage, schedule_stage
-from compiler.event_types import to_json
-from compiler.options import CompileOptions
-from compiler.schedule.kinds import KernelKind
+from kernelscope.compiler.codegen import targets
+from kernelscope.compiler.codegen.backends import REGISTRY, backend_names, choose_backend
+from kernelscope.compiler.codegen.cpp import CppBackend
+from kernelscope.compiler.codegen.triton_backend import TritonBackend
+from kernelscope.compiler.codegen.triton_report import compiled_report
+from kernelscope.compiler.compile_fx import (
+    GraphWork,
+    codegen_stage,
+    lower,
+    memory_stage,
+    schedule_stage,
+)
+from kernelscope.compiler.event_types import to_json
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.schedule.kinds import KernelKind
 
 OPTS = CompileOptions()
 
@@ -145,7 +151,7 @@ def test_a_node_the_backend_cannot_express_goes_to_aten_with_the_reason(backend:
 def test_the_refusal_check_sees_reductions(monkeypatch: pytest.MonkeyPatch) -> None:
     """Reductions are ops of the backend's table (combine_<type>): a backend without the
     rule leaves that reduction to ATen and says why, as for any other op."""
-    from compiler.codegen import cpp
+    from kernelscope.compiler.codegen import cpp
 
     work, event = _work(lambda x: x.prod(-1) + 1, (torch.randn(8, 16),), "cpp")
     assert work.lowered is not None and not work.lowered.fallbacks

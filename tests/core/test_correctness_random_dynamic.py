@@ -58,7 +58,7 @@ def test_dynamic_shapes_compile_per_size() -> None:
     def f(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return (x * 2 + y).softmax(-1).sum(0)
 
-    from compiler import backend
+    from kernelscope.compiler import backend
 
     torch._dynamo.reset()
 
@@ -69,7 +69,7 @@ def test_dynamic_shapes_compile_per_size() -> None:
 
 
 def test_dynamic_size_used_as_a_value() -> None:
-    from compiler import backend
+    from kernelscope.compiler import backend
 
     torch._dynamo.reset()
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from compiler.options import CompileOptions
-from compiler.pipeline import run_pipeline
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.pipeline import run_pipeline
 
 pytestmark = pytest.mark.skipif(shutil.which("objdump") is None, reason="no objdump")
 

@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from compiler import backend
+from kernelscope.compiler import backend
 
 
 def _compiled(fn):  # type: ignore[no-untyped-def]
@@ -51,7 +51,7 @@ def test_column_reductions_match_eager(shape: tuple[int, int]) -> None:
 def test_column_blocks_follow_the_threads_and_change_no_result() -> None:
     """The block of outputs is sized at run time (one per thread, at most COLUMN_BLOCK):
     each output still adds its rows in order, so one thread and two give the same bits."""
-    from compiler.codegen.cpp import COLUMN_BLOCK
+    from kernelscope.compiler.codegen.cpp import COLUMN_BLOCK
 
     torch.manual_seed(10)
     x = torch.randn(60, 2 * COLUMN_BLOCK + 904)
@@ -86,7 +86,7 @@ def test_vector_math_matches_eager() -> None:
 
 
 def test_vector_math_is_declared_for_glibc() -> None:
-    from compiler.codegen.cpp import PRELUDE
+    from kernelscope.compiler.codegen.cpp import PRELUDE
 
     assert 'simd("notinbranch")' in PRELUDE and "KS_SIMD1(tanhf)" in PRELUDE
 
@@ -177,7 +177,7 @@ def test_two_kept_values_do_not_share_the_output_element() -> None:
 
 def test_long_rows_compute_exp_twice() -> None:
     """Past ROW_KEEP_MAX a row array would not fit the stack: exp is computed again."""
-    from compiler.codegen.cpp import ROW_KEEP_MAX
+    from kernelscope.compiler.codegen.cpp import ROW_KEEP_MAX
 
     x = torch.randn(2, ROW_KEEP_MAX + 8)
     src = _cpp_source(lambda t: torch.softmax(t, -1), x).split("def call")[0]
@@ -191,7 +191,7 @@ def test_next_row_prefetch_only_where_rows_are_read_again() -> None:
     reads, and the output for writing. A one-loop row sum and rows past PREFETCH_ROW_MAX
     are left alone; the last row prefetches nothing; a row that is not a multiple of the
     chunk ends in a short chunk."""
-    from compiler.codegen.cpp_prefetch import PREFETCH_CHUNK, PREFETCH_ROW_MAX
+    from kernelscope.compiler.codegen.cpp_prefetch import PREFETCH_CHUNK, PREFETCH_ROW_MAX
 
     torch.manual_seed(9)
     norm = lambda t: (t - t.mean(-1, keepdim=True)) * 2  # noqa: E731

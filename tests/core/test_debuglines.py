@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.codegen.debuglines import (
+from kernelscope.compiler.codegen.debuglines import (
     KernelFile,
     llvm_lines,
     mlir_lines,

@@ -6,13 +6,13 @@ import pytest
 import torch
 from ks_helpers import compiled, lower_fn
 
-from compiler.codegen.backends import choose_backend
-from compiler.codegen.kernel import _split_vars
-from compiler.ir.indexing import FloorDiv, ModularIndexing, sym
-from compiler.options import CompileOptions
-from compiler.schedule.domain import split_point
-from compiler.schedule.kinds import KernelKind
-from compiler.schedule.scheduler import schedule
+from kernelscope.compiler.codegen.backends import choose_backend
+from kernelscope.compiler.codegen.kernel import _split_vars
+from kernelscope.compiler.ir.indexing import FloorDiv, ModularIndexing, sym
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.schedule.domain import split_point
+from kernelscope.compiler.schedule.kinds import KernelKind
+from kernelscope.compiler.schedule.scheduler import schedule
 
 
 @pytest.mark.parametrize(("ranges", "outer", "expected"), [

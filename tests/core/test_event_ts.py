@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 
-from compiler.event_schema import SCHEMA_PATH, json_schema
-from compiler.event_ts import TS_PATH, generate, ts_type
+from kernelscope.compiler.event_schema import SCHEMA_PATH, json_schema
+from kernelscope.compiler.event_ts import TS_PATH, generate, ts_type
 
 
 def test_the_checked_in_types_are_generated_from_the_schema() -> None:
     assert json.loads(SCHEMA_PATH.read_text()) == json_schema()
     assert TS_PATH.read_text() == generate(json_schema()), (
-        "run: PYTHONPATH=$PWD python -m compiler.event_ts --write")
+        "run: PYTHONPATH=$PWD python -m kernelscope.compiler.event_ts --write")
 
 
 def test_every_stage_payload_and_field_is_typed() -> None:

@@ -11,12 +11,13 @@ import pytest
 from ks_helpers import REPO
 from ks_schema import check_event, check_stream
 
-from compiler.event_schema import SCHEMA_PATH, schema_text
-from compiler.events import SCHEMA_VERSION, STAGES
+from kernelscope.compiler.event_schema import SCHEMA_PATH, schema_text
+from kernelscope.compiler.events import SCHEMA_VERSION, STAGES
 
 
 def test_checked_in_schema_is_what_the_model_generates() -> None:
-    """Regenerate with `python -m compiler.event_schema --write` after changing the model."""
+    """Regenerate with `python -m kernelscope.compiler.event_schema --write` after changing the
+    model."""
     assert SCHEMA_PATH.read_text() == schema_text()
 
 
@@ -27,7 +28,7 @@ def test_the_event_modules_do_not_import_torch() -> None:
 
 
 def test_server_uses_the_one_schema_version() -> None:
-    from server import jobs
+    from kernelscope.server import jobs
 
     assert jobs.SCHEMA_VERSION is SCHEMA_VERSION
     assert json.loads(SCHEMA_PATH.read_text())["x-stages"] == list(STAGES)

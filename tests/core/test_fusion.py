@@ -9,11 +9,11 @@ from typing import Any
 import torch
 from ks_helpers import compiled, lower_fn
 
-from compiler.codegen.backends import choose_backend
-from compiler.ir.opnames import op_short
-from compiler.options import CompileOptions
-from compiler.schedule.kinds import KernelKind
-from compiler.schedule.scheduler import Schedule, schedule
+from kernelscope.compiler.codegen.backends import choose_backend
+from kernelscope.compiler.ir.opnames import op_short
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.schedule.kinds import KernelKind
+from kernelscope.compiler.schedule.scheduler import Schedule, schedule
 
 TRITON = choose_backend("triton", "cpu", CompileOptions())
 

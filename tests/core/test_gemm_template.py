@@ -13,13 +13,19 @@ import torch.nn.functional as F
 from gemm_cases import CASES
 from ks_helpers import interpreter_case_results
 
-from compiler.capture.dynamo import Recorder
-from compiler.codegen.triton_backend import TritonBackend
-from compiler.compile_fx import GraphWork, codegen_stage, lower, memory_stage, schedule_stage
-from compiler.ir.nodes import ExternKernel
-from compiler.ir.template import MatmulTemplate
-from compiler.options import CompileOptions
-from compiler.runtime import autotune, template_bench
+from kernelscope.compiler.capture.dynamo import Recorder
+from kernelscope.compiler.codegen.triton_backend import TritonBackend
+from kernelscope.compiler.compile_fx import (
+    GraphWork,
+    codegen_stage,
+    lower,
+    memory_stage,
+    schedule_stage,
+)
+from kernelscope.compiler.ir.nodes import ExternKernel
+from kernelscope.compiler.ir.template import MatmulTemplate
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.runtime import autotune, template_bench
 
 HERE = Path(__file__).resolve().parent
 
@@ -128,7 +134,7 @@ def _measured_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, times: dict
 
 def test_measured_choice_is_the_fastest_and_cached(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from compiler.codegen.triton_template import configs_for
+    from kernelscope.compiler.codegen.triton_template import configs_for
 
     best = configs_for(37, 70, 50)[1].name
     sels, calls = _measured_graph(tmp_path, monkeypatch, {"extern": 0.02, best: 0.01})
@@ -143,7 +149,7 @@ def test_measured_choice_is_the_fastest_and_cached(tmp_path: Path,
 
 
 def test_measured_extern_wins_ties(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from compiler.codegen.triton_template import configs_for
+    from kernelscope.compiler.codegen.triton_template import configs_for
 
     name = configs_for(37, 70, 50)[0].name
     (first, _), _ = _measured_graph(tmp_path, monkeypatch, {"extern": 0.01, name: 0.01})

@@ -19,8 +19,14 @@ import torch
 from golden_fns import _add_relu, _softmax, _transposed_add
 from ks_helpers import lower_fn
 
-from compiler.compile_fx import GraphWork, codegen_stage, lower, memory_stage, schedule_stage
-from compiler.options import CompileOptions
+from kernelscope.compiler.compile_fx import (
+    GraphWork,
+    codegen_stage,
+    lower,
+    memory_stage,
+    schedule_stage,
+)
+from kernelscope.compiler.options import CompileOptions
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 

@@ -20,12 +20,12 @@ import pytest
 import torch
 from ks_helpers import REPO
 
-from compiler import compile_fx
-from compiler.compile_fx import make_backend
-from compiler.lowering.graph import GraphLowering
-from compiler.options import CompileOptions
-from compiler.pipeline import run_pipeline
-from compiler.runtime import graph_cache
+from kernelscope.compiler import compile_fx
+from kernelscope.compiler.compile_fx import make_backend
+from kernelscope.compiler.lowering.graph import GraphLowering
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.pipeline import run_pipeline
+from kernelscope.compiler.runtime import graph_cache
 
 
 def softmax_sum(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from shared_snippets import recompiles
 
-from compiler.options import CompileOptions
-from compiler.pipeline import run_pipeline
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.pipeline import run_pipeline
 
 SNIPPET = recompiles("cf(torch.randn(64, 2))", "cf(torch.randn(64, 2, dtype=torch.float64))",
                      "with torch.no_grad():", "    cf(torch.randn(64, 2, dtype=torch.float64))")
@@ -71,7 +71,7 @@ def test_one_call_reports_its_guards(tmp_path: Path) -> None:
 def test_the_recorder_names_forward_backward_and_inference_graphs() -> None:
     import torch
 
-    from compiler.capture.dynamo import Recorder
+    from kernelscope.compiler.capture.dynamo import Recorder
 
     def step(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         return (x @ w).tanh().sum()

@@ -16,7 +16,7 @@ HERE = Path(__file__).resolve().parent
 
 SCRIPT = r"""
 import sys, torch
-from compiler import backend
+from kernelscope.compiler import backend
 backend_name, case = sys.argv[1], sys.argv[2]
 w = torch.randn(10, 4)
 idx = {"in_range": torch.tensor([[0, 9], [-1, -10]]), "too_big": torch.tensor([[0, 10]]),
@@ -59,8 +59,14 @@ def test_checks_only_with_the_option(backend_name: str, check: str) -> None:
     import torch
     from ks_helpers import lower_fn
 
-    from compiler.compile_fx import GraphWork, codegen_stage, lower, memory_stage, schedule_stage
-    from compiler.options import CompileOptions
+    from kernelscope.compiler.compile_fx import (
+        GraphWork,
+        codegen_stage,
+        lower,
+        memory_stage,
+        schedule_stage,
+    )
+    from kernelscope.compiler.options import CompileOptions
 
     args = (torch.randn(10, 4), torch.tensor([1, 2]))
     (gm, _), = lower_fn(lambda w, i: torch.nn.functional.embedding(i, w) * 2, *args)

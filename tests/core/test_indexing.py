@@ -6,8 +6,8 @@ import random
 
 import sympy
 
-from compiler.ir.index_print import cexpr, pexpr, sympy_str
-from compiler.ir.indexing import (
+from kernelscope.compiler.ir.index_print import cexpr, pexpr, sympy_str
+from kernelscope.compiler.ir.indexing import (
     FloorDiv,
     ModularIndexing,
     decompose,
@@ -91,7 +91,7 @@ def test_expand_skips_only_what_has_nothing_to_expand() -> None:
     """The fast path returns its input only where sympy.expand would change nothing."""
     import sympy
 
-    from compiler.ir.indexing import FloorDiv, ModularIndexing, expand, sym
+    from kernelscope.compiler.ir.indexing import FloorDiv, ModularIndexing, expand, sym
 
     a, b, c = sym("a"), sym("b"), sym("c")
     for e in [a * (b + 1), (a + b) ** 2, 3 * a + FloorDiv(a * (b + 2), 4),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from compiler.runtime.inductor import inductor_output, kernels_of
+from kernelscope.compiler.runtime.inductor import inductor_output, kernels_of
 
 
 def test_inductor_output_code_is_captured_with_its_kernels() -> None:

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from ks_helpers import REPO
 
-from compiler.codegen.backend import GeneratedKernel
-from compiler.codegen.triton_backend import kernel_body
+from kernelscope.compiler.codegen.backend import GeneratedKernel
+from kernelscope.compiler.codegen.triton_backend import kernel_body
 
 
 def _kernel(name: str, constant: str, origin: str) -> GeneratedKernel:
@@ -32,8 +32,8 @@ def test_a_body_ignores_the_name_and_the_comments_but_not_the_code() -> None:
 
 SCRIPT = """
 import torch
-from compiler.compile_fx import make_backend
-from compiler.options import CompileOptions
+from kernelscope.compiler.compile_fx import make_backend
+from kernelscope.compiler.options import CompileOptions
 
 def layers(x, w):
     for _ in range(3):

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 import torch
 
-from compiler.codegen import triton_launch as launch
-from compiler.codegen.triton_backend import TritonBackend
-from compiler.options import CompileOptions
-from compiler.runtime import graphs
+from kernelscope.compiler.codegen import triton_launch as launch
+from kernelscope.compiler.codegen.triton_backend import TritonBackend
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.runtime import graphs
 
 
 class FakeCompiled:
@@ -111,7 +111,7 @@ def test_cuda_graphs_run_plainly_off_the_gpu() -> None:
 
 
 def test_cuda_graphs_option_is_known() -> None:
-    from compiler.options import CompileOptions
+    from kernelscope.compiler.options import CompileOptions
 
     assert CompileOptions.from_mapping({"cuda_graphs": True}).cuda_graphs
 

@@ -35,7 +35,7 @@ def _module_name(path: Path) -> str:
 
 def _resolve(node: ast.ImportFrom, module: str, is_package: bool) -> str:
     if not node.level:
-        return node.module or ""
+        return (node.module or "").removeprefix("kernelscope.")
     base = module.split(".")
     base = base[: len(base) - node.level + (1 if is_package else 0)]
     return ".".join(base + ([node.module] if node.module else []))
@@ -50,7 +50,7 @@ def _imports(path: Path) -> list[tuple[str, int, bool]]:
     for node in ast.walk(tree):
         names: list[str] = []
         if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
+            names = [a.name.removeprefix("kernelscope.") for a in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = _resolve(node, module, path.name == "__init__.py")
             names = [base] + [f"{base}.{a.name}" for a in node.names]
@@ -285,7 +285,7 @@ def test_lowerings_take_their_node_and_never_read_the_walks_position() -> None:
 
 
 def test_a_lowering_with_another_signature_is_refused_at_registration() -> None:
-    from compiler.lowering.registry import LOWERINGS, register_lowering
+    from kernelscope.compiler.lowering.registry import LOWERINGS, register_lowering
 
     def old_style(g: Any, x: Any) -> Any:
         return x

@@ -21,12 +21,12 @@ import torch.nn.functional as F
 from ks_helpers import lower_fn
 from torch import nn
 
-import compiler
 from benchmarks.cases import BasicBlock
-from compiler import compile_fx
-from compiler.compile_fx import GraphWork
-from compiler.ir.nodes import ComputedBuffer, ExternKernel
-from compiler.lowering import layout
+from kernelscope import compiler
+from kernelscope.compiler import compile_fx
+from kernelscope.compiler.compile_fx import GraphWork
+from kernelscope.compiler.ir.nodes import ComputedBuffer, ExternKernel
+from kernelscope.compiler.lowering import layout
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 from small_models import make  # noqa: E402

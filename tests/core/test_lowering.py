@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from ks_helpers import assert_same, lower_fn, reference
 
-from compiler.ir.nodes import ComputedBuffer, ExternKernel, Reduction
+from kernelscope.compiler.ir.nodes import ComputedBuffer, ExternKernel, Reduction
 
 CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]] = {
     "add_relu": (lambda x, y: (x + y).relu(), lambda: (torch.randn(64, 32), torch.randn(32))),
@@ -93,7 +93,7 @@ def test_op_use_memo_gives_what_running_each_body_gives() -> None:
     """The lowering's memo of op uses (per body and arguments) answers as running the body
     does, for chains through views, reductions and pooling windows (whose ops depend on
     whether a coordinate is a constant)."""
-    from compiler.ir.handlers import OpUseMemo, op_uses
+    from kernelscope.compiler.ir.handlers import OpUseMemo, op_uses
 
     def fn(x: torch.Tensor) -> torch.Tensor:
         y = F.max_pool2d(x.sin() * 2, 3, stride=2, padding=1)
@@ -117,9 +117,9 @@ def test_op_use_memo_tells_arguments_apart() -> None:
     build no mask) is remembered per argument, not once per body."""
     import sympy
 
-    from compiler.ir.handlers import OpUseMemo, op_uses
-    from compiler.ir.nodes import Pointwise
-    from compiler.ir.ops import ops, with_origin
+    from kernelscope.compiler.ir.handlers import OpUseMemo, op_uses
+    from kernelscope.compiler.ir.nodes import Pointwise
+    from kernelscope.compiler.ir.ops import ops, with_origin
 
     def inner(idx: Any) -> Any:
         x = ops.load("x", idx[0])

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 import torch
 
-from compiler.ir.nodes import ComputedBuffer, ExternKernel
-from compiler.lowering import matmul
+from kernelscope.compiler.ir.nodes import ComputedBuffer, ExternKernel
+from kernelscope.compiler.lowering import matmul
 from tests.core.ks_helpers import check_compiled, compiled, lower_fn
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import torch
 from ks_helpers import lower_fn
 
-from compiler.codegen.backends import choose_backend
-from compiler.ir.nodes import ComputedBuffer, Layout
-from compiler.options import CompileOptions
-from compiler.schedule.memory import plan_memory
-from compiler.schedule.scheduler import schedule
+from kernelscope.compiler.codegen.backends import choose_backend
+from kernelscope.compiler.ir.nodes import ComputedBuffer, Layout
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.schedule.memory import plan_memory
+from kernelscope.compiler.schedule.scheduler import schedule
 
 CPP = choose_backend("cpp", "cpu", CompileOptions())
 

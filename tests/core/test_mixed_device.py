@@ -15,10 +15,10 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from compiler import compile_fx as cfx
-from compiler.capture.decompositions import decomposition_table
-from compiler.codegen.backends import choose_backend
-from compiler.options import CompileOptions
+from kernelscope.compiler import compile_fx as cfx
+from kernelscope.compiler.capture.decompositions import decomposition_table
+from kernelscope.compiler.codegen.backends import choose_backend
+from kernelscope.compiler.options import CompileOptions
 
 MODE = FakeTensorMode(allow_non_fake_inputs=True)
 META = torch.device("meta")
@@ -92,7 +92,7 @@ def test_a_cuda_graph_runs_its_cpu_kernels_in_cpp() -> None:
 
 
 def test_kernel_backends_per_device() -> None:
-    from compiler.codegen.backends import kernel_backends
+    from kernelscope.compiler.codegen.backends import kernel_backends
 
     options = CompileOptions()
     triton = choose_backend("triton", "cuda", options)

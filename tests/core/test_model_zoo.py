@@ -14,9 +14,9 @@ import pytest
 from ks_schema import check_stream
 from model_zoo import ZOO
 
-from compiler.capture.modules import clean_path, common_prefix, origin_modules
-from compiler.options import CompileOptions
-from compiler.pipeline import run_pipeline
+from kernelscope.compiler.capture.modules import clean_path, common_prefix, origin_modules
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.pipeline import run_pipeline
 
 
 def _events(code: str, path: Path) -> dict[str, Any]:

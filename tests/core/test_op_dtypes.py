@@ -73,7 +73,7 @@ TRITON_REFUSES: dict[str, str] = {}
 
 
 def check(name: str, backend_name: str) -> str:
-    from compiler import backend
+    from kernelscope.compiler import backend
 
     fn, make = CASES[name]
     torch._dynamo.reset()
@@ -119,7 +119,7 @@ def test_triton_interpreter_matches_eager_or_refuses_by_name() -> None:
 
 
 def test_unknown_op_or_dtype_is_a_codegen_error_naming_both() -> None:
-    from compiler.codegen.optable import CodegenError, OpTable
+    from kernelscope.compiler.codegen.optable import CodegenError, OpTable
 
     table = OpTable("Test", {"exp": {"float": "exp({0})"}, "add": "{0} + {1}"})
     assert table.render("add", ["a", "b"], [torch.int8, torch.int8], "int8") == "a + b"
@@ -130,7 +130,7 @@ def test_unknown_op_or_dtype_is_a_codegen_error_naming_both() -> None:
 
 
 def test_ops_proxy_rejects_names_that_are_not_ops() -> None:
-    from compiler.ir.ops import ops
+    from kernelscope.compiler.ir.ops import ops
 
     with pytest.raises(AttributeError, match="ops.frobnicate is not an op"):
         ops.frobnicate  # noqa: B018

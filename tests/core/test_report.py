@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from compiler.options import CompileOptions
-from compiler.pipeline import run_pipeline
-from compiler.report import render
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.pipeline import run_pipeline
+from kernelscope.compiler.report import render
 
 SAMPLES = Path(__file__).resolve().parents[2] / "samples"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from compiler.runtime.cache import content_key, write_once
-from compiler.runtime.timing import KernelLaunchError, instrument
+from kernelscope.compiler.runtime.cache import content_key, write_once
+from kernelscope.compiler.runtime.timing import KernelLaunchError, instrument
 
 
 class _FakeTritonKernel:

@@ -16,9 +16,9 @@ import variety
 from ks_helpers import REPO, SAMPLES
 from ks_schema import check_stream
 
-from compiler.events import STAGES
-from compiler.options import CompileOptions
-from compiler.pipeline import run_pipeline
+from kernelscope.compiler.events import STAGES
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.pipeline import run_pipeline
 
 IDS = [p.stem for p in SAMPLES]
 
@@ -43,8 +43,8 @@ def test_samples_through_the_triton_interpreter() -> None:
     """One subprocess for all samples: each runs the CLI's pipeline with --backend triton."""
     script = (
         "import json, sys\n"
-        "from compiler.options import CompileOptions\n"
-        "from compiler.pipeline import run_pipeline\n"
+        "from kernelscope.compiler.options import CompileOptions\n"
+        "from kernelscope.compiler.pipeline import run_pipeline\n"
         "for path in sys.argv[1:]:\n"
         "    opts = CompileOptions(device='cpu', backend='triton', profile=False)\n"
         "    for e in run_pipeline(open(path).read(), opts, path):\n"
@@ -114,7 +114,7 @@ def test_provenance_reaches_kernel_lines() -> None:
 
 def test_a_kernel_that_fails_to_build_is_named(tmp_path: Path, monkeypatch: Any) -> None:
     """A broken C++ kernel: the error event is a build error that names the kernel."""
-    from compiler.codegen import cpp
+    from kernelscope.compiler.codegen import cpp
 
     monkeypatch.setitem(cpp.OPS.rules, "exp", "std::no_such_function({0})")
     snippet = tmp_path / "exp.py"

@@ -15,7 +15,7 @@ import torch
 from ks_helpers import interpreter_case_results
 from structured_cases import CASES, check
 
-from compiler import backend
+from kernelscope.compiler import backend
 
 HERE = Path(__file__).resolve().parent
 

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 import torch
 
-from compiler.check import tolerance
-from compiler.options import CompileOptions
-from compiler.pipeline import compiled_works, run_front, run_pipeline
-from compiler.snippet import run_snippet
-from compiler.training import saved_inputs
+from kernelscope.compiler.check import tolerance
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.pipeline import compiled_works, run_front, run_pipeline
+from kernelscope.compiler.snippet import run_snippet
+from kernelscope.compiler.training import saved_inputs
 
 SAMPLE = Path(__file__).resolve().parents[2] / "samples" / "training_step.py"
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])

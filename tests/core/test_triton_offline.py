@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from compiler.codegen.triton_offline import capability, describe_launch, offline_reports
+from kernelscope.compiler.codegen.triton_offline import capability, describe_launch, offline_reports
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 def _compile_events(sample: str, options: dict[str, Any]) -> list[dict[str, Any]]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     proc = subprocess.run(
-        [sys.executable, "-m", "compiler", "compile", str(REPO / "samples" / sample),
+        [sys.executable, "-m", "kernelscope.compiler", "compile", str(REPO / "samples" / sample),
          "--device", "cpu", "--backend", "triton", "--json", "--no-profile",
          "--options", json.dumps(options)],
         capture_output=True, text=True, env=env, timeout=600, cwd=REPO, check=False)

@@ -9,9 +9,15 @@ import re
 import torch
 import torch.nn.functional as F
 
-from compiler.capture.dynamo import Recorder
-from compiler.compile_fx import GraphWork, codegen_stage, lower, memory_stage, schedule_stage
-from compiler.options import CompileOptions
+from kernelscope.compiler.capture.dynamo import Recorder
+from kernelscope.compiler.compile_fx import (
+    GraphWork,
+    codegen_stage,
+    lower,
+    memory_stage,
+    schedule_stage,
+)
+from kernelscope.compiler.options import CompileOptions
 
 
 def _triton_sources(fn, *args) -> list[str]:  # type: ignore[no-untyped-def]

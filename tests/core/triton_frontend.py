@@ -29,10 +29,10 @@ def _kernels_for_cuda(fn: Callable[..., Any], args: tuple[Any, ...]) -> list[tup
     """(GraphWork, GeneratedKernel) for every kernel of fn's graphs, generated for CUDA."""
     from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 
-    from compiler import compile_fx as cfx
-    from compiler.capture.decompositions import decomposition_table
-    from compiler.codegen.backends import choose_backend
-    from compiler.options import CompileOptions
+    from kernelscope.compiler import compile_fx as cfx
+    from kernelscope.compiler.capture.decompositions import decomposition_table
+    from kernelscope.compiler.codegen.backends import choose_backend
+    from kernelscope.compiler.options import CompileOptions
 
     found: list[tuple[Any, Any]] = []
     options = CompileOptions(backend="triton")

@@ -37,7 +37,7 @@ def rel(a: torch.Tensor, e: torch.Tensor) -> float:
 
 
 def ours(fn: Callable[..., Any]) -> Callable[..., Any]:
-    from compiler import backend
+    from kernelscope.compiler import backend
 
     torch._dynamo.reset()
     return torch.compile(fn, backend=backend)

@@ -13,7 +13,7 @@ from small_models import NAMES, make
 
 
 def _compiled(fn):  # type: ignore[no-untyped-def]
-    from compiler import backend
+    from kernelscope.compiler import backend
 
     torch._dynamo.reset()
     return torch.compile(fn, backend=backend)

@@ -109,7 +109,7 @@ def compiled_step(fn: Callable[..., Any], tensors: list[torch.Tensor],
                   options: dict[str, Any]) -> tuple[Any, list[torch.Tensor], int, list[str]]:
     """Compiled outputs and input gradients; the graph count and every graph that ran
     eagerly (forward or backward), from Kernelscope's warnings."""
-    from compiler import backend
+    from kernelscope.compiler import backend
 
     graphs = [0]
 

@@ -248,7 +248,7 @@ class Outcome:
 def run_compiled(fn: Callable[..., Any], args: list[Any], options: dict[str, Any]
                  ) -> tuple[Any, Outcome]:
     """torch.compile(fn, backend=kernelscope) on args; counts graphs and eager fallbacks."""
-    from compiler import backend
+    from kernelscope.compiler import backend
 
     outcome = Outcome(0, [])
 

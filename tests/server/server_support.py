@@ -2,7 +2,8 @@
 
 - the fake worker (tests/server/fake_worker.py): the compiler CLI's flags and NDJSON shape,
   fast; it exec()s the snippet, so the sandbox still meets the hostile code;
-- the real compiler CLI (`python -m compiler compile`), used by the end-to-end tests and,
+- the real compiler CLI (`python -m kernelscope.compiler compile`), used by the end-to-end tests
+  and,
   once it exists, by the hostile-snippet corpus.
 """
 
@@ -25,19 +26,20 @@ REPO = HERE.parent.parent
 if str(REPO) not in sys.path:  # `pytest` run without the package installed
     sys.path.insert(0, str(REPO))
 
-from server import create_app  # noqa: E402 - after the sys.path line above
-from server.state import AppState  # noqa: E402 - after the sys.path line above
-from server.streams import parse_sse  # noqa: E402 - after the sys.path line above
+from kernelscope.server import create_app  # noqa: E402 - after the sys.path line above
+from kernelscope.server.state import AppState  # noqa: E402 - after the sys.path line above
+from kernelscope.server.streams import parse_sse  # noqa: E402 - after the sys.path line above
 
 FAKE_WORKER = [sys.executable, str(HERE / "fake_worker.py")]
 FAKE_BACK = [*FAKE_WORKER, "stages"]
-REAL_WORKER = [sys.executable, "-m", "compiler", "compile"]
-REAL_BACK = [sys.executable, "-m", "compiler", "stages"]
+REAL_WORKER = [sys.executable, "-m", "kernelscope.compiler", "compile"]
+REAL_BACK = [sys.executable, "-m", "kernelscope.compiler", "stages"]
 REAL_CLI_PRESENT = (REPO / "compiler" / "__main__.py").exists() or (
     REPO / "compiler" / "cli.py"
 ).exists()
 needs_real_cli = pytest.mark.skipif(
-    not REAL_CLI_PRESENT, reason="the compiler CLI (python -m compiler) does not exist yet"
+    not REAL_CLI_PRESENT,
+    reason="the compiler CLI (python -m kernelscope.compiler) does not exist yet"
 )
 
 ADD_RELU_FALLBACK = '''"""add + relu: two pointwise ops that fuse into one kernel."""
@@ -121,7 +123,7 @@ def start_rq_workers(config: dict[str, Any], count: int, folder: Path) -> list[A
     path = folder / f"worker-{time.monotonic_ns()}.json"
     path.write_text(json.dumps(config))
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    cmd = [sys.executable, "-m", "server.cli", "worker", "--config", str(path)]
+    cmd = [sys.executable, "-m", "kernelscope.server.cli", "worker", "--config", str(path)]
     return [
         subprocess.Popen(
             cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -83,7 +83,7 @@ def test_permalinks_and_diffs_are_pages_and_unknown_ones_are_404_pages(
 def test_the_option_list_describes_every_field_a_request_may_set(make_app: AppFactory) -> None:
     import dataclasses
 
-    from compiler.options import CompileOptions
+    from kernelscope.compiler.options import CompileOptions
 
     client = make_app().test_client()
     fields = client.get("/api/options").get_json()["options"]

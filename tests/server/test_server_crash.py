@@ -30,7 +30,7 @@ from server_support import (
     wait_until,
 )
 
-from server.streams import parse_sse
+from kernelscope.server.streams import parse_sse
 
 SLOW = "# fake-sleep: 1.0\nx = {n}\n"
 
@@ -142,7 +142,7 @@ def _start_server(tmp_path: Path, database: str, port: int) -> subprocess.Popen[
             }
         )
     )
-    cmd = [sys.executable, "-m", "server", "--port", str(port), "--db", database]
+    cmd = [sys.executable, "-m", "kernelscope.server", "--port", str(port), "--db", database]
     proc = subprocess.Popen(
         [*cmd, "--config", str(config)],
         env={**os.environ, "PYTHONPATH": str(REPO)},

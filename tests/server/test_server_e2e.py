@@ -21,8 +21,8 @@ from server_support import (
     submit,
 )
 
-from compiler.events import STAGES as STAGES_IN_ORDER
-from server import create_app
+from kernelscope.compiler.events import STAGES as STAGES_IN_ORDER
+from kernelscope.server import create_app
 
 pytestmark = needs_real_cli
 

@@ -62,7 +62,7 @@ def live(tmp_path: Path) -> Iterator[LiveServer]:
     path.write_text(json.dumps(config))
     log = (tmp_path / "server.log").open("wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "server.cli", "serve", "--port", str(port), "--config",
+        [sys.executable, "-m", "kernelscope.server.cli", "serve", "--port", str(port), "--config",
          str(path)], env={**os.environ, "PYTHONPATH": str(REPO)}, cwd=REPO,
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     server = LiveServer(port, proc, scratch)

@@ -33,8 +33,8 @@ from server_support import (
     wait_until,
 )
 
-from server.config import default_config
-from server.streams import parse_sse
+from kernelscope.server.config import default_config
+from kernelscope.server.streams import parse_sse
 
 needs_pg = pytest.mark.skipif(not POSTGRES_URL, reason="KERNELSCOPE_TEST_POSTGRES not set")
 needs_redis = pytest.mark.skipif(not REDIS_URL, reason="KERNELSCOPE_TEST_REDIS not set")
@@ -75,7 +75,7 @@ def test_postgres_down_mid_job_spools_the_trace_and_old_permalinks_answer_503(
 
 @needs_pg
 def test_migrations_run_once_when_everything_starts_at_once() -> None:
-    from server.pgstore import PostgresTraceStore
+    from kernelscope.server.pgstore import PostgresTraceStore
 
     for round_ in range(3):
         tag = f"race{os.getpid()}_{round_}_{time.monotonic_ns()}"
@@ -181,7 +181,8 @@ def test_a_killed_worker_restarts_under_its_own_name_at_once(tmp_path: Path) -> 
     path = tmp_path / "worker.json"
     path.write_text(json.dumps(config))
     done = subprocess.run(
-        [sys.executable, "-m", "server.cli", "worker", "--config", str(path), "--name", name,
+        [sys.executable, "-m", "kernelscope.server.cli", "worker", "--config", str(path),
+         "--name", name,
          "--burst"], env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
         timeout=120)
     assert done.returncode == 0, done.stderr.decode()[-2000:]

@@ -20,7 +20,7 @@ from server_support import (
     wait_until,
 )
 
-from server.kcache import KernelCache, content_key, job_cache, versions_key
+from kernelscope.server.kcache import KernelCache, content_key, job_cache, versions_key
 
 
 def _kcache(app) -> KernelCache:  # type: ignore[no-untyped-def]
@@ -31,7 +31,7 @@ def _kcache(app) -> KernelCache:  # type: ignore[no-untyped-def]
 
 
 def test_keys_match_the_compiler() -> None:
-    from compiler.runtime import cache
+    from kernelscope.compiler.runtime import cache
 
     assert versions_key() == cache.versions_key()
     text = "int f() { return 1; }\n"
@@ -45,7 +45,7 @@ def test_versions_come_from_the_packages_source_not_their_metadata(
     """Regression: the server read versions from distribution metadata, which can carry a
     local tag the package's `__version__` (what the compiler reads) lacks; then every
     wrapper a job made was rejected and nothing was shared."""
-    from server.kcache import _version
+    from kernelscope.server.kcache import _version
 
     package = tmp_path / "tritonlike"
     package.mkdir()
@@ -63,8 +63,8 @@ def test_versions_come_from_the_packages_source_not_their_metadata(
 
 
 def test_rebuild_uses_the_backend_flags() -> None:
-    from compiler.codegen import cpp
-    from server.kcache import compiler_flags
+    from kernelscope.compiler.codegen import cpp
+    from kernelscope.server.kcache import compiler_flags
 
     assert compiler_flags(REPO) == (cpp.CXX, cpp.FLAGS)
 
@@ -122,7 +122,7 @@ with open(path, "w") as f:
     f.write(code)
 # The compiler, run on add+relu in this job's environment, fills this job's cache with the
 # genuine entries a later add+relu job will look for...
-cmd = [sys.executable, "-m", "compiler", "compile", path, "--json", "--device", "cpu",
+cmd = [sys.executable, "-m", "kernelscope.compiler", "compile", path, "--json", "--device", "cpu",
        "--backend", "cpp"]
 subprocess.run(cmd, check=True, capture_output=True)
 # ...and the snippet then replaces their content.
@@ -144,7 +144,7 @@ def test_a_snippet_cannot_poison_what_a_later_job_loads(make_app: AppFactory) ->
         WORKER_CMD=REAL_WORKER,
         BACK_CMD=REAL_BACK,
         JOB_TIMEOUT_S=240,
-        WARM_IMPORTS=["torch", "compiler.pipeline"],
+        WARM_IMPORTS=["torch", "kernelscope.compiler.pipeline"],
         MAX_JOBS=1,
     )
     kcache = _kcache(app)

@@ -24,9 +24,9 @@ def graph() -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text())):
             targets: list[str] = []
             if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
+                targets = [a.name.removeprefix("kernelscope.") for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                base = node.module
+                base = node.module.removeprefix("kernelscope.")
                 targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base
                            for a in node.names]
             for target in targets:

@@ -40,8 +40,8 @@ from server_support import (
     state,
 )
 
-from server import create_app
-from server.scratch import PREFIX, remove_tree
+from kernelscope.server import create_app
+from kernelscope.server.scratch import PREFIX, remove_tree
 
 Events = list[dict[str, Any]]
 STAGES = ["source", "capture", "lowering", "scheduling", "memory", "codegen", "compile", "run",

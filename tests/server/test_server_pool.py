@@ -29,8 +29,8 @@ from server_support import (
     wait_until,
 )
 
-from server.cli import parser
-from server.streams import parse_sse
+from kernelscope.server.cli import parser
+from kernelscope.server.streams import parse_sse
 
 # Says which process it ran in (its start time: pids repeat across pid namespaces) and
 # whether an earlier snippet ran in that process before (it leaves a mark in builtins).
@@ -134,7 +134,7 @@ def test_cancel_a_queued_job_never_starts_it(make_app: AppFactory) -> None:
 def test_serve_help_lists_every_flag() -> None:
     text = parser().format_help()
     serve = subprocess.run(
-        [sys.executable, "-m", "compiler", "serve", "--help"],
+        [sys.executable, "-m", "kernelscope.compiler", "serve", "--help"],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -147,7 +147,7 @@ def test_serve_help_lists_every_flag() -> None:
     ):  # fmt: skip
         assert flag in serve.stdout, flag
     worker = subprocess.run(
-        [sys.executable, "-m", "compiler", "worker", "--help"],
+        [sys.executable, "-m", "kernelscope.compiler", "worker", "--help"],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -170,7 +170,8 @@ def _serve(tmp_path: Path, *flags: str) -> tuple[subprocess.Popen[bytes], str]:
                     "WARM_UP": False})
     )
     port = _free_port()
-    cmd = [sys.executable, "-m", "server", "--port", str(port), "--db", str(tmp_path / "t.db")]
+    cmd = [sys.executable, "-m", "kernelscope.server", "--port", str(port),
+           "--db", str(tmp_path / "t.db")]
     proc = subprocess.Popen(
         [*cmd, "--config", str(config), *flags],
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -238,8 +239,8 @@ def test_the_warm_up_covers_the_gpu_where_there_is_one(monkeypatch: pytest.Monke
     # compile stage while the warm-up compiled on the CPU only.
     import torch
 
-    import server.warm as warm
-    from compiler.options import CompileOptions
+    import kernelscope.server.warm as warm
+    from kernelscope.compiler.options import CompileOptions
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert warm.warmup_devices() == ["cpu"]
@@ -251,8 +252,9 @@ def test_the_warm_up_covers_the_gpu_where_there_is_one(monkeypatch: pytest.Monke
         compiled.append(options.device)
         return iter(())
 
-    import compiler.pipeline
+    from kernelscope import compiler  # noqa: I001
 
+    import kernelscope.compiler.pipeline  # noqa: F401
     monkeypatch.setattr(compiler.pipeline, "run_pipeline", fake_pipeline)
     warm.warm_up()
     assert compiled == ["cpu", "cuda"]

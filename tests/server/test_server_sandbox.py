@@ -38,8 +38,8 @@ from server_support import (
     wait_until,
 )
 
-from server import create_app
-from server.worker import scratch_exceeded
+from kernelscope.server import create_app
+from kernelscope.server.worker import scratch_exceeded
 
 WORKER = REAL_WORKER if REAL_CLI_PRESENT else FAKE_WORKER
 # The loop and the fork bomb must outlast the compiler's start (torch import) and then hit

@@ -11,12 +11,12 @@ from flask import Flask
 from flask.testing import FlaskClient
 from server_support import AppFactory, compile_events, state, stream, submit
 
-from compiler.events import STAGES as PIPELINE_STAGES
-from server.jobs import Job, JobRequest
-from server.sandbox import Limits
-from server.store import TraceStore, trace_id
-from server.streams import parse_sse
-from server.worker import explain, normalize, parse_event
+from kernelscope.compiler.events import STAGES as PIPELINE_STAGES
+from kernelscope.server.jobs import Job, JobRequest
+from kernelscope.server.sandbox import Limits
+from kernelscope.server.store import TraceStore, trace_id
+from kernelscope.server.streams import parse_sse
+from kernelscope.server.worker import explain, normalize, parse_event
 
 ALL_BACKENDS = True  # every test runs on each back-end (server_support.BACKENDS)
 

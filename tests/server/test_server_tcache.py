@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from server_support import AppFactory, state
 
-from compiler.codegen.triton_cache import graph_triton_cache
-from server.kcache import KernelCache, content_key, job_cache
-from server.tcache import install, wants_prebuild
+from kernelscope.compiler.codegen.triton_cache import graph_triton_cache
+from kernelscope.server.kcache import KernelCache, content_key, job_cache
+from kernelscope.server.tcache import install, wants_prebuild
 
 # One entry of Triton 3.6's cache as the H200 run left it (names as recorded there).
 HASH = "4FGT5VTDPB3PAWAM2MWDQASQJLVI6QKR6JNHXFJ6RC7TW7EBAKRQ"
