@@ -22,7 +22,7 @@ def test_checked_in_schema_is_what_the_model_generates() -> None:
 
 
 def test_the_event_modules_do_not_import_torch() -> None:
-    code = ("import sys, compiler.events, compiler.event_types; "
+    code = ("import sys, kernelscope.compiler.events, kernelscope.compiler.event_types; "
             "sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO).returncode == 0
 

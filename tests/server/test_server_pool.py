@@ -252,9 +252,8 @@ def test_the_warm_up_covers_the_gpu_where_there_is_one(monkeypatch: pytest.Monke
         compiled.append(options.device)
         return iter(())
 
-    from kernelscope import compiler  # noqa: I001
+    import kernelscope.compiler.pipeline as pipeline
 
-    import kernelscope.compiler.pipeline  # noqa: F401
-    monkeypatch.setattr(compiler.pipeline, "run_pipeline", fake_pipeline)
+    monkeypatch.setattr(pipeline, "run_pipeline", fake_pipeline)
     warm.warm_up()
     assert compiled == ["cpu", "cuda"]
