@@ -30,12 +30,14 @@ from typing import Any
 import torch
 
 from kernelscope.compiler import event_types as ev
+from kernelscope.compiler.devices import CPU
 from kernelscope.compiler.events import SCHEMA_VERSION
 
 FORMAT = "kernelscope-trace"
 VERSION = 1
 MAX_CODE = 1 << 20  # characters of the user's file kept in a trace file
-_HERE = str(Path(__file__).resolve().parent)
+# Our own frames, by both spellings: kernelscope/compiler is a link to compiler/.
+_HERE = (str(Path(__file__).resolve().parent), str(Path(__file__).absolute().parent))
 _TORCH = str(Path(torch.__file__).resolve().parent)
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 
@@ -92,7 +94,7 @@ def call_site() -> dict[str, Any] | None:
     compile (torch's frames, ours and the standard library's skipped)."""
     for frame in reversed(traceback.extract_stack()):
         path = frame.filename
-        if path.startswith((_HERE, _TORCH, "<")) or "/lib/python3" in path \
+        if path.startswith((*_HERE, _TORCH, "<")) or "/lib/python3" in path \
                 and "site-packages" not in path:
             continue
         return {"file": path, "line": frame.lineno, "function": frame.name,
@@ -105,7 +107,7 @@ def graph_file(gm: torch.fx.GraphModule) -> str | None:
     counts: dict[str, int] = {}
     for n in gm.graph.nodes:
         frames = [m.group("file") for m in _FRAME.finditer(n.meta.get("stack_trace") or "")
-                  if not m.group("file").startswith((_HERE, _TORCH))]
+                  if not m.group("file").startswith((*_HERE, _TORCH))]
         if frames:
             counts[frames[-1]] = counts.get(frames[-1], 0) + 1
     return max(counts, key=lambda f: counts[f]) if counts else None
@@ -186,7 +188,7 @@ class TraceDir:
         info = info or DynamoInfo(None, 0)
         record = {
             "format": FORMAT, "version": VERSION, "schema": SCHEMA_VERSION,
-            "versions": versions(str(self.options_json.get("device", "cpu"))),
+            "versions": versions(str(self.options_json.get("device", CPU))),
             "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "seq": seq, "kind": kind or "inference", "options": self.options_json,
             "compile_id": info.compile_id, "dynamo_graph": info.dynamo_graph,

@@ -99,7 +99,7 @@ def run(events_fd: int, argv: list[str]) -> None:
 def main() -> int:
     # Run as a script, sys.path[0] is server/: drop it, or `import errors` in a snippet
     # would find server/errors.py.
-    if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    if sys.path and os.path.realpath(sys.path[0]) == os.path.dirname(os.path.realpath(__file__)):
         del sys.path[0]
     p = argparse.ArgumentParser(prog="server/warm.py")
     p.add_argument("--events-fd", type=int, required=True)

@@ -34,6 +34,6 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    if sys.path and os.path.realpath(sys.path[0]) == os.path.dirname(os.path.realpath(__file__)):
         sys.path.pop(0)
     main(sys.argv[1:])
