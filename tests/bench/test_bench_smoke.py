@@ -86,5 +86,8 @@ def test_stage_times_probe_reports_every_stage() -> None:
     assert "failed" not in row, row
     for run in ("cold", "warm"):
         assert set(STAGES) <= set(row[run]) and row[run]["total"] > 0
-        assert row[run]["total"] == pytest.approx(sum(row[run][s] for s in STAGES), abs=0.5)
+        # The total is timed around the stages, so it also holds the gaps between them: a few
+        # ms on a loaded 2-core machine (6.8 against 2.5 seen), never less than their sum.
+        parts = sum(row[run][s] for s in STAGES)
+        assert parts - 0.5 <= row[run]["total"] <= parts + max(10.0, 0.5 * parts)
     assert is_ok(row) and "| add_relu |" in stages_table([row])
