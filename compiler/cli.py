@@ -136,9 +136,7 @@ def _syntax_error(code: str, filename: str, as_json: bool) -> int | None:
             if as_json:
                 print(ev.to_json(), flush=True)
             else:
-                from kernelscope.compiler.report import render
-
-                print(render(ev.to_dict()), flush=True)
+                print(_text(ev), flush=True)
         return 0 if as_json else 1
     return None
 
@@ -201,12 +199,18 @@ def _print(events: Iterator[Any], args: argparse.Namespace) -> int:
         if args.json:
             print(event.to_json(), flush=True)
         else:
-            from kernelscope.compiler.report import render
-
-            print(render(event.to_dict()), flush=True)
+            print(_text(event), flush=True)
         if event.stage == "done":
             ok = bool(event.data.get("ok"))
     return 0 if ok or args.json else 1
+
+
+def _text(event: Any) -> str:
+    """The terminal report of one event, read back from its JSON as any reader would."""
+    from kernelscope.compiler.event_read import parse_event
+    from kernelscope.compiler.report import render
+
+    return render(parse_event(event.to_json()))
 
 
 def _default_device() -> str:
