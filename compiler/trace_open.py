@@ -293,7 +293,8 @@ def _calls(run: dict[str, Any] | None) -> list[dict[str, Any]]:
     out = []
     for call in (run or {}).get("calls") or []:
         call = _dict(call)
-        out.append({"site": _site(call.get("site")), "backend": _text(call.get("backend"), 100),
+        out.append({"call": _line(call.get("call")), "site": _site(call.get("site")),
+                    "backend": _text(call.get("backend"), 100),
                     "recorded": call.get("recorded") is True,
                     "routed": call.get("routed") is True,
                     "mode": _text(call.get("mode"), 100), "fullgraph": call.get("fullgraph"),
