@@ -191,19 +191,20 @@ class TraceDir:
 
     def recorder(self, info: DynamoInfo | None, kind: str | None) -> Any:
         """compile_fx's `trace`: writes the graph's file once every stage has run."""
-        def trace(work: Any, payloads: dict[str, Any]) -> None:
+        def trace(work: Any, payloads: dict[str, Any], ms: dict[str, float]) -> None:
             from kernelscope.compiler.capture.fxgraph import graph_json
 
             capture = graph_json(work.gm, 0, work.lines, work.code_lines)
             capture.update(kind=kind or "inference", compile_id=info.compile_id if info
                            else None, dynamo_graph=info.dynamo_graph if info else 0)
-            self.write(info, kind, work.gm, {"capture": capture, **payloads})
+            self.write(info, kind, work.gm, {"capture": capture, **payloads}, ms)
 
         return trace
 
     def write(self, info: DynamoInfo | None, kind: str | None, gm: torch.fx.GraphModule,
-              payloads: dict[str, Any]) -> Path:
-        """One compiled graph's file. `payloads`: stage name -> that stage's one graph."""
+              payloads: dict[str, Any], ms: dict[str, float] | None = None) -> Path:
+        """One compiled graph's file. `payloads`: stage name -> that stage's one graph;
+        `ms`: stage name -> how long it took."""
         from kernelscope.compiler.pipeline import versions
 
         filename = graph_file(gm)
@@ -228,6 +229,7 @@ class TraceDir:
             "call_site": info.call_site, "compile_call": info.compile_call,
             "filename": filename, "code": code,
             "stages": {k: ev.to_json(v) for k, v in payloads.items()},
+            "ms": {k: round(v, 3) for k, v in (ms or {}).items()},
         }
         safe = re.sub(r"[^0-9A-Za-z]+", "_", info.compile_id or "x")
         path = self.root / f"{seq}_{os.getpid()}_compile_{safe}_{kind or 'inference'}.json"

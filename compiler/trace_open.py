@@ -222,10 +222,12 @@ def assemble(records: list[tuple[str, dict[str, Any]]], run: dict[str, Any] | No
         ("source", source), ("capture", capture),
         *((s, {"graphs": graphs[s]}) for s in GRAPH_STAGES[1:]),
         ("done", {"ok": True, "isolated": False})]
-    # Every event is the recording process's word: as for a job run in one process.
+    # Every event is the recording process's word: as for a job run in one process. A
+    # stage's ms is its time summed over the graphs (capture's, Dynamo's, is not recorded).
+    ms = _stage_ms(records)
     events: list[dict[str, Any]] = [
-        {"schema": SCHEMA_VERSION, "seq": i, "stage": stage, "ms": 0.0, "data": data,
-         "origin": "snippet"} for i, (stage, data) in enumerate(payloads)]
+        {"schema": SCHEMA_VERSION, "seq": i, "stage": stage, "ms": ms.get(stage, 0.0),
+         "data": data, "origin": "snippet"} for i, (stage, data) in enumerate(payloads)]
     for event in events[:2]:
         _refuse_bad("the assembled trace", event["stage"], event["data"])
     notices += _run_notices(run)
@@ -235,6 +237,16 @@ def assemble(records: list[tuple[str, dict[str, Any]]], run: dict[str, Any] | No
                 "file": main, "dynamo": dynamo[:500], "notices": notices[:50],
                 **_run_summary(run)}
     return Opened(code, {**options, "recorded": recorded}, events, notices)
+
+
+def _stage_ms(records: list[tuple[str, dict[str, Any]]]) -> dict[str, float]:
+    total: dict[str, float] = {}
+    for _, record in records:
+        for stage, value in _dict(record.get("ms")).items():
+            if stage in GRAPH_STAGES and isinstance(value, (int, float)) \
+                    and not isinstance(value, bool) and 0 <= value < 1e9:
+                total[stage] = round(total.get(stage, 0.0) + float(value), 3)
+    return total
 
 
 def _source(first: dict[str, Any], options: dict[str, Any], main: str | None,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -74,6 +75,8 @@ def test_run_records_every_compile_with_its_call_sites(recorded: tuple[Path, Any
     # The torch.compile call behind every compile: line 12, call 0.
     for r in records:
         assert r["compile_call"]["call"] == 0 and r["compile_call"]["site"]["line"] == 12
+        assert set(r["ms"]) == {"lowering", "scheduling", "memory", "codegen", "compile"}
+        assert all(v > 0 for v in r["ms"].values())
     run = json.loads((out / "run.json").read_text())
     assert run["exit"] == 3 and run["argv"][1:] == ["one", "--two"]
     calls = [(c["site"]["line"], c["backend"], c["recorded"]) for c in run["calls"]]
@@ -90,6 +93,9 @@ def test_open_assembles_one_trace_that_follows_the_schema(recorded: tuple[Path, 
                       "compile", "done"]
     for event in opened.events:
         assert event_errors(event) == [], event["stage"]
+    ms = {e["stage"]: e["ms"] for e in opened.events}
+    summed = sum(r["ms"]["lowering"] for r in _graph_records(out))
+    assert ms["lowering"] == pytest.approx(summed, abs=0.01) and ms["capture"] == 0.0
     capture = opened.events[1]["data"]
     assert [g["id"] for g in capture["graphs"]] == [0, 1, 2, 3]
     assert [c["line"] for c in capture["compiles"]] == [13, 6, 14, 6]
@@ -115,6 +121,30 @@ def test_open_stores_it_with_a_permalink(recorded: tuple[Path, Any], tmp_path: P
     trace = TraceStore(db).get(ident)
     assert trace is not None and len(trace["events"][1]["data"]["graphs"]) == 4
     assert trace["events"][-1]["data"]["trace_id"] == ident
+
+
+def test_open_uploads_to_a_running_server(recorded: tuple[Path, Any], tmp_path: Path) -> None:
+    from werkzeug.serving import make_server
+
+    from kernelscope.server import create_app
+
+    app = create_app({"DATABASE": str(tmp_path / "traces.sqlite3"), "WARM_POOL": 0,
+                      "KERNEL_CACHE": "", "SCRATCH_ROOT": str(tmp_path)})
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}"
+        proc = kernelscope("open", str(recorded[0]), "--server", url, "--no-browser")
+        assert proc.returncode == 0, proc.stderr
+        permalink = proc.stdout.strip()
+        assert permalink.startswith(f"{url}/t/")
+        trace = app.extensions["kernelscope"].store.get(permalink.rsplit("/", 1)[1])
+        assert trace is not None and trace["options"]["recorded"]["graphs"] == 4
+    finally:
+        server.shutdown()
+        thread.join(timeout=5)
+        app.extensions["kernelscope"].jobs.shutdown()
 
 
 def test_all_backends_routes_other_backends_here(tmp_path: Path) -> None:
