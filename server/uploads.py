@@ -11,14 +11,25 @@ JSON), naming the file; the `source` and `capture` payloads (the user's code and
 Dynamo made of it) are then conformed to their event types as a job's are
 (server/trust.py), and every event says it came from the recording process (`origin:
 snippet`, `done.isolated` false). Bodies over `UPLOAD_LIMIT_MB` answer 413 before they
-are read. Nothing stored before is touched: the store only ever inserts.
+are read. Checking takes about a second of CPU per MiB, so the server does it in a child
+process (`python -m kernelscope.compiler.trace_open`) with a wall clock, CPU and memory
+limit, `UPLOAD_SLOTS` at a time (503 beyond): the web tier, whose streams share one
+process, only waits. Nothing stored before is touched: the store only ever inserts.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import resource
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
+from flask.blueprints import BlueprintSetupState
 
 from kernelscope.compiler.trace_open import MAX_FILES, Opened, TraceRefused, open_files
 from kernelscope.server.errors import ApiError
@@ -29,11 +40,24 @@ from kernelscope.server.trust import SNIPPET_STAGES, conform_data
 
 bp = Blueprint("uploads", __name__, url_prefix="/api")
 MAX_NAME = 255
+SLOT = "kernelscope.upload_slots"
+OPENER = [sys.executable, "-m", "kernelscope.compiler.trace_open"]
+
+
+@bp.record_once
+def _slots(setup: BlueprintSetupState) -> None:
+    setup.app.extensions[SLOT] = threading.BoundedSemaphore(
+        int(setup.app.config["UPLOAD_SLOTS"]))
 
 
 def store_files(store: Store, files: list[tuple[str, bytes]]) -> tuple[str, Opened]:
-    """Open the files as one trace and store it; TraceRefused says why not."""
-    opened = open_files(files)
+    """Open the files as one trace (in this process: `kernelscope open`) and store it;
+    TraceRefused says why not."""
+    return store_opened(store, open_files(files))
+
+
+def store_opened(store: Store, opened: Opened) -> tuple[str, Opened]:
+    """Store an opened trace, its `source` and `capture` conformed as a job's are."""
     events = []
     for event in opened.events:
         if event["stage"] in SNIPPET_STAGES:
@@ -44,6 +68,35 @@ def store_files(store: Store, files: list[tuple[str, bytes]]) -> tuple[str, Open
         events.append(event)
     ident = store.put(opened.code, opened.options, events, True)
     return ident, opened
+
+
+def _limits(cpu_s: int, memory_mb: int) -> Callable[[], None]:
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+        resource.setrlimit(resource.RLIMIT_AS, (memory_mb << 20, memory_mb << 20))
+        os.nice(5)
+
+    return apply
+
+
+def open_in_child(raw: bytes, timeout_s: float, memory_mb: int, repo_dir: str) -> Opened:
+    """compiler/trace_open.py's main on the request body, in a child process (started in
+    the checkout, whose kernelscope/ comes first on its path: nothing else can shadow it)."""
+    try:
+        done = subprocess.run(OPENER, input=raw, capture_output=True, timeout=timeout_s,
+                              cwd=repo_dir,
+                              preexec_fn=_limits(int(timeout_s) + 1, memory_mb), check=False)
+    except subprocess.TimeoutExpired:
+        raise ApiError(f"opening the trace took longer than {timeout_s:.0f} s", 413) from None
+    try:
+        answer = json.loads(done.stdout)
+    except ValueError:
+        why = "too large to open" if done.returncode else "no answer"
+        raise ApiError(f"cannot open this trace: {why} (the opener exited with "
+                       f"{done.returncode})", 413 if done.returncode else 500) from None
+    if "refused" in answer:
+        raise TraceRefused(str(answer["refused"]))
+    return Opened(answer["code"], answer["options"], answer["events"], answer["notices"])
 
 
 def _files(body: Any) -> list[tuple[str, bytes]]:
@@ -72,14 +125,24 @@ def upload() -> tuple[Response, int]:
     request.max_content_length = int(current_app.config["UPLOAD_LIMIT_MB"]) << 20
     if not request.is_json:
         raise ApiError("expected a JSON body (Content-Type: application/json)")
+    raw = request.get_data(cache=False)
     try:
-        body = parse_request(request.get_data(cache=False))
+        body = parse_request(raw)
     except BadInput as exc:
         raise ApiError(str(exc)) from None
+    _files(body)  # the shape, with a clear error, before a process is started for it
+    slot = current_app.extensions[SLOT]
+    if not slot.acquire(blocking=False):
+        raise ApiError("busy opening another trace, try again", 503, retry_after_s=5)
     try:
-        ident, opened = store_files(app_state().store, _files(body))
+        opened = open_in_child(raw, float(current_app.config["UPLOAD_TIMEOUT_S"]),
+                               int(current_app.config["UPLOAD_MEMORY_MB"]),
+                               str(current_app.config["REPO_DIR"]))
+        ident, _ = store_opened(app_state().store, opened)
     except TraceRefused as exc:
         raise ApiError(f"cannot open this trace: {exc}") from None
+    finally:
+        slot.release()
     graphs = len(opened.events[1]["data"]["graphs"])
     return jsonify({"id": ident, "url": f"/t/{ident}", "graphs": graphs,
                     "notices": opened.notices}), 201

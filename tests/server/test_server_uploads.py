@@ -161,3 +161,28 @@ def test_the_store_only_grows(app: Any, files: list[dict[str, str]], tmp_path: P
     before = state(app).store.get(ident)
     _upload(client, with_versions(files, torch="2.0.0"))
     assert state(app).store.get(ident) == before and _count(client) == 2
+
+
+def test_one_upload_is_opened_at_a_time(app: Any, files: list[dict[str, str]]) -> None:
+    """Opening runs in a child process, UPLOAD_SLOTS at a time: beyond that, 503."""
+    from kernelscope.server.uploads import SLOT
+
+    client = app.test_client()
+    slot = app.extensions[SLOT]
+    assert slot.acquire(blocking=False)
+    try:
+        answer = _upload(client, files)
+        assert answer.status_code == 503 and "busy" in answer.get_json()["error"]
+        assert answer.headers["Retry-After"]
+    finally:
+        slot.release()
+    assert _upload(client, files).status_code == 201
+
+
+def test_an_upload_that_takes_too_long_is_stopped(make_app: AppFactory,
+                                                  files: list[dict[str, str]]) -> None:
+    client = make_app(UPLOAD_TIMEOUT_S=0.05).test_client()
+    answer = _upload(client, files)
+    assert answer.status_code == 413 and "took longer than" in answer.get_json()["error"]
+    assert client.get("/api/health").status_code == 200 and _count(client) == 0
+    assert _upload(client, files[:0]).status_code == 400  # and it still answers
