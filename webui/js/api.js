@@ -38,6 +38,7 @@ export const getSchema = () => request("GET", "/api/schema");
 export const cancelJob = (id) => request("POST", `/api/jobs/${encodeURIComponent(id)}/cancel`);
 export const getTrace = (id) => request("GET", `/api/traces/${encodeURIComponent(id)}`);
 export const startCompile = (code, options) => request("POST", "/api/compile", { code, options });
+export const uploadTrace = (files) => request("POST", "/api/traces", { files });
 
 const highlightCache = new Map();
 

@@ -25,6 +25,7 @@ import { TimingsPane } from "./panes/timings.js";
 import { GuardsPane } from "./panes/guards.js";
 import { OutputPane } from "./panes/output.js";
 import { ModulesPane } from "./panes/modules.js";
+import { RunPanel, mountUpload } from "./upload.js";
 
 await loadStages(getSchema); // before any pane is built: they lay out one chip per stage
 // The page's own elements (index.html), by id: inputs, selects, buttons, links.
@@ -77,7 +78,9 @@ const banner = new ErrorBanner({ onLine: (line) => editor.revealLine(line) });
 const graphTabs = document.createElement("nav");
 graphTabs.className = "graph-tabs";
 graphTabs.hidden = true;
-$("status-host").append(status.el, graphTabs, banner.el);
+const runPanel = new RunPanel();
+$("status-host").append(status.el, graphTabs, banner.el, runPanel.el);
+mountUpload($("share"), { onError: (err) => banner.show(err) });
 
 const code = new CodePane(ctx);
 const ir = new IrPane(ctx);
@@ -125,6 +128,7 @@ function reset() {
   state.graphs = null;
   bus.clear();
   banner.reset();
+  runPanel.reset();
   status.reset();
   setStale(false);
   editor.mark({ lines: new Set(), selected: new Set(), error: null, breaks: new Set() });
@@ -349,6 +353,7 @@ async function openPermalink(id) {
   const source = state.trace.data("source");
   if (source) setOptions({ device: source.device, backend: source.backend, ...source.options });
   setShare(trace.id ?? id);
+  runPanel.show(trace, source, (await getHealth().catch(() => null))?.versions ?? null);
 }
 
 function editCopy() {
