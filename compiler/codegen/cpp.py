@@ -13,7 +13,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +27,7 @@ from kernelscope.compiler.codegen.backend import Backend, BuildError, BuildResul
 from kernelscope.compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
 from kernelscope.compiler.codegen.cpp_asm import asm_report
 from kernelscope.compiler.codegen.cpp_ops import C_TYPE, NARROW_INTS, OPS, WRAPPED_OPS, compute_type
-from kernelscope.compiler.codegen.cpp_prefetch import Access, next_row, write_chunked
+from kernelscope.compiler.codegen.cpp_prefetch import Access, LaneAcc, next_row, write_chunked
 from kernelscope.compiler.codegen.cpp_prelude import PRELUDE
 from kernelscope.compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
 from kernelscope.compiler.codegen.mathops import (
@@ -94,6 +94,7 @@ class CppLoop(Block):
     simd: list[str] = field(default_factory=list)  # per accumulator: its omp clause or ""
     chunked: list[tuple[str, str, str]] = field(default_factory=list)  # (acc, type, init)
     accs: list[tuple[str, str, str]] = field(default_factory=list)  # the unchunked ones
+    combine: dict[str, Callable[[str, str], str]] = field(default_factory=dict)  # per acc
     r_loads: list[sympy.Expr] = field(default_factory=list)  # indices of its loads
     reads: list[Access] = field(default_factory=list)  # its loads along the row
     writes: list[Access] = field(default_factory=list)  # its stores along the row
@@ -294,6 +295,8 @@ class CppKernelCodegen(KernelCodegen):
             return result
         self.write_for(lines, node, f"{acc} = {rule};")
         self.write_for(block.post, node, f"auto {result.name} = {acc};")
+        block.combine[acc] = lambda a, b: self.table.render(combine_op(rtype), [a, b], [src],
+                                                            ctype)
         block.simd.append(f"reduction({OMP_OP[rtype]}:{acc})" if rtype in OMP_OP else "")
         return result
 
@@ -366,8 +369,10 @@ class CppKernelCodegen(KernelCodegen):
             return
         prefetch = self._prefetched(block) if simd and not parallel else []
         if prefetch:
-            write_chunked(out, prefetch, self.plan.xnumel, self.plan.rnumel, simd,
-                          lambda start, end: self._r_loop(out, block, start, end))
+            lanes = [LaneAcc(acc, ctype, init, block.combine[acc])
+                     for acc, ctype, init in block.accs]
+            write_chunked(out, prefetch, self.plan.xnumel, self.plan.rnumel, simd, lanes,
+                          lambda start, end, refs: self._r_loop(out, block, start, end, refs))
             return
         if parallel:
             out.write(f"#pragma omp parallel for {' '.join(clauses)}")
@@ -384,11 +389,14 @@ class CppKernelCodegen(KernelCodegen):
         return next_row(loops[0].reads + [w for b in loops for w in b.writes],
                         self.plan.rnumel)
 
-    def _r_loop(self, out: Lines, block: Block, start: str, end: str) -> None:
+    def _r_loop(self, out: Lines, block: Block, start: str, end: str,
+                refs: Sequence[str] = ()) -> None:
         assert block.index is not None
         out.write(f"for (int64_t rindex = {start}; rindex < {end}; rindex++)")
         out.write("{")
         with out.indent():
+            for ref in refs:
+                out.write(ref)
             out.extend(block.index)
             out.extend(block.body)
         out.write("}")
