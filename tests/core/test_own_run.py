@@ -77,6 +77,7 @@ def test_run_records_every_compile_with_its_call_sites(recorded: tuple[Path, Any
         assert r["compile_call"]["call"] == 0 and r["compile_call"]["site"]["line"] == 12
         assert set(r["ms"]) == {"lowering", "scheduling", "memory", "codegen", "compile"}
         assert all(v > 0 for v in r["ms"].values())
+        assert r["config"] == {}  # the script changed no torch setting
     run = json.loads((out / "run.json").read_text())
     assert run["exit"] == 3 and run["argv"][1:] == ["one", "--two"]
     calls = [(c["site"]["line"], c["backend"], c["recorded"]) for c in run["calls"]]
