@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from kernelscope.compiler.event_check import event_errors
-from kernelscope.compiler.event_types import PAYLOADS
+from kernelscope.compiler.event_types import PAYLOADS, EventOrigin
 
 T = TypeVar("T")
 P = TypeVar("P")
@@ -43,7 +43,7 @@ class Event(Generic[P]):
     stage: str
     ms: float
     data: P
-    origin: str | None = None
+    origin: EventOrigin | None = None
 
 
 def parse_event(obj: Mapping[str, Any] | str) -> Event[Any]:
@@ -63,9 +63,8 @@ def parse_event(obj: Mapping[str, Any] | str) -> Event[Any]:
     if errors:
         raise EventError(f"the {stage} event does not follow the event schema: "
                          + "; ".join(errors))
-    origin = obj.get("origin")
     return Event(obj["seq"], str(stage), obj["ms"], from_dict(cls, obj["data"]),
-                 origin if isinstance(origin, str) else None)
+                 obj.get("origin"))
 
 
 def parse_events(objs: typing.Iterable[Mapping[str, Any] | str]) -> list[Event[Any]]:

@@ -152,7 +152,7 @@ RENDER: dict[type, Callable[[Any], list[str]]] = {
     ev.Source: _source, ev.Capture: _capture, ev.Lowering: _per_graph(_lowering_graph),
     ev.Scheduling: _per_graph(_scheduling_graph), ev.Memory: _per_graph(_memory_graph),
     ev.Codegen: _per_graph(_codegen_graph), ev.Compile: _per_graph(_compile_graph),
-    ev.Run: _run, ev.Profile: _profile, ev.Error: _error, ev.Done: _done,
+    ev.Run: _run, ev.Profile: _profile, ev.Error: _error, ev.JobDone: _done,
 }
 
 

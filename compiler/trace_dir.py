@@ -130,6 +130,26 @@ def _break_site(reason: Any) -> dict[str, Any] | None:
     return None
 
 
+def changed_config() -> dict[str, str]:
+    """Dynamo's and AOTAutograd's settings the script moved off their defaults, as text
+    (the config a compile ran under, as tlparse users ask for it)."""
+    import torch._dynamo.config as dynamo_config
+    import torch._functorch.config as functorch_config
+
+    out: dict[str, str] = {}
+    for prefix, module in (("dynamo", dynamo_config), ("functorch", functorch_config)):
+        try:
+            for name, value in module.get_config_copy().items():
+                entry = module._config.get(name)  # type: ignore[attr-defined]
+                moved = not module._is_default(name)  # type: ignore[attr-defined]
+                # torch patches some settings itself while it compiles (to their defaults)
+                if moved and (entry is None or entry.default != value):
+                    out[f"{prefix}.{name}"] = repr(value)[:200]
+        except Exception:  # a private API of torch's config modules: absent means unknown
+            continue
+    return dict(list(out.items())[:100])
+
+
 def graph_file(gm: torch.fx.GraphModule) -> str | None:
     """The file most of the graph's nodes point into (their innermost user frame)."""
     counts: dict[str, int] = {}
@@ -227,6 +247,7 @@ class TraceDir:
             "recompile": info.recompile, "reasons": info.reasons,
             "graph_break": info.graph_break, "graph_break_site": info.graph_break_site,
             "call_site": info.call_site, "compile_call": info.compile_call,
+            "config": changed_config(),
             "filename": filename, "code": code,
             "stages": {k: ev.to_json(v) for k, v in payloads.items()},
             "ms": {k: round(v, 3) for k, v in (ms or {}).items()},

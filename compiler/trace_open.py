@@ -213,6 +213,8 @@ def assemble(records: list[tuple[str, dict[str, Any]]], run: dict[str, Any] | No
                            "graph_break_site": where, "torch_compile": _line(call.get("call"))})
         graphs["capture"][-1].update(compile_id=cid, dynamo_graph=list(compiles).index(cid))
     notices += _version_notices(records)
+    if any(_config(r) != _config(first) for _, r in records):
+        notices.append("the torch config changed during the run: the first compile's is shown")
     options = _options(_dict(first.get("options")))
     source = _source(first, options, main, code)
     capture: dict[str, Any] = {"graphs": graphs["capture"], "graph_breaks": breaks,
@@ -234,7 +236,8 @@ def assemble(records: list[tuple[str, dict[str, Any]]], run: dict[str, Any] | No
     recorded = {"graphs": len(records), "compiles": len(compiles),
                 "recompiles": sum(c["recompile"] for c in compiles.values()),
                 "graph_breaks": len(breaks), "versions": _versions(first),
-                "file": main, "dynamo": dynamo[:500], "notices": notices[:50],
+                "file": main, "config": _config(first), "dynamo": dynamo[:500],
+                "notices": notices[:50],
                 **_run_summary(run)}
     return Opened(code, {**options, "recorded": recorded}, events, notices)
 
@@ -288,6 +291,12 @@ def _version_notices(records: list[tuple[str, dict[str, Any]]]) -> list[str]:
         return []
     return ["the files were written by different versions: " + "; ".join(
         ", ".join(f"{k} {v}" for k, v in zip(VERSION_KEYS, s)) for s in sorted(seen, key=str))]
+
+
+def _config(record: dict[str, Any]) -> dict[str, str]:
+    """The torch settings off their defaults when the graph compiled (name -> repr)."""
+    return {k[:100]: v[:200] for k, v in list(_dict(record.get("config")).items())[:100]
+            if isinstance(k, str) and isinstance(v, str)}
 
 
 def _options(raw: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = """import torch
-
+torch._dynamo.config.recompile_limit = 4
 def f(x):
     y = torch.relu(x + 1)
     print("a graph break")

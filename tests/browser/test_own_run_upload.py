@@ -74,6 +74,7 @@ def test_open_run_uploads_and_shows_the_recorded_run(
     expect(panel.locator(".run-summary")).to_contain_text(
         "4 graphs of 4 Dynamo compiles · 2 recompiles · 2 graph breaks")
     expect(panel.locator(".version-notice")).to_have_count(0)  # recorded here
+    expect(panel.locator(".run-config")).to_have_text("config: dynamo.recompile_limit=4")
     panel.locator(".run-compiles summary").click()
     rows = panel.locator(".run-compiles tr[data-compile]")
     expect(rows).to_have_count(4)

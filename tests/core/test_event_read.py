@@ -70,7 +70,7 @@ def test_an_unknown_stage_or_an_event_off_the_schema_is_a_clear_error() -> None:
         parse_event(_event("done", {"ok": "yes"}))
     with pytest.raises(EventError, match="one JSON object"):
         parse_event("{not json")
-    with pytest.raises(EventError, match="carries Done, not Run"):
+    with pytest.raises(EventError, match="carries JobDone, not Run"):
         payload(parse_event(_event("done", {"ok": True})), ev.Run)
 
 
@@ -91,8 +91,8 @@ def test_the_terminal_report_and_the_sample_table_read_typed_events() -> None:
                {**_event("done", {"ok": False, "trace_id": None}, len(events) + 1),
                 "origin": "server"}]
     typed = [parse_event(e) for e in events]
-    assert typed[-1] == Event(len(events) - 1, "done", 1.5, ev.Done(ok=False), "server")
-    assert latest(typed, ev.Run) is None and latest(typed, ev.Done) == ev.Done(ok=False)
+    assert typed[-1] == Event(len(events) - 1, "done", 1.5, ev.JobDone(ok=False), "server")
+    assert latest(typed, ev.Run) is None and latest(typed, ev.Done) == ev.JobDone(ok=False)
     text = render(typed[2])
     assert text.startswith("\n== memory (1.5 ms) ")
     assert "peak " in text and " B with reuse" in text

@@ -28,3 +28,10 @@ def test_text_report_renders_every_stage_of_a_cpp_compile() -> None:
     assert 'extern "C" void cpp_red_fused__softmax_0' in text["codegen"]
     assert "\nPASS against" in text["run"] and "(atol 0.0001, rtol 0.0001)" in text["run"]
     assert text["done"].endswith("\nok")
+
+
+def test_every_stage_payload_has_a_renderer() -> None:
+    from kernelscope.compiler.event_types import PAYLOADS
+    from kernelscope.compiler.report import RENDER
+
+    assert set(RENDER) == set(PAYLOADS.values())

@@ -46,6 +46,7 @@ def test_good_upload_is_stored_with_a_permalink(client: FlaskClient,
     assert trace["events"][-1]["data"]["isolated"] is False
     assert "def f(x):" in trace["code"]
     assert trace["options"]["recorded"]["recompiles"] == 2
+    assert trace["options"]["recorded"]["config"] == {"dynamo.recompile_limit": "4"}
     assert client.get(body["url"]).status_code == 200
     again = _upload(client, files).get_json()
     assert again["id"] == body["id"] and _count(client) == 1

@@ -54,6 +54,7 @@ export function highlight(code, language) {
 }
 
 // Yields the StageEvents of a job as they arrive, through its final `done`.
+/** @returns {AsyncGenerator<import("../types/events").StageEvent>} */
 export async function* jobEvents(jobId, signal) {
   let res;
   try {

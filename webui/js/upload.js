@@ -86,6 +86,7 @@ export class RunPanel {
     clear(this.el,
       run ? h("div.run-head", h("span.run-tag", "Recorded run"), summary(run)) : null,
       versions ? h("div.version-notice", { role: "status" }, versions) : null,
+      run ? config(run.config ?? {}) : null,
       ...(run?.notices ?? []).map((n) => h("div.run-notice", n)),
       run?.dynamo?.length ? compiles(run.dynamo, run.calls ?? []) : null);
   }
@@ -98,6 +99,14 @@ function summary(run) {
   return h("span.run-summary", parts.join(" · "),
     file ? h("span", " from ", h("code", file)) : null,
     run.argv?.length ? h("span", " · ", h("code", `kernelscope run ${run.argv.join(" ")}`)) : null);
+}
+
+// The torch settings the script changed (Dynamo's and AOTAutograd's, off their defaults).
+function config(changed) {
+  const entries = Object.entries(changed);
+  return h("div.run-config", "config: ", entries.length
+    ? entries.map(([k, v], i) => [i ? ", " : "", h("code", `${k}=${v}`)])
+    : h("span", "torch's defaults"));
 }
 
 // Each Dynamo compile: its id, where the call that compiled it was, the torch.compile call
