@@ -2,7 +2,10 @@
 // or Inductor's own from profile.inductor), a kernel-level match-up, and a line diff.
 // Pure functions over event data; panes/diff.js draws them.
 
+/** @typedef {import("./trace.js").Trace} Trace */
+
 // Our kernels in execution order, with what the diff shows about each.
+/** @param {Trace} trace */
 export function oursKernels(trace) {
   const sources = new Map(trace.graphs("codegen").flatMap((g) =>
     g.kernels.map((k) => [`${g.id}:${k.name}`, k])));
@@ -18,6 +21,7 @@ export function oursKernels(trace) {
 }
 
 // Inductor's kernels, cut out of its output code (no per-kernel times).
+/** @param {Trace} trace */
 export function inductorKernels(trace) {
   return (trace.data("profile")?.inductor?.kernels ?? []).map((k) => ({
     name: k.name, gid: 0, kind: kindOf(k.name), origins: [], lines: [], source: k.source,

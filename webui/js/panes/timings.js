@@ -7,6 +7,9 @@ import { fromKernel } from "../provenance.js";
 import { STAGES } from "../trace.js";
 import { Pane } from "./pane.js";
 
+/** @typedef {import("../trace.js").Trace} Trace */
+/** @typedef {import("../../types/events").StageName} StageName */
+
 export class TimingsPane extends Pane {
   id = "timings";
   title = "Timings";
@@ -23,10 +26,12 @@ export class TimingsPane extends Pane {
     clear(this.el, empty("Correctness and timings appear here after the kernels run."));
   }
 
+  /** @param {Trace} trace @param {StageName} stage */
   update(trace, stage) {
     if (["compile", "run", "profile"].includes(stage)) this.render(trace);
   }
 
+  /** @param {Trace} trace */
   render(trace) {
     this.rows.clear();
     clear(this.el,
@@ -38,6 +43,7 @@ export class TimingsPane extends Pane {
     this.select(this.ctx.current());
   }
 
+  /** @param {import("../../types/events").Run} run */
   run(run) {
     return h("section",
       h("h3", "Correctness", run.ok ? badge("pass", "ok") : badge("fail", "bad"),
@@ -52,6 +58,7 @@ export class TimingsPane extends Pane {
   }
 
   // Training: the backward graph run on what the compiled forward saved, as a step runs it.
+  /** @param {import("../../types/events").ChainedCheck} c */
   chained(c) {
     const worst = Math.max(0, ...c.outputs.map((o) => o.max_abs_err ?? 0));
     return h("p.note.chained", { dataset: { forward: c.forward, backward: c.backward } },
@@ -60,6 +67,7 @@ export class TimingsPane extends Pane {
       `${c.outputs.length} gradients, max abs err ${fmtNum(worst)}`);
   }
 
+  /** @param {import("../../types/events").Profile} p */
   profile(p) {
     if (!p.measured) {
       return h("section", h("h3", "Performance"),
@@ -67,8 +75,10 @@ export class TimingsPane extends Pane {
     }
     // Bars are coloured by faster (green) or slower (red) than eager, not by who they are.
     const vsEager = (ms) => (!p.eager_ms || !ms ? "alt" : ms <= p.eager_ms ? "good" : "slow");
-    const totals = [["eager", p.eager_ms, "base"], ["kernelscope", p.kernelscope_ms, vsEager(p.kernelscope_ms)],
-      ["inductor", p.inductor_ms, vsEager(p.inductor_ms)]].filter(([, ms]) => ms !== null && ms !== undefined);
+    /** @type {[string, number | null, string][]} */
+    const all = [["eager", p.eager_ms, "base"], ["kernelscope", p.kernelscope_ms, vsEager(p.kernelscope_ms)],
+      ["inductor", p.inductor_ms, vsEager(p.inductor_ms)]];
+    const totals = all.filter(([, ms]) => ms !== null && ms !== undefined);
     const max = Math.max(...totals.map(([, ms]) => ms));
     const speedup = (ms) => {
       if (!p.eager_ms || !ms) return "";
@@ -87,6 +97,7 @@ export class TimingsPane extends Pane {
       h("tbody", p.kernels.map((k) => this.kernelRow(k, kmax, p.peak_gbps)))));
   }
 
+  /** @param {import("../../types/events").KernelTime} k @param {number} kmax @param {number | null} peak */
   kernelRow(k, kmax, peak) {
     const gid = this.ctx.index().kernels.find((x) => x.name === k.name)?.gid ?? 0;
     const pct = k.pct_peak ?? (peak && k.gbps ? (100 * k.gbps) / peak : null);
@@ -103,6 +114,7 @@ export class TimingsPane extends Pane {
     return tr;
   }
 
+  /** @param {Trace} trace */
   compile(trace) {
     const buildText = (g) => [
       g.build_ms !== undefined && g.build_ms !== null
@@ -121,6 +133,7 @@ export class TimingsPane extends Pane {
         h("td.num", k.shared_bytes !== undefined && k.shared_bytes !== null ? fmtBytes(k.shared_bytes) : "–"))))))));
   }
 
+  /** @param {Trace} trace */
   stages(trace) {
     const done = STAGES.filter((s) => trace.has(s));
     if (!done.length) return null;
