@@ -489,9 +489,12 @@ def _specialising(gm: torch.fx.GraphModule, options: CompileOptions, filename: s
                 full = list(args)
                 for i, t in zip(pos, ts):
                     full[i] = t
-                return gm(*full)
+                # Node by node, so each new node keeps its source node's meta (its user
+                # line, its module): the lines of a specialised graph are the graph's own.
+                return torch.fx.Interpreter(gm).run(*full)
 
-            concrete = make_fx(with_sizes, tracing_mode="fake")(*tensors)
+            with torch.fx.traceback.preserve_node_meta():
+                concrete = make_fx(with_sizes, tracing_mode="fake")(*tensors)
             sizes = ", ".join(str(list(a.shape)) if isinstance(a, torch.Tensor) else repr(a)
                               for a in args)
             note = f"dynamic shapes: specialised to the sizes of this call ({sizes})"

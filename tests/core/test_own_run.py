@@ -162,6 +162,26 @@ def test_all_backends_routes_other_backends_here(tmp_path: Path) -> None:
     assert call["routed"] and call["backend"] == "inductor" and call["dropped"] == ["mode"]
 
 
+def test_a_graph_specialised_to_new_sizes_keeps_its_lines(tmp_path: Path) -> None:
+    """A recompile for new sizes makes a dynamic graph, compiled specialised to each call's
+    sizes (a retrace): its nodes keep their user lines and modules (they had none)."""
+    script = tmp_path / "sizes.py"
+    script.write_text("import torch\n\n"
+                      "lin = torch.nn.Linear(8, 8)\n"
+                      "cf = torch.compile(lambda x: torch.relu(lin(x)), backend='kernelscope')\n"
+                      "cf(torch.randn(4, 8))\n"
+                      "cf(torch.randn(6, 8))\n")
+    out = tmp_path / "trace"
+    proc = kernelscope("run", "--trace-dir", str(out), str(script))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = _graph_records(out)
+    assert [r["compile_id"] for r in records] == ["0/0", "0/1"]
+    for r in records:
+        assert r["filename"] == str(script)
+        relu = [n for n in r["stages"]["capture"]["nodes"] if n["target"] == "aten.relu.default"]
+        assert relu and relu[0]["line"] == 4, r["compile_id"]
+
+
 def _copy(recorded: tuple[Path, Any], tmp: Path) -> tuple[Path, Path]:
     out, _ = recorded
     tmp.mkdir()
