@@ -31,6 +31,9 @@ SLOW: dict[str, str] = {
     "bench/test_bench_smoke.py": "every benchmark case at smoke size",
     "bench/test_train_smoke.py": "five architectures, a training step each",
     "bench/test_sweep_variants.py": "a rule sweep under the Triton interpreter",
+    # The broad op-by-op checks against eager: the fast tier keeps core/test_native_lowerings.py.
+    "core/test_correctness_semantics.py": "every semantics case on both backends",
+    "core/test_structured_ops.py": "every structured op on both backends",
     # The OpInfo sweeps in a subprocess: the fast tier keeps the all-dtype slice.
     "opinfo/test_opinfo_slice.py": "62 ops at three dtypes",
     "opinfo/test_grad_slice.py": "13 ops' gradients",
@@ -47,6 +50,7 @@ FAST_REPRESENTATIVES: dict[str, str] = {
     "backends": "core/test_codegen_backends.py",
     "samples, C++": "core/test_samples.py",
     "OpInfo": "opinfo/test_dtype_slice.py",
+    "op-by-op against eager": "core/test_native_lowerings.py",
     "server": "server/test_server_api.py",
     "browser smoke": "browser/test_ui.py",
     "extension webview": "browser/test_extension_webview.py",
