@@ -146,6 +146,15 @@ def _profile(d: dict[str, Any]) -> list[str]:
     return out
 
 
+def _inductor(d: dict[str, Any]) -> list[str]:
+    if d.get("error"):
+        return [f"TorchInductor failed: {d['error']}"]
+    total = (f"inductor {d['inductor_ms']} ms on {d['device']}"
+             if d.get("measured") else f"not measured: {d.get('reason')}")
+    return [total] + [f"  {k['name']} ({k['language']}): {k.get('ms')} ms"
+                      for k in d.get("kernels", [])]
+
+
 def _error(d: dict[str, Any]) -> list[str]:
     where = f" at line {d['line']}" if d.get("line") else ""
     return [f"{d['kind']} error in stage {d['stage']}{where}: {d['message']}"]
@@ -155,6 +164,7 @@ RENDER: dict[str, Callable[[dict[str, Any]], list[str]]] = {
     "source": _source, "capture": _capture, "lowering": _lowering,
     "scheduling": _scheduling, "memory": _memory, "codegen": _codegen,
     "compile": _compile, "run": _run, "profile": _profile, "error": _error,
+    "capture_graph": _capture_graph, "inductor": _inductor,
     "done": lambda d: ["ok" if d.get("ok") else "failed"],
 }
 

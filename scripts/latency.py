@@ -86,6 +86,7 @@ def one_run(host: str, port: int, code: str, options: dict[str, Any]) -> dict[st
     first = done = None
     last: dict[str, Any] = {}
     stages: dict[str, float] = {}
+    at: dict[str, float] = {}  # seconds from the POST to the first event of each stage
     while True:
         line = stream.fp.readline()
         if not line:
@@ -95,17 +96,22 @@ def one_run(host: str, port: int, code: str, options: dict[str, Any]) -> dict[st
             now = time.perf_counter() - start
             first = now if first is None else first
             stages[event["stage"]] = round(event["ms"], 1)
+            at.setdefault(event["stage"], round(now, 3))
             if event["stage"] == "done":
                 done, last = now, event["data"]
                 break
     conn.close()
+    graphs = [at[s] for s in ("capture_graph", "capture") if s in at]
     return {
         "first_s": first,
+        "source_s": at.get("source"),
+        "first_graph_s": min(graphs) if graphs else None,
         "done_s": done,
         "ok": last.get("ok"),
         "wall_ms": last.get("wall_ms"),
         "stages_ms": last.get("stages_ms"),
         "stages": stages,
+        "at": at,
         "trace_id": last.get("trace_id"),
     }
 
@@ -193,9 +199,11 @@ def main() -> int:
             if not runs:
                 continue
             med = {k: statistics.median(float(r[k] or 0) for r in runs)
-                   for k in ("first_s", "done_s", "wall_ms", "stages_ms")}
+                   for k in ("first_s", "source_s", "first_graph_s", "done_s", "wall_ms",
+                             "stages_ms")}
             print(
                 f"median over {len(runs)} runs{label}: first stage {med['first_s']:.3f} s, "
+                f"source {med['source_s']:.3f} s, first graph {med['first_graph_s']:.3f} s, "
                 f"done {med['done_s']:.3f} s (server wall {med['wall_ms']:.0f} ms, "
                 f"stage sum {med['stages_ms']:.0f} ms); all ok: {all(r['ok'] for r in runs)}"
             )

@@ -3,17 +3,21 @@
 
 // Stage names, in order, as the server publishes them (GET /api/schema, generated from
 // compiler/event_types.py); filled in place by loadStages() before the panes are built.
+// FOLLOW_UPS come after our own result, when asked for (`inductor`).
 export const STAGES = [];
+export const FOLLOW_UPS = [];
 
 export async function loadStages(getSchema) {
   const schema = await getSchema();
   STAGES.splice(0, STAGES.length, ...schema.stages);
+  FOLLOW_UPS.splice(0, FOLLOW_UPS.length, ...(schema.follow_ups ?? []));
 }
 
 export class Trace {
   constructor() {
     this.events = [];
     this.byStage = new Map();
+    this.parts = [];  // the captured graphs streamed ahead of `capture` (capture_graph)
     this.error = null;
     this.done = null;
   }
@@ -23,6 +27,7 @@ export class Trace {
     if (this.events.some((e) => e.seq === event.seq)) return false;
     this.events.push(event);
     this.byStage.set(event.stage, event);
+    if (event.stage === "capture_graph") this.parts.push(event.data);
     if (event.stage === "error") this.error = event.data;
     if (event.stage === "done") this.done = event.data;
     return true;
@@ -40,9 +45,12 @@ export class Trace {
     return this.byStage.has(stage);
   }
 
-  // The per-graph entries of a stage that carries `graphs` (capture .. compile).
+  // The per-graph entries of a stage that carries `graphs` (capture .. compile); before
+  // `capture` arrives, its graphs so far are the ones streamed one by one.
   graphs(stage) {
-    return this.data(stage)?.graphs ?? [];
+    const data = this.data(stage);
+    if (!data && stage === "capture") return this.parts;
+    return data?.graphs ?? [];
   }
 
   graph(stage, id) {
@@ -57,6 +65,22 @@ export class Trace {
   kernels() {
     return this.graphs("scheduling").flatMap((g) => g.kernels.map((k) => ({ ...k, gid: g.id })));
   }
+}
+
+// TorchInductor on the same graphs: the `inductor` event (after our result), or, in a trace
+// stored before that event existed, what its `profile` carried (no per-kernel times).
+export function inductorOf(trace) {
+  const own = trace.data("inductor");
+  if (own) return own;
+  const p = trace.data("profile");
+  if (!p?.inductor) return null;
+  return { ...p.inductor, measured: p.inductor_ms != null, inductor_ms: p.inductor_ms ?? null,
+    device: p.device ?? "" };
+}
+
+// Was Inductor asked for (the compile's options)?
+export function inductorAsked(trace) {
+  return Boolean(trace.data("source")?.options?.inductor) || Boolean(inductorOf(trace));
 }
 
 // The same trace seen through a graph filter: `graphs(stage)` and `graph(stage, id)` keep
