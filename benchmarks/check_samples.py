@@ -18,6 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from kernelscope.compiler import event_types as ev
+from kernelscope.compiler.event_read import EventError, latest, parse_events
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -37,18 +40,25 @@ def run_one(path: Path, device: str, inductor: bool) -> tuple[str, list[dict[str
 
 
 def summarize(name: str, events: list[dict[str, Any]], tail: str) -> dict[str, Any]:
-    by = {e["stage"]: e["data"] for e in events}
-    row: dict[str, Any] = {"sample": name, "ok": bool(by.get("run", {}).get("ok"))}
-    row["kernels"] = sum(1 for g in by.get("scheduling", {}).get("graphs", [])
-                         for k in g["kernels"] if k["kind"] != "extern")
-    row["extern"] = sum(1 for g in by.get("scheduling", {}).get("graphs", [])
-                        for k in g["kernels"] if k["kind"] == "extern")
-    prof = by.get("profile", {})
-    for key in ("eager_ms", "kernelscope_ms", "inductor_ms"):
-        row[key] = prof.get(key)
-    if "error" in by:
-        err = by["error"]
-        row["error"] = f"{err['stage']}: {err['message'][:200]}"
+    """One row of the table, from the sample's events read through their dataclasses."""
+    row: dict[str, Any] = {"sample": name, "ok": False, "kernels": 0, "extern": 0}
+    try:
+        typed = parse_events(events)
+    except EventError as e:
+        return {**row, "eager_ms": None, "kernelscope_ms": None, "inductor_ms": None,
+                "error": f"unreadable events: {e}"[:300]}
+    run, sched = latest(typed, ev.Run), latest(typed, ev.Scheduling)
+    row["ok"] = run is not None and run.ok
+    kinds = [k.kind for g in (sched.graphs if sched else []) for k in g.kernels]
+    row["kernels"] = sum(1 for kind in kinds if kind != "extern")
+    row["extern"] = sum(1 for kind in kinds if kind == "extern")
+    prof = latest(typed, ev.Profile)
+    row["eager_ms"] = prof.eager_ms if prof else None
+    row["kernelscope_ms"] = prof.kernelscope_ms if prof else None
+    row["inductor_ms"] = prof.inductor_ms if prof else None
+    err = latest(typed, ev.Error)
+    if err is not None:
+        row["error"] = f"{err.stage}: {err.message[:200]}"
     elif tail:
         row["error"] = tail
     return row

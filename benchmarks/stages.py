@@ -63,6 +63,8 @@ def _back_to_codegen(bundle_path: Path, options: Any) -> dict[str, float]:
 
 
 def measure_stages(name: str, settings: dict[str, Any]) -> dict[str, Any]:
+    from kernelscope.compiler.event_read import parse_event, payload
+    from kernelscope.compiler.event_types import Error
     from kernelscope.compiler.options import CompileOptions
     from kernelscope.compiler.pipeline import run_front
 
@@ -73,7 +75,8 @@ def measure_stages(name: str, settings: dict[str, Any]) -> dict[str, Any]:
         bundle = Path(tmp) / "capture.ksb"
         for ev in run_front(path.read_text(), options, bundle, str(path)):
             if ev.stage == "error":
-                row["failed"] = f"capture: {ev.data.get('message')}"[:300]
+                error = payload(parse_event(ev.to_json()), Error)
+                row["failed"] = f"capture: {error.message}"[:300]
                 return row
         row["load"] = round(os.getloadavg()[0], 1)
         try:

@@ -4,12 +4,18 @@
                                 [--stage NAME] [--json] [--no-fusion] [--inductor]
                                 [--bundle B [--front-only]]
     kernelscope stages B [--device cpu|cuda] [--backend cpp|triton] [--json] [--no-replay] ...
+    kernelscope run [--trace-dir DIR] [--all-backends] SCRIPT.py|-m MODULE [ARGS ...]
+    kernelscope open DIR [--server URL] [--db FILE] [--no-serve] [--no-browser]
     kernelscope serve [--host 127.0.0.1] [--port 8765] [...]  (kernelscope serve --help)
 
 `compile` runs both halves of the pipeline in this process. With `--front-only --bundle B`
 it runs only the front half (the snippet, `source` and `capture`) and writes the capture
 bundle B; `stages B` runs the back half (`lowering` .. `profile`) on it without running
 any of the snippet's code (docs/architecture.md, "Trust boundary").
+
+`run` runs your own script with its torch.compile calls recorded into a trace directory
+(compiler/own_run.py); `open` stores such a directory as a trace with a permalink and
+shows it in the explorer (compiler/open_cmd.py). docs/own-run.md says how.
 """
 
 from __future__ import annotations
@@ -45,6 +51,27 @@ def _parser() -> argparse.ArgumentParser:
                    help="do not repeat the bundle's source and capture events")
     b.add_argument("--no-replay-source", action="store_true",
                    help="repeat the bundle's capture event only (its source was streamed)")
+    r = sub.add_parser("run", help="run your script, recording every torch.compile")
+    r.add_argument("--trace-dir", default=None,
+                   help="where to record (default: ks-trace/<script>-<time>)")
+    r.add_argument("--all-backends", action="store_true",
+                   help="compile every torch.compile call with Kernelscope, whatever its "
+                        "backend (default: only backend=\"kernelscope\" is recorded)")
+    r.add_argument("-m", dest="module", action="store_true",
+                   help="SCRIPT is a module name, run as python -m would")
+    r.add_argument("script")
+    r.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
+    o = sub.add_parser("open", help="open a recorded trace directory in the explorer")
+    o.add_argument("dir")
+    o.add_argument("--server", default=None,
+                   help="a running explorer to upload to (default: the local one, "
+                        "http://127.0.0.1:8765, if it answers)")
+    o.add_argument("--db", default=None,
+                   help="with no server running: the trace database to store into "
+                        "(default: kernelscope serve's)")
+    o.add_argument("--no-serve", action="store_true",
+                   help="with no server running: store and print the permalink only")
+    o.add_argument("--no-browser", action="store_true")
     # Every serve/worker flag (and --help) belongs to server/cli.py: see main().
     sub.add_parser("serve", help="run the explorer (web UI and API); serve --help for flags")
     sub.add_parser("worker", help="run compile jobs from a Redis queue; worker --help")
@@ -74,7 +101,25 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "stages":
         return _stages(args)
+    if args.command == "run":
+        return _run(args)
+    if args.command == "open":
+        from kernelscope.compiler.open_cmd import open_dir
+
+        return open_dir(args.dir, server=args.server, db=args.db, serve=not args.no_serve,
+                        browser=not args.no_browser)
     return _compile(args)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from kernelscope.compiler import own_run
+
+    if not args.module and not Path(args.script).is_file():
+        print(f"kernelscope run: no such script: {args.script}", file=sys.stderr)
+        return 2
+    trace_dir = Path(args.trace_dir) if args.trace_dir else own_run.default_dir(args.script)
+    return own_run.run(args.script, args.args, trace_dir, module=args.module,
+                       all_backends=args.all_backends)
 
 
 def _syntax_error(code: str, filename: str, as_json: bool) -> int | None:
@@ -94,9 +139,7 @@ def _syntax_error(code: str, filename: str, as_json: bool) -> int | None:
             if as_json:
                 print(ev.to_json(), flush=True)
             else:
-                from kernelscope.compiler.report import render
-
-                print(render(ev.to_dict()), flush=True)
+                print(_text(ev), flush=True)
         return 0 if as_json else 1
     return None
 
@@ -177,9 +220,7 @@ class _Printer:
         if args.json:
             text = event.to_json()
         else:
-            from kernelscope.compiler.report import render
-
-            text = render(event.to_dict())
+            text = _text(event)
         self.out.write(text + "\n")
         self.out.flush()
 
@@ -193,6 +234,14 @@ def _print(events: Iterator[Any], args: argparse.Namespace,
         if event.stage == "done":
             ok = bool(event.data.get("ok"))
     return 0 if ok or args.json else 1
+
+
+def _text(event: Any) -> str:
+    """The terminal report of one event, read back from its JSON as any reader would."""
+    from kernelscope.compiler.event_read import parse_event
+    from kernelscope.compiler.report import render
+
+    return render(parse_event(event.to_json()))
 
 
 def _default_device() -> str:

@@ -9,6 +9,7 @@ across all graphs so each stage can be reported as it finishes.
 from __future__ import annotations
 
 import functools
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -424,25 +425,31 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                options: CompileOptions, filename: str | None = None, gid: int = 0,
                notes: Sequence[str] = (), mutations: dict[int, int] | None = None,
                kind: str | None = None,
-               trace: Callable[[GraphWork, dict[str, Any]], Any] | None = None
+               trace: Callable[[GraphWork, dict[str, Any], dict[str, float]], Any] | None = None
                ) -> loader.CompiledGraph:
     """Everything at once: the backend's path. Returns fn(*args) -> list of outputs.
 
     A graph compiled before comes from the whole-graph cache (runtime/graph_cache.py)
     without lowering..codegen; the CompiledGraph's `graph_cache` says which happened.
     With `trace` (a trace directory: compiler/trace_dir.py) every stage runs, and `trace`
-    gets the work and each stage's payload."""
+    gets the work, each stage's payload and how long each stage took (ms)."""
     work = GraphWork(gid, gm, list(example_inputs), options, filename, kind=kind)
     work.notes.extend(notes)
     work.mutations = dict(mutations or {})
     cached = _cached(work) if trace is None else None
     if cached is not None:
         return cached
-    payloads = {"lowering": lower(work), "scheduling": schedule_stage(work),
-                "memory": memory_stage(work), "codegen": codegen_stage(work),
-                "compile": build_stage(work, warmup=False)}
+    stages: tuple[tuple[str, Callable[[GraphWork], Any]], ...] = (
+        ("lowering", lower), ("scheduling", schedule_stage), ("memory", memory_stage),
+        ("codegen", codegen_stage), ("compile", functools.partial(build_stage, warmup=False)))
+    payloads: dict[str, Any] = {}
+    ms: dict[str, float] = {}
+    for name, run_stage in stages:
+        start = time.perf_counter()
+        payloads[name] = run_stage(work)
+        ms[name] = (time.perf_counter() - start) * 1000
     if trace is not None:
-        trace(work, payloads)
+        trace(work, payloads, ms)
     assert work.compiled is not None
     return work.compiled
 
@@ -459,7 +466,7 @@ def _is_dynamic(example_inputs: Sequence[Any]) -> bool:
 
 def _specialising(gm: torch.fx.GraphModule, options: CompileOptions, filename: str | None,
                   gid: int, kind: str | None,
-                  trace: Callable[[GraphWork, dict[str, Any]], Any] | None = None
+                  trace: Callable[[GraphWork, dict[str, Any], dict[str, float]], Any] | None = None
                   ) -> Callable[..., Any]:
     """A graph with symbolic sizes, compiled once per concrete shape it is called with.
 
@@ -482,9 +489,12 @@ def _specialising(gm: torch.fx.GraphModule, options: CompileOptions, filename: s
                 full = list(args)
                 for i, t in zip(pos, ts):
                     full[i] = t
-                return gm(*full)
+                # Node by node, so each new node keeps its source node's meta (its user
+                # line, its module): the lines of a specialised graph are the graph's own.
+                return torch.fx.Interpreter(gm).run(*full)
 
-            concrete = make_fx(with_sizes, tracing_mode="fake")(*tensors)
+            with torch.fx.traceback.preserve_node_meta():
+                concrete = make_fx(with_sizes, tracing_mode="fake")(*tensors)
             sizes = ", ".join(str(list(a.shape)) if isinstance(a, torch.Tensor) else repr(a)
                               for a in args)
             note = f"dynamic shapes: specialised to the sizes of this call ({sizes})"

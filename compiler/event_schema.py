@@ -17,7 +17,7 @@ import typing
 from pathlib import Path
 from typing import Any, Literal
 
-from kernelscope.compiler.event_types import PAYLOADS
+from kernelscope.compiler.event_types import PAYLOADS, EventOrigin
 from kernelscope.compiler.events import FOLLOW_UPS, PARTS, SCHEMA_VERSION, STAGES, TERMINAL
 
 
@@ -85,6 +85,7 @@ def json_schema() -> dict[str, Any]:
             "stage": {"enum": [*STAGES, *PARTS, *FOLLOW_UPS, *TERMINAL]},
             "ms": {"type": "number", "minimum": 0},
             "data": {"type": "object"},
+            "origin": _type_schema(EventOrigin, defs),  # set by the server, absent elsewhere
         },
         "allOf": [{"if": {"properties": {"stage": {"const": stage}}},
                    "then": {"properties": {"data": ref}}}

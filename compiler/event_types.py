@@ -23,6 +23,9 @@ ErrorKind = Literal["syntax", "entry", "exception", "unsupported", "bundle", "bu
                     "mismatch", "timeout", "memory", "killed", "sandbox", "busy",
                     "cancelled"]
 Origin = Literal["snippet"]
+# Who sent an event, as the server labels it at the event's top level (docs/server.md): the
+# process that ran the snippet, our own compiler process, or the server itself.
+EventOrigin = Literal["snippet", "compiler", "server"]
 
 
 # -- source --------------------------------------------------------------------------------
@@ -555,6 +558,18 @@ class Done:
     trace_id: str | None = None  # the permalink's id, once the server stored the trace
 
 
+@dataclass
+class JobDone(Done):
+    """`done` as a reader sees it (ok: every stage ran and `run` found no output that
+    differs from eager): the compiler's Done, plus what the server adds when it closes a
+    job (server/worker.py `finish`); the compiler never sets these."""
+
+    wall_ms: float | None = None  # from the request to `done`: what the user waited
+    stages_ms: float | None = None  # the sum of the stage times the compiler reported
+    snippet_stdout: str | None = None  # the tail of what the snippet wrote to fd 1
+    store_error: str | None = None  # why the trace has no permalink
+
+
 def to_json(value: Any) -> Any:
     """A payload as JSON-ready data: a dataclass of this module becomes an object of all
     its fields (so every listed key is present), lists and dicts recursively."""
@@ -571,6 +586,6 @@ PAYLOADS: dict[str, type] = {
     "source": Source, "capture": Capture, "lowering": Lowering, "scheduling": Scheduling,
     "memory": Memory, "codegen": Codegen, "compile": Compile, "run": Run,
     "profile": Profile, "capture_graph": CaptureGraph, "inductor": Inductor,
-    "error": Error, "done": Done,
+    "error": Error, "done": JobDone,
 }
 assert tuple(PAYLOADS) == STAGES + PARTS + FOLLOW_UPS + TERMINAL

@@ -16,6 +16,8 @@ and tlparse read): while a trace directory is written, a handler on that log kee
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import logging
 import os
@@ -23,6 +25,7 @@ import re
 import threading
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,9 +35,8 @@ import torch
 from kernelscope.compiler import event_types as ev
 from kernelscope.compiler.devices import CPU
 from kernelscope.compiler.events import SCHEMA_VERSION
+from kernelscope.compiler.trace_open import FORMAT, VERSION
 
-FORMAT = "kernelscope-trace"
-VERSION = 1
 MAX_CODE = 1 << 20  # characters of the user's file kept in a trace file
 # Our own frames, by both spellings: kernelscope/compiler is a link to compiler/.
 _HERE = (str(Path(__file__).resolve().parent), str(Path(__file__).absolute().parent))
@@ -102,6 +104,52 @@ def call_site() -> dict[str, Any] | None:
     return None
 
 
+# The torch.compile call whose backend is compiling now: set by `kernelscope run`
+# (compiler/own_run.py) around each Dynamo compile of a call it saw, read by TraceDir.dynamo.
+_COMPILE_CALL: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "kernelscope_compile_call", default=None)
+
+
+@contextlib.contextmanager
+def compile_call(call: dict[str, Any]) -> Iterator[None]:
+    """While Dynamo compiles for `call` (the torch.compile call: its site and arguments)."""
+    token = _COMPILE_CALL.set(call)
+    try:
+        yield
+    finally:
+        _COMPILE_CALL.reset(token)
+
+
+def _break_site(reason: Any) -> dict[str, Any] | None:
+    """The user's line where Dynamo broke the graph (the innermost frame it reports)."""
+    for frame in reversed(list(getattr(reason, "user_stack", None) or [])):
+        path = getattr(frame, "filename", "")
+        if path and not path.startswith((*_HERE, _TORCH)):
+            return {"file": path, "line": frame.lineno, "function": frame.name,
+                    "code": (frame.line or "").strip()[:300]}
+    return None
+
+
+def changed_config() -> dict[str, str]:
+    """Dynamo's and AOTAutograd's settings the script moved off their defaults, as text
+    (the config a compile ran under, as tlparse users ask for it)."""
+    import torch._dynamo.config as dynamo_config
+    import torch._functorch.config as functorch_config
+
+    out: dict[str, str] = {}
+    for prefix, module in (("dynamo", dynamo_config), ("functorch", functorch_config)):
+        try:
+            for name, value in module.get_config_copy().items():
+                entry = module._config.get(name)  # type: ignore[attr-defined]
+                moved = not module._is_default(name)  # type: ignore[attr-defined]
+                # torch patches some settings itself while it compiles (to their defaults)
+                if moved and (entry is None or entry.default != value):
+                    out[f"{prefix}.{name}"] = repr(value)[:200]
+        except Exception:  # a private API of torch's config modules: absent means unknown
+            continue
+    return dict(list(out.items())[:100])
+
+
 def graph_file(gm: torch.fx.GraphModule) -> str | None:
     """The file most of the graph's nodes point into (their innermost user frame)."""
     counts: dict[str, int] = {}
@@ -121,6 +169,8 @@ class DynamoInfo:
     dynamo_graph: int
     graph_break: str | None = None
     call_site: dict[str, Any] | None = None
+    graph_break_site: dict[str, Any] | None = None
+    compile_call: dict[str, Any] | None = None  # the torch.compile call (kernelscope run)
     recompile: bool = False
     reasons: list[str] = field(default_factory=list)
 
@@ -156,23 +206,25 @@ class TraceDir:
             self.dynamo_graphs += 1
         attempt = (compile_id or "0/0").split("/")[-1]
         return DynamoInfo(compile_id, n, text[0][:500] if text else None, call_site(),
+                          _break_site(reason) if broke else None, _COMPILE_CALL.get(),
                           recompile=attempt.isdigit() and int(attempt) > 0, reasons=reasons)
 
     def recorder(self, info: DynamoInfo | None, kind: str | None) -> Any:
         """compile_fx's `trace`: writes the graph's file once every stage has run."""
-        def trace(work: Any, payloads: dict[str, Any]) -> None:
+        def trace(work: Any, payloads: dict[str, Any], ms: dict[str, float]) -> None:
             from kernelscope.compiler.capture.fxgraph import graph_json
 
             capture = graph_json(work.gm, 0, work.lines, work.code_lines)
             capture.update(kind=kind or "inference", compile_id=info.compile_id if info
                            else None, dynamo_graph=info.dynamo_graph if info else 0)
-            self.write(info, kind, work.gm, {"capture": capture, **payloads})
+            self.write(info, kind, work.gm, {"capture": capture, **payloads}, ms)
 
         return trace
 
     def write(self, info: DynamoInfo | None, kind: str | None, gm: torch.fx.GraphModule,
-              payloads: dict[str, Any]) -> Path:
-        """One compiled graph's file. `payloads`: stage name -> that stage's one graph."""
+              payloads: dict[str, Any], ms: dict[str, float] | None = None) -> Path:
+        """One compiled graph's file. `payloads`: stage name -> that stage's one graph;
+        `ms`: stage name -> how long it took."""
         from kernelscope.compiler.pipeline import versions
 
         filename = graph_file(gm)
@@ -193,9 +245,12 @@ class TraceDir:
             "seq": seq, "kind": kind or "inference", "options": self.options_json,
             "compile_id": info.compile_id, "dynamo_graph": info.dynamo_graph,
             "recompile": info.recompile, "reasons": info.reasons,
-            "graph_break": info.graph_break, "call_site": info.call_site,
+            "graph_break": info.graph_break, "graph_break_site": info.graph_break_site,
+            "call_site": info.call_site, "compile_call": info.compile_call,
+            "config": changed_config(),
             "filename": filename, "code": code,
             "stages": {k: ev.to_json(v) for k, v in payloads.items()},
+            "ms": {k: round(v, 3) for k, v in (ms or {}).items()},
         }
         safe = re.sub(r"[^0-9A-Za-z]+", "_", info.compile_id or "x")
         path = self.root / f"{seq}_{os.getpid()}_compile_{safe}_{kind or 'inference'}.json"

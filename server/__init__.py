@@ -17,7 +17,7 @@ from typing import Any
 
 from flask import Flask
 
-from kernelscope.server import api, headers, pages, state
+from kernelscope.server import api, headers, pages, state, uploads
 from kernelscope.server.config import default_config
 from kernelscope.server.errors import register_error_handlers
 from kernelscope.server.runtime import build_runtime
@@ -37,6 +37,7 @@ def create_app(config: dict[str, Any] | None = None) -> Flask:
     state.init_app(app, runtime, cdn)
     headers.register(app, cdn)
     app.register_blueprint(api.bp)
+    app.register_blueprint(uploads.bp)
     app.register_blueprint(pages.bp)
     register_error_handlers(app)
     if int(app.config["PROXY_HOPS"]):

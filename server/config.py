@@ -53,6 +53,10 @@ def default_config() -> dict[str, Any]:
         "TRACE_LIMIT_MB": 8,  # a job's events together: the stored trace
         "MAX_CODE_BYTES": 64 * 1024,
         "MAX_CONTENT_LENGTH": 1 << 20,
+        "UPLOAD_LIMIT_MB": 32,  # POST /api/traces: a recorded run's files together
+        "UPLOAD_SLOTS": 1,  # uploads opened at once (each in a child process; 503 beyond)
+        "UPLOAD_TIMEOUT_S": 120,  # wall clock (and CPU) of opening one upload
+        "UPLOAD_MEMORY_MB": 4096,  # address space of the process that opens it
         "HIGHLIGHT_LIMIT_KB": 256,  # largest /api/highlight input (Pygments: ~1 s per 256 KiB)
         "HEARTBEAT_S": 2.0,
         "JOB_RETENTION_S": 900,  # finished jobs stay streamable this long

@@ -61,16 +61,20 @@ class StageOrigin:
 
 def conform_payload(stage: str, data: dict[str, Any], request: JobRequest) -> dict[str, Any]:
     """A snippet-made payload as its event type allows (see the module docstring)."""
-    cls = PAYLOADS.get(stage)
-    if cls is None:
-        return {}
-    out = _conform(data, cls, 0)
-    result: dict[str, Any] = out if isinstance(out, dict) else {}
+    result = conform_data(stage, data)
     if stage == "source":
         result["code"] = request.code  # what was submitted, not what the snippet says
     if stage in LABELLED:
         result["origin"] = "snippet"
     return result
+
+
+def conform_data(stage: str, data: Any) -> dict[str, Any]:
+    """Someone else's payload as the stage's event type allows (listed keys, listed types,
+    strings and lists capped); {} for a stage without a type."""
+    cls = PAYLOADS.get(stage)
+    out = _conform(data, cls, 0) if cls is not None else None
+    return out if isinstance(out, dict) else {}
 
 
 @cache

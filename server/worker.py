@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from kernelscope.compiler.events import PARTS
 from kernelscope.server.cgroups import JobCgroup
 from kernelscope.server.jobs import SCHEMA_VERSION, Job
 from kernelscope.server.kcache import KernelCache
@@ -479,7 +480,8 @@ def finish(
 def timing(job: Job) -> dict[str, float]:
     """Wall time from the request to `done` (what the user waited) next to the sum of the
     stage times the compiler reported (what it spent compiling)."""
-    stages = sum(float(e.get("ms") or 0.0) for e in job.events)
+    # A captured graph's `ms` is time within `capture`, already counted there.
+    stages = sum(float(e.get("ms") or 0.0) for e in job.events if e["stage"] not in PARTS)
     return {"wall_ms": round((time.time() - job.created) * 1000, 1), "stages_ms": round(stages, 1)}
 
 

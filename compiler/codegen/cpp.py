@@ -13,8 +13,7 @@ import os
 import re
 import subprocess
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,8 +25,9 @@ from kernelscope.compiler.codegen import targets
 from kernelscope.compiler.codegen.backend import Backend, BuildError, BuildResult, GeneratedKernel
 from kernelscope.compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
 from kernelscope.compiler.codegen.cpp_asm import asm_report
+from kernelscope.compiler.codegen.cpp_columns import Columns, chunks, column_body
 from kernelscope.compiler.codegen.cpp_ops import C_TYPE, NARROW_INTS, OPS, WRAPPED_OPS, compute_type
-from kernelscope.compiler.codegen.cpp_prefetch import Access, next_row, write_chunked
+from kernelscope.compiler.codegen.cpp_prefetch import Access, LaneAcc, next_row, write_chunked
 from kernelscope.compiler.codegen.cpp_prelude import PRELUDE
 from kernelscope.compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
 from kernelscope.compiler.codegen.mathops import (
@@ -49,10 +49,6 @@ PARALLEL_MIN = 65536  # below this many elements, threads cost more than they sa
 # Float sums longer than this run in chunks: each chunk in `omp simd` lanes, the chunk
 # totals in double, so 16M-element sums stay within float rounding of the true sum.
 SUM_CHUNK = 4096
-# Outputs per block when a reduction is interchanged (column sums): at most this many, and
-# at run time as many as leave each thread one block (ks_column_block): one thread reads
-# whole rows, not 512-byte pieces of each (fewer, longer streams for the prefetcher).
-COLUMN_BLOCK = 2048
 OUTER_PARALLEL_MIN = 16  # fewer rows than this: the threads split each row instead
 # Rows up to this long keep a costly per-element value (a libm call: softmax's exp) that
 # the next loop over the row needs again in a stack array, instead of computing it twice.
@@ -94,6 +90,8 @@ class CppLoop(Block):
     simd: list[str] = field(default_factory=list)  # per accumulator: its omp clause or ""
     chunked: list[tuple[str, str, str]] = field(default_factory=list)  # (acc, type, init)
     accs: list[tuple[str, str, str]] = field(default_factory=list)  # the unchunked ones
+    combine: dict[str, Callable[[str, str], str]] = field(default_factory=dict)  # per acc
+    float_sums: set[str] = field(default_factory=set)  # the accs that add floats
     r_loads: list[sympy.Expr] = field(default_factory=list)  # indices of its loads
     reads: list[Access] = field(default_factory=list)  # its loads along the row
     writes: list[Access] = field(default_factory=list)  # its stores along the row
@@ -294,6 +292,10 @@ class CppKernelCodegen(KernelCodegen):
             return result
         self.write_for(lines, node, f"{acc} = {rule};")
         self.write_for(block.post, node, f"auto {result.name} = {acc};")
+        if rtype == "sum" and ctype == "float":
+            block.float_sums.add(acc)
+        block.combine[acc] = lambda a, b: self.table.render(combine_op(rtype), [a, b], [src],
+                                                            ctype)
         block.simd.append(f"reduction({OMP_OP[rtype]}:{acc})" if rtype in OMP_OP else "")
         return result
 
@@ -366,8 +368,10 @@ class CppKernelCodegen(KernelCodegen):
             return
         prefetch = self._prefetched(block) if simd and not parallel else []
         if prefetch:
-            write_chunked(out, prefetch, self.plan.xnumel, self.plan.rnumel, simd,
-                          lambda start, end: self._r_loop(out, block, start, end))
+            lanes = [LaneAcc(acc, ctype, init, block.combine[acc])
+                     for acc, ctype, init in block.accs]
+            write_chunked(out, prefetch, self.plan.xnumel, self.plan.rnumel, simd, lanes,
+                          lambda start, end, refs: self._r_loop(out, block, start, end, refs))
             return
         if parallel:
             out.write(f"#pragma omp parallel for {' '.join(clauses)}")
@@ -384,11 +388,14 @@ class CppKernelCodegen(KernelCodegen):
         return next_row(loops[0].reads + [w for b in loops for w in b.writes],
                         self.plan.rnumel)
 
-    def _r_loop(self, out: Lines, block: Block, start: str, end: str) -> None:
+    def _r_loop(self, out: Lines, block: Block, start: str, end: str,
+                refs: Sequence[str] = ()) -> None:
         assert block.index is not None
         out.write(f"for (int64_t rindex = {start}; rindex < {end}; rindex++)")
         out.write("{")
         with out.indent():
+            for ref in refs:
+                out.write(ref)
             out.extend(block.index)
             out.extend(block.body)
         out.write("}")
@@ -403,7 +410,7 @@ class CppKernelCodegen(KernelCodegen):
             outer = [c for c in clauses if c.split(":")[-1].rstrip(")") not in sums]
             outer += [f"reduction(+:{acc}_total)" for acc in sorted(sums)]
             out.write(f"#pragma omp parallel for {' '.join(outer)}")
-        with _chunks(out, "rchunk", "rend", rn, SUM_CHUNK):
+        with chunks(out, "rchunk", "rend", rn, SUM_CHUNK):
             for acc, ctype, init in block.chunked:
                 out.write(f"{ctype} {acc} = {init};")
             if simd:
@@ -425,57 +432,10 @@ class CppKernelCodegen(KernelCodegen):
                        for n in block.nodes)
 
     def _column_body(self, block: CppLoop) -> Lines:
-        """Blocks of up to COLUMN_BLOCK outputs: for each row, one `omp simd` pass over
-        the block's contiguous outputs, accumulating into a per-block array. Each output
-        adds its rows in order whatever the block size (the threads change no result)."""
         assert block.index is not None and block.post is not None
-        xn, rn = self.plan.xnumel, self.plan.rnumel
-        cap = min(COLUMN_BLOCK, xn)
-        xb: int | str = cap
-        out = Lines()
-        if xn * rn >= PARALLEL_MIN:
-            xb = "xb"
-            out.write(f"const int64_t xb = ks_column_block({xn}, {cap});")
-            out.write("#pragma omp parallel for")
-        with _chunks(out, "xblock", "xend", xn, xb):
-            for acc, ctype, init in block.accs:
-                out.write(f"{ctype} {acc}_v[{cap}];")
-                out.write(f"for (int64_t i = 0; i < {xb}; i++) {acc}_v[i] = {init};")
-            out.write(f"for (int64_t rindex = 0; rindex < {rn}; rindex++)")
-            out.write("{")
-            with out.indent():
-                out.write("#pragma omp simd")
-                self._over_block_outputs(out, [f"{ctype}& {acc} = {acc}_v[xindex - xblock];"
-                                               for acc, ctype, _ in block.accs],
-                                         [block.index, block.body])
-            out.write("}")
-            self._over_block_outputs(out, [f"{ctype} {acc} = {acc}_v[xindex - xblock];"
-                                           for acc, ctype, _ in block.accs], [block.post])
-        return out
-
-    def _over_block_outputs(self, out: Lines, refs: list[str], parts: list[Lines]) -> None:
-        """One loop over a column block's outputs: its accumulators, then `parts`."""
-        out.write("for (int64_t xindex = xblock; xindex < xend; xindex++)")
-        out.write("{")
-        with out.indent():
-            for ref in refs:
-                out.write(ref)
-            out.extend(self.prologue)
-            for part in parts:
-                out.extend(part)
-        out.write("}")
-
-
-@contextmanager
-def _chunks(out: Lines, var: str, end: str, total: int, step: int | str) -> Iterator[None]:
-    """A loop over [0, total) in chunks of `step`: `var` the chunk's start, `end` its end;
-    the body is what the `with` block writes."""
-    out.write(f"for (int64_t {var} = 0; {var} < {total}; {var} += {step})")
-    out.write("{")
-    with out.indent():
-        out.write(f"const int64_t {end} = std::min<int64_t>({var} + {step}, {total});")
-        yield
-    out.write("}")
+        return column_body(Columns(self.plan.xnumel, self.plan.rnumel, block.accs,
+                                   sorted(block.float_sums), block.index, block.body,
+                                   block.post, self.prologue), PARALLEL_MIN)
 
 
 def generate_cpp(plan: KernelPlan, header: list[str], index_checks: bool = False) -> CppKernel:

@@ -41,17 +41,22 @@ CACHE_VERSION = "1"  # bump when what a cached entry means changes
 
 def select_templates(lowered: LoweredGraph, backend: Backend, options: CompileOptions
                      ) -> list[TemplateSelection]:
-    out = []
-    for buf in lowered.buffers:
-        if isinstance(buf, MatmulTemplate):
-            m, n, k = buf.mnk
-            buf.configs = tuple(backend.template_configs(m, n, k, buf.dtype))
-            out.append(_select(buf, backend, options))
-    return out
+    bufs = [b for b in lowered.buffers if isinstance(b, MatmulTemplate)]
+    for buf in bufs:
+        m, n, k = buf.mnk
+        buf.configs = tuple(backend.template_configs(m, n, k, buf.dtype))
+    # The products to measure (no cached times): their candidates build in parallel
+    # first, then each is timed alone.
+    pending = [b for b in bufs if b.configs and options.matmul == "auto"
+               and not backend.emulated and _read(cache_path(b, backend, options)) is None]
+    modules: template_bench.Modules = {}
+    if pending:
+        modules, _ = template_bench.precompile(pending, backend, options.compile_workers)
+    return [_select(buf, backend, options, modules) for buf in bufs]
 
 
-def _select(buf: MatmulTemplate, backend: Backend, options: CompileOptions
-            ) -> TemplateSelection:
+def _select(buf: MatmulTemplate, backend: Backend, options: CompileOptions,
+            modules: template_bench.Modules) -> TemplateSelection:
     choices = [TemplateChoice(EXTERN)] + [TemplateChoice(c.name, None, c.to_json())
                                              for c in buf.configs]
     sel = TemplateSelection(buf.name, buf.summary, sorted(buf.origins), EXTERN, "",
@@ -67,7 +72,7 @@ def _select(buf: MatmulTemplate, backend: Backend, options: CompileOptions
         sel.reason = ("kernels run emulated here, so nothing is measured: the extern call "
                       "(matmul='template' forces the template)")
     else:
-        _measured(buf, sel, backend, options)
+        _measured(buf, sel, backend, options, modules)
     buf.choice_reason = sel.reason
     return sel
 
@@ -79,13 +84,13 @@ def _choose(buf: MatmulTemplate, sel: TemplateSelection, config: TemplateConfig,
 
 
 def _measured(buf: MatmulTemplate, sel: TemplateSelection, backend: Backend,
-              options: CompileOptions) -> None:
+              options: CompileOptions, modules: template_bench.Modules) -> None:
     path = cache_path(buf, backend, options)
     entry = _read(path)
     sel.cache_hit = entry is not None
     if entry is None:
         try:
-            entry = template_bench.measure(buf, backend)
+            entry = template_bench.measure(buf, backend, modules)
         except Exception as e:  # the measurement itself failed: say so, keep the extern call
             sel.reason = f"measuring failed ({type(e).__name__}: {str(e)[:300]}): the extern call"
             return

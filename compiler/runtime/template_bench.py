@@ -9,18 +9,26 @@ cache and launched as the wrapper would launch it. Timed with `triton.testing.do
 
 In: a MatmulTemplate with its configs, the backend. Out: {"ms": name -> ms, "errors":
 name -> why a config was dropped}, what runtime/autotune.py caches.
+
+`precompile` builds the candidates of every product about to be measured at once, in the
+backend's compile pool, before any is timed: measured one after another, each config's
+first launch paid its own Triton build in a row (8 configs per product, a few dozen
+products in a transformer's training step).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import Any
 
 import torch
 
-from kernelscope.compiler.codegen.backend import Backend
+from kernelscope.compiler.codegen.backend import Backend, GeneratedKernel
 from kernelscope.compiler.ir.nodes import Buffer, Layout
 from kernelscope.compiler.ir.template import MatmulTemplate, Operand, TemplateConfig
 from kernelscope.compiler.runtime.cache import cache_root, content_key, write_once
@@ -31,15 +39,54 @@ from kernelscope.compiler.schedule.plan import KernelPlan
 TOLERANCE = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 5e-2}
 
 
-def measure(buf: MatmulTemplate, backend: Backend) -> dict[str, Any]:
+Modules = dict[tuple[str, str], tuple[GeneratedKernel, ModuleType]]
+
+
+def precompile(bufs: list[MatmulTemplate], backend: Backend, workers: int
+               ) -> tuple[Modules, dict[str, Any]]:
+    """Every config of every product in `bufs`, generated, loaded and built in parallel
+    (the backend's prebuild, one candidate per task). A candidate that fails here is
+    left to `measure`, which builds it again and says why it was dropped."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():
+        return _precompile(bufs, backend, workers)
+
+
+def _precompile(bufs: list[MatmulTemplate], backend: Backend, workers: int
+                ) -> tuple[Modules, dict[str, Any]]:
+    start = time.perf_counter()
+    modules: Modules = {}
+    jobs = []
+    for buf in bufs:
+        assert buf.a is not None and buf.b is not None
+        dtypes = {buf.a.name: buf.a.view.dtype, buf.b.name: buf.b.view.dtype,
+                  buf.name: buf.dtype}
+        for config in buf.configs:
+            try:
+                kernel, module = _candidate(buf, backend, config)
+            except Exception:  # noqa: BLE001 - measure reports it
+                continue
+            modules[(buf.name, config.name)] = (kernel, module)
+            jobs.append((module, kernel, dtypes))
+    workers = max(1, workers or min(16, os.cpu_count() or 1))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        results = list(pool.map(lambda j: backend.prebuild(j[0], [j[1]], j[2], 1), jobs))
+    errors = {k: v for r in results for k, v in r.get("errors", {}).items()}
+    return modules, {"candidates": len(jobs), "workers": workers, "errors": errors,
+                     "ms": round((time.perf_counter() - start) * 1000, 3)}
+
+
+def measure(buf: MatmulTemplate, backend: Backend, modules: Modules | None = None
+            ) -> dict[str, Any]:
     """Real tensors, also when the compile runs under AOTAutograd's fake mode."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     with unset_fake_temporarily(), torch.no_grad():
-        return _measure(buf, backend)
+        return _measure(buf, backend, modules or {})
 
 
-def _measure(buf: MatmulTemplate, backend: Backend) -> dict[str, Any]:
+def _measure(buf: MatmulTemplate, backend: Backend, modules: Modules) -> dict[str, Any]:
     assert buf.a is not None and buf.b is not None
     device = backend.device
     base_a, view_a = _random(buf.a, device)
@@ -52,7 +99,8 @@ def _measure(buf: MatmulTemplate, backend: Backend) -> dict[str, Any]:
     tensors = {buf.a.name: base_a, buf.b.name: base_b}
     for config in buf.configs:
         try:
-            run, args = _kernel(buf, backend, config, tensors)
+            run, args = _kernel(buf, backend, config, tensors,
+                                modules.get((buf.name, config.name)))
             run(*args)
             _check(args[-1], ref, buf.dtype)
         except Exception as e:  # a config that does not build or computes wrong is dropped
@@ -71,22 +119,30 @@ def _random(op: Operand, device: str) -> tuple[torch.Tensor, torch.Tensor]:
     return base, base.as_strided(op.view.size, op.view.stride, op.view.offset)
 
 
-def _kernel(buf: MatmulTemplate, backend: Backend, config: TemplateConfig,
-            tensors: dict[str, torch.Tensor]) -> tuple[Callable[..., Any], list[Any]]:
-    """The template alone with `config`, loaded, and the arguments it takes."""
+def _candidate(buf: MatmulTemplate, backend: Backend, config: TemplateConfig
+               ) -> tuple[GeneratedKernel, ModuleType]:
+    """The template alone with `config`, generated and loaded (not built)."""
     assert buf.a is not None and buf.b is not None
     node = SchedNode(buf, 0, KernelKind.TEMPLATE, buf.layout.numel(), 1,
                      {buf.a.name: [], buf.b.name: []}, [buf.name])
     buffers = {o.name: Buffer(o.name, Layout(buf.device, o.view.dtype,
-                                             (int(tensors[o.name].numel()),), (1,)))
-               for o in (buf.a, buf.b)}
+                                             (int(o.view.storage_numel()),), (1,)))
+               for o in (buf.b, buf.a)}  # one operand twice: a's storage, as _measure
     buffers[buf.name] = buf
     plan = KernelPlan(f"triton_tem_autotune_{config.name}", KernelKind.TEMPLATE,
                       buf.layout.numel(), 1, [node], buffers, [buf.name])
     kernel = backend.template_kernel(plan, [f"{buf.summary}: autotune candidate"], config)
     lines = backend.wrapper_prelude([kernel], None)
     lines += ["", "", f"def run({', '.join(kernel.args)}):", f"    {kernel.launch}"]
-    module = _load("\n".join(lines) + "\n", backend.options.cache_dir)
+    return kernel, _load("\n".join(lines) + "\n", backend.options.cache_dir)
+
+
+def _kernel(buf: MatmulTemplate, backend: Backend, config: TemplateConfig,
+            tensors: dict[str, torch.Tensor],
+            loaded: tuple[GeneratedKernel, ModuleType] | None = None
+            ) -> tuple[Callable[..., Any], list[Any]]:
+    """The candidate (precompiled, or generated now) and the arguments it takes."""
+    kernel, module = loaded or _candidate(buf, backend, config)
     out = torch.empty_strided(buf.layout.size, buf.layout.stride, dtype=buf.dtype,
                               device=buf.device)
     args = [tensors[name] for name in kernel.args[:-1]] + [out]

@@ -80,6 +80,8 @@ def schedule(graph: LoweredGraph, target: KernelNamer, fusion: bool = True,
         namer = (by_device or {}).get(group.nodes[0].buffer.device, target)
         name = f"{namer.kernel_prefix(kind, r)}_fused_{'_'.join(ops)}_{i}"
         stores = [n.name for n in group.nodes if n.name not in removed]
+        if not stores:  # nothing it computes is read anywhere: no kernel at all
+            continue
         plan = KernelPlan(name, kind, x, r, group.nodes, buffers, stores)
         steps.append(Step(name, kind, group, plan))
     return Schedule(steps, result.decisions, removed, buffers)

@@ -104,12 +104,6 @@ export interface CompileGraph {
   prebuild?: Record<string, unknown>;
 }
 
-export interface Done {
-  ok: boolean;
-  isolated?: boolean;
-  trace_id?: string | null;
-}
-
 export interface DynamoCompile {
   compile_id: string | null;
   call: number;
@@ -194,7 +188,6 @@ export interface Inductor {
   reason?: string | null;
   device?: string;
   inductor_ms?: number | null;
-  eager_ms?: number | null;
 }
 
 export interface InductorKernel {
@@ -217,6 +210,16 @@ export interface InputSpec {
   dtype?: string;
   device?: string;
   value?: string;
+}
+
+export interface JobDone {
+  ok: boolean;
+  isolated?: boolean;
+  trace_id?: string | null;
+  wall_ms?: number | null;
+  stages_ms?: number | null;
+  snippet_stdout?: string | null;
+  store_error?: string | null;
 }
 
 export interface KernelLine {
@@ -448,7 +451,23 @@ export interface Payloads {
   capture_graph: CaptureGraph;
   inductor: Inductor;
   error: Error;
-  done: Done;
+  done: JobDone;
 }
 
 export type StageName = keyof Payloads;
+
+/** The event of one stage: `data` is that stage's payload. */
+export interface EventOf<S extends StageName> {
+  schema: 1;
+  seq: number;
+  stage: S;
+  ms: number;
+  data: Payloads[S];
+  origin?: "snippet" | "compiler" | "server";
+}
+
+/** One event of the stream, discriminated by `stage`. */
+export type StageEvent = { [S in StageName]: EventOf<S> }[StageName];
+
+/** The stages whose payload lists one entry per graph. */
+export type GraphStage = { [S in StageName]: Payloads[S] extends { graphs: unknown[] } ? S : never }[StageName];

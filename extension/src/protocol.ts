@@ -7,14 +7,9 @@
  * untrusted input to the host).
  */
 
-/** One StageEvent of docs/events.md. */
-export interface StageEvent {
-  schema?: number;
-  seq: number;
-  stage: string;
-  ms?: number;
-  data: Record<string, unknown> & { [key: string]: unknown };
-}
+/** One StageEvent of docs/events.md, typed from its schema (events.generated.ts). */
+import type { StageEvent } from "./events.generated";
+export type { StageEvent };
 
 /** What the panel shows above the panes: which file and region a trace came from. */
 export interface TraceTitle {

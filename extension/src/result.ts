@@ -7,7 +7,7 @@
  */
 
 import type { StageEvent, TraceTitle } from "./protocol";
-import type { Payloads, ScheduledKernel } from "./events.generated";
+import type { Payloads } from "./events.generated";
 import { Trace } from "../../webui/js/trace.js";
 import { buildIndex } from "../../webui/js/provenance.js";
 import EVENT_SCHEMA from "../../docs/events.schema.json";
@@ -64,7 +64,7 @@ export class CompileResult {
   }
 
   get events(): StageEvent[] {
-    return this.trace.events as StageEvent[];
+    return this.trace.events;
   }
 
   get traceId(): string | null {
@@ -94,7 +94,7 @@ export class CompileResult {
   kernels(): KernelInfo[] {
     const profile: Partial<Payloads["profile"]> = this.trace.data("profile") ?? {};
     const timed = new Map((profile.kernels ?? []).map((k) => [k.name, k]));
-    return (this.trace.kernels() as (ScheduledKernel & { gid: number })[]).map((k) => ({
+    return this.trace.kernels().map((k) => ({
       gid: k.gid, name: k.name, kind: k.kind, lines: k.lines ?? [],
       ms: timed.get(k.name)?.ms ?? null, pctPeak: timed.get(k.name)?.pct_peak ?? null,
       gbps: timed.get(k.name)?.gbps ?? null,
@@ -104,7 +104,7 @@ export class CompileResult {
   /** The generated kernels and wrappers (codegen), in order. */
   generated(): GeneratedCode[] {
     const out: GeneratedCode[] = [];
-    for (const g of this.trace.graphs("codegen") as Payloads["codegen"]["graphs"]) {
+    for (const g of this.trace.graphs("codegen")) {
       for (const k of g.kernels) {
         out.push({ gid: g.id, name: k.name, language: k.language === "cpp" ? "cpp" : "python",
           target: k.target || g.backend_label || g.backend || "", source: k.source });
@@ -121,7 +121,7 @@ export class CompileResult {
   /** What the editor shows as diagnostics: the error's line, graph breaks, ATen fallbacks. */
   notes(): Note[] {
     const notes: Note[] = [];
-    const error = this.trace.error as Payloads["error"] | null;
+    const error = this.trace.error;
     if (error && typeof error.line === "number") {
       notes.push({ line: error.line, severity: "error",
         message: `${error.kind ?? "error"}${error.stage ? ` in ${error.stage}` : ""}: ${error.message ?? ""}` });
@@ -130,7 +130,7 @@ export class CompileResult {
     for (const b of capture.graph_breaks ?? []) {
       if (typeof b.line === "number") notes.push({ line: b.line, severity: "warning", message: `graph break: ${b.reason ?? ""}` });
     }
-    for (const g of this.trace.graphs("lowering") as Payloads["lowering"]["graphs"]) {
+    for (const g of this.trace.graphs("lowering")) {
       for (const f of g.fallbacks ?? []) {
         if (typeof f.line === "number") {
           notes.push({ line: f.line, severity: "info", message: `falls back to ATen: ${f.op ?? "?"}${f.reason ? ` (${f.reason})` : ""}` });
@@ -145,19 +145,26 @@ export class CompileResult {
     this.stageOrder = stages;
   }
 
-  /** The stage the job is in: the one after the last event that arrived. */
+  /** The stage the job is in: the one after the last event that arrived. A captured graph
+   * (`capture_graph`) streams while capture goes on; after `profile`, TorchInductor runs
+   * when the compile asked for it (the `inductor` event, docs/events.md). */
   stage(): string {
     const last = this.events[this.events.length - 1]?.stage;
     if (!last) return "starting";
     if (last === "done" || last === "error") return last;
-    return this.stageOrder[this.stageOrder.indexOf(last) + 1] ?? "done";
+    if (last === "capture_graph") return "capture";
+    const next = this.stageOrder[this.stageOrder.indexOf(last) + 1];
+    if (next === undefined && last === "profile" && this.trace.data("source")?.options?.inductor) {
+      return "inductor";
+    }
+    return next ?? "done";
   }
 
   /** One line for the status bar: kernels and time, or the error. */
   summary(): string {
-    const error = this.trace.error as Payloads["error"] | null;
+    const error = this.trace.error;
     if (error) return `${error.kind ?? "error"}: ${(error.message ?? "").split("\n")[0].slice(0, 80)}`;
-    const profile = this.trace.data("profile") as Payloads["profile"] | null;
+    const profile = this.trace.data("profile");
     const n = this.kernels().length;
     const time = profile?.measured && typeof profile.kernelscope_ms === "number"
       ? ` · ${profile.kernelscope_ms.toFixed(3)} ms (eager ${profile.eager_ms?.toFixed(3)} ms)` : "";

@@ -51,7 +51,7 @@ def test_column_reductions_match_eager(shape: tuple[int, int]) -> None:
 def test_column_blocks_follow_the_threads_and_change_no_result() -> None:
     """The block of outputs is sized at run time (one per thread, at most COLUMN_BLOCK):
     each output still adds its rows in order, so one thread and two give the same bits."""
-    from kernelscope.compiler.codegen.cpp import COLUMN_BLOCK
+    from kernelscope.compiler.codegen.cpp_columns import COLUMN_BLOCK
 
     torch.manual_seed(10)
     x = torch.randn(60, 2 * COLUMN_BLOCK + 904)

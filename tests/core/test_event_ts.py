@@ -7,13 +7,26 @@ from __future__ import annotations
 import json
 
 from kernelscope.compiler.event_schema import SCHEMA_PATH, json_schema
-from kernelscope.compiler.event_ts import TS_PATH, generate, ts_type
+from kernelscope.compiler.event_ts import TS_PATH, TS_PATHS, WEBUI_TS_PATH, generate, ts_type
 
 
 def test_the_checked_in_types_are_generated_from_the_schema() -> None:
+    """Both copies (the extension's module, the web UI's declarations) are the generator's
+    text: a schema change that is not regenerated fails here."""
     assert json.loads(SCHEMA_PATH.read_text()) == json_schema()
-    assert TS_PATH.read_text() == generate(json_schema()), (
-        "run: PYTHONPATH=$PWD python -m kernelscope.compiler.event_ts --write")
+    assert set(TS_PATHS) == {TS_PATH, WEBUI_TS_PATH}
+    for path in TS_PATHS:
+        assert path.read_text() == generate(json_schema()), (
+            f"{path.name}: run PYTHONPATH=$PWD python -m kernelscope.compiler.event_ts --write")
+
+
+def test_the_event_type_ties_each_stage_to_its_payload() -> None:
+    text = generate(json_schema())
+    assert "export interface EventOf<S extends StageName> {\n  schema: 1;\n  seq: number;\n" \
+           "  stage: S;\n  ms: number;\n  data: Payloads[S];\n" \
+           '  origin?: "snippet" | "compiler" | "server";\n}' in text
+    assert "export type StageEvent = { [S in StageName]: EventOf<S> }[StageName];" in text
+    assert "  done: JobDone;" in text and "  wall_ms?: number | null;" in text
 
 
 def test_every_stage_payload_and_field_is_typed() -> None:

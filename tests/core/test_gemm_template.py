@@ -113,12 +113,22 @@ def _measured_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, times: dict
     would have measured; the choice and the cache are under test, not the timing)."""
     options = CompileOptions(backend="triton", matmul="auto", cache_dir=str(tmp_path))
     calls: list[int] = []
+    built: list[list[str]] = []
+    sentinel: dict[Any, Any] = {("planted", "module"): None}
 
-    def fake_measure(buf: MatmulTemplate, backend: Any) -> dict[str, Any]:
+    def fake_precompile(bufs: list[MatmulTemplate], backend: Any, workers: int
+                        ) -> tuple[Any, dict[str, Any]]:
+        built.append([b.name for b in bufs])
+        return sentinel, {}
+
+    def fake_measure(buf: MatmulTemplate, backend: Any, modules: Any = None
+                     ) -> dict[str, Any]:
+        assert modules is sentinel  # measured with the candidates built beforehand
         calls.append(1)
         return {"ms": {name: ms for name, ms in times.items()},
                 "errors": {c.name: "ValueError: values differ" for c in buf.configs[2:]}}
 
+    monkeypatch.setattr(template_bench, "precompile", fake_precompile)
     monkeypatch.setattr(template_bench, "measure", fake_measure)
     (work,) = _works(_addmm_gelu, _inputs(), backend="triton")
     lower(work)
@@ -129,6 +139,8 @@ def _measured_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, times: dict
         if isinstance(buf, MatmulTemplate):
             buf.chosen = None
     second = autotune.select_templates(work.lowered, backend, options)
+    # Built once, all pending products together, before measuring; not again when cached.
+    assert built == [[b.name for b in work.lowered.buffers if isinstance(b, MatmulTemplate)]]
     return [first[0], second[0]], calls
 
 
@@ -166,3 +178,21 @@ def test_template_matches_eager_under_the_interpreter(name: str,
                                                      interpreter_results: dict[str, str]
                                                      ) -> None:
     assert interpreter_results.get(name) == "ok", interpreter_results.get(name, "crashed")
+
+
+def test_precompile_loads_every_candidate_and_never_raises(tmp_path: Path) -> None:
+    # On this CPU host the builds themselves fail (no GPU driver): precompile reports
+    # that and leaves each candidate to measure, which builds it again and says why.
+    options = CompileOptions(backend="triton", matmul="auto", cache_dir=str(tmp_path))
+    (work,) = _works(_addmm_gelu, _inputs(), backend="triton")
+    lower(work)
+    assert work.lowered is not None
+    backend = TritonBackend("cuda", options)
+    bufs = [b for b in work.lowered.buffers if isinstance(b, MatmulTemplate)]
+    for buf in bufs:
+        buf.configs = tuple(backend.template_configs(*buf.mnk, buf.dtype))
+    modules, info = template_bench.precompile(bufs, backend, 2)
+    assert set(modules) == {(b.name, c.name) for b in bufs for c in b.configs}
+    assert info["candidates"] == len(modules)
+    for kernel, module in modules.values():
+        assert callable(module.run) and kernel.name in module.__dict__

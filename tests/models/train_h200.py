@@ -73,8 +73,12 @@ def record(name: str) -> dict[str, Any]:
                 "trace": traceback.format_exc()[-3000:]}
     bad = [r for r in rows if not r["ok"]]
     worst = max(rows, key=lambda r: r.get("ours_err", 0.0) / max(r.get("bound", 1.0), 1e-30))
+    grads = [r for r in rows if r["key"].startswith("grad:") and "bound" in r]
+    worst_grad = max(grads, key=lambda r: r["ours_err"] / max(r["bound"], 1e-30), default=None)
     return {"model": name, "ok": not bad, "compared": len(rows), "failed": len(bad),
-            "first_failed": bad[:10], "worst": worst, "seconds": round(time.time() - t0, 1)}
+            "first_failed": bad[:10], "worst": worst, "worst_grad": worst_grad,
+            "ambiguous": sum(r.get("ambiguous", 0) for r in rows),
+            "seconds": round(time.time() - t0, 1)}
 
 
 def main(argv: list[str]) -> int:

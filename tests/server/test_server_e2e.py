@@ -121,3 +121,6 @@ def test_a_graph_break_streams_source_then_each_graph_then_capture(app: Flask) -
         (p["data"]["id"], p["data"]["name"], [n["name"] for n in p["data"]["nodes"]])
         for p in parts]
     assert events[0]["data"]["code"] == code and events[-1]["data"]["ok"] is True
+    # A graph's `ms` is time within capture: the stage sum counts capture once.
+    stages_ms = sum(e["ms"] for e in events if e["stage"] != "capture_graph")
+    assert abs(events[-1]["data"]["stages_ms"] - stages_ms) < 0.2

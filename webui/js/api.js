@@ -38,6 +38,7 @@ export const getSchema = () => request("GET", "/api/schema");
 export const cancelJob = (id) => request("POST", `/api/jobs/${encodeURIComponent(id)}/cancel`);
 export const getTrace = (id) => request("GET", `/api/traces/${encodeURIComponent(id)}`);
 export const startCompile = (code, options) => request("POST", "/api/compile", { code, options });
+export const uploadTrace = (files) => request("POST", "/api/traces", { files });
 
 const highlightCache = new Map();
 
@@ -53,6 +54,7 @@ export function highlight(code, language) {
 }
 
 // Yields the StageEvents of a job as they arrive, through its final `done`.
+/** @returns {AsyncGenerator<import("../types/events").StageEvent>} */
 export async function* jobEvents(jobId, signal) {
   let res;
   try {

@@ -34,6 +34,12 @@ export function splitHighlighted(html, source) {
 // `ctx.highlight` when it has one, else api.js's (POST /api/highlight; the VS Code
 // webview's build puts its own module in api.js's place); null keeps it plain.
 // Returns the block element; its `lineEls` maps line numbers to line elements.
+/**
+ * @param {string} source
+ * @param {string} language
+ * @param {(line: number, el: HTMLElement) => void} [decorate]
+ * @param {(code: string, language: string) => Promise<string | null>} [highlight]
+ */
 export function codeBlock(source, language, decorate = () => {}, highlight = serverHighlight) {
   const text = source.replace(/\n$/, "").split("\n");
   const lineEls = new Map();

@@ -3,8 +3,10 @@
 // Pure functions over event data; panes/diff.js draws them.
 
 import { inductorOf } from "./trace.js";
+/** @typedef {import("./trace.js").Trace} Trace */
 
 // Our kernels in execution order, with what the diff shows about each.
+/** @param {Trace} trace */
 export function oursKernels(trace) {
   const sources = new Map(trace.graphs("codegen").flatMap((g) =>
     g.kernels.map((k) => [`${g.id}:${k.name}`, k])));
@@ -21,6 +23,7 @@ export function oursKernels(trace) {
 
 // Inductor's kernels, cut out of its output code, each with its median time per launch
 // where the `inductor` event timed it (older traces: none).
+/** @param {Trace} trace */
 export function inductorKernels(trace) {
   return (inductorOf(trace)?.kernels ?? []).map((k) => ({
     name: k.name, gid: 0, kind: kindOf(k.name), origins: [], lines: [], source: k.source,

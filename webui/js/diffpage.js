@@ -18,7 +18,7 @@ async function load(id) {
 export async function openDiff(a, b, ctx) {
   document.body.classList.add("diff-mode");
   for (const id of ["compile", "share", "samples"]) document.getElementById(id).hidden = true;
-  document.querySelector(".options").hidden = true;
+  /** @type {HTMLElement} */ (document.querySelector(".options")).hidden = true;
   let left, right;
   try {
     left = await load(a);

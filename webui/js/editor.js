@@ -66,6 +66,11 @@ function buildDecos(state, { lines, selected, error, breaks }) {
 }
 
 export class Editor {
+  /**
+   * @param {HTMLElement} parent
+   * @param {{ onHoverLine?: (line: number | null) => void, onClickLine?: (line: number) => void,
+   *   onRun?: () => void, onChange?: () => void, onCursorLine?: (line: number) => void }} handlers
+   */
   constructor(parent, { onHoverLine, onClickLine, onRun, onChange = () => {},
     onCursorLine = () => {} }) {
     this.readOnly = new Compartment();
@@ -135,6 +140,8 @@ export class Editor {
   }
 
   // Updates the provenance marks; each argument left undefined keeps its value.
+  /** @param {{ lines?: Set<number>, selected?: Set<number>, error?: number | null,
+   *   breaks?: Set<number> }} [marks] */
   mark({ lines, selected, error, breaks } = {}) {
     if (lines !== undefined) this.marks.lines = lines;
     if (breaks !== undefined) this.marks.breaks = breaks;

@@ -9,6 +9,7 @@ import { getSamples, getHealth, getTrace, startCompile, jobEvents, cancelJob, hi
 import { Editor } from "./editor.js";
 import { loadCytoscape, libInfo } from "./libs.js";
 import { Trace, graphView, graphLabels, loadStages, inductorOf } from "./trace.js";
+/** @typedef {import("../types/events").StageEvent} StageEvent */
 import { SelectionBus, buildIndex, fromSourceLine, isEmpty } from "./provenance.js";
 import { makeTabs, makeSplitter, makeMaximise, toast, initTheme, notFound } from "./layout.js";
 import { OptionControls, fillChoices, fingerprint, unchangedNotes } from "./options.js";
@@ -24,8 +25,11 @@ import { TimingsPane } from "./panes/timings.js";
 import { GuardsPane } from "./panes/guards.js";
 import { OutputPane } from "./panes/output.js";
 import { ModulesPane } from "./panes/modules.js";
+import { RunPanel, mountUpload } from "./upload.js";
 
 await loadStages(getSchema); // before any pane is built: they lay out one chip per stage
+// The page's own elements (index.html), by id: inputs, selects, buttons, links.
+/** @type {(id: string) => any} */
 const $ = (id) => document.getElementById(id);
 
 const state = { trace: new Trace(), index: null, running: false, permalink: null,
@@ -74,7 +78,9 @@ const banner = new ErrorBanner({ onLine: (line) => editor.revealLine(line) });
 const graphTabs = document.createElement("nav");
 graphTabs.className = "graph-tabs";
 graphTabs.hidden = true;
-$("status-host").append(status.el, graphTabs, banner.el);
+const runPanel = new RunPanel();
+$("status-host").append(status.el, graphTabs, banner.el, runPanel.el);
+mountUpload($("share"), { onError: (err) => banner.show(err) });
 
 const code = new CodePane(ctx);
 const ir = new IrPane(ctx);
@@ -122,6 +128,7 @@ function reset() {
   state.graphs = null;
   bus.clear();
   banner.reset();
+  runPanel.reset();
   status.reset();
   setStale(false);
   editor.mark({ lines: new Set(), selected: new Set(), error: null, breaks: new Set() });
@@ -131,6 +138,7 @@ function reset() {
   setShare(null);
 }
 
+/** @param {StageEvent} event @param {boolean} isLive */
 function handle(event, isLive) {
   const trace = state.trace;
   if (!trace.add(event)) return;
@@ -240,7 +248,8 @@ async function compile() {
       status.cancelled();
     } else {
       console.error(err);
-      status.update(state.trace, { stage: "error", data: { stage: null } }, false);
+      // No event came: the strip only needs to stop as a failure would stop it.
+      status.update(state.trace, /** @type {any} */ ({ stage: "error", data: { stage: null } }), false);
       banner.show({ kind: err.kind ?? "client", message: err.message });
     }
   } finally {
@@ -314,7 +323,8 @@ async function share() {
 
 function setReadOnly(flag) {
   editor.setReadOnly(flag);
-  for (const el of document.querySelectorAll(".options select, .options input")) el.disabled = flag;
+  for (const el of /** @type {NodeListOf<HTMLInputElement>} */ (
+    document.querySelectorAll(".options select, .options input"))) el.disabled = flag;
   optionControls.setDisabled(flag);
   $("samples").disabled = flag;
   $("compile").hidden = flag;
@@ -343,6 +353,7 @@ async function openPermalink(id) {
   const source = state.trace.data("source");
   if (source) setOptions({ device: source.device, backend: source.backend, ...source.options });
   setShare(trace.id ?? id);
+  runPanel.show(trace, source, (await getHealth().catch(() => null))?.versions ?? null);
 }
 
 function editCopy() {
@@ -387,6 +398,7 @@ async function showHealth() {
       || "server is up";
     el.textContent = gpu ? `server · ${gpu}` : "server · cpu only";
     if (devices.cuda === false) {
+      /** @type {HTMLOptionElement} */
       const cuda = $("opt-device").querySelector("option[value=cuda]");
       cuda.disabled = true;
       cuda.title = "this server has no GPU";

@@ -14,6 +14,8 @@
 // stable colour, used as a background for that line and everything that came from it.
 // (Comma syntax for hsl(): cytoscape does not parse the space-separated form.)
 
+/** @typedef {import("./trace.js").Trace} Trace */
+
 const LINE_HUES = [210, 30, 140, 330, 60, 260, 170, 0, 95, 290];
 const KERNEL_HUES = [200, 30, 130, 290, 350, 60, 170, 250, 100, 10];
 
@@ -28,6 +30,7 @@ export function emptySelection() {
 export const isEmpty = (sel) => !sel || Object.values(sel).every((s) => s.size === 0);
 
 // Everything the selection functions need, flattened once per trace update.
+/** @param {Trace} trace */
 export function buildIndex(trace) {
   const index = { nodes: [], buffers: [], kernels: [], klines: [], wlines: [],
     kernelColour: new Map(), sourceLines: new Set(),

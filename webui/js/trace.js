@@ -1,10 +1,20 @@
 // A trace: the StageEvents of one compile, in order, as docs/events.md defines them.
 // Panes read stages from here; nothing else in the UI knows how events arrive.
+// The types are the ones generated from docs/events.schema.json (webui/types/events.d.ts):
+// `trace.data("memory")` is a Memory payload, and webui/tsconfig.json checks every read.
+
+/** @typedef {import("../types/events").StageEvent} StageEvent */
+/** @typedef {import("../types/events").StageName} StageName */
+/** @typedef {import("../types/events").GraphStage} GraphStage */
+/** @typedef {import("../types/events").Payloads} Payloads */
+/** @typedef {import("../types/events").ScheduledKernel & { gid: number }} TraceKernel */
 
 // Stage names, in order, as the server publishes them (GET /api/schema, generated from
 // compiler/event_types.py); filled in place by loadStages() before the panes are built.
 // FOLLOW_UPS come after our own result, when asked for (`inductor`).
+/** @type {StageName[]} */
 export const STAGES = [];
+/** @type {StageName[]} */
 export const FOLLOW_UPS = [];
 
 export async function loadStages(getSchema) {
@@ -15,14 +25,20 @@ export async function loadStages(getSchema) {
 
 export class Trace {
   constructor() {
+    /** @type {StageEvent[]} */
     this.events = [];
+    /** @type {Map<StageName, StageEvent>} */
     this.byStage = new Map();
-    this.parts = [];  // the captured graphs streamed ahead of `capture` (capture_graph)
+    /** @type {Payloads["capture_graph"][]} the graphs streamed ahead of `capture` */
+    this.parts = [];
+    /** @type {Payloads["error"] | null} */
     this.error = null;
+    /** @type {Payloads["done"] | null} */
     this.done = null;
   }
 
   // Adds one event; returns false for a duplicate (same seq seen before).
+  /** @param {StageEvent} event */
   add(event) {
     if (this.events.some((e) => e.seq === event.seq)) return false;
     this.events.push(event);
@@ -33,26 +49,46 @@ export class Trace {
     return true;
   }
 
+  /**
+   * @template {StageName} S
+   * @param {S} stage
+   * @returns {Payloads[S] | null}
+   */
   data(stage) {
-    return this.byStage.get(stage)?.data ?? null;
+    const event = /** @type {import("../types/events").EventOf<S> | undefined} */ (
+      this.byStage.get(stage));
+    return event?.data ?? null;
   }
 
+  /** @param {StageName} stage */
   ms(stage) {
     return this.byStage.get(stage)?.ms ?? null;
   }
 
+  /** @param {StageName} stage */
   has(stage) {
     return this.byStage.has(stage);
   }
 
   // The per-graph entries of a stage that carries `graphs` (capture .. compile); before
   // `capture` arrives, its graphs so far are the ones streamed one by one.
+  /**
+   * @template {GraphStage} S
+   * @param {S} stage
+   * @returns {Payloads[S]["graphs"]}
+   */
   graphs(stage) {
     const data = this.data(stage);
     if (!data && stage === "capture") return this.parts;
     return data?.graphs ?? [];
   }
 
+  /**
+   * @template {GraphStage} S
+   * @param {S} stage
+   * @param {number} id
+   * @returns {Payloads[S]["graphs"][number] | null}
+   */
   graph(stage, id) {
     return this.graphs(stage).find((g) => g.id === id) ?? null;
   }
@@ -62,6 +98,7 @@ export class Trace {
   }
 
   // Kernels across all graphs, in execution order, each with its graph id.
+  /** @returns {TraceKernel[]} */
   kernels() {
     return this.graphs("scheduling").flatMap((g) => g.kernels.map((k) => ({ ...k, gid: g.id })));
   }
@@ -86,6 +123,11 @@ export function inductorAsked(trace) {
 // The same trace seen through a graph filter: `graphs(stage)` and `graph(stage, id)` keep
 // only the graphs whose id is in `ids` (the forward or backward tab); everything else is
 // the trace itself. Panes render a view exactly as they render a trace.
+/**
+ * @param {Trace} trace
+ * @param {number[] | null} ids
+ * @returns {Trace}
+ */
 export function graphView(trace, ids) {
   if (!ids) return trace;
   const keep = new Set(ids);
@@ -99,6 +141,7 @@ export function graphView(trace, ids) {
 // One label per captured graph: its kind (forward, backward, inference) when the capture
 // stage says, and its Dynamo compile with the code it compiled (a function, or the rest of
 // one after a graph break: Dynamo's `torch_dynamo_resume_in_f_at_22`).
+/** @param {Trace} trace */
 export function graphLabels(trace) {
   const compiles = new Map((trace.data("capture")?.compiles ?? []).map((c) => [c.compile_id, c]));
   const what = (c) => {

@@ -161,7 +161,7 @@ function start(paneClasses: PaneClass[]): void {
   });
 
   function save(): void {
-    vscode.setState({ title: state.title, events: state.trace.events as StageEvent[], tab: state.tab });
+    vscode.setState({ title: state.title, events: state.trace.events, tab: state.tab });
   }
 
   function setTitle(title: TraceTitle | null): void {
@@ -250,7 +250,8 @@ function start(paneClasses: PaneClass[]): void {
         showDiff(m);
         return;
       case "failure":
-        status.update(state.trace, { stage: "error", data: { stage: null } }, false);
+        // No event came: the strip only needs to stop as a failure would stop it.
+        status.update(state.trace, { stage: "error", data: { stage: null } } as never, false);
         banner.show({ kind: m.kind, message: m.message } as never);
         break;
     }

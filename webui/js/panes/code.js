@@ -15,6 +15,9 @@ import {
 } from "../provenance.js";
 import { Pane } from "./pane.js";
 
+/** @typedef {import("../trace.js").Trace} Trace */
+/** @typedef {import("../../types/events").StageName} StageName */
+
 // A kernel's lower stages, as the compile event may carry them (`asm` or `stages`), in
 // the order the compiler makes them, with the highlighter each one reads best with.
 const LOWER_STAGES = [
@@ -73,6 +76,7 @@ export class CodePane extends Pane {
     clear(this.el, empty("Generated kernels appear here after codegen."));
   }
 
+  /** @param {Trace} trace @param {StageName} stage */
   update(trace, stage) {
     if (stage === "codegen") this.render(trace);
     if ((stage === "compile" || stage === "profile") && trace.has("codegen")) {
@@ -81,6 +85,7 @@ export class CodePane extends Pane {
     }
   }
 
+  /** @param {Trace} trace */
   render(trace) {
     this.lines.clear();
     this.headers.clear();
@@ -141,6 +146,7 @@ export class CodePane extends Pane {
     return el;
   }
 
+  /** @param {number} gid @param {import("../../types/events").GeneratedKernel} kernel */
   kernelSection(gid, kernel) {
     const byLine = new Map((kernel.line_map ?? []).map((e) => [e.line, e]));
     const scheduled = this.ctx.index().kernels.find((k) => k.gid === gid && k.name === kernel.name);
@@ -162,6 +168,7 @@ export class CodePane extends Pane {
       this.header(gid, kernel.name, kernel.target, meta), h("div.stage-bar"), block);
   }
 
+  /** @param {number} gid @param {import("../../types/events").ScheduledKernel} k */
   externSection(gid, k) {
     return h("section.kernel.extern", { dataset: { kernel: k.name, graph: gid } },
       this.header(gid, k.name, "extern",
@@ -169,6 +176,7 @@ export class CodePane extends Pane {
         (k.module ? ` · ${k.module}` : "")));
   }
 
+  /** @param {number} gid @param {import("../../types/events").Wrapper} wrapper */
   wrapperSection(gid, wrapper) {
     const byLine = new Map((wrapper.line_map ?? []).map((e) => [e.line, e]));
     const block = codeBlock(wrapper.source, "python", (n, row) => {
@@ -187,6 +195,7 @@ export class CodePane extends Pane {
 
   // Compile and profile numbers in the kernel headers. The compile stage's per-kernel
   // time is the first launch (for Triton it includes the JIT compile), not a build.
+  /** @param {Trace} trace */
   badges(trace) {
     const compiled = new Map(trace.graphs("compile").flatMap((g) =>
       g.kernels.map((k) => [`${g.id}:${k.name}`, k])));
@@ -208,12 +217,13 @@ export class CodePane extends Pane {
 
   // Buttons for each lower stage a kernel's compile entry carries; the source stays first
   // and stays shown: a stage opens beside it.
+  /** @param {Trace} trace */
   lowerStages(trace) {
     for (const g of trace.graphs("compile")) {
       for (const k of g.kernels ?? []) {
         const section = this.el.querySelector(
           `section.kernel[data-graph="${g.id}"][data-kernel="${CSS.escape(k.name)}"]`);
-        const stages = { ...(k.ir ?? {}), ...(k.stages ?? {}), ...(k.asm ?? {}) };
+        const stages = k.ir ?? {};
         const present = LOWER_STAGES.filter(([key]) => typeof stages[key] === "string" && stages[key]);
         const facts = [["num_warps", "warps"], ["num_stages", "stages"], ["registers", "registers"],
           ["spills", "spills"], ["shared_bytes", "shared bytes"]]

@@ -16,6 +16,11 @@ export class ErrorBanner {
     clear(this.el);
   }
 
+  // `error`: an error payload, or a failure outside the stream ({kind, message}).
+  /**
+   * @param {Partial<import("../../types/events").Payloads["error"]>} error
+   * @param {import("../../types/events").EventOf<"error">["origin"] | null} [origin]
+   */
   show({ kind, stage, message, line, traceback, kernel }, origin = null) {
     this.el.hidden = false;
     this.el.classList.toggle("snippet-origin", origin === "snippet");

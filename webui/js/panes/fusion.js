@@ -5,6 +5,9 @@ import { h, clear, empty, badge, fmtBytes, plural } from "../dom.js";
 import { lineColour, fromBuffer, fromKernel, union } from "../provenance.js";
 import { Pane } from "./pane.js";
 
+/** @typedef {import("../trace.js").Trace} Trace */
+/** @typedef {import("../../types/events").StageName} StageName */
+
 export class FusionPane extends Pane {
   id = "fusion";
   title = "Fusion";
@@ -21,6 +24,7 @@ export class FusionPane extends Pane {
     clear(this.el, empty("Kernels and fusion decisions appear here after scheduling."));
   }
 
+  /** @param {Trace} trace @param {StageName} stage */
   update(trace, stage) {
     if (stage === "scheduling") this.render(trace);
   }
@@ -32,6 +36,7 @@ export class FusionPane extends Pane {
     return row;
   }
 
+  /** @param {Trace} trace */
   render(trace) {
     this.rows = [];
     const sections = trace.graphs("scheduling").map((g) => {
@@ -51,6 +56,7 @@ export class FusionPane extends Pane {
     this.select(this.ctx.current());
   }
 
+  /** @param {import("../../types/events").SchedulingGraph} g */
   kernelTable(g) {
     const rows = g.kernels.map((k, i) => {
       const tr = h("tr", { dataset: { kernel: `${g.id}:${k.name}` } },
@@ -70,6 +76,7 @@ export class FusionPane extends Pane {
       h("tbody", rows));
   }
 
+  /** @param {import("../../types/events").SchedulingGraph} g */
   decisionTable(g) {
     if (!g.decisions.length) return h("p.note", "No fusion was tried.");
     const numbered = g.decisions.map((d, i) => ({ d, n: i + 1 }));
@@ -84,6 +91,7 @@ export class FusionPane extends Pane {
         this.decisionRows(g, items, "table.grid.decisions"))));
   }
 
+  /** @param {import("../../types/events").SchedulingGraph} g @param {{ d: import("../../types/events").FusionDecision, n: number }[]} items @param {string} tag */
   decisionRows(g, items, tag) {
     const rows = items.map(({ d, n }) => {
       const tr = h(`tr.${d.fused ? "accepted" : "refused"}`,
@@ -136,5 +144,5 @@ export function refusalGroups(items) {
   }
   return [...groups].map(([reason, list]) => ({
     reason, items: list, quiet: QUIET.some((re) => re.test(reason)),
-  })).sort((a, b) => (a.quiet - b.quiet) || (b.items.length - a.items.length));
+  })).sort((a, b) => (Number(a.quiet) - Number(b.quiet)) || (b.items.length - a.items.length));
 }

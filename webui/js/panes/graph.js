@@ -7,6 +7,9 @@ import { h, clear, empty, shape } from "../dom.js";
 import { fromNode, fromKernel, fromBuffer } from "../provenance.js";
 import { Pane } from "./pane.js";
 
+/** @typedef {import("../trace.js").Trace} Trace */
+/** @typedef {import("../../types/events").StageName} StageName */
+
 const STYLE = [
   { selector: "node", style: {
     "background-color": "data(colour)", label: "data(label)", color: "#0b0e14",
@@ -96,6 +99,7 @@ export class GraphPane extends Pane {
     clear(this.el, empty("The FX graph appears here after capture."));
   }
 
+  /** @param {Trace} trace @param {StageName} stage */
   update(trace, stage) {
     this.trace = trace;
     // Each graph as Dynamo captures it (capture_graph), then capture's complete list.
@@ -105,6 +109,7 @@ export class GraphPane extends Pane {
     }
   }
 
+  /** @param {Trace} trace */
   build(trace) {
     const graphs = trace.graphs("capture");
     clear(this.pick, graphs.map((g) => h("option", { value: g.id }, `graph ${g.id}`)));
@@ -155,6 +160,8 @@ export class GraphPane extends Pane {
     this.shown();
   }
 
+  /** @param {Trace} trace */
+  /** @param {Trace} trace @param {import("../../types/events").CaptureGraph} g */
   fxElements(trace, g) {
     const nodeKernel = new Map();
     for (const k of trace.graph("scheduling", g.id)?.kernels ?? []) {
@@ -174,6 +181,8 @@ export class GraphPane extends Pane {
     return [...nodes, ...edges];
   }
 
+  /** @param {Trace} trace */
+  /** @param {Trace} trace @param {number} gid */
   kernelElements(trace, gid) {
     const sched = trace.graph("scheduling", gid);
     const low = trace.graph("lowering", gid);

@@ -6,6 +6,9 @@ import { h, clear, empty, badge, plural, shape } from "../dom.js";
 import { fromSourceLine, lineColour } from "../provenance.js";
 import { Pane } from "./pane.js";
 
+/** @typedef {import("../trace.js").Trace} Trace */
+/** @typedef {import("../../types/events").StageName} StageName */
+
 export class GuardsPane extends Pane {
   id = "guards";
   title = "Guards";
@@ -20,10 +23,12 @@ export class GuardsPane extends Pane {
     clear(this.el, empty("Dynamo's guards and recompiles appear here after capture."));
   }
 
+  /** @param {Trace} trace @param {StageName} stage */
   update(trace, stage) {
     if (stage === "capture") this.render(trace.data("capture"));
   }
 
+  /** @param {import("../../types/events").Capture} data */
   render(data) {
     const compiles = data.compiles ?? [];
     const breaks = data.graph_breaks ?? [];
@@ -54,6 +59,7 @@ export class GuardsPane extends Pane {
 
   // The graphs this compile made (a recompile's are compiled like the first's): each a
   // button that shows that graph alone in every pane.
+  /** @param {import("../../types/events").DynamoCompile} c @param {import("../../types/events").CaptureGraph[]} graphs */
   made(c, graphs) {
     const mine = graphs.filter((g) => g.compile_id && g.compile_id === c.compile_id);
     if (!c.compile_id) return null;
@@ -66,6 +72,7 @@ export class GuardsPane extends Pane {
     }));
   }
 
+  /** @param {import("../../types/events").DynamoCompile} c @param {number} i @param {import("../../types/events").CaptureGraph[]} graphs */
   compile(c, i, graphs) {
     const inputs = (c.inputs ?? []).map((x) => x.shape
       ? `${x.dtype}${shape(x.shape)}${x.requires_grad ? " requires_grad" : ""}` : x.value);

@@ -7,6 +7,9 @@ import { treeSvg } from "./irtree.js";
 import { lineColour, fromBuffer, fromNode } from "../provenance.js";
 import { Pane } from "./pane.js";
 
+/** @typedef {import("../trace.js").Trace} Trace */
+/** @typedef {import("../../types/events").StageName} StageName */
+
 export class IrPane extends Pane {
   id = "ir";
   title = "IR";
@@ -23,12 +26,14 @@ export class IrPane extends Pane {
     clear(this.el, empty("IR buffers appear here after lowering."));
   }
 
+  /** @param {Trace} trace @param {StageName} stage */
   update(trace, stage) {
     if (stage === "lowering" || (stage === "scheduling" && trace.has("lowering"))) {
       this.render(trace);
     }
   }
 
+  /** @param {Trace} trace */
   render(trace) {
     this.cards.clear();
     const kernelOf = new Map(trace.kernels().flatMap((k) =>
@@ -48,6 +53,7 @@ export class IrPane extends Pane {
     this.select(this.ctx.current());
   }
 
+  /** @param {import("../../types/events").LoweringGraph} g */
   fallbacks(g) {
     const list = g.fallbacks ?? [];
     if (!list.length) return h("div.fallbacks.none", "No op fell back to ATen.");
@@ -56,6 +62,7 @@ export class IrPane extends Pane {
         `${f.buffer ? `, ${f.buffer}` : ""})`))));
   }
 
+  /** @param {number} gid @param {import("../../types/events").Buffer} b */
   card(gid, b, kernel, removed) {
     const select = () => fromBuffer(this.ctx.index(), gid, b.name);
     const nodeSel = (origin) => origin ? fromNode(this.ctx.index(), gid, origin) : select();
@@ -73,7 +80,7 @@ export class IrPane extends Pane {
       ? h("div.tree-wrap", treeSvg(b.tree,
         (origin) => origin ? this.ctx.hover(nodeSel(origin)) : this.ctx.unhover(),
         (origin) => this.ctx.pin(nodeSel(origin))))
-      : h("div.tree-wrap.none", b.extern ? `ATen call: ${b.extern.op}(${(b.extern.args ?? []).join(", ")})`
+      : h("div.tree-wrap.none", b.extern ? `ATen call: ${b.extern.op}(${/** @type {string[]} */ (b.extern.args ?? []).join(", ")})`
         : "no expression tree");
     const facts = h("table.kv",
       h("tr", h("th", "realized"), h("td", b.realized ?? "–")),

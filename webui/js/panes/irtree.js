@@ -65,6 +65,11 @@ function flatten(t, out = []) {
 }
 
 // `onNode(origin)` is called on hover with the tree node's FX origin (or null).
+/**
+ * @param {any} tree
+ * @param {(origin: string | null) => void} [onHover]
+ * @param {(origin: string | null) => void} [onClick]
+ */
 export function treeSvg(tree, onHover = () => {}, onClick = () => {}) {
   const root = measure(tree);
   place(root, 4);

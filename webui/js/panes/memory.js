@@ -8,6 +8,9 @@ import { h, clear, empty, fmtBytes, plural } from "../dom.js";
 import { fromBuffer, fromKernel } from "../provenance.js";
 import { Pane } from "./pane.js";
 
+/** @typedef {import("../trace.js").Trace} Trace */
+/** @typedef {import("../../types/events").StageName} StageName */
+
 const SLOT_HUES = [205, 30, 140, 280, 350, 60, 175, 250, 100, 320];
 const ROW_H = 22;
 const COL_W = 74;
@@ -30,10 +33,12 @@ export class MemoryPane extends Pane {
     clear(this.el, empty("The buffer plan appears here after memory planning."));
   }
 
+  /** @param {Trace} trace @param {StageName} stage */
   update(trace, stage) {
     if (stage === "memory") this.render(trace);
   }
 
+  /** @param {Trace} trace */
   render(trace) {
     this.bars.clear();
     clear(this.el, trace.graphs("memory").map((g) => h("section", { dataset: { graph: g.id } },
@@ -46,6 +51,7 @@ export class MemoryPane extends Pane {
     this.select(this.ctx.current());
   }
 
+  /** @param {import("../../types/events").MemoryGraph} g */
   peaks(g) {
     const max = Math.max(g.peak_bytes_no_reuse ?? 0, g.peak_bytes ?? 0, 1);
     const saved = g.peak_bytes_no_reuse ? 1 - g.peak_bytes / g.peak_bytes_no_reuse : 0;
@@ -62,6 +68,7 @@ export class MemoryPane extends Pane {
 
   // Training: what the forward graph keeps alive for the backward graph (memory.saved:
   // the backward graph's inputs other than its tangents, and the buffer holding each).
+  /** @param {import("../../types/events").MemoryGraph} g */
   saved(g) {
     if (!g.saved?.length) return null;
     const total = g.saved.reduce((n, s) => n + (s.bytes ?? 0), 0);
@@ -82,6 +89,7 @@ export class MemoryPane extends Pane {
   }
 
   // Storage slots: a buffer that reuses another takes its slot (and colour).
+  /** @param {import("../../types/events").MemoryGraph} g */
   slots(g) {
     const slot = new Map();
     let next = 0;
@@ -91,6 +99,7 @@ export class MemoryPane extends Pane {
     return slot;
   }
 
+  /** @param {import("../../types/events").MemoryGraph} g */
   chart(g) {
     const slot = this.slots(g);
     const lastStep = Math.max(g.steps.length - 1, 0);

@@ -8,6 +8,9 @@ import { h, clear, empty, badge } from "../dom.js";
 import { fromModule, fromNode, fromBuffer, fromKernel, inModule } from "../provenance.js";
 import { Pane } from "./pane.js";
 
+/** @typedef {import("../trace.js").Trace} Trace */
+/** @typedef {import("../../types/events").StageName} StageName */
+
 const ROOT = "";
 
 export class ModulesPane extends Pane {
@@ -27,10 +30,12 @@ export class ModulesPane extends Pane {
     clear(this.el, empty("The model's modules appear here after capture."));
   }
 
+  /** @param {Trace} trace @param {StageName} stage */
   update(trace, stage) {
     if (["capture", "lowering", "scheduling"].includes(stage)) this.render(trace);
   }
 
+  /** @param {Trace} trace */
   render(trace) {
     const index = this.ctx.index();
     this.rows.clear();

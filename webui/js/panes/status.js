@@ -8,6 +8,10 @@ import { h, clear, fmtMs, shape } from "../dom.js";
 import { STAGES, FOLLOW_UPS } from "../trace.js";
 import { SNIPPET_TITLE } from "./errors.js";
 
+/** @typedef {import("../trace.js").Trace} Trace */
+/** @typedef {import("../../types/events").StageEvent} StageEvent */
+/** @typedef {import("../../types/events").StageName} StageName */
+
 export class StatusStrip {
   constructor({ onCancel = () => {} } = {}) {
     this.stagesEl = h("div.stages");
@@ -84,6 +88,7 @@ export class StatusStrip {
     clear(this.notesEl, list.map((n) => h("div.option-note", n)));
   }
 
+  /** @param {Trace} trace @param {StageEvent} event */
   update(trace, event, live) {
     const chip = this.chips.get(event.stage);
     if (event.stage === "source") {
@@ -104,7 +109,7 @@ export class StatusStrip {
     }
     if (event.stage === "error") {
       for (const c of this.chips.values()) c.classList.remove("running");
-      this.chips.get(event.data.stage)?.classList.add("failed");
+      this.chips.get(/** @type {StageName} */ (event.data.stage))?.classList.add("failed");
     }
     if (event.stage === "done") this.finish(trace, event, live);
     if (event.stage === "source") this.sourceInfo(event.data);
@@ -112,6 +117,7 @@ export class StatusStrip {
 
   // "done · 1.43 s wall (stages 1.14 s)": the wall time is what the user waited, measured
   // here from the click (or reported by the server); the stage sum is the compiler's work.
+  /** @param {Trace} trace @param {import("../../types/events").EventOf<"done">} event */
   finish(trace, event, live) {
     this.stopClock();
     for (const c of this.chips.values()) c.classList.remove("running");
@@ -127,8 +133,10 @@ export class StatusStrip {
     this.total.className = `total ${ok ? "ok" : "bad"}`;
   }
 
+  /** @param {import("../../types/events").Source} s */
   sourceInfo(s) {
     const inputs = (s.inputs ?? []).map((i) => `${i.name}: ${i.dtype}${shape(i.shape)}`).join(", ");
+    /** @type {Partial<import("../../types/events").Versions>} */
     const v = s.versions ?? {};
     const versions = ["torch", "triton", "python"].filter((k) => v[k]).map((k) => `${k} ${v[k]}`);
     clear(this.info,

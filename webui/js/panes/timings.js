@@ -9,6 +9,9 @@ import { fromKernel } from "../provenance.js";
 import { STAGES, FOLLOW_UPS, inductorAsked, inductorOf } from "../trace.js";
 import { Pane } from "./pane.js";
 
+/** @typedef {import("../trace.js").Trace} Trace */
+/** @typedef {import("../../types/events").StageName} StageName */
+
 export class TimingsPane extends Pane {
   id = "timings";
   title = "Timings";
@@ -25,10 +28,12 @@ export class TimingsPane extends Pane {
     clear(this.el, empty("Correctness and timings appear here after the kernels run."));
   }
 
+  /** @param {Trace} trace @param {StageName} stage */
   update(trace, stage) {
     if (["compile", "run", "profile", "inductor", "done"].includes(stage)) this.render(trace);
   }
 
+  /** @param {Trace} trace */
   render(trace) {
     this.rows.clear();
     const ind = inductorOf(trace);
@@ -42,6 +47,7 @@ export class TimingsPane extends Pane {
     this.select(this.ctx.current());
   }
 
+  /** @param {import("../../types/events").Run} run */
   run(run) {
     return h("section",
       h("h3", "Correctness", run.ok ? badge("pass", "ok") : badge("fail", "bad"),
@@ -56,6 +62,7 @@ export class TimingsPane extends Pane {
   }
 
   // Training: the backward graph run on what the compiled forward saved, as a step runs it.
+  /** @param {import("../../types/events").ChainedCheck} c */
   chained(c) {
     const worst = Math.max(0, ...c.outputs.map((o) => o.max_abs_err ?? 0));
     return h("p.note.chained", { dataset: { forward: c.forward, backward: c.backward } },
@@ -64,6 +71,10 @@ export class TimingsPane extends Pane {
       `${c.outputs.length} gradients, max abs err ${fmtNum(worst)}`);
   }
 
+  /**
+   * @param {import("../../types/events").Profile} p
+   * @param {import("../../types/events").Inductor | null} ind
+   */
   profile(p, ind) {
     if (!p.measured) {
       return h("section", h("h3", "Performance"),
@@ -71,8 +82,10 @@ export class TimingsPane extends Pane {
     }
     // Bars are coloured by faster (green) or slower (red) than eager, not by who they are.
     const vsEager = (ms) => (!p.eager_ms || !ms ? "alt" : ms <= p.eager_ms ? "good" : "slow");
-    const totals = [["eager", p.eager_ms, "base"], ["kernelscope", p.kernelscope_ms, vsEager(p.kernelscope_ms)],
-      ["inductor", ind?.inductor_ms, vsEager(ind?.inductor_ms)]].filter(([, ms]) => ms !== null && ms !== undefined);
+    /** @type {[string, number | null | undefined, string][]} */
+    const all = [["eager", p.eager_ms, "base"], ["kernelscope", p.kernelscope_ms, vsEager(p.kernelscope_ms)],
+      ["inductor", ind?.inductor_ms, vsEager(ind?.inductor_ms)]];
+    const totals = all.filter(([, ms]) => ms !== null && ms !== undefined);
     const max = Math.max(...totals.map(([, ms]) => ms));
     const speedup = (ms) => {
       if (!p.eager_ms || !ms) return "";
@@ -93,6 +106,7 @@ export class TimingsPane extends Pane {
 
   // TorchInductor on the same graphs: running until its event comes (the job's own result
   // is complete before it), then its time per call and each kernel's time per launch.
+  /** @param {Trace} trace @param {import("../../types/events").Inductor | null} ind */
   inductor(trace, ind) {
     const head = (state) => h("h3", "TorchInductor", h("span.hint", state));
     if (!ind) {
@@ -118,6 +132,7 @@ export class TimingsPane extends Pane {
         h("span.mini-val", k.ms != null ? fmtMs(k.ms) : "–"))))))) : null);
   }
 
+  /** @param {import("../../types/events").KernelTime} k @param {number} kmax @param {number | null} peak */
   kernelRow(k, kmax, peak) {
     const gid = this.ctx.index().kernels.find((x) => x.name === k.name)?.gid ?? 0;
     const pct = k.pct_peak ?? (peak && k.gbps ? (100 * k.gbps) / peak : null);
@@ -134,6 +149,7 @@ export class TimingsPane extends Pane {
     return tr;
   }
 
+  /** @param {Trace} trace */
   compile(trace) {
     const buildText = (g) => [
       g.build_ms !== undefined && g.build_ms !== null
@@ -152,6 +168,7 @@ export class TimingsPane extends Pane {
         h("td.num", k.shared_bytes !== undefined && k.shared_bytes !== null ? fmtBytes(k.shared_bytes) : "–"))))))));
   }
 
+  /** @param {Trace} trace */
   stages(trace) {
     const done = [...STAGES, ...FOLLOW_UPS].filter((s) => trace.has(s));
     if (!done.length) return null;

@@ -1,0 +1,115 @@
+"""C++ reductions across rows with contiguous outputs (`x.sum(0)`), interchanged: blocks
+of outputs, and for each row one `omp simd` pass over a block's outputs into a per-block
+accumulator array (codegen/cpp.py decides when a reduction walks columns).
+
+Each output adds its rows in the same order whatever the block size, so one thread and
+two give the same bits. Float sums add their rows in blocks of COLUMN_SUM_ROWS into float
+lanes and each block's partial into a double total.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from kernelscope.compiler.codegen.common import Lines
+
+# Outputs per block: at most this many, and at run time as many as leave each thread one
+# block (ks_column_block): one thread reads whole rows, not 512-byte pieces of each
+# (fewer, longer streams for the prefetcher).
+COLUMN_BLOCK = 2048
+# Rows per block of a float sum. Rows added in turn into one float per output: 2048 rows
+# were 7x as far from float64 as eager's cascade sum (8.5e-7 against 1.2e-7); blocks of
+# 64 rows into a double total 1.5e-7, of 32 1.1e-7, of 16 0.8e-7, each ~5% of the kernel
+# (2048x1024, one thread, docs/perf.md).
+COLUMN_SUM_ROWS = 32
+
+
+@dataclass
+class Columns:
+    """What a column reduction's loop is made of: its sizes, its accumulators (name, C
+    type, identity), the float sums among them, and the lines of its one loop block."""
+
+    xnumel: int
+    rnumel: int
+    accs: list[tuple[str, str, str]]
+    float_sums: list[str]
+    index: Lines
+    body: Lines
+    post: Lines
+    prologue: Lines
+
+
+@contextmanager
+def chunks(out: Lines, var: str, end: str, total: int, step: int | str) -> Iterator[None]:
+    """A loop over [0, total) in chunks of `step`: `var` the chunk's start, `end` its end;
+    the body is what the `with` block writes."""
+    out.write(f"for (int64_t {var} = 0; {var} < {total}; {var} += {step})")
+    out.write("{")
+    with out.indent():
+        out.write(f"const int64_t {end} = std::min<int64_t>({var} + {step}, {total});")
+        yield
+    out.write("}")
+
+
+def column_body(c: Columns, parallel_min: int) -> Lines:
+    """Blocks of up to COLUMN_BLOCK outputs (one per thread when there are at least
+    `parallel_min` elements), each reducing every row into its accumulator arrays."""
+    xn, rn = c.xnumel, c.rnumel
+    cap = min(COLUMN_BLOCK, xn)
+    xb: int | str = cap
+    out = Lines()
+    if xn * rn >= parallel_min:
+        xb = "xb"
+        out.write(f"const int64_t xb = ks_column_block({xn}, {cap});")
+        out.write("#pragma omp parallel for")
+    with chunks(out, "xblock", "xend", xn, xb):
+        for acc, ctype, init in c.accs:
+            out.write(f"{ctype} {acc}_v[{cap}];")
+            out.write(f"for (int64_t i = 0; i < {xb}; i++) {acc}_v[i] = {init};")
+        sums = c.float_sums if rn > COLUMN_SUM_ROWS else []
+        for acc in sums:
+            out.write(f"double {acc}_t[{cap}];")
+            out.write(f"for (int64_t i = 0; i < {xb}; i++) {acc}_t[i] = 0;")
+        if sums:
+            with chunks(out, "rblock", "rbend", rn, COLUMN_SUM_ROWS):
+                _rows(out, c, "rblock", "rbend")
+                out.write("#pragma omp simd")
+                out.write("for (int64_t i = 0; i < xend - xblock; i++)")
+                out.write("{")
+                with out.indent():
+                    for acc in sums:
+                        out.write(f"{acc}_t[i] += {acc}_v[i];")
+                        out.write(f"{acc}_v[i] = 0;")
+                out.write("}")
+        else:
+            _rows(out, c, "0", str(rn))
+        final = {acc: f"static_cast<float>({acc}_t[xindex - xblock])" for acc in sums}
+        _over_outputs(out, c, [f"{ctype} {acc} = {final.get(acc, f'{acc}_v[xindex - xblock]')};"
+                               for acc, ctype, _ in c.accs], [c.post])
+    return out
+
+
+def _rows(out: Lines, c: Columns, start: str, end: str) -> None:
+    """Rows start..end of a block, each one `omp simd` pass over the block's outputs."""
+    out.write(f"for (int64_t rindex = {start}; rindex < {end}; rindex++)")
+    out.write("{")
+    with out.indent():
+        out.write("#pragma omp simd")
+        _over_outputs(out, c, [f"{ctype}& {acc} = {acc}_v[xindex - xblock];"
+                               for acc, ctype, _ in c.accs], [c.index, c.body])
+    out.write("}")
+
+
+def _over_outputs(out: Lines, c: Columns, refs: list[str], parts: list[Lines]) -> None:
+    """One loop over a block's outputs: its accumulators, then `parts`."""
+    out.write("for (int64_t xindex = xblock; xindex < xend; xindex++)")
+    out.write("{")
+    with out.indent():
+        for ref in refs:
+            out.write(ref)
+        out.extend(c.prologue)
+        for part in parts:
+            out.extend(part)
+    out.write("}")

@@ -1,0 +1,153 @@
+"""Python reads events through the dataclasses (compiler/event_read.py): an event dict as
+stored or streamed comes back as its stage's payload class, checked against the schema,
+and the readers (the terminal report, benchmarks/check_samples.py) use its attributes, so
+a field renamed in the model fails their type check."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernelscope.compiler import event_types as ev
+from kernelscope.compiler.event_read import (
+    Event,
+    EventError,
+    from_dict,
+    latest,
+    parse_event,
+    payload,
+)
+from kernelscope.compiler.report import render
+
+ROOT = Path(__file__).resolve().parents[2]
+GOLDEN = ROOT / "tests" / "golden" / "events"
+
+
+def _golden(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((GOLDEN / f"{name}.json").read_text())
+    return data
+
+
+def _event(stage: str, data: Any, seq: int = 0) -> dict[str, Any]:
+    return {"schema": 1, "seq": seq, "stage": stage, "ms": 1.5, "data": data}
+
+
+def test_stored_events_come_back_as_their_dataclasses_and_round_trip() -> None:
+    for path in sorted(GOLDEN.glob("*.json")):
+        for stage, data in json.loads(path.read_text()).items():
+            event = parse_event(_event(stage, data))
+            assert type(event.data) is ev.PAYLOADS[stage]
+            assert ev.to_json(event.data) == data, (path.name, stage)
+    lowering = parse_event(json.dumps(_event("lowering", _golden("softmax_cpp")["lowering"])))
+    buf = payload(lowering, ev.Lowering).graphs[0].buffers[0]
+    assert isinstance(buf, ev.Buffer) and isinstance(buf.reads[0], ev.Read)
+
+
+def test_unions_and_optional_objects_take_their_member_type() -> None:
+    prof = from_dict(ev.Profile, {"measured": True, "inductor": {
+        "code": ["x"], "kernels": [{"name": "k", "language": "triton", "source": ""}]}})
+    assert isinstance(prof.inductor, ev.InductorOutput)
+    assert isinstance(prof.inductor.kernels[0], ev.InductorKernel)
+    built = from_dict(ev.BuiltKernel, {"name": "k", "ms": None, "line_maps": {
+        "ptx": [{"first": 1, "last": 2, "kernel_lines": [3]}]}})
+    assert built.line_maps is not None and isinstance(built.line_maps["ptx"][0], ev.StageLines)
+    assert from_dict(ev.Profile, {"measured": False, "inductor": None}).inductor is None
+
+
+def test_an_unknown_stage_or_an_event_off_the_schema_is_a_clear_error() -> None:
+    with pytest.raises(EventError, match=r"unknown event stage 'linking' \(known: source, "):
+        parse_event(_event("linking", {}))
+    with pytest.raises(EventError, match="not follow the event schema: .*missing 'ok'"):
+        parse_event(_event("done", {"trace_id": "t"}))
+    with pytest.raises(EventError, match=r"event.data.ok: expected boolean"):
+        parse_event(_event("done", {"ok": "yes"}))
+    with pytest.raises(EventError, match="one JSON object"):
+        parse_event("{not json")
+    with pytest.raises(EventError, match="carries JobDone, not Run"):
+        payload(parse_event(_event("done", {"ok": True})), ev.Run)
+
+
+def test_a_field_renamed_in_the_data_fails_the_read() -> None:
+    data = _golden("add_relu_cpp")["memory"]
+    for g in data["graphs"]:
+        for b in g["buffers"]:
+            b["reuses"] = b.pop("reused_from")
+    with pytest.raises(EventError, match=r"graphs\[0\].buffers\[0\]: missing 'reused_from'"):
+        parse_event(_event("memory", data))
+
+
+def test_the_terminal_report_and_the_sample_table_read_typed_events() -> None:
+    events = [_event(stage, data, seq)
+              for seq, (stage, data) in enumerate(_golden("add_relu_cpp").items())]
+    events += [_event("error", {"stage": "run", "kind": "mismatch", "message": "differs",
+                                "line": 3}, len(events)),
+               {**_event("done", {"ok": False, "trace_id": None}, len(events) + 1),
+                "origin": "server"}]
+    typed = [parse_event(e) for e in events]
+    assert typed[-1] == Event(len(events) - 1, "done", 1.5, ev.JobDone(ok=False), "server")
+    assert latest(typed, ev.Run) is None and latest(typed, ev.Done) == ev.JobDone(ok=False)
+    text = render(typed[2])
+    assert text.startswith("\n== memory (1.5 ms) ")
+    assert "peak " in text and " B with reuse" in text
+    assert render(typed[-2]).endswith("mismatch error in stage run at line 3: differs")
+
+    sys.path.insert(0, str(ROOT))
+    try:
+        from benchmarks.check_samples import summarize
+    finally:
+        sys.path.remove(str(ROOT))
+    row = summarize("add_relu", events, "")
+    assert row == {"sample": "add_relu", "ok": False, "kernels": 1, "extern": 0,
+                   "eager_ms": None, "kernelscope_ms": None, "inductor_ms": None,
+                   "error": "run: differs"}
+    bad = summarize("x", [_event("linking", {})], "")
+    assert bad["error"].startswith("unreadable events: unknown event stage 'linking'")
+
+
+# The readers, and one field each of them reads, renamed in a copy of the model.
+RENAMES = {"class Source:": ("    entry: str\n", "    entry_point: str\n"),
+           "class PlannedBuffer:": ("    reused_from: str | None\n", "    reuse_of: str | None\n"),
+           "class Profile:": ("    eager_ms: float | None = None\n",
+                              "    eager_time_ms: float | None = None\n")}
+
+
+def test_a_field_renamed_in_the_model_breaks_the_readers_type_check(tmp_path: Path) -> None:
+    """The readers are on the types: mypy, run on a copy of the tree whose event model
+    renames three fields, reports each reader that reads one, and nothing else."""
+    pytest.importorskip("mypy")
+    pkg = tmp_path / "kernelscope"
+    shutil.copytree(ROOT / "compiler", pkg / "compiler",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "kernelscope" / "__init__.py", pkg / "__init__.py")
+    (tmp_path / "benchmarks").mkdir()
+    for name in ("__init__.py", "check_samples.py"):
+        shutil.copy(ROOT / "benchmarks" / name, tmp_path / "benchmarks" / name)
+    model = pkg / "compiler" / "event_types.py"
+    text = model.read_text()
+    for cls, (old, new) in RENAMES.items():
+        head, tail = text.split(cls, 1)
+        assert old in tail.split("\n\n\n", 1)[0], (cls, old)
+        text = head + cls + tail.replace(old, new, 1)
+    model.write_text(text)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports=silent",
+         "--ignore-missing-imports", "kernelscope/compiler/report.py",
+         "benchmarks/check_samples.py"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path), "MYPYPATH": str(tmp_path)})
+    errors = [line for line in proc.stdout.splitlines() if ": error:" in line]
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    found = {(line.split(":")[0], m.group(1)) for line in errors
+             if (m := re.search(r'has no attribute "(\w+)"', line))}
+    assert len(found) == len(errors) and found == {
+        ("kernelscope/compiler/report.py", "entry"),
+        ("kernelscope/compiler/report.py", "reused_from"),
+        ("kernelscope/compiler/report.py", "eager_ms"),
+        ("benchmarks/check_samples.py", "eager_ms")}, proc.stdout

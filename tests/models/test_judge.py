@@ -1,0 +1,59 @@
+"""The training suite's judgement (training_suite.judge) on planted results: a gradient
+inside the accepted error that flips Adam's step on a near-zero element passes; a wrong
+gradient, a wrong step on a decided element, and a step beyond 2 * lr all fail."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from training_suite import LR, judge  # noqa: E402
+
+
+def _results(grad: torch.Tensor) -> dict[str, torch.Tensor]:
+    """A parameter at 0 after one Adam step: about -lr * sign(grad)."""
+    g = grad.double()
+    return {"grad:b": g, "param:b": -LR * g / (g.abs() + 1e-8)}
+
+
+def _base() -> tuple[torch.Tensor, torch.Tensor]:
+    torch.manual_seed(0)
+    ref = torch.randn(768, dtype=torch.float64)
+    ref[5] = 1e-9  # zero in exact arithmetic, up to rounding
+    eager = ref * (1 + 1e-3 * torch.randn(768, dtype=torch.float64))
+    return ref, eager
+
+
+def _ok(rows: list[dict], key: str) -> bool:
+    return next(r for r in rows if r["key"] == key)["ok"]
+
+
+def test_a_flip_the_gradient_error_allows_passes() -> None:
+    ref, eager = _base()
+    ours = ref * (1 + 1e-3 * torch.randn(768, dtype=torch.float64))
+    ours[5] = -1e-9  # the near-zero element's sign flipped: a full 2 * lr step apart
+    rows = judge(_results(eager), _results(ours), _results(ref))
+    row = next(r for r in rows if r["key"] == "param:b")
+    assert row["ok"] and row["ambiguous"] >= 1, row
+    assert _ok(rows, "grad:b")
+
+
+def test_a_flip_on_a_decided_element_fails() -> None:
+    ref, eager = _base()
+    ours = ref.clone()
+    ours[7] = -ref[7]  # a real gradient of the wrong sign
+    rows = judge(_results(eager), _results(ours), _results(ref))
+    assert not _ok(rows, "grad:b")
+    assert not _ok(rows, "param:b")
+
+
+def test_a_step_beyond_two_lr_on_an_ambiguous_element_fails() -> None:
+    ref, eager = _base()
+    r, e, o = _results(ref), _results(eager), _results(ref.clone())
+    o["param:b"] = o["param:b"].clone()
+    o["param:b"][5] = 5 * LR
+    assert not _ok(judge(e, o, r), "param:b")

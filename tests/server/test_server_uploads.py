@@ -1,0 +1,189 @@
+"""`POST /api/traces`: a recorded run's files become a stored trace with a permalink.
+
+Good files are stored (the same files, the same id); an oversized body is refused with 413
+before it is read; malformed files are refused with a 400 that names the file and the
+field, and nothing is stored; files from other versions of the same format are stored
+with those versions; an unknown format version is refused. Through all of it the server
+keeps answering and earlier traces stay.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+from own_run_support import files_of, record_run, with_versions
+from server_support import AppFactory, state
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, str]]:
+    return files_of(record_run(tmp_path_factory.mktemp("upload")))
+
+
+def _upload(client: FlaskClient, files: list[dict[str, Any]]) -> Any:
+    return client.post("/api/traces", json={"files": files})
+
+
+def _count(client: FlaskClient) -> int:
+    return int(client.get("/api/health").get_json()["traces"])
+
+
+def test_good_upload_is_stored_with_a_permalink(client: FlaskClient,
+                                                files: list[dict[str, str]]) -> None:
+    answer = _upload(client, files)
+    assert answer.status_code == 201, answer.get_json()
+    body = answer.get_json()
+    assert body["url"] == f"/t/{body['id']}" and body["graphs"] == 4
+    trace = client.get(f"/api/traces/{body['id']}").get_json()
+    stages = [e["stage"] for e in trace["events"]]
+    assert stages[:2] == ["source", "capture"] and stages[-1] == "done"
+    assert trace["events"][-1]["data"]["trace_id"] == body["id"]
+    assert all(e["origin"] == "snippet" for e in trace["events"])
+    assert trace["events"][-1]["data"]["isolated"] is False
+    assert "def f(x):" in trace["code"]
+    assert trace["options"]["recorded"]["recompiles"] == 2
+    assert trace["options"]["recorded"]["config"] == {"dynamo.recompile_limit": "4"}
+    assert client.get(body["url"]).status_code == 200
+    again = _upload(client, files).get_json()
+    assert again["id"] == body["id"] and _count(client) == 1
+
+
+def test_oversized_upload_is_refused_before_it_is_read(make_app: AppFactory,
+                                                       files: list[dict[str, str]]) -> None:
+    client = make_app(UPLOAD_LIMIT_MB=1).test_client()
+    assert _upload(client, files).status_code == 201  # a small run fits
+    big = [*files, {"name": "pad.json", "text": " " * (2 << 20)}]
+    answer = _upload(client, big)
+    assert answer.status_code == 413
+    assert "error" in answer.get_json()
+    assert client.get("/api/health").status_code == 200 and _count(client) == 1
+
+
+def test_the_upload_cap_is_its_own(client: FlaskClient, files: list[dict[str, str]]) -> None:
+    """A run larger than a compile request's 1 MiB cap still opens (UPLOAD_LIMIT_MB)."""
+    padded = [dict(f) for f in files]
+    record = json.loads(padded[0]["text"])
+    record["code"] += "\n" + "# padding\n" * 150_000
+    padded[0]["text"] = json.dumps(record)
+    assert len(json.dumps({"files": padded})) > 1 << 20
+    assert _upload(client, padded).status_code == 201
+
+
+def _broken(files: list[dict[str, str]], change: Any) -> list[dict[str, str]]:
+    out = [dict(f) for f in files]
+    first = next(f for f in out if f["name"] != "run.json")
+    first["text"] = change(json.loads(first["text"]))
+    return out
+
+
+def _set_kernels(r: dict[str, Any]) -> str:
+    r["stages"]["scheduling"]["kernels"] = {"evil": True}
+    return json.dumps(r)
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ({}, "'files' is required"),
+    ({"files": "all of them"}, "'files' is required"),
+    ({"files": [{"name": "a.json"}]}, "'text' must be the file's text"),
+    ({"files": [{"name": "a.json", "text": "{nope"}]}, "a.json: not JSON"),
+    ({"files": [{"name": "a.json", "text": '{"format": "other"}'}]}, "not a Kernelscope"),
+    ({"files": [{"name": "a.json", "text": "[" * 80 + "]" * 80}]}, "nested deeper"),
+    ({"files": [{"name": "a.json", "text": '{"x": NaN}'}]}, "not JSON"),
+])
+def test_malformed_uploads_are_refused_clearly(client: FlaskClient, body: dict[str, Any],
+                                               message: str) -> None:
+    answer = client.post("/api/traces", json=body)
+    assert answer.status_code == 400
+    assert message in answer.get_json()["error"]
+    assert _count(client) == 0
+
+
+def test_a_stage_outside_the_schema_is_refused_naming_the_file(
+        client: FlaskClient, files: list[dict[str, str]]) -> None:
+    assert _upload(client, files).status_code == 201
+    broken = _broken(files, _set_kernels)
+    answer = _upload(client, broken)
+    assert answer.status_code == 400
+    error = answer.get_json()["error"]
+    name = next(f["name"] for f in broken if f["name"] != "run.json")
+    assert name in error and "scheduling stage does not follow the event schema" in error
+    assert "kernels" in error
+    assert _upload(client, [{"name": "x", "text": "{}"}]).status_code == 400
+    assert client.get("/api/health").status_code == 200 and _count(client) == 1
+
+
+def test_not_json_body_is_refused(client: FlaskClient) -> None:
+    answer = client.post("/api/traces", data=b"\xff\xfe", content_type="application/json")
+    assert answer.status_code == 400 and "UTF-8" in answer.get_json()["error"]
+    answer = client.post("/api/traces", data=b"files", content_type="text/plain")
+    assert answer.status_code == 400 and "JSON body" in answer.get_json()["error"]
+
+
+def test_snippet_payloads_are_conformed(client: FlaskClient,
+                                        files: list[dict[str, str]]) -> None:
+    def plant(r: dict[str, Any]) -> str:
+        r["stages"]["capture"]["verified_by"] = "the server"
+        r["stages"]["capture"]["nodes"][0]["speedup"] = 1000
+        return json.dumps(r)
+
+    ident = _upload(client, _broken(files, plant)).get_json()["id"]
+    capture = client.get(f"/api/traces/{ident}").get_json()["events"][1]["data"]
+    assert all("verified_by" not in g for g in capture["graphs"])
+    assert all("speedup" not in n for g in capture["graphs"] for n in g["nodes"])
+
+
+def test_other_versions_are_stored_with_theirs(client: FlaskClient,
+                                               files: list[dict[str, str]]) -> None:
+    other = with_versions(files, torch="2.9.1+cu128", kernelscope="0.0.7")
+    answer = _upload(client, other)
+    assert answer.status_code == 201
+    source = client.get(f"/api/traces/{answer.get_json()['id']}").get_json()["events"][0]
+    assert source["data"]["versions"]["torch"] == "2.9.1+cu128"
+    assert source["data"]["versions"]["kernelscope"] == "0.0.7"
+
+
+def test_unknown_format_version_is_refused(client: FlaskClient,
+                                           files: list[dict[str, str]]) -> None:
+    answer = _upload(client, with_versions(files, version=2, kernelscope="0.3.0"))
+    assert answer.status_code == 400
+    error = answer.get_json()["error"]
+    assert "format version 2 is unknown" in error and "written by kernelscope 0.3.0" in error
+    assert _count(client) == 0
+
+
+def test_the_store_only_grows(app: Any, files: list[dict[str, str]], tmp_path: Path) -> None:
+    """An upload never replaces a stored trace: the same content is the same row."""
+    client = app.test_client()
+    ident = _upload(client, files).get_json()["id"]
+    before = state(app).store.get(ident)
+    _upload(client, with_versions(files, torch="2.0.0"))
+    assert state(app).store.get(ident) == before and _count(client) == 2
+
+
+def test_one_upload_is_opened_at_a_time(app: Any, files: list[dict[str, str]]) -> None:
+    """Opening runs in a child process, UPLOAD_SLOTS at a time: beyond that, 503."""
+    from kernelscope.server.uploads import SLOT
+
+    client = app.test_client()
+    slot = app.extensions[SLOT]
+    assert slot.acquire(blocking=False)
+    try:
+        answer = _upload(client, files)
+        assert answer.status_code == 503 and "busy" in answer.get_json()["error"]
+        assert answer.headers["Retry-After"]
+    finally:
+        slot.release()
+    assert _upload(client, files).status_code == 201
+
+
+def test_an_upload_that_takes_too_long_is_stopped(make_app: AppFactory,
+                                                  files: list[dict[str, str]]) -> None:
+    client = make_app(UPLOAD_TIMEOUT_S=0.05).test_client()
+    answer = _upload(client, files)
+    assert answer.status_code == 413 and "took longer than" in answer.get_json()["error"]
+    assert client.get("/api/health").status_code == 200 and _count(client) == 0
+    assert _upload(client, files[:0]).status_code == 400  # and it still answers

@@ -1,0 +1,129 @@
+// Your own run in the explorer (docs/own-run.md): "Open run…" uploads a trace directory's
+// files (what `kernelscope run` or options={"trace_dir"} wrote) to POST /api/traces and
+// opens the stored trace's permalink; a refusal is the server's reason, in the banner.
+// On any stored trace, the run panel says what was recorded (options.recorded) and, when
+// the versions that made the trace differ from this server's, names both.
+
+import { h, clear } from "./dom.js";
+import { uploadTrace } from "./api.js";
+
+export const MAX_FILES = 1000; // as the server (compiler/trace_open.py)
+export const MAX_BYTES = 32 << 20; // the server's default UPLOAD_LIMIT_MB
+const VERSION_KEYS = ["python", "torch", "triton", "kernelscope"];
+
+// The control: a button in the top bar and the file picker behind it.
+export function mountUpload(before, { onError, onOpened = (url) => location.assign(url) }) {
+  const input = h("input", { id: "open-run-files", type: "file", multiple: true,
+    accept: ".json,application/json", hidden: true, "aria-label": "Trace files" });
+  const button = h("button", {
+    id: "open-run",
+    type: "button",
+    title: "Open a recorded run of your own script: select the .json files of its trace " +
+      "folder (kernelscope run script.py, or options={\"trace_dir\": ...})",
+    onclick: () => input.click(),
+  }, "Open run…");
+  input.addEventListener("change", async () => {
+    const picked = [...input.files];
+    input.value = "";
+    if (!picked.length) return;
+    button.disabled = true;
+    button.textContent = "Opening…";
+    try {
+      const answer = await uploadTrace(await readFiles(picked));
+      onOpened(answer.url);
+    } catch (err) {
+      onError({ kind: "upload", stage: null, message: err.message });
+    } finally {
+      button.disabled = false;
+      button.textContent = "Open run…";
+    }
+  });
+  before.before(button, input);
+  return { button, input };
+}
+
+// The picked files as the endpoint takes them; what the server would refuse for size is
+// refused here without sending it.
+async function readFiles(picked) {
+  const files = picked.filter((f) => f.name.endsWith(".json"));
+  if (!files.length) throw new Error("no .json files among those picked: select the files of a trace folder");
+  if (files.length > MAX_FILES) throw new Error(`${files.length} files, more than ${MAX_FILES}`);
+  const bytes = files.reduce((n, f) => n + f.size, 0);
+  if (bytes > MAX_BYTES) {
+    throw new Error(`the files are ${(bytes / 2 ** 20).toFixed(1)} MiB together, more than ` +
+      `${MAX_BYTES >> 20} MiB: use kernelscope open DIR on the server's machine`);
+  }
+  return Promise.all(files.map(async (f) => ({ name: f.name, text: await f.text() })));
+}
+
+// "Recorded with torch A; this server runs torch B" for every version that differs, or null.
+export function versionNotice(recorded, server) {
+  if (!recorded || !server) return null;
+  const differ = VERSION_KEYS.filter((k) => (recorded[k] ?? null) !== (server[k] ?? null));
+  if (!differ.length) return null;
+  const list = (v) => differ.map((k) => `${k} ${v[k] ?? "none"}`).join(", ");
+  return `Recorded with ${list(recorded)}; this server runs ${list(server)}. ` +
+    "Panes show what this version reads of it.";
+}
+
+// The run panel under the status strip: what an opened run holds, its notices, and the
+// version notice (for any stored trace whose versions are not this server's).
+export class RunPanel {
+  constructor() {
+    this.el = h("div.run-panel", { hidden: true });
+  }
+
+  reset() {
+    this.el.hidden = true;
+    clear(this.el);
+  }
+
+  show(trace, source, serverVersions) {
+    const run = trace?.options?.recorded ?? null;
+    const versions = versionNotice(run?.versions ?? source?.versions, serverVersions);
+    if (!run && !versions) return this.reset();
+    this.el.hidden = false;
+    clear(this.el,
+      run ? h("div.run-head", h("span.run-tag", "Recorded run"), summary(run)) : null,
+      versions ? h("div.version-notice", { role: "status" }, versions) : null,
+      run ? config(run.config ?? {}) : null,
+      ...(run?.notices ?? []).map((n) => h("div.run-notice", n)),
+      run?.dynamo?.length ? compiles(run.dynamo, run.calls ?? []) : null);
+  }
+}
+
+function summary(run) {
+  const file = run.file ? run.file.split("/").pop() : null;
+  const parts = [`${run.graphs} graphs of ${run.compiles} Dynamo compiles`,
+    `${run.recompiles} recompiles`, `${run.graph_breaks} graph breaks`];
+  return h("span.run-summary", parts.join(" · "),
+    file ? h("span", " from ", h("code", file)) : null,
+    run.argv?.length ? h("span", " · ", h("code", `kernelscope run ${run.argv.join(" ")}`)) : null);
+}
+
+// The torch settings the script changed (Dynamo's and AOTAutograd's, off their defaults).
+function config(changed) {
+  const entries = Object.entries(changed);
+  return h("div.run-config", "config: ", entries.length
+    ? entries.map(([k, v], i) => [i ? ", " : "", h("code", `${k}=${v}`)])
+    : h("span", "torch's defaults"));
+}
+
+// Each Dynamo compile: its id, where the call that compiled it was, the torch.compile call
+// behind it, and the graph break that ended it.
+function compiles(dynamo, calls) {
+  const site = (s) => (s ? `${(s.file ?? "").split("/").pop()}:${s.line ?? "?"}` : "–");
+  const rows = dynamo.map((d) => {
+    const call = d.torch_compile != null ? calls.find((c) => c.call === d.torch_compile) : null;
+    return h("tr", { dataset: { compile: d.compile_id } },
+      h("td", h("code", d.compile_id), d.recompile ? h("span.run-re", " recompile") : null),
+      h("td", { title: d.call_site?.code ?? "" }, site(d.call_site)),
+      h("td", { title: call ? `backend ${call.backend}${call.mode ? `, mode ${call.mode}` : ""}` : "" },
+        call ? site(call.site) : "–"),
+      h("td", { title: d.graph_break ?? "" },
+        d.graph_break ? `${site(d.graph_break_site)} ${d.graph_break}` : "–"));
+  });
+  return h("details.run-compiles", h("summary", `${dynamo.length} compiles`),
+    h("table", h("tr", h("th", "compile"), h("th", "called at"), h("th", "torch.compile at"),
+      h("th", "graph break")), rows));
+}
