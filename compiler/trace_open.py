@@ -346,28 +346,3 @@ def _run_notices(run: dict[str, Any] | None) -> list[str]:
                            f"and was compiled by Kernelscope instead{dropped}")
     return notices
 
-
-def main() -> int:
-    """`python -m kernelscope.compiler.trace_open`: stdin `{"files": [{"name", "text"}]}`,
-    stdout the opened trace `{"code", "options", "events", "notices"}` or `{"refused":
-    reason}`. The server opens uploads in this child process (server/uploads.py), so the
-    checking, which takes about a second per MiB, never holds the web tier."""
-    import sys
-
-    try:
-        body = json.loads(sys.stdin.buffer.read())
-        files = [(str(f["name"]), str(f["text"]).encode("utf-8")) for f in body["files"]]
-        opened = open_files(files)
-    except TraceRefused as e:
-        answer: dict[str, Any] = {"refused": str(e)}
-    except (ValueError, KeyError, TypeError, RecursionError) as e:
-        answer = {"refused": f"not a list of trace files ({type(e).__name__})"}
-    else:
-        answer = {"code": opened.code, "options": opened.options, "events": opened.events,
-                  "notices": opened.notices}
-    sys.stdout.write(json.dumps(answer))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
