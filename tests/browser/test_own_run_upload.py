@@ -39,19 +39,20 @@ def server(tmp_path: Path) -> Iterator[LiveServer]:
     app.extensions["kernelscope"].jobs.shutdown()
 
 
-def _write(files: list[dict[str, str]], folder: Path) -> list[str]:
+def _write(files: list[dict[str, str]], folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for f in files:
         (folder / f["name"]).write_text(f["text"])
-    return [str(folder / f["name"]) for f in files]
+    return folder
 
 
-def _upload(page: Page, paths: list[str]) -> None:
-    page.set_input_files("#open-run-files", paths)
+def _upload(page: Page, folder: Path) -> None:
+    """What picking the folder in the dialog does."""
+    page.set_input_files("#open-run-files", folder)
 
 
-def _opened(page: Page, paths: list[str]) -> None:
-    _upload(page, paths)
+def _opened(page: Page, folder: Path) -> None:
+    _upload(page, folder)
     page.wait_for_url("**/t/*")
     page.wait_for_selector("body[data-ready=true]")
     wait_done(page)
@@ -64,7 +65,9 @@ def test_open_run_uploads_and_shows_the_recorded_run(
     page = new_page(server.url)
     page.set_viewport_size({"width": size[0], "height": size[1]})
     open_explorer(page)
-    _opened(page, sorted(str(p) for p in trace_dir.glob("*.json")))
+    (trace_dir / "older").mkdir(exist_ok=True)  # a subfolder's files are not this run's
+    (trace_dir / "older" / "x.json").write_text("{ not json")
+    _opened(page, trace_dir)
     ident = page.url.rsplit("/t/", 1)[1]
     stored = json.loads(page.evaluate(f"fetch('/api/traces/{ident}').then(r => r.text())"))
     assert stored["options"]["recorded"]["graphs"] == 4
@@ -127,7 +130,7 @@ def test_unknown_format_and_malformed_files_are_refused_in_the_banner(
     bad = tmp_path / "bad" / "graph.json"
     bad.parent.mkdir()
     bad.write_text("{ not json")
-    _upload(page, [str(bad)])
+    _upload(page, bad.parent)
     expect(banner).to_contain_text("graph.json: not JSON")
     expect(page.locator("#open-run")).to_be_enabled()
     health = page.evaluate("fetch('/api/health').then(r => r.status)")
