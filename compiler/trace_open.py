@@ -25,6 +25,7 @@ from typing import Any
 
 from kernelscope.compiler import __version__
 from kernelscope.compiler.codegen import targets
+from kernelscope.compiler.devices import CPU
 from kernelscope.compiler.event_check import event_errors
 from kernelscope.compiler.events import SCHEMA_VERSION
 
@@ -256,7 +257,7 @@ def _source(first: dict[str, Any], options: dict[str, Any], main: str | None,
             code: str) -> dict[str, Any]:
     """The `source` payload: the file the graphs point into, the first compile's options
     and the versions that recorded it."""
-    device = _text(options.get("device"), 20) or "cpu"
+    device = _text(options.get("device"), 20) or CPU
     try:
         target = targets.resolve(str(options.get("backend", targets.AUTO)), device)
         backend, label, emulated = target.name, target.label, target.emulated_on(device)
