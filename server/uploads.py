@@ -12,7 +12,7 @@ Dynamo made of it) are then conformed to their event types as a job's are
 (server/trust.py), and every event says it came from the recording process (`origin:
 snippet`, `done.isolated` false). Bodies over `UPLOAD_LIMIT_MB` answer 413 before they
 are read. Checking takes about a second of CPU per MiB, so the server does it in a child
-process (`python -m kernelscope.server.uploads`) with a wall clock, CPU and memory
+process (`python -m kernelscope.server.upload_child`) with a wall clock, CPU and memory
 limit, `UPLOAD_SLOTS` at a time (503 beyond): the web tier, whose streams share one
 process, only waits. Nothing stored before is touched: the store only ever inserts.
 """
@@ -41,7 +41,7 @@ from kernelscope.server.trust import SNIPPET_STAGES, conform_data
 bp = Blueprint("uploads", __name__, url_prefix="/api")
 MAX_NAME = 255
 SLOT = "kernelscope.upload_slots"
-OPENER = [sys.executable, "-m", "kernelscope.server.uploads"]
+OPENER = [sys.executable, "-m", "kernelscope.server.upload_child"]
 
 
 @bp.record_once
@@ -80,7 +80,7 @@ def _limits(cpu_s: int, memory_mb: int) -> Callable[[], None]:
 
 
 def open_in_child(raw: bytes, timeout_s: float, memory_mb: int, repo_dir: str) -> Opened:
-    """main() below on the request body, in a child process (started in the checkout,
+    """server/upload_child.py on the request body, in a child process (started in the checkout,
     whose kernelscope/ comes first on its path: nothing else can shadow it)."""
     try:
         done = subprocess.run(OPENER, input=raw, capture_output=True, timeout=timeout_s,
@@ -148,24 +148,3 @@ def upload() -> tuple[Response, int]:
     return jsonify({"id": ident, "url": f"/t/{ident}", "graphs": graphs,
                     "notices": opened.notices}), 201
 
-
-def main() -> int:
-    """`python -m kernelscope.server.uploads`: stdin the request body, stdout the opened and
-    conformed trace `{"code", "options", "events", "notices"}` or `{"refused": reason}`."""
-    try:
-        body = json.loads(sys.stdin.buffer.read())
-        files = [(str(f["name"]), str(f["text"]).encode("utf-8")) for f in body["files"]]
-        opened = conformed(open_files(files))
-    except TraceRefused as e:
-        answer: dict[str, Any] = {"refused": str(e)}
-    except (ValueError, KeyError, TypeError, RecursionError) as e:
-        answer = {"refused": f"not a list of trace files ({type(e).__name__})"}
-    else:
-        answer = {"code": opened.code, "options": opened.options, "events": opened.events,
-                  "notices": opened.notices}
-    sys.stdout.write(json.dumps(answer))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
