@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import tiers  # tests/tiers.py: tests/ is on the path of every test
 
 CHROMIUM = os.environ.get("KERNELSCOPE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -38,3 +39,17 @@ def browser() -> Iterator[Any]:
         launched = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield launched
         launched.close()
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects on the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks `slow` every test tests/tiers.py's SLOW names (the one place for the tiers)."""
+    root = Path(__file__).resolve().parent
+    for item in items:
+        path = item.path.resolve()
+        if not path.is_relative_to(root):
+            continue
+        module = path.relative_to(root).as_posix()
+        function = getattr(item, "originalname", item.name)
+        if module in tiers.SLOW or f"{module}::{function}" in tiers.SLOW:
+            item.add_marker(pytest.mark.slow)

@@ -22,6 +22,11 @@ from kernelscope.compiler.ir.nodes import Buffer, Lazy, Reduction, Stored, Tenso
 from kernelscope.compiler.lowering.layout import LayoutDecision
 
 
+def out_meta(node: torch.fx.Node) -> Any:
+    """The fake tensor (or tuple of them) `node` produces: the value its lowering makes."""
+    return node.meta.get("val")
+
+
 class Unsupported(Exception):
     """The graph uses something this compiler cannot handle at all (e.g. dynamic shapes)."""
 
@@ -50,7 +55,8 @@ class LoweringContext(Protocol):
     buffers: list[Buffer]  # the graph's buffers so far, in program order
 
     def out_meta(self) -> Any:
-        """The fake tensor (or tuple of them) of the node being lowered."""
+        """The fake tensor (or tuple of them) of the node being lowered, for the shared
+        helpers that are not handed it (a lowering reads `out_meta(node)`)."""
         ...
 
     def node_name(self) -> str: ...

@@ -17,7 +17,7 @@ from typing import Any
 from torch.fx import Node
 
 from kernelscope.compiler.ir.nodes import Lazy, Stored, TensorValue
-from kernelscope.compiler.lowering.common import LoweringContext
+from kernelscope.compiler.lowering.common import LoweringContext, out_meta
 from kernelscope.compiler.lowering.layout import channels_last, is_channels_last
 from kernelscope.compiler.lowering.registry import aten, register_lowering
 
@@ -42,11 +42,11 @@ def convolution(g: LoweringContext, node: Node, x: Any, w: Any, bias: Any, strid
                 padding: Any, dilation: Any, transposed: Any, output_padding: Any, groups: Any
                ) -> Any:
     args = [x, w, bias, stride, padding, dilation, transposed, output_padding, groups]
-    if g.node_name() not in g.layout.convolutions or not g.layout.channels_last or \
+    if node.name not in g.layout.convolutions or not g.layout.channels_last or \
             not (isinstance(x, TensorValue) and isinstance(w, TensorValue)):
         return g.extern(node.target, tuple(args), {}, fallback=False)
     args[0] = nhwc(g, x, "channels-last input of a cuDNN convolution")
     args[1] = nhwc(g, w, "channels-last weight of a cuDNN convolution")
-    out = tuple(g.out_meta().shape)
+    out = tuple(out_meta(node).shape)
     return g.extern(node.target, tuple(args), {}, fallback=False,
                     out_stride=channels_last(out))

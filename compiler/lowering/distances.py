@@ -15,7 +15,7 @@ from torch.fx import Node
 
 from kernelscope.compiler.ir.nodes import Index, TensorValue
 from kernelscope.compiler.ir.ops import ops
-from kernelscope.compiler.lowering.common import LoweringContext
+from kernelscope.compiler.lowering.common import LoweringContext, out_meta
 from kernelscope.compiler.lowering.pointwise import upcast
 from kernelscope.compiler.lowering.reductions import _nan_aware, reduce
 from kernelscope.compiler.lowering.registry import aten, register_lowering
@@ -26,7 +26,7 @@ MM_ROWS = 25  # eager's cdist uses the matrix-product form above this many rows
 @register_lowering(aten._cdist_forward)
 def cdist(g: LoweringContext, node: Node, x1: TensorValue, x2: TensorValue, p: float,
           compute_mode: int | None = None) -> Any:
-    meta = g.out_meta()
+    meta = out_meta(node)
     rows1, rows2 = x1.size[-2], x2.size[-2]
     by_mm = p == 2 and (compute_mode == 1 or (compute_mode in (None, 0) and
                                               (rows1 > MM_ROWS or rows2 > MM_ROWS)))

@@ -15,7 +15,7 @@ from torch.fx import Node
 
 from kernelscope.compiler.ir.nodes import Index, TensorValue
 from kernelscope.compiler.ir.ops import ops
-from kernelscope.compiler.lowering.common import LoweringContext
+from kernelscope.compiler.lowering.common import LoweringContext, out_meta
 from kernelscope.compiler.lowering.reductions import reduce
 from kernelscope.compiler.lowering.registry import aten, register_lowering
 from kernelscope.compiler.lowering.scatter import too_costly
@@ -32,7 +32,7 @@ def _indirect(value: Any, size: int) -> Any:
 @register_lowering(aten.embedding)
 def embedding(g: LoweringContext, node: Node, weight: TensorValue, indices: TensorValue, *args: Any
              ) -> Any:
-    meta = g.out_meta()
+    meta = out_meta(node)
     lw, li = weight.loader(), indices.loader()
     nidx = len(indices.size)
 
@@ -83,7 +83,7 @@ def gather(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: Tens
 @register_lowering(aten.index.Tensor)
 def index(g: LoweringContext, node: Node, x: TensorValue, indices: Sequence[Any]) -> Any:
     """x[i0, i1, ...] with adjacent index tensors (others fall back to ATen)."""
-    meta = g.out_meta()
+    meta = out_meta(node)
     positions = [k for k, t in enumerate(indices) if t is not None]
     if not positions or positions != list(range(positions[0], positions[-1] + 1)):
         return g.extern(node.target, (x, indices), {}, fallback=True,
@@ -123,11 +123,11 @@ def embedding_bag(g: LoweringContext, node: Node, weight: TensorValue, indices: 
         "2-d indices" if len(indices.size) != 1 else ""
     if why:
         return g.extern(node.target, args, {}, fallback=True, reason=why)
-    n, nbags, dim = indices.numel(), g.out_meta()[0].shape[0], weight.size[1]
+    n, nbags, dim = indices.numel(), out_meta(node)[0].shape[0], weight.size[1]
     big = too_costly(g, node, nbags * dim, n, args, {})
     if big is not None:
         return big
-    out = g.out_meta()[0].dtype
+    out = out_meta(node)[0].dtype
     lw, li, lo = weight.loader(), indices.loader(), offsets.loader()
     lp = per_sample_weights.loader() if per_sample_weights is not None else None
     nofs = offsets.numel()

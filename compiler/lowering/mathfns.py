@@ -17,7 +17,7 @@ import torch
 from torch.fx import Node
 
 from kernelscope.compiler.ir.ops import POLYNOMIALS, ops
-from kernelscope.compiler.lowering.common import LoweringContext
+from kernelscope.compiler.lowering.common import LoweringContext, out_meta
 from kernelscope.compiler.lowering.pointwise import compute_dtype, pointwise
 from kernelscope.compiler.lowering.registry import aten, register_lowering
 
@@ -37,7 +37,7 @@ def _float_only(g: LoweringContext, node: Node, name: str, fn: Any, args: Sequen
                 operands: Sequence[Any]) -> Any:
     """Math functions compute in floating point; an integer result (a polynomial of int
     operands) stays with ATen."""
-    out = g.out_meta().dtype
+    out = out_meta(node).dtype
     if not out.is_floating_point and name != "signbit":
         return g.extern(node.target, tuple(args), {}, fallback=True,
                         reason=f"{name} with a {out} result")
@@ -73,7 +73,7 @@ def polygamma(g: LoweringContext, node: Node, n: int, x: Any) -> Any:
 
 @register_lowering(aten.frexp)
 def frexp(g: LoweringContext, node: Node, x: Any) -> Any:
-    mantissa, exponent = g.out_meta()
+    mantissa, exponent = out_meta(node)
     cdtype = compute_dtype(mantissa.dtype, [x])
     m = pointwise(g, ops.frexp_mantissa, x, meta=mantissa)
     e = pointwise(g, ops.frexp_exponent, x, meta=exponent, compute=cdtype)
@@ -89,7 +89,7 @@ def ldexp(g: LoweringContext, node: Node, x: Any, other: Any) -> Any:
 @register_lowering(aten.angle)
 def angle(g: LoweringContext, node: Node, x: Any) -> Any:
     # real input: pi below zero, 0 otherwise, NaN stays NaN
-    cdtype = compute_dtype(g.out_meta().dtype, [x])
+    cdtype = compute_dtype(out_meta(node).dtype, [x])
 
     def fn(v: Any) -> Any:
         pi, zero = ops.constant(math.pi, cdtype), ops.constant(0.0, cdtype)
@@ -102,7 +102,7 @@ def angle(g: LoweringContext, node: Node, x: Any) -> Any:
 def round_decimals(g: LoweringContext, node: Node, x: Any, decimals: int = 0) -> Any:
     # eager's kernel: nearbyint(x * 10^d) / 10^d, or for d < 0 nearbyint(x / 10^-d) * 10^-d
     scale = float(10 ** abs(decimals))
-    cdtype = compute_dtype(g.out_meta().dtype, [x])
+    cdtype = compute_dtype(out_meta(node).dtype, [x])
 
     def fn(v: Any) -> Any:
         s = ops.constant(scale, cdtype)

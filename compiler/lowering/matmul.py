@@ -41,7 +41,7 @@ from kernelscope.compiler.ir.nodes import (
 from kernelscope.compiler.ir.opnames import op_short
 from kernelscope.compiler.ir.ops import ops
 from kernelscope.compiler.ir.template import MatmulTemplate, Operand
-from kernelscope.compiler.lowering.common import LoweringContext
+from kernelscope.compiler.lowering.common import LoweringContext, out_meta
 from kernelscope.compiler.lowering.pointwise import broadcast_loader, upcast
 from kernelscope.compiler.lowering.registry import aten, register_lowering
 
@@ -173,7 +173,7 @@ def addmm(g: LoweringContext, node: Node, bias: Any, a: Any, b: Any, beta: Any =
     bf16). A lazy add rounds the rounded product plus the bias a second time: where no
     GEMM template (whose epilogue adds the bias to the float accumulator) is offered,
     ATen's addmm computes it."""
-    meta = g.out_meta()
+    meta = out_meta(node)
     if upcast(meta.dtype) != meta.dtype and pad_plan(a, b) is None and \
             Feature.MATMUL_TEMPLATES not in g.features:
         return g.extern(aten.addmm.default, (bias, a, b), {"beta": beta, "alpha": alpha},

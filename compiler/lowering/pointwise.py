@@ -17,7 +17,7 @@ from torch.fx import Node
 from kernelscope.compiler.devices import CPU
 from kernelscope.compiler.ir.nodes import Index, TensorValue
 from kernelscope.compiler.ir.ops import ops, promote_types
-from kernelscope.compiler.lowering.common import LoweringContext
+from kernelscope.compiler.lowering.common import LoweringContext, out_meta
 from kernelscope.compiler.lowering.registry import (
     LoweringFn,
     aten,
@@ -102,7 +102,7 @@ for _name in ("bitwise_and bitwise_or bitwise_xor").split():
 def _logical(name: str) -> LoweringFn:
     def lowering(g: LoweringContext, node: Node, *args: Any) -> Any:
         # Operands are truth values first: logical_xor(True, 2.0) is False, not 1 != 2.
-        meta = g.out_meta()
+        meta = out_meta(node)
         size, out = tuple(meta.shape), meta.dtype
         loaders = [broadcast_loader(a, size, torch.bool) for a in args]
 
@@ -175,11 +175,11 @@ def div(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
 def div_mode(g: LoweringContext, node: Node, a: Any, b: Any, rounding_mode: str | None = None
             ) -> Any:
     if rounding_mode == "floor":
-        if not g.out_meta().dtype.is_floating_point:
+        if not out_meta(node).dtype.is_floating_point:
             return pointwise(g, ops.floordiv, a, b)
         return pointwise(g, lambda x, y: ops.floor(ops.truediv(x, y)), a, b)
     if rounding_mode == "trunc":
-        if not g.out_meta().dtype.is_floating_point:
+        if not out_meta(node).dtype.is_floating_point:
             return pointwise(g, _int_trunc_div, a, b)
         return pointwise(g, lambda x, y: ops.trunc(ops.truediv(x, y)), a, b)
     return pointwise(g, ops.truediv, a, b)
@@ -208,7 +208,7 @@ def remainder(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
 
 @register_lowering(aten.pow)
 def pow_(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
-    out = g.out_meta().dtype
+    out = out_meta(node).dtype
     if not out.is_floating_point:
         return _int_pow(g, a, b)
     if isinstance(b, (int, float)) and not isinstance(b, bool):
@@ -288,7 +288,7 @@ def _clamp(g: LoweringContext, a: Any, lo: Any, hi: Any) -> Any:
 @register_lowering(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf,
                    aten.where.Scalar, prims.where)
 def where(g: LoweringContext, node: Node, cond: Any, a: Any, b: Any) -> Any:
-    meta = g.out_meta()
+    meta = out_meta(node)
     size, out = tuple(meta.shape), meta.dtype
     cd = upcast(out)
     lc = broadcast_loader(cond, size, torch.bool)
@@ -333,7 +333,7 @@ def _dev(v: Any) -> str:
 
 @register_lowering(aten.fill.Scalar)
 def fill(g: LoweringContext, node: Node, a: Any, value: Any) -> Any:
-    return pointwise(g, lambda: ops.constant(value, upcast(g.out_meta().dtype)))
+    return pointwise(g, lambda: ops.constant(value, upcast(out_meta(node).dtype)))
 
 
 @register_lowering(aten.gelu)

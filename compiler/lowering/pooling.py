@@ -25,7 +25,7 @@ from torch.fx import Node
 from kernelscope.compiler.ir.indexing import FloorDiv, decompose
 from kernelscope.compiler.ir.nodes import Index, TensorValue
 from kernelscope.compiler.ir.ops import ops
-from kernelscope.compiler.lowering.common import LoweringContext
+from kernelscope.compiler.lowering.common import LoweringContext, out_meta
 from kernelscope.compiler.lowering.pointwise import upcast
 from kernelscope.compiler.lowering.reductions import reduce
 from kernelscope.compiler.lowering.registry import aten, register_lowering
@@ -315,7 +315,7 @@ def max_pool_with_indices(g: LoweringContext, node: Node, x: TensorValue, kernel
                           stride: Any = (), padding: Any = 0, dilation: Any = 1,
                           ceil_mode: bool = False) -> Any:
     n = 3 if node.target is aten.max_pool3d_with_indices.default else 2
-    meta = g.out_meta()[0]
+    meta = out_meta(node)[0]
     return _max_pool(g, x, _fixed(x, n, kernel_size, stride, padding, dilation,
                                   list(meta.shape)))
 
@@ -337,7 +337,7 @@ def max_pool_backward(g: LoweringContext, node: Node, grad: TensorValue, x: Tens
     big = too_costly(g, node, x.numel(), plane_out, args, {})
     if big is not None:
         return big
-    out = g.out_meta().dtype
+    out = out_meta(node).dtype
     cd = upcast(out)
     zero = g.lazy(lambda idx: ops.constant(0, out), x.size, out, [])
     nb = len(x.size) - n

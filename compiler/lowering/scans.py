@@ -17,7 +17,7 @@ from torch.fx import Node
 
 from kernelscope.compiler.ir.nodes import Index, TensorValue
 from kernelscope.compiler.ir.ops import ops
-from kernelscope.compiler.lowering.common import LoweringContext, row_pair
+from kernelscope.compiler.lowering.common import LoweringContext, out_meta, row_pair
 from kernelscope.compiler.lowering.pointwise import upcast
 from kernelscope.compiler.lowering.reductions import _nan_aware, reduce
 from kernelscope.compiler.lowering.registry import aten, register_lowering
@@ -54,7 +54,7 @@ def _early(g: LoweringContext, node: Node, x: TensorValue, dim: int) -> tuple[An
     """(a result needing no scan, else None; the normalized dim): ATen for a scan too long
     for its dense form, the element itself for a 0-d input."""
     if not x.size:
-        out = g.out_meta()
+        out = out_meta(node)
         out = out[0] if isinstance(out, (tuple, list)) else out
         lx = x.loader()
 
@@ -71,7 +71,7 @@ def _scan(g: LoweringContext, node: Node, x: TensorValue, dim: int, rtype: str) 
     early, dim = _early(g, node, x, dim)
     if early is not None:
         return early
-    out = g.out_meta().dtype
+    out = out_meta(node).dtype
     cd = upcast(out)
     return reduce(g, _prefix(g, x, dim, cd, rtype), [len(x.size)], False, rtype, out, cd)
 
@@ -93,7 +93,7 @@ def logcumsumexp(g: LoweringContext, node: Node, x: TensorValue, dim: int) -> An
     early, dim = _early(g, node, x, dim)
     if early is not None:
         return early
-    out = g.out_meta().dtype
+    out = out_meta(node).dtype
     cd = upcast(out)
     n = len(x.size)
     best = reduce(g, _prefix(g, x, dim, cd, "max"), [n], False, "max", cd, cd)

@@ -29,7 +29,7 @@ from torch.fx import Node
 from kernelscope.compiler.ir.indexing import contiguous_strides, decompose
 from kernelscope.compiler.ir.nodes import Index, TensorValue
 from kernelscope.compiler.ir.ops import ops
-from kernelscope.compiler.lowering.common import LoweringContext
+from kernelscope.compiler.lowering.common import LoweringContext, out_meta
 from kernelscope.compiler.lowering.pointwise import broadcast_loader, upcast
 from kernelscope.compiler.lowering.reductions import reduce
 from kernelscope.compiler.lowering.registry import aten, register_lowering
@@ -289,7 +289,7 @@ def masked_scatter(g: LoweringContext, node: Node, x: TensorValue, mask: TensorV
                    source: TensorValue) -> Any:
     """out[p] = source.flatten()[number of True in mask before p] where mask[p], else x:
     the count is a reduction over the flat positions up to p."""
-    size = list(g.out_meta().shape)
+    size = list(out_meta(node).shape)
     numel = 1
     for s in size:
         numel *= s
@@ -434,7 +434,7 @@ def as_strided_scatter(g: LoweringContext, node: Node, x: TensorValue, src: Tens
     taken from src. Each output element finds its view coordinates by dividing its
     storage position by the view's strides, outermost first; that is exact when the
     view does not overlap itself (else the result would depend on write order: ATen)."""
-    meta = g.out_meta()
+    meta = out_meta(node)
     offset = storage_offset or 0
     dims = sorted((k for k in range(len(size)) if size[k] != 1), key=lambda k: -stride[k])
     overlap = any(stride[a] < stride[b] * size[b] for a, b in zip(dims, dims[1:])) or \

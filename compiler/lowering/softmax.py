@@ -24,7 +24,7 @@ from torch.fx import Node
 from kernelscope.compiler.features import Feature
 from kernelscope.compiler.ir.nodes import Index, TensorValue
 from kernelscope.compiler.ir.ops import ops
-from kernelscope.compiler.lowering.common import LoweringContext
+from kernelscope.compiler.lowering.common import LoweringContext, out_meta
 from kernelscope.compiler.lowering.pointwise import upcast
 from kernelscope.compiler.lowering.reductions import reduce
 from kernelscope.compiler.lowering.registry import aten, register_lowering
@@ -37,7 +37,7 @@ def _row(x: TensorValue, dim: int) -> tuple[int, int]:
 
 
 def _lowered(g: LoweringContext, node: Node, x: TensorValue, dim: int, log: bool) -> Any:
-    out = g.out_meta().dtype
+    out = out_meta(node).dtype
     cd = upcast(x.dtype)
     d, n = _row(x, dim)
     load = x.loader()

@@ -21,7 +21,7 @@ from torch.fx import Node
 from kernelscope.compiler.ir.indexing import decompose
 from kernelscope.compiler.ir.nodes import Index, TensorValue
 from kernelscope.compiler.ir.ops import ops
-from kernelscope.compiler.lowering.common import LoweringContext, row_pair
+from kernelscope.compiler.lowering.common import LoweringContext, out_meta, row_pair
 from kernelscope.compiler.lowering.reductions import reduce
 from kernelscope.compiler.lowering.registry import aten, register_lowering
 from kernelscope.compiler.lowering.scatter import I64, too_costly
@@ -239,7 +239,7 @@ def searchsorted(g: LoweringContext, node: Node, seq: TensorValue, values: Any, 
     search, so NaN values land at the end)."""
     args = (seq, values)
     kwargs = {"out_int32": out_int32, "right": right, "side": side, "sorter": sorter}
-    meta = g.out_meta()
+    meta = out_meta(node)
     size = list(meta.shape)
     row = seq.size[-1] if seq.size else 1
     if sorter is not None:

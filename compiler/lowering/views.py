@@ -20,7 +20,12 @@ from kernelscope.compiler.ir.indexing import (
     strided_index,
 )
 from kernelscope.compiler.ir.nodes import Index, InputBuffer, Lazy, Stored, TensorValue
-from kernelscope.compiler.lowering.common import LoweringContext, Unsupported, dense_permutation
+from kernelscope.compiler.lowering.common import (
+    LoweringContext,
+    Unsupported,
+    dense_permutation,
+    out_meta,
+)
 from kernelscope.compiler.lowering.registry import aten, prims, register_lowering
 
 
@@ -41,7 +46,7 @@ def _meta_size(g: LoweringContext) -> tuple[int, ...]:
 @register_lowering(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
                    prims.reshape, aten._reshape_alias)
 def view(g: LoweringContext, node: Node, x: TensorValue, *args: Any) -> TensorValue:
-    meta = g.out_meta()
+    meta = out_meta(node)
     if meta.dtype != x.dtype:  # view(dtype): reinterpret the bits, which ATen does right
         return g.extern(node.target, (x, *args), {}, fallback=True,
                         reason="dtype view (bit reinterpretation)")

@@ -20,6 +20,7 @@ from ui import open_explorer, wait_done
 pytestmark = pytest.mark.browser
 
 SIZES = [(1440, 900), (1920, 1080)]
+UPLOAD_WAIT_MS = 60_000  # the server opens each upload in a process of its own
 
 
 @pytest.fixture(scope="module")
@@ -39,20 +40,21 @@ def server(tmp_path: Path) -> Iterator[LiveServer]:
     app.extensions["kernelscope"].jobs.shutdown()
 
 
-def _write(files: list[dict[str, str]], folder: Path) -> list[str]:
+def _write(files: list[dict[str, str]], folder: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     for f in files:
         (folder / f["name"]).write_text(f["text"])
-    return [str(folder / f["name"]) for f in files]
+    return folder
 
 
-def _upload(page: Page, paths: list[str]) -> None:
-    page.set_input_files("#open-run-files", paths)
+def _upload(page: Page, folder: Path) -> None:
+    """What picking the folder in the dialog does."""
+    page.set_input_files("#open-run-files", folder)
 
 
-def _opened(page: Page, paths: list[str]) -> None:
-    _upload(page, paths)
-    page.wait_for_url("**/t/*")
+def _opened(page: Page, folder: Path) -> None:
+    _upload(page, folder)
+    page.wait_for_url("**/t/*", timeout=UPLOAD_WAIT_MS)
     page.wait_for_selector("body[data-ready=true]")
     wait_done(page)
 
@@ -64,7 +66,9 @@ def test_open_run_uploads_and_shows_the_recorded_run(
     page = new_page(server.url)
     page.set_viewport_size({"width": size[0], "height": size[1]})
     open_explorer(page)
-    _opened(page, sorted(str(p) for p in trace_dir.glob("*.json")))
+    (trace_dir / "older").mkdir(exist_ok=True)  # a subfolder's files are not this run's
+    (trace_dir / "older" / "x.json").write_text("{ not json")
+    _opened(page, trace_dir)
     ident = page.url.rsplit("/t/", 1)[1]
     stored = json.loads(page.evaluate(f"fetch('/api/traces/{ident}').then(r => r.text())"))
     assert stored["options"]["recorded"]["graphs"] == 4
@@ -119,7 +123,7 @@ def test_unknown_format_and_malformed_files_are_refused_in_the_banner(
     future = with_versions(files_of(trace_dir), version=2, kernelscope="0.3.0")
     _upload(page, _write(future, tmp_path / "future"))
     banner = page.locator(".error-banner")
-    expect(banner).to_be_visible()
+    expect(banner).to_be_visible(timeout=UPLOAD_WAIT_MS)
     expect(banner).to_contain_text("format version 2 is unknown")
     expect(banner).to_contain_text("written by kernelscope 0.3.0")
     assert page.url.endswith("/")
@@ -127,8 +131,8 @@ def test_unknown_format_and_malformed_files_are_refused_in_the_banner(
     bad = tmp_path / "bad" / "graph.json"
     bad.parent.mkdir()
     bad.write_text("{ not json")
-    _upload(page, [str(bad)])
-    expect(banner).to_contain_text("graph.json: not JSON")
+    _upload(page, bad.parent)
+    expect(banner).to_contain_text("graph.json: not JSON", timeout=UPLOAD_WAIT_MS)
     expect(page.locator("#open-run")).to_be_enabled()
     health = page.evaluate("fetch('/api/health').then(r => r.status)")
     assert health == 200

@@ -32,6 +32,7 @@ from opinfo_harness import (
     _make_fn,
     compare,
     op_key,
+    samples,
     time_limit,
 )
 from torch.utils._pytree import tree_flatten
@@ -39,16 +40,7 @@ from torch.utils._pytree import tree_flatten
 
 def grad_samples(op: Any, device: str, dtype: torch.dtype, n: int) -> list[Any]:
     """The op's first `n` samples with requires_grad=True on its differentiable inputs."""
-    out = []
-    torch.manual_seed(0)
-    try:
-        for s in op.sample_inputs(device, dtype, requires_grad=True):
-            out.append(s)
-            if len(out) >= n:
-                break
-    except Exception:  # noqa: BLE001 - a generator that fails is an op we cannot sample
-        return []
-    return out
+    return samples(op, device, dtype, n, requires_grad=True)
 
 
 def _fresh(ts: list[torch.Tensor], upcast: bool = False) -> list[torch.Tensor]:

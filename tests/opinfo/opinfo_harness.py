@@ -93,12 +93,14 @@ def op_key(op: Any) -> str:
     return op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
 
 
-def samples(op: Any, device: str, dtype: torch.dtype, n: int) -> list[Any]:
+def samples(op: Any, device: str, dtype: torch.dtype, n: int,
+            requires_grad: bool = False) -> list[Any]:
+    """The op's first `n` samples (seeded), with requires_grad on its differentiable inputs
+    when asked; none when its generator fails."""
     out = []
     torch.manual_seed(0)
     try:
-        it = op.sample_inputs(device, dtype, requires_grad=False)
-        for s in it:
+        for s in op.sample_inputs(device, dtype, requires_grad=requires_grad):
             out.append(s)
             if len(out) >= n:
                 break

@@ -1,4 +1,5 @@
-"""Runs a fixed slice of the OpInfo sweep for the CI tier (the slice tests call it).
+"""Runs a fixed slice of the OpInfo sweep for the CI tier and checks its statuses (the slice
+tests call both).
 
 In: the sweep's mode, dtypes and op names. Out: the aggregated per-op results
 (`opinfo_harness.aggregate`) of `sweep.py` run in a subprocess on the C++ backend, with a
@@ -33,3 +34,10 @@ def run_slice(work: Path, ops: list[str], dtypes: str, samples: int, mode: str =
     cases = [json.loads(line) for line in out.read_text().splitlines()]
     assert cases
     return aggregate(cases)
+
+
+def assert_status(results: dict[str, dict[str, Any]], op: str, expected: str) -> None:
+    """The slice ran `op` and every case gave eager's answer with the status it keeps."""
+    entry = results.get(op)
+    assert entry is not None, f"{op}: no case ran"
+    assert entry["status"] == expected, (entry["status"], entry["reason"], entry["dtypes"])

@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from slice_support import run_slice  # noqa: E402
+from slice_support import assert_status, run_slice  # noqa: E402
 
 NATIVE = """aminmax signbit add sum softmax cumsum where div.no_rounding_mode
 nn.functional.layer_norm max.reduction_with_dim""".split()
@@ -30,6 +30,4 @@ def slice_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[st
 
 @pytest.mark.parametrize("op", NATIVE)
 def test_dtype_slice_op(op: str, slice_results: dict[str, dict[str, object]]) -> None:
-    entry = slice_results.get(op)
-    assert entry is not None, f"{op}: no case ran"
-    assert entry["status"] == "native", (entry["status"], entry["reason"], entry["dtypes"])
+    assert_status(slice_results, op, "native")

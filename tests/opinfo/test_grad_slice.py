@@ -16,7 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from slice_support import run_slice  # noqa: E402
+from slice_support import assert_status, run_slice  # noqa: E402
 
 NATIVE = """nn.functional.normalize nn.functional.group_norm nn.functional.bilinear
 nn.functional.scaled_dot_product_attention nn.functional.layer_norm nn.functional.embedding
@@ -32,7 +32,4 @@ def slice_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[st
 
 @pytest.mark.parametrize("op", NATIVE + FALLBACK)
 def test_grad_slice_op(op: str, slice_results: dict[str, dict[str, object]]) -> None:
-    entry = slice_results.get(op)
-    assert entry is not None, f"{op}: no case ran"
-    expected = "native" if op in NATIVE else "fallback"
-    assert entry["status"] == expected, (entry["status"], entry["reason"], entry["dtypes"])
+    assert_status(slice_results, op, "native" if op in NATIVE else "fallback")

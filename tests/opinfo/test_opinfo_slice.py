@@ -14,7 +14,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from slice_support import run_slice  # noqa: E402
+from slice_support import assert_status, run_slice  # noqa: E402
 
 NATIVE = """add sub mul div.no_rounding_mode div.floor_rounding div.trunc_rounding remainder fmod
 exp log sqrt rsqrt sigmoid tanh abs neg clamp where maximum logical_xor logical_not
@@ -35,7 +35,4 @@ def slice_results(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[st
 
 @pytest.mark.parametrize("op", NATIVE + FALLBACK)
 def test_slice_op(op: str, slice_results: dict[str, dict[str, object]]) -> None:
-    entry = slice_results.get(op)
-    assert entry is not None, f"{op}: no case ran"
-    expected = "native" if op in NATIVE else "fallback"
-    assert entry["status"] == expected, (entry["status"], entry["reason"], entry["dtypes"])
+    assert_status(slice_results, op, "native" if op in NATIVE else "fallback")

@@ -1,5 +1,5 @@
-// Your own run in the explorer (docs/own-run.md): "Open run…" uploads a trace directory's
-// files (what `kernelscope run` or options={"trace_dir"} wrote) to POST /api/traces and
+// Your own run in the explorer (docs/own-run.md): "Open run…" uploads a trace folder's
+// .json files (what `kernelscope run` or options={"trace_dir"} wrote) to POST /api/traces and
 // opens the stored trace's permalink; a refusal is the server's reason, in the banner.
 // On any stored trace, the run panel says what was recorded (options.recorded) and, when
 // the versions that made the trace differ from this server's, names both.
@@ -11,20 +11,19 @@ export const MAX_FILES = 1000; // as the server (compiler/trace_open.py)
 export const MAX_BYTES = 32 << 20; // the server's default UPLOAD_LIMIT_MB
 const VERSION_KEYS = ["python", "torch", "triton", "kernelscope"];
 
-// The control: a button in the top bar and the file picker behind it.
+// The control: a button in the top bar and the folder picker behind it (a trace folder is
+// what a run leaves); .json files dropped on the button open the same way.
 export function mountUpload(before, { onError, onOpened = (url) => location.assign(url) }) {
   const input = h("input", { id: "open-run-files", type: "file", multiple: true,
-    accept: ".json,application/json", hidden: true, "aria-label": "Trace files" });
+    webkitdirectory: true, hidden: true, "aria-label": "Trace folder" });
   const button = h("button", {
     id: "open-run",
     type: "button",
-    title: "Open a recorded run of your own script: select the .json files of its trace " +
-      "folder (kernelscope run script.py, or options={\"trace_dir\": ...})",
+    title: "Open a recorded run of your own script: pick its trace folder (kernelscope run " +
+      "script.py, or options={\"trace_dir\": ...}), or drop its .json files here",
     onclick: () => input.click(),
   }, "Open run…");
-  input.addEventListener("change", async () => {
-    const picked = [...input.files];
-    input.value = "";
+  const open = async (picked) => {
     if (!picked.length) return;
     button.disabled = true;
     button.textContent = "Opening…";
@@ -37,6 +36,16 @@ export function mountUpload(before, { onError, onOpened = (url) => location.assi
       button.disabled = false;
       button.textContent = "Open run…";
     }
+  };
+  input.addEventListener("change", () => {
+    const picked = [...input.files];
+    input.value = "";
+    open(picked);
+  });
+  button.addEventListener("dragover", (e) => e.preventDefault());
+  button.addEventListener("drop", (e) => {
+    e.preventDefault();
+    open([...(e.dataTransfer?.files ?? [])]);
   });
   before.before(button, input);
   return { button, input };
@@ -45,7 +54,9 @@ export function mountUpload(before, { onError, onOpened = (url) => location.assi
 // The picked files as the endpoint takes them; what the server would refuse for size is
 // refused here without sending it.
 async function readFiles(picked) {
-  const files = picked.filter((f) => f.name.endsWith(".json"));
+  // The folder's own files: not its subfolders' (another run recorded inside it).
+  const top = (f) => (f.webkitRelativePath || f.name).split("/").length <= 2;
+  const files = picked.filter((f) => f.name.endsWith(".json") && top(f));
   if (!files.length) throw new Error("no .json files among those picked: select the files of a trace folder");
   if (files.length > MAX_FILES) throw new Error(`${files.length} files, more than ${MAX_FILES}`);
   const bytes = files.reduce((n, f) => n + f.size, 0);
