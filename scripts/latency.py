@@ -3,6 +3,7 @@
     PYTHONPATH=$PWD python scripts/latency.py [--runs 7] [--sample add_relu] [--pool 2]
                                               [--device cpu|cuda] [--backend cpp|triton]
                                               [--back-to-back] [--server URL] [--log FILE]
+                                              [--inductor]
 
 Starts `kernelscope serve` (gunicorn, the real compiler CLI, the sandbox, a temporary
 database) on a free loopback port, waits until its warm workers are ready, then posts the
@@ -150,6 +151,8 @@ def main() -> int:
     p.add_argument("--inductor-cold", action="store_true",
                    help="also time Inductor's cold compile of the sample (fresh process)")
     p.add_argument("--pool", type=int, default=2, help="warm workers (0: cold)")
+    p.add_argument("--inductor", action="store_true",
+                   help="compare with TorchInductor (its event comes after `profile`: see `at`)")
     p.add_argument("--back-to-back", action="store_true")
     p.add_argument("--server", help="measure this running server instead of starting one")
     p.add_argument(
@@ -160,7 +163,7 @@ def main() -> int:
     )
     args = p.parse_args()
     code = (REPO / "samples" / f"{args.sample}.py").read_text()
-    options = {"device": args.device, "backend": args.backend}
+    options = {"device": args.device, "backend": args.backend, "inductor": args.inductor}
     proc = None
     if args.server:
         base = args.server.rstrip("/")
