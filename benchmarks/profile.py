@@ -1,6 +1,11 @@
 """Where the time goes: eager, Inductor and Kernelscope per model or suite case, one process.
 
     python -m benchmarks.profile --models bert_base,vit_b_16 --cases basic_block --json OUT/p.json
+    python -m benchmarks.profile --train-models vit_b_16,resnet50 --json OUT/t.json
+    python -m benchmarks.profile --device cpu --size smoke --train-models gpt2_small  # a check
+
+Training steps (`--train-models`, benchmarks/training.py's step: forward under bf16
+autocast, backward) are profiled per column like a model, with the gradients kept.
 
 Per column: the host's wall ms per synchronised call, do_bench's median, and torch.profiler's
 CUDA kernels per call (count, summed kernel time, the top kernels by time). Wall well above
@@ -25,6 +30,7 @@ import torch
 
 from benchmarks import cases as case_table
 from benchmarks import models as model_table
+from benchmarks import training as train_table
 from benchmarks.measure import columns
 from benchmarks.timing import median_ms
 
@@ -89,16 +95,55 @@ def profile_one(fn: Any, inputs: tuple[Any, ...], settings: dict[str, Any]) -> d
     return out
 
 
+def _cell(call: Callable[[], Any], device: str) -> dict[str, Any]:
+    """Wall and do_bench ms of a warm call; on a GPU its kernels too."""
+    cell: dict[str, Any] = {}
+    for _ in range(3):
+        call()
+    if device.startswith("cuda"):
+        cell["wall_ms"] = round(_wall_ms(call), 3)
+    cell["ms"] = round(median_ms(call, device), 3)
+    if device.startswith("cuda"):
+        cell.update(kernels(call))
+    return cell
+
+
+def profile_train(entry: train_table.TrainModel, settings: dict[str, Any]) -> dict[str, Any]:
+    """One training step per column: eager, then each compiled column on a fresh copy."""
+    import copy
+
+    device, smoke = settings["device"], settings["size"] == "smoke"
+    base, batch, loss_fn = entry.make(device, smoke)
+    out: dict[str, Any] = {}
+    for label, kw in [("eager", None), *columns(settings)]:
+        try:
+            torch._dynamo.reset()
+            model = base if kw is None else copy.deepcopy(base)
+            params = list(model.parameters())
+            run = model if kw is None else torch.compile(model, **kw)
+            out[label] = _cell(train_table.step_fn(run, batch, loss_fn, device, params),
+                               device)
+        except Exception as e:  # noqa: BLE001 - a failing column is a cell
+            out[label] = {"error": f"{type(e).__name__}: "
+                                   f"{str(e).splitlines()[0] if str(e) else ''}"}
+        print(json.dumps({label: {k: v for k, v in out[label].items() if k != "top"}}),
+              flush=True)
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="")
     ap.add_argument("--cases", default="")
+    ap.add_argument("--train-models", default="")
+    ap.add_argument("--device", default="cuda", help="cpu: training steps only, no kernels")
+    ap.add_argument("--size", choices=["gpu", "smoke"], default="gpu")
     ap.add_argument("--json", default="profile.json")
     ap.add_argument("--no-inductor", dest="inductor", action="store_false")
     args = ap.parse_args(argv)
-    settings = {"device": "cuda", "size": "gpu", "inductor": args.inductor}
-    result: dict[str, Any] = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-                              "items": {}}
+    settings = {"device": args.device, "size": args.size, "inductor": args.inductor}
+    gpu = torch.cuda.get_device_name() if args.device.startswith("cuda") else "none"
+    result: dict[str, Any] = {"gpu": gpu, "torch": torch.__version__, "items": {}}
     todo: list[tuple[str, Callable[[], tuple[Any, tuple[Any, ...]]]]] = []
 
     def model_maker(m: model_table.Model) -> Callable[[], tuple[Any, tuple[Any, ...]]]:
@@ -113,6 +158,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.cases:
         todo += [(c.name, functools.partial(c.make, "cuda", "gpu"))
                  for c in case_table.by_name([n for n in args.cases.split(",") if n])]
+    for entry in train_table.by_name([n for n in args.train_models.split(",") if n]) \
+            if args.train_models else []:
+        torch.manual_seed(0)
+        print(f"== train:{entry.name}", flush=True)
+        result["items"][f"train:{entry.name}"] = profile_train(entry, settings)
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
     for name, make in todo:
         torch.manual_seed(0)
         print(f"== {name}", flush=True)

@@ -21,6 +21,7 @@ shows it in the explorer (compiler/open_cmd.py). docs/own-run.md says how.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -48,6 +49,8 @@ def _parser() -> argparse.ArgumentParser:
     _common(b)
     b.add_argument("--no-replay", action="store_true",
                    help="do not repeat the bundle's source and capture events")
+    b.add_argument("--no-replay-source", action="store_true",
+                   help="repeat the bundle's capture event only (its source was streamed)")
     r = sub.add_parser("run", help="run your script, recording every torch.compile")
     r.add_argument("--trace-dir", default=None,
                    help="where to record (default: ks-trace/<script>-<time>)")
@@ -158,11 +161,14 @@ def _compile(args: argparse.Namespace) -> int:
     from kernelscope.compiler.pipeline import run_front, run_pipeline
 
     path = str(Path(args.file).resolve())
+    # Each captured graph is printed the moment Dynamo hands it over, mid-capture.
+    parts = _Printer(args)
     if not args.bundle:
-        return _print(run_pipeline(code, options, path), args)
+        return _print(run_pipeline(code, options, path, parts=parts), args, parts)
     if args.front_only:
-        return _print(run_front(code, options, args.bundle, path), args)
-    return _print(run_pipeline(code, options, path, bundle_path=args.bundle), args)
+        return _print(run_front(code, options, args.bundle, path, parts=parts), args, parts)
+    return _print(run_pipeline(code, options, path, bundle_path=args.bundle, parts=parts),
+                  args, parts)
 
 
 def _stages(args: argparse.Namespace) -> int:
@@ -172,7 +178,8 @@ def _stages(args: argparse.Namespace) -> int:
     options = _options(args)  # first: it sets the emulator's environment before torch loads
     from kernelscope.compiler.pipeline import run_back
 
-    return _print(run_back(args.bundle, options, replay=not args.no_replay), args)
+    return _print(run_back(args.bundle, options, replay=not args.no_replay,
+                           replay_source=not args.no_replay_source), args)
 
 
 def _options(args: argparse.Namespace, entry: str | None = None) -> Any:
@@ -191,15 +198,39 @@ def _options(args: argparse.Namespace, entry: str | None = None) -> Any:
     return CompileOptions.from_mapping(fields)
 
 
-def _print(events: Iterator[Any], args: argparse.Namespace) -> int:
-    ok = True
-    for event in events:
+class _Printer:
+    """Prints one event (NDJSON or text) to the output this process started with, through
+    its own copy of that file descriptor: an event printed while the snippet runs (a
+    captured graph) must not reach the pipe the snippet's fd 1 is redirected to."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.out: Any = sys.stdout
+        sys.stdout.flush()
+        try:
+            self.out = open(os.dup(sys.stdout.fileno()), "w", encoding="utf-8",  # noqa: SIM115
+                            buffering=1)
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+            pass  # a stdout without a descriptor (a test's capture) is not redirected
+
+    def __call__(self, event: Any) -> None:
+        args = self.args
         if args.stage and event.stage not in (args.stage, "error", "done"):
-            continue
+            return
         if args.json:
-            print(event.to_json(), flush=True)
+            text = event.to_json()
         else:
-            print(_text(event), flush=True)
+            text = _text(event)
+        self.out.write(text + "\n")
+        self.out.flush()
+
+
+def _print(events: Iterator[Any], args: argparse.Namespace,
+           printer: _Printer | None = None) -> int:
+    ok = True
+    printer = printer or _Printer(args)
+    for event in events:
+        printer(event)
         if event.stage == "done":
             ok = bool(event.data.get("ok"))
     return 0 if ok or args.json else 1

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kernelscope.compiler.event_types import PAYLOADS, EventOrigin
-from kernelscope.compiler.events import SCHEMA_VERSION, STAGES, TERMINAL
+from kernelscope.compiler.events import FOLLOW_UPS, PARTS, SCHEMA_VERSION, STAGES, TERMINAL
 
 
 def _type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
@@ -82,7 +82,7 @@ def json_schema() -> dict[str, Any]:
         "properties": {
             "schema": {"const": SCHEMA_VERSION},
             "seq": {"type": "integer", "minimum": 0},
-            "stage": {"enum": [*STAGES, *TERMINAL]},
+            "stage": {"enum": [*STAGES, *PARTS, *FOLLOW_UPS, *TERMINAL]},
             "ms": {"type": "number", "minimum": 0},
             "data": {"type": "object"},
             "origin": _type_schema(EventOrigin, defs),  # set by the server, absent elsewhere
@@ -92,6 +92,8 @@ def json_schema() -> dict[str, Any]:
                   for stage, ref in payload_refs.items()],
         "$defs": dict(sorted(defs.items())),
         "x-stages": list(STAGES),
+        "x-parts": list(PARTS),
+        "x-follow-ups": list(FOLLOW_UPS),
         "x-terminal": list(TERMINAL),
     }
 

@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from kernelscope.compiler.events import STAGES, TERMINAL
+from kernelscope.compiler.events import FOLLOW_UPS, PARTS, STAGES, TERMINAL
 
 GraphKind = Literal["forward", "backward", "inference"]
 ErrorKind = Literal["syntax", "entry", "exception", "unsupported", "bundle", "build",
@@ -501,6 +501,7 @@ class Profile:
     inductor_ms: float | None = None
     peak_gbps: float | None = None
     kernels: list[KernelTime] = field(default_factory=list)
+    # Older traces only: Inductor's time and code now come in the `inductor` event.
     inductor: InductorOutput | None = None
 
 
@@ -509,6 +510,7 @@ class InductorKernel:
     name: str
     language: str
     source: str
+    ms: float | None = None  # its median time per launch (the `inductor` event; None: untimed)
 
 
 @dataclass
@@ -518,6 +520,21 @@ class InductorOutput:
     code: list[str]
     kernels: list[InductorKernel]
     error: str | None = None
+
+
+# -- inductor (after profile, only with the `inductor` option) ----------------------------
+@dataclass
+class Inductor:
+    """TorchInductor on the same graphs, after our own result (compiler/runtime/inductor.py):
+    its output code and kernels, and, where timed, its time per call and per kernel."""
+
+    measured: bool
+    code: list[str]
+    kernels: list[InductorKernel]
+    error: str | None = None
+    reason: str | None = None  # why nothing was timed
+    device: str = ""
+    inductor_ms: float | None = None
 
 
 # -- error, done ---------------------------------------------------------------------------
@@ -568,6 +585,7 @@ def to_json(value: Any) -> Any:
 PAYLOADS: dict[str, type] = {
     "source": Source, "capture": Capture, "lowering": Lowering, "scheduling": Scheduling,
     "memory": Memory, "codegen": Codegen, "compile": Compile, "run": Run,
-    "profile": Profile, "error": Error, "done": JobDone,
+    "profile": Profile, "capture_graph": CaptureGraph, "inductor": Inductor,
+    "error": Error, "done": JobDone,
 }
-assert tuple(PAYLOADS) == STAGES + TERMINAL
+assert tuple(PAYLOADS) == STAGES + PARTS + FOLLOW_UPS + TERMINAL

@@ -2,7 +2,7 @@
 
     front half (runs the snippet):  source -> capture            => capture bundle (a file)
     back half (our code only):      lowering -> scheduling -> memory -> codegen -> compile
-                                    -> run -> profile -> done
+                                    -> run -> profile [-> inductor] -> done
 
 `run_front` runs the snippet, captures its ATen graphs and writes them with their inputs
 to a bundle (compiler/capture/bundle.py); `run_back` reads a bundle, checks it, rebuilds
@@ -66,7 +66,7 @@ from kernelscope.compiler.devices import is_gpu
 from kernelscope.compiler.events import StageEvent
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.runtime.cache import cache_root
-from kernelscope.compiler.runtime.profile import profile
+from kernelscope.compiler.runtime.profile import inductor_profile, profile
 from kernelscope.compiler.runtime.timing import KernelLaunchError
 from kernelscope.compiler.snippet import SnippetError, captured_stdout, user_line_of, write_snippet
 
@@ -138,13 +138,16 @@ def _replayed_source(events: dict[str, Any], options: CompileOptions) -> dict[st
 
 # -- front half ----------------------------------------------------------------------------
 def run_front(code: str, options: CompileOptions, bundle_path: str | Path,
-              filename: str | None = None, _seq: _Seq | None = None
-              ) -> Iterator[StageEvent]:
+              filename: str | None = None, _seq: _Seq | None = None,
+              parts: Callable[[StageEvent], None] | None = None) -> Iterator[StageEvent]:
     """Run the snippet (`source`, `capture`) and write the capture bundle.
 
-    Yields `source` and `capture` (or `error` then `done`). The bundle is written in every
-    case where this function returns: after a failure it holds the error, so the back half
-    can report it. `filename` is where the snippet is (or is written) for line numbers.
+    Yields `source`, one `capture_graph` per graph, and `capture` (or `error` then `done`).
+    The bundle is written in every case where this function returns: after a failure it
+    holds the error, so the back half can report it. `filename` is where the snippet is
+    (or is written) for line numbers. `parts`, if given, receives each `capture_graph`
+    event the moment its graph is captured (in the middle of the snippet's call, so a
+    stream can show it while Dynamo goes on); without it they are yielded before `capture`.
     Call it from the main thread of a process of its own (a worker): while the snippet
     runs, file descriptor 1 is a pipe, and a flood of output interrupts the main thread.
     """
@@ -154,7 +157,19 @@ def run_front(code: str, options: CompileOptions, bundle_path: str | Path,
         path.write_text(code)
     run = FrontRun(code, options, path)
     seq = _Seq() if _seq is None else _seq
-    for name, fn in (("source", source_stage), ("capture", capture_stage)):
+    held: list[StageEvent] = []  # the parts, when nobody takes them as they come
+    start = time.perf_counter()
+
+    def part(graph: ev.CaptureGraph) -> None:
+        event = seq.event("capture_graph", (time.perf_counter() - start) * 1000, graph)
+        if parts is None:
+            held.append(event)
+        else:
+            parts(event)
+
+    stages: tuple[tuple[str, Callable[[FrontRun], dict[str, Any]]], ...] = (
+        ("source", source_stage), ("capture", lambda r: capture_stage(r, part)))
+    for name, fn in stages:
         start = time.perf_counter()
         try:
             # The snippet's prints (Python or fd 1) are data: they never reach our output.
@@ -164,11 +179,14 @@ def run_front(code: str, options: CompileOptions, bundle_path: str | Path,
             err = _error_data(name, e, path)
             run.events["error"] = {"ms": 0.0, "data": ev.to_json(err)}
             write_front_bundle(run, bundle_path)
+            yield from held
             yield from _fail(seq, err)
             return
         payload = _front_payload(name, data, options, printed())
         ms = (time.perf_counter() - start) * 1000
         run.events[name] = {"ms": ms, "data": ev.to_json(payload)}
+        yield from held
+        held.clear()
         yield seq.event(name, ms, payload)
     try:
         write_front_bundle(run, bundle_path)
@@ -199,13 +217,15 @@ class _BackRun:
 
 
 def run_back(bundle_path: str | Path, options: CompileOptions, replay: bool = True,
-             isolated: bool = True, _seq: _Seq | None = None) -> Iterator[StageEvent]:
+             isolated: bool = True, _seq: _Seq | None = None, replay_source: bool = True
+             ) -> Iterator[StageEvent]:
     """Read a capture bundle and run every stage after capture on its graphs.
 
-    With `replay`, first yields the front half's `source` and `capture` events from the
-    bundle (their data marked `"origin": "snippet"`; capture's graphs are re-rendered from
-    the rebuilt graphs). `isolated` goes into `done`: true when this process never ran
-    the snippet (the caller knows; run_pipeline says false).
+    With `replay`, first yields the front half's `source` (unless not `replay_source`: a
+    server that streamed the front's own) and `capture` events from the bundle (their data
+    marked `"origin": "snippet"`; capture's graphs are re-rendered from the rebuilt graphs).
+    `isolated` goes into `done`: true when this process never ran the snippet (the caller
+    knows; run_pipeline says false).
     """
     seq = _Seq() if _seq is None else _seq
     try:
@@ -215,7 +235,7 @@ def run_back(bundle_path: str | Path, options: CompileOptions, replay: bool = Tr
         return
     events = bundle.events
     if "error" in events:
-        if replay and "source" in events:
+        if replay and replay_source and "source" in events:
             yield seq.event("source", events["source"]["ms"], _replayed_source(events, options))
         yield from _fail(seq, events["error"]["data"], isolated=isolated)
         return
@@ -228,14 +248,17 @@ def run_back(bundle_path: str | Path, options: CompileOptions, replay: bool = Tr
             return
     code_lines = _code_lines(bundle)
     if replay:
-        yield seq.event("source", events["source"]["ms"], _replayed_source(events, options))
+        if replay_source:
+            yield seq.event("source", events["source"]["ms"],
+                            _replayed_source(events, options))
         capture = dict(events["capture"]["data"])
         capture["graphs"] = [  # as captured (a dynamic graph with its symbolic sizes)
             {**graph_json(gm, g.id, node_lines(gm, bundle.snippet_path), code_lines),
              "kind": g.kind, "dynamo_graph": g.dynamo_graph, "compile_id": g.compile_id}
             for g, gm, _ in run.graphs]
         yield seq.event("capture", events["capture"]["ms"], capture)
-    for name, fn in BACK_STAGES:
+    later = FOLLOW_UP_STAGES if options.inductor else ()
+    for name, fn in (*BACK_STAGES, *later):
         start = time.perf_counter()
         try:
             # Our own code only: anything it prints goes to stderr, never into the stream.
@@ -249,16 +272,18 @@ def run_back(bundle_path: str | Path, options: CompileOptions, replay: bool = Tr
 
 
 def run_pipeline(code: str, options: CompileOptions, filename: str | None = None,
-                 bundle_path: str | Path | None = None) -> Iterator[StageEvent]:
+                 bundle_path: str | Path | None = None,
+                 parts: Callable[[StageEvent], None] | None = None) -> Iterator[StageEvent]:
     """Both halves in this process, through a bundle file (the CLI and the tests).
 
-    The bundle is written to `bundle_path` if given, else to a temporary file.
+    The bundle is written to `bundle_path` if given, else to a temporary file; `parts` as
+    in `run_front`.
     """
     seq = _Seq()
     with tempfile.TemporaryDirectory(prefix="kernelscope-") as tmp:
         bundle = Path(bundle_path) if bundle_path else Path(tmp) / "capture.ksb"
         failed = False
-        for ev in run_front(code, options, bundle, filename, _seq=seq):
+        for ev in run_front(code, options, bundle, filename, _seq=seq, parts=parts):
             failed = failed or ev.stage == "error"
             yield ev
         if not failed:
@@ -390,15 +415,26 @@ def _profile(run: _BackRun) -> ev.Profile:
                 plan = step.plan
                 kernel_bytes[step.name] = sum(plan.buffers[b].layout.nbytes()
                                               for b in plan.inputs + plan.stores)
+    eager = _each([w.gm for w in run.works], run)
+    ours = _each([_compiled(w) for w in run.works], run)
+    return ev.Profile(**profile(eager, ours, [_compiled(w) for w in run.works], run.options,
+                                kernel_bytes))
 
-    def inductor() -> Callable[[], None]:
+
+def _inductor(run: _BackRun) -> ev.Inductor:
+    """TorchInductor on the same graphs, once our result has streamed. Its failure is a
+    result to show in this event, never the job's error."""
+    def build() -> Callable[[], None]:
         torch._dynamo.reset()
         return _each([torch.compile(w.gm, backend="inductor") for w in run.works], run)
 
-    eager = _each([w.gm for w in run.works], run)
-    ours = _each([_compiled(w) for w in run.works], run)
-    return ev.Profile(**profile(eager, ours, inductor, [_compiled(w) for w in run.works],
-                                run.options, kernel_bytes))
+    try:
+        data = inductor_profile(build, run.options)
+    except Exception as e:  # e.g. timing a kernel Inductor made
+        data = {"measured": False, "code": [], "kernels": [], "reason": "TorchInductor failed",
+                "error": f"{type(e).__name__}: {e}"[:2000]}
+    kernels = [ev.InductorKernel(**k) for k in data.pop("kernels")]
+    return ev.Inductor(**data, kernels=kernels)
 
 
 BACK_STAGES: tuple[tuple[str, Callable[[_BackRun], Any]], ...] = (
@@ -406,4 +442,8 @@ BACK_STAGES: tuple[tuple[str, Callable[[_BackRun], Any]], ...] = (
     ("scheduling", _per_graph(schedule_stage, ev.Scheduling)),
     ("memory", _memory), ("codegen", _per_graph(codegen_stage, ev.Codegen)),
     ("compile", _compile), ("run", _run_stage), ("profile", _profile),
+)
+# After our own result, only when asked for (`options.inductor`): docs/events.md.
+FOLLOW_UP_STAGES: tuple[tuple[str, Callable[[_BackRun], Any]], ...] = (
+    ("inductor", _inductor),
 )

@@ -138,6 +138,14 @@ def _profile(d: ev.Profile) -> list[str]:
     return out
 
 
+def _inductor(d: ev.Inductor) -> list[str]:
+    if d.error:
+        return [f"TorchInductor failed: {d.error}"]
+    total = (f"inductor {d.inductor_ms} ms on {d.device}" if d.measured
+             else f"not measured: {d.reason}")
+    return [total] + [f"  {k.name} ({k.language}): {k.ms} ms" for k in d.kernels]
+
+
 def _error(d: ev.Error) -> list[str]:
     where = f" at line {d.line}" if d.line else ""
     return [f"{d.kind} error in stage {d.stage}{where}: {d.message}"]
@@ -153,6 +161,7 @@ RENDER: dict[type, Callable[[Any], list[str]]] = {
     ev.Scheduling: _per_graph(_scheduling_graph), ev.Memory: _per_graph(_memory_graph),
     ev.Codegen: _per_graph(_codegen_graph), ev.Compile: _per_graph(_compile_graph),
     ev.Run: _run, ev.Profile: _profile, ev.Error: _error, ev.JobDone: _done,
+    ev.CaptureGraph: _capture_graph, ev.Inductor: _inductor,
 }
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 from kernelscope.compiler import __version__
 from kernelscope.compiler.codegen import targets
+from kernelscope.compiler.devices import CPU
 from kernelscope.compiler.event_check import event_errors
 from kernelscope.compiler.events import SCHEMA_VERSION
 
@@ -256,7 +257,7 @@ def _source(first: dict[str, Any], options: dict[str, Any], main: str | None,
             code: str) -> dict[str, Any]:
     """The `source` payload: the file the graphs point into, the first compile's options
     and the versions that recorded it."""
-    device = _text(options.get("device"), 20) or "cpu"
+    device = _text(options.get("device"), 20) or CPU
     try:
         target = targets.resolve(str(options.get("backend", targets.AUTO)), device)
         backend, label, emulated = target.name, target.label, target.emulated_on(device)
@@ -345,28 +346,3 @@ def _run_notices(run: dict[str, Any] | None) -> list[str]:
                            f"and was compiled by Kernelscope instead{dropped}")
     return notices
 
-
-def main() -> int:
-    """`python -m kernelscope.compiler.trace_open`: stdin `{"files": [{"name", "text"}]}`,
-    stdout the opened trace `{"code", "options", "events", "notices"}` or `{"refused":
-    reason}`. The server opens uploads in this child process (server/uploads.py), so the
-    checking, which takes about a second per MiB, never holds the web tier."""
-    import sys
-
-    try:
-        body = json.loads(sys.stdin.buffer.read())
-        files = [(str(f["name"]), str(f["text"]).encode("utf-8")) for f in body["files"]]
-        opened = open_files(files)
-    except TraceRefused as e:
-        answer: dict[str, Any] = {"refused": str(e)}
-    except (ValueError, KeyError, TypeError, RecursionError) as e:
-        answer = {"refused": f"not a list of trace files ({type(e).__name__})"}
-    else:
-        answer = {"code": opened.code, "options": opened.options, "events": opened.events,
-                  "notices": opened.notices}
-    sys.stdout.write(json.dumps(answer))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

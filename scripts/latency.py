@@ -3,6 +3,7 @@
     PYTHONPATH=$PWD python scripts/latency.py [--runs 7] [--sample add_relu] [--pool 2]
                                               [--device cpu|cuda] [--backend cpp|triton]
                                               [--back-to-back] [--server URL] [--log FILE]
+                                              [--inductor]
 
 Starts `kernelscope serve` (gunicorn, the real compiler CLI, the sandbox, a temporary
 database) on a free loopback port, waits until its warm workers are ready, then posts the
@@ -86,6 +87,7 @@ def one_run(host: str, port: int, code: str, options: dict[str, Any]) -> dict[st
     first = done = None
     last: dict[str, Any] = {}
     stages: dict[str, float] = {}
+    at: dict[str, float] = {}  # seconds from the POST to the first event of each stage
     while True:
         line = stream.fp.readline()
         if not line:
@@ -95,17 +97,22 @@ def one_run(host: str, port: int, code: str, options: dict[str, Any]) -> dict[st
             now = time.perf_counter() - start
             first = now if first is None else first
             stages[event["stage"]] = round(event["ms"], 1)
+            at.setdefault(event["stage"], round(now, 3))
             if event["stage"] == "done":
                 done, last = now, event["data"]
                 break
     conn.close()
+    graphs = [at[s] for s in ("capture_graph", "capture") if s in at]
     return {
         "first_s": first,
+        "source_s": at.get("source"),
+        "first_graph_s": min(graphs) if graphs else None,
         "done_s": done,
         "ok": last.get("ok"),
         "wall_ms": last.get("wall_ms"),
         "stages_ms": last.get("stages_ms"),
         "stages": stages,
+        "at": at,
         "trace_id": last.get("trace_id"),
     }
 
@@ -144,6 +151,8 @@ def main() -> int:
     p.add_argument("--inductor-cold", action="store_true",
                    help="also time Inductor's cold compile of the sample (fresh process)")
     p.add_argument("--pool", type=int, default=2, help="warm workers (0: cold)")
+    p.add_argument("--inductor", action="store_true",
+                   help="compare with TorchInductor (its event comes after `profile`: see `at`)")
     p.add_argument("--back-to-back", action="store_true")
     p.add_argument("--server", help="measure this running server instead of starting one")
     p.add_argument(
@@ -154,7 +163,7 @@ def main() -> int:
     )
     args = p.parse_args()
     code = (REPO / "samples" / f"{args.sample}.py").read_text()
-    options = {"device": args.device, "backend": args.backend}
+    options = {"device": args.device, "backend": args.backend, "inductor": args.inductor}
     proc = None
     if args.server:
         base = args.server.rstrip("/")
@@ -193,9 +202,11 @@ def main() -> int:
             if not runs:
                 continue
             med = {k: statistics.median(float(r[k] or 0) for r in runs)
-                   for k in ("first_s", "done_s", "wall_ms", "stages_ms")}
+                   for k in ("first_s", "source_s", "first_graph_s", "done_s", "wall_ms",
+                             "stages_ms")}
             print(
                 f"median over {len(runs)} runs{label}: first stage {med['first_s']:.3f} s, "
+                f"source {med['source_s']:.3f} s, first graph {med['first_graph_s']:.3f} s, "
                 f"done {med['done_s']:.3f} s (server wall {med['wall_ms']:.0f} ms, "
                 f"stage sum {med['stages_ms']:.0f} ms); all ok: {all(r['ok'] for r in runs)}"
             )

@@ -11,7 +11,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request
 
 from kernelscope.compiler.event_schema import json_schema
-from kernelscope.compiler.events import SCHEMA_VERSION, STAGES, TERMINAL
+from kernelscope.compiler.events import FOLLOW_UPS, PARTS, SCHEMA_VERSION, STAGES, TERMINAL
 from kernelscope.server import highlight as hl
 from kernelscope.server import info
 from kernelscope.server.errors import ApiError
@@ -156,8 +156,9 @@ def trace(trace_id: str) -> Response:
 @bp.get("/schema")
 def schema() -> Response:
     """The event contract: stage names, schema version and the JSON Schema of an event."""
-    return jsonify({"version": SCHEMA_VERSION, "stages": list(STAGES),
-                    "terminal": list(TERMINAL), "schema": json_schema()})
+    return jsonify({"version": SCHEMA_VERSION, "stages": list(STAGES), "parts": list(PARTS),
+                    "follow_ups": list(FOLLOW_UPS), "terminal": list(TERMINAL),
+                    "schema": json_schema()})
 
 
 @bp.get("/samples")

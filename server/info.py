@@ -17,6 +17,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from kernelscope.compiler.devices import CPU, CUDA
+
 PACKAGES = ("torch", "triton", "flask", "pygments", "kernelscope")
 
 
@@ -70,8 +72,8 @@ def _int(text: str) -> int | None:
 def devices() -> dict[str, Any]:
     found = gpus()
     return {
-        "cpu": {"name": platform.processor() or platform.machine()},
-        "cuda": bool(found),
+        CPU: {"name": platform.processor() or platform.machine()},
+        CUDA: bool(found),
         "gpus": found,
         "gpu": found[0]["name"] if found else None,
     }

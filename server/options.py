@@ -16,13 +16,14 @@ from functools import lru_cache
 from typing import Any
 
 from kernelscope.compiler.codegen import targets
+from kernelscope.compiler.devices import CPU, DEVICES
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.server.errors import ApiError
 
 # Fields a request may not set: where the worker caches (or writes a run's trace), which
 # entry the server resolves, and free-form extras.
 SERVER_ONLY = frozenset({"cache_dir", "trace_dir", "entry", "extra"})
-CHOICES: dict[str, tuple[str, ...]] = {"device": ("cpu", "cuda"),
+CHOICES: dict[str, tuple[str, ...]] = {"device": DEVICES,
                                        "backend": tuple(targets.choices())}
 # What the UI shows for a choice, where that is not the value itself.
 LABELS: dict[str, dict[str, str]] = {"backend": targets.labels()}
@@ -78,7 +79,7 @@ def parse_options(raw: Any) -> dict[str, Any]:
     opts: dict[str, Any] = {}
     for name, value in raw.items():
         opts[name] = _check(fields[name], value)
-    opts.setdefault("device", "cpu")
+    opts.setdefault("device", CPU)
     opts.setdefault("backend", targets.AUTO)
     opts.setdefault("fusion", True)
     opts.setdefault("inductor", False)

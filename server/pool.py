@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from kernelscope.compiler.codegen import targets
+from kernelscope.compiler.devices import CPU
 from kernelscope.server.cgroups import JobCgroup
 from kernelscope.server.sandbox import INNER_SCRATCH, event_channel, make_launch
 from kernelscope.server.scratch import JobDir
@@ -54,7 +55,7 @@ def emulator_env_for(options: dict[str, Any]) -> dict[str, str]:
     when the backend runs emulated on the job's device (it must be on before the
     backend's runtime loads), else nothing."""
     return targets.emulator_env(options.get("backend", targets.AUTO),
-                                options.get("device", "cpu"))
+                                options.get("device", CPU))
 
 
 @dataclass
@@ -142,7 +143,7 @@ class WarmPool:
         # Without a GPU every job that runs an emulated backend (Triton) needs its emulator,
         # and the others do not care, so warm workers start with it on; on a GPU host off.
         self.interpret = (not host_has_gpu()) if interpret is None else interpret
-        self.env = targets.emulation_env("cpu") if self.interpret else {}
+        self.env = targets.emulation_env(CPU) if self.interpret else {}
         self.prefix = pool_prefix(settings.command)
         self.workers: list[WarmWorker] = []
         self._cond = threading.Condition()

@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernelscope.compiler.devices import is_gpu
+
 log = logging.getLogger(__name__)
 ENTRY = re.compile(r"^[A-Za-z0-9_\-]{16,128}$")  # Triton's cache keys (base32 hashes)
 FILE = re.compile(r"^[\w.\-]{1,160}$")
@@ -43,7 +45,7 @@ def wants_prebuild(inputs_text: str) -> bool:
     except ValueError:
         return False
     return isinstance(specs, list) and any(
-        isinstance(s, dict) and s.get("device") == "cuda" for s in specs)
+        isinstance(s, dict) and is_gpu(str(s.get("device"))) for s in specs)
 
 
 def prebuild(kcache: Any, key: str, wrapper: str, inputs: str) -> int:

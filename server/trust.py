@@ -8,12 +8,15 @@ half produces, the capture bundle included: its `source`, its `capture`, its `er
 The back half (a process that never ran the snippet) replays those from the bundle, and
 a label inside the data proves nothing. So the server decides by stage, never by label:
 
-- `source` and `capture` are the snippet's, always; so is an `error` the back half sends
-  before it has reported a stage of its own (it can only be about the bundle: a replayed
-  error, or a bundle the back half refused);
+- `source`, `capture_graph` and `capture` are the snippet's, always; so is an `error` the
+  back half sends before it has reported a stage of its own (it can only be about the
+  bundle: a replayed error, or a bundle the back half refused);
 - everything the back half reports from `lowering` on is the compiler's;
-- `source.code` is re-derived from the submitted code, and the options and versions the
-  back half states there are its own (compiler/pipeline.py `_replayed_source`);
+- `source.code` is re-derived from the submitted code. A split job streams the front's own
+  `source` (so it is on screen before capture ends): its options, backend and versions
+  are the front process's words, like the rest of it; where the front sent none, the back
+  half replays one and states those there itself (compiler/pipeline.py
+  `_replayed_source`);
 - snippet-made payloads are conformed to the generated event types (compiler/
   event_types.py, the model behind docs/events.schema.json): keys the type does not list
   are dropped, values of the wrong type dropped, strings and lists capped. So a snippet
@@ -31,7 +34,8 @@ from typing import Any, Literal
 from kernelscope.compiler.event_types import PAYLOADS
 from kernelscope.server.jobs import JobRequest
 
-SNIPPET_STAGES = ("source", "capture")
+SNIPPET_STAGES = ("source", "capture_graph", "capture")
+LABELLED = ("source", "capture")  # payloads that say `"origin": "snippet"` themselves
 STRING_CAP = 64 * 1024  # characters of one string a snippet-made payload may hold
 CODE_CAP = 256 * 1024  # ... for a graph's code (the FX code of a large model is long)
 LIST_CAP = 20000  # items of one list
@@ -60,7 +64,7 @@ def conform_payload(stage: str, data: dict[str, Any], request: JobRequest) -> di
     result = conform_data(stage, data)
     if stage == "source":
         result["code"] = request.code  # what was submitted, not what the snippet says
-    if stage in SNIPPET_STAGES:
+    if stage in LABELLED:
         result["origin"] = "snippet"
     return result
 

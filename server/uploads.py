@@ -12,7 +12,7 @@ Dynamo made of it) are then conformed to their event types as a job's are
 (server/trust.py), and every event says it came from the recording process (`origin:
 snippet`, `done.isolated` false). Bodies over `UPLOAD_LIMIT_MB` answer 413 before they
 are read. Checking takes about a second of CPU per MiB, so the server does it in a child
-process (`python -m kernelscope.compiler.trace_open`) with a wall clock, CPU and memory
+process (`python -m kernelscope.server.upload_child`) with a wall clock, CPU and memory
 limit, `UPLOAD_SLOTS` at a time (503 beyond): the web tier, whose streams share one
 process, only waits. Nothing stored before is touched: the store only ever inserts.
 """
@@ -41,7 +41,7 @@ from kernelscope.server.trust import SNIPPET_STAGES, conform_data
 bp = Blueprint("uploads", __name__, url_prefix="/api")
 MAX_NAME = 255
 SLOT = "kernelscope.upload_slots"
-OPENER = [sys.executable, "-m", "kernelscope.compiler.trace_open"]
+OPENER = [sys.executable, "-m", "kernelscope.server.upload_child"]
 
 
 @bp.record_once
@@ -53,11 +53,12 @@ def _slots(setup: BlueprintSetupState) -> None:
 def store_files(store: Store, files: list[tuple[str, bytes]]) -> tuple[str, Opened]:
     """Open the files as one trace (in this process: `kernelscope open`) and store it;
     TraceRefused says why not."""
-    return store_opened(store, open_files(files))
+    opened = conformed(open_files(files))
+    return store.put(opened.code, opened.options, opened.events, True), opened
 
 
-def store_opened(store: Store, opened: Opened) -> tuple[str, Opened]:
-    """Store an opened trace, its `source` and `capture` conformed as a job's are."""
+def conformed(opened: Opened) -> Opened:
+    """The trace with its `source` and `capture` conformed as a job's are."""
     events = []
     for event in opened.events:
         if event["stage"] in SNIPPET_STAGES:
@@ -66,8 +67,7 @@ def store_opened(store: Store, opened: Opened) -> tuple[str, Opened]:
                 data["code"] = opened.code  # capped by trace_open, not by a string cap
             event = {**event, "data": data}
         events.append(event)
-    ident = store.put(opened.code, opened.options, events, True)
-    return ident, opened
+    return Opened(opened.code, opened.options, events, opened.notices)
 
 
 def _limits(cpu_s: int, memory_mb: int) -> Callable[[], None]:
@@ -80,8 +80,8 @@ def _limits(cpu_s: int, memory_mb: int) -> Callable[[], None]:
 
 
 def open_in_child(raw: bytes, timeout_s: float, memory_mb: int, repo_dir: str) -> Opened:
-    """compiler/trace_open.py's main on the request body, in a child process (started in
-    the checkout, whose kernelscope/ comes first on its path: nothing else can shadow it)."""
+    """server/upload_child.py on the request body, in a child process (started in the checkout,
+    whose kernelscope/ comes first on its path: nothing else can shadow it)."""
     try:
         done = subprocess.run(OPENER, input=raw, capture_output=True, timeout=timeout_s,
                               cwd=repo_dir,
@@ -138,7 +138,8 @@ def upload() -> tuple[Response, int]:
         opened = open_in_child(raw, float(current_app.config["UPLOAD_TIMEOUT_S"]),
                                int(current_app.config["UPLOAD_MEMORY_MB"]),
                                str(current_app.config["REPO_DIR"]))
-        ident, _ = store_opened(app_state().store, opened)
+        store = app_state().store
+        ident = store.put(opened.code, opened.options, opened.events, True)
     except TraceRefused as exc:
         raise ApiError(f"cannot open this trace: {exc}") from None
     finally:
@@ -146,3 +147,4 @@ def upload() -> tuple[Response, int]:
     graphs = len(opened.events[1]["data"]["graphs"])
     return jsonify({"id": ident, "url": f"/t/{ident}", "graphs": graphs,
                     "notices": opened.notices}), 201
+

@@ -28,6 +28,8 @@ import sys
 import tempfile
 import traceback
 
+from kernelscope.compiler.devices import CPU, CUDA
+
 READY = b'{"warm": "ready"}\n'
 
 WARMUP_SNIPPET = '''import torch
@@ -47,7 +49,7 @@ def warmup_devices() -> list[str]:
     context, Triton's driver and compiler are then set up before the job, not in it)."""
     import torch
 
-    return ["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"]
+    return [CPU, CUDA] if torch.cuda.is_available() else [CPU]
 
 
 def warm_up() -> None:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from kernelscope.compiler.events import PARTS
 from kernelscope.server.cgroups import JobCgroup
 from kernelscope.server.jobs import SCHEMA_VERSION, Job
 from kernelscope.server.kcache import KernelCache
@@ -79,7 +80,11 @@ class WorkerSettings:
 
 
 BUNDLE = "capture.ksb"
-FRONT_STAGES = ("source", "capture", "error")
+FRONT_STAGES = ("source", "capture_graph", "capture", "error")
+# What a split front says that is published the moment it arrives (the snippet's words,
+# conformed): `source`, and each graph as Dynamo captures it. The back half then replays
+# only `capture` (the graphs re-rendered from the bundle it compiles).
+LIVE_FRONT = ("source", "capture_graph")
 
 
 def _option_flags(job: Job) -> list[str]:
@@ -105,10 +110,13 @@ def front_argv(settings: WorkerSettings, job: Job, scratch: str, split: bool) ->
     return argv
 
 
-def back_argv(settings: WorkerSettings, job: Job, scratch: str) -> list[str]:
-    """The back half on the bundle; options from the request, never from the bundle."""
+def back_argv(settings: WorkerSettings, job: Job, scratch: str, replay_source: bool = True
+              ) -> list[str]:
+    """The back half on the bundle; options from the request, never from the bundle.
+    `replay_source` false: the front's `source` was streamed already."""
     assert settings.back_command is not None
-    return [*settings.back_command, f"{scratch}/{BUNDLE}", *_option_flags(job)]
+    flags = [] if replay_source else ["--no-replay-source"]
+    return [*settings.back_command, f"{scratch}/{BUNDLE}", *_option_flags(job), *flags]
 
 
 ENTRY_SCRIPT = Path(__file__).with_name("worker_entry.py")
@@ -169,22 +177,25 @@ def run_job(
             kcache.link_into(jobdir.phase(compiles))
         front = run_phase(job, settings, jobdir, "front",
                           lambda v: front_argv(settings, job, v, split=split), None, group,
-                          publish=not split, warm=warm)
+                          publish=not split, warm=warm, live=LIVE_FRONT if split else ())
         if not split:
             conclude(job, store, front, settings, group, stdout=front.stdout)
         elif front.outcome.reason is None and "error" in front.stages:
             # The snippet's own failure (a syntax error, an exception): nothing to compile,
             # and a failure is all the front can claim, labelled as the snippet's words.
             for stage, data, ms in front.said:
-                job.publish(stage, conform_payload(stage, data, job.request), ms,
-                            origin="snippet")
+                if stage not in LIVE_FRONT:  # those were published as they came
+                    job.publish(stage, conform_payload(stage, data, job.request), ms,
+                                origin="snippet")
                 if stage == "error":
                     break
             finish(job, store, {"ok": False}, front.stdout, "snippet")
         elif front.outcome.reason is None and take_bundle(jobdir, iso, limits):
+            streamed = "source" in front.stages
             back = run_phase(job, settings, jobdir, "back",
-                             lambda v: back_argv(settings, job, v), front.deadline, group,
-                             publish=True, warm=warm.back if warm is not None else None)
+                             lambda v: back_argv(settings, job, v, not streamed),
+                             front.deadline, group, publish=True,
+                             warm=warm.back if warm is not None else None)
             conclude(job, store, back, settings, group, stdout=front.stdout)
         else:
             conclude(job, store, front, settings, group, stdout=front.stdout)
@@ -226,6 +237,7 @@ def run_phase(
     group: JobCgroup | None,
     publish: bool,
     warm: WarmWorker | None = None,
+    live: tuple[str, ...] = (),
 ) -> Phase:
     """Run one sandboxed process (started now, or the warm one given), relay its event
     channel, stop it, and say how it ended. `deadline` None: the wall clock starts when the
@@ -234,7 +246,8 @@ def run_phase(
     `publish`: its events go into the job, with the origin their stage gives them
     (server/trust.py): everything from the front or a whole pipeline is the snippet's;
     the back half's own stages are the compiler's, what it replays from the bundle is the
-    snippet's, conformed to the event types.
+    snippet's, conformed to the event types. `live`: stages of a process that does not
+    publish that are published all the same, as they arrive (a split front's LIVE_FRONT).
     """
     iso, limits = settings.isolation, settings.limits
     scratch = jobdir.phase(name)
@@ -244,10 +257,13 @@ def run_phase(
     by_stage = StageOrigin()
 
     def sink(stage: str, data: dict[str, Any], ms: float) -> None:
+        # A front's one `source`, then its graphs: a second source (or a graph before the
+        # first) is a line the snippet wrote itself, and stays out of the stream.
+        streams = stage in live and ("source" in stages) == (stage != "source")
         if publish or stage in FRONT_STAGES:  # what else a front says is the snippet's
             stages.append(stage)
             said.append((stage, data, ms))
-        if publish:
+        if publish or streams:
             origin = by_stage.origin(stage) if trusted else "snippet"
             if stage in FRONT_STAGES:
                 data = conform_payload(stage, data, job.request)
@@ -464,7 +480,8 @@ def finish(
 def timing(job: Job) -> dict[str, float]:
     """Wall time from the request to `done` (what the user waited) next to the sum of the
     stage times the compiler reported (what it spent compiling)."""
-    stages = sum(float(e.get("ms") or 0.0) for e in job.events)
+    # A captured graph's `ms` is time within `capture`, already counted there.
+    stages = sum(float(e.get("ms") or 0.0) for e in job.events if e["stage"] not in PARTS)
     return {"wall_ms": round((time.time() - job.created) * 1000, 1), "stages_ms": round(stages, 1)}
 
 

@@ -8,7 +8,7 @@ compiling backend that torch.compile uses is `kernelscope.compiler.compile_fx.ma
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +44,9 @@ class Recorder:
     graphs: list[CapturedGraph] = field(default_factory=list)
     dynamo_graphs: int = 0
     breaks: list[Any] = field(default_factory=list)  # Dynamo's GraphCompileReason per break
+    # Told of each graph (and its index) as AOTAutograd hands it over, before the snippet's
+    # call goes on: the `capture_graph` events stream from here.
+    on_graph: Callable[[CapturedGraph, int], None] | None = None
 
     def backend(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         dynamo_graph = self.dynamo_graphs
@@ -66,6 +69,8 @@ class Recorder:
                 captured = CapturedGraph(gm, list(example_inputs), kind, dynamo_graph,
                                          compile_id=cid)
                 self.graphs.append(captured)
+                if self.on_graph is not None:
+                    self.on_graph(captured, len(self.graphs) - 1)
 
                 @torch._disable_dynamo  # type: ignore[misc]
                 def run(args: list[Any]) -> Any:

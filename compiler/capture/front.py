@@ -10,6 +10,7 @@ output.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -85,15 +86,21 @@ def source_stage(run: FrontRun) -> dict[str, Any]:
             "device": opts.device, "options": opts.to_json()}
 
 
-def capture_stage(run: FrontRun) -> dict[str, Any]:
+def capture_stage(run: FrontRun, on_graph: Callable[[ev.CaptureGraph], None] | None = None
+                  ) -> dict[str, Any]:
     """Each of the snippet's calls of its compiled function again, through Dynamo with the
     recording backend, under the grad mode the snippet called it with; where the snippet
     ran backward through a call's result, the same backward (with the gradients it
-    brought) runs here too, so AOTAutograd compiles the backward graph."""
+    brought) runs here too, so AOTAutograd compiles the backward graph.
+
+    `on_graph` is handed each graph as soon as it is captured (while Dynamo goes on)."""
     entry = run.entry
     assert entry is not None
     torch._dynamo.reset()
+    code_lines = run.code.splitlines()
     recorder = Recorder()
+    if on_graph is not None:
+        recorder.on_graph = lambda g, i: on_graph(_graph_payload(g, i, run.path, code_lines))
     log = GuardLog(str(run.path))
     compiled = torch._dynamo.optimize(recorder.backend, guard_fail_fn=log.fail)(entry.fn)
     for i, call in enumerate(entry.calls or [Call(entry.inputs, entry.kwargs, True)]):
@@ -113,15 +120,16 @@ def capture_stage(run: FrontRun) -> dict[str, Any]:
         log.after_call(i, call)
     torch._dynamo.reset()
     run.graphs = recorder.graphs
-    code_lines = run.code.splitlines()
-    graphs = []
-    for i, g in enumerate(recorder.graphs):
-        info = graph_json(g.gm, i, node_lines(g.gm, str(run.path)), code_lines)
-        graphs.append(ev.CaptureGraph(**info, kind=cast(ev.GraphKind, g.kind),
-                                      dynamo_graph=g.dynamo_graph,
-                                      compile_id=g.compile_id))
+    graphs = [_graph_payload(g, i, run.path, code_lines) for i, g in enumerate(recorder.graphs)]
     return {"graphs": graphs, "graph_breaks": [_break(r, run.path) for r in recorder.breaks],
             "dynamo_graphs": recorder.dynamo_graphs, "compiles": log.compiles}
+
+
+def _graph_payload(g: CapturedGraph, i: int, path: Path, code_lines: list[str]
+                   ) -> ev.CaptureGraph:
+    info = graph_json(g.gm, i, node_lines(g.gm, str(path)), code_lines)
+    return ev.CaptureGraph(**info, kind=cast(ev.GraphKind, g.kind), dynamo_graph=g.dynamo_graph,
+                           compile_id=g.compile_id)
 
 
 def _copy(a: Any) -> Any:

@@ -3,7 +3,9 @@
 Timing follows the usual rules: warm up first, take medians, synchronize the device.
 On a GPU: `triton.testing.do_bench` for whole calls and CUDA events around each kernel
 launch; achieved bandwidth against a measured device-to-device copy. On the CPU (C++
-kernels) the same with a wall clock. Under the Triton interpreter nothing is timed.
+kernels) the same with a wall clock. Under the Triton interpreter nothing of ours is timed.
+TorchInductor (the `inductor` event, after our result) is timed the same way, its kernels
+through the same proxies swapped into the modules it generated.
 """
 
 from __future__ import annotations
@@ -53,32 +55,26 @@ def copy_bandwidth_gbps() -> float:
     return _PEAK[CUDA]
 
 
-def profile(eager: Callable[[], Any], ours: Callable[[], Any],
-            inductor: Callable[[], Callable[[], Any]] | None, compiled_graphs: list[Any],
+def profile(eager: Callable[[], Any], ours: Callable[[], Any], compiled_graphs: list[Any],
             options: CompileOptions, kernel_bytes: dict[str, int] | None = None
             ) -> dict[str, Any]:
     """Time `eager` against `ours` (zero-argument calls of the same graphs, the inputs bound).
 
-    `inductor`, called only when the option is on, builds the Inductor version to time;
     `compiled_graphs` are the CompiledGraphs `ours` runs (each kernel launch is timed).
+    TorchInductor is timed after this, in the `inductor` event (`inductor_profile`).
     """
     cuda = is_gpu(options.device)
-    # Inductor's own output code is kept whether or not timings mean anything here.
-    built = inductor_output(inductor) if options.inductor and inductor is not None else None
-    extra = {"inductor": built[0]} if built is not None else {}
     if not options.profile:
-        return {"measured": False, "reason": "profiling is off", **extra}
+        return {"measured": False, "reason": "profiling is off"}
     emulated = next((g.backend for g in compiled_graphs if g.backend.emulated), None)
     if emulated is not None:
         return {"measured": False, "device": emulated.device,
                 "reason": f"{emulated.label} kernels ran emulated on the {emulated.device}: "
-                          "their timings would mean nothing", **extra}
+                          "their timings would mean nothing"}
     bench = _bench_cuda if cuda else _bench_cpu
     eager_ms = bench(eager)
     ours_ms = bench(ours)
-    inductor_fn = built[1] if built is not None else None
-    inductor_ms = bench(inductor_fn) if inductor_fn is not None else None
-    kernels = _kernel_times(compiled_graphs, ours, cuda)
+    kernels = _kernel_times([(g.module, g.kernels) for g in compiled_graphs], ours, cuda)
     peak = copy_bandwidth_gbps() if cuda else None
     for k in kernels:
         nbytes = (kernel_bytes or {}).get(k["name"])
@@ -86,28 +82,50 @@ def profile(eager: Callable[[], Any], ours: Callable[[], Any],
             k["bytes"] = nbytes
             k["gbps"] = round(nbytes / (k["ms"] * 1e-3) / 1e9, 1)
             k["pct_peak"] = round(100 * k["gbps"] / peak, 1) if peak else None
-    device = torch.cuda.get_device_name() if cuda else CPU
-    return {"measured": True, "device": device, "reason": None,
+    return {"measured": True, "device": _device_name(cuda), "reason": None,
             "eager_ms": round(eager_ms, 4), "kernelscope_ms": _r(ours_ms),
-            "inductor_ms": _r(inductor_ms), "peak_gbps": _r(peak), "kernels": kernels,
-            **extra}
+            "inductor_ms": None, "peak_gbps": _r(peak), "kernels": kernels}
+
+
+def inductor_profile(build: Callable[[], Callable[[], Any]], options: CompileOptions
+                     ) -> dict[str, Any]:
+    """TorchInductor on the same graphs: `build()` compiles them with stock torch.compile
+    (a zero-argument call of them all). Its output code and kernels, and, when profiling
+    is on, its time per call and each kernel's median time per launch, timed as ours are
+    (Inductor's C++ kernels on the CPU, its Triton kernels on the GPU: never emulated)."""
+    cuda = is_gpu(options.device)
+    out, fn, modules = inductor_output(build)
+    if fn is None:
+        return {"measured": False, "reason": "TorchInductor failed", **out}
+    if not options.profile:
+        return {"measured": False, "reason": "profiling is off", **out}
+    inductor_ms = (_bench_cuda if cuda else _bench_cpu)(fn)
+    times = {k["name"]: k["ms"] for k in _kernel_times(modules, fn, cuda)}
+    kernels = [{**k, "ms": times.get(k["name"])} for k in out["kernels"]]
+    return {**out, "kernels": kernels, "measured": True, "reason": None,
+            "device": _device_name(cuda), "inductor_ms": _r(inductor_ms)}
+
+
+def _device_name(cuda: bool) -> str:
+    return torch.cuda.get_device_name() if cuda else CPU
 
 
 def _r(x: float | None) -> float | None:
     return round(x, 4) if x is not None else None
 
 
-def _kernel_times(graphs: list[Any], fn: Callable[[], Any], cuda: bool, iters: int = 20
-                  ) -> list[dict[str, Any]]:
-    if not graphs:
+def _kernel_times(modules: list[tuple[Any, list[str]]], fn: Callable[[], Any], cuda: bool,
+                  iters: int = 20) -> list[dict[str, Any]]:
+    """Each kernel's median time per launch over `iters` calls of `fn`: `modules` are the
+    wrapper modules `fn` runs and the kernels each looks up as globals (timing.instrument)."""
+    if not modules:
         return []
-    names = [g.kernels for g in graphs]
     samples: dict[str, list[float]] = {}
     for _ in range(iters):
         records: dict[str, Any] = {}
         stack = []
-        for g, kernel_names in zip(graphs, names):
-            cm = instrument(g.module, kernel_names, events=cuda)
+        for module, kernel_names in modules:
+            cm = instrument(module, kernel_names, events=cuda)
             records.update(cm.__enter__())
             stack.append(cm)
         try:

@@ -60,6 +60,10 @@ class _Timed:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._time(self.fn, args, kwargs)
 
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        """A launch the way Inductor's output code makes one (`kernel.run(..., stream=s)`)."""
+        return self._time(self.fn.run, args, kwargs)
+
     def _time(self, fn: Any, args: Any, kwargs: Any) -> Any:
         try:
             return self._timed_call(fn, args, kwargs)

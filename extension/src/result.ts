@@ -145,12 +145,19 @@ export class CompileResult {
     this.stageOrder = stages;
   }
 
-  /** The stage the job is in: the one after the last event that arrived. */
+  /** The stage the job is in: the one after the last event that arrived. A captured graph
+   * (`capture_graph`) streams while capture goes on; after `profile`, TorchInductor runs
+   * when the compile asked for it (the `inductor` event, docs/events.md). */
   stage(): string {
     const last = this.events[this.events.length - 1]?.stage;
     if (!last) return "starting";
     if (last === "done" || last === "error") return last;
-    return this.stageOrder[this.stageOrder.indexOf(last) + 1] ?? "done";
+    if (last === "capture_graph") return "capture";
+    const next = this.stageOrder[this.stageOrder.indexOf(last) + 1];
+    if (next === undefined && last === "profile" && this.trace.data("source")?.options?.inductor) {
+      return "inductor";
+    }
+    return next ?? "done";
   }
 
   /** One line for the status bar: kernels and time, or the error. */

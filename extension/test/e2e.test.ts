@@ -43,6 +43,8 @@ test("Compile Selection on a block, through the real server and compiler", { ski
   Object.assign(stub.settings, {
     "kernelscope.serverUrl": "", "kernelscope.pythonPath": python(), "kernelscope.device": "cpu",
     "kernelscope.backend": "cpp", "kernelscope.compileOptions": { fusion: true, inductor: false },
+    // A loaded 2-core machine can take over the default 60 s to import torch and start.
+    "kernelscope.startTimeoutSeconds": 180,
   });
   const context = makeContext(EXT);
   const session = activate(context as unknown as vscode.ExtensionContext);

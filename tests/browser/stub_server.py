@@ -8,7 +8,12 @@ own snippets; those are also stored traces under their names (`/t/training`). A 
 that does not parse streams a `syntax` error; one containing `raise` streams its `source`
 stage and then an `exception` error in capture, as the compiler would; one containing
 `time.sleep` runs until it is cancelled (POST /api/jobs/<id>/cancel). The option list is
-the real server's (server/options.py).
+the real server's (server/options.py). With the `inductor` option, a recorded trace's
+Inductor comparison streams as its own `inductor` event after `profile`, as the compiler
+sends it. Each captured graph streams as a `capture_graph` event ahead of `capture`, as
+the compiler's front half sends them. After POST /stub/hold/<stage> a job's first event of
+that stage waits for POST /stub/release (so a test sees the state before it without
+timing anything).
 
     python tests/browser/stub_server.py   # http://127.0.0.1:8766
 """
@@ -19,6 +24,7 @@ import copy
 import hashlib
 import itertools
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +36,7 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import CppLexer, PythonLexer
 
 from kernelscope.compiler.event_schema import json_schema
-from kernelscope.compiler.events import SCHEMA_VERSION, STAGES, TERMINAL
+from kernelscope.compiler.events import FOLLOW_UPS, PARTS, SCHEMA_VERSION, STAGES, TERMINAL
 
 ROOT = Path(__file__).resolve().parents[2]
 WEBUI = ROOT / "webui"
@@ -65,12 +71,32 @@ def recorded_events(code: str, options: dict[str, Any]) -> list[dict[str, Any]] 
             continue
         if name == "add_relu" and options.get("fusion") is False:
             trace = load_fixture("add_relu_nofusion")
-        elif name == "add_relu" and not options.get("inductor"):
-            for e in trace["events"]:
-                if e["stage"] == "profile":
-                    e["data"].pop("inductor", None)
-        return [e for e in trace["events"] if e["stage"] != "done"]
+        events = [e for e in trace["events"] if e["stage"] != "done"]
+        return inductor_after_profile(events, bool(options.get("inductor")))
     return None
+
+
+def inductor_after_profile(events: list[dict[str, Any]], asked: bool) -> list[dict[str, Any]]:
+    """A recorded trace as the compiler streams it now: `profile` without Inductor, then
+    (when asked) Inductor's code in an `inductor` event, each kernel with a made-up time
+    (fixtures recorded before the event existed have none)."""
+    out = []
+    for e in events:
+        out.append(e)
+        if e["stage"] == "source":
+            e["data"].setdefault("options", {})["inductor"] = asked
+        if e["stage"] != "profile":
+            continue
+        old, ms = e["data"].pop("inductor", None), e["data"].pop("inductor_ms", None)
+        e["data"]["inductor_ms"] = None
+        if asked and old is not None:
+            kernels = [{**k, "ms": k.get("ms", 0.0123)} for k in old["kernels"]]
+            data = {**old, "kernels": kernels, "measured": True, "reason": None,
+                    "device": e["data"].get("device", "cpu"), "inductor_ms": ms or 0.0456}
+            out.append(event(e["seq"] + 1, "inductor", data, 1234.0))
+    for i, e in enumerate(out):
+        e["seq"] = i
+    return out
 
 
 def event(seq: int, stage: str, data: dict[str, Any], ms: float = 0) -> dict[str, Any]:
@@ -152,10 +178,27 @@ def events_for(code: str, options: dict[str, Any]) -> list[dict[str, Any]]:
     return evs
 
 
+def with_parts(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each captured graph also as its own `capture_graph` event just before `capture`
+    (recorded fixtures predate that event), numbered anew."""
+    if any(e["stage"] in PARTS for e in events):
+        return events
+    out: list[dict[str, Any]] = []
+    for e in events:
+        if e["stage"] == "capture":
+            out += [event(0, "capture_graph", copy.deepcopy(g), e["ms"])
+                    for g in e["data"].get("graphs", [])]
+        out.append(e)
+    for i, e in enumerate(out):
+        e["seq"] = i
+    return out
+
+
 def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask:
     app = Flask(__name__, static_folder=None)
     jobs: dict[str, dict[str, Any]] = {}
     traces: dict[str, dict[str, Any]] = {}
+    gate: dict[str, Any] = {"stage": None, "open": threading.Event()}
     for name in STORED:
         stored = load_fixture(name)
         stored["id"] = name
@@ -214,6 +257,8 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
             {
                 "version": SCHEMA_VERSION,
                 "stages": list(STAGES),
+                "parts": list(PARTS),
+                "follow_ups": list(FOLLOW_UPS),
                 "terminal": list(TERMINAL),
                 "schema": json_schema(),
             }
@@ -257,8 +302,10 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
         if "time.sleep" in job["code"]:
             yield from sleepy(job)
             return
-        evs = events_for(job["code"], job["options"])
+        evs = with_parts(events_for(job["code"], job["options"]))
         for ev in evs:
+            while ev["stage"] == gate["stage"] and not gate["open"].wait(0.1):
+                yield ": heartbeat\n\n"
             time.sleep(delay)
             yield ": heartbeat\n\n"
             yield f"data: {json.dumps(ev)}\n\n"
@@ -295,6 +342,19 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
         )
         yield f"data: {json.dumps(err)}\n\n"
         yield f"data: {json.dumps(event(2, 'done', {'ok': False, 'cancelled': True}))}\n\n"
+
+    @app.post("/stub/hold/<stage>")
+    def hold(stage: str) -> Response:
+        """Later jobs' events of `stage` wait until /stub/release."""
+        gate["open"].clear()
+        gate["stage"] = stage
+        return jsonify({"hold": stage})
+
+    @app.post("/stub/release")
+    def release() -> Response:
+        gate["open"].set()
+        gate["stage"] = None
+        return jsonify({"hold": None})
 
     @app.get("/api/traces/<trace_id>")
     def trace(trace_id: str) -> Response:

@@ -178,6 +178,60 @@ def test_the_inductor_diff_is_one_click_away_when_inductor_is_on(page: Page) -> 
     expect(page.locator(".diff-side").nth(1)).to_contain_text("TorchInductor")
 
 
+def test_each_captured_graph_is_drawn_before_capture_ends(page: Page) -> None:
+    """The training step's graphs stream one by one (capture_graph): with `capture` held
+    back, the graph pane already draws them and the capture chip counts them."""
+    n = len(fixture_stage("training", "capture")["graphs"])
+    assert n > 1
+    page.request.post("/stub/hold/capture")
+    try:
+        open_explorer(page)
+        page.select_option("#samples", "training")
+        page.click("#compile")
+        expect(page.locator(".stage[data-stage=capture] .sms")).to_have_text(f"{n} graphs")
+        expect(page.locator(".stage[data-stage=capture]")).to_have_class(has_class("running"))
+        show_tab(page, "graph")
+        expect(page.locator("[data-pane=graph][data-filled=true]")).to_be_attached()
+        expect(page.locator(".graph-tabs .gtab")).to_have_count(n + 1)  # all, then each
+        assert not page.evaluate("window.kernelscope.state.trace.has('capture')")
+    finally:
+        page.request.post("/stub/release")
+    wait_done(page)
+    expect(page.locator(".stage[data-stage=capture]")).to_have_class(has_class("done"))
+
+
+def test_inductor_runs_after_our_result_then_fills_in_its_kernel_times(page: Page) -> None:
+    """Our result (profile) is complete while "Inductor: running…" shows; the `inductor`
+    event then fills in its total and each of its kernels' times (the stub holds that
+    event until released: order, not timing)."""
+    page.request.post("/stub/hold/inductor")
+    try:
+        open_explorer(page)
+        page.select_option("#samples", "add_relu")
+        page.click("#options-summary")
+        page.check("#opt-inductor")
+        page.click("#options-summary")
+        page.click("#compile")
+        show_tab(page, "timings")
+        running = page.locator(".timings-pane .inductor[data-state=running]")
+        expect(running).to_contain_text("Inductor: running…")
+        expect(page.locator(".timings-pane [data-total=kernelscope]")).to_be_visible()
+        expect(page.locator(".stage[data-stage=inductor]")).to_have_class(has_class("running"))
+        assert page.evaluate("window.kernelscope.state.trace.done") is None
+        screenshot(page, "inductor-running")
+    finally:
+        page.request.post("/stub/release")
+    wait_done(page)
+    done = page.locator(".timings-pane .inductor[data-state=done]")
+    kernel = fixture_stage("add_relu", "profile")["inductor"]["kernels"][0]["name"]
+    row = done.locator(f".inductor-kernels tr[data-kernel={kernel}]")
+    expect(row).to_be_visible()
+    expect(row.locator(".mini-val")).not_to_have_text("–")
+    expect(page.locator(".timings-pane [data-total=inductor]")).to_be_visible()
+    expect(page.locator(".stage[data-stage=inductor]")).to_have_class(has_class("done"))
+    screenshot(page, "inductor-done")
+
+
 # -- options ----------------------------------------------------------------------------
 def test_every_option_the_server_lists_is_a_control_with_its_explanation(page: Page) -> None:
     from kernelscope.server.options import option_fields

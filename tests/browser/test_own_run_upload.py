@@ -20,6 +20,7 @@ from ui import open_explorer, wait_done
 pytestmark = pytest.mark.browser
 
 SIZES = [(1440, 900), (1920, 1080)]
+UPLOAD_WAIT_MS = 60_000  # the server opens each upload in a process of its own
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +54,7 @@ def _upload(page: Page, folder: Path) -> None:
 
 def _opened(page: Page, folder: Path) -> None:
     _upload(page, folder)
-    page.wait_for_url("**/t/*")
+    page.wait_for_url("**/t/*", timeout=UPLOAD_WAIT_MS)
     page.wait_for_selector("body[data-ready=true]")
     wait_done(page)
 
@@ -122,7 +123,7 @@ def test_unknown_format_and_malformed_files_are_refused_in_the_banner(
     future = with_versions(files_of(trace_dir), version=2, kernelscope="0.3.0")
     _upload(page, _write(future, tmp_path / "future"))
     banner = page.locator(".error-banner")
-    expect(banner).to_be_visible()
+    expect(banner).to_be_visible(timeout=UPLOAD_WAIT_MS)
     expect(banner).to_contain_text("format version 2 is unknown")
     expect(banner).to_contain_text("written by kernelscope 0.3.0")
     assert page.url.endswith("/")
@@ -131,7 +132,7 @@ def test_unknown_format_and_malformed_files_are_refused_in_the_banner(
     bad.parent.mkdir()
     bad.write_text("{ not json")
     _upload(page, bad.parent)
-    expect(banner).to_contain_text("graph.json: not JSON")
+    expect(banner).to_contain_text("graph.json: not JSON", timeout=UPLOAD_WAIT_MS)
     expect(page.locator("#open-run")).to_be_enabled()
     health = page.evaluate("fetch('/api/health').then(r => r.status)")
     assert health == 200

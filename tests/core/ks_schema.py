@@ -44,9 +44,27 @@ def check_stream(events: list[dict[str, Any]]) -> None:
     assert order == list(STAGES[:len(order)]), stages
     if "error" in stages:
         assert stages.index("error") == len(stages) - 2
+    check_parts(events)
     ids = {}
     for e in events:
         check_event(e)
         if "graphs" in e["data"] and e["stage"] in STAGES:
             ids[e["stage"]] = [g["id"] for g in e["data"]["graphs"]]
     assert len({tuple(v) for v in ids.values()}) <= 1, ids  # one graph list for all stages
+
+
+def check_parts(events: list[dict[str, Any]]) -> None:
+    """`capture_graph`: after `source`, before `capture`, one per graph in order, each the
+    graph `capture` then lists; `inductor`: after `profile` (our whole result), at most once."""
+    stages = [e["stage"] for e in events]
+    parts = [i for i, s in enumerate(stages) if s == "capture_graph"]
+    if parts:
+        assert "source" in stages and stages.index("source") < parts[0], stages
+        assert [events[i]["data"]["id"] for i in parts] == list(range(len(parts)))
+    if parts and "capture" in stages:
+        at = stages.index("capture")
+        assert parts[-1] < at, stages
+        assert [events[i]["data"] for i in parts] == events[at]["data"]["graphs"]
+    if "inductor" in stages:
+        assert stages.count("inductor") == 1 and "profile" in stages
+        assert stages.index("profile") < stages.index("inductor"), stages

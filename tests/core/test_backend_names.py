@@ -207,12 +207,12 @@ def _device_literals(source: str) -> list[int]:
 
 def test_device_names_are_spelled_only_in_the_devices_module() -> None:
     found = []
-    for p in sorted((REPO / "compiler").rglob("*.py")):
+    for p in sorted([*(REPO / "compiler").rglob("*.py"), *(REPO / "server").rglob("*.py")]):
         rel = p.relative_to(REPO).as_posix()
         if rel != DEVICE_MODULE:
             found += [f"{rel}:{n}" for n in _device_literals(p.read_text())]
-    assert not found, "device names outside compiler/devices.py (use its CPU, CUDA, " \
-                      "is_gpu, device_type):\n" + "\n".join(found)
+    assert not found, "device names in compiler/ or server/ outside compiler/devices.py " \
+                      "(use its CPU, CUDA, is_gpu, device_type):\n" + "\n".join(found)
 
 
 def test_the_device_check_sees_a_planted_name() -> None:

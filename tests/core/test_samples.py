@@ -16,7 +16,7 @@ import variety
 from ks_helpers import REPO, SAMPLES
 from ks_schema import check_stream
 
-from kernelscope.compiler.events import STAGES
+from kernelscope.compiler.events import PARTS, STAGES
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.pipeline import run_pipeline
 
@@ -34,7 +34,9 @@ def test_sample_on_cpp_matches_eager(path: Path) -> None:
     check_stream(events)
     by_stage = {e["stage"]: e["data"] for e in events}
     assert "error" not in by_stage, by_stage.get("error")
-    assert [e["stage"] for e in events] == [*STAGES, "done"]
+    # Every stage once, in order; each captured graph streamed ahead of `capture` too.
+    assert [e["stage"] for e in events if e["stage"] not in PARTS] == [*STAGES, "done"]
+    assert [e["stage"] for e in events].count("capture_graph") == len(by_stage["capture"]["graphs"])
     assert by_stage["run"]["ok"], by_stage["run"]
     assert by_stage["done"]["ok"]
 

@@ -4,8 +4,9 @@
   `source`, runs the snippet with exec() (so hostile snippets behave as they would in the
   real compiler's `source`/`capture` stages), and writes a JSON "bundle" holding source and
   capture, or the error;
-- `fake_worker.py stages B --json ...` (the back half): never runs the snippet; replays the
-  bundle's events and emits the remaining stages with tiny payloads and `done`;
+- `fake_worker.py stages B --json ... [--no-replay-source]` (the back half): never runs
+  the snippet; replays the bundle's events (its source only without the flag) and emits
+  the remaining stages with tiny payloads and `done`;
 - without `--front-only`, both in one process (the server's BACK_CMD=None mode).
 
 Used where 20 real compiles on 2 cores would take minutes. `# fake-sleep: 0.3` in a
@@ -72,14 +73,15 @@ def front(args: argparse.Namespace) -> dict[str, Any]:
     return {"source": source, "capture": {"graphs": []}}
 
 
-def back(bundle: dict[str, Any], replay: bool, isolated: bool, seq: int = 0) -> None:
+def back(bundle: dict[str, Any], replay: bool, isolated: bool, seq: int = 0,
+         replay_source: bool = True) -> None:
     """Everything after capture, from the bundle alone."""
     match = re.search(r"#\s*fake-sleep:\s*([0-9.]+)",
                       str(bundle.get("source", {}).get("code", "")))
     pause = float(match.group(1)) if match else 0.0
     # As the real back half (compiler/pipeline.py run_back): the bundle's payloads are
     # replayed as they are, whatever they say; the server decides whose they are.
-    if replay and "source" in bundle:
+    if replay and replay_source and "source" in bundle:
         seq = emit(seq, "source", bundle["source"])
     if "error" in bundle:
         seq = emit(seq, "error", bundle["error"])
@@ -98,9 +100,11 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["stages"]:
         p.add_argument("bundle")
         options(p)
+        p.add_argument("--no-replay-source", action="store_true")
         args = p.parse_args(argv[1:])
         with open(args.bundle, encoding="utf-8") as f:
-            back(json.load(f), replay=True, isolated=True)
+            back(json.load(f), replay=True, isolated=True,
+                 replay_source=not args.no_replay_source)
         return 0
     p.add_argument("file")
     options(p)

@@ -26,7 +26,8 @@ from kernelscope.server import create_app
 
 pytestmark = needs_real_cli
 
-STAGES = [*STAGES_IN_ORDER, "done"]
+# add+relu is one graph: the front streams it (`capture_graph`) ahead of `capture`.
+STAGES = [STAGES_IN_ORDER[0], "capture_graph", *STAGES_IN_ORDER[1:], "done"]
 
 
 def config(root: Path) -> dict[str, Any]:
@@ -69,7 +70,8 @@ def test_sse_stream_of_a_real_compile(compiled: tuple[str, list[dict[str, Any]]]
     assert all(e["schema"] == 1 for e in events)
     source = events[0]["data"]
     assert source["device"] == "cpu" and source["backend"] == "cpp"
-    kernels = [k for g in events[5]["data"]["graphs"] for k in g["kernels"]]
+    codegen = next(e for e in events if e["stage"] == "codegen")
+    kernels = [k for g in codegen["data"]["graphs"] for k in g["kernels"]]
     assert kernels and all(k["language"] == "cpp" for k in kernels)
     done = events[-1]["data"]
     assert done["ok"] is True and len(done["trace_id"]) == 12
@@ -99,3 +101,26 @@ def test_trace_survives_restart_and_has_a_page(
             assert page.status_code == 200 and page.mimetype == "text/html"
     finally:
         state(restarted).jobs.shutdown()
+
+
+def test_a_graph_break_streams_source_then_each_graph_then_capture(app: Flask) -> None:
+    """Through the real server: `source` comes first and alone (the front's, streamed before
+    Dynamo's first graph), then one `capture_graph` per graph, each as the snippet's, then
+    the back half's `capture` listing the same graphs, then our stages."""
+    code = (REPO / "samples" / "graph_break.py").read_text()
+    client = app.test_client()
+    events = stream(client, submit(client, code, device="cpu", backend="cpp"))
+    stages = [e["stage"] for e in events]
+    assert stages == ["source", "capture_graph", *STAGES[1:]], stages
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    parts, capture = events[1:3], events[3]
+    assert [e["origin"] for e in events[:4]] == ["snippet"] * 4
+    assert [p["data"]["id"] for p in parts] == [0, 1]
+    assert [(g["id"], g["name"], [n["name"] for n in g["nodes"]])
+            for g in capture["data"]["graphs"]] == [
+        (p["data"]["id"], p["data"]["name"], [n["name"] for n in p["data"]["nodes"]])
+        for p in parts]
+    assert events[0]["data"]["code"] == code and events[-1]["data"]["ok"] is True
+    # A graph's `ms` is time within capture: the stage sum counts capture once.
+    stages_ms = sum(e["ms"] for e in events if e["stage"] != "capture_graph")
+    assert abs(events[-1]["data"]["stages_ms"] - stages_ms) < 0.2

@@ -237,3 +237,29 @@ def test_a_worker_that_dies_after_its_own_error_gets_one_error_and_done(
     assert [e["stage"] for e in events] == ["source", "error", "done"]
     assert events[1]["data"]["message"] == "mine"
     assert events[2]["data"]["ok"] is False and events[2]["data"]["trace_id"]
+
+
+STREAM_FORGER = (
+    "import json, sys\n"
+    "for stage, data in (('source', {'entry': 'forged', 'code': 'forged'}),\n"
+    "                    ('capture_graph', {'id': 0, 'name': 'g', 'code': '', 'nodes': [],\n"
+    "                                       'edges': [], 'kind': 'forward', 'dynamo_graph': 0,\n"
+    "                                       'speedup': 1000.0})):\n"
+    "    event = {'schema': 1, 'seq': 1, 'stage': stage, 'ms': 0, 'data': data}\n"
+    "    sys.stdout.write(json.dumps(event) + '\\n'); sys.stdout.flush()\n"
+)
+
+
+def test_a_split_front_streams_one_source_and_its_graphs_as_the_snippets(
+        client: FlaskClient) -> None:
+    """The front's `source` and `capture_graph` are published as they arrive (before the
+    back half starts); a second `source` on its channel is the snippet's forgery and is
+    dropped, a graph it writes is published conformed, as the snippet's."""
+    events = compile_events(client, STREAM_FORGER)
+    stages = [e["stage"] for e in events]
+    assert stages == ["source", "capture_graph", *STAGES[1:]], stages
+    assert [e["seq"] for e in events] == list(range(len(events)))
+    source, graph = events[0], events[1]
+    assert source["data"].get("entry") != "forged" and source["data"]["code"] == STREAM_FORGER
+    assert graph["origin"] == "snippet" and "speedup" not in graph["data"]
+    assert graph["data"]["name"] == "g"

@@ -1,7 +1,8 @@
 // Comparing two traces: the kernels of each side (ours from codegen/scheduling/profile,
-// or Inductor's own from profile.inductor), a kernel-level match-up, and a line diff.
+// or Inductor's own from the `inductor` event), a kernel-level match-up, and a line diff.
 // Pure functions over event data; panes/diff.js draws them.
 
+import { inductorOf } from "./trace.js";
 /** @typedef {import("./trace.js").Trace} Trace */
 
 // Our kernels in execution order, with what the diff shows about each.
@@ -20,12 +21,13 @@ export function oursKernels(trace) {
   });
 }
 
-// Inductor's kernels, cut out of its output code (no per-kernel times).
+// Inductor's kernels, cut out of its output code, each with its median time per launch
+// where the `inductor` event timed it (older traces: none).
 /** @param {Trace} trace */
 export function inductorKernels(trace) {
-  return (trace.data("profile")?.inductor?.kernels ?? []).map((k) => ({
+  return (inductorOf(trace)?.kernels ?? []).map((k) => ({
     name: k.name, gid: 0, kind: kindOf(k.name), origins: [], lines: [], source: k.source,
-    language: k.language, ms: null, first_launch_ms: null }));
+    language: k.language, ms: k.ms ?? null, first_launch_ms: null }));
 }
 
 const kindOf = (name) => (/_(red|per)_/.test(name) ? "reduction" : "pointwise");

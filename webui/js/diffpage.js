@@ -1,8 +1,9 @@
 // The /diff/<a>/<b> page: two stored traces compared kernel by kernel. `b` may be the word
-// `inductor`: then B is TorchInductor's own output code from trace a's profile stage.
+// `inductor`: then B is TorchInductor's own output code and times from trace a (its
+// `inductor` event).
 
 import { getTrace } from "./api.js";
-import { Trace } from "./trace.js";
+import { Trace, inductorOf } from "./trace.js";
 import { inductorKernels, oursKernels } from "./diff.js";
 import { notFound } from "./layout.js";
 import { DiffPane } from "./panes/diff.js";
@@ -26,7 +27,7 @@ export async function openDiff(a, b, ctx) {
     if (err.status === 404) return notFound(`No stored trace has the id “${err.id ?? (left ? b : a)}”.`);
     throw err;
   }
-  if (b === "inductor" && !left.data("profile")?.inductor) {
+  if (b === "inductor" && !inductorOf(left)) {
     return notFound(`Trace ${a} has no Inductor output code (compile it with “compare with Inductor” on).`);
   }
   const pane = new DiffPane(ctx);

@@ -8,7 +8,7 @@ import { getSamples, getHealth, getTrace, startCompile, jobEvents, cancelJob, hi
   getSchema } from "./api.js";
 import { Editor } from "./editor.js";
 import { loadCytoscape, libInfo } from "./libs.js";
-import { Trace, graphView, graphLabels, loadStages } from "./trace.js";
+import { Trace, graphView, graphLabels, loadStages, inductorOf } from "./trace.js";
 /** @typedef {import("../types/events").StageEvent} StageEvent */
 import { SelectionBus, buildIndex, fromSourceLine, isEmpty } from "./provenance.js";
 import { makeTabs, makeSplitter, makeMaximise, toast, initTheme, notFound } from "./layout.js";
@@ -151,8 +151,8 @@ function handle(event, isLive) {
   if (event.stage === "done") setShare(event.data.trace_id ?? null);
   if (event.stage === "capture") {
     editor.mark({ breaks: new Set((event.data.graph_breaks ?? []).map((b) => b.line)) });
-    renderGraphTabs();
   }
+  if (event.stage === "capture" || event.stage === "capture_graph") renderGraphTabs();
   const view = graphView(trace, state.graphs);
   for (const pane of panes) pane.update(view, event.stage);
   editor.mark({ lines: state.index.sourceLines });
@@ -295,7 +295,7 @@ function setShare(traceId) {
   link.hidden = !traceId || !state.permalink;
   link.value = traceId ? permalinkUrl(traceId) : "";
   const inductor = $("diff-inductor");
-  inductor.hidden = !traceId || !state.trace.data("profile")?.inductor;
+  inductor.hidden = !traceId || !inductorOf(state.trace);
   inductor.href = traceId ? `/diff/${traceId}/inductor` : "#";
   const previous = $("diff-previous");
   previous.hidden = !traceId || !state.before || state.before === traceId;

@@ -11,12 +11,16 @@
 
 // Stage names, in order, as the server publishes them (GET /api/schema, generated from
 // compiler/event_types.py); filled in place by loadStages() before the panes are built.
+// FOLLOW_UPS come after our own result, when asked for (`inductor`).
 /** @type {StageName[]} */
 export const STAGES = [];
+/** @type {StageName[]} */
+export const FOLLOW_UPS = [];
 
 export async function loadStages(getSchema) {
   const schema = await getSchema();
   STAGES.splice(0, STAGES.length, ...schema.stages);
+  FOLLOW_UPS.splice(0, FOLLOW_UPS.length, ...(schema.follow_ups ?? []));
 }
 
 export class Trace {
@@ -25,6 +29,8 @@ export class Trace {
     this.events = [];
     /** @type {Map<StageName, StageEvent>} */
     this.byStage = new Map();
+    /** @type {Payloads["capture_graph"][]} the graphs streamed ahead of `capture` */
+    this.parts = [];
     /** @type {Payloads["error"] | null} */
     this.error = null;
     /** @type {Payloads["done"] | null} */
@@ -37,6 +43,7 @@ export class Trace {
     if (this.events.some((e) => e.seq === event.seq)) return false;
     this.events.push(event);
     this.byStage.set(event.stage, event);
+    if (event.stage === "capture_graph") this.parts.push(event.data);
     if (event.stage === "error") this.error = event.data;
     if (event.stage === "done") this.done = event.data;
     return true;
@@ -63,14 +70,17 @@ export class Trace {
     return this.byStage.has(stage);
   }
 
-  // The per-graph entries of a stage that carries `graphs` (capture .. compile).
+  // The per-graph entries of a stage that carries `graphs` (capture .. compile); before
+  // `capture` arrives, its graphs so far are the ones streamed one by one.
   /**
    * @template {GraphStage} S
    * @param {S} stage
    * @returns {Payloads[S]["graphs"]}
    */
   graphs(stage) {
-    return this.data(stage)?.graphs ?? [];
+    const data = this.data(stage);
+    if (!data && stage === "capture") return this.parts;
+    return data?.graphs ?? [];
   }
 
   /**
@@ -92,6 +102,22 @@ export class Trace {
   kernels() {
     return this.graphs("scheduling").flatMap((g) => g.kernels.map((k) => ({ ...k, gid: g.id })));
   }
+}
+
+// TorchInductor on the same graphs: the `inductor` event (after our result), or, in a trace
+// stored before that event existed, what its `profile` carried (no per-kernel times).
+export function inductorOf(trace) {
+  const own = trace.data("inductor");
+  if (own) return own;
+  const p = trace.data("profile");
+  if (!p?.inductor) return null;
+  return { ...p.inductor, measured: p.inductor_ms != null, inductor_ms: p.inductor_ms ?? null,
+    device: p.device ?? "" };
+}
+
+// Was Inductor asked for (the compile's options)?
+export function inductorAsked(trace) {
+  return Boolean(trace.data("source")?.options?.inductor) || Boolean(inductorOf(trace));
 }
 
 // The same trace seen through a graph filter: `graphs(stage)` and `graph(stage, id)` keep

@@ -180,10 +180,21 @@ export interface Guard {
   line?: number | null;
 }
 
+export interface Inductor {
+  measured: boolean;
+  code: string[];
+  kernels: InductorKernel[];
+  error?: string | null;
+  reason?: string | null;
+  device?: string;
+  inductor_ms?: number | null;
+}
+
 export interface InductorKernel {
   name: string;
   language: string;
   source: string;
+  ms?: number | null;
 }
 
 export interface InductorOutput {
@@ -437,6 +448,8 @@ export interface Payloads {
   compile: Compile;
   run: Run;
   profile: Profile;
+  capture_graph: CaptureGraph;
+  inductor: Inductor;
   error: Error;
   done: JobDone;
 }

@@ -6,6 +6,7 @@
 
 import { h, clear, empty, badge, fmtMs } from "../dom.js";
 import { fusedGroups, lineDiff, matchKernels, optionChanges, sideBySide, structure } from "../diff.js";
+import { inductorOf } from "../trace.js";
 import { Pane } from "./pane.js";
 
 export class DiffPane extends Pane {
@@ -45,7 +46,10 @@ export class DiffPane extends Pane {
 
   totals(side) {
     const p = side.trace.data("profile");
-    if (side.inductor) return p?.inductor_ms ? `Inductor ${fmtMs(p.inductor_ms)} per call` : "Inductor: not timed";
+    if (side.inductor) {
+      const ms = inductorOf(side.trace)?.inductor_ms;
+      return ms ? `Inductor ${fmtMs(ms)} per call` : "Inductor: not timed";
+    }
     if (!p) return side.trace.error ? `failed in ${side.trace.error.stage ?? "?"}` : "no profile";
     if (!p.measured) return `not timed: ${p.reason ?? ""}`;
     return `${fmtMs(p.kernelscope_ms)} per call · eager ${fmtMs(p.eager_ms)}`;

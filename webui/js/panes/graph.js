@@ -94,6 +94,7 @@ export class GraphPane extends Pane {
     this.kg?.destroy();
     this.fx = this.kg = null;
     this.trace = null;
+    this.graphId = 0;
     delete this.el.dataset.filled;
     clear(this.el, empty("The FX graph appears here after capture."));
   }
@@ -101,7 +102,8 @@ export class GraphPane extends Pane {
   /** @param {Trace} trace @param {StageName} stage */
   update(trace, stage) {
     this.trace = trace;
-    if (stage === "capture") this.build(trace);
+    // Each graph as Dynamo captures it (capture_graph), then capture's complete list.
+    if (stage === "capture" || stage === "capture_graph") this.build(trace);
     if ((stage === "lowering" || stage === "scheduling") && trace.has("capture")) {
       this.showGraph(this.graphId);
     }
@@ -112,7 +114,7 @@ export class GraphPane extends Pane {
     const graphs = trace.graphs("capture");
     clear(this.pick, graphs.map((g) => h("option", { value: g.id }, `graph ${g.id}`)));
     const data = trace.data("capture");
-    clear(this.breaks, (data.graph_breaks ?? []).map((b) =>
+    clear(this.breaks, (data?.graph_breaks ?? []).map((b) =>
       h("div.break", h("b", "graph break"), ` line ${b.line ?? "?"}: ${b.reason}`)));
     clear(this.el,
       h("div.graph-col",
@@ -123,7 +125,10 @@ export class GraphPane extends Pane {
         h("div.graph-title", "Fused kernels", h("span.hint", "edges = buffers read"),
           this.zoomBar(() => this.kg)),
         this.kEl, this.details));
-    this.showGraph(graphs[0]?.id ?? 0);
+    // A graph picked while the others stream in stays picked.
+    const id = graphs.some((g) => g.id === this.graphId) ? this.graphId : graphs[0]?.id ?? 0;
+    this.pick.value = String(id);
+    this.showGraph(id);
     this.el.dataset.filled = "true";
   }
 

@@ -5,7 +5,7 @@
 // (entry, inputs, device, backend, versions).
 
 import { h, clear, fmtMs, shape } from "../dom.js";
-import { STAGES } from "../trace.js";
+import { STAGES, FOLLOW_UPS } from "../trace.js";
 import { SNIPPET_TITLE } from "./errors.js";
 
 /** @typedef {import("../trace.js").Trace} Trace */
@@ -30,18 +30,21 @@ export class StatusStrip {
     this.rebuild();
   }
 
-  // The chips for the current stage list (the server's schema may change it).
+  // The chips for the current stage list (the server's schema may change it), then one
+  // per follow-up (Inductor), shown only for a compile that asked for it.
   rebuild() {
-    this.chips = new Map(STAGES.map((s) => [s, h("span.stage", { dataset: { stage: s } },
+    this.order = [...STAGES, ...FOLLOW_UPS];
+    this.chips = new Map(this.order.map((s) => [s, h("span.stage", { dataset: { stage: s } },
       h("span.dot"), h("span.sname", s), h("span.sms"))]));
     clear(this.stagesEl, [...this.chips.values()]);
     this.reset();
   }
 
   reset() {
-    for (const chip of this.chips.values()) {
+    for (const [stage, chip] of this.chips) {
       chip.className = "stage";
       chip.querySelector(".sms").textContent = "";
+      chip.hidden = FOLLOW_UPS.includes(stage);
     }
     this.stopClock();
     this.t0 = null;
@@ -88,12 +91,20 @@ export class StatusStrip {
   /** @param {Trace} trace @param {StageEvent} event */
   update(trace, event, live) {
     const chip = this.chips.get(event.stage);
+    if (event.stage === "source") {
+      for (const s of FOLLOW_UPS) this.chips.get(s).hidden = !event.data.options?.[s];
+    }
+    if (event.stage === "capture_graph") {  // capture goes on: how many graphs so far
+      const n = trace.graphs("capture").length;
+      this.chips.get("capture")?.querySelector(".sms").replaceChildren(`${n} graph${n === 1 ? "" : "s"}`);
+    }
     if (chip) {
       // A stage the snippet's own process reported (source, capture) is marked as such.
       chip.className = event.origin === "snippet" ? "stage done snippet-origin" : "stage done";
       chip.title = event.origin === "snippet" ? SNIPPET_TITLE : "";
       chip.querySelector(".sms").textContent = fmtMs(event.ms);
-      const next = this.chips.get(STAGES[STAGES.indexOf(event.stage) + 1]);
+      const next = this.order.slice(this.order.indexOf(event.stage) + 1)
+        .map((s) => this.chips.get(s)).find((c) => !c.hidden);
       if (next && live) next.classList.add("running");
     }
     if (event.stage === "error") {
@@ -111,7 +122,7 @@ export class StatusStrip {
     this.stopClock();
     for (const c of this.chips.values()) c.classList.remove("running");
     const ok = event.data.ok !== false;
-    const sum = STAGES.reduce((n, s) => n + (trace.ms(s) ?? 0), 0);
+    const sum = this.order.reduce((n, s) => n + (trace.ms(s) ?? 0), 0);
     const wallMs = live && this.t0 !== null ? performance.now() - this.t0 : event.data.wall_ms ?? null;
     const failedIn = trace.error?.stage;
     const parts = [ok ? "done" : failedIn ? `failed in ${failedIn}` : "failed"];

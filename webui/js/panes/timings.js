@@ -1,10 +1,12 @@
 // Timings pane: whether the compiled code matched eager (run), how fast it ran against
 // eager and Inductor (profile totals), each kernel's time and achieved bandwidth against
-// the device's measured peak, and what building the kernels cost (compile).
+// the device's measured peak, and what building the kernels cost (compile). Inductor comes
+// after our result (the `inductor` event): "Inductor: running…" until it does, then its
+// total and each of its kernels' times.
 
 import { h, clear, empty, badge, fmtMs, fmtBytes, fmtNum, shape } from "../dom.js";
 import { fromKernel } from "../provenance.js";
-import { STAGES } from "../trace.js";
+import { STAGES, FOLLOW_UPS, inductorAsked, inductorOf } from "../trace.js";
 import { Pane } from "./pane.js";
 
 /** @typedef {import("../trace.js").Trace} Trace */
@@ -28,15 +30,17 @@ export class TimingsPane extends Pane {
 
   /** @param {Trace} trace @param {StageName} stage */
   update(trace, stage) {
-    if (["compile", "run", "profile"].includes(stage)) this.render(trace);
+    if (["compile", "run", "profile", "inductor", "done"].includes(stage)) this.render(trace);
   }
 
   /** @param {Trace} trace */
   render(trace) {
     this.rows.clear();
+    const ind = inductorOf(trace);
     clear(this.el,
       trace.has("run") ? this.run(trace.data("run")) : null,
-      trace.has("profile") ? this.profile(trace.data("profile")) : null,
+      trace.has("profile") ? this.profile(trace.data("profile"), ind) : null,
+      trace.has("profile") && inductorAsked(trace) ? this.inductor(trace, ind) : null,
       trace.has("compile") ? this.compile(trace) : null,
       this.stages(trace));
     if (trace.has("run") || trace.has("profile")) this.el.dataset.filled = "true";
@@ -67,17 +71,20 @@ export class TimingsPane extends Pane {
       `${c.outputs.length} gradients, max abs err ${fmtNum(worst)}`);
   }
 
-  /** @param {import("../../types/events").Profile} p */
-  profile(p) {
+  /**
+   * @param {import("../../types/events").Profile} p
+   * @param {import("../../types/events").Inductor | null} ind
+   */
+  profile(p, ind) {
     if (!p.measured) {
       return h("section", h("h3", "Performance"),
         h("div.notice", h("b", "Not measured. "), p.reason ?? "no reason given"));
     }
     // Bars are coloured by faster (green) or slower (red) than eager, not by who they are.
     const vsEager = (ms) => (!p.eager_ms || !ms ? "alt" : ms <= p.eager_ms ? "good" : "slow");
-    /** @type {[string, number | null, string][]} */
+    /** @type {[string, number | null | undefined, string][]} */
     const all = [["eager", p.eager_ms, "base"], ["kernelscope", p.kernelscope_ms, vsEager(p.kernelscope_ms)],
-      ["inductor", p.inductor_ms, vsEager(p.inductor_ms)]];
+      ["inductor", ind?.inductor_ms, vsEager(ind?.inductor_ms)]];
     const totals = all.filter(([, ms]) => ms !== null && ms !== undefined);
     const max = Math.max(...totals.map(([, ms]) => ms));
     const speedup = (ms) => {
@@ -95,6 +102,34 @@ export class TimingsPane extends Pane {
       h("table.grid.kernels", h("thead", h("tr", ["kernel", "time", "bandwidth (bar: % of peak)"]
         .map((c) => h("th", c)))),
       h("tbody", p.kernels.map((k) => this.kernelRow(k, kmax, p.peak_gbps)))));
+  }
+
+  // TorchInductor on the same graphs: running until its event comes (the job's own result
+  // is complete before it), then its time per call and each kernel's time per launch.
+  /** @param {Trace} trace @param {import("../../types/events").Inductor | null} ind */
+  inductor(trace, ind) {
+    const head = (state) => h("h3", "TorchInductor", h("span.hint", state));
+    if (!ind) {
+      const stopped = trace.done !== null;
+      return h("section.inductor", { dataset: { state: stopped ? "missing" : "running" } },
+        head(stopped ? "" : "same graphs, stock torch.compile"),
+        h("div.notice", stopped ? "Inductor: did not run (the job ended first)."
+          : "Inductor: running… (our result above is complete)"));
+    }
+    const failed = ind.error ? h("div.notice", h("b", "Inductor failed: "), ind.error) : null;
+    const total = ind.measured
+      ? h("p.note", `${fmtMs(ind.inductor_ms)} per call on ${ind.device || "?"}`)
+      : h("div.notice", h("b", "Not timed. "), ind.reason ?? "");
+    const kmax = Math.max(...ind.kernels.map((k) => k.ms ?? 0), 1e-9);
+    return h("section.inductor", { dataset: { state: "done" } },
+      head(`${ind.kernels.length} kernels`), failed, total,
+      ind.kernels.length ? h("table.grid.inductor-kernels", h("thead", h("tr",
+        ["Inductor kernel", "language", "time per launch"].map((c) => h("th", c)))),
+      h("tbody", ind.kernels.map((k) => h("tr", { dataset: { kernel: k.name } },
+        h("td", k.name), h("td", k.language),
+        h("td", h("div.barcell", h("span.mini-track", h("span.mini.time",
+          { style: { width: `${(100 * (k.ms ?? 0)) / kmax}%` } })),
+        h("span.mini-val", k.ms != null ? fmtMs(k.ms) : "–"))))))) : null);
   }
 
   /** @param {import("../../types/events").KernelTime} k @param {number} kmax @param {number | null} peak */
@@ -135,7 +170,7 @@ export class TimingsPane extends Pane {
 
   /** @param {Trace} trace */
   stages(trace) {
-    const done = STAGES.filter((s) => trace.has(s));
+    const done = [...STAGES, ...FOLLOW_UPS].filter((s) => trace.has(s));
     if (!done.length) return null;
     const max = Math.max(...done.map((s) => trace.ms(s) ?? 0), 1e-9);
     return h("section", h("h3", "Stages", h("span.hint", "wall time of each compiler stage")),
