@@ -41,7 +41,17 @@ def test_compiled_loop_with_adamw_step() -> None:
     for _ in range(3):
         le, lo = step(eager, opt_e), compiled(ours, opt_o)
         torch.testing.assert_close(lo, le, atol=1e-5, rtol=1e-5)
+    width = case.model.config.n_embd
     for (n, pe), (_, po) in zip(eager.named_parameters(), ours.named_parameters()):
+        if n.endswith("attn.c_attn.bias"):
+            # The key projection's bias (the middle third): softmax ignores a per-row
+            # constant, so its gradient is rounding noise on both sides, and Adam steps
+            # each element by about +-lr whichever way the noise points. Its steps are
+            # bounded by 2 * lr each; the query and value thirds are compared as the rest.
+            key = slice(width, 2 * width)
+            assert ((po[key] - pe[key]).abs() <= 3 * 2 * 1e-3 * (1 + 1e-6)).all(), n
+            po, pe = torch.cat([po[:width], po[2 * width:]]), \
+                torch.cat([pe[:width], pe[2 * width:]])
         torch.testing.assert_close(po, pe, atol=1e-5, rtol=1e-4, msg=n)
 
 
