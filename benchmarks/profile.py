@@ -95,7 +95,7 @@ def profile_one(fn: Any, inputs: tuple[Any, ...], settings: dict[str, Any]) -> d
     return out
 
 
-def _cell(call: Callable[[], Any], device: str) -> dict[str, Any]:
+def _cell(call: Callable[[], Any], device: str, top: int = 15) -> dict[str, Any]:
     """Wall and do_bench ms of a warm call; on a GPU its kernels too."""
     cell: dict[str, Any] = {}
     for _ in range(3):
@@ -104,7 +104,7 @@ def _cell(call: Callable[[], Any], device: str) -> dict[str, Any]:
         cell["wall_ms"] = round(_wall_ms(call), 3)
     cell["ms"] = round(median_ms(call, device), 3)
     if device.startswith("cuda"):
-        cell.update(kernels(call))
+        cell.update(kernels(call, top=top))
     return cell
 
 
@@ -122,7 +122,7 @@ def profile_train(entry: train_table.TrainModel, settings: dict[str, Any]) -> di
             params = list(model.parameters())
             run = model if kw is None else torch.compile(model, **kw)
             out[label] = _cell(train_table.step_fn(run, batch, loss_fn, device, params),
-                               device)
+                               device, settings.get("top", 15))
         except Exception as e:  # noqa: BLE001 - a failing column is a cell
             out[label] = {"error": f"{type(e).__name__}: "
                                    f"{str(e).splitlines()[0] if str(e) else ''}"}
@@ -140,8 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", choices=["gpu", "smoke"], default="gpu")
     ap.add_argument("--json", default="profile.json")
     ap.add_argument("--no-inductor", dest="inductor", action="store_false")
+    ap.add_argument("--top", type=int, default=15, help="kernels listed per column")
     args = ap.parse_args(argv)
-    settings = {"device": args.device, "size": args.size, "inductor": args.inductor}
+    settings = {"device": args.device, "size": args.size, "inductor": args.inductor,
+                "top": args.top}
     gpu = torch.cuda.get_device_name() if args.device.startswith("cuda") else "none"
     result: dict[str, Any] = {"gpu": gpu, "torch": torch.__version__, "items": {}}
     todo: list[tuple[str, Callable[[], tuple[Any, tuple[Any, ...]]]]] = []
