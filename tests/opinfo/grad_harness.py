@@ -25,6 +25,7 @@ import torch
 from opinfo_harness import (
     DTYPES,
     RANDOM_OPS,
+    RNG_STATE_OUTPUTS,
     UNINIT_OPS,
     CaseResult,
     Mismatch,
@@ -165,7 +166,7 @@ def run_grad_case(op: Any, dtype_name: str, index: int, sample: Any, options: di
         except Exception as e:  # noqa: BLE001 - any failure of ours is the result
             return result("error", f"{type(e).__name__}: {_first_line(e)}")
         try:
-            compare(actual, expected, ref32, kind)
+            compare(actual, expected, ref32, kind, RNG_STATE_OUTPUTS.get(key, set()))
             if _requires_grad_pattern(actual) != _requires_grad_pattern(expected):
                 raise Mismatch(f"outputs requiring grad {_requires_grad_pattern(actual)}, "
                                f"eager {_requires_grad_pattern(expected)}")
