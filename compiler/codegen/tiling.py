@@ -166,7 +166,6 @@ def column_walk(loads: Sequence[sympy.Expr], xnumel: int, rnumel: int) -> str | 
     """Why a reduction's loads along rindex (indices before naming) call for column
     tiles, or None: each steps 1 along the outputs (neighbouring outputs share a cache
     line) or not at all (a per-row value), and at least one steps 1 along them."""
-    loads = list(dict.fromkeys(loads))  # a load made again (CSE) counts once
     if rnumel < 2 or not loads:
         return None
     steps = steps_along_outputs(loads, XINDEX, xnumel, RINDEX, rnumel)

@@ -181,6 +181,7 @@ class TritonKernelCodegen(KernelCodegen):
         self.order = order  # a pointwise walk in a stored buffer's memory order
         self.persistent = persistent  # the whole row in registers: no loop over RBLOCK
         self.r_loads: list[sympy.Expr] = []  # indices (before naming) of loads along rindex
+        self.r_read: set[tuple[str, sympy.Expr]] = set()
         self.table = INTERPRET_OPS if interpret else OPS
         self.tile = tile  # 2-D [YBLOCK, XBLOCK] tiles of a pointwise kernel
         self.masks: list[Var] = []  # the masks of the `masked` bodies being generated
@@ -227,7 +228,8 @@ class TritonKernelCodegen(KernelCodegen):
         return " & ".join(parts)
 
     def load_external(self, name: str, index: sympy.Expr) -> Var:
-        if RINDEX in index.free_symbols:
+        if RINDEX in index.free_symbols and (name, index) not in self.r_read:
+            self.r_read.add((name, index))  # a load made again (CSE) counts once
             self.r_loads.append(index)
         var = super().load_external(name, index)
         self.last_load = (var, name, index)
