@@ -31,6 +31,8 @@ from typing import IO, Any
 
 from kernelscope.compiler.events import PARTS
 from kernelscope.server.cgroups import JobCgroup
+from kernelscope.server.early import FILENAME as SNIPPET
+from kernelscope.server.early import early_source
 from kernelscope.server.followups import FollowUps, asked
 from kernelscope.server.jobs import SCHEMA_VERSION, Job
 from kernelscope.server.kcache import KernelCache
@@ -76,6 +78,7 @@ class WorkerSettings:
     scratch_root: str | None = None
     grace_s: float = 2.0  # how long a worker may linger after `done` before it is killed
     back_command: tuple[str, ...] | None = None  # the back half; None: one process
+    early_source: bool = True  # a cold job's `source` from the server at once (early.py)
 
 
 BUNDLE = "capture.ksb"
@@ -101,7 +104,7 @@ def _option_flags(job: Job) -> list[str]:
 
 def front_argv(settings: WorkerSettings, job: Job, scratch: str, split: bool) -> list[str]:
     """The front half (or, unsplit, the whole pipeline) on the snippet."""
-    argv = [*settings.command, f"{scratch}/snippet.py", *_option_flags(job)]
+    argv = [*settings.command, f"{scratch}/{SNIPPET}", *_option_flags(job)]
     if split:
         argv += ["--front-only", "--bundle", f"{scratch}/{BUNDLE}"]
     if job.request.entry:
@@ -174,6 +177,8 @@ def run_job(
     follow = FollowUps(job, store, stages, lambda done, out, origin, later, until: finish(
         job, store, done, out, origin, later, until)) if stages else None
     try:
+        if warm is None and settings.early_source:  # a cold worker imports torch first
+            job.publish("source", early_source(job.request), origin="server")
         _write_snippet(job, jobdir.phase("front"), iso)
         if kcache is not None:
             kcache.link_into(jobdir.phase(compiles))
@@ -419,7 +424,7 @@ def take_bundle(jobdir: JobDir, iso: Isolation, limits: Limits) -> bool:
 
 
 def _write_snippet(job: Job, scratch: Path, iso: Isolation) -> None:
-    path = scratch / "snippet.py"
+    path = scratch / SNIPPET
     path.write_text(job.request.code, encoding="utf-8")
     if iso.uid is not None:
         os.chown(path, iso.uid, iso.gid if iso.gid is not None else -1)

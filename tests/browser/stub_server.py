@@ -40,7 +40,10 @@ from pygments.lexers import CppLexer, PythonLexer
 
 from kernelscope.compiler.event_schema import json_schema
 from kernelscope.compiler.events import FOLLOW_UPS, PARTS, SCHEMA_VERSION, STAGES, TERMINAL
+from kernelscope.server.early import early_source
 from kernelscope.server.followups import states as follow_up_states
+from kernelscope.server.jobs import JobRequest
+from kernelscope.server.options import parse_options
 
 ROOT = Path(__file__).resolve().parents[2]
 WEBUI = ROOT / "webui"
@@ -202,7 +205,7 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
     app = Flask(__name__, static_folder=None)
     jobs: dict[str, dict[str, Any]] = {}
     traces: dict[str, dict[str, Any]] = {}
-    gate: dict[str, Any] = {"stage": None, "open": threading.Event()}
+    gate: dict[str, Any] = {"stage": None, "open": threading.Event(), "cold": False}
     for name in STORED:
         stored = load_fixture(name)
         stored["id"] = name
@@ -318,7 +321,15 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
         evs = with_parts(events_for(job["code"], job["options"]))
         later = [e for e in evs if e["stage"] in FOLLOW_UPS]
         evs = [e for e in evs if e["stage"] not in FOLLOW_UPS]
-        for ev in evs:
+        cold = gate["cold"]
+        if cold:  # as the real server for a cold worker: its own `source` first
+            request = JobRequest(job["code"], parse_options(job["options"]))
+            early = {**event(0, "source", early_source(request)), "origin": "server"}
+            evs = [early, *evs]
+            for i, e in enumerate(evs):
+                e["seq"] = i
+            yield f"data: {json.dumps(early)}\n\n"
+        for ev in evs[1:] if cold else evs:
             while ev["stage"] == gate["stage"] and not gate["open"].wait(0.1):
                 yield ": heartbeat\n\n"
             time.sleep(delay)
@@ -377,6 +388,12 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
         gate["open"].clear()
         gate["stage"] = stage
         return jsonify({"hold": stage})
+
+    @app.post("/stub/cold/<flag>")
+    def cold(flag: str) -> Response:
+        """Later jobs start "cold": the server's early `source` comes first (on/off)."""
+        gate["cold"] = flag == "on"
+        return jsonify({"cold": gate["cold"]})
 
     @app.post("/stub/release")
     def release() -> Response:

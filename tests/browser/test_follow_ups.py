@@ -1,7 +1,9 @@
-"""The Inductor comparison is a follow-up (server/followups.py): `done` and the permalink
-arrive with our own result, the page says Inductor is still running, and both the page
-that compiled and a permalink opened meanwhile fill in Inductor's times once it is stored.
-The stub holds the `inductor` follow-up until released (order, not timing)."""
+"""What the page shows before the whole result is there. The Inductor comparison is a
+follow-up (server/followups.py): `done` and the permalink arrive with our own result, the
+page says Inductor is still running, and both the page that compiled and a permalink
+opened meanwhile fill in Inductor's times once it is stored. A cold job's first `source`
+is the server's (server/early.py). The stub holds a stage until released (order, not
+timing)."""
 
 from __future__ import annotations
 
@@ -85,4 +87,33 @@ def test_a_follow_up_that_never_came_says_it_did_not_finish(page: Page) -> None:
     expect(lost).to_contain_text("Inductor: did not finish")
     expect(page.locator(".status .follow-ups")).to_have_text("inductor did not finish")
     expect(page.locator(".stage[data-stage=inductor]")).to_have_class(re.compile(r"\bfailed\b"))
+    assert page_errors(page) == []
+
+
+def test_a_cold_job_shows_its_code_at_once_and_its_inputs_once_the_snippet_ran(
+    page: Page,
+) -> None:
+    """The server's own `source` (server/early.py) comes while a cold worker imports
+    torch: the status says so and the lines are the code's; the worker's own `source`
+    then gives the entry and its inputs (the stub holds that one until released)."""
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.request.post("/stub/cold/on")
+    page.request.post("/stub/hold/source")
+    try:
+        open_explorer(page)
+        page.select_option("#samples", "add_relu")
+        page.click("#compile")
+        info = page.locator(".status .source-info")
+        expect(info.locator(".starting")).to_contain_text("importing torch")
+        expect(page.locator(".stage[data-stage=source]")).to_have_class(
+            re.compile(r"\bdone\b"))
+        early = page.evaluate("window.kernelscope.state.trace.events.map(e => e.origin)")
+        assert early == ["server"]
+        screenshot(page, "cold-source-1440x900")
+    finally:
+        page.request.post("/stub/release")
+        page.request.post("/stub/cold/off")
+    wait_done(page)
+    expect(info.locator("code")).to_contain_text("add_relu(x: float32[4096]")
+    expect(info.locator(".starting")).to_have_count(0)
     assert page_errors(page) == []

@@ -11,7 +11,8 @@
 
 Used where 20 real compiles on 2 cores would take minutes. `# fake-sleep: 0.3` in a
 snippet makes every stage take that long; with `--inductor` an `inductor` event follows
-`profile` (`# fake-inductor: ...` in the snippet: see fake_inductor).
+`profile` (`# fake-inductor: ...` in the snippet: see fake_inductor); `# fake-import: wait`
+holds the front half before its first event until a test lets it go.
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ def front(args: argparse.Namespace) -> dict[str, Any]:
     """Run the snippet; the bundle's content: source and capture, or an error."""
     with open(args.file, encoding="utf-8") as f:
         code = f.read()
+    if re.search(r"#\s*fake-import:\s*wait", code):
+        # As a cold worker importing torch: nothing until `import-gate` is in the scratch
+        # directory (a test puts it there from outside).
+        while not os.path.exists("import-gate"):
+            time.sleep(0.02)
     source = {
         "code": code,
         "filename": "snippet.py",

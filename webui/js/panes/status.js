@@ -114,7 +114,7 @@ export class StatusStrip {
       this.chips.get(/** @type {StageName} */ (event.data.stage))?.classList.add("failed");
     }
     if (event.stage === "done") this.finish(trace, event, live);
-    if (event.stage === "source") this.sourceInfo(event.data);
+    if (event.stage === "source") this.sourceInfo(event.data, event.origin ?? null);
   }
 
   // "done · 1.43 s wall (stages 1.14 s)": the wall time is what the user waited, measured
@@ -156,8 +156,16 @@ export class StatusStrip {
       : `${lost.join(", ")} did not finish`;
   }
 
-  /** @param {import("../../types/events").Source} s */
-  sourceInfo(s) {
+  // A cold job's first `source` is the server's, from the snippet text, sent while the
+  // worker imports torch: the entry and inputs come with the worker's own `source`.
+  /** @param {import("../../types/events").Source} s @param {string | null} origin */
+  sourceInfo(s, origin = null) {
+    if (origin === "server") {
+      clear(this.info, h("span.starting", "starting a worker (importing torch) · the entry " +
+        "and its inputs come once the snippet has run"),
+      h("span", s.device), h("span", s.backend));
+      return;
+    }
     const inputs = (s.inputs ?? []).map((i) => `${i.name}: ${i.dtype}${shape(i.shape)}`).join(", ");
     /** @type {Partial<import("../../types/events").Versions>} */
     const v = s.versions ?? {};
