@@ -1,4 +1,6 @@
-"""The benchmark suite: sixteen cases, each at three sizes (H200, CPU, smoke).
+"""The benchmark suite: sixteen cases, each at three sizes (H200, CPU, smoke), and the
+backward reductions of the training steps (`BACKWARD_CASES`: named with --cases, not in
+the default run).
 
 Each case is a function (or eval-mode module) and a factory of inputs. `make(device, size)`
 returns the callable and its inputs at one of three sizes: "gpu" (the H200 suite: large
@@ -148,6 +150,54 @@ class BasicBlock(nn.Module):
         return torch.relu(self.bn2(self.conv2(y)) + x)
 
 
+
+aten = torch.ops.aten
+
+
+def mha_inproj_bias_grad(dq: torch.Tensor, dk: torch.Tensor, dv: torch.Tensor
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+    """nn.MultiheadAttention's in-projection gradient as its backward graph has it: the
+    q/k/v gradients ([B, H, L, D]) back through the head split and `proj[i]`
+    (select_backward), into [L*B, 3E] (the weight GEMM's operand) and its column sum (the
+    bias gradient)."""
+    b, h, seq, d = dq.shape
+    e = h * d
+    parts = [t.reshape(b * h, seq, d).transpose(0, 1).reshape(seq, b, e) for t in (dq, dk, dv)]
+    g = aten.select_backward(parts[0], [3, seq, b, e], 0, 0)
+    for i in (1, 2):
+        g = g + aten.select_backward(parts[i], [3, seq, b, e], 0, i)
+    g = g.unsqueeze(-2).transpose(0, -2).squeeze(0).reshape(seq * b, 3 * e)
+    return g, g.sum(0)
+
+
+def gelu_bias_grad(grad: torch.Tensor, h: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """An MLP's fc1 backward: GELU's backward (the GEMM's operand) and its column sum (the
+    bias gradient)."""
+    g = aten.gelu_backward(grad, h)
+    return g, g.sum(0)
+
+
+def layernorm_backward(grad: torch.Tensor, x: torch.Tensor, mean: torch.Tensor,
+                       rstd: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> Any:
+    """LayerNorm's backward: the input gradient (row sums) and the weight and bias
+    gradients (column sums over the tokens)."""
+    return aten.native_layer_norm_backward(grad, x, [x.shape[-1]], mean, rstd, w, b,
+                                           [True, True, True])
+
+
+def rmsnorm_backward(grad: torch.Tensor, x: torch.Tensor, w: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Llama's RMSNorm (fp32 math, `w * normed.to(bf16)`) backward, written out as its
+    backward graph computes it: the input gradient and the weight gradient (a column
+    sum over the tokens)."""
+    xf = x.float()
+    r = torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + 1e-6)
+    dw = (grad * (xf * r).to(x.dtype)).sum(0)
+    gx = (grad * w).float()
+    dx = r * gx - xf * (r * r * r) * (gx * xf).mean(-1, keepdim=True)
+    return dx.to(x.dtype), dw
+
+
 # ---- input factories -----------------------------------------------------------------
 
 
@@ -230,6 +280,36 @@ def _adam(device: str, size: str) -> tuple[Callable[..., Any], Inputs]:
     return adam_update, (*lists, sq)
 
 
+def _mha_grads(device: str, size: str) -> tuple[Callable[..., Any], Inputs]:
+    # ViT-B/16, 64 images: [B, H, L, D] gradients laid out as [B, L, H, D] (SDPA's)
+    b, h, seq, d = _pick(size, (64, 12, 197, 64), (8, 12, 197, 64), (2, 2, 9, 8))
+    dtype = torch.bfloat16 if size == "gpu" else torch.float32
+    return mha_inproj_bias_grad, tuple(
+        _randn(device, b, seq, h, d, dtype=dtype).transpose(1, 2) for _ in range(3))
+
+
+def _gelu_grad(device: str, size: str) -> tuple[Callable[..., Any], Inputs]:
+    t, c = _pick(size, (64 * 197, 3072), (8 * 197, 3072), (37, 48))  # ViT-B/16's fc1
+    dtype = torch.bfloat16 if size == "gpu" else torch.float32
+    return gelu_bias_grad, (_randn(device, t, c, dtype=dtype), _randn(device, t, c, dtype=dtype))
+
+
+def _ln_grad(device: str, size: str) -> tuple[Callable[..., Any], Inputs]:
+    t, c = _pick(size, (64 * 197, 768), (8 * 197, 768), (37, 48))  # ViT-B/16 (fp32 under autocast)
+    x = _randn(device, t, c)
+    mean = x.mean(-1, keepdim=True)
+    rstd = torch.rsqrt(x.var(-1, keepdim=True, unbiased=False) + 1e-6)
+    return layernorm_backward, (_randn(device, t, c), x, mean, rstd, _randn(device, c),
+                                _randn(device, c))
+
+
+def _rms_grad(device: str, size: str) -> tuple[Callable[..., Any], Inputs]:
+    t, c = _pick(size, (4 * 1024, 2048), (512, 2048), (37, 48))  # the Llama stack's
+    dtype = torch.bfloat16 if size == "gpu" else torch.float32
+    return rmsnorm_backward, (_randn(device, t, c, dtype=dtype), _randn(device, t, c, dtype=dtype),
+                              _randn(device, c, dtype=dtype))
+
+
 CASES: list[Case] = [
     Case("gelu_tanh", "GELU tanh approx, 1-D", _one(gelu_tanh, (1 << 26,), (1 << 22,),
                                                      (4096,))),
@@ -252,6 +332,16 @@ CASES: list[Case] = [
          memory_bound=False, tol=6e-2),
     Case("basic_block", "ResNet basic block, eval", _basic_block, memory_bound=False),
     Case("adam", "Adam-style update over 20 tensors", _adam, mutates=True),
+]
+
+# The training steps' backward reductions (docs/perf.md, "Backward reductions"): timed
+# when named (`--cases mha_inproj_bias_grad,...`), not part of the sixteen-case suite.
+BACKWARD_CASES: list[Case] = [
+    Case("mha_inproj_bias_grad", "MHA in-projection grad + bias grad (ViT-B/16)", _mha_grads,
+         tol=3e-2),
+    Case("gelu_bias_grad", "GELU backward + fc1 bias grad (ViT-B/16)", _gelu_grad, tol=3e-2),
+    Case("layernorm_backward", "LayerNorm backward, fp32 (ViT-B/16)", _ln_grad, tol=1e-2),
+    Case("rmsnorm_backward", "RMSNorm backward, bf16 (Llama stack)", _rms_grad, tol=3e-2),
 ]
 
 # The CPU-sized suite timed by `--device cpu` (the issue's ten CPU cases).
@@ -280,4 +370,7 @@ def pick(table: list[N], names: list[str] | None, what: str) -> list[N]:
 
 
 def by_name(names: list[str] | None) -> list[Case]:
-    return pick(CASES, names, "case")
+    """The named cases (suite and backward ones); none named: the suite's."""
+    if not names:
+        return CASES
+    return pick(CASES + BACKWARD_CASES, names, "case")

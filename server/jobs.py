@@ -26,7 +26,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kernelscope.compiler.events import SCHEMA_VERSION  # the one definition (torch-free)
+from kernelscope.compiler.event_read import data_as, envelope
+from kernelscope.compiler.event_types import JobDone
+from kernelscope.compiler.events import SCHEMA_VERSION, TERMINAL  # the one definition (torch-free)
 from kernelscope.server.kcache import KernelCache
 from kernelscope.server.pool import WarmPool
 
@@ -97,11 +99,10 @@ class Job:
     def archive(self, store: TraceReader) -> bool:
         """Drop the events from memory once the store holds them (True if it did)."""
         with self._cond:
-            done = self._done
-            trace_id = done["data"].get("trace_id") if done is not None else None
-            if done is None or not trace_id or done["data"].get("store_error"):
+            done = data_as(envelope(self._done), JobDone) if self._done is not None else None
+            if done is None or not done.trace_id or done.store_error:
                 return False
-            self._archive = (store, str(trace_id), len(self._events))
+            self._archive = (store, str(done.trace_id), len(self._events))
             self._events = []
             return True
 
@@ -165,7 +166,7 @@ class Job:
 
     @property
     def last_stage(self) -> str | None:
-        stages = [e["stage"] for e in self._events if e["stage"] not in ("error", "done")]
+        stages = [s for s in (envelope(e).stage for e in self._events) if s not in TERMINAL]
         return stages[-1] if stages else None
 
     def set_state(self, state: str) -> None:
@@ -201,13 +202,13 @@ class Job:
                 self.listeners -= 1
 
     def status(self) -> dict[str, Any]:
-        done = self._done["data"] if self._done is not None else {}
+        done = data_as(envelope(self._done), JobDone) if self._done is not None else None
         return {
             "id": self.id,
             "state": self.state,
             "events": self.count,
-            "ok": done.get("ok"),
-            "trace_id": done.get("trace_id"),
+            "ok": done.ok if done is not None else None,
+            "trace_id": done.trace_id if done is not None else None,
         }
 
 

@@ -18,6 +18,8 @@ import re
 import string
 from typing import Any, Protocol
 
+from kernelscope.compiler.event_read import envelope
+
 ALPHABET = string.digits + string.ascii_letters
 ID_LENGTH = 12
 ID_PATTERN = re.compile(r"^[0-9A-Za-z]{10,32}$")
@@ -48,8 +50,9 @@ def stamped(code: str, options: dict[str, Any], events: list[dict[str, Any]]
     """A finished trace's id, and its events as stored: `done` carries the id."""
     ident = trace_id(code, options, events)
     stored = [dict(e) for e in events]
-    if stored and stored[-1].get("stage") == "done":
-        stored[-1] = {**stored[-1], "data": {**stored[-1]["data"], "trace_id": ident}}
+    last = envelope(stored[-1]) if stored else None
+    if last is not None and last.stage == "done":
+        stored[-1] = {**stored[-1], "data": {**last.data, "trace_id": ident}}
     return ident, stored
 
 

@@ -116,8 +116,9 @@ def _sum_dims(x: TensorValue, w: Windows) -> list[int]:
     return [nb + len(w.inputs) + d for d in range(len(w.inputs))]
 
 
-def _avg(g: LoweringContext, x: TensorValue, w: Windows, divisor: Callable[[Index], Any]) -> Any:
-    out = g.out_meta().dtype
+def _avg(g: LoweringContext, node: Node, x: TensorValue, w: Windows,
+         divisor: Callable[[Index], Any]) -> Any:
+    out = out_meta(node).dtype
     cd = upcast(out)
     total = reduce(g, _window_values(g, x, w, 0, cd), _sum_dims(x, w), False, "sum", cd, cd)
     lt = total.loader()
@@ -140,9 +141,9 @@ def _fixed(x: TensorValue, n: int, kernel_size: Any, stride: Any, padding: Any,
                    lambda d, o: o * st[d] - pa[d], di)
 
 
-def _avg_pool(g: LoweringContext, x: TensorValue, n: int, kernel_size: Any, stride: Any,
+def _avg_pool(g: LoweringContext, node: Node, x: TensorValue, n: int, kernel_size: Any, stride: Any,
               padding: Any, ceil_mode: bool, count_include_pad: bool, divisor_override: Any) -> Any:
-    w = _fixed(x, n, kernel_size, stride, padding, 1, list(g.out_meta().shape))
+    w = _fixed(x, n, kernel_size, stride, padding, 1, list(out_meta(node).shape))
     pa = _expand(padding, n)
 
     def divisor(outs: Index) -> Any:
@@ -160,7 +161,7 @@ def _avg_pool(g: LoweringContext, x: TensorValue, n: int, kernel_size: Any, stri
             count = span if count is None else ops.mul(count, span)
         return count
 
-    return _avg(g, x, w, divisor)
+    return _avg(g, node, x, w, divisor)
 
 
 @register_lowering(aten.avg_pool2d, aten.avg_pool3d)
@@ -168,7 +169,7 @@ def avg_pool(g: LoweringContext, node: Node, x: TensorValue, kernel_size: Any, s
              padding: Any = 0, ceil_mode: bool = False, count_include_pad: bool = True,
              divisor_override: Any = None) -> Any:
     n = 3 if node.target is aten.avg_pool3d.default else 2
-    return _avg_pool(g, x, n, kernel_size, stride, padding, ceil_mode, count_include_pad,
+    return _avg_pool(g, node, x, n, kernel_size, stride, padding, ceil_mode, count_include_pad,
                      divisor_override)
 
 
@@ -200,7 +201,7 @@ def adaptive_avg_pool(g: LoweringContext, node: Node, x: TensorValue, output_siz
             count = span if count is None else ops.mul(count, span)
         return count
 
-    return _avg(g, x, w, divisor)
+    return _avg(g, node, x, w, divisor)
 
 
 def _max_pool(g: LoweringContext, x: TensorValue, w: Windows) -> tuple[Any, Any]:

@@ -7,8 +7,8 @@
  * untrusted input to the host).
  */
 
-/** One StageEvent of docs/events.md, typed from its schema (events.generated.ts). */
-import type { StageEvent } from "./events.generated";
+/** One StageEvent of docs/events.md, typed from its schema (webui/types/events.d.ts). */
+import type { StageEvent } from "../../webui/types/events";
 export type { StageEvent };
 
 /** What the panel shows above the panes: which file and region a trace came from. */

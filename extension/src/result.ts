@@ -7,7 +7,7 @@
  */
 
 import type { StageEvent, TraceTitle } from "./protocol";
-import type { Payloads } from "./events.generated";
+import type { Payloads } from "../../webui/types/events";
 import { Trace } from "../../webui/js/trace.js";
 import { buildIndex } from "../../webui/js/provenance.js";
 import EVENT_SCHEMA from "../../docs/events.schema.json";
