@@ -19,7 +19,7 @@ import torch
 import torch.fx
 from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 
-from kernelscope.compiler import dynamo_cache
+from kernelscope.compiler import dynamo_cache, training
 from kernelscope.compiler import event_types as ev
 from kernelscope.compiler.capture.attention import rewrite_attention
 from kernelscope.compiler.capture.decompositions import decomposition_table
@@ -63,6 +63,9 @@ class GraphWork:
     filename: str | None = None
     code_lines: list[str] = field(default_factory=list)
     kind: str | None = None  # "forward", "backward" or "inference" (AOTAutograd's compiler)
+    # Outputs (by position) that may keep the graph's layout: a training forward's saved
+    # activations, whose strides are reported to AOTAutograd (`saved_outputs`).
+    free_outputs: frozenset[int] = frozenset()
     lines: dict[str, int | None] = field(default_factory=dict)
     modules: dict[str, str | None] = field(default_factory=dict)  # FX node -> module path
     op_names: dict[str, str] = field(default_factory=dict)
@@ -133,9 +136,9 @@ def lower(work: GraphWork) -> ev.LoweringGraph:
     work.backend = backend = choose_backend(work.options.backend, device, work.options)
     decision = layout.decide(work.gm, work.kind, work.options.conv_layout,
                              device in backend.target.channels_last_convs,
-                             f"{backend.label} on {device}")
+                             f"{backend.label} on {device}", bool(work.free_outputs))
     lowering = GraphLowering(work.gm, work.example_inputs, work.lines, backend,
-                             work.options, decision)
+                             work.options, decision, work.free_outputs)
     work.lowered = lowered = lowering.run()
     work.backends = kernel_backends(backend, _kernel_devices(lowered), work.options)
     has_convs = decision is not layout.NO_CONVOLUTIONS
@@ -288,6 +291,7 @@ def codegen_stage(work: GraphWork) -> ev.CodegenGraph:
     work.wrapper, work.wrapper_line_map = generate_wrapper(
         [b.name for b in work.lowered.inputs], work.lowered.outputs, work.sched, work.memory,
         [p for p in parts if p[1] or p[0] is backend])
+    work.wrapper += training.output_strides_line(work)
     return ev.CodegenGraph(
         id=work.gid, backend=backend.name, backend_label=backend.label,
         emulated=backend.emulated, triton_interpret=backend.emulated,
@@ -355,7 +359,8 @@ def _graph_key(work: GraphWork) -> str | None:
     key, why = graph_cache.graph_key(
         work.gm, work.example_inputs, work.options,
         {"lines": work.lines, "code": work.code_lines,
-         "mutations": sorted(work.mutations.items()), "kind": work.kind},
+         "mutations": sorted(work.mutations.items()), "kind": work.kind,
+         "free_outputs": sorted(work.free_outputs)},
         backend.cache_identity())
     if key is None:
         work.graph_cache = graph_cache.GraphCacheStatus(None, "bypass", why)
@@ -425,15 +430,16 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                options: CompileOptions, filename: str | None = None, gid: int = 0,
                notes: Sequence[str] = (), mutations: dict[int, int] | None = None,
                kind: str | None = None,
-               trace: Callable[[GraphWork, dict[str, Any], dict[str, float]], Any] | None = None
-               ) -> loader.CompiledGraph:
+               trace: Callable[[GraphWork, dict[str, Any], dict[str, float]], Any] | None = None,
+               free_outputs: frozenset[int] = frozenset()) -> loader.CompiledGraph:
     """Everything at once: the backend's path. Returns fn(*args) -> list of outputs.
 
     A graph compiled before comes from the whole-graph cache (runtime/graph_cache.py)
     without lowering..codegen; the CompiledGraph's `graph_cache` says which happened.
     With `trace` (a trace directory: compiler/trace_dir.py) every stage runs, and `trace`
     gets the work, each stage's payload and how long each stage took (ms)."""
-    work = GraphWork(gid, gm, list(example_inputs), options, filename, kind=kind)
+    work = GraphWork(gid, gm, list(example_inputs), options, filename, kind=kind,
+                     free_outputs=free_outputs)
     work.notes.extend(notes)
     work.mutations = dict(mutations or {})
     cached = _cached(work) if trace is None else None
@@ -547,10 +553,13 @@ def make_backend(options: CompileOptions, filename: str | None = None,
             return make_boxed_func(_specialising(gm, options, filename, gid, kind, trace))
         try:
             compiled = compile_fx(gm, example_inputs, options, filename, gid,
-                                  mutations=input_mutations(), kind=kind, trace=trace)
+                                  mutations=input_mutations(), kind=kind, trace=trace,
+                                  free_outputs=training.saved_outputs(gm) if kind == "forward"
+                                  else frozenset())
         except Unsupported as e:
             warnings.warn(f"kernelscope: running graph {gid} eagerly: {e}", stacklevel=2)
             return make_boxed_func(torch._disable_dynamo(_eager(gm)))
+        training.report_output_strides(compiled)
         if sink is not None:
             sink.append(compiled)
         key = compiled.graph_cache.get("key")

@@ -67,6 +67,38 @@ def parse_event(obj: Mapping[str, Any] | str) -> Event[Any]:
                  obj.get("origin"))
 
 
+def envelope(obj: Mapping[str, Any]) -> Event[Mapping[str, Any]]:
+    """An event as a reader holds it (a server's job events, its store's rows, a stream it
+    serves), with `data` left as it is: the stage, seq, ms and origin to read, without the
+    schema check or converting every payload (parse_event does both, for events from
+    elsewhere). `data_as` then reads the payload of a stage the reader needs. A field of the
+wrong type reads as its default (seq -1, stage "", ms 0.0), never raises."""
+    seq, ms, stage = obj.get("seq"), obj.get("ms"), obj.get("stage")
+    return Event(seq if isinstance(seq, int) else -1, stage if isinstance(stage, str) else "",
+                 float(ms) if isinstance(ms, (int, float)) else 0.0, obj.get("data", {}),
+                 obj.get("origin"))
+
+
+def data_as(event: Event[Any], cls: type[T]) -> T | None:
+    """An envelope's payload as `cls` where the event is of a stage whose payload is one
+    (`done` as `JobDone` or `Done`, `error` as `Error`), converted by the declared types
+    but not checked against the schema (the reader made or conformed the event itself);
+    None for another stage, or data without a field `cls` requires."""
+    stage = PAYLOADS.get(event.stage)
+    if stage is None or not issubclass(stage, cls) and not issubclass(cls, stage):
+        return None
+    return read_data(cls, event.data)
+
+
+def read_data(cls: type[T], data: Any) -> T | None:
+    """`data` as the dataclass `cls` (as from_dict), or None where it is not one: not an
+    object, or a required field missing."""
+    try:
+        return from_dict(cls, data)
+    except (EventError, TypeError):
+        return None
+
+
 def parse_events(objs: typing.Iterable[Mapping[str, Any] | str]) -> list[Event[Any]]:
     return [parse_event(o) for o in objs]
 

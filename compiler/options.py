@@ -32,8 +32,9 @@ class CompileOptions:
     # conformed to the planned layout (codegen/wrapper.py LAYOUT_AT_RUNTIME).
     attention_to_sdpa: bool = True  # naive attention -> scaled_dot_product_attention (CUDA)
     cuda_graphs: bool = False  # replay each compiled graph from a CUDA graph (runtime/graphs.py)
-    # "auto" works channels-last where lowering/layout.py's rule says (CUDA inference
-    # graphs with convolutions), "channels_last" wherever a convolution can, "contiguous" never.
+    # "auto" works channels-last where lowering/layout.py's rule says (CUDA graphs with
+    # convolutions, inference and training), "channels_last" wherever a convolution can,
+    # "contiguous" never.
     conv_layout: str = "auto"  # convolution graphs' layout: auto, channels_last or contiguous
     # mm/addmm/bmm on Triton: "auto" measures the extern call against the GEMM template's
     # configs on the real shapes (a GPU; cached on disk) and keeps the fastest; "extern"

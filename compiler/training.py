@@ -6,6 +6,11 @@ values the backward needs ("saved for backward"); the backward graph takes those
 values (same node names) as its first inputs, then one tangent per output that needs a
 gradient (`tangents_1`, ...). A forward and a backward graph pair up by the Dynamo graph
 they came from (`dynamo_graph`, one per compile).
+
+Where a training forward works channels-last (lowering/layout.py), the activations it
+saves keep their NHWC strides, and the forward reports its output strides to AOTAutograd
+(`TracingContext.report_output_strides`), which restrides the backward's example inputs
+before compiling it: the backward's lowering reads its inputs' strides from them.
 """
 
 from __future__ import annotations
@@ -13,9 +18,61 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import torch
 import torch.fx
 
 from kernelscope.compiler.ir.nodes import InputBuffer, Stored
+
+
+def output_strides_line(work: Any) -> str:
+    """The wrapper's OUTPUT_STRIDES line (`work`: a compile_fx.GraphWork after lowering),
+    where a saved activation kept other strides than eager's: what the forward reports to
+    AOTAutograd (`report_output_strides`), from the whole-graph cache too. Empty where
+    every output has eager's strides."""
+    lowered = work.lowered
+    assert lowered is not None
+    out = work.gm.graph.output_node().args[0]
+    nodes = list(out) if isinstance(out, (list, tuple)) else [out]
+    if not any(_restrided(o, n) for i, (o, n) in enumerate(zip(lowered.outputs, nodes))
+               if i in work.free_outputs):
+        return ""
+    strides = [tuple(o.view.stride) if isinstance(o, Stored) else None
+               for o in lowered.outputs]
+    return ("\n\n# the strides AOTAutograd compiles the backward for (saved activations)\n"
+            f"OUTPUT_STRIDES = {strides!r}\n")
+
+
+def _restrided(value: Any, node: Any) -> bool:
+    meta = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+    if not isinstance(value, Stored) or not isinstance(meta, torch.Tensor):
+        return False
+    return any(n != 1 and a != b for n, a, b in zip(value.size, value.view.stride,
+                                                     meta.stride()))
+
+
+def saved_outputs(gm: torch.fx.GraphModule) -> frozenset[int]:
+    """The outputs of a training forward that are saved for backward, where AOTAutograd
+    compiles the backward for the strides the forward reports (empty elsewhere: the
+    explorer's pipeline, an unknown runtime)."""
+    ctx = torch._guards.TracingContext.try_get()
+    meta = getattr(ctx, "fw_metadata", None)
+    first = getattr(meta, "num_forward", None)
+    if ctx is None or getattr(ctx, "output_strides", None) is None or \
+            not isinstance(first, int):
+        return frozenset()
+    out = gm.graph.output_node().args[0]
+    count = len(out) if isinstance(out, (list, tuple)) else 1
+    return frozenset(range(first, count))
+
+
+def report_output_strides(compiled: Any) -> None:
+    """Tell AOTAutograd the strides a forward returns, where its saved activations kept
+    the graph's layout: it compiles the backward for them (as for Inductor's layouts)."""
+    strides = getattr(getattr(compiled, "module", None), "OUTPUT_STRIDES", None)
+    ctx = torch._guards.TracingContext.try_get()
+    reported = getattr(ctx, "output_strides", None)
+    if strides is not None and reported is not None and not reported:
+        reported.extend(strides)
 
 
 def pairs(kinds: Sequence[tuple[str, int]]) -> list[tuple[int, int]]:

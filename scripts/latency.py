@@ -36,6 +36,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from kernelscope.compiler.event_read import data_as, envelope
+from kernelscope.compiler.event_types import JobDone
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -85,7 +88,7 @@ def one_run(host: str, port: int, code: str, options: dict[str, Any]) -> dict[st
     conn.request("GET", job["events"])
     stream = conn.getresponse()
     first = done = None
-    last: dict[str, Any] = {}
+    last: JobDone | None = None
     stages: dict[str, float] = {}
     at: dict[str, float] = {}  # seconds from the POST to the first event of each stage
     while True:
@@ -93,13 +96,13 @@ def one_run(host: str, port: int, code: str, options: dict[str, Any]) -> dict[st
         if not line:
             break
         if line.startswith(b"data: "):
-            event = json.loads(line[6:])
+            event = envelope(json.loads(line[6:]))
             now = time.perf_counter() - start
             first = now if first is None else first
-            stages[event["stage"]] = round(event["ms"], 1)
-            at.setdefault(event["stage"], round(now, 3))
-            if event["stage"] == "done":
-                done, last = now, event["data"]
+            stages[event.stage] = round(event.ms, 1)
+            at.setdefault(event.stage, round(now, 3))
+            if event.stage == "done":
+                done, last = now, data_as(event, JobDone)
                 break
     conn.close()
     graphs = [at[s] for s in ("capture_graph", "capture") if s in at]
@@ -108,12 +111,12 @@ def one_run(host: str, port: int, code: str, options: dict[str, Any]) -> dict[st
         "source_s": at.get("source"),
         "first_graph_s": min(graphs) if graphs else None,
         "done_s": done,
-        "ok": last.get("ok"),
-        "wall_ms": last.get("wall_ms"),
-        "stages_ms": last.get("stages_ms"),
+        "ok": last.ok if last is not None else None,
+        "wall_ms": last.wall_ms if last is not None else None,
+        "stages_ms": last.stages_ms if last is not None else None,
         "stages": stages,
         "at": at,
-        "trace_id": last.get("trace_id"),
+        "trace_id": last.trace_id if last is not None else None,
     }
 
 

@@ -41,6 +41,9 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from kernelscope.compiler.event_read import data_as, envelope
+from kernelscope.compiler.event_types import JobDone
+
 REPO = Path(__file__).resolve().parent.parent
 
 
@@ -83,14 +86,14 @@ def one_client(base: str, code: str, go: threading.Event, timeout: float) -> dic
         with urllib.request.urlopen(base + job["events"], timeout=timeout) as r:
             for raw in r:
                 if raw.startswith(b"data: "):
-                    event = json.loads(raw[6:])
-                    if event["stage"] == "done":
-                        data = event["data"]
+                    event = envelope(json.loads(raw[6:]))
+                    if event.stage == "done":
+                        data = data_as(event, JobDone)
                         return {
                             "result": "done",
-                            "ok": data.get("ok"),
+                            "ok": data.ok if data is not None else None,
                             "s": time.perf_counter() - start,
-                            "trace": bool(data.get("trace_id")),
+                            "trace": bool(data is not None and data.trace_id),
                         }
     except OSError as exc:
         return {"result": "lost", "why": str(exc)}
@@ -181,8 +184,9 @@ def greedy(port: int, code: str, timeout: float) -> None:
         job = json.loads(body)["job_id"]
         _, _, events = request(port, "GET", f"/api/jobs/{job}/events?format=ndjson",
                                timeout=timeout)
-        lines = [json.loads(x) for x in events.splitlines() if x.strip()]
-        ok = bool(lines) and lines[-1]["stage"] == "done" and lines[-1]["data"].get("ok")
+        lines = [envelope(json.loads(x)) for x in events.splitlines() if x.strip()]
+        done = data_as(lines[-1], JobDone) if lines else None
+        ok = done is not None and done.ok
         results[i] = (status, time.perf_counter() - start, bool(ok))
 
     threads = [threading.Thread(target=polite, args=(i,)) for i in range(10)]

@@ -11,7 +11,8 @@ that already holds `CLIENT_JOBS` queued or running jobs is answered 429 with
 only its `done` event in memory: its events are read back from the store (a padded trace
 is megabytes; 200 of them were gigabytes).
 `stop(reason)` ends every job (a graceful shutdown): each stream gets an `error` and
-`done`, each trace is stored, each sandbox, job directory and cgroup removed.
+`done`, each trace is stored (a follow-up still running is stored as stopped), each
+sandbox, job directory and cgroup removed.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from kernelscope.compiler.events import SCHEMA_VERSION  # the one definition (torch-free)
+from kernelscope.compiler.event_read import data_as, envelope
+from kernelscope.compiler.event_types import JobDone
+from kernelscope.compiler.events import SCHEMA_VERSION, TERMINAL  # the one definition (torch-free)
 from kernelscope.server.kcache import KernelCache
 from kernelscope.server.pool import WarmPool
 
@@ -75,6 +78,7 @@ class Job:
     listeners: int = 0
     finished_at: float | None = None
     cancel_reason: str | None = None  # why it was stopped, if not by its own client
+    following: bool = False  # `done` is out, its follow-ups still run (server/followups.py)
     _events: list[dict[str, Any]] = field(default_factory=list, repr=False)
     _archive: tuple[TraceReader, str, int] | None = field(default=None, repr=False)
     _done: dict[str, Any] | None = field(default=None, repr=False)
@@ -86,20 +90,19 @@ class Job:
         """Every event so far; a finished, archived job reads them from the store."""
         if self._archive is None:
             return self._events
-        store, trace_id, _count = self._archive
+        store, trace_id, count = self._archive
         trace = store.get(trace_id)
         if trace is None:  # the store lost it: the `done` event is all there is
             return [self._done] if self._done is not None else []
-        return list(trace["events"])
+        return list(trace["events"])[:count]  # the job's stream: through `done`
 
     def archive(self, store: TraceReader) -> bool:
         """Drop the events from memory once the store holds them (True if it did)."""
         with self._cond:
-            done = self._done
-            trace_id = done["data"].get("trace_id") if done is not None else None
-            if done is None or not trace_id or done["data"].get("store_error"):
+            done = data_as(envelope(self._done), JobDone) if self._done is not None else None
+            if done is None or not done.trace_id or done.store_error:
                 return False
-            self._archive = (store, str(trace_id), len(self._events))
+            self._archive = (store, str(done.trace_id), len(self._events))
             self._events = []
             return True
 
@@ -112,6 +115,11 @@ class Job:
             self.cancel_reason = reason
         self._cancel.set()
         return True
+
+    def stop_following(self, reason: str) -> None:
+        """Stop the follow-ups of a job whose `done` is out (a graceful shutdown)."""
+        self.cancel_reason = reason
+        self._cancel.set()
 
     def cancel_requested(self) -> bool:
         return self._cancel.is_set()
@@ -149,12 +157,16 @@ class Job:
         return self._done is not None
 
     @property
+    def done_event(self) -> dict[str, Any] | None:
+        return self._done
+
+    @property
     def count(self) -> int:
         return self._archive[2] if self._archive is not None else len(self._events)
 
     @property
     def last_stage(self) -> str | None:
-        stages = [e["stage"] for e in self._events if e["stage"] not in ("error", "done")]
+        stages = [s for s in (envelope(e).stage for e in self._events) if s not in TERMINAL]
         return stages[-1] if stages else None
 
     def set_state(self, state: str) -> None:
@@ -190,13 +202,13 @@ class Job:
                 self.listeners -= 1
 
     def status(self) -> dict[str, Any]:
-        done = self._done["data"] if self._done is not None else {}
+        done = data_as(envelope(self._done), JobDone) if self._done is not None else None
         return {
             "id": self.id,
             "state": self.state,
             "events": self.count,
-            "ok": done.get("ok"),
-            "trace_id": done.get("trace_id"),
+            "ok": done.ok if done is not None else None,
+            "trace_id": done.trace_id if done is not None else None,
         }
 
 
@@ -340,11 +352,14 @@ class JobManager:
         stored. Returns once the supervisors have cleaned up (or after `timeout`)."""
         self.stopping = reason
         with self._lock:
-            jobs = [j for j in self.jobs.values() if not j.finished]
+            jobs = [j for j in self.jobs.values() if not j.finished or j.following]
         for job in jobs:
-            job.cancel(reason)
+            if job.finished:  # its follow-ups are stored as stopped
+                job.stop_following(reason)
+            else:
+                job.cancel(reason)
         end = time.monotonic() + timeout
-        while time.monotonic() < end and any(not j.finished for j in jobs):
+        while time.monotonic() < end and any(not j.finished or j.following for j in jobs):
             time.sleep(0.05)
         self.shutdown(max(0.1, end - time.monotonic()))
 
@@ -380,6 +395,7 @@ class JobManager:
             except Exception:
                 log.exception("job %s: the runner failed", job.id)
             finally:
+                job.following = False
                 with self._lock:
                     self.running -= 1
                 if not job.finished:

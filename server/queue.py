@@ -43,6 +43,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from kernelscope.compiler.event_read import data_as, envelope
+from kernelscope.compiler.event_types import JobDone
+from kernelscope.compiler.events import TERMINAL
 from kernelscope.server.jobs import SCHEMA_VERSION, Busy, JobRequest, OverQuota
 from kernelscope.server.kcache import KernelCache
 from kernelscope.server.pool import WarmPool
@@ -164,13 +167,13 @@ class RemoteJob:
     def status(self) -> dict[str, Any]:
         self.watch()  # a client that polls instead of streaming also learns of a lost worker
         events = self.events
-        done = events[-1]["data"] if events and events[-1]["stage"] == "done" else {}
+        done = data_as(envelope(events[-1]), JobDone) if events else None
         return {
             "id": self.id,
             "state": self.state,
             "events": len(events),
-            "ok": done.get("ok"),
-            "trace_id": done.get("trace_id"),
+            "ok": done.ok if done is not None else None,
+            "trace_id": done.trace_id if done is not None else None,
         }
 
     def subscribe(self, start: int, heartbeat_s: float) -> Iterator[dict[str, Any] | None]:
@@ -206,10 +209,10 @@ class RemoteJob:
             for event in batch:
                 sent.append(event)
                 yield event
-                if event["stage"] == "done":
+                if envelope(event).stage == "done":
                     return
             if batch:
-                last = f"0-{batch[-1]['seq'] + 1}"
+                last = f"0-{envelope(batch[-1]).seq + 1}"
                 quiet = 0.0
                 continue
             quiet += block_ms / 1000
@@ -237,7 +240,7 @@ class RemoteJob:
             )
 
     def _last_stage(self) -> str:
-        stages = [e["stage"] for e in self.events if e["stage"] not in ("error", "done")]
+        stages = [s for s in (envelope(e).stage for e in self.events) if s not in TERMINAL]
         return stages[-1] if stages else "source"
 
 
@@ -314,8 +317,8 @@ class RedisJobManager:
              ) -> Iterator[dict[str, Any]]:
         """End a stream whose job Redis cannot give us: an `error`, the trace of what was
         seen stored, and `done` (sent to this client; Redis cannot take them now)."""
-        error = {"stage": next((e["stage"] for e in reversed(sent)
-                                if e["stage"] not in ("error", "done")), "source"),
+        error = {"stage": next((s for s in (envelope(e).stage for e in reversed(sent))
+                                if s not in TERMINAL), "source"),
                  "kind": "killed", "line": None, "traceback": None,
                  "message": f"The job queue (Redis) could not be reached for {OUTAGE_S:g} s "
                             f"({why[:200]}); the job may still finish: reload its permalink "
@@ -360,7 +363,7 @@ class RedisJobManager:
             return
         events = job.events
         data: dict[str, Any] = {"ok": False}
-        stages = sum(float(e["ms"]) for e in events)
+        stages = sum(envelope(e).ms for e in events)
         data |= {"wall_ms": round((time.time() - job.created) * 1000, 1), "stages_ms": stages}
         closing = {"schema": SCHEMA_VERSION, "seq": len(events), "stage": "done", "ms": 0.0,
                    "data": data}

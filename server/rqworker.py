@@ -35,6 +35,7 @@ from typing import Any
 
 from rq.job import Job as RqJob
 
+from kernelscope.compiler.event_read import envelope
 from kernelscope.server.inputs import entry_name_ok
 from kernelscope.server.jobs import Job, JobRequest
 from kernelscope.server.options import parse_options
@@ -107,9 +108,9 @@ class RedisJob(Job):
                     k.decode(): v for k, v in self.meta.items() if k != b"finished"})
                 self.conn.hset(self.keys.meta, "state", "running")
                 self._synced = int(self.conn.xlen(self.keys.events))
-            for event in self._events[self._synced:]:
-                n = append(self.conn, self.keys, event["stage"], event["data"], event["ms"],
-                           self.retention_s, event.get("origin"))
+            for event in map(envelope, self._events[self._synced:]):
+                n = append(self.conn, self.keys, event.stage, dict(event.data), event.ms,
+                           self.retention_s, event.origin)
                 if n < 0:
                     self.ended_elsewhere = True  # cancelled or failed by the web tier
                     break

@@ -11,6 +11,8 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from kernelscope.compiler.event_read import envelope
+
 SSE_HEADERS = {
     "Cache-Control": "no-cache",
     "X-Accel-Buffering": "no",  # nginx: do not buffer the stream
@@ -23,7 +25,8 @@ def sse(events: Iterable[dict[str, Any] | None]) -> Iterator[str]:
         if event is None:
             yield ": heartbeat\n\n"
         else:
-            yield f"id: {event['seq']}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n"
+            seq = envelope(event).seq
+            yield f"id: {seq}\ndata: {json.dumps(event, separators=(',', ':'))}\n\n"
 
 
 def ndjson(events: Iterable[dict[str, Any] | None]) -> Iterator[str]:

@@ -31,6 +31,8 @@ from typing import Any
 from flask import Blueprint, Response, current_app, jsonify, request
 from flask.blueprints import BlueprintSetupState
 
+from kernelscope.compiler.event_read import data_as, envelope
+from kernelscope.compiler.event_types import Capture
 from kernelscope.compiler.trace_open import MAX_FILES, Opened, TraceRefused, open_files
 from kernelscope.server.errors import ApiError
 from kernelscope.server.inputs import BadInput, parse_request
@@ -61,9 +63,10 @@ def conformed(opened: Opened) -> Opened:
     """The trace with its `source` and `capture` conformed as a job's are."""
     events = []
     for event in opened.events:
-        if event["stage"] in SNIPPET_STAGES:
-            data = {**conform_data(event["stage"], event["data"]), "origin": "snippet"}
-            if event["stage"] == "source":
+        read = envelope(event)
+        if read.stage in SNIPPET_STAGES:
+            data = {**conform_data(read.stage, read.data), "origin": "snippet"}
+            if read.stage == "source":
                 data["code"] = opened.code  # capped by trace_open, not by a string cap
             event = {**event, "data": data}
         events.append(event)
@@ -144,7 +147,8 @@ def upload() -> tuple[Response, int]:
         raise ApiError(f"cannot open this trace: {exc}") from None
     finally:
         slot.release()
-    graphs = len(opened.events[1]["data"]["graphs"])
+    capture = data_as(envelope(opened.events[1]), Capture)  # trace_open checked its schema
+    graphs = len(capture.graphs) if capture is not None else 0
     return jsonify({"id": ident, "url": f"/t/{ident}", "graphs": graphs,
                     "notices": opened.notices}), 201
 

@@ -37,6 +37,27 @@ SLOW: dict[str, str] = {
     # The OpInfo sweeps in a subprocess: the fast tier keeps the all-dtype slice.
     "opinfo/test_opinfo_slice.py": "62 ops at three dtypes",
     "opinfo/test_grad_slice.py": "13 ops' gradients",
+    # One fresh interpreter (torch imported, a whole compile) per check, end to end: the fast
+    # tier keeps each module's in-process tests (measured per file under load ~5, 2026-12-02:
+    # these seven were 170 of core's 622 s).
+    "core/test_index_asserts.py::test_out_of_range_index_stops_the_kernel":
+        "a kernel made to fail, in a subprocess per case (the in-range cases stay)",
+    "core/test_bundle.py::test_snippet_output_is_data_never_events":
+        "a snippet through both CLI halves (server/test_server_streams.py keeps the property)",
+    "core/test_lse_steps.py::test_every_lse_step_matches_eager":
+        "every logsumexp step under the Triton interpreter (the default step stays)",
+    "core/test_backend.py::test_entry_point_works_without_importing_kernelscope":
+        "a fresh interpreter through the installed entry point",
+    "core/test_graph_cache.py::test_the_interpreter_path_hits_with_the_same_outputs":
+        "the graph cache under the Triton interpreter, in a subprocess (the C++ hits stay)",
+    "core/test_dead_kernel.py": "a training graph under the Triton interpreter, in a subprocess",
+    "core/test_triton_offline.py::test_a_cpu_host_shows_a_triton_kernels_ptx_compiled_for_sm_90":
+        "a sample compiled to PTX offline through the CLI",
+    # Hostile snippets that must run into the wall clock: 30 s of waiting each, whatever the
+    # host (the quick hostile cases stay).
+    "server/test_server_sandbox.py::test_fork_bomb": "a fork bomb held until the wall clock",
+    "server/test_server_sandbox.py::test_infinite_loop_with_escaped_children_is_killed":
+        "a loop with 200 escaped children held until the wall clock",
     # The real compiler behind the real server: the fast tier keeps the stub-served ones.
     "browser/test_e2e.py": "the browser against the real server and compiler",
     "server/test_server_e2e.py": "the server through the real compiler CLI",

@@ -104,7 +104,8 @@ def _write_allocations(out: Lines, sched: Schedule, memory: MemoryPlan, writes: 
 
 # ATen ops whose real output strides can differ from their meta function's (the planned
 # layout): the wrapper passes their outputs through `conform` (runtime/support.py).
-# Convolution lays its result out like its input (channels_last in, channels_last out).
+# Convolution lays its result out like its input (channels_last in, channels_last out);
+# its backward its gradients too.
 aten = torch.ops.aten
 LAYOUT_AT_RUNTIME = frozenset({
     aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_efficient_attention,
@@ -113,7 +114,7 @@ LAYOUT_AT_RUNTIME = frozenset({
     aten._scaled_dot_product_efficient_attention_backward,
     aten._scaled_dot_product_cudnn_attention_backward,
     aten._scaled_dot_product_flash_attention_for_cpu_backward,
-    aten.convolution, aten._convolution})
+    aten.convolution, aten._convolution, aten.convolution_backward})
 
 
 def _conformed(ext: ExternKernel, text: str, buf: Any) -> str:

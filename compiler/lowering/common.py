@@ -43,7 +43,9 @@ class LoweringBackend(Protocol):
 
 
 class LoweringContext(Protocol):
-    """The graph being lowered, as its lowerings see it."""
+    """The graph being lowered, as its lowerings see it. It does not say which node is being
+    lowered: a lowering, and each helper it calls, is handed that node (`out_meta(node)`,
+    `node.name`), so no helper depends on the walk's position."""
 
     layout: LayoutDecision  # the whole-graph layout (lowering/layout.py)
     features: Features  # what the graph's backend can do, less what the options turn off
@@ -53,13 +55,6 @@ class LoweringContext(Protocol):
     # Channels-last copies made for convolutions, by what they copy (lowering/conv.py).
     converted: dict[tuple[int, Any], tuple[Any, Stored]]
     buffers: list[Buffer]  # the graph's buffers so far, in program order
-
-    def out_meta(self) -> Any:
-        """The fake tensor (or tuple of them) of the node being lowered, for the shared
-        helpers that are not handed it (a lowering reads `out_meta(node)`)."""
-        ...
-
-    def node_name(self) -> str: ...
 
     def lazy(self, inner_fn: Callable[..., Any], size: Sequence[int], dtype: torch.dtype,
              inputs: Sequence[Any] = ()) -> Lazy: ...

@@ -8,6 +8,12 @@ graph input, a value stored NCHW) is copied to NHWC once however many convolutio
 it, the weight is copied too (small), and the result is planned NHWC, which is what
 cuDNN returns for NHWC inputs (the wrapper checks, codegen/wrapper.py LAYOUT_AT_RUNTIME).
 Elsewhere ATen runs the convolution as the meta says.
+
+A convolution's backward (training) is fed the same way: the output's gradient, the
+forward's input (an activation the forward saved NHWC) and the weight in NHWC, and cuDNN
+returns the input's and the weight's gradients NHWC (the fake kernel says so, and the
+wrapper conforms them to the plan). The weight's gradient is a graph output: lowering
+copies it to eager's strides (as Inductor does: the parameter's `.grad` is NCHW).
 """
 
 from __future__ import annotations
@@ -50,3 +56,18 @@ def convolution(g: LoweringContext, node: Node, x: Any, w: Any, bias: Any, strid
     out = tuple(out_meta(node).shape)
     return g.extern(node.target, tuple(args), {}, fallback=False,
                     out_stride=channels_last(out))
+
+
+@register_lowering(aten.convolution_backward)
+def convolution_backward(g: LoweringContext, node: Node, grad: Any, x: Any, w: Any,
+                         bias_sizes: Any, stride: Any, padding: Any, dilation: Any,
+                         transposed: Any, output_padding: Any, groups: Any, output_mask: Any
+                         ) -> Any:
+    args = [grad, x, w, bias_sizes, stride, padding, dilation, transposed, output_padding,
+            groups, output_mask]
+    if node.name in g.layout.convolutions and g.layout.channels_last and \
+            all(isinstance(v, TensorValue) for v in (grad, x, w)):
+        args[0] = nhwc(g, grad, "channels-last output gradient of a cuDNN convolution backward")
+        args[1] = nhwc(g, x, "channels-last input of a cuDNN convolution backward")
+        args[2] = nhwc(g, w, "channels-last weight of a cuDNN convolution backward")
+    return g.extern(node.target, tuple(args), {}, fallback=False)

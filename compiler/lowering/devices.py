@@ -50,25 +50,25 @@ def on_device(g: Any, node: torch.fx.Node, args: Any, kwargs: Any) -> tuple[Any,
         if not isinstance(v, TensorValue) or v.device == device:
             return v
         if id(v) not in moved:
-            moved[id(v)] = copy_to(g, v, device)
+            moved[id(v)] = copy_to(g, node, v, device)
         return moved[id(v)]
 
     return (torch.fx.node.map_aggregate(args, move),
             torch.fx.node.map_aggregate(kwargs, move))
 
 
-def copy_to(g: Any, v: TensorValue, device: str) -> Stored:
+def copy_to(g: Any, node: torch.fx.Node, v: TensorValue, device: str) -> Stored:
     """An ATen copy of `v` onto `device` (contiguous), as one extern step."""
-    src = g.realize(v, f"copied to {device} for {g.node_name()}")
+    src = g.realize(v, f"copied to {device} for {node.name}")
     size = tuple(int(s) for s in v.size)
     layout = Layout(device, v.dtype, size, tuple(contiguous_strides(size)), 0)
     name = g.new_name()
-    buf = ExternKernel(name, layout, frozenset([g.node_name()]), aten._to_copy.default,
+    buf = ExternKernel(name, layout, frozenset([node.name]), aten._to_copy.default,
                        (src.as_arg(),), {"device": torch.device(device),
                                          "memory_format": torch.contiguous_format},
                        [], False)
     g.buffers.append(buf)
-    g.notes.append(f"{g.node_name()}: {src.buffer.name} ({v.device}, shape {list(size)}) "
+    g.notes.append(f"{node.name}: {src.buffer.name} ({v.device}, shape {list(size)}) "
                    f"copied to {device} as {name}: a {device} kernel reads only {device} "
                    "memory")
     return Stored(buf, layout)

@@ -86,9 +86,13 @@ class GraphLowering:
         backend: LoweringBackend | None = None,
         options: CompileOptions = DEFAULT_OPTIONS,
         layout: LayoutDecision = NO_CONVOLUTIONS,
+        free_outputs: frozenset[int] = frozenset(),
     ) -> None:
         """`backend`: the graph's target, asked what it can do and which ops it refuses
-        (None: the IR alone, for the reference interpreter and tests)."""
+        (None: the IR alone, for the reference interpreter and tests). `free_outputs`:
+        the outputs (by position) that may keep the layout lowering gave them (a training
+        forward's saved activations, where the backward is compiled for the strides the
+        forward reports: compile_fx.py); every other output takes eager's strides."""
         load_all()
         self.gm = gm
         self.example_inputs = list(example_inputs)
@@ -100,6 +104,7 @@ class GraphLowering:
         self.online_softmax = options.persistent_rblock \
             if Feature.ONLINE_SOFTMAX in self.features else None
         self.layout = layout  # the whole-graph layout (lowering/layout.py)
+        self.free_outputs = free_outputs if layout.channels_last else frozenset()
         # Pointwise bodies of the nodes the layout stores channels-last -> their strides,
         # used wherever such a value is stored without strides asked for.
         self._preferred: dict[int, tuple[Pointwise, tuple[int, ...]]] = {}
@@ -134,7 +139,7 @@ class GraphLowering:
                 self.env[node] = self._call(node)
             elif node.op == "output":
                 outs = node.args[0] if isinstance(node.args[0], (list, tuple)) else [node.args[0]]
-                outputs = [self._output(o) for o in outs]
+                outputs = [self._output(o, i in self.free_outputs) for i, o in enumerate(outs)]
             elif node.op == "get_attr":
                 self.env[node] = self._constant(node)
         self.current = None
@@ -253,14 +258,19 @@ class GraphLowering:
             return self.realize(value, f"used by {users} consumers")
         return value
 
-    def _output(self, out: Any) -> Any:
+    def _output(self, out: Any, free: bool = False) -> Any:
         """A graph output, in the strides of its FX meta (eager's). AOTAutograd traced the
         backward graph with those strides for every activation the forward saves, and
         the backward's kernels index them so: an output stored otherwise (an `expand`
-        made contiguous) is read wrong there. Size-1 dims' strides do not matter."""
+        made contiguous) is read wrong there. Size-1 dims' strides do not matter.
+        A `free` output keeps the layout it has (the backward is compiled for it)."""
         if not isinstance(out, torch.fx.Node):
             return out
         value = self.env[out]
+        if free and isinstance(value, (Lazy, Stored)):
+            self.current = out
+            return self.realize(value, "saved for backward, in the graph's layout") \
+                if isinstance(value, Lazy) else value
         val = out.meta.get("val")
         stride = tuple(int(s) for s in val.stride()) if isinstance(val, torch.Tensor) else None
         self.current = out

@@ -46,11 +46,11 @@ def embedding(g: LoweringContext, node: Node, weight: TensorValue, indices: Tens
 Position = Callable[[Index, Callable[[Index], Any]], tuple[list[Any], Any]]
 
 
-def _along(g: LoweringContext, x: TensorValue, dim: int, index: TensorValue,
+def _along(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: TensorValue,
            position: Position) -> Any:
     """x read along `dim` at an index loaded from `index` (index_select, gather):
     `position(idx, load_index)` gives x's coordinates and the loaded index for `dim`."""
-    meta = g.out_meta()
+    meta = out_meta(node)
     dim = dim + len(x.size) if dim < 0 else dim
     lx, li = x.loader(), index.loader()
     if not x.size:  # a 0-d input: the only valid index is 0
@@ -68,7 +68,7 @@ def _along(g: LoweringContext, x: TensorValue, dim: int, index: TensorValue,
 def index_select(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: TensorValue
                 ) -> Any:
     d = dim + len(x.size) if dim < 0 else dim
-    return _along(g, x, dim, index,
+    return _along(g, node, x, dim, index,
                   lambda idx, li: (list(idx), li([idx[d]] if index.size else [])))
 
 
@@ -76,7 +76,7 @@ def index_select(g: LoweringContext, node: Node, x: TensorValue, dim: int, index
 def gather(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: TensorValue, **kw: Any
           ) -> Any:
     # A 0-d index reads like a one-element index of x's rank (eager's rule).
-    return _along(g, x, dim, index,
+    return _along(g, node, x, dim, index,
                   lambda idx, li: (list(idx) if idx else [0] * len(x.size), li(idx)))
 
 

@@ -9,15 +9,19 @@ So the layout is decided here once for the whole graph, before lowering, as Indu
 layout optimization does (`GraphLowering.decide_layout_opt` and
 `find_nodes_prefer_channels_last` in torch/_inductor/graph.py):
 
-- which graphs: those with 4-D convolutions, on a device whose target prefers NHWC
-  convolutions (codegen/targets.py), inference graphs only (a training forward returns
-  its activations to a backward compiled for eager's strides), not a big graph with few
+- which graphs: those with 4-D convolutions (forward or backward), on a device whose
+  target prefers NHWC convolutions (codegen/targets.py), not a big graph with few
   convolutions (ViT's patch embedding), and not where grouped convolutions dominate
-  (Inductor's measured channels-last speedups, weighted by FLOPs);
+  (Inductor's measured channels-last speedups, weighted by FLOPs). Training graphs too:
+  a training forward keeps the activations it saves for backward in NHWC, and reports
+  their strides to AOTAutograd, which compiles the backward for them (Inductor does the
+  same); where nothing compiles the backward for them (the explorer's pipeline captures
+  the backward for eager's strides first), the forward stays in eager's layout;
 - which values: the convolutions, every node whose value flows into one, and every node
   downstream of those. Their 4-D results are stored channels-last wherever lowering stores
   them, so pointwise kernels read and write NHWC and the next convolution gets NHWC as is.
-  Graph outputs keep eager's strides (lowering copies them back where they differ).
+  Graph outputs keep eager's strides (lowering copies them back where they differ), but
+  for a training forward's saved activations.
 
 `decide` is the only place the rule lives; lowering asks the `LayoutDecision` it returns,
 and the `lowering` event carries it (`layout`: what was chosen and why).
@@ -35,6 +39,7 @@ import torch.fx
 from kernelscope.compiler.event_types import LayoutChoice
 
 CONVOLUTION = torch.ops.aten.convolution.default
+CONVOLUTION_BACKWARD = torch.ops.aten.convolution_backward.default
 LAYOUTS = ("auto", "channels_last", "contiguous")  # CompileOptions.conv_layout
 # Inductor's channels-last speedup per kind of convolution in inference (time ratio, < 1
 # is faster; torch/_inductor/graph.py, measured over torchbench's convolution inputs).
@@ -83,47 +88,57 @@ def is_channels_last(size: Sequence[int], stride: Sequence[int]) -> bool:
 
 
 def eligible(node: torch.fx.Node) -> bool:
-    """A convolution cuDNN runs in NHWC: 4-D floating input and weight of static nonzero
-    sizes, not transposed."""
-    if node.op != "call_function" or node.target is not CONVOLUTION:
+    """A convolution (or its backward) cuDNN runs in NHWC: 4-D floating input and weight
+    of static nonzero sizes, not transposed."""
+    parts = _parts(node)
+    if parts is None:
         return False
-    x, w = (_meta(a) for a in node.args[:2])
+    x, w, _, transposed, _ = parts
     return (x is not None and w is not None and x.dim() == 4 and w.dim() == 4
-            and not node.args[6] and x.dtype.is_floating_point
+            and not transposed and x.dtype.is_floating_point
             and all(isinstance(s, int) and s > 0 for s in (*x.shape, *w.shape)))
 
 
 def decide(gm: torch.fx.GraphModule, kind: str | None, requested: str,
-           preferred_here: bool, where: str) -> LayoutDecision:
+           preferred_here: bool, where: str, saved_free: bool = False) -> LayoutDecision:
     """The layout of graph `gm` (`kind`: forward, backward or inference; None: not
     known). `requested` is the `conv_layout` option: "auto" follows the rule, "contiguous"
     never converts, "channels_last" does wherever a convolution can (any device, any
     graph: tests and experiments). `preferred_here`: the target prefers NHWC convolutions
-    on the graph's device (`where` names the two, for the reason)."""
+    on the graph's device (`where` names the two, for the reason). `saved_free`: a
+    forward's saved activations may keep the graph's layout (the backward is compiled for
+    the strides the forward reports); without it a forward stays in eager's layout under
+    "auto" (every saved activation would be copied back)."""
     if requested not in LAYOUTS:
         raise ValueError(f"conv_layout must be one of {', '.join(LAYOUTS)}, not {requested!r}")
     convs = [n for n in gm.graph.nodes if eligible(n)]
     if not convs:
         return NO_CONVOLUTIONS
-    off = _why_not(gm, kind, requested, preferred_here, where, convs)
+    off = _why_not(gm, kind, requested, preferred_here, where, convs, saved_free)
     if off is not None:
         return LayoutDecision(False, off, frozenset(n.name for n in convs))
+    what = "convolution backwards" if kind == "backward" else "convolutions"
     why = ("the conv_layout option asks for it" if requested == "channels_last" else
-           f"{len(convs)} convolutions on {where}, whose NHWC kernels are the fast ones")
+           f"{len(convs)} {what} on {where}, whose NHWC kernels are the fast ones")
+    if kind == "forward" and saved_free:
+        why += "; the activations saved for backward stay NHWC (the backward is compiled for them)"
     return LayoutDecision(True, why, frozenset(n.name for n in convs), _nodes(gm, convs))
 
 
 def _why_not(gm: torch.fx.GraphModule, kind: str | None, requested: str,
-             preferred_here: bool, where: str, convs: list[torch.fx.Node]) -> str | None:
+             preferred_here: bool, where: str, convs: list[torch.fx.Node],
+             saved_free: bool) -> str | None:
     if requested == "contiguous":
         return "the conv_layout option says contiguous"
     if requested == "channels_last":
         return None
     if not preferred_here:
         return f"{where} does not prefer channels-last convolutions (codegen/targets.py)"
-    if kind != "inference":
-        return (f"a {kind or 'graph of unknown kind'}: only inference graphs (a training "
-                "forward returns activations to a backward compiled for eager's strides)")
+    if kind not in ("inference", "forward", "backward"):
+        return "a graph of unknown kind (neither inference nor a training forward/backward)"
+    if kind == "forward" and not saved_free:
+        return ("a training forward whose backward was captured for eager's strides: every "
+                "activation saved for it would be copied back")
     nodes = len(gm.graph.nodes)
     if nodes >= NODES_PER_CONVOLUTION * len(convs):
         return f"{len(convs)} convolutions in a graph of {nodes} nodes"
@@ -156,10 +171,27 @@ def _meta(arg: Any) -> torch.Tensor | None:
     return val if isinstance(val, torch.Tensor) else None
 
 
+def _parts(n: torch.fx.Node) -> tuple[torch.Tensor | None, torch.Tensor | None,
+                                      torch.Tensor | None, Any, Any] | None:
+    """(input, weight, forward output, transposed, groups) of a convolution or of its
+    backward (whose first argument is the forward output's gradient); None for any
+    other node."""
+    if n.op != "call_function":
+        return None
+    if n.target is CONVOLUTION:
+        out = n.meta.get("val")
+        return (_meta(n.args[0]), _meta(n.args[1]),
+                out if isinstance(out, torch.Tensor) else None, n.args[6],
+                n.args[8] if len(n.args) > 8 else 1)
+    if n.target is CONVOLUTION_BACKWARD:
+        return _meta(n.args[1]), _meta(n.args[2]), _meta(n.args[0]), n.args[7], n.args[9]
+    return None
+
+
 def _conv_kind(n: torch.fx.Node) -> str:
-    w = _meta(n.args[1])
-    assert w is not None
-    groups = n.args[8] if len(n.args) > 8 else 1
+    parts = _parts(n)
+    assert parts is not None and parts[1] is not None
+    w, groups = parts[1], parts[4]
     cout, cin, kh = int(w.shape[0]), int(w.shape[1]), int(w.shape[2])
     if isinstance(groups, int) and groups > 1 and cin > 1:
         return "grouped"
@@ -171,8 +203,11 @@ def _conv_kind(n: torch.fx.Node) -> str:
 
 
 def _flops(n: torch.fx.Node) -> float:
-    out, w = n.meta.get("val"), _meta(n.args[1])
-    if not isinstance(out, torch.Tensor) or w is None:
+    """The forward convolution's multiply-adds (a backward does about twice as many, for
+    every kind alike: the weighting is the same)."""
+    parts = _parts(n)
+    if parts is None or parts[1] is None or parts[2] is None:
         return 0.0
+    w, out = parts[1], parts[2]
     per_output = 2 * int(w.shape[1]) * int(w.shape[2]) * int(w.shape[3])
     return float(out.numel()) * per_output

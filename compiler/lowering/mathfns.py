@@ -41,7 +41,7 @@ def _float_only(g: LoweringContext, node: Node, name: str, fn: Any, args: Sequen
     if not out.is_floating_point and name != "signbit":
         return g.extern(node.target, tuple(args), {}, fallback=True,
                         reason=f"{name} with a {out} result")
-    return pointwise(g, fn, *operands)
+    return pointwise(g, node, fn, *operands)
 
 
 def _register(aten_name: str, op: str) -> None:
@@ -75,15 +75,15 @@ def polygamma(g: LoweringContext, node: Node, n: int, x: Any) -> Any:
 def frexp(g: LoweringContext, node: Node, x: Any) -> Any:
     mantissa, exponent = out_meta(node)
     cdtype = compute_dtype(mantissa.dtype, [x])
-    m = pointwise(g, ops.frexp_mantissa, x, meta=mantissa)
-    e = pointwise(g, ops.frexp_exponent, x, meta=exponent, compute=cdtype)
+    m = pointwise(g, node, ops.frexp_mantissa, x, meta=mantissa)
+    e = pointwise(g, node, ops.frexp_exponent, x, meta=exponent, compute=cdtype)
     return m, e
 
 
 @register_lowering(aten.ldexp)
 def ldexp(g: LoweringContext, node: Node, x: Any, other: Any) -> Any:
     # eager: x * pow(2, other); 2**e of an integer e is exact in exp2
-    return pointwise(g, lambda a, e: ops.mul(a, ops.exp2(e)), x, other)
+    return pointwise(g, node, lambda a, e: ops.mul(a, ops.exp2(e)), x, other)
 
 
 @register_lowering(aten.angle)
@@ -95,7 +95,7 @@ def angle(g: LoweringContext, node: Node, x: Any) -> Any:
         pi, zero = ops.constant(math.pi, cdtype), ops.constant(0.0, cdtype)
         return ops.where(ops.isnan(v), v, ops.where(ops.lt(v, zero), pi, zero))
 
-    return pointwise(g, fn, x)
+    return pointwise(g, node, fn, x)
 
 
 @register_lowering(aten.round.decimals)
@@ -110,4 +110,4 @@ def round_decimals(g: LoweringContext, node: Node, x: Any, decimals: int = 0) ->
             return ops.truediv(ops.round(ops.mul(v, s)), s)
         return ops.mul(ops.round(ops.truediv(v, s)), s)
 
-    return pointwise(g, fn, x)
+    return pointwise(g, node, fn, x)

@@ -15,19 +15,19 @@ from torch.fx import Node
 
 from kernelscope.compiler.ir.nodes import Index, TensorValue
 from kernelscope.compiler.ir.ops import ops
-from kernelscope.compiler.lowering.common import LoweringContext
+from kernelscope.compiler.lowering.common import LoweringContext, out_meta
 from kernelscope.compiler.lowering.pointwise import upcast
 from kernelscope.compiler.lowering.reductions import reduce
 from kernelscope.compiler.lowering.registry import aten, prims, register_lowering
 
 
-def _meta(g: LoweringContext) -> torch.Tensor:
-    return g.out_meta()
+def _meta(node: Node) -> torch.Tensor:
+    return out_meta(node)
 
 
-def _filled(g: LoweringContext, value: Any) -> Any:
+def _filled(g: LoweringContext, node: Node, value: Any) -> Any:
     """A tensor of the node's shape and dtype, every element `value`."""
-    meta = _meta(g)
+    meta = _meta(node)
     dtype = meta.dtype
     return g.lazy(lambda idx: ops.constant(value, dtype), tuple(meta.shape), dtype)
 
@@ -35,33 +35,33 @@ def _filled(g: LoweringContext, value: Any) -> Any:
 # One lowering per op, each reading its fill value from its own signature.
 @register_lowering(aten.zeros.default, aten.zeros_like, aten.new_zeros)
 def zeros(g: LoweringContext, node: Node, *args: Any, **kwargs: Any) -> Any:
-    return _filled(g, 0)
+    return _filled(g, node, 0)
 
 
 @register_lowering(aten.ones.default, aten.ones_like, aten.new_ones)
 def ones(g: LoweringContext, node: Node, *args: Any, **kwargs: Any) -> Any:
-    return _filled(g, 1)
+    return _filled(g, node, 1)
 
 
 @register_lowering(aten.full.default, prims.full)
 def full(g: LoweringContext, node: Node, size: Any, fill_value: Any, **kwargs: Any) -> Any:
-    return _filled(g, fill_value)
+    return _filled(g, node, fill_value)
 
 
 @register_lowering(aten.full_like)
 def full_like(g: LoweringContext, node: Node, a: Any, fill_value: Any, **kwargs: Any) -> Any:
-    return _filled(g, fill_value)
+    return _filled(g, node, fill_value)
 
 
 @register_lowering(aten.new_full)
 def new_full(g: LoweringContext, node: Node, a: Any, size: Any, fill_value: Any, **kwargs: Any
             ) -> Any:
-    return _filled(g, fill_value)
+    return _filled(g, node, fill_value)
 
 
 @register_lowering(aten.scalar_tensor)
 def scalar_tensor(g: LoweringContext, node: Node, s: Any, **kwargs: Any) -> Any:
-    return _filled(g, s)
+    return _filled(g, node, s)
 
 
 @register_lowering(aten.empty.memory_format, aten.empty_strided, aten.empty_permuted,
@@ -74,18 +74,18 @@ def empty(g: LoweringContext, node: Node, *args: Any, **kwargs: Any) -> Any:
 @register_lowering(prims.iota)
 def iota(g: LoweringContext, node: Node, length: Any, *, start: Any = 0, step: Any = 1,
          **kwargs: Any) -> Any:
-    return _range(g, start, step)
+    return _range(g, node, start, step)
 
 
 @register_lowering(aten.arange.start_step, aten.arange.default, aten.arange.start)
 def arange(g: LoweringContext, node: Node, *args: Any, **kwargs: Any) -> Any:
     if len(args) >= 2:  # arange(start, end[, step])
-        return _range(g, args[0], args[2] if len(args) > 2 else kwargs.get("step", 1))
-    return _range(g, 0, 1)  # arange(end)
+        return _range(g, node, args[0], args[2] if len(args) > 2 else kwargs.get("step", 1))
+    return _range(g, node, 0, 1)  # arange(end)
 
 
-def _range(g: LoweringContext, start: Any, step: Any) -> Any:
-    meta = _meta(g)
+def _range(g: LoweringContext, node: Node, start: Any, step: Any) -> Any:
+    meta = _meta(node)
     dtype = meta.dtype
 
     def inner(idx: Index) -> Any:
@@ -99,7 +99,7 @@ def _range(g: LoweringContext, start: Any, step: Any) -> Any:
 
 @register_lowering(aten.cat)
 def cat(g: LoweringContext, node: Node, tensors: Sequence[Any], dim: int = 0) -> Any:
-    meta = _meta(g)
+    meta = _meta(node)
     size = tuple(meta.shape)
     dim = dim + len(size) if dim < 0 else dim
     dtype = meta.dtype
@@ -142,7 +142,7 @@ def cat(g: LoweringContext, node: Node, tensors: Sequence[Any], dim: int = 0) ->
 @register_lowering(aten.constant_pad_nd)
 def constant_pad_nd(g: LoweringContext, node: Node, x: TensorValue, pad: Sequence[int],
                     value: float = 0.0) -> Any:
-    meta = _meta(g)
+    meta = _meta(node)
     size = tuple(meta.shape)
     nd = len(size)
     load = x.loader()
@@ -192,7 +192,7 @@ def trilinear(g: LoweringContext, node: Node, i1: Any, i2: Any, i3: Any, expand1
               expand2: Sequence[int], expand3: Sequence[int], sumdim: Sequence[int],
               unroll_dim: int = 1) -> Any:
     """sum over sumdim of i1 * i2 * i3, each unsqueezed at its expand dims (bilinear)."""
-    meta = _meta(g)
+    meta = _meta(node)
     ndim = len(i1.size) + len(expand1)
     full = [1] * ndim
     loaders = []

@@ -63,12 +63,12 @@ def broadcast_loader(
     return loader
 
 
-def pointwise(g: LoweringContext, fn: Callable[..., Any], *args: Any,
+def pointwise(g: LoweringContext, node: Node, fn: Callable[..., Any], *args: Any,
               dtype: torch.dtype | None = None, meta: Any = None,
               compute: torch.dtype | None = None) -> Any:
     """Build a Lazy value computing fn(*loaded args) at each output index (`meta`: the
     output's fake tensor when the node has several; `compute`: the dtype args load as)."""
-    meta = meta if meta is not None else g.out_meta()
+    meta = meta if meta is not None else out_meta(node)
     size = tuple(meta.shape)
     out_dtype = dtype or meta.dtype
     cdtype = compute or compute_dtype(out_dtype, args)
@@ -83,7 +83,7 @@ def pointwise(g: LoweringContext, fn: Callable[..., Any], *args: Any,
 
 def _register_simple(op_name: str, *targets: Any) -> None:
     def lowering(g: LoweringContext, node: Node, *args: Any, **kwargs: Any) -> Any:
-        return pointwise(g, lambda *v: getattr(ops, op_name)(*v), *args)
+        return pointwise(g, node, lambda *v: getattr(ops, op_name)(*v), *args)
 
     register_lowering(*targets)(lowering)
 
@@ -123,7 +123,7 @@ for _name in ("logical_and logical_or logical_xor logical_not").split():
 def bitwise_not(g: LoweringContext, node: Node, a: Any) -> Any:
     if a.dtype == torch.bool:  # ~ on a C++ bool promotes to int: ~true == -2, still true
         return _logical("logical_not")(g, node, a)
-    return pointwise(g, ops.bitwise_not, a)
+    return pointwise(g, node, ops.bitwise_not, a)
 _register_simple("isnan", aten.isnan)
 _register_simple("isinf", aten.isinf)
 _register_simple("round", aten.round.default)
@@ -131,14 +131,14 @@ _register_simple("round", aten.round.default)
 
 @register_lowering(aten.fmod)
 def fmod(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
-    return pointwise(g, ops.fmod, a, b)
+    return pointwise(g, node, ops.fmod, a, b)
 
 
 @register_lowering(aten.add, prims.add)
 def add(g: LoweringContext, node: Node, a: Any, b: Any, alpha: Any = 1) -> Any:
     if alpha != 1:
-        return pointwise(g, lambda x, y, s: ops.add(x, ops.mul(y, s)), a, b, alpha)
-    return pointwise(g, ops.add, a, b)
+        return pointwise(g, node, lambda x, y, s: ops.add(x, ops.mul(y, s)), a, b, alpha)
+    return pointwise(g, node, ops.add, a, b)
 
 
 @register_lowering_by_name("prims::fma")
@@ -146,14 +146,14 @@ def fma(g: LoweringContext, node: Node, a: Any, b: Any, c: Any) -> Any:
     """a * b + c (addcmul/addcdiv decompose to it once Inductor is loaded, which defines
     prims.fma). A GPU contracts the two into one fused multiply-add, as eager's kernel
     does; the C++ compiler may or may not."""
-    return pointwise(g, lambda x, y, z: ops.add(ops.mul(x, y), z), a, b, c)
+    return pointwise(g, node, lambda x, y, z: ops.add(ops.mul(x, y), z), a, b, c)
 
 
 @register_lowering(aten.sub, prims.sub)
 def sub(g: LoweringContext, node: Node, a: Any, b: Any, alpha: Any = 1) -> Any:
     if alpha != 1:
-        return pointwise(g, lambda x, y, s: ops.sub(x, ops.mul(y, s)), a, b, alpha)
-    return pointwise(g, ops.sub, a, b)
+        return pointwise(g, node, lambda x, y, s: ops.sub(x, ops.mul(y, s)), a, b, alpha)
+    return pointwise(g, node, ops.sub, a, b)
 
 
 @register_lowering(aten.rsub)
@@ -163,12 +163,12 @@ def rsub(g: LoweringContext, node: Node, a: Any, b: Any, alpha: Any = 1) -> Any:
 
 @register_lowering(aten.mul, prims.mul)
 def mul(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
-    return pointwise(g, ops.mul, a, b)
+    return pointwise(g, node, ops.mul, a, b)
 
 
 @register_lowering(aten.div.Tensor, aten.div.Scalar, aten.true_divide, prims.div)
 def div(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
-    return pointwise(g, ops.truediv, a, b)
+    return pointwise(g, node, ops.truediv, a, b)
 
 
 @register_lowering(aten.div.Tensor_mode, aten.div.Scalar_mode)
@@ -176,13 +176,13 @@ def div_mode(g: LoweringContext, node: Node, a: Any, b: Any, rounding_mode: str 
             ) -> Any:
     if rounding_mode == "floor":
         if not out_meta(node).dtype.is_floating_point:
-            return pointwise(g, ops.floordiv, a, b)
-        return pointwise(g, lambda x, y: ops.floor(ops.truediv(x, y)), a, b)
+            return pointwise(g, node, ops.floordiv, a, b)
+        return pointwise(g, node, lambda x, y: ops.floor(ops.truediv(x, y)), a, b)
     if rounding_mode == "trunc":
         if not out_meta(node).dtype.is_floating_point:
-            return pointwise(g, _int_trunc_div, a, b)
-        return pointwise(g, lambda x, y: ops.trunc(ops.truediv(x, y)), a, b)
-    return pointwise(g, ops.truediv, a, b)
+            return pointwise(g, node, _int_trunc_div, a, b)
+        return pointwise(g, node, lambda x, y: ops.trunc(ops.truediv(x, y)), a, b)
+    return pointwise(g, node, ops.truediv, a, b)
 
 
 def _int_trunc_div(x: Any, y: Any) -> Any:
@@ -203,37 +203,37 @@ def remainder(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
         fix = ops.logical_and(ops.ne(r, zero), ops.ne(ops.lt(r, zero), ops.lt(y, zero)))
         return ops.where(fix, ops.add(r, y), r)
 
-    return pointwise(g, fn, a, b)
+    return pointwise(g, node, fn, a, b)
 
 
 @register_lowering(aten.pow)
 def pow_(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
     out = out_meta(node).dtype
     if not out.is_floating_point:
-        return _int_pow(g, a, b)
+        return _int_pow(g, node, a, b)
     if isinstance(b, (int, float)) and not isinstance(b, bool):
         if b == 2:
-            return pointwise(g, lambda x: ops.mul(x, x), a)
+            return pointwise(g, node, lambda x: ops.mul(x, x), a)
         if b == 3:
-            return pointwise(g, lambda x: ops.mul(ops.mul(x, x), x), a)
+            return pointwise(g, node, lambda x: ops.mul(ops.mul(x, x), x), a)
         if b == 0.5:
-            return pointwise(g, ops.sqrt, a)
+            return pointwise(g, node, ops.sqrt, a)
         if b == -0.5:
-            return pointwise(g, ops.rsqrt, a)
+            return pointwise(g, node, ops.rsqrt, a)
         if b == -1:
-            return pointwise(g, ops.reciprocal, a)
+            return pointwise(g, node, ops.reciprocal, a)
         if b == 1:
-            return pointwise(g, lambda x: x, a)
-    return pointwise(g, ops.pow, a, b)
+            return pointwise(g, node, lambda x: x, a)
+    return pointwise(g, node, ops.pow, a, b)
 
 
-def _int_pow(g: LoweringContext, a: Any, b: Any) -> Any:
+def _int_pow(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
     """Integer pow: exact repeated multiplication for small constant exponents; the rest
     (tensor exponents) is an integer `pow`, which backends compute by squaring (one that
     cannot is refused at lowering, and ATen computes the node)."""
     if isinstance(b, int) and not isinstance(b, bool) and 0 <= b <= 16 and \
             isinstance(a, TensorValue):
-        out = g.out_meta().dtype
+        out = out_meta(node).dtype
 
         def fn(x: Any) -> Any:
             if b == 0:
@@ -247,31 +247,31 @@ def _int_pow(g: LoweringContext, a: Any, b: Any) -> Any:
                     base = ops.mul(base, base)
             return result
 
-        return pointwise(g, fn, a)
-    return pointwise(g, ops.pow, a, b)
+        return pointwise(g, node, fn, a)
+    return pointwise(g, node, ops.pow, a, b)
 
 
 @register_lowering(aten.relu)
 def relu(g: LoweringContext, node: Node, a: Any) -> Any:
-    return pointwise(g, ops.relu, a)
+    return pointwise(g, node, ops.relu, a)
 
 
 @register_lowering(aten.clamp)
 def clamp(g: LoweringContext, node: Node, a: Any, lo: Any = None, hi: Any = None) -> Any:
-    return _clamp(g, a, lo, hi)
+    return _clamp(g, node, a, lo, hi)
 
 
 @register_lowering(aten.clamp_min)
 def clamp_min(g: LoweringContext, node: Node, a: Any, lo: Any) -> Any:
-    return _clamp(g, a, lo, None)
+    return _clamp(g, node, a, lo, None)
 
 
 @register_lowering(aten.clamp_max)
 def clamp_max(g: LoweringContext, node: Node, a: Any, hi: Any) -> Any:
-    return _clamp(g, a, None, hi)
+    return _clamp(g, node, a, None, hi)
 
 
-def _clamp(g: LoweringContext, a: Any, lo: Any, hi: Any) -> Any:
+def _clamp(g: LoweringContext, node: Node, a: Any, lo: Any, hi: Any) -> Any:
     args = [a] + [v for v in (lo, hi) if v is not None]
 
     def fn(x: Any, *bounds: Any) -> Any:
@@ -282,7 +282,7 @@ def _clamp(g: LoweringContext, a: Any, lo: Any, hi: Any) -> Any:
             x = ops.minimum(x, next(it))
         return x
 
-    return pointwise(g, fn, *args)
+    return pointwise(g, node, fn, *args)
 
 
 @register_lowering(aten.where.self, aten.where.ScalarOther, aten.where.ScalarSelf,
@@ -301,19 +301,19 @@ def where(g: LoweringContext, node: Node, cond: Any, a: Any, b: Any) -> Any:
     return g.lazy(inner_fn, size, out, [v for v in (cond, a, b) if isinstance(v, TensorValue)])
 
 
-def _copy_of(g: LoweringContext, op: Any, src: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-            ) -> Any:
+def _copy_of(g: LoweringContext, node: Node, op: Any, src: Any, args: tuple[Any, ...],
+             kwargs: dict[str, Any]) -> Any:
     """`src`'s values in the node's shape and dtype; ATen copies between devices."""
-    meta = g.out_meta()
+    meta = out_meta(node)
     if isinstance(meta, torch.Tensor) and meta.device.type != _dev(src):
         return g.extern(op, args, kwargs, fallback=True, reason="copy between devices")
-    return pointwise(g, lambda x: x, src)
+    return pointwise(g, node, lambda x: x, src)
 
 
 def _register_copy(op: Any) -> None:
     @register_lowering(op)
     def copy_like(g: LoweringContext, node: Node, a: Any, *args: Any, **kwargs: Any) -> Any:
-        return _copy_of(g, op, a, (a, *args), kwargs)
+        return _copy_of(g, node, op, a, (a, *args), kwargs)
 
 
 for _op in (aten._to_copy, aten.clone, aten.lift_fresh_copy, prims.convert_element_type,
@@ -324,7 +324,7 @@ for _op in (aten._to_copy, aten.clone, aten.lift_fresh_copy, prims.convert_eleme
 @register_lowering(aten.copy.default)
 def copy(g: LoweringContext, node: Node, a: Any, src: Any, *args: Any, **kwargs: Any) -> Any:
     # copy(self, src): the result is src's values in self's shape
-    return _copy_of(g, aten.copy.default, src, (a, src, *args), kwargs)
+    return _copy_of(g, node, aten.copy.default, src, (a, src, *args), kwargs)
 
 
 def _dev(v: Any) -> str:
@@ -333,7 +333,7 @@ def _dev(v: Any) -> str:
 
 @register_lowering(aten.fill.Scalar)
 def fill(g: LoweringContext, node: Node, a: Any, value: Any) -> Any:
-    return pointwise(g, lambda: ops.constant(value, upcast(out_meta(node).dtype)))
+    return pointwise(g, node, lambda: ops.constant(value, upcast(out_meta(node).dtype)))
 
 
 @register_lowering(aten.gelu)
@@ -347,4 +347,4 @@ def gelu(g: LoweringContext, node: Node, a: Any, approximate: str = "none") -> A
         return ops.mul(ops.mul(c(0.5), x),
                        ops.add(c(1.0), ops.erf(ops.mul(x, c(1 / math.sqrt(2))))))
 
-    return pointwise(g, fn, a)
+    return pointwise(g, node, fn, a)

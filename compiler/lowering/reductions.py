@@ -21,7 +21,7 @@ from kernelscope.compiler.ir.indexing import decompose, simplify_index, steps_al
 from kernelscope.compiler.ir.nodes import Index, Stored, TensorValue
 from kernelscope.compiler.ir.ops import ops
 from kernelscope.compiler.ir.ops import reduction_identity as identity
-from kernelscope.compiler.lowering.common import LoweringContext
+from kernelscope.compiler.lowering.common import LoweringContext, out_meta
 from kernelscope.compiler.lowering.pointwise import upcast
 from kernelscope.compiler.lowering.registry import aten, prims, register_lowering
 from kernelscope.compiler.lowering.views import remap
@@ -189,21 +189,21 @@ def _split(g: LoweringContext, x: TensorValue, out_size: list[int], rranges: lis
     return g.reduction_buffer(node2, out_size, f"{how} (pass 2 of 2)")
 
 
-def _out_dtype(g: LoweringContext) -> torch.dtype:
-    meta = g.out_meta()
+def _out_dtype(node: Node) -> torch.dtype:
+    meta = out_meta(node)
     return (meta[0] if isinstance(meta, (tuple, list)) else meta).dtype
 
 
 @register_lowering(aten.sum.dim_IntList, aten.sum.default, prims.sum)
 def sum_(g: LoweringContext, node: Node, x: TensorValue, dims: Any = None, keepdim: bool = False,
          dtype: torch.dtype | None = None, **kw: Any) -> Stored:
-    return reduce(g, x, dims, keepdim, "sum", _out_dtype(g))
+    return reduce(g, x, dims, keepdim, "sum", _out_dtype(node))
 
 
 @register_lowering(aten.prod.dim_int, aten.prod.default)
 def prod(g: LoweringContext, node: Node, x: TensorValue, dim: Any = None, keepdim: bool = False,
          **kw: Any) -> Stored:
-    return reduce(g, x, dim, keepdim, "prod", _out_dtype(g))
+    return reduce(g, x, dim, keepdim, "prod", _out_dtype(node))
 
 
 def _isnan(g: LoweringContext, x: TensorValue) -> Any:
@@ -255,13 +255,13 @@ def _only_shifts_its_input(g: LoweringContext, node: Node) -> bool:
 @register_lowering(aten.amax, prims.amax)
 def amax(g: LoweringContext, node: Node, x: TensorValue, dims: Any = None, keepdim: bool = False
         ) -> Any:
-    return _nan_aware(g, node, x, dims, keepdim, "max", _out_dtype(g))
+    return _nan_aware(g, node, x, dims, keepdim, "max", _out_dtype(node))
 
 
 @register_lowering(aten.amin, prims.amin)
 def amin(g: LoweringContext, node: Node, x: TensorValue, dims: Any = None, keepdim: bool = False
         ) -> Any:
-    return _nan_aware(g, node, x, dims, keepdim, "min", _out_dtype(g))
+    return _nan_aware(g, node, x, dims, keepdim, "min", _out_dtype(node))
 
 
 @register_lowering(aten.any.dim, aten.any.dims, aten.any.default)
@@ -349,7 +349,7 @@ def min_all(g: LoweringContext, node: Node, x: TensorValue) -> Any:
 @register_lowering(aten.mean.dim, aten.mean.default)
 def mean(g: LoweringContext, node: Node, x: TensorValue, dims: Any = None, keepdim: bool = False,
          dtype: torch.dtype | None = None) -> Any:
-    out = _out_dtype(g)
+    out = _out_dtype(node)
     total = reduce(g, x, dims, keepdim, "sum", upcast(out), upcast(out))
     n = _count(x, dims)
     return _scale(g, total, _inv(n), out)

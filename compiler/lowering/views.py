@@ -39,8 +39,8 @@ def _norm_dim(dim: int, ndim: int) -> int:
     return dim + ndim if dim < 0 else dim
 
 
-def _meta_size(g: LoweringContext) -> tuple[int, ...]:
-    return tuple(int(s) for s in g.out_meta().shape)
+def _meta_size(node: Node) -> tuple[int, ...]:
+    return tuple(int(s) for s in out_meta(node).shape)
 
 
 @register_lowering(aten.view, aten.reshape, aten._unsafe_view, aten.view_copy,
@@ -50,7 +50,7 @@ def view(g: LoweringContext, node: Node, x: TensorValue, *args: Any) -> TensorVa
     if meta.dtype != x.dtype:  # view(dtype): reinterpret the bits, which ATen does right
         return g.extern(node.target, (x, *args), {}, fallback=True,
                         reason="dtype view (bit reinterpretation)")
-    size = _meta_size(g)
+    size = _meta_size(node)
     if size == tuple(x.size):
         return x
     if isinstance(x, Stored):
@@ -79,7 +79,7 @@ def permute(g: LoweringContext, node: Node, x: TensorValue, dims: Sequence[int])
 
 @register_lowering(aten.expand, prims.broadcast_in_dim)
 def expand(g: LoweringContext, node: Node, x: TensorValue, *args: Any) -> TensorValue:
-    size = _meta_size(g)
+    size = _meta_size(node)
     if size == tuple(x.size):
         return x
     lead = len(size) - len(x.size)
@@ -108,7 +108,7 @@ def slice_(g: LoweringContext, node: Node, x: TensorValue, dim: int = 0, start: 
     dim = _norm_dim(dim, len(x.size))
     n = x.size[dim]
     start = 0 if start is None else (start + n if start < 0 else min(start, n))
-    size = _meta_size(g)
+    size = _meta_size(node)
     if size == tuple(x.size):
         return x
     if isinstance(x, Stored):
@@ -129,7 +129,7 @@ def slice_(g: LoweringContext, node: Node, x: TensorValue, dim: int = 0, start: 
 def select(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: int) -> TensorValue:
     dim = _norm_dim(dim, len(x.size))
     index = index + x.size[dim] if index < 0 else index
-    size = _meta_size(g)
+    size = _meta_size(node)
     if isinstance(x, Stored):
         stride = list(x.view.stride)
         offset = x.view.offset + index * stride[dim]
@@ -172,7 +172,7 @@ def as_strided(g: LoweringContext, node: Node, x: TensorValue, size: Sequence[in
 def unfold(g: LoweringContext, node: Node, x: TensorValue, dim: int, size: int, step: int
           ) -> TensorValue:
     dim = _norm_dim(dim, len(x.size))
-    out = _meta_size(g)
+    out = _meta_size(node)
     if not x.size:  # unfold of a 0-d tensor: one window of the one element
         return remap(g, x, out, lambda idx: [])
 
@@ -240,7 +240,7 @@ def _select_at(dim: int, i: int) -> Callable[[Index], list[sympy.Expr]]:
 @register_lowering(aten.repeat)
 def repeat(g: LoweringContext, node: Node, x: TensorValue, repeats: Sequence[int]) -> TensorValue:
     """Tile x: output element i reads x at i modulo x's size, dim by dim (aligned right)."""
-    size = _meta_size(g)
+    size = _meta_size(node)
     lead = len(size) - len(x.size)
     xs = x.size
     return remap(g, x, size, lambda idx: [
@@ -262,7 +262,7 @@ def diagonal(g: LoweringContext, node: Node, x: TensorValue, offset: int = 0, di
              dim2: int = 1) -> TensorValue:
     nd = len(x.size)
     d1, d2 = _norm_dim(dim1, nd), _norm_dim(dim2, nd)
-    size = _meta_size(g)
+    size = _meta_size(node)
     rest = [k for k in range(nd) if k not in (d1, d2)]
     start1, start2 = (0, offset) if offset >= 0 else (-offset, 0)
     if isinstance(x, Stored):

@@ -32,7 +32,7 @@ class Step:
     @property
     def extern(self) -> ExternKernel | None:
         buf = self.group.nodes[0].buffer
-        return buf if isinstance(buf, ExternKernel) and self.kind == "extern" else None
+        return buf if isinstance(buf, ExternKernel) and self.kind is KernelKind.EXTERN else None
 
     def writes(self) -> list[str]:
         return [w for n in self.group.nodes for w in n.writes]

@@ -19,9 +19,23 @@ def _pane_classes() -> dict[str, str]:
     return found
 
 
+def _violation(name: str, text: str) -> str | None:
+    if not re.search(r'super\(ctx, "div\.pane-body\.[\w-]+"\)', text):
+        return f"{name} does not name its root in super(ctx, \"div.pane-body.x-pane\")"
+    if re.search(r"\bthis\.el\s*=[^=]", text):
+        return f"{name} overwrites the root the base class made"
+    return None
+
+
 def test_every_pane_names_its_root_in_super() -> None:
     panes = _pane_classes()
     assert len(panes) >= 9, sorted(panes)
-    for name, text in panes.items():
-        assert re.search(r'super\(ctx, "div\.pane-body\.[\w-]+"\)', text), name
-        assert "this.el =" not in text, f"{name} overwrites the root the base class made"
+    found = [v for name, text in panes.items() if (v := _violation(name, text))]
+    assert not found, found
+
+
+def test_the_check_sees_a_planted_root() -> None:
+    good = 'class A extends Pane {\n  constructor(ctx) {\n    super(ctx, "div.pane-body.a-pane");\n'
+    assert _violation("a.js", good + "  }\n}\n") is None
+    assert "overwrites" in str(_violation("a.js", good + '    this.el = h("div.x");\n'))
+    assert "does not name" in str(_violation("b.js", "class B extends Pane {\n  super(ctx);\n"))

@@ -219,3 +219,35 @@ def test_the_device_check_sees_a_planted_name() -> None:
     assert _device_literals('if device == "cuda":\n    pass\n') == [1]
     assert _device_literals("x = t.to('cpu')\n") == [1]
     assert _device_literals('"""Runs on "cuda" first."""\n# "cpu"\ny = "cudaish"\n') == []
+
+
+# -- kernel kinds: a type (compiler/schedule/kinds.py), dispatched on, never a string ------
+KINDS_MODULE = "compiler/schedule/kinds.py"
+_KIND = r"""["'](?:pointwise|reduction|extern|template)["']"""
+KIND_COMPARISON = re.compile(
+    rf"""\bkind\s*[=!]=\s*{_KIND}|{_KIND}\s*[=!]=\s*[\w.]*\bkind\b"""
+    rf"""|\bkind\s+(?:not\s+)?in\s*[(\[{{][^)\]}}]*{_KIND}""")
+
+
+def _kind_comparisons(text: str) -> list[int]:
+    return [i for i, line in enumerate(text.splitlines(), 1)
+            if KIND_COMPARISON.search(line.split("#", 1)[0])]
+
+
+def test_kernel_kinds_are_compared_as_the_enum_only() -> None:
+    """A kernel's kind is a KernelKind: code asks its properties or compares members
+    (`plan.kind is KernelKind.TEMPLATE`), never the string, so a new kind is one member."""
+    found = [f"{p.relative_to(REPO).as_posix()}:{n}"
+             for p in sorted((REPO / "compiler").rglob("*.py"))
+             if p.relative_to(REPO).as_posix() != KINDS_MODULE
+             for n in _kind_comparisons(p.read_text())]
+    assert not found, "kernel kinds compared as strings (use KernelKind):\n" + "\n".join(found)
+
+
+def test_the_kind_check_sees_a_planted_comparison() -> None:
+    assert _kind_comparisons('    return buf if self.kind == "extern" else None\n') == [1]
+    assert _kind_comparisons("if 'reduction' != step.kind:\n") == [1]
+    assert _kind_comparisons('if plan.kind in ("pointwise", "template"):\n') == [1]
+    assert not _kind_comparisons("if plan.kind is KernelKind.EXTERN:\n")
+    assert not _kind_comparisons('if options.matmul == "extern":  # an option, not a kind\n')
+    assert not _kind_comparisons('if kind == "vertical":\n')

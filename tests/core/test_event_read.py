@@ -19,6 +19,8 @@ from kernelscope.compiler import event_types as ev
 from kernelscope.compiler.event_read import (
     Event,
     EventError,
+    data_as,
+    envelope,
     from_dict,
     latest,
     parse_event,
@@ -109,6 +111,26 @@ def test_the_terminal_report_and_the_sample_table_read_typed_events() -> None:
                    "error": "run: differs"}
     bad = summarize("x", [_event("linking", {})], "")
     assert bad["error"].startswith("unreadable events: unknown event stage 'linking'")
+
+
+def test_an_envelope_reads_what_the_server_holds_without_converting_every_payload() -> None:
+    """The server's reads (server/jobs.py, queue.py, relay.py, ...): the stage, seq, ms and
+    origin of an event as stored, and the payload of the stages it needs as dataclasses."""
+    done = {**_event("done", {"ok": True, "trace_id": "abc", "wall_ms": 3.0}, 7),
+            "origin": "server"}
+    read = envelope(done)
+    assert (read.seq, read.stage, read.ms, read.origin) == (7, "done", 1.5, "server")
+    assert data_as(read, ev.JobDone) == ev.JobDone(ok=True, trace_id="abc", wall_ms=3.0)
+    assert data_as(read, ev.Done) == ev.Done(ok=True, trace_id="abc")
+    assert data_as(read, ev.Error) is None  # another stage's payload
+    assert data_as(envelope(_event("error", {"stage": "run", "kind": "exception",
+                                             "message": "m"})), ev.Error) == \
+        ev.Error("run", "exception", "m")
+    assert data_as(envelope(_event("done", {"trace_id": "abc"})), ev.JobDone) is None  # no ok
+    assert data_as(envelope(_event("done", ["not", "an", "object"])), ev.JobDone) is None
+    # Someone else's line (a worker's channel): wrong types read as defaults, never raise.
+    odd = envelope({"seq": "7", "stage": 5, "ms": "fast", "data": None})
+    assert (odd.seq, odd.stage, odd.ms, odd.data) == (-1, "", 0.0, None)
 
 
 # The readers, and one field each of them reads, renamed in a copy of the model.

@@ -265,7 +265,9 @@ def test_the_lowering_rules_see_planted_violations() -> None:
     assert "compiler.lowering.common imports compiler.lowering.pointwise" in found
 
 
-CURRENT = re.compile(r"\bg\s*\.\s*current\b|getattr\(\s*g\s*,\s*['\"]current")
+# The walk's position, read directly or through the graph's own helpers for it.
+CURRENT = re.compile(r"\bg\s*\.\s*(?:current\b|out_meta\s*\(|node_name\s*\()"
+                     r"|getattr\(\s*g\s*,\s*['\"](?:current|out_meta|node_name)")
 
 
 def _reads_of_current(text: str) -> list[int]:
@@ -274,13 +276,17 @@ def _reads_of_current(text: str) -> list[int]:
 
 
 def test_lowerings_take_their_node_and_never_read_the_walks_position() -> None:
-    """Each lowering is fn(g, node, ...): the FX node comes as an argument; `g.current` is
-    the walk's own state (and not part of LoweringContext, so mypy refuses it too)."""
+    """Each lowering is fn(g, node, ...) and hands `node` to the helpers it calls: the FX
+    node comes as an argument; `g.current` (and GraphLowering's `out_meta()`/`node_name()`
+    over it) is the walk's own state, not part of LoweringContext, so mypy refuses it too."""
     found = [f"{p.name}:{n}" for p in sorted((ROOT / "lowering").glob("*.py"))
              if p.name != "graph.py" for n in _reads_of_current(p.read_text())]
     assert not found, found
     assert _reads_of_current("    return g.extern(g.current.target, args, {})\n") == [1]
     assert _reads_of_current("    n = getattr(g, 'current')\n") == [1]
+    assert _reads_of_current("    meta = g.out_meta()\n") == [1]
+    assert _reads_of_current('    g.notes.append(f"{g.node_name()}: copied")\n') == [1]
+    assert not _reads_of_current("    meta = out_meta(node)\n")
     assert not _reads_of_current("    return g.extern(node.target, args, {})  # g.current\n")
 
 

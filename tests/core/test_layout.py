@@ -64,7 +64,7 @@ def test_the_rule_chooses_channels_last_for_cuda_inference_convolution_graphs() 
 
 @pytest.mark.parametrize("kind, preferred, why", [
     ("inference", False, "C++ on cpu does not prefer channels-last convolutions"),
-    ("forward", True, "a forward: only inference graphs"),
+    ("forward", True, "a training forward whose backward was captured for eager's strides"),
     (None, True, "unknown kind"),
 ])
 def test_the_rule_says_why_it_leaves_a_graph_alone(kind: str | None, preferred: bool,

@@ -44,7 +44,22 @@ def grad_samples(op: Any, device: str, dtype: torch.dtype, n: int) -> list[Any]:
     return samples(op, device, dtype, n, requires_grad=True)
 
 
-def _fresh(ts: list[torch.Tensor], upcast: bool = False) -> list[torch.Tensor]:
+# The reference a case is judged against where it differs from eager: the same op in a
+# wider dtype. Gradients of float32 ops too (Inductor's fp64 reference): a backward such as
+# logcumsumexp's rounds differently from eager's kernel, and the question is then which of
+# the two is closer to the float64 answer, not whether they agree.
+UPCAST = {torch.float16: torch.float32, torch.bfloat16: torch.float32,
+          torch.float32: torch.float64}
+
+
+def _widening(dtype: torch.dtype | None) -> dict[torch.dtype, torch.dtype]:
+    """The dtypes a case of `dtype` widens (a float16 case: both 16-bit floats)."""
+    if dtype is None:
+        return {}
+    return {d: w for d, w in UPCAST.items() if w == UPCAST[dtype]}
+
+
+def _fresh(ts: list[torch.Tensor], upcast: torch.dtype | None = None) -> list[torch.Tensor]:
     """New leaves with the samples' values and requires_grad flags (a run's own copies)."""
     out = []
     for t in ts:
@@ -52,8 +67,9 @@ def _fresh(ts: list[torch.Tensor], upcast: bool = False) -> list[torch.Tensor]:
             out.append(t)
             continue
         c = t.detach().clone()
-        if upcast and c.dtype in (torch.float16, torch.bfloat16):
-            c = c.to(torch.float32)
+        wide = _widening(upcast)
+        if c.dtype in wide:
+            c = c.to(wide[c.dtype])
         out.append(c.requires_grad_(t.requires_grad))
     return out
 
@@ -84,17 +100,18 @@ def input_grads(outputs: list[torch.Tensor], inputs: list[torch.Tensor],
                                     materialize_grads=True))
 
 
-def eager_step(fn: Callable[..., Any], tensors: list[torch.Tensor], upcast: bool = False
+def eager_step(fn: Callable[..., Any], tensors: list[torch.Tensor],
+               upcast: torch.dtype | None = None
                ) -> tuple[Any, list[torch.Tensor]]:
-    """Eager outputs and input gradients (float32 ones where `upcast`)."""
+    """Eager outputs and input gradients (in the wider dtype of UPCAST where `upcast`
+    names the case's dtype)."""
     torch.manual_seed(1234)
     leaves = _fresh(tensors, upcast)
     out = fn(*leaves)
     diff = _differentiable(out)
     gs = cotangents(diff)
-    if upcast:
-        gs = [g.to(torch.float32) if g.dtype in (torch.float16, torch.bfloat16) else g
-              for g in gs]
+    wide = _widening(upcast)
+    gs = [g.to(wide[g.dtype]) if g.dtype in wide else g for g in gs]
     return out, input_grads(diff, leaves, gs)
 
 
@@ -152,10 +169,10 @@ def run_grad_case(op: Any, dtype_name: str, index: int, sample: Any, options: di
         return result("skip", "no output requires grad")
     ref32: Any = None
     ref32_grads: Any = None
-    if DTYPES[dtype_name] in (torch.float16, torch.bfloat16):
+    if DTYPES[dtype_name] in UPCAST:
         try:
-            ref32, ref32_grads = eager_step(fn, tensors, upcast=True)
-        except Exception:  # noqa: BLE001 - no fp32 variant: compare with eager only
+            ref32, ref32_grads = eager_step(fn, tensors, upcast=DTYPES[dtype_name])
+        except Exception:  # noqa: BLE001 - no wider variant: compare with eager only
             ref32 = ref32_grads = None
     status, reason = "native", ""
     for fallback in (False, True):

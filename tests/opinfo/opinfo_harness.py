@@ -225,7 +225,8 @@ def _compare_values(k: int, x: torch.Tensor, y: torch.Tensor, z: Any) -> None:
     xc, yc = x.cpu(), y.cpu()
     if torch.allclose(xc, yc, rtol=tol, atol=tol, equal_nan=True):
         return
-    if isinstance(z, torch.Tensor) and x.dtype in (torch.float16, torch.bfloat16):
+    if isinstance(z, torch.Tensor) and x.dtype in (torch.float16, torch.bfloat16,
+                                                   torch.float32):
         zc = z.cpu().double()
         if (xc.isnan() == zc.isnan()).all() or (xc.isnan() == yc.isnan()).all():
             fin = torch.isfinite(zc)

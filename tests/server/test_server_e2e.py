@@ -38,6 +38,9 @@ def config(root: Path) -> dict[str, Any]:
         "JOB_TIMEOUT_S": 240,
         "WORKER_THREADS": 2,
         "ISOLATION": ISOLATION,
+        # These read the halves' own events; whether the first job finds a warm worker is
+        # a race, and the server's early `source` for a cold one has its own test below.
+        "EARLY_SOURCE": False,
     }
 
 
@@ -124,3 +127,61 @@ def test_a_graph_break_streams_source_then_each_graph_then_capture(app: Flask) -
     # A graph's `ms` is time within capture: the stage sum counts capture once.
     stages_ms = sum(e["ms"] for e in events if e["stage"] != "capture_graph")
     assert abs(events[-1]["data"]["stages_ms"] - stages_ms) < 0.2
+
+
+def test_a_cold_worker_is_preceded_by_the_servers_source(root: Path) -> None:
+    """`--pool 0`: every job starts a worker that imports torch before its first event;
+    the server's own `source` (the snippet text, the same lines) is the job's first event,
+    published before that worker started, and the front's own `source` (the entry and
+    inputs only running the snippet tells) follows it."""
+    app = create_app({**config(root / "cold"), "WARM_POOL": 0, "EARLY_SOURCE": True})
+    try:
+        client = app.test_client()
+        events = stream(client, submit(client, add_relu_code(), device="cpu", backend="cpp"))
+    finally:
+        state(app).jobs.shutdown()
+    assert [e["stage"] for e in events] == ["source", *STAGES], [e["stage"] for e in events]
+    early, own = events[0], events[1]
+    assert early["origin"] == "server" and own["origin"] == "snippet"
+    assert early["data"]["code"] == own["data"]["code"] == add_relu_code()
+    assert early["data"]["backend"] == own["data"]["backend"] == "cpp"
+    assert early["data"]["inputs"] == [] and early["data"]["entry"] == ""
+    assert own["data"]["entry"] == "model"  # what running the sample found
+    assert [i["shape"] for i in own["data"]["inputs"]] == [[64, 1024], [64, 1024]]
+    assert events[-1]["data"]["ok"] is True
+
+
+def _zoo() -> dict[str, tuple[str, list[str]]]:
+    """tests/core/model_zoo.py's tiny Hugging Face models (code, module paths)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("model_zoo", REPO / "tests/core/model_zoo.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return {k: v for k, v in module.ZOO.items() if k.startswith("hf_")}
+
+
+MODELS = {"transformer_4block": ((REPO / "samples" / "transformer_4block.py").read_text(),
+                                 [f"blocks.{i}.{p}" for i in range(4) for p in ("attn", "mlp")]),
+          **_zoo()}
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_models_compile_through_the_server_with_module_paths(app: Flask, name: str) -> None:
+    """The explorer's own path (the sandboxed front half, the payloads the server conforms,
+    the back half): the 4-block transformer sample and the tiny Hugging Face models compile,
+    match eager, and their nodes and kernels name their modules, repeated blocks apart."""
+    code, paths = MODELS[name]
+    client = app.test_client()
+    events = stream(client, submit(client, code, device="cpu", backend="cpp"))
+    by_stage = {e["stage"]: e["data"] for e in events}
+    assert "error" not in by_stage, by_stage.get("error")
+    assert by_stage["run"]["ok"] and events[-1]["data"]["ok"] is True
+    graph = by_stage["capture"]["graphs"][0]
+    nodes = {n["module"] for n in graph["nodes"] if n["module"]}
+    kernels = {m for k in by_stage["scheduling"]["graphs"][0]["kernels"] for m in k["modules"]}
+    for path in paths:
+        inside = lambda m: m == path or m.startswith(path + ".")  # noqa: E731
+        assert any(inside(m) for m in nodes), (path, sorted(nodes))
+        assert any(inside(m) for m in kernels), (path, sorted(kernels))

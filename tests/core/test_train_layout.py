@@ -1,0 +1,100 @@
+"""Training steps of convolution graphs channels-last (compiler/lowering/layout.py): the
+forward keeps the activations it saves for backward NHWC and reports their strides to
+AOTAutograd, which compiles the backward for them; the backward feeds cuDNN's
+convolution backward NHWC and returns gradients in eager's strides. Before, training
+graphs stayed NCHW and cuDNN transposed around every convolution and its backward
+(ResNet-50 training step on the H200: 226 layout kernels, 3.3 of 14.2 ms of GPU time).
+
+The rule is asked directly on AOTAutograd's forward and backward graphs; the steps
+(train_layout_cases.py) run with the C++ backend here and under the Triton interpreter
+in a subprocess, with the layout forced (the "auto" layout is the GPU's)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from ks_helpers import interpreter_case_results
+from train_layout_cases import CASES, ConvBnRelu, check
+
+from kernelscope.compiler.capture.decompositions import decomposition_table
+from kernelscope.compiler.lowering import layout
+
+HERE = Path(__file__).resolve().parent
+
+
+def _training_graphs(net: torch.nn.Module, x: torch.Tensor) -> dict[str, Any]:
+    """AOTAutograd's forward and backward graphs of one step of `net`."""
+    from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
+
+    graphs: dict[str, Any] = {}
+
+    def keep(kind: str) -> Any:
+        def compiler(gm: Any, inputs: Any) -> Any:
+            graphs[kind] = gm
+            return make_boxed_func(gm.forward)
+        return compiler
+
+    def backend(gm: Any, inputs: Any) -> Any:
+        return aot_module_simplified(gm, inputs, fw_compiler=keep("forward"),
+                                     bw_compiler=keep("backward"),
+                                     decompositions=decomposition_table())
+
+    torch._dynamo.reset()
+    torch.compile(net, backend=backend)(x).sum().backward()
+    return graphs
+
+
+def test_the_rule_takes_training_graphs_channels_last_where_the_backward_follows() -> None:
+    graphs = _training_graphs(ConvBnRelu().train(), torch.randn(2, 3, 8, 8))
+    fw, bw = graphs["forward"], graphs["backward"]
+    on = layout.decide(fw, "forward", "auto", True, "Triton on cuda", saved_free=True)
+    assert on.channels_last and "saved for backward stay NHWC" in on.reason
+    assert on.convolutions == {"convolution", "convolution_1"}
+    # Without a runtime that compiles the backward for the forward's strides (the
+    # explorer's pipeline captures it first), every saved activation would be copied.
+    off = layout.decide(fw, "forward", "auto", True, "Triton on cuda")
+    assert not off.channels_last and "captured for eager's strides" in off.reason
+    back = layout.decide(bw, "backward", "auto", True, "Triton on cuda")
+    assert back.channels_last and "2 convolution backwards" in back.reason
+    assert back.convolutions == {n.name for n in bw.graph.nodes
+                                 if n.target is torch.ops.aten.convolution_backward.default}
+    assert not layout.decide(bw, "backward", "auto", False, "C++ on cpu").channels_last
+    assert not layout.decide(bw, "backward", "contiguous", True, "x").channels_last
+
+
+def test_grouped_convolution_backwards_stay_in_eager_layout() -> None:
+    net = torch.nn.Sequential(torch.nn.Conv2d(32, 32, 3, groups=4), torch.nn.ReLU())
+    bw = _training_graphs(net, torch.randn(2, 32, 8, 8))["backward"]
+    off = layout.decide(bw, "backward", "auto", True, "Triton on cuda")
+    assert not off.channels_last and "grouped convolutions dominate" in off.reason
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_training_step_channels_last_matches_eager_cpp(name: str) -> None:
+    assert check(name, "cpp") == "ok"
+
+
+def test_training_step_channels_last_matches_eager_cpp_bf16() -> None:
+    assert check("block_eval", "cpp", torch.bfloat16) == "ok"
+
+
+def test_a_forward_from_the_graph_cache_still_reports_its_strides(tmp_path: Path) -> None:
+    """Loaded from the whole-graph cache, the forward is not lowered: the strides it
+    reports come from its wrapper, else the backward would index NHWC values as NCHW."""
+    assert check("block_train", "cpp", cache_dir=str(tmp_path)) == "ok"
+    assert check("block_train", "cpp", cache_dir=str(tmp_path)) == "ok: from the cache"
+
+
+@pytest.fixture(scope="module")
+def triton_results() -> dict[str, str]:
+    return interpreter_case_results(HERE / "train_layout_cases.py", "--backend", "triton",
+                                    "block_train", "resnext_eval", timeout=900)
+
+
+@pytest.mark.parametrize("name", ["block_train", "resnext_eval"])
+def test_training_step_channels_last_matches_eager_triton(
+        name: str, triton_results: dict[str, str]) -> None:
+    assert triton_results.get(name) == "ok", triton_results.get(name, "crashed")
