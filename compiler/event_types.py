@@ -568,6 +568,11 @@ class JobDone(Done):
     stages_ms: float | None = None  # the sum of the stage times the compiler reported
     snippet_stdout: str | None = None  # the tail of what the snippet wrote to fd 1
     store_error: str | None = None  # why the trace has no permalink
+    # Stages that run after `done` (the Inductor comparison): each is appended to the
+    # stored trace when it ends, by `follow_ups_until` (Unix seconds) at the latest
+    # (server/followups.py; docs/server.md, "Follow-ups").
+    follow_ups: list[str] | None = None
+    follow_ups_until: float | None = None
 
 
 def to_json(value: Any) -> Any:

@@ -15,6 +15,7 @@ from kernelscope.compiler.events import FOLLOW_UPS, PARTS, SCHEMA_VERSION, STAGE
 from kernelscope.server import highlight as hl
 from kernelscope.server import info
 from kernelscope.server.errors import ApiError
+from kernelscope.server.followups import states as follow_up_states
 from kernelscope.server.gates import Refused
 from kernelscope.server.inputs import BadInput, entry_name_ok, parse_request
 from kernelscope.server.jobs import Busy, JobRequest, JobView, OverQuota
@@ -150,7 +151,19 @@ def trace(trace_id: str) -> Response:
     found = app_state().store.get(trace_id)
     if found is None:
         raise ApiError(f"no trace {trace_id!r}", 404)
-    return jsonify(found)
+    return jsonify({**found, "follow_ups": follow_up_states(found)})
+
+
+@bp.get("/traces/<trace_id>/follow-ups")
+def trace_follow_ups(trace_id: str) -> Response:
+    """What a page polls after `done`: each follow-up's state and the events stored after
+    `done` (small, where the whole trace can be megabytes)."""
+    found = app_state().store.get(trace_id)
+    if found is None:
+        raise ApiError(f"no trace {trace_id!r}", 404)
+    events = found["events"]
+    at = next((i for i, e in enumerate(events) if e.get("stage") == "done"), len(events))
+    return jsonify({"follow_ups": follow_up_states(found), "events": events[at + 1:]})
 
 
 @bp.get("/schema")

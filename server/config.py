@@ -71,6 +71,9 @@ def default_config() -> dict[str, Any]:
         # imported when warm
         "WARM_IMPORTS": ["torch", "kernelscope.compiler.pipeline", "kernelscope.compiler.cli"],
         "WARM_UP": True,  # warm workers compile a built-in snippet before taking a job
+        # A cold job (no warm worker) gets the server's own `source` from the snippet text
+        # at once, before its worker has imported torch (server/early.py).
+        "EARLY_SOURCE": True,
         "KERNEL_CACHE": default_kernel_cache(),  # shared across jobs ("" turns it off)
         "ISOLATION": "auto",  # "auto", "bubblewrap" (required) or "rlimits-only"
         "CGROUPS": "auto",  # "auto" (per-job cgroups where the host allows) or "off"

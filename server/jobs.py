@@ -11,7 +11,8 @@ that already holds `CLIENT_JOBS` queued or running jobs is answered 429 with
 only its `done` event in memory: its events are read back from the store (a padded trace
 is megabytes; 200 of them were gigabytes).
 `stop(reason)` ends every job (a graceful shutdown): each stream gets an `error` and
-`done`, each trace is stored, each sandbox, job directory and cgroup removed.
+`done`, each trace is stored (a follow-up still running is stored as stopped), each
+sandbox, job directory and cgroup removed.
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ class Job:
     listeners: int = 0
     finished_at: float | None = None
     cancel_reason: str | None = None  # why it was stopped, if not by its own client
+    following: bool = False  # `done` is out, its follow-ups still run (server/followups.py)
     _events: list[dict[str, Any]] = field(default_factory=list, repr=False)
     _archive: tuple[TraceReader, str, int] | None = field(default=None, repr=False)
     _done: dict[str, Any] | None = field(default=None, repr=False)
@@ -88,11 +90,11 @@ class Job:
         """Every event so far; a finished, archived job reads them from the store."""
         if self._archive is None:
             return self._events
-        store, trace_id, _count = self._archive
+        store, trace_id, count = self._archive
         trace = store.get(trace_id)
         if trace is None:  # the store lost it: the `done` event is all there is
             return [self._done] if self._done is not None else []
-        return list(trace["events"])
+        return list(trace["events"])[:count]  # the job's stream: through `done`
 
     def archive(self, store: TraceReader) -> bool:
         """Drop the events from memory once the store holds them (True if it did)."""
@@ -113,6 +115,11 @@ class Job:
             self.cancel_reason = reason
         self._cancel.set()
         return True
+
+    def stop_following(self, reason: str) -> None:
+        """Stop the follow-ups of a job whose `done` is out (a graceful shutdown)."""
+        self.cancel_reason = reason
+        self._cancel.set()
 
     def cancel_requested(self) -> bool:
         return self._cancel.is_set()
@@ -148,6 +155,10 @@ class Job:
     @property
     def finished(self) -> bool:
         return self._done is not None
+
+    @property
+    def done_event(self) -> dict[str, Any] | None:
+        return self._done
 
     @property
     def count(self) -> int:
@@ -341,11 +352,14 @@ class JobManager:
         stored. Returns once the supervisors have cleaned up (or after `timeout`)."""
         self.stopping = reason
         with self._lock:
-            jobs = [j for j in self.jobs.values() if not j.finished]
+            jobs = [j for j in self.jobs.values() if not j.finished or j.following]
         for job in jobs:
-            job.cancel(reason)
+            if job.finished:  # its follow-ups are stored as stopped
+                job.stop_following(reason)
+            else:
+                job.cancel(reason)
         end = time.monotonic() + timeout
-        while time.monotonic() < end and any(not j.finished for j in jobs):
+        while time.monotonic() < end and any(not j.finished or j.following for j in jobs):
             time.sleep(0.05)
         self.shutdown(max(0.1, end - time.monotonic()))
 
@@ -381,6 +395,7 @@ class JobManager:
             except Exception:
                 log.exception("job %s: the runner failed", job.id)
             finally:
+                job.following = False
                 with self._lock:
                     self.running -= 1
                 if not job.finished:

@@ -6,6 +6,7 @@ queue worker can share one database. One table:
 
     traces(id text primary key, created timestamptz, ok boolean,
            code text, options jsonb, events text)
+    follow_ups(trace_id text, stage text, seq integer, event text)  -- after `done`
 
 `events` is stored as the JSON text that streamed (jsonb would reorder keys and reject
 NaN), `options` as jsonb so it can be queried. Rows are only inserted, with `ON CONFLICT
@@ -36,6 +37,13 @@ CREATE TABLE IF NOT EXISTS traces (
     code     text NOT NULL,
     options  jsonb NOT NULL,
     events   text NOT NULL
+);
+CREATE TABLE IF NOT EXISTS follow_ups (
+    trace_id text NOT NULL,
+    stage    text NOT NULL,
+    seq      integer NOT NULL,
+    event    text NOT NULL,
+    PRIMARY KEY (trace_id, stage)
 )
 """
 MIGRATION_LOCK = 0x6B73_7472  # pg_advisory_xact_lock key: "kstr"
@@ -68,6 +76,12 @@ class PostgresTraceStore(TraceRows):
         except (self._psycopg.OperationalError, self._psycopg.InterfaceError) as exc:
             raise StoreUnavailable(f"PostgreSQL: {str(exc).strip()[:200]}") from exc
 
+    def _all(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        try:
+            return super()._all(sql, params)
+        except (self._psycopg.OperationalError, self._psycopg.InterfaceError) as exc:
+            raise StoreUnavailable(f"PostgreSQL: {str(exc).strip()[:200]}") from exc
+
     def put(
         self, code: str, options: dict[str, Any], events: list[dict[str, Any]], ok: bool
     ) -> str:
@@ -82,6 +96,17 @@ class PostgresTraceStore(TraceRows):
         except (self._psycopg.OperationalError, self._psycopg.InterfaceError) as exc:
             raise StoreUnavailable(f"PostgreSQL: {str(exc).strip()[:200]}") from exc
         return ident
+
+    def add_follow_up(self, ident: str, event: dict[str, Any]) -> None:
+        try:
+            with self._connect() as conn:
+                conn.execute(
+                    "INSERT INTO follow_ups (trace_id, stage, seq, event) VALUES (%s, %s, %s, %s)"
+                    " ON CONFLICT (trace_id, stage) DO NOTHING",
+                    (ident, str(event["stage"]), int(event["seq"]), json.dumps(event)),
+                )
+        except (self._psycopg.OperationalError, self._psycopg.InterfaceError) as exc:
+            raise StoreUnavailable(f"PostgreSQL: {str(exc).strip()[:200]}") from exc
 
     def _created(self, value: Any) -> str:
         return str(value.astimezone(UTC).isoformat(timespec="seconds"))

@@ -1,5 +1,9 @@
 """What every trace store shares: content-derived ids, the reading queries, the interface.
 
+A trace is its row (the events through `done`, never updated) and the events of its
+follow-ups (server/followups.py), rows of their own appended after `done`; its id is
+derived from the trace as it was at `done`.
+
 In: a finished trace (code, options, events). Out: its id (`trace_id`, the same on every
 host and store) and, for a SQL store, the queries that read it back (`TraceRows`). The
 SQLite store (server/store.py) and the PostgreSQL one (server/pgstore.py) both build on
@@ -70,6 +74,10 @@ class TraceRows:
         with self._connect() as conn:
             return conn.execute(sql.replace("?", self.marker), params).fetchone()
 
+    def _all(self, sql: str, params: tuple[Any, ...] = ()) -> list[Any]:
+        with self._connect() as conn:
+            return list(conn.execute(sql.replace("?", self.marker), params).fetchall())
+
     def get(self, ident: str) -> dict[str, Any] | None:
         if not ID_PATTERN.match(ident):
             return None
@@ -77,13 +85,15 @@ class TraceRows:
                         "FROM traces WHERE id = ?", (ident,))
         if row is None:
             return None
+        later = self._all("SELECT event FROM follow_ups WHERE trace_id = ? ORDER BY seq",
+                          (ident,))  # the follow-ups stored after `done`, in order
         return {
             "id": row[0],
             "created": self._created(row[1]),
             "ok": bool(row[2]),
             "code": row[3],
             "options": json.loads(row[4]),
-            "events": json.loads(row[5]),
+            "events": [*json.loads(row[5]), *(json.loads(r[0]) for r in later)],
         }
 
     def exists(self, ident: str) -> bool:
@@ -102,6 +112,11 @@ class Store(Protocol):
     def put(
         self, code: str, options: dict[str, Any], events: list[dict[str, Any]], ok: bool
     ) -> str: ...
+
+    def add_follow_up(self, ident: str, event: dict[str, Any]) -> None:
+        """Append a follow-up's event (one per stage: a second one is ignored) to a stored
+        trace; `get` returns it after `done`."""
+        ...
 
     def get(self, ident: str) -> dict[str, Any] | None: ...
 

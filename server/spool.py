@@ -56,18 +56,45 @@ class SpoolingStore:
             log.warning("trace %s spooled to %s: %s", ident, self.folder, exc)
             return ident
 
+    def add_follow_up(self, ident: str, event: dict[str, Any]) -> None:
+        """Like `put`: spooled to `<spool>/<id>-<stage>.followup` while the database is
+        down, written after its trace."""
+        self.flush()
+        try:
+            self.inner.add_follow_up(ident, event)
+        except StoreUnavailable as exc:
+            tmp = self.folder / f".{ident}-{event['stage']}.tmp"
+            tmp.write_text(json.dumps({"id": ident, "event": event}))
+            os.replace(tmp, self.folder / f"{ident}-{event['stage']}.followup")
+            log.warning("follow-up %s of trace %s spooled: %s", event["stage"], ident, exc)
+
+    def _spooled_follow_ups(self, ident: str) -> list[dict[str, Any]]:
+        out = []
+        for path in sorted(self.folder.glob(f"{ident}-*.followup")):
+            try:
+                out.append(json.loads(path.read_text())["event"])
+            except (OSError, ValueError, KeyError):
+                continue
+        return out
+
     def get(self, ident: str) -> dict[str, Any] | None:
         self.flush()
-        if ID_PATTERN.match(ident):
-            path = self.folder / f"{ident}.json"
-            try:
-                record = json.loads(path.read_text())
-            except (OSError, ValueError):
-                record = None
-            if record is not None:
-                record.pop("raw_events", None)
-                return record
-        return self.inner.get(ident)
+        if not ID_PATTERN.match(ident):
+            return self.inner.get(ident)
+        path = self.folder / f"{ident}.json"
+        try:
+            record: dict[str, Any] | None = json.loads(path.read_text())
+        except (OSError, ValueError):
+            record = None
+        if record is not None:
+            record.pop("raw_events", None)
+        else:
+            record = self.inner.get(ident)
+        if record is not None:
+            have = {e.get("stage") for e in record["events"]}
+            later = [e for e in self._spooled_follow_ups(ident) if e["stage"] not in have]
+            record["events"] = sorted([*record["events"], *later], key=lambda e: e["seq"])
+        return record
 
     def exists(self, ident: str) -> bool:
         if ID_PATTERN.match(ident) and (self.folder / f"{ident}.json").exists():
@@ -99,6 +126,20 @@ class SpoolingStore:
                     continue
                 path.unlink(missing_ok=True)
                 written += 1
+            # A follow-up once its trace is in the database (one whose trace is still
+            # spooled waits with it).
+            for path in sorted(self.folder.glob("*.followup")):
+                if (self.folder / f"{path.name.split('-', 1)[0]}.json").exists():
+                    continue
+                try:
+                    record = json.loads(path.read_text())
+                    self.inner.add_follow_up(record["id"], record["event"])
+                except StoreUnavailable:
+                    break
+                except (OSError, ValueError, KeyError):
+                    log.exception("spooled follow-up %s is unreadable; left in place", path.name)
+                    continue
+                path.unlink(missing_ok=True)
         finally:
             self._lock.release()
         if written:

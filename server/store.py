@@ -5,7 +5,8 @@ JSON `{id, created, code, options, events}` for `/api/traces/<id>` and `/t/<id>`
 
 One connection per call (SQLite connections must not cross threads), WAL mode so readers
 never block the writer, `synchronous=FULL` so a stored trace survives a crash. Rows are
-only ever inserted, never updated: the same content always maps to the same id.
+only ever inserted, never updated: the same content always maps to the same id, and a
+follow-up's event (the Inductor comparison, after `done`) is a row of its own.
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ CREATE TABLE IF NOT EXISTS traces (
     code     TEXT NOT NULL,
     options  TEXT NOT NULL,
     events   TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS follow_ups (
+    trace_id TEXT NOT NULL,
+    stage    TEXT NOT NULL,
+    seq      INTEGER NOT NULL,
+    event    TEXT NOT NULL,
+    PRIMARY KEY (trace_id, stage)
 );
 """
 
@@ -72,6 +80,14 @@ class TraceStore(TraceRows):
                 (ident, created, int(ok), code, json.dumps(options), json.dumps(stored)),
             )
         return ident
+
+    def add_follow_up(self, ident: str, event: dict[str, Any]) -> None:
+        with self._connect() as conn:
+            conn.execute(
+                "INSERT OR IGNORE INTO follow_ups (trace_id, stage, seq, event)"
+                " VALUES (?, ?, ?, ?)",
+                (ident, str(event["stage"]), int(event["seq"]), json.dumps(event)),
+            )
 
 
 def is_url(database: str) -> bool:

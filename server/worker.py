@@ -31,6 +31,9 @@ from typing import IO, Any
 
 from kernelscope.compiler.events import PARTS
 from kernelscope.server.cgroups import JobCgroup
+from kernelscope.server.early import FILENAME as SNIPPET
+from kernelscope.server.early import early_source
+from kernelscope.server.followups import FollowUps, asked
 from kernelscope.server.jobs import SCHEMA_VERSION, Job
 from kernelscope.server.kcache import KernelCache
 from kernelscope.server.pool import WARM_TIMEOUT_S, WarmPool, WarmWorker
@@ -47,22 +50,20 @@ from kernelscope.server.sandbox import (
 from kernelscope.server.scratch import JobDir
 from kernelscope.server.trust import StageOrigin, conform_payload
 from kernelscope.server.warm import READY
+from kernelscope.server.why import (
+    MAX_SCRATCH_FILES,
+    cancelled,
+    exit_signal,
+    explain,
+    normalize,
+)
 
-__all__ = ["WorkerSettings", "explain", "normalize", "parse_event", "run_job", "scratch_exceeded"]
+__all__ = ["WorkerSettings", "cancelled", "explain", "normalize", "parse_event", "run_job",
+           "scratch_exceeded"]
 
 log = logging.getLogger(__name__)
 MiB = 1 << 20
-MAX_SCRATCH_FILES = 20000
 STDERR_TAIL = 4000
-SIGNAL_NAMES: dict[int, str] = {
-    signal.SIGSEGV: "SIGSEGV (segmentation fault)",
-    signal.SIGBUS: "SIGBUS (bus error)",
-    signal.SIGILL: "SIGILL (illegal instruction)",
-    signal.SIGFPE: "SIGFPE (arithmetic fault)",
-    signal.SIGABRT: "SIGABRT (abort)",
-    signal.SIGKILL: "SIGKILL",
-    signal.SIGTERM: "SIGTERM",
-}
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class WorkerSettings:
     scratch_root: str | None = None
     grace_s: float = 2.0  # how long a worker may linger after `done` before it is killed
     back_command: tuple[str, ...] | None = None  # the back half; None: one process
+    early_source: bool = True  # a cold job's `source` from the server at once (early.py)
 
 
 BUNDLE = "capture.ksb"
@@ -102,7 +104,7 @@ def _option_flags(job: Job) -> list[str]:
 
 def front_argv(settings: WorkerSettings, job: Job, scratch: str, split: bool) -> list[str]:
     """The front half (or, unsplit, the whole pipeline) on the snippet."""
-    argv = [*settings.command, f"{scratch}/snippet.py", *_option_flags(job)]
+    argv = [*settings.command, f"{scratch}/{SNIPPET}", *_option_flags(job)]
     if split:
         argv += ["--front-only", "--bundle", f"{scratch}/{BUNDLE}"]
     if job.request.entry:
@@ -171,15 +173,21 @@ def run_job(
     jobdir, group = (warm.jobdir, warm.group) if warm is not None else new_job_dir(settings)
     split = settings.back_command is not None
     compiles = "back" if split else "front"
+    stages = asked(job.request.options)
+    follow = FollowUps(job, store, stages, lambda done, out, origin, later, until: finish(
+        job, store, done, out, origin, later, until)) if stages else None
     try:
+        if warm is None and settings.early_source:  # a cold worker imports torch first
+            job.publish("source", early_source(job.request), origin="server")
         _write_snippet(job, jobdir.phase("front"), iso)
         if kcache is not None:
             kcache.link_into(jobdir.phase(compiles))
         front = run_phase(job, settings, jobdir, "front",
                           lambda v: front_argv(settings, job, v, split=split), None, group,
-                          publish=not split, warm=warm, live=LIVE_FRONT if split else ())
+                          publish=not split, warm=warm, live=LIVE_FRONT if split else (),
+                          follow=None if split else follow)
         if not split:
-            conclude(job, store, front, settings, group, stdout=front.stdout)
+            conclude(job, store, front, settings, group, stdout=front.stdout, follow=follow)
         elif front.outcome.reason is None and "error" in front.stages:
             # The snippet's own failure (a syntax error, an exception): nothing to compile,
             # and a failure is all the front can claim, labelled as the snippet's words.
@@ -195,8 +203,9 @@ def run_job(
             back = run_phase(job, settings, jobdir, "back",
                              lambda v: back_argv(settings, job, v, not streamed),
                              front.deadline, group, publish=True,
-                             warm=warm.back if warm is not None else None)
-            conclude(job, store, back, settings, group, stdout=front.stdout)
+                             warm=warm.back if warm is not None else None,
+                             follow=follow, stdout=front.stdout)
+            conclude(job, store, back, settings, group, stdout=front.stdout, follow=follow)
         else:
             conclude(job, store, front, settings, group, stdout=front.stdout)
         if group is not None:
@@ -204,6 +213,8 @@ def run_job(
         if kcache is not None:
             kcache.promote(jobdir.phase(compiles))  # its process is dead: files are data now
     finally:
+        if follow is not None and job.following:  # never left waiting for an event
+            follow.end("the job supervisor failed; see the server log")
         if group is not None:
             group.remove()
         if warm is not None and warm.back is not None and warm.back.group is not None:
@@ -238,6 +249,8 @@ def run_phase(
     publish: bool,
     warm: WarmWorker | None = None,
     live: tuple[str, ...] = (),
+    follow: FollowUps | None = None,
+    stdout: str | None = None,
 ) -> Phase:
     """Run one sandboxed process (started now, or the warm one given), relay its event
     channel, stop it, and say how it ended. `deadline` None: the wall clock starts when the
@@ -248,6 +261,10 @@ def run_phase(
     the back half's own stages are the compiler's, what it replays from the bundle is the
     snippet's, conformed to the event types. `live`: stages of a process that does not
     publish that are published all the same, as they arrive (a split front's LIVE_FRONT).
+
+    `follow`: the job's follow-ups (server/followups.py): `done` goes out once our own
+    result is published (with `stdout`, the snippet's fd 1, else this process's), and
+    the follow-up stages after it are stored, never published.
     """
     iso, limits = settings.isolation, settings.limits
     scratch = jobdir.phase(name)
@@ -257,6 +274,9 @@ def run_phase(
     by_stage = StageOrigin()
 
     def sink(stage: str, data: dict[str, Any], ms: float) -> None:
+        if follow is not None and follow.closed:
+            follow.take(stage, data, ms, by_stage.origin(stage) if trusted else "snippet")
+            return
         # A front's one `source`, then its graphs: a second source (or a graph before the
         # first) is a line the snippet wrote itself, and stays out of the stream.
         streams = stage in live and ("source" in stages) == (stage != "source")
@@ -268,6 +288,10 @@ def run_phase(
             if stage in FRONT_STAGES:
                 data = conform_payload(stage, data, job.request)
             job.publish(stage, data, ms, origin=origin)
+        if publish and follow is not None and follow.complete(stage):
+            assert deadline is not None
+            follow.close(relay.stdout_tail if stdout is None else stdout,
+                         "compiler" if trusted else "snippet", trusted, deadline)
 
     with contextlib.ExitStack() as stack:
         if warm is not None:
@@ -342,15 +366,25 @@ def conclude(
     settings: WorkerSettings,
     group: JobCgroup | None,
     stdout: str = "",
+    follow: FollowUps | None = None,
 ) -> None:
-    """Finish the job from the phase that ended it: its `done`, or an error saying why not."""
+    """Finish the job from the phase that ended it: its `done`, or an error saying why not.
+    When `done` went out already (`follow`), the follow-ups it left are stored instead."""
+    sig = exit_signal(phase.returncode, settings.isolation)
+    if follow is not None and follow.closed:
+        stopped = None
+        if phase.outcome.done is None:  # stopped before the compiler's own `done`
+            oom = group is not None and group.oom_killed()
+            stopped = str(explain(phase.outcome.reason, sig, phase.stderr, job,
+                                  settings.limits, oom=oom, stage=follow.stages[0])["message"])
+        follow.end(stopped)
+        return
     if phase.outcome.done is not None and job.events:
         finish(job, store, phase.outcome.done, stdout, "compiler" if phase.trusted else "snippet")
         return
     # A compiler that reported its own error and then died already said what went wrong;
     # only one error event precedes `done`.
     if not any(e["stage"] == "error" for e in job.events):
-        sig = _exit_signal(phase.returncode, settings.isolation)
         oom = group is not None and group.oom_killed()
         stage = next((s for s in reversed(phase.stages) if s not in ("error", "done")), None)
         why = explain(phase.outcome.reason, sig, phase.stderr, job, settings.limits,
@@ -390,19 +424,10 @@ def take_bundle(jobdir: JobDir, iso: Isolation, limits: Limits) -> bool:
 
 
 def _write_snippet(job: Job, scratch: Path, iso: Isolation) -> None:
-    path = scratch / "snippet.py"
+    path = scratch / SNIPPET
     path.write_text(job.request.code, encoding="utf-8")
     if iso.uid is not None:
         os.chown(path, iso.uid, iso.gid if iso.gid is not None else -1)
-
-
-def normalize(event: dict[str, Any], limits: Limits) -> dict[str, Any]:
-    """An `exception` error that is really the memory limit says so."""
-    data = event["data"]
-    message = str(data.get("message", ""))
-    if event["stage"] == "error" and data.get("kind") == "exception" and "MemoryError" in message:
-        return {**data, "kind": "memory", "message": f"{_memory_message(limits)} ({message})"}
-    return data
 
 
 def scratch_exceeded(scratch: Path, max_bytes: int) -> bool:
@@ -454,18 +479,22 @@ def stop(proc: subprocess.Popen[bytes], grace_s: float) -> None:
 
 
 def finish(
-    job: Job, store: Store, done: dict[str, Any], stdout: str = "", origin: str = "server"
+    job: Job, store: Store, done: dict[str, Any], stdout: str = "", origin: str = "server",
+    follow_ups: list[str] | None = None, until: float | None = None,
 ) -> None:
     """Store the trace, then publish `done` with its trace_id.
 
     `stdout` is what the snippet wrote to fd 1 (its tail): shown as data, never parsed.
     `origin`: who said the job was done ("compiler", "snippet", or the "server" itself).
+    `follow_ups`: the stages still to come, appended to the stored trace by `until`.
     """
     ok = bool(done.get("ok", False)) and not any(e["stage"] == "error" for e in job.events)
     data = {**done, "ok": ok, **timing(job)}
     data.pop("trace_id", None)
     if stdout:
         data["snippet_stdout"] = stdout
+    if follow_ups:
+        data["follow_ups"], data["follow_ups_until"] = follow_ups, until
     closing = {"schema": SCHEMA_VERSION, "seq": len(job.events), "stage": "done", "ms": 0.0,
                "data": data, "origin": origin}
     try:
@@ -485,106 +514,8 @@ def timing(job: Job) -> dict[str, float]:
     return {"wall_ms": round((time.time() - job.created) * 1000, 1), "stages_ms": round(stages, 1)}
 
 
-def cancelled(job: Job) -> dict[str, Any]:
-    stage = job.last_stage or "source"
-    why = job.cancel_reason or "Cancelled"
-    return {
-        "stage": stage,
-        "kind": "cancelled",
-        "message": f"{why} during the {stage} stage" if job.events else why,
-        "line": None,
-        "traceback": None,
-    }
-
-
-def _exit_signal(returncode: int | None, iso: Isolation) -> int | None:
-    """The signal that killed the worker (bubblewrap reports it as 128 + signal)."""
-    if returncode is None:
-        return None
-    if returncode < 0:
-        return -returncode
-    if iso.mode == "bubblewrap" and 128 < returncode < 128 + 65:
-        return returncode - 128
-    return None
-
-
 def _tail(stderr: IO[bytes]) -> str:
     stderr.seek(0, os.SEEK_END)
     size = stderr.tell()
     stderr.seek(max(0, size - STDERR_TAIL))
     return stderr.read().decode("utf-8", errors="replace").strip()
-
-
-def _memory_message(limits: Limits) -> str:
-    return f"Out of memory: the job went over its {limits.memory_mb} MiB memory limit"
-
-
-def explain(
-    reason: str | None,
-    sig: int | None,
-    stderr: str,
-    job: Job,
-    limits: Limits,
-    oom: bool = False,
-    stage: str | None = None,
-) -> dict[str, Any]:
-    """The `error` event for a worker that stopped without `done`.
-
-    `oom`: the job's memory cgroup killed it; `stage`: the last stage the stopped process
-    reported (else the job's last published stage).
-    """
-    stage = stage or job.last_stage or "source"
-    during = f"during the {stage} stage"
-    kind, message = "killed", ""
-    if reason == "cancelled":
-        return cancelled(job)
-    if reason == "warm":
-        kind, message = "sandbox", "The warm worker for this job did not start; try again"
-    elif reason == "timeout":
-        kind = "timeout"
-        message = (
-            f"Timed out: the job ran longer than {limits.wall_s:g} s ({during}) and was stopped"
-        )
-    elif reason == "output":
-        kind = "sandbox"
-        message = f"Stopped: the job printed more than {limits.output_mb} MiB of output"
-    elif reason in ("event", "events", "trace"):
-        kind = "sandbox"
-        what = {
-            "event": f"an event larger than {limits.event_kb} KiB",
-            "events": f"more than {limits.events} events",
-            "trace": f"a trace larger than {limits.trace_mb} MiB",
-        }[reason]
-        message = f"Stopped: the worker sent {what} ({during})"
-    elif reason == "scratch":
-        kind = "sandbox"
-        message = (
-            f"Stopped: the job wrote more than {limits.scratch_mb} MiB or "
-            f"{MAX_SCRATCH_FILES} files to its scratch directory"
-        )
-    elif sig == signal.SIGXCPU:
-        kind = "timeout"
-        message = f"Timed out: the job used more than {limits.cpu_s} s of CPU time ({during})"
-    elif sig == signal.SIGXFSZ:
-        kind = "sandbox"
-        message = f"Stopped: the job wrote a file larger than {limits.file_mb} MiB"
-    elif oom:
-        kind = "memory"
-        message = f"{_memory_message(limits)} (shared memory and tmpfs included; {during})"
-    elif "MemoryError" in stderr or "std::bad_alloc" in stderr:
-        kind, message = "memory", _memory_message(limits)
-    elif sig == signal.SIGKILL:
-        message = f"The worker was killed by SIGKILL {during} (most likely out of memory)"
-    elif sig is not None:
-        name = SIGNAL_NAMES.get(sig, f"signal {sig}")
-        message = (
-            f"The worker crashed with {name} {during}: the snippet or a generated kernel "
-            "touched memory it must not"
-        )
-    elif stderr.startswith("bwrap:"):
-        kind, message = "sandbox", f"The sandbox could not start: {stderr.splitlines()[0]}"
-    else:
-        kind = "exception"
-        last = stderr.splitlines()[-1] if stderr else "no output"
-        message = f"The worker stopped {during} without finishing: {last}"
-    return {"stage": stage, "kind": kind, "message": message, "line": None, "traceback": stderr}

@@ -4,14 +4,17 @@ It serves webui/ exactly where the real server does and answers the same API fro
 traces, so the UI can be tested without the compiler: the hand-written
 fixtures/softmax_block.json for any snippet, and the traces the compiler recorded
 (fixtures/record_fixtures.py: training, recompiles, add_relu, add_relu_nofusion, modules) for their
-own snippets; those are also stored traces under their names (`/t/training`). A snippet
+own snippets; those are also stored traces under their names (`/t/training`), and
+`/t/inductor_lost` is add_relu with an Inductor follow-up that never came. A snippet
 that does not parse streams a `syntax` error; one containing `raise` streams its `source`
 stage and then an `exception` error in capture, as the compiler would; one containing
 `time.sleep` runs until it is cancelled (POST /api/jobs/<id>/cancel). The option list is
 the real server's (server/options.py). With the `inductor` option, a recorded trace's
-Inductor comparison streams as its own `inductor` event after `profile`, as the compiler
-sends it. Each captured graph streams as a `capture_graph` event ahead of `capture`, as
-the compiler's front half sends them. After POST /stub/hold/<stage> a job's first event of
+Inductor comparison is its own `inductor` event, a follow-up as the real server makes it
+(server/followups.py): the stream ends at `done`, which lists it, and the event is then
+appended to the stored trace (GET /api/traces/<id>/follow-ups). Each captured graph
+streams as a `capture_graph` event ahead of `capture`, as the compiler's front half sends
+them. After POST /stub/hold/<stage> a job's first event of
 that stage waits for POST /stub/release (so a test sees the state before it without
 timing anything).
 
@@ -37,6 +40,10 @@ from pygments.lexers import CppLexer, PythonLexer
 
 from kernelscope.compiler.event_schema import json_schema
 from kernelscope.compiler.events import FOLLOW_UPS, PARTS, SCHEMA_VERSION, STAGES, TERMINAL
+from kernelscope.server.early import early_source
+from kernelscope.server.followups import states as follow_up_states
+from kernelscope.server.jobs import JobRequest
+from kernelscope.server.options import parse_options
 
 ROOT = Path(__file__).resolve().parents[2]
 WEBUI = ROOT / "webui"
@@ -198,13 +205,22 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
     app = Flask(__name__, static_folder=None)
     jobs: dict[str, dict[str, Any]] = {}
     traces: dict[str, dict[str, Any]] = {}
-    gate: dict[str, Any] = {"stage": None, "open": threading.Event()}
+    gate: dict[str, Any] = {"stage": None, "open": threading.Event(), "cold": False}
     for name in STORED:
         stored = load_fixture(name)
         stored["id"] = name
         stored["created"] = "2026-12-01T08:00:00Z"
         stored["events"][-1]["data"]["trace_id"] = name
         traces[name] = stored
+    # A trace whose Inductor follow-up never came (its server stopped mid-way).
+    lost = load_fixture("add_relu")
+    lost["events"] = inductor_after_profile([e for e in lost["events"] if e["stage"] != "done"],
+                                            True)
+    lost["events"] = [e for e in lost["events"] if e["stage"] not in FOLLOW_UPS]
+    lost["events"].append(event(len(lost["events"]), "done", {
+        "ok": True, "trace_id": "inductor_lost", "follow_ups": ["inductor"],
+        "follow_ups_until": 1000.0}))
+    traces["inductor_lost"] = {**lost, "id": "inductor_lost", "created": "2026-12-01T08:00:00Z"}
     ids = itertools.count(1)
 
     @app.get("/")
@@ -303,7 +319,17 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
             yield from sleepy(job)
             return
         evs = with_parts(events_for(job["code"], job["options"]))
-        for ev in evs:
+        later = [e for e in evs if e["stage"] in FOLLOW_UPS]
+        evs = [e for e in evs if e["stage"] not in FOLLOW_UPS]
+        cold = gate["cold"]
+        if cold:  # as the real server for a cold worker: its own `source` first
+            request = JobRequest(job["code"], parse_options(job["options"]))
+            early = {**event(0, "source", early_source(request)), "origin": "server"}
+            evs = [early, *evs]
+            for i, e in enumerate(evs):
+                e["seq"] = i
+            yield f"data: {json.dumps(early)}\n\n"
+        for ev in evs[1:] if cold else evs:
             while ev["stage"] == gate["stage"] and not gate["open"].wait(0.1):
                 yield ": heartbeat\n\n"
             time.sleep(delay)
@@ -313,6 +339,9 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
         body = json.dumps(evs, sort_keys=True).encode()
         trace_id = hashlib.sha256(body).hexdigest()[:12]
         done = event(len(evs), "done", {"ok": ok, "trace_id": trace_id})
+        if later:  # as the real server: `done` lists them, the trace gets them after it
+            done["data"].update(follow_ups=[e["stage"] for e in later],
+                                follow_ups_until=time.time() + 600)
         traces[trace_id] = {
             "id": trace_id,
             "created": "2025-11-29T10:00:00Z",
@@ -321,6 +350,16 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
             "events": evs + [done],
         }
         yield f"data: {json.dumps(done)}\n\n"
+        if later:
+            threading.Thread(target=follow_up, args=(traces[trace_id], later), daemon=True).start()
+
+    def follow_up(trace: dict[str, Any], later: list[dict[str, Any]]) -> None:
+        """Inductor after `done`: appended to the stored trace (held like any stage)."""
+        for ev in later:
+            while ev["stage"] == gate["stage"] and not gate["open"].wait(0.1):
+                pass
+            time.sleep(delay)
+            trace["events"].append({**ev, "seq": len(trace["events"]), "origin": "compiler"})
 
     def sleepy(job: dict[str, Any]) -> Iterator[str]:
         first = copy.deepcopy(load_fixture()["events"][0])
@@ -350,6 +389,12 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
         gate["stage"] = stage
         return jsonify({"hold": stage})
 
+    @app.post("/stub/cold/<flag>")
+    def cold(flag: str) -> Response:
+        """Later jobs start "cold": the server's early `source` comes first (on/off)."""
+        gate["cold"] = flag == "on"
+        return jsonify({"cold": gate["cold"]})
+
     @app.post("/stub/release")
     def release() -> Response:
         gate["open"].set()
@@ -358,7 +403,15 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
 
     @app.get("/api/traces/<trace_id>")
     def trace(trace_id: str) -> Response:
-        return jsonify(traces.get(trace_id) or abort(404))
+        found = traces.get(trace_id) or abort(404)
+        return jsonify({**found, "follow_ups": follow_up_states(found)})
+
+    @app.get("/api/traces/<trace_id>/follow-ups")
+    def trace_follow_ups(trace_id: str) -> Response:
+        found = traces.get(trace_id) or abort(404)
+        at = next(i for i, e in enumerate(found["events"]) if e["stage"] == "done")
+        return jsonify({"follow_ups": follow_up_states(found),
+                        "events": found["events"][at + 1:]})
 
     @app.post("/api/highlight")
     def highlight_code() -> Response:

@@ -10,7 +10,9 @@
 - without `--front-only`, both in one process (the server's BACK_CMD=None mode).
 
 Used where 20 real compiles on 2 cores would take minutes. `# fake-sleep: 0.3` in a
-snippet makes every stage take that long.
+snippet makes every stage take that long; with `--inductor` an `inductor` event follows
+`profile` (`# fake-inductor: ...` in the snippet: see fake_inductor); `# fake-import: wait`
+holds the front half before its first event until a test lets it go.
 """
 
 from __future__ import annotations
@@ -45,6 +47,11 @@ def front(args: argparse.Namespace) -> dict[str, Any]:
     """Run the snippet; the bundle's content: source and capture, or an error."""
     with open(args.file, encoding="utf-8") as f:
         code = f.read()
+    if re.search(r"#\s*fake-import:\s*wait", code):
+        # As a cold worker importing torch: nothing until `import-gate` is in the scratch
+        # directory (a test puts it there from outside).
+        while not os.path.exists("import-gate"):
+            time.sleep(0.02)
     source = {
         "code": code,
         "filename": "snippet.py",
@@ -74,7 +81,7 @@ def front(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def back(bundle: dict[str, Any], replay: bool, isolated: bool, seq: int = 0,
-         replay_source: bool = True) -> None:
+         replay_source: bool = True, inductor: bool = False) -> None:
     """Everything after capture, from the bundle alone."""
     match = re.search(r"#\s*fake-sleep:\s*([0-9.]+)",
                       str(bundle.get("source", {}).get("code", "")))
@@ -92,7 +99,36 @@ def back(bundle: dict[str, Any], replay: bool, isolated: bool, seq: int = 0,
     for stage in STAGES:
         time.sleep(pause)
         seq = emit(seq, stage, {"graphs": []} if stage != "run" else {"ok": True}, pause * 1000)
+    if inductor:
+        seq = fake_inductor(seq, str(bundle.get("source", {}).get("code", "")))
     emit(seq, "done", {"ok": True, "isolated": isolated})
+
+
+INDUCTOR = {"measured": True, "code": ["# inductor's output code"], "device": "cpu",
+            "kernels": [{"name": "cpp_fused_add_relu_0", "language": "cpp", "source": "...",
+                         "ms": 0.0123}], "reason": None, "error": None, "inductor_ms": 0.0456}
+
+
+def fake_inductor(seq: int, code: str) -> int:
+    """The `inductor` follow-up, as the snippet's `# fake-inductor: WHAT` says: `wait`
+    (until a file `inductor-gate` appears in its scratch directory, the working directory:
+    a test puts it there from outside), `crash` (SIGSEGV), `hang`, `error` (the compiler's
+    own error event, then done), `silent` (done without it); otherwise at once."""
+    match = re.search(r"#\s*fake-inductor:\s*(\w+)", code)
+    what = match.group(1) if match else ""
+    if what == "wait":
+        while not os.path.exists("inductor-gate"):
+            time.sleep(0.02)
+    elif what == "crash":
+        os.kill(os.getpid(), 11)
+    elif what == "hang":
+        time.sleep(600)
+    elif what == "error":
+        return emit(seq, "error", {"stage": "inductor", "kind": "exception",
+                                   "message": "RuntimeError: inductor broke", "line": None})
+    elif what == "silent":
+        return seq
+    return emit(seq, "inductor", INDUCTOR, 12.5)
 
 
 def main(argv: list[str]) -> int:
@@ -104,7 +140,7 @@ def main(argv: list[str]) -> int:
         args = p.parse_args(argv[1:])
         with open(args.bundle, encoding="utf-8") as f:
             back(json.load(f), replay=True, isolated=True,
-                 replay_source=not args.no_replay_source)
+                 replay_source=not args.no_replay_source, inductor=args.inductor)
         return 0
     p.add_argument("file")
     options(p)
@@ -126,7 +162,7 @@ def main(argv: list[str]) -> int:
         emit(2, "done", {"ok": False, "isolated": False})
         return 0
     emit(1, "capture", bundle["capture"])
-    back(bundle, replay=False, isolated=False, seq=2)
+    back(bundle, replay=False, isolated=False, seq=2, inductor=args.inductor)
     return 0
 
 

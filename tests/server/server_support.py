@@ -174,6 +174,9 @@ def make_app(tmp_path: Path, backend: str) -> Iterator[AppFactory]:
             "KERNEL_CACHE": str(tmp_path / "kernels"),
             # Many tests submit a burst from one test client; the quota has its own tests.
             "CLIENT_JOBS": 0,
+            # The fake worker has no warm pool (every job is cold): the stream tests read
+            # the halves' own events; the server's early `source` has its own tests.
+            "EARLY_SOURCE": False,
         }
         if backend != "embedded" and "DATABASE" not in overrides:
             config["DATABASE"] = database

@@ -38,6 +38,9 @@ def config(root: Path) -> dict[str, Any]:
         "JOB_TIMEOUT_S": 240,
         "WORKER_THREADS": 2,
         "ISOLATION": ISOLATION,
+        # These read the halves' own events; whether the first job finds a warm worker is
+        # a race, and the server's early `source` for a cold one has its own test below.
+        "EARLY_SOURCE": False,
     }
 
 
@@ -124,3 +127,25 @@ def test_a_graph_break_streams_source_then_each_graph_then_capture(app: Flask) -
     # A graph's `ms` is time within capture: the stage sum counts capture once.
     stages_ms = sum(e["ms"] for e in events if e["stage"] != "capture_graph")
     assert abs(events[-1]["data"]["stages_ms"] - stages_ms) < 0.2
+
+
+def test_a_cold_worker_is_preceded_by_the_servers_source(root: Path) -> None:
+    """`--pool 0`: every job starts a worker that imports torch before its first event;
+    the server's own `source` (the snippet text, the same lines) is the job's first event,
+    published before that worker started, and the front's own `source` (the entry and
+    inputs only running the snippet tells) follows it."""
+    app = create_app({**config(root / "cold"), "WARM_POOL": 0, "EARLY_SOURCE": True})
+    try:
+        client = app.test_client()
+        events = stream(client, submit(client, add_relu_code(), device="cpu", backend="cpp"))
+    finally:
+        state(app).jobs.shutdown()
+    assert [e["stage"] for e in events] == ["source", *STAGES], [e["stage"] for e in events]
+    early, own = events[0], events[1]
+    assert early["origin"] == "server" and own["origin"] == "snippet"
+    assert early["data"]["code"] == own["data"]["code"] == add_relu_code()
+    assert early["data"]["backend"] == own["data"]["backend"] == "cpp"
+    assert early["data"]["inputs"] == [] and early["data"]["entry"] == ""
+    assert own["data"]["entry"] == "model"  # what running the sample found
+    assert [i["shape"] for i in own["data"]["inputs"]] == [[64, 1024], [64, 1024]]
+    assert events[-1]["data"]["ok"] is True

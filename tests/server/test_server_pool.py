@@ -29,6 +29,7 @@ from server_support import (
     wait_until,
 )
 
+from kernelscope.compiler.event_check import event_errors
 from kernelscope.server.cli import parser
 from kernelscope.server.streams import parse_sse
 
@@ -76,13 +77,17 @@ def test_without_a_pool_jobs_start_cold(make_app: AppFactory) -> None:
 
 
 def test_a_warm_worker_runs_the_same_events_as_a_cold_one(make_app: AppFactory) -> None:
-    cold = compile_events(make_app(WARM_POOL=0).test_client(), "y = 3\n")
+    cold = compile_events(make_app(WARM_POOL=0, EARLY_SOURCE=True).test_client(), "y = 3\n")
     warm_app = make_app(WARM_POOL=1)
     assert state(warm_app).jobs.pool.wait_ready(1, timeout=30)
     warm = compile_events(warm_app.test_client(), "y = 3\n")
-    strip = lambda evs: [(e["stage"], e["seq"]) for e in evs]  # noqa: E731
-    assert strip(cold) == strip(warm)
-    assert warm[0]["data"]["code"] == "y = 3\n"
+    # The cold job's first event is the server's own `source` (server/early.py, while the
+    # worker imports torch); after it, the same events as the warm job's.
+    assert cold[0]["stage"] == "source" and cold[0]["origin"] == "server"
+    strip = lambda evs: [e["stage"] for e in evs]  # noqa: E731
+    assert strip(cold[1:]) == strip(warm)
+    assert [e["seq"] for e in cold] == list(range(len(cold)))
+    assert warm[0]["data"]["code"] == "y = 3\n" == cold[0]["data"]["code"]
 
 
 def test_done_carries_wall_time_next_to_the_stage_sum(client: FlaskClient) -> None:
@@ -257,3 +262,31 @@ def test_the_warm_up_covers_the_gpu_where_there_is_one(monkeypatch: pytest.Monke
     monkeypatch.setattr(pipeline, "run_pipeline", fake_pipeline)
     warm.warm_up()
     assert compiled == ["cpu", "cuda"]
+
+
+def test_a_cold_job_streams_source_before_its_worker_has_said_anything(
+    make_app: AppFactory, tmp_path: Path
+) -> None:
+    """A cold worker spends seconds importing torch before its first event; the server's
+    own `source` (from the snippet text, same code and so the same lines) is out before
+    it. The fake front half is held before its first event until the test lets it go."""
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    app = make_app(WARM_POOL=0, JOB_TIMEOUT_S=30, SCRATCH_ROOT=str(scratch), EARLY_SOURCE=True)
+    client = app.test_client()
+    code = "x = 1\n# fake-import: wait\n"
+    job_id = submit(client, code, inductor=True)
+    job = state(app).jobs.get(job_id)
+    assert wait_until(lambda: job.count >= 1, 10)
+    held = job.events
+    assert [(e["stage"], e["origin"]) for e in held] == [("source", "server")]
+    assert not job.finished and event_errors(held[0]) == []
+    early = held[0]["data"]
+    assert early["code"] == code and early["backend"] == "cpp" and early["inputs"] == []
+    assert early["options"]["inductor"] is True
+    for front in scratch.glob("*/front"):
+        (front / "import-gate").touch()
+    events = stream(client, job_id)
+    assert [(e["stage"], e["origin"]) for e in events[:2]] == [("source", "server"),
+                                                               ("source", "snippet")]
+    assert events[1]["data"]["code"] == code and events[-1]["data"]["ok"] is True

@@ -37,6 +37,10 @@ export const getOptions = () => request("GET", "/api/options");
 export const getSchema = () => request("GET", "/api/schema");
 export const cancelJob = (id) => request("POST", `/api/jobs/${encodeURIComponent(id)}/cancel`);
 export const getTrace = (id) => request("GET", `/api/traces/${encodeURIComponent(id)}`);
+// After `done`: each follow-up's state ("running", "done", "lost") and the events stored
+// after `done` (docs/server.md, "Follow-ups").
+export const getFollowUps = (id) =>
+  request("GET", `/api/traces/${encodeURIComponent(id)}/follow-ups`);
 export const startCompile = (code, options) => request("POST", "/api/compile", { code, options });
 export const uploadTrace = (files) => request("POST", "/api/traces", { files });
 

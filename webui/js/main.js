@@ -5,10 +5,10 @@
 // selections travel through one SelectionBus.
 
 import { getSamples, getHealth, getTrace, startCompile, jobEvents, cancelJob, highlight,
-  getSchema } from "./api.js";
+  getSchema, getFollowUps } from "./api.js";
 import { Editor } from "./editor.js";
 import { loadCytoscape, libInfo } from "./libs.js";
-import { Trace, graphView, graphLabels, loadStages, inductorOf } from "./trace.js";
+import { Trace, graphView, graphLabels, loadStages, inductorOf, followUpsPending } from "./trace.js";
 /** @typedef {import("../types/events").StageEvent} StageEvent */
 import { SelectionBus, buildIndex, fromSourceLine, isEmpty } from "./provenance.js";
 import { makeTabs, makeSplitter, makeMaximise, toast, initTheme, notFound } from "./layout.js";
@@ -34,7 +34,7 @@ const $ = (id) => document.getElementById(id);
 
 const state = { trace: new Trace(), index: null, running: false, permalink: null,
   stale: false, graphs: null, jobId: null, abort: null, last: null, traceId: null,
-  before: null };
+  before: null, watch: 0 };
 state.index = buildIndex(state.trace);
 const bus = new SelectionBus();
 
@@ -84,8 +84,9 @@ mountUpload($("share"), { onError: (err) => banner.show(err) });
 
 const code = new CodePane(ctx);
 const ir = new IrPane(ctx);
+const timings = new TimingsPane(ctx);
 const tabPanes = [new GraphPane(ctx), ir, new ModulesPane(ctx), new FusionPane(ctx),
-  new MemoryPane(ctx), new TimingsPane(ctx), new GuardsPane(ctx), new OutputPane(ctx)];
+  new MemoryPane(ctx), timings, new GuardsPane(ctx), new OutputPane(ctx)];
 const panes = [code, ...tabPanes];
 code.el.dataset.pane = "code";
 $("code-host").append(code.el);
@@ -123,6 +124,7 @@ function setOptions(opts = {}) {
 }
 
 function reset() {
+  state.watch += 1;  // a follow-up watch of the trace before this one stops
   state.trace = new Trace();
   state.index = buildIndex(state.trace);
   state.graphs = null;
@@ -237,6 +239,7 @@ async function compile() {
     state.jobId = jobId;
     status.running(true);
     for await (const event of jobEvents(jobId, state.abort.signal)) handle(event, true);
+    watchFollowUps();
     if (state.cancelling) {  // the server's closing error is the kill we asked for
       banner.reset();
       status.cancelled();
@@ -353,7 +356,40 @@ async function openPermalink(id) {
   const source = state.trace.data("source");
   if (source) setOptions({ device: source.device, backend: source.backend, ...source.options });
   setShare(trace.id ?? id);
+  state.trace.followUps = trace.follow_ups ?? {};
+  watchFollowUps();
   runPanel.show(trace, source, (await getHealth().catch(() => null))?.versions ?? null);
+}
+
+// `done` came, and the permalink with it, while a follow-up (Inductor) still runs on the
+// server: ask for what it has stored every FOLLOW_UP_POLL_MS until nothing is running,
+// showing each event as it arrives. A new compile or trace ends the watch.
+const FOLLOW_UP_POLL_MS = 1000;
+async function watchFollowUps() {
+  const watch = state.watch;
+  const trace = state.trace;
+  const id = trace.traceId;
+  const show = () => {
+    status.followUps(trace);
+    timings.update(graphView(trace, state.graphs), "inductor");
+  };
+  show();
+  while (id && watch === state.watch && followUpsPending(trace)) {
+    await new Promise((resolve) => setTimeout(resolve, FOLLOW_UP_POLL_MS));
+    if (watch !== state.watch) return;
+    let answer;
+    try {
+      answer = await getFollowUps(id);
+    } catch (err) {
+      console.warn("follow-ups", err);
+      continue;
+    }
+    if (watch !== state.watch) return;
+    trace.followUps = answer.follow_ups ?? {};
+    for (const event of answer.events ?? []) handle(event, false);
+    show();
+  }
+  setShare(state.traceId);  // the Inductor diff link, once its event is here
 }
 
 function editCopy() {

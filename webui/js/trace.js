@@ -35,6 +35,8 @@ export class Trace {
     this.error = null;
     /** @type {Payloads["done"] | null} */
     this.done = null;
+    /** @type {Record<string, string>} each follow-up's state, as the server last said */
+    this.followUps = {};
   }
 
   // Adds one event; returns false for a duplicate (same seq seen before).
@@ -113,6 +115,24 @@ export function inductorOf(trace) {
   if (!p?.inductor) return null;
   return { ...p.inductor, measured: p.inductor_ms != null, inductor_ms: p.inductor_ms ?? null,
     device: p.device ?? "" };
+}
+
+// A follow-up stage after `done` (Inductor): "done" once its event is here, else what the
+// server says ("running", "lost"), "running" until it has; null when `done` lists none
+// (a trace from before follow-ups: its Inductor ran before `done`, or not at all).
+/** @param {Trace} trace @param {StageName} stage */
+export function followUpState(trace, stage) {
+  if (trace.has(stage)) return "done";
+  if (!trace.done) return null;
+  if (!(trace.done.follow_ups ?? []).includes(stage)) return null;
+  return trace.followUps[stage] ?? "running";
+}
+
+// Is a follow-up of this trace still to come?
+/** @param {Trace} trace */
+export function followUpsPending(trace) {
+  return (trace.done?.follow_ups ?? [])
+    .some((s) => followUpState(trace, /** @type {StageName} */ (s)) === "running");
 }
 
 // Was Inductor asked for (the compile's options)?

@@ -220,6 +220,8 @@ export interface JobDone {
   stages_ms?: number | null;
   snippet_stdout?: string | null;
   store_error?: string | null;
+  follow_ups?: string[] | null;
+  follow_ups_until?: number | null;
 }
 
 export interface KernelLine {

@@ -5,7 +5,7 @@
 // (entry, inputs, device, backend, versions).
 
 import { h, clear, fmtMs, shape } from "../dom.js";
-import { STAGES, FOLLOW_UPS } from "../trace.js";
+import { STAGES, FOLLOW_UPS, followUpState } from "../trace.js";
 import { SNIPPET_TITLE } from "./errors.js";
 
 /** @typedef {import("../trace.js").Trace} Trace */
@@ -23,8 +23,9 @@ export class StatusStrip {
       "edited since this compile · provenance off · Ctrl+Enter recompiles");
     this.info = h("div.source-info");
     this.notesEl = h("div.option-notes");
-    this.el = h("div.status", this.stagesEl, this.total, this.cancelButton, this.staleEl,
-      this.info, this.notesEl);
+    this.pendingEl = h("span.follow-ups", { hidden: true });
+    this.el = h("div.status", this.stagesEl, this.total, this.pendingEl, this.cancelButton,
+      this.staleEl, this.info, this.notesEl);
     this.t0 = null;
     this.timer = null;
     this.rebuild();
@@ -50,6 +51,7 @@ export class StatusStrip {
     this.t0 = null;
     this.total.textContent = "";
     this.total.className = "total";
+    this.pendingEl.hidden = true;
     clear(this.info);
     clear(this.notesEl);
   }
@@ -112,7 +114,7 @@ export class StatusStrip {
       this.chips.get(/** @type {StageName} */ (event.data.stage))?.classList.add("failed");
     }
     if (event.stage === "done") this.finish(trace, event, live);
-    if (event.stage === "source") this.sourceInfo(event.data);
+    if (event.stage === "source") this.sourceInfo(event.data, event.origin ?? null);
   }
 
   // "done · 1.43 s wall (stages 1.14 s)": the wall time is what the user waited, measured
@@ -131,10 +133,39 @@ export class StatusStrip {
     this.total.textContent = parts.join(" · ");
     this.total.title = "wall: from the click to the last event; stages: the sum of the compiler's stage times";
     this.total.className = `total ${ok ? "ok" : "bad"}`;
+    this.followUps(trace);
   }
 
-  /** @param {import("../../types/events").Source} s */
-  sourceInfo(s) {
+  // The follow-ups `done` left running (Inductor): their chips and one line saying so;
+  // called again whenever the server says more of them.
+  /** @param {Trace} trace */
+  followUps(trace) {
+    const states = FOLLOW_UPS.map((s) => [s, followUpState(trace, s)])
+      .filter(([, state]) => state !== null);
+    for (const [stage, state] of states) {
+      const chip = this.chips.get(/** @type {StageName} */ (stage));
+      chip?.classList.toggle("running", state === "running");
+      chip?.classList.toggle("failed", state === "lost");
+    }
+    const running = states.filter(([, state]) => state === "running").map(([s]) => s);
+    const lost = states.filter(([, state]) => state === "lost").map(([s]) => s);
+    this.pendingEl.hidden = !running.length && !lost.length;
+    this.pendingEl.dataset.state = running.length ? "running" : "lost";
+    this.pendingEl.textContent = running.length
+      ? `${running.join(", ")} still running · added to this trace when it ends`
+      : `${lost.join(", ")} did not finish`;
+  }
+
+  // A cold job's first `source` is the server's, from the snippet text, sent while the
+  // worker imports torch: the entry and inputs come with the worker's own `source`.
+  /** @param {import("../../types/events").Source} s @param {string | null} origin */
+  sourceInfo(s, origin = null) {
+    if (origin === "server") {
+      clear(this.info, h("span.starting", "starting a worker (importing torch) · the entry " +
+        "and its inputs come once the snippet has run"),
+      h("span", s.device), h("span", s.backend));
+      return;
+    }
     const inputs = (s.inputs ?? []).map((i) => `${i.name}: ${i.dtype}${shape(i.shape)}`).join(", ");
     /** @type {Partial<import("../../types/events").Versions>} */
     const v = s.versions ?? {};

@@ -6,7 +6,7 @@
 
 import { h, clear, empty, badge, fmtMs, fmtBytes, fmtNum, shape } from "../dom.js";
 import { fromKernel } from "../provenance.js";
-import { STAGES, FOLLOW_UPS, inductorAsked, inductorOf } from "../trace.js";
+import { STAGES, FOLLOW_UPS, inductorAsked, inductorOf, followUpState } from "../trace.js";
 import { Pane } from "./pane.js";
 
 /** @typedef {import("../trace.js").Trace} Trace */
@@ -105,18 +105,29 @@ export class TimingsPane extends Pane {
   }
 
   // TorchInductor on the same graphs: running until its event comes (the job's own result
-  // is complete before it), then its time per call and each kernel's time per launch.
+  // is complete before it, `done` and the permalink too: Inductor follows, stored into the
+  // same trace), then its time per call and each kernel's time per launch.
   /** @param {Trace} trace @param {import("../../types/events").Inductor | null} ind */
   inductor(trace, ind) {
     const head = (state) => h("h3", "TorchInductor", h("span.hint", state));
     if (!ind) {
-      const stopped = trace.done !== null;
-      return h("section.inductor", { dataset: { state: stopped ? "missing" : "running" } },
-        head(stopped ? "" : "same graphs, stock torch.compile"),
-        h("div.notice", stopped ? "Inductor: did not run (the job ended first)."
-          : "Inductor: running… (our result above is complete)"));
+      const follow = followUpState(trace, "inductor");
+      const state = !trace.done || follow === "running" ? "running"
+        : follow === "lost" ? "lost" : "missing";
+      const text = {
+        running: trace.done
+          ? "Inductor: running… (our result above is complete and has its permalink; " +
+            "Inductor's comparison is added to it when it finishes)"
+          : "Inductor: running… (our result above is complete)",
+        lost: "Inductor: did not finish (the server stopped before it was stored).",
+        missing: "Inductor: did not run (the job ended first).",
+      }[state];
+      return h("section.inductor", { dataset: { state } },
+        head(state === "running" ? "same graphs, stock torch.compile" : ""),
+        h("div.notice", text));
     }
-    const failed = ind.error ? h("div.notice", h("b", "Inductor failed: "), ind.error) : null;
+    const failed = ind.error ? h("div.notice.inductor-failed", h("b", "Inductor failed: "),
+      ind.error) : null;
     const total = ind.measured
       ? h("p.note", `${fmtMs(ind.inductor_ms)} per call on ${ind.device || "?"}`)
       : h("div.notice", h("b", "Not timed. "), ind.reason ?? "");
