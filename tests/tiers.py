@@ -39,7 +39,7 @@ SLOW: dict[str, str] = {
     "opinfo/test_grad_slice.py": "13 ops' gradients",
     # One fresh interpreter (torch imported, a whole compile) per check, end to end: the fast
     # tier keeps each module's in-process tests (measured per file under load ~5, 2026-12-02:
-    # these seven were 170 of core's 622 s).
+    # these eight were 184 of core's 622 s).
     "core/test_index_asserts.py::test_out_of_range_index_stops_the_kernel":
         "a kernel made to fail, in a subprocess per case (the in-range cases stay)",
     "core/test_bundle.py::test_snippet_output_is_data_never_events":
@@ -53,6 +53,9 @@ SLOW: dict[str, str] = {
     "core/test_dead_kernel.py": "a training graph under the Triton interpreter, in a subprocess",
     "core/test_triton_offline.py::test_a_cpu_host_shows_a_triton_kernels_ptx_compiled_for_sm_90":
         "a sample compiled to PTX offline through the CLI",
+    "core/test_backend_names.py::"
+    "test_triton_on_the_cpu_without_the_interpreter_is_refused_and_leaves_the_env_alone":
+        "a fresh interpreter without TRITON_INTERPRET (the name checks stay)",
     # Hostile snippets that must run into the wall clock: 30 s of waiting each, whatever the
     # host (the quick hostile cases stay).
     "server/test_server_sandbox.py::test_fork_bomb": "a fork bomb held until the wall clock",
