@@ -24,11 +24,13 @@ import torch
 
 from kernelscope.compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
 from kernelscope.compiler.codegen.optable import OpTable
+from kernelscope.compiler.ir.handlers import body_vars
 from kernelscope.compiler.ir.index_print import sympy_str
 from kernelscope.compiler.ir.indexing import (
     FloorDiv,
     ModularIndexing,
     decompose,
+    index_vars,
     linear_stride,
     simplify_index,
     sym,
@@ -37,7 +39,7 @@ from kernelscope.compiler.ir.nodes import ComputedBuffer, Pointwise, Reduction
 from kernelscope.compiler.ir.ops import Handler, result_dtype, use_handler
 from kernelscope.compiler.schedule.domain import split_point
 from kernelscope.compiler.schedule.kinds import KernelKind
-from kernelscope.compiler.schedule.nodes import SchedNode
+from kernelscope.compiler.schedule.nodes import SchedNode, canonical
 from kernelscope.compiler.schedule.plan import KernelPlan
 
 
@@ -87,6 +89,7 @@ class KernelCodegen(Handler):
         # named here, and loaded values used as indices (indirect indexing).
         self.symbol_domains: dict[sympy.Symbol, str] = {XINDEX: "x", RINDEX: "r"}
         self.loaded: set[sympy.Symbol] = set()  # the symbols that are loaded values
+        self._walks: dict[str, list[Any]] | None = None  # reduction_walks(), made once
 
     # -- backend hooks ------------------------------------------------------------------
     table: OpTable  # how this backend spells each op, per operand dtype
@@ -250,16 +253,8 @@ class KernelCodegen(Handler):
                     self.origins() or tuple(sorted(self.plan.written[name].origins)), (name,))
 
     def recompute(self, buf: ComputedBuffer, flat: sympy.Expr) -> Var:
-        lay = buf.layout
-        order = sorted(range(len(lay.size)), key=lambda k: -lay.stride[k])
-        coords: list[Any] = [sympy.Integer(0)] * len(lay.size)
-        dims = [k for k in order if lay.size[k] != 1]
-        for pos, k in enumerate(dims):
-            st, sz = lay.stride[k], lay.size[k]
-            base = flat - lay.offset
-            coords[k] = FloorDiv(base, st) if pos == 0 else ModularIndexing(base, st, sz)
         assert isinstance(buf.data, Pointwise)  # load() refuses reductions
-        return buf.data.inner_fn(coords)
+        return buf.data.inner_fn(storage_coords(buf, flat))
 
     def constant(self, value: Any, dtype: torch.dtype) -> Var:
         """Constants are inlined as literals, never assigned to a variable."""
@@ -316,7 +311,48 @@ class KernelCodegen(Handler):
             return self.pointwise_vars(ranges), []
         if node.numel == self.plan.xnumel:
             return self.output_vars(ranges), []
+        if self._walks is None:
+            self._walks = self.reduction_walks()
+        if node.name in self._walks:
+            return self._walks[node.name], []
         return _split_vars(ranges, self.plan.xnumel, XINDEX, RINDEX, self.plan.rnumel), []
+
+    def reduction_walks(self) -> dict[str, list[Any]]:
+        """Coordinates for the pointwise nodes over the reduction's input that read no
+        in-kernel reduction: the element a reader in this kernel (a reduction, or such a
+        node already walked) reads at each (xindex, rindex), where that read is a dense
+        walk of the node's elements. Any walk of such a node is correct (its readers
+        recompute it at their own index); this one makes its loads the ones its readers
+        make (CSE: computed once) and keeps them along the reduction's axes (a column sum
+        of a producer stored row-major reads and writes it column by column)."""
+        plan, deps = self.plan, self._reduction_deps()
+        nodes = {n.name: n for n in plan.nodes}
+        walks: dict[str, list[Any]] = {}
+        for node in reversed(plan.nodes):
+            if node.kind is not KernelKind.POINTWISE or deps[node.name] or \
+                    node.numel != plan.xnumel * plan.rnumel or node.numel == plan.xnumel:
+                continue
+            for reader in plan.nodes[plan.nodes.index(node) + 1:]:
+                if node.name not in reader.reads or not (
+                        reader.kind.reduces or reader.name in walks):
+                    continue
+                data = reader.buffer.data  # type: ignore[attr-defined]
+                variables, rvars = body_vars(data)
+                sizes = list(data.ranges) + list(getattr(data, "reduction_ranges", ()))
+                index = next((i for i in reader.reads[node.name]
+                              if dense_walk(i, variables + rvars, sizes, node.numel)), None)
+                if index is None:
+                    continue
+                if reader.kind.reduces:
+                    xs, rs = self.node_vars(reader)
+                    at = dict(zip(variables + rvars, xs + rs))
+                else:
+                    at = dict(zip(variables, walks[reader.name]))
+                flat = simplify_index(index.xreplace(at), self.bounds)
+                walks[node.name] = storage_coords(nodes[node.name].buffer,  # type: ignore[arg-type]
+                                                  flat)
+                break
+        return walks
 
     def codegen_node(self, node: SchedNode) -> None:
         self.node = node
@@ -423,6 +459,74 @@ def _split_vars(ranges: list[int], outer_numel: int, outer: sympy.Symbol,
     if k is None:
         return decompose(outer * inner_numel + inner, ranges)
     return decompose(outer, ranges[:k]) + decompose(inner, ranges[k:])
+
+
+def storage_coords(buf: ComputedBuffer, flat: sympy.Expr) -> list[Any]:
+    """A buffer's logical coordinates of the element at storage index `flat`."""
+    lay = buf.layout
+    order = sorted(range(len(lay.size)), key=lambda k: -lay.stride[k])
+    coords: list[Any] = [sympy.Integer(0)] * len(lay.size)
+    dims = [k for k in order if lay.size[k] != 1]
+    for pos, k in enumerate(dims):
+        st, sz = lay.stride[k], lay.size[k]
+        base = flat - lay.offset
+        coords[k] = FloorDiv(base, st) if pos == 0 else ModularIndexing(base, st, sz)
+    return coords
+
+
+def dense_walk(index: sympy.Expr, variables: Sequence[sympy.Symbol], sizes: Sequence[int],
+               numel: int) -> bool:
+    """`index` over the loop nest (variables, sizes) visits `numel` consecutive storage
+    positions once each. A variable divided or taken modulo a divisor of its size (a view
+    that splits a dim) is split in two first; then, with contiguous dims merged, the index
+    must be linear and its strides sorted 1, then each the previous stride times the
+    previous size."""
+    names, extents = list(variables), [int(s) for s in sizes]
+    expr = simplify_index(index, {v: n - 1 for v, n in zip(names, extents)})
+    for step in range(16):
+        cut = _dividing_cut(expr, names, extents)
+        if cut is None:
+            break
+        k, d = cut
+        hi, lo = sym(f"_hi{step}"), sym(f"_lo{step}")
+        split = {names[k]: d * hi + lo}
+        names[k:k + 1], extents[k:k + 1] = [hi, lo], [extents[k] // d, d]
+        expr = simplify_index(expr.xreplace(split), {v: n - 1 for v, n in zip(names, extents)})
+    sizes_c, expr = canonical(expr, names, extents)
+    cs = index_vars("c", len(sizes_c))
+    strides = [linear_stride(expr, c) for c in cs]
+    if any(st is None or not st.is_Integer for st in strides):
+        return False
+    rest = expr - sum((st * c for st, c in zip(strides, cs)), sympy.Integer(0))
+    if rest.free_symbols:
+        return False
+    expect = 1
+    for st, sz in sorted(zip([int(st) for st in strides], sizes_c)):  # type: ignore[arg-type]
+        if st != expect:
+            return False
+        expect *= sz
+    return expect == numel
+
+
+def _dividing_cut(expr: sympy.Expr, names: list[sympy.Symbol], extents: list[int]
+                  ) -> tuple[int, int] | None:
+    """(k, d): variable k appears as `v // d` or `(v // d) % m` (or `v % d`) with d a
+    proper divisor of its extent."""
+    for atom in sorted(expr.atoms(FloorDiv, ModularIndexing), key=sympy_str):
+        base = atom.args[0]
+        if base not in names:
+            continue
+        k = names.index(base)
+        n = extents[k]
+        if isinstance(atom, FloorDiv):
+            cuts = [int(atom.args[1])]
+        else:
+            div, mod = int(atom.args[1]), int(atom.args[2])
+            cuts = [div, div * mod] if div > 1 else [mod]
+        for d in cuts:
+            if 1 < d < n and n % d == 0:
+                return k, d
+    return None
 
 
 def walks_columns(loads: Sequence[sympy.Expr]) -> bool:

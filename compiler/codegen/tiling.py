@@ -7,6 +7,8 @@ iteration space, so that both accesses read whole runs of memory within a tile.
 
 `choose_tile` decides, and says why: the reason goes into the kernel's header comment.
 `choose_rows` is the C++ backend's 2-D shape: rows outside, one `omp simd` row inside.
+`column_walk` says whether a Triton reduction's loads run along its outputs (x.sum(0),
+a bias gradient): such a kernel takes column tiles (triton_rules.column_config).
 """
 
 from __future__ import annotations
@@ -17,8 +19,15 @@ from typing import Any
 
 import sympy
 
-from kernelscope.compiler.codegen.common import XINDEX, next_power_of_2
-from kernelscope.compiler.ir.indexing import decompose, index_vars, linear_stride, merge_loops, sym
+from kernelscope.compiler.codegen.common import RINDEX, XINDEX, next_power_of_2
+from kernelscope.compiler.ir.indexing import (
+    decompose,
+    index_vars,
+    linear_stride,
+    merge_loops,
+    steps_along_outputs,
+    sym,
+)
 from kernelscope.compiler.schedule.kinds import KernelKind
 from kernelscope.compiler.schedule.plan import KernelPlan
 
@@ -151,3 +160,19 @@ def memory_order(plan: KernelPlan) -> Order | None:
     # over the outputs must walk them the same way.
     outputs = [n for n in plan.nodes if n.kind.reduces or n.numel == plan.xnumel]
     return order if all(order.coords(n.ranges) is not None for n in outputs) else None
+
+
+def column_walk(loads: Sequence[sympy.Expr], xnumel: int, rnumel: int) -> str | None:
+    """Why a reduction's loads along rindex (indices before naming) call for column
+    tiles, or None: each steps 1 along the outputs (neighbouring outputs share a cache
+    line) or not at all (a per-row value), and at least one steps 1 along them."""
+    if rnumel < 2 or not loads:
+        return None
+    steps = steps_along_outputs(loads, XINDEX, xnumel, RINDEX, rnumel)
+    if steps is None or not steps[0]:
+        return None
+    along, still = steps
+    if still:
+        return (f"column tiles: {along} of {along + still} loads step 1 along the {xnumel} "
+                f"outputs, the rest are per-row values")
+    return f"column tiles: every load steps 1 along the {xnumel} outputs"

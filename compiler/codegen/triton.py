@@ -8,6 +8,8 @@ we compile fits), loads and stores are masked, and every line knows its FX origi
 from __future__ import annotations
 
 import math
+import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,8 +18,8 @@ import sympy
 import torch
 
 from kernelscope.compiler.codegen import triton_rules as rules
-from kernelscope.compiler.codegen.common import XINDEX, Lines, Scope, Var
-from kernelscope.compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
+from kernelscope.compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
+from kernelscope.compiler.codegen.kernel import Block, KernelCodegen, _split_vars
 from kernelscope.compiler.codegen.mathops import (
     TRITON_INTERPRET_DROPS,
     TRITON_INTERPRET_MATH,
@@ -37,6 +39,7 @@ from kernelscope.compiler.codegen.tiling import (
     Order,
     Tile,
     choose_tile,
+    column_walk,
     fits_grid,
     memory_order,
     tile_config,
@@ -177,10 +180,12 @@ class TritonKernelCodegen(KernelCodegen):
         self.full = full  # (x, r): the blocks tile xnumel / rnumel exactly (rules.full_blocks)
         self.order = order  # a pointwise walk in a stored buffer's memory order
         self.persistent = persistent  # the whole row in registers: no loop over RBLOCK
-        self.r_loads: list[sympy.Expr] = []  # indices of loads inside the reduction loop
+        self.r_loads: list[sympy.Expr] = []  # indices (before naming) of loads along rindex
+        self.r_read: set[tuple[str, sympy.Expr]] = set()
         self.table = INTERPRET_OPS if interpret else OPS
         self.tile = tile  # 2-D [YBLOCK, XBLOCK] tiles of a pointwise kernel
         self.masks: list[Var] = []  # the masks of the `masked` bodies being generated
+        self.last_load: tuple[Var, str, sympy.Expr] | None = None  # (var, buffer, index)
         if tile is not None:
             self.bounds[YINDEX] = tile.y - 1
             self.bounds[XINDEX] = tile.x - 1
@@ -222,9 +227,39 @@ class TritonKernelCodegen(KernelCodegen):
         parts += [m.name for m in self.masks]
         return " & ".join(parts)
 
-    def load_expr(self, name: str, index: sympy.Expr, dtype: torch.dtype, domain: str) -> str:
-        if domain == "r":
+    def load_external(self, name: str, index: sympy.Expr) -> Var:
+        if RINDEX in index.free_symbols and (name, index) not in self.r_read:
+            self.r_read.add((name, index))  # a load made again (CSE) counts once
             self.r_loads.append(index)
+        var = super().load_external(name, index)
+        self.last_load = (var, name, index)
+        return var
+
+    def where(self, cond: Var, a: Var, b: Var) -> Var:
+        """where(c, load, b) right after that load: the load masked by c too, so that
+        lanes which take b fetch nothing (select_backward's `where(i == k, grad, 0)`
+        read each of q/k/v's gradients for all three thirds of the in-projection). The
+        unmasked load stays for any other use; unused, it is dropped (_drop_dead_loads)."""
+        key = f"select:{cond.name}:{a.name}"
+        seen = self.block.scope.get(key)
+        if seen is not None:  # the same select again (a reader recomputing a producer)
+            return super().where(cond, seen, b)
+        last = self.last_load
+        lines = self.block.scope.lines.lines
+        if last is None or last[0] is not a or a.is_literal or cond.is_literal or \
+                cond.dtype != torch.bool or (cond.domain == "r" and a.domain == "x") or \
+                not lines or not lines[-1].text.lstrip().startswith(f"{a.name} = tl.load("):
+            return super().where(cond, a, b)
+        self.masks.append(cond)
+        try:
+            masked = KernelCodegen.load_external(self, last[1], last[2])
+        finally:
+            self.masks.pop()
+        self.last_load = None
+        self.block.scope.cache[key] = masked
+        return super().where(cond, masked, b)
+
+    def load_expr(self, name: str, index: sympy.Expr, dtype: torch.dtype, domain: str) -> str:
         if not index.free_symbols and not self.masks:
             expr = f"tl.load({self.args[name]} + ({pexpr(index)}))"
         else:
@@ -433,7 +468,19 @@ class TritonKernelCodegen(KernelCodegen):
                 out.write("rbase = tl.arange(0, RBLOCK)[None, :]")
             out.extend(self.prologue)
             out.extend(body)
+        _drop_dead_loads(out)
         return out
+
+
+_LOAD_DEF = re.compile(r"^\s*(tmp\d+) = tl\.load\(")
+_TMP = re.compile(r"\btmp\d+\b")
+
+
+def _drop_dead_loads(out: Lines) -> None:
+    """Drop loads whose value no line uses (one replaced by its masked form in where)."""
+    uses = Counter(name for ln in out.lines for name in _TMP.findall(ln.text))
+    out.lines = [ln for ln in out.lines
+                 if not ((m := _LOAD_DEF.match(ln.text)) and uses[m.group(1)] == 1)]
 
 
 def _dom(*vs: Var) -> str:
@@ -459,12 +506,12 @@ def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
     gen = TritonKernelCodegen(plan, cfg["persistent"], interpret, None, index_checks, order,
                               full)
     lines = gen.generate(notes)
-    if plan.kind.reduces and not cfg["persistent"] and walks_columns(gen.r_loads):
+    columns = column_walk(gen.r_loads, plan.xnumel, plan.rnumel) if plan.kind.reduces else None
+    if columns is not None:
         cfg = rules.column_config(plan)
-        if rules.full_blocks(plan, cfg) != full:
-            gen = TritonKernelCodegen(plan, False, interpret, None, index_checks, order,
-                                      rules.full_blocks(plan, cfg))
-            lines = gen.generate(notes)
+        gen = TritonKernelCodegen(plan, cfg["persistent"], interpret, None, index_checks, order,
+                                  rules.full_blocks(plan, cfg))
+        lines = gen.generate([*notes, f"{columns}: {cfg['XBLOCK']} x {cfg['RBLOCK']}"])
     meta = {"XBLOCK": cfg["XBLOCK"]}
     numels = [plan.xnumel]
     if plan.kind.reduces:

@@ -118,12 +118,24 @@ def block_config(plan: KernelPlan, persistent_limit: int) -> dict[str, Any]:
 
 
 def column_config(plan: KernelPlan) -> dict[str, Any]:
-    """Looped column reductions (x.sum(0)): 16 outputs by 256 rows per step, 8 warps
-    (16384 x 8192 on the H200: 32 x 128 0.176 ms, 16 x 256 0.142, 8 x 512 0.192, 64 x 64
-    0.267), fewer outputs per program when that would leave the GPU's SMs idle."""
+    """Column reductions (x.sum(0), loads that step along the outputs), looped: 16
+    outputs by 256 rows per step, 8 warps (16384 x 8192 on the H200: 32 x 128 0.176 ms,
+    16 x 256 0.142, 8 x 512 0.192, 64 x 64 0.267), fewer outputs per program when that
+    would leave the GPU's SMs idle; rows shorter than 256 take more outputs instead (one
+    step, COLUMN_TILE elements, persistent)."""
     xblock = 16
     while xblock > 4 and plan.xnumel // xblock < 132:
         xblock //= 2
-    rblock = 4096 // xblock
-    return {"persistent": False, "XBLOCK": xblock, "RBLOCK": rblock, "num_warps": 8,
-            "grid": (-(-plan.xnumel // xblock),)}
+    rblock = COLUMN_TILE // xblock
+    short = next_power_of_2(plan.rnumel)
+    if short < rblock:
+        rblock = short
+        xblock = max(1, min(COLUMN_MAX_X, next_power_of_2(plan.xnumel), COLUMN_TILE // rblock))
+    warps = max(1, min(8, xblock * rblock // 256))
+    # one step covers the rows: the whole column block in registers, no loop
+    return {"persistent": plan.rnumel <= rblock, "XBLOCK": xblock, "RBLOCK": rblock,
+            "num_warps": warps, "grid": (-(-plan.xnumel // xblock),)}
+
+
+COLUMN_TILE = 4096  # elements per step of a column reduction
+COLUMN_MAX_X = 128  # outputs per program of a column reduction over short rows

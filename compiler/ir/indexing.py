@@ -458,3 +458,34 @@ def _bounded(expr: Expr, bounds: dict[sympy.Symbol, int] | None) -> Expr:
     if top is not None and top // int(div) < int(mod):  # the modulo never wraps
         return FloorDiv(base, div)
     return expr
+
+
+def steps_along_outputs(loads: Sequence[Expr], x: sympy.Symbol, xnumel: int, r: sympy.Symbol,
+                        rnumel: int) -> tuple[int, int] | None:
+    """How loads (flat indices over an output position x < xnumel and a reduction
+    position r < rnumel) walk memory as x steps: (loads that step 1 along x almost
+    everywhere, loads that do not move with x), or None when some load does neither (or
+    its index holds other symbols: an indirect load). Measured at a few points, so an
+    index through views that divide or wrap (a permuted producer, one of q/k/v selected
+    from a stacked tensor) counts by what it does almost everywhere: a layout choice
+    made with it changes speed, never results."""
+    if xnumel < 2 or rnumel < 1:
+        return None
+    xs = sorted({0, 1, xnumel // 3, xnumel // 2 + 1, xnumel - 2})
+    rs = sorted({0, rnumel // 3, rnumel // 2, rnumel - 1})
+    along = still = 0
+    for index in loads:
+        if not index.free_symbols <= {x, r}:
+            return None
+
+        def at(xv: int, rv: int, index: Expr = index) -> int:
+            return int(index.xreplace({x: sympy.Integer(xv), r: sympy.Integer(rv)}))
+
+        steps = [at(xv + 1, rv) - at(xv, rv) for xv in xs for rv in rs]
+        if all(st == 0 for st in steps):
+            still += 1
+        elif sum(st == 1 for st in steps) * 4 >= len(steps) * 3:
+            along += 1
+        else:
+            return None
+    return along, still

@@ -16,7 +16,8 @@ import torch
 from torch.fx import Node
 
 from kernelscope.compiler.features import Feature
-from kernelscope.compiler.ir.indexing import decompose
+from kernelscope.compiler.ir.handlers import body_vars, reads_of
+from kernelscope.compiler.ir.indexing import decompose, simplify_index, steps_along_outputs, sym
 from kernelscope.compiler.ir.nodes import Index, Stored, TensorValue
 from kernelscope.compiler.ir.ops import ops
 from kernelscope.compiler.ir.ops import reduction_identity as identity
@@ -29,6 +30,18 @@ SPLIT_MAX_OUTPUTS = 64  # split only when a reduction has at most this many outp
 SPLIT_MIN_RNUMEL = 16384  # ... and at least this many elements per output
 SPLIT_CHUNK = 4096  # elements per row of the first pass: short enough to stay persistent
 SPLIT_MAX = 4096  # rows of the first pass (= elements the second pass reduces)
+# Column reductions (the loads step along the outputs: x.sum(0), a bias or norm-weight
+# gradient over the tokens): a column kernel runs COLUMN_OUTPUTS outputs a program
+# (codegen/triton_rules.py column_config), so 2304 outputs are 144 programs, one per SM
+# of a long loop each (latency bound: ViT's in-projection bias gradient ran at 100
+# GB/s). Split so the first pass has about COLUMN_PROGRAMS programs (8 of 256 threads
+# per SM fill an H200's 132), each reducing at least COLUMN_MIN_CHUNK rows; the number of
+# splits nearest that which divides the rows exactly (from half to twice it, chunks of at
+# least half the minimum) is preferred: the first pass then needs no mask, and a producer
+# over the rows fuses into it.
+COLUMN_OUTPUTS = 16
+COLUMN_PROGRAMS = 1024
+COLUMN_MIN_CHUNK = 256
 # Reductions whose partial results the second pass reduces the same way (not argmax/argmin:
 # their partials are indices).
 SPLITTABLE = frozenset({"sum", "prod", "max", "min", "any", "all", "logsumexp"})
@@ -78,12 +91,19 @@ def reduce(g: LoweringContext, x: TensorValue, dims: Any, keepdim: bool, rtype: 
         stored = _trivial(g, x, out_size, rdims, rtype, src, out_dtype, value, rnumel == 0)
     elif (Feature.SPLIT_REDUCTIONS in g.features and rtype in SPLITTABLE
             and numel <= SPLIT_MAX_OUTPUTS and rnumel >= SPLIT_MIN_RNUMEL):
+        splits = max(2, min(SPLIT_MAX, -(-rnumel // SPLIT_CHUNK)))
         stored = _split(g, x, out_size, rranges, rtype, src, out_dtype, value, full_index,
-                        rnumel)
+                        rnumel, splits, False)
     else:
         node = g.make_reduction(lambda idx, ridx: value(full_index(idx, ridx)),
                                 out_size, rranges, rtype, out_dtype, src, [x])
-        stored = g.reduction_buffer(node, out_size, "reduction")
+        parts = column_splits(node, numel, rnumel) \
+            if Feature.SPLIT_REDUCTIONS in g.features and rtype in SPLITTABLE else None
+        if parts is None:
+            stored = g.reduction_buffer(node, out_size, "reduction")
+        else:
+            stored = _split(g, x, out_size, rranges, rtype, src, out_dtype, value,
+                            full_index, rnumel, parts, True)
     if keepdim:
         return stored
     return stored.with_view([s for k, s in enumerate(out_size) if k not in rdims],
@@ -109,28 +129,63 @@ def _trivial(g: LoweringContext, x: TensorValue, out_size: list[int], rdims: lis
     return g.realize(lazy, reason)
 
 
+def column_splits(node: Any, numel: int, rnumel: int) -> int | None:
+    """How many parts a column reduction's rows are split into (COLUMN_* above), or None
+    to keep it one kernel (not a column walk, enough programs already, rows too short)."""
+    programs = -(-numel // COLUMN_OUTPUTS)
+    if programs >= COLUMN_PROGRAMS or rnumel < 2 * COLUMN_MIN_CHUNK or numel < 2:
+        return None
+    variables, rvars = body_vars(node)
+    out = list(node.ranges)
+    flat_x, flat_r = sym("split_x"), sym("split_r")
+    at = dict(zip(variables, decompose(flat_x, out)))
+    at.update(zip(rvars, decompose(flat_r, list(node.reduction_ranges))))
+    loads = [simplify_index(read.index.xreplace(at), {flat_x: numel - 1, flat_r: rnumel - 1})
+             for read in reads_of(node)]
+    steps = steps_along_outputs(loads, flat_x, numel, flat_r, rnumel) if loads else None
+    if steps is None or not steps[0]:
+        return None
+    want = -(-COLUMN_PROGRAMS // programs)
+    most = rnumel // COLUMN_MIN_CHUNK
+    if most < 2:
+        return None
+    want = max(2, min(want, most))
+    exact = [d for d in range(max(2, want // 2), 2 * want + 1)
+             if rnumel % d == 0 and rnumel // d >= COLUMN_MIN_CHUNK // 2]
+    return min(exact, key=lambda d: (abs(d - want), -d)) if exact else want
+
+
 def _split(g: LoweringContext, x: TensorValue, out_size: list[int], rranges: list[int], rtype: str,
            src: torch.dtype, out_dtype: torch.dtype, value: Any, full_index: Any,
-           rnumel: int) -> Stored:
-    splits = max(2, min(SPLIT_MAX, -(-rnumel // SPLIT_CHUNK)))
+           rnumel: int, splits: int, columns: bool) -> Stored:
+    """Two passes: `splits` partial results of `chunk` elements each (in the reduction's
+    accumulation dtype), then their reduction. Column reductions keep the partials as
+    [splits, outputs] (the first pass's loads then step along the outputs, as the
+    original's did); the others as [outputs, splits]."""
     chunk = -(-rnumel // splits)
     exact = chunk * splits == rnumel
     ident = identity(rtype, src)
 
     def partial(idx: Index, ridx: Index) -> Any:
-        flat = idx[-1] * chunk + ridx[0]
-        body = lambda: value(full_index(idx[:-1], decompose(flat, rranges)))  # noqa: E731
+        part, outs = (idx[0], idx[1:]) if columns else (idx[-1], idx[:-1])
+        flat = part * chunk + ridx[0]
+        body = lambda: value(full_index(outs, decompose(flat, rranges)))  # noqa: E731
         if exact:
             return body()
         inside = ops.lt(ops.index_expr(flat, torch.int64), ops.constant(rnumel, torch.int64))
         return ops.masked(inside, body, ident)
 
-    node1 = g.make_reduction(partial, out_size + [splits], [chunk], rtype, src, src, [x])
-    how = f"split reduction: {rnumel} = {splits} x {chunk}"
-    first = g.reduction_buffer(node1, out_size + [splits], f"{how} (pass 1 of 2)")
+    size1 = [splits] + out_size if columns else out_size + [splits]
+    node1 = g.make_reduction(partial, size1, [chunk], rtype, src, src, [x])
+    kind = "column split reduction" if columns else "split reduction"
+    how = f"{kind}: {rnumel} = {splits} x {chunk}"
+    first = g.reduction_buffer(node1, size1, f"{how} (pass 1 of 2)")
     load1 = first.loader()
-    node2 = g.make_reduction(lambda idx, ridx: load1(list(idx) + [ridx[0]]), out_size,
-                             [splits], rtype, out_dtype, src, [])
+
+    def combine(idx: Index, ridx: Index) -> Any:
+        return load1([ridx[0]] + list(idx) if columns else list(idx) + [ridx[0]])
+
+    node2 = g.make_reduction(combine, out_size, [splits], rtype, out_dtype, src, [])
     return g.reduction_buffer(node2, out_size, f"{how} (pass 2 of 2)")
 
 

@@ -258,3 +258,58 @@ def test_the_training_sample_shows_its_backward_graph_and_kernels(
     expect(page.locator("p.chained[data-backward='1']")).to_contain_text("backward graph 1")
     expect(page.locator("p.chained .ok")).to_have_count(1)
     assert page_errors(page) == []
+
+
+def test_a_cpu_host_shows_a_triton_kernels_ptx_through_the_real_server(
+    new_page: Callable[[str], Page], real_server: LiveServer
+) -> None:
+    """samples/softmax.py on the Triton backend on this CPU host (the interpreter runs the
+    kernel): the kernel is also compiled offline for sm_90, and its PTX is one click away,
+    labelled as compiled for sm_90 and not run here."""
+    page = new_page(real_server.url)
+    page.set_viewport_size({"width": 1440, "height": 900})
+    open_explorer(page)
+    page.select_option("#samples", "softmax")
+    page.select_option("#opt-device", "cpu")
+    page.select_option("#opt-backend", "triton")
+    page.click("#compile")
+    wait_done(page, COMPILE_TIMEOUT_S)
+    assert page.evaluate("window.kernelscope.state.trace.error") is None
+    kernel = page.evaluate("window.kernelscope.state.trace.data('compile').graphs[0]"
+                           ".kernels.find(k => k.gpu_target).name")
+    bar = page.locator(f"section.kernel[data-kernel={kernel}] .stage-bar")
+    expect(bar.locator(".offline-target")).to_have_text("compiled for sm_90, not run here")
+    bar.locator("button[data-stage=ptx]").click()
+    expect(page.locator(f"section.kernel[data-kernel={kernel}] .stage-code")).to_contain_text(
+        ".target sm_90")
+    screenshot(page, "e2e-cpu-triton-ptx-1440x900")
+    assert page_errors(page) == []
+
+
+def test_the_4block_transformer_shows_its_blocks_in_the_module_tree(
+    new_page: Callable[[str], Page], real_server: LiveServer
+) -> None:
+    """samples/transformer_4block.py through the real server: the module tree lists the
+    four blocks, and a block's attention lists kernels of its own (repeated blocks apart)."""
+    page = new_page(real_server.url)
+    page.set_viewport_size({"width": 1920, "height": 1080})
+    open_explorer(page)
+    page.select_option("#samples", "transformer_4block")
+    page.select_option("#opt-device", "cpu")
+    page.select_option("#opt-backend", "cpp")
+    page.click("#compile")
+    wait_done(page, COMPILE_TIMEOUT_S)
+    assert page.evaluate("window.kernelscope.state.trace.error") is None
+    show_tab(page, "modules")
+    paths = page.locator(".module-row").evaluate_all("els => els.map(e => e.dataset.module)")
+    for i in range(4):
+        assert f"blocks.{i}.attn" in paths and f"blocks.{i}.mlp" in paths, paths
+    kernels = []
+    for i in (1, 2):
+        page.click(f".module-row[data-module='blocks.{i}.attn']")
+        listed = page.locator(".module-details [data-list=kernels] li code")
+        expect(listed.first).to_be_visible()
+        kernels.append(set(listed.all_text_contents()))
+    assert kernels[0] and kernels[1] and not kernels[0] & kernels[1]
+    screenshot(page, "e2e-4block-modules-1920x1080")
+    assert page_errors(page) == []

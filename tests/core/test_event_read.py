@@ -21,6 +21,7 @@ from kernelscope.compiler.event_read import (
     EventError,
     data_as,
     envelope,
+    field_of,
     from_dict,
     latest,
     parse_event,
@@ -128,6 +129,13 @@ def test_an_envelope_reads_what_the_server_holds_without_converting_every_payloa
         ev.Error("run", "exception", "m")
     assert data_as(envelope(_event("done", {"trace_id": "abc"})), ev.JobDone) is None  # no ok
     assert data_as(envelope(_event("done", ["not", "an", "object"])), ev.JobDone) is None
+    # One field of a partial payload (a fake worker's `run` says only `ok`), named as the
+    # model names it: a name the model lacks fails at once.
+    run = envelope(_event("run", {"ok": True}))
+    assert data_as(run, ev.Run) is None and field_of(run, ev.Run, "ok") is True
+    assert field_of(read, ev.Run, "ok") is None  # a `done` is not a run
+    with pytest.raises(AttributeError, match="Run has no field 'passed'"):
+        field_of(run, ev.Run, "passed")
     # Someone else's line (a worker's channel): wrong types read as defaults, never raise.
     odd = envelope({"seq": "7", "stage": 5, "ms": "fast", "data": None})
     assert (odd.seq, odd.stage, odd.ms, odd.data) == (-1, "", 0.0, None)

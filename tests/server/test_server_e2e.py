@@ -149,3 +149,39 @@ def test_a_cold_worker_is_preceded_by_the_servers_source(root: Path) -> None:
     assert own["data"]["entry"] == "model"  # what running the sample found
     assert [i["shape"] for i in own["data"]["inputs"]] == [[64, 1024], [64, 1024]]
     assert events[-1]["data"]["ok"] is True
+
+
+def _zoo() -> dict[str, tuple[str, list[str]]]:
+    """tests/core/model_zoo.py's tiny Hugging Face models (code, module paths)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("model_zoo", REPO / "tests/core/model_zoo.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return {k: v for k, v in module.ZOO.items() if k.startswith("hf_")}
+
+
+MODELS = {"transformer_4block": ((REPO / "samples" / "transformer_4block.py").read_text(),
+                                 [f"blocks.{i}.{p}" for i in range(4) for p in ("attn", "mlp")]),
+          **_zoo()}
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_models_compile_through_the_server_with_module_paths(app: Flask, name: str) -> None:
+    """The explorer's own path (the sandboxed front half, the payloads the server conforms,
+    the back half): the 4-block transformer sample and the tiny Hugging Face models compile,
+    match eager, and their nodes and kernels name their modules, repeated blocks apart."""
+    code, paths = MODELS[name]
+    client = app.test_client()
+    events = stream(client, submit(client, code, device="cpu", backend="cpp"))
+    by_stage = {e["stage"]: e["data"] for e in events}
+    assert "error" not in by_stage, by_stage.get("error")
+    assert by_stage["run"]["ok"] and events[-1]["data"]["ok"] is True
+    graph = by_stage["capture"]["graphs"][0]
+    nodes = {n["module"] for n in graph["nodes"] if n["module"]}
+    kernels = {m for k in by_stage["scheduling"]["graphs"][0]["kernels"] for m in k["modules"]}
+    for path in paths:
+        inside = lambda m: m == path or m.startswith(path + ".")  # noqa: E731
+        assert any(inside(m) for m in nodes), (path, sorted(nodes))
+        assert any(inside(m) for m in kernels), (path, sorted(kernels))

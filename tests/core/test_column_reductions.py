@@ -1,0 +1,119 @@
+"""Column reductions: the split into two passes (lowering/reductions.py column_splits),
+column tiles (codegen/tiling.py column_walk, triton_rules.column_config), a producer over
+the rows walked in the reduction's order (kernel.py reduction_walks) and loads masked by
+the `where` that selects them (triton.py). The decisions are checked on the generated
+kernels; the results against eager through the C++ backend (in-process) and the Triton
+interpreter (column_cases.py, in a process of its own)."""
+
+from __future__ import annotations
+
+import re
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from column_cases import CASES, check
+from ks_helpers import interpreter_case_results, lower_fn
+
+from benchmarks.cases import gelu_bias_grad, mha_inproj_bias_grad
+from kernelscope.compiler.codegen import triton_rules as rules
+from kernelscope.compiler.codegen.backends import choose_backend
+from kernelscope.compiler.codegen.triton import TritonKernel, generate_triton
+from kernelscope.compiler.ir.opnames import op_short
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.schedule.scheduler import schedule
+
+HERE = Path(__file__).resolve().parent
+TRITON = choose_backend("triton", "cpu", CompileOptions())
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cpp_matches_eager(name: str) -> None:
+    assert check(name, "cpp") == "ok"
+
+
+@pytest.fixture(scope="module")
+def interpreter_results() -> dict[str, str]:
+    return interpreter_case_results(HERE / "column_cases.py", "triton")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_triton_interpreter_matches_eager(name: str, interpreter_results: dict[str, str]
+                                          ) -> None:
+    assert interpreter_results.get(name) == "ok", interpreter_results.get(name)
+
+
+def _reasons(fn: Callable[..., Any], *args: Any) -> list[str]:
+    (_, lowered), = lower_fn(fn, *args)
+    return [b.realized for b in lowered.buffers if "split" in str(getattr(b, "realized", ""))]
+
+
+def _kernels(fn: Callable[..., Any], *args: Any) -> list[TritonKernel]:
+    (gm, lowered), = lower_fn(fn, *args)
+    op_names = {n.name: op_short(n.target) for n in gm.graph.nodes if n.op == "call_function"}
+    s = schedule(lowered, TRITON, op_names=op_names)
+    return [generate_triton(st.plan, [], 4096) for st in s.steps
+            if st.plan is not None and st.plan.kind.reduces]
+
+
+def test_bias_gradients_split_into_partials_over_the_outputs() -> None:
+    # ViT-B/16's fc1 bias gradient: 3072 outputs are 192 column programs; 8 splits of 1576
+    # rows (12608 = 8 x 1576 exactly: no mask) make 1536.
+    assert _reasons(lambda x: x.sum(0), torch.randn(12608, 3072)) == [
+        "column split reduction: 12608 = 8 x 1576 (pass 1 of 2)",
+        "column split reduction: 12608 = 8 x 1576 (pass 2 of 2)"]
+    # Rows that no split near the wanted one divides: a masked first pass.
+    assert _reasons(lambda x: x.sum(0), torch.randn(1009, 37))[0] == \
+        "column split reduction: 1009 = 3 x 337 (pass 1 of 2)"
+
+
+@pytest.mark.parametrize("fn, shape, why", [
+    (lambda x: x.sum(0), (256, 3072), "rows too short to split"),
+    (lambda x: x.sum(0), (4096, 16384), "16384 outputs are 1024 programs already"),
+    (lambda x: x.sum(1), (3072, 12608), "a row reduction (its loads step along the rows)"),
+])
+def test_what_stays_one_reduction(fn: Callable[..., Any], shape: tuple[int, int],
+                                  why: str) -> None:
+    assert _reasons(fn, torch.randn(*shape)) == [], why
+
+
+def test_the_column_rule_fills_the_gpu_and_covers_short_rows() -> None:
+    def cfg(x: int, r: int) -> dict[str, Any]:
+        return rules.column_config(types.SimpleNamespace(xnumel=x, rnumel=r))  # type: ignore[arg-type]
+
+    first = cfg(8 * 2304, 1576)  # the in-projection's first pass
+    assert (first["XBLOCK"], first["RBLOCK"], first["grid"], first["persistent"]) == \
+        (16, 256, (1152,), False)
+    second = cfg(2304, 8)  # its second pass: 8 partials per output, one step
+    assert (second["XBLOCK"], second["RBLOCK"], second["grid"], second["persistent"]) == \
+        (128, 8, (18,), True)
+    few = cfg(768, 12608)  # 48 programs of 16: fewer outputs per program
+    assert few["XBLOCK"] == 4 and few["XBLOCK"] * few["RBLOCK"] == rules.COLUMN_TILE
+
+
+def test_a_fused_producer_is_walked_in_the_column_order_and_computed_once() -> None:
+    """GELU's backward, stored for the weight GEMM and summed for the bias: it was
+    computed twice, once along the rows for its store and once down the columns for the
+    sum, one output per program (590 us on the H200 where Inductor took 36)."""
+    first = _kernels(gelu_bias_grad, torch.randn(1576, 3072), torch.randn(1576, 3072))[0]
+    src = first.source
+    assert "column tiles: every load steps 1 along the" in src
+    assert len(re.findall(r"tl\.load\(in_ptr0 ", src)) == 1, src
+    assert len(re.findall(r"tl\.erf\(", src)) == 1, src
+    stores = re.findall(r"tl\.store\(out_ptr0 \+ \(([^)]*)\)", src)
+    loads = re.findall(r"tl\.load\(in_ptr0 \+ \(([^)]*)\)", src)
+    assert stores == loads, src  # the producer's store walks as its loads do
+    assert first.meta["XBLOCK"] == 16 and first.grid[0] == 8 * 3072 // 16
+
+
+def test_selected_gradients_load_only_their_own_third() -> None:
+    """select_backward's where(i == k, grad_k, 0): each of q/k/v's gradients is loaded
+    under its condition, so the other two thirds of the outputs fetch nothing."""
+    args = tuple(torch.randn(4, 150, 2, 8).transpose(1, 2) for _ in range(3))
+    src = next(k.source for k in _kernels(mha_inproj_bias_grad, *args) if "in_ptr2" in k.source)
+    loads = re.findall(r"tl\.load\(in_ptr\d[^\n]*", src)
+    assert len(loads) == 3, src
+    assert all(re.search(r"xmask & rmask & tmp\d+, other=0\)", ld) for ld in loads), loads
