@@ -98,3 +98,28 @@ def triton_results() -> dict[str, str]:
 def test_training_step_channels_last_matches_eager_triton(
         name: str, triton_results: dict[str, str]) -> None:
     assert triton_results.get(name) == "ok", triton_results.get(name, "crashed")
+
+
+@pytest.mark.parametrize("size, stride", [
+    ((2, 8, 4, 4), (128, 1, 32, 8)),  # NHWC
+    ((1, 8, 1, 1), (8, 1, 8, 8)),  # per-channel statistics kept NHWC (size-1 dims)
+    ((3, 5, 7), (35, 7, 1)),  # row-major
+    ((3, 5, 7), (1, 21, 3)),  # another dense order
+])
+def test_storage_positions_map_back_to_coordinates(size: tuple[int, ...],
+                                                   stride: tuple[int, ...]) -> None:
+    """Fusion recomputes a pointwise value inside a reduction at the coordinates of the
+    storage position it reads (schedule/fusion.py `_coords`): any dense dim order."""
+    import itertools
+
+    import sympy
+
+    from kernelscope.compiler.schedule.fusion import _coords
+
+    for point in itertools.product(*(range(s) for s in size)):
+        flat = sum(p * st for p, st in zip(point, stride))
+        coords = _coords(sympy.Integer(flat), list(size), list(stride), 0)
+        assert coords is not None
+        got = [int(c) for c in coords]
+        assert got == [p if s != 1 else 0 for p, s in zip(point, size)]
+    assert _coords(0, [2, 3], [3, 2], 0) is None  # overlapping: no coordinates

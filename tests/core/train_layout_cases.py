@@ -7,8 +7,8 @@ wrong).
 
 What each case checks, beyond the values: the forward went channels-last and kept its
 saved activations NHWC (its wrapper's OUTPUT_STRIDES, reported to AOTAutograd), the
-backward graph took them NHWC and fed its convolution backwards NHWC, and every gradient
-has eager's strides.
+backward graph took them NHWC and fed its convolution backwards NHWC, no fusion was
+refused for want of an NHWC buffer's coordinates, and every gradient has eager's strides.
 """
 
 from __future__ import annotations
@@ -131,6 +131,12 @@ def check(name: str, backend: str, dtype: torch.dtype = torch.float32,
         return "the forward saved no activation NHWC"
     if not any(_nhwc(b.layout) for b in bw.lowered.inputs):
         return "the backward took no input NHWC"
+    # A pointwise value stored NHWC is recomputed inside the reduction that reads it (the
+    # batch norm's column sums), as for NCHW: its storage index maps back to coordinates.
+    refused = [d.reason for w, _ in works for d in w.sched.decisions
+               if not d.fused and "which reads reduction" in d.reason]
+    if refused:
+        return f"fusion refused: {refused[0]}"
     convs = [b for b in bw.lowered.buffers if isinstance(b, ExternKernel)
              and b.op is torch.ops.aten.convolution_backward.default]
     fed = [all(_nhwc(a, strict=False) for a in b.args[:3] if isinstance(a, TensorArg))
