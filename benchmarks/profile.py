@@ -74,6 +74,27 @@ def kernels(fn: Callable[[], Any], calls: int = 5, top: int = 15) -> dict[str, A
                      "us": round(t / calls, 1)} for name, (n, t) in rows[:top]]}
 
 
+def host_ops(fn: Callable[[], Any], calls: int = 5, top: int = 20) -> dict[str, Any]:
+    """The host's side of a call: torch.profiler's CPU ops per call by self time (ATen
+    ops, cuDNN calls, Triton launches as `kernelscope`/`triton` records), for a call whose
+    wall time is well above its kernel time."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            for _ in range(calls):
+                fn()
+            torch.cuda.synchronize()
+    rows = sorted(prof.key_averages(), key=lambda a: -a.self_cpu_time_total)
+    return {"host_us": round(sum(a.self_cpu_time_total for a in rows) / calls, 1),
+            "host_top": [{"name": a.key[:110], "per_call": round(a.count / calls, 2),
+                          "self_us": round(a.self_cpu_time_total / calls, 1)}
+                         for a in rows[:top]]}
+
+
 def profile_one(fn: Any, inputs: tuple[Any, ...], settings: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for label, kw in [("eager", None), *columns(settings)]:
@@ -95,7 +116,8 @@ def profile_one(fn: Any, inputs: tuple[Any, ...], settings: dict[str, Any]) -> d
     return out
 
 
-def _cell(call: Callable[[], Any], device: str, top: int = 15) -> dict[str, Any]:
+def _cell(call: Callable[[], Any], device: str, top: int = 15, host: bool = False
+          ) -> dict[str, Any]:
     """Wall and do_bench ms of a warm call; on a GPU its kernels too."""
     cell: dict[str, Any] = {}
     for _ in range(3):
@@ -105,6 +127,8 @@ def _cell(call: Callable[[], Any], device: str, top: int = 15) -> dict[str, Any]
     cell["ms"] = round(median_ms(call, device), 3)
     if device.startswith("cuda"):
         cell.update(kernels(call, top=top))
+        if host:
+            cell.update(host_ops(call))
     return cell
 
 
@@ -122,11 +146,12 @@ def profile_train(entry: train_table.TrainModel, settings: dict[str, Any]) -> di
             params = list(model.parameters())
             run = model if kw is None else torch.compile(model, **kw)
             out[label] = _cell(train_table.step_fn(run, batch, loss_fn, device, params),
-                               device, settings.get("top", 15))
+                               device, settings.get("top", 15), settings.get("host", False))
         except Exception as e:  # noqa: BLE001 - a failing column is a cell
             out[label] = {"error": f"{type(e).__name__}: "
                                    f"{str(e).splitlines()[0] if str(e) else ''}"}
-        print(json.dumps({label: {k: v for k, v in out[label].items() if k != "top"}}),
+        print(json.dumps({label: {k: v for k, v in out[label].items()
+                                  if k not in ("top", "host_top")}}),
               flush=True)
     return out
 
@@ -141,9 +166,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default="profile.json")
     ap.add_argument("--no-inductor", dest="inductor", action="store_false")
     ap.add_argument("--top", type=int, default=15, help="kernels listed per column")
+    ap.add_argument("--host", action="store_true",
+                    help="training steps: also the host's CPU ops per call by self time")
     args = ap.parse_args(argv)
     settings = {"device": args.device, "size": args.size, "inductor": args.inductor,
-                "top": args.top}
+                "top": args.top, "host": args.host}
     gpu = torch.cuda.get_device_name() if args.device.startswith("cuda") else "none"
     result: dict[str, Any] = {"gpu": gpu, "torch": torch.__version__, "items": {}}
     todo: list[tuple[str, Callable[[], tuple[Any, tuple[Any, ...]]]]] = []
@@ -183,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"{cell.get('error', '')}")
             for k in cell.get("top", []):
                 print(f"   {k['us']:9.1f} us  x{k['per_call']:<5} {k['name']}")
+            if "host_us" in cell:
+                print(f"   host: {cell['host_us']} us of CPU ops' self time per call")
+            for k in cell.get("host_top", []):
+                print(f"   {k['self_us']:9.1f} us  x{k['per_call']:<5} {k['name']}")
     return 0
 
 

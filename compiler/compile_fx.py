@@ -136,7 +136,8 @@ def lower(work: GraphWork) -> ev.LoweringGraph:
     work.backend = backend = choose_backend(work.options.backend, device, work.options)
     decision = layout.decide(work.gm, work.kind, work.options.conv_layout,
                              device in backend.target.channels_last_convs,
-                             f"{backend.label} on {device}", bool(work.free_outputs))
+                             f"{backend.label} on {device}", bool(work.free_outputs),
+                             layout.any_nhwc(work.example_inputs))
     lowering = GraphLowering(work.gm, work.example_inputs, work.lines, backend,
                              work.options, decision, work.free_outputs)
     work.lowered = lowered = lowering.run()

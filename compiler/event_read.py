@@ -67,15 +67,16 @@ def parse_event(obj: Mapping[str, Any] | str) -> Event[Any]:
                  obj.get("origin"))
 
 
-def envelope(obj: Mapping[str, Any]) -> Event[Mapping[str, Any]]:
+def envelope(obj: Mapping[str, Any]) -> Event[Any]:
     """An event as a reader holds it (a server's job events, its store's rows, a stream it
     serves), with `data` left as it is: the stage, seq, ms and origin to read, without the
     schema check or converting every payload (parse_event does both, for events from
     elsewhere). `data_as` then reads the payload of a stage the reader needs. A field of the
-wrong type reads as its default (seq -1, stage "", ms 0.0), never raises."""
+wrong type reads as its default (seq -1, stage "", ms 0.0; data None where missing), never
+raises."""
     seq, ms, stage = obj.get("seq"), obj.get("ms"), obj.get("stage")
     return Event(seq if isinstance(seq, int) else -1, stage if isinstance(stage, str) else "",
-                 float(ms) if isinstance(ms, (int, float)) else 0.0, obj.get("data", {}),
+                 float(ms) if isinstance(ms, (int, float)) else 0.0, obj.get("data"),
                  obj.get("origin"))
 
 
@@ -84,10 +85,25 @@ def data_as(event: Event[Any], cls: type[T]) -> T | None:
     (`done` as `JobDone` or `Done`, `error` as `Error`), converted by the declared types
     but not checked against the schema (the reader made or conformed the event itself);
     None for another stage, or data without a field `cls` requires."""
+    return read_data(cls, event.data) if data_as_stage(event, cls) else None
+
+
+def field_of(event: Event[Any], cls: type, name: str) -> Any:
+    """One field of an envelope's payload, named as the model names it in `cls` (a name
+    the model does not have raises at once, so a rename cannot pass silently), for a
+    reader that needs one field of a payload that may be partial (a fake or a snippet's
+    `run` says only `ok`); None where the event is of another stage or lacks the field."""
+    if name not in {f.name for f in dataclasses.fields(cls)}:
+        raise AttributeError(f"{cls.__name__} has no field {name!r}")
+    if data_as_stage(event, cls) and isinstance(event.data, Mapping):
+        return event.data.get(name)
+    return None
+
+
+def data_as_stage(event: Event[Any], cls: type) -> bool:
+    """Whether the event is of a stage whose payload is a `cls` (or `cls` is one of it)."""
     stage = PAYLOADS.get(event.stage)
-    if stage is None or not issubclass(stage, cls) and not issubclass(cls, stage):
-        return None
-    return read_data(cls, event.data)
+    return stage is not None and (issubclass(stage, cls) or issubclass(cls, stage))
 
 
 def read_data(cls: type[T], data: Any) -> T | None:

@@ -10,6 +10,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
+from kernelscope.compiler.event_read import envelope
 from kernelscope.compiler.event_schema import json_schema
 from kernelscope.compiler.events import FOLLOW_UPS, PARTS, SCHEMA_VERSION, STAGES, TERMINAL
 from kernelscope.server import highlight as hl
@@ -162,7 +163,7 @@ def trace_follow_ups(trace_id: str) -> Response:
     if found is None:
         raise ApiError(f"no trace {trace_id!r}", 404)
     events = found["events"]
-    at = next((i for i, e in enumerate(events) if e.get("stage") == "done"), len(events))
+    at = next((i for i, e in enumerate(events) if envelope(e).stage == "done"), len(events))
     return jsonify({"follow_ups": follow_up_states(found), "events": events[at + 1:]})
 
 

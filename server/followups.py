@@ -25,6 +25,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kernelscope.compiler.event_read import data_as, envelope, field_of
+from kernelscope.compiler.event_types import JobDone, Run
 from kernelscope.compiler.events import FOLLOW_UPS, PARTS, SCHEMA_VERSION, STAGES, TERMINAL
 
 log = logging.getLogger(__name__)
@@ -52,13 +54,13 @@ def did_not_finish(stage: str, why: str) -> dict[str, Any]:
 def states(trace: dict[str, Any], now: float | None = None) -> dict[str, str]:
     """Each follow-up a stored trace's `done` lists: "done" (its event is stored),
     "running", or "lost" (past `follow_ups_until` without it)."""
-    events = trace.get("events") or []
-    done = next((e for e in events if e.get("stage") == "done"), None)
-    data = done.get("data", {}) if done is not None else {}
-    listed = data.get("follow_ups") or []
-    until = data.get("follow_ups_until")
+    events = [envelope(e) for e in trace.get("events") or []]
+    at = next((i for i, e in enumerate(events) if e.stage == "done"), None)
+    done = data_as(events[at], JobDone) if at is not None else None
+    listed = (done.follow_ups if done is not None else None) or []
+    until = done.follow_ups_until if done is not None else None
     now = time.time() if now is None else now
-    have = {e.get("stage") for e in events[events.index(done) + 1:]} if done else set()
+    have = {e.stage for e in events[at + 1:]} if at is not None else set()
     return {stage: "done" if stage in have
             else "lost" if isinstance(until, (int, float)) and now > until else "running"
             for stage in listed if isinstance(stage, str)}
@@ -79,14 +81,14 @@ class FollowUps:
     def complete(self, stage: str) -> bool:
         """Is our own result complete once `stage` is published (and nothing failed)?"""
         return (not self.closed and stage == OWN_LAST
-                and not any(e["stage"] == "error" for e in self.job.events))
+                and not any(envelope(e).stage == "error" for e in self.job.events))
 
     def close(self, stdout: str, origin: str, isolated: bool, deadline: float) -> None:
         """Publish `done` now. Its `ok` follows the compiler's own rule (ev.Done: every
         stage ran and `run` matched eager), read from the `run` event already published.
         `deadline`: the job's wall clock (monotonic)."""
-        run = next((e for e in self.job.events if e["stage"] == "run"), None)
-        ok = bool(run is not None and run["data"].get("ok") is True)
+        run = next((e for e in map(envelope, self.job.events) if e.stage == "run"), None)
+        ok = run is not None and field_of(run, Run, "ok") is True
         until = round(time.time() + max(0.0, deadline - time.monotonic()) + GRACE_S, 1)
         self.job.following = True
         self.closed = True
@@ -112,11 +114,12 @@ class FollowUps:
 
     def _store(self, stage: str, data: dict[str, Any], ms: float, origin: str) -> None:
         self.stored.append(stage)
-        done = self.job.done_event
-        trace_id = done["data"].get("trace_id") if done is not None else None
-        if not trace_id:  # the trace was never stored: there is nothing to append to
+        done = envelope(self.job.done_event) if self.job.done_event is not None else None
+        said = data_as(done, JobDone) if done is not None else None
+        trace_id = said.trace_id if said is not None else None
+        if done is None or not trace_id:  # the trace was never stored: nothing to append to
             return
-        event = {"schema": SCHEMA_VERSION, "seq": done["seq"] + len(self.stored),
+        event = {"schema": SCHEMA_VERSION, "seq": done.seq + len(self.stored),
                  "stage": stage, "ms": ms, "data": data, "origin": origin}
         try:
             self.store.add_follow_up(trace_id, event)

@@ -27,6 +27,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from kernelscope.compiler.event_read import envelope
 from kernelscope.server.rows import StoreUnavailable, TraceRows, stamped
 
 SCHEMA = """
@@ -103,7 +104,7 @@ class PostgresTraceStore(TraceRows):
                 conn.execute(
                     "INSERT INTO follow_ups (trace_id, stage, seq, event) VALUES (%s, %s, %s, %s)"
                     " ON CONFLICT (trace_id, stage) DO NOTHING",
-                    (ident, str(event["stage"]), int(event["seq"]), json.dumps(event)),
+                    (ident, (read := envelope(event)).stage, read.seq, json.dumps(event)),
                 )
         except (self._psycopg.OperationalError, self._psycopg.InterfaceError) as exc:
             raise StoreUnavailable(f"PostgreSQL: {str(exc).strip()[:200]}") from exc

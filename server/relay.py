@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kernelscope.compiler.event_read import Event, envelope
 from kernelscope.server.inputs import parse_event_line
 from kernelscope.server.jobs import Job
 from kernelscope.server.sandbox import Limits
@@ -46,19 +47,19 @@ class Channel:
     closed: bool = False
 
 
-def parse_event(line: bytes) -> dict[str, Any] | None:
-    """A StageEvent from one NDJSON line, or None for anything else."""
+def parse_event(line: bytes) -> Event[dict[str, Any]] | None:
+    """A StageEvent from one NDJSON line (its stage, an object for its data, its ms), or
+    None for anything else. Its data is someone else's words until the worker conforms it
+    (server/trust.py), so it stays a dict here, not its stage's dataclass."""
     obj = parse_event_line(line)
-    stage = obj.get("stage") if obj is not None else None
-    if obj is None or not isinstance(stage, str) or not stage or len(stage) > 40:
+    if obj is None:
         return None
-    data = obj.get("data")
-    ms = obj.get("ms")
-    return {
-        "stage": stage,
-        "data": data if isinstance(data, dict) else {"value": data},
-        "ms": float(ms) if isinstance(ms, (int, float)) and ms >= 0 else 0.0,
-    }
+    event = envelope(obj)
+    if not event.stage or len(event.stage) > 40:
+        return None
+    data = event.data
+    return Event(-1, event.stage, event.ms if event.ms >= 0 else 0.0,
+                 data if isinstance(data, dict) else {"value": data})
 
 
 class Relay:
@@ -68,7 +69,7 @@ class Relay:
         self,
         job: Job,
         limits: Limits,
-        normalize: Callable[[dict[str, Any], Limits], dict[str, Any]],
+        normalize: Callable[[Event[dict[str, Any]], Limits], dict[str, Any]],
         sink: Callable[[str, dict[str, Any], float], None],
         scratch_over: Callable[[], bool],
         until_done: bool = True,
@@ -149,9 +150,9 @@ class Relay:
             event = parse_event(line)
             if event is None:
                 continue
-            if event["stage"] == "done":
+            if event.stage == "done":
                 if self.until_done:
-                    return Outcome(done=event["data"])
+                    return Outcome(done=event.data)
                 continue
             if self.count >= self.limits.events:
                 return Outcome(reason="events")
@@ -159,5 +160,5 @@ class Relay:
             if self.trace_bytes > self.limits.trace_mb * MiB:
                 return Outcome(reason="trace")
             self.count += 1
-            self.sink(event["stage"], self.normalize(event, self.limits), event["ms"])
+            self.sink(event.stage, self.normalize(event, self.limits), event.ms)
         return None

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from kernelscope.compiler.event_read import envelope
 from kernelscope.server.rows import ID_PATTERN, Store, StoreUnavailable, stamped
 
 log = logging.getLogger(__name__)
@@ -63,10 +64,11 @@ class SpoolingStore:
         try:
             self.inner.add_follow_up(ident, event)
         except StoreUnavailable as exc:
-            tmp = self.folder / f".{ident}-{event['stage']}.tmp"
+            stage = envelope(event).stage
+            tmp = self.folder / f".{ident}-{stage}.tmp"
             tmp.write_text(json.dumps({"id": ident, "event": event}))
-            os.replace(tmp, self.folder / f"{ident}-{event['stage']}.followup")
-            log.warning("follow-up %s of trace %s spooled: %s", event["stage"], ident, exc)
+            os.replace(tmp, self.folder / f"{ident}-{stage}.followup")
+            log.warning("follow-up %s of trace %s spooled: %s", stage, ident, exc)
 
     def _spooled_follow_ups(self, ident: str) -> list[dict[str, Any]]:
         out = []
@@ -91,9 +93,9 @@ class SpoolingStore:
         else:
             record = self.inner.get(ident)
         if record is not None:
-            have = {e.get("stage") for e in record["events"]}
-            later = [e for e in self._spooled_follow_ups(ident) if e["stage"] not in have]
-            record["events"] = sorted([*record["events"], *later], key=lambda e: e["seq"])
+            have = {envelope(e).stage for e in record["events"]}
+            later = [e for e in self._spooled_follow_ups(ident) if envelope(e).stage not in have]
+            record["events"] = sorted([*record["events"], *later], key=lambda e: envelope(e).seq)
         return record
 
     def exists(self, ident: str) -> bool:

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from kernelscope.compiler.event_read import envelope
 from kernelscope.server.pgstore import PostgresTraceStore
 from kernelscope.server.rows import ID_PATTERN, Store, TraceRows, stamped, trace_id
 
@@ -86,7 +87,7 @@ class TraceStore(TraceRows):
             conn.execute(
                 "INSERT OR IGNORE INTO follow_ups (trace_id, stage, seq, event)"
                 " VALUES (?, ?, ?, ?)",
-                (ident, str(event["stage"]), int(event["seq"]), json.dumps(event)),
+                (ident, (read := envelope(event)).stage, read.seq, json.dumps(event)),
             )
 
 

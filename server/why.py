@@ -10,6 +10,8 @@ from __future__ import annotations
 import signal
 from typing import Any
 
+from kernelscope.compiler.event_read import Event, field_of
+from kernelscope.compiler.event_types import Error
 from kernelscope.server.jobs import Job
 from kernelscope.server.sandbox import Isolation, Limits
 
@@ -25,11 +27,11 @@ SIGNAL_NAMES: dict[int, str] = {
 }
 
 
-def normalize(event: dict[str, Any], limits: Limits) -> dict[str, Any]:
+def normalize(event: Event[dict[str, Any]], limits: Limits) -> dict[str, Any]:
     """An `exception` error that is really the memory limit says so."""
-    data = event["data"]
-    message = str(data.get("message", ""))
-    if event["stage"] == "error" and data.get("kind") == "exception" and "MemoryError" in message:
+    data = event.data
+    message = str(field_of(event, Error, "message") or "")
+    if field_of(event, Error, "kind") == "exception" and "MemoryError" in message:
         return {**data, "kind": "memory", "message": f"{_memory_message(limits)} ({message})"}
     return data
 

@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from kernelscope.compiler.event_read import envelope, read_data
+from kernelscope.compiler.event_types import JobDone
 from kernelscope.compiler.events import PARTS
 from kernelscope.server.cgroups import JobCgroup
 from kernelscope.server.early import FILENAME as SNIPPET
@@ -384,7 +386,7 @@ def conclude(
         return
     # A compiler that reported its own error and then died already said what went wrong;
     # only one error event precedes `done`.
-    if not any(e["stage"] == "error" for e in job.events):
+    if not any(envelope(e).stage == "error" for e in job.events):
         oom = group is not None and group.oom_killed()
         stage = next((s for s in reversed(phase.stages) if s not in ("error", "done")), None)
         why = explain(phase.outcome.reason, sig, phase.stderr, job, settings.limits,
@@ -488,7 +490,9 @@ def finish(
     `origin`: who said the job was done ("compiler", "snippet", or the "server" itself).
     `follow_ups`: the stages still to come, appended to the stored trace by `until`.
     """
-    ok = bool(done.get("ok", False)) and not any(e["stage"] == "error" for e in job.events)
+    said = read_data(JobDone, done)
+    ok = said is not None and bool(said.ok) and \
+        not any(envelope(e).stage == "error" for e in job.events)
     data = {**done, "ok": ok, **timing(job)}
     data.pop("trace_id", None)
     if stdout:
@@ -510,7 +514,7 @@ def timing(job: Job) -> dict[str, float]:
     """Wall time from the request to `done` (what the user waited) next to the sum of the
     stage times the compiler reported (what it spent compiling)."""
     # A captured graph's `ms` is time within `capture`, already counted there.
-    stages = sum(float(e.get("ms") or 0.0) for e in job.events if e["stage"] not in PARTS)
+    stages = sum(e.ms for e in map(envelope, job.events) if e.stage not in PARTS)
     return {"wall_ms": round((time.time() - job.created) * 1000, 1), "stages_ms": round(stages, 1)}
 
 

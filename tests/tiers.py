@@ -39,7 +39,7 @@ SLOW: dict[str, str] = {
     "opinfo/test_grad_slice.py": "13 ops' gradients",
     # One fresh interpreter (torch imported, a whole compile) per check, end to end: the fast
     # tier keeps each module's in-process tests (measured per file under load ~5, 2026-12-02:
-    # these seven were 170 of core's 622 s).
+    # these ten were 208 of core's 622 s).
     "core/test_index_asserts.py::test_out_of_range_index_stops_the_kernel":
         "a kernel made to fail, in a subprocess per case (the in-range cases stay)",
     "core/test_bundle.py::test_snippet_output_is_data_never_events":
@@ -53,6 +53,13 @@ SLOW: dict[str, str] = {
     "core/test_dead_kernel.py": "a training graph under the Triton interpreter, in a subprocess",
     "core/test_triton_offline.py::test_a_cpu_host_shows_a_triton_kernels_ptx_compiled_for_sm_90":
         "a sample compiled to PTX offline through the CLI",
+    "core/test_trace_dir.py::test_trace_dir_records_every_compile_with_its_call_site":
+        "a user's script with the trace_dir option, in a fresh interpreter",
+    "core/test_inductor_output.py::test_inductor_output_code_is_captured_with_its_kernels":
+        "a TorchInductor compile, C++ build included (the cheaper Inductor checks stay)",
+    "core/test_backend_names.py::"
+    "test_triton_on_the_cpu_without_the_interpreter_is_refused_and_leaves_the_env_alone":
+        "a fresh interpreter without TRITON_INTERPRET (the name checks stay)",
     # Hostile snippets that must run into the wall clock: 30 s of waiting each, whatever the
     # host (the quick hostile cases stay).
     "server/test_server_sandbox.py::test_fork_bomb": "a fork bomb held until the wall clock",
@@ -60,6 +67,9 @@ SLOW: dict[str, str] = {
         "a loop with 200 escaped children held until the wall clock",
     # The real compiler behind the real server: the fast tier keeps the stub-served ones.
     "browser/test_e2e.py": "the browser against the real server and compiler",
+    "browser/test_own_run_upload.py":
+        "a run recorded by the real compiler, uploaded to the real server, in the browser "
+        "(core/test_own_run.py and server/test_server_uploads.py keep the upload)",
     "server/test_server_e2e.py": "the server through the real compiler CLI",
 }
 

@@ -294,10 +294,7 @@ def _through(pointwise: dict[str, SchedNode], reductions: dict[str, SchedNode], 
     lay = node.buffer.layout
     if depth > 8:
         return [(red, None) for red in reductions]
-    if list(lay.stride) != contiguous_strides(lay.size) or lay.offset:
-        coords = None
-    else:
-        coords = decompose(index, list(lay.size))
+    coords = _coords(index, list(lay.size), list(lay.stride), lay.offset)
     variables, _ = body_vars(node.buffer.data)  # type: ignore[attr-defined]
     out: list[tuple[str, Any]] = []
     for src, idxs in node.reads.items():
@@ -313,6 +310,26 @@ def _through(pointwise: dict[str, SchedNode], reductions: dict[str, SchedNode], 
             else:
                 out.extend(_through(pointwise, reductions, src, composed, depth + 1))
     return out
+
+
+def _coords(index: Any, size: list[int], stride: list[int], offset: Any) -> list[Any] | None:
+    """The coordinates of storage position `index` in a buffer laid out densely in some
+    dim order (row-major, or channels-last: a BN backward's column sums over NHWC values
+    read per-channel statistics), else None."""
+    if offset:
+        return None
+    if stride == contiguous_strides(size):
+        return decompose(index, size)
+    # Outermost first; size-1 dims (any stride, coordinate 0) go innermost.
+    order = sorted(range(len(size)), key=lambda d: (size[d] == 1, -stride[d], d))
+    dense = contiguous_strides([size[d] for d in order])
+    if any(size[d] != 1 and stride[d] != want for d, want in zip(order, dense)):
+        return None
+    parts = decompose(index, [size[d] for d in order])
+    coords: list[Any] = [0] * len(size)
+    for d, part in zip(order, parts):
+        coords[d] = part
+    return coords
 
 
 def _bounds(node: SchedNode) -> dict[Any, int]:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 import types
 from typing import Any
 
 import pytest
 import torch
-from ks_helpers import lower_fn
+from ks_helpers import REPO, lower_fn
 
+from kernelscope.compiler.codegen import cpp as cpp_module
 from kernelscope.compiler.codegen import targets
 from kernelscope.compiler.codegen.backends import REGISTRY, backend_names, choose_backend
 from kernelscope.compiler.codegen.cpp import CppBackend
@@ -161,3 +163,28 @@ def test_the_refusal_check_sees_reductions(monkeypatch: pytest.MonkeyPatch) -> N
     [fallback] = work.lowered.fallbacks
     assert fallback.op == "aten.prod.dim_int" and "combine_prod" in fallback.reason
     assert all("combine_prod" not in k["source"] for k in event["kernels"])
+
+
+ENV_READ = re.compile(r"os\.environ|os\.getenv|getenv\(")
+
+
+def _env_reads(text: str) -> list[int]:
+    return [i for i, line in enumerate(text.splitlines(), 1)
+            if ENV_READ.search(line.split("#", 1)[0])]
+
+
+def test_the_graph_cache_key_names_each_backends_tools_not_the_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole-graph cache asks the backend what decides its code (`cache_identity`): the
+    C++ compiler for C++, the interpreter for Triton. The cache itself reads no environment
+    variable (it once read CXX and TRITON_INTERPRET itself)."""
+    cpp = choose_backend("cpp", "cpu", CompileOptions())
+    triton = choose_backend("triton", "cpu", CompileOptions())
+    assert cpp.cache_identity() == {"backend": "cpp", "cxx": cpp_module.CXX}
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert triton.cache_identity() == {"backend": "triton", "interpret": "1"}
+    assert cpp.cache_identity() != triton.cache_identity()
+    source = (REPO / "compiler" / "runtime" / "graph_cache.py").read_text()
+    assert _env_reads(source) == []
+    assert _env_reads('cxx = os.environ.get("CXX", "g++")\n') == [1]
+    assert _env_reads("# os.environ is not read here\n") == []

@@ -57,24 +57,41 @@ def test_the_rule_takes_training_graphs_channels_last_where_the_backward_follows
     # explorer's pipeline captures it first), every saved activation would be copied.
     off = layout.decide(fw, "forward", "auto", True, "Triton on cuda")
     assert not off.channels_last and "captured for eager's strides" in off.reason
-    back = layout.decide(bw, "backward", "auto", True, "Triton on cuda")
+    back = layout.decide(bw, "backward", "auto", True, "Triton on cuda", inputs_nhwc=True)
     assert back.channels_last and "2 convolution backwards" in back.reason
+    # A backward whose forward stayed in eager's layout stays there too.
+    off = layout.decide(bw, "backward", "auto", True, "Triton on cuda")
+    assert not off.channels_last and "saved its activations in eager's layout" in off.reason
     assert back.convolutions == {n.name for n in bw.graph.nodes
                                  if n.target is torch.ops.aten.convolution_backward.default}
-    assert not layout.decide(bw, "backward", "auto", False, "C++ on cpu").channels_last
+    assert not layout.decide(bw, "backward", "auto", False, "C++ on cpu", inputs_nhwc=True
+                             ).channels_last
     assert not layout.decide(bw, "backward", "contiguous", True, "x").channels_last
 
 
 def test_grouped_convolution_backwards_stay_in_eager_layout() -> None:
     net = torch.nn.Sequential(torch.nn.Conv2d(32, 32, 3, groups=4), torch.nn.ReLU())
     bw = _training_graphs(net, torch.randn(2, 32, 8, 8))["backward"]
-    off = layout.decide(bw, "backward", "auto", True, "Triton on cuda")
+    off = layout.decide(bw, "backward", "auto", True, "Triton on cuda", inputs_nhwc=True)
     assert not off.channels_last and "grouped convolutions dominate" in off.reason
 
 
 @pytest.mark.parametrize("name", CASES)
 def test_training_step_channels_last_matches_eager_cpp(name: str) -> None:
     assert check(name, "cpp") == "ok"
+
+
+def test_the_auto_layout_follows_the_forward_into_the_backward() -> None:
+    """Under "auto" (this device taken as preferring NHWC), the forward learns from
+    AOTAutograd's tracing context that its backward follows its strides, and the backward
+    finds its saved activations NHWC among its example inputs: both go channels-last."""
+    assert check("block_train", "cpp", auto=True) == "ok"
+
+
+def test_any_nhwc() -> None:
+    x = torch.randn(2, 8, 4, 4)
+    assert layout.any_nhwc([3, x.to(memory_format=torch.channels_last)])
+    assert not layout.any_nhwc([x, torch.randn(2, 1, 4, 4).to(memory_format=torch.channels_last)])
 
 
 def test_training_step_channels_last_matches_eager_cpp_bf16() -> None:
@@ -98,3 +115,28 @@ def triton_results() -> dict[str, str]:
 def test_training_step_channels_last_matches_eager_triton(
         name: str, triton_results: dict[str, str]) -> None:
     assert triton_results.get(name) == "ok", triton_results.get(name, "crashed")
+
+
+@pytest.mark.parametrize("size, stride", [
+    ((2, 8, 4, 4), (128, 1, 32, 8)),  # NHWC
+    ((1, 8, 1, 1), (8, 1, 8, 8)),  # per-channel statistics kept NHWC (size-1 dims)
+    ((3, 5, 7), (35, 7, 1)),  # row-major
+    ((3, 5, 7), (1, 21, 3)),  # another dense order
+])
+def test_storage_positions_map_back_to_coordinates(size: tuple[int, ...],
+                                                   stride: tuple[int, ...]) -> None:
+    """Fusion recomputes a pointwise value inside a reduction at the coordinates of the
+    storage position it reads (schedule/fusion.py `_coords`): any dense dim order."""
+    import itertools
+
+    import sympy
+
+    from kernelscope.compiler.schedule.fusion import _coords
+
+    for point in itertools.product(*(range(s) for s in size)):
+        flat = sum(p * st for p, st in zip(point, stride))
+        coords = _coords(sympy.Integer(flat), list(size), list(stride), 0)
+        assert coords is not None
+        got = [int(c) for c in coords]
+        assert got == [p if s != 1 else 0 for p, s in zip(point, size)]
+    assert _coords(0, [2, 3], [3, 2], 0) is None  # overlapping: no coordinates

@@ -11,6 +11,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from server_support import AppFactory, compile_events, state, stream, submit
 
+from kernelscope.compiler.event_read import Event
 from kernelscope.compiler.events import STAGES as PIPELINE_STAGES
 from kernelscope.server.jobs import Job, JobRequest
 from kernelscope.server.sandbox import Limits
@@ -174,20 +175,20 @@ def test_one_process_mode_renumbers_and_labels_everything_untrusted(
 
 
 def test_parse_event_accepts_only_stage_events() -> None:
-    assert parse_event(b'{"stage": "run", "ms": 2, "data": {"ok": true}}') == {
-        "stage": "run",
-        "ms": 2.0,
-        "data": {"ok": True},
-    }
+    assert parse_event(b'{"stage": "run", "ms": 2, "data": {"ok": true}}') == \
+        Event(-1, "run", 2.0, {"ok": True})
+    assert parse_event(b'{"stage": "run", "ms": -1}') == Event(-1, "run", 0.0, {"value": None})
     for line in (b"", b"hello", b"[1, 2]", b'{"stage": 3}', b'{"data": {}}', b"{bad"):
         assert parse_event(line) is None
 
 
 def test_memory_errors_from_the_compiler_are_named() -> None:
-    event = {"stage": "error", "data": {"kind": "exception", "message": "MemoryError: "}}
+    event = Event(-1, "error", 0.0, {"kind": "exception", "message": "MemoryError: "})
     assert normalize(event, Limits(memory_mb=100))["kind"] == "memory"
-    other = {"stage": "error", "data": {"kind": "exception", "message": "ValueError: x"}}
+    other = Event(-1, "error", 0.0, {"kind": "exception", "message": "ValueError: x"})
     assert normalize(other, Limits())["kind"] == "exception"
+    said = Event(-1, "run", 0.0, {"kind": "exception", "message": "MemoryError: "})
+    assert normalize(said, Limits())["kind"] == "exception"  # only an error is renamed
 
 
 def test_explain_names_what_happened() -> None:
