@@ -136,7 +136,8 @@ def lower(work: GraphWork) -> ev.LoweringGraph:
     work.backend = backend = choose_backend(work.options.backend, device, work.options)
     decision = layout.decide(work.gm, work.kind, work.options.conv_layout,
                              device in backend.target.channels_last_convs,
-                             f"{backend.label} on {device}", bool(work.free_outputs))
+                             f"{backend.label} on {device}", bool(work.free_outputs),
+                             layout.any_nhwc(work.example_inputs))
     lowering = GraphLowering(work.gm, work.example_inputs, work.lines, backend,
                              work.options, decision, work.free_outputs)
     work.lowered = lowered = lowering.run()
@@ -517,8 +518,10 @@ def _specialising(gm: torch.fx.GraphModule, options: CompileOptions, filename: s
 
 
 def _eager(gm: torch.fx.GraphModule) -> Callable[..., Any]:
-    def run_eagerly(*args: Any) -> Any:
-        return gm.forward(*args)
+    traced = training.traced_strides(gm)
+
+    def run_eagerly(*args: Any) -> Any:  # inputs as traced: a backward may get NHWC ones
+        return gm.forward(*training.as_traced(args, traced))
 
     return run_eagerly
 

@@ -16,7 +16,8 @@ layout optimization does (`GraphLowering.decide_layout_opt` and
   a training forward keeps the activations it saves for backward in NHWC, and reports
   their strides to AOTAutograd, which compiles the backward for them (Inductor does the
   same); where nothing compiles the backward for them (the explorer's pipeline captures
-  the backward for eager's strides first), the forward stays in eager's layout;
+  the backward for eager's strides first), the forward stays in eager's layout, and a
+  backward follows its forward: channels-last where its saved activations arrive NHWC;
 - which values: the convolutions, every node whose value flows into one, and every node
   downstream of those. Their 4-D results are stored channels-last wherever lowering stores
   them, so pointwise kernels read and write NHWC and the next convolution gets NHWC as is.
@@ -87,6 +88,14 @@ def is_channels_last(size: Sequence[int], stride: Sequence[int]) -> bool:
     return len(size) == 4 and all(s == 1 or a == b for s, a, b in zip(size, stride, want))
 
 
+def any_nhwc(values: Sequence[Any]) -> bool:
+    """Some value is a 4-D tensor stored NHWC and not also NCHW (a backward's inputs as the
+    forward saved them)."""
+    return any(isinstance(t, torch.Tensor) and t.dim() == 4 and
+               is_channels_last(tuple(t.shape), t.stride()) and not t.is_contiguous()
+               for t in values)
+
+
 def eligible(node: torch.fx.Node) -> bool:
     """A convolution (or its backward) cuDNN runs in NHWC: 4-D floating input and weight
     of static nonzero sizes, not transposed."""
@@ -100,7 +109,8 @@ def eligible(node: torch.fx.Node) -> bool:
 
 
 def decide(gm: torch.fx.GraphModule, kind: str | None, requested: str,
-           preferred_here: bool, where: str, saved_free: bool = False) -> LayoutDecision:
+           preferred_here: bool, where: str, saved_free: bool = False,
+           inputs_nhwc: bool = False) -> LayoutDecision:
     """The layout of graph `gm` (`kind`: forward, backward or inference; None: not
     known). `requested` is the `conv_layout` option: "auto" follows the rule, "contiguous"
     never converts, "channels_last" does wherever a convolution can (any device, any
@@ -108,13 +118,16 @@ def decide(gm: torch.fx.GraphModule, kind: str | None, requested: str,
     on the graph's device (`where` names the two, for the reason). `saved_free`: a
     forward's saved activations may keep the graph's layout (the backward is compiled for
     the strides the forward reports); without it a forward stays in eager's layout under
-    "auto" (every saved activation would be copied back)."""
+    "auto" (every saved activation would be copied back). `inputs_nhwc`: a backward gets
+    some of its 4-D inputs NHWC (its forward went channels-last); without it a backward
+    stays in eager's layout under "auto" (every saved activation would be converted)."""
     if requested not in LAYOUTS:
         raise ValueError(f"conv_layout must be one of {', '.join(LAYOUTS)}, not {requested!r}")
     convs = [n for n in gm.graph.nodes if eligible(n)]
     if not convs:
         return NO_CONVOLUTIONS
-    off = _why_not(gm, kind, requested, preferred_here, where, convs, saved_free)
+    off = _why_not(gm, kind, requested, preferred_here, where, convs,
+                   inputs_nhwc if kind == "backward" else saved_free)
     if off is not None:
         return LayoutDecision(False, off, frozenset(n.name for n in convs))
     what = "convolution backwards" if kind == "backward" else "convolutions"
@@ -127,7 +140,10 @@ def decide(gm: torch.fx.GraphModule, kind: str | None, requested: str,
 
 def _why_not(gm: torch.fx.GraphModule, kind: str | None, requested: str,
              preferred_here: bool, where: str, convs: list[torch.fx.Node],
-             saved_free: bool) -> str | None:
+             follows: bool) -> str | None:
+    """Why `gm` stays in eager's layout, or None. `follows`: the graph's neighbour works
+    NHWC too (a forward's backward takes its saved activations as they are; a backward's
+    forward saved them NHWC)."""
     if requested == "contiguous":
         return "the conv_layout option says contiguous"
     if requested == "channels_last":
@@ -136,9 +152,12 @@ def _why_not(gm: torch.fx.GraphModule, kind: str | None, requested: str,
         return f"{where} does not prefer channels-last convolutions (codegen/targets.py)"
     if kind not in ("inference", "forward", "backward"):
         return "a graph of unknown kind (neither inference nor a training forward/backward)"
-    if kind == "forward" and not saved_free:
+    if kind == "forward" and not follows:
         return ("a training forward whose backward was captured for eager's strides: every "
                 "activation saved for it would be copied back")
+    if kind == "backward" and not follows:
+        return ("a training backward whose forward saved its activations in eager's "
+                "layout: each would be converted for its convolution")
     nodes = len(gm.graph.nodes)
     if nodes >= NODES_PER_CONVOLUTION * len(convs):
         return f"{len(convs)} convolutions in a graph of {nodes} nodes"

@@ -181,3 +181,45 @@ def test_a_field_renamed_in_the_model_breaks_the_readers_type_check(tmp_path: Pa
         ("kernelscope/compiler/report.py", "reused_from"),
         ("kernelscope/compiler/report.py", "eager_ms"),
         ("benchmarks/check_samples.py", "eager_ms")}, proc.stdout
+
+
+# The server's and the scripts' readers, and the `done` fields they read, renamed in a copy.
+SERVER_READERS = ("server/jobs.py", "server/queue.py", "server/followups.py",
+                  "scripts/latency.py", "scripts/load.py")
+DONE_RENAMES = {"class Done:": ("    trace_id: str | None = None",
+                                "    permalink: str | None = None"),
+                "class JobDone(Done):": ("    store_error: str | None = None",
+                                         "    store_failure: str | None = None")}
+
+
+def test_a_done_field_renamed_in_the_model_breaks_the_servers_readers(tmp_path: Path) -> None:
+    """The server reads `done` through its dataclass (event_read.data_as): mypy, run on a
+    copy whose model renames `trace_id` and `store_error`, reports the readers of each."""
+    pytest.importorskip("mypy")
+    pkg = tmp_path / "kernelscope"
+    for top in ("compiler", "server"):
+        shutil.copytree(ROOT / top, pkg / top, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "kernelscope" / "__init__.py", pkg / "__init__.py")
+    (tmp_path / "scripts").mkdir()
+    for name in ("latency.py", "load.py"):
+        shutil.copy(ROOT / "scripts" / name, tmp_path / "scripts" / name)
+    model = pkg / "compiler" / "event_types.py"
+    text = model.read_text()
+    for cls, (old, new) in DONE_RENAMES.items():
+        head, tail = text.split(cls, 1)
+        assert old in tail.split("\n\n\n", 1)[0], (cls, old)
+        text = head + cls + tail.replace(old, new, 1)
+    model.write_text(text)
+    files = [f"kernelscope/{f}" if f.startswith("server/") else f for f in SERVER_READERS]
+    proc = subprocess.run(
+        [sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports=silent",
+         "--ignore-missing-imports", *files],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path), "MYPYPATH": str(tmp_path)})
+    errors = [line for line in proc.stdout.splitlines() if ": error:" in line]
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    found = {(line.split(":")[0], m.group(1)) for line in errors
+             if (m := re.search(r'has no attribute "(\w+)"', line))}
+    assert all("has no attribute" in line for line in errors), proc.stdout  # nothing else
+    assert {f for f, _ in found} == set(files), proc.stdout
+    assert {a for _, a in found} == {"trace_id", "store_error"}, proc.stdout

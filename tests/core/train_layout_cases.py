@@ -69,11 +69,14 @@ def _same_strides(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def check(name: str, backend: str, dtype: torch.dtype = torch.float32,
-          cache_dir: str | None = None) -> str:
+          cache_dir: str | None = None, auto: bool = False) -> str:
     """`cache_dir`: the compile cache (a fresh one if None); a second check with the same
-    one loads both graphs from the whole-graph cache."""
+    one loads both graphs from the whole-graph cache. `auto`: the "auto" layout, with
+    this device taken as one that prefers NHWC convolutions (as CUDA does): the rule
+    itself must find that the forward's activations reach the backward NHWC."""
     from kernelscope.compiler import compile_fx as cfx
     from kernelscope.compiler.ir.nodes import ExternKernel, TensorArg
+    from kernelscope.compiler.lowering import layout
     from kernelscope.compiler.options import CompileOptions
 
     net, x, train = model(name)
@@ -88,10 +91,19 @@ def check(name: str, backend: str, dtype: torch.dtype = torch.float32,
         works.append((work, event))
         return event
 
+    decide = layout.decide
+
+    def preferring(gm: Any, kind: Any, requested: str, preferred: bool, where: str,
+                   *args: Any) -> Any:
+        return decide(gm, kind, requested, True, where + " (taken as preferring NHWC)", *args)
+
     sink: list[Any] = []
-    options = CompileOptions.from_mapping({"backend": backend, "conv_layout": "channels_last",
-                                           "cache_dir": cache_dir or tempfile.mkdtemp()})
+    options = CompileOptions.from_mapping({
+        "backend": backend, "conv_layout": "auto" if auto else "channels_last",
+        "cache_dir": cache_dir or tempfile.mkdtemp()})
     cfx.lower = keep  # type: ignore[assignment]
+    if auto:
+        layout.decide = preferring  # type: ignore[assignment]
     try:
         torch._dynamo.reset()
         compiled = torch.compile(net, backend=cfx.make_backend(options, sink=sink))
@@ -99,6 +111,7 @@ def check(name: str, backend: str, dtype: torch.dtype = torch.float32,
         got.float().sum().backward()
     finally:
         cfx.lower = lower  # type: ignore[assignment]
+        layout.decide = decide  # type: ignore[assignment]
     want = ref(x)
     want.float().sum().backward()
     # (relative to the tensor's largest value, absolute): a bias in front of a train-mode
