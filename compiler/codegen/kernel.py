@@ -33,6 +33,7 @@ from kernelscope.compiler.ir.indexing import (
     index_vars,
     linear_stride,
     simplify_index,
+    steps_along_outputs,
     sym,
 )
 from kernelscope.compiler.ir.nodes import ComputedBuffer, Pointwise, Reduction
@@ -328,10 +329,16 @@ class KernelCodegen(Handler):
         plan, deps = self.plan, self._reduction_deps()
         nodes = {n.name: n for n in plan.nodes}
         walks: dict[str, list[Any]] = {}
+        columns = self._reads_columns()
         for node in reversed(plan.nodes):
             if node.kind is not KernelKind.POINTWISE or deps[node.name] or \
                     node.numel != plan.xnumel * plan.rnumel or node.numel == plan.xnumel:
                 continue
+            suffix = _suffix_point(list(node.ranges), plan.xnumel) if columns else None
+            if suffix is not None:  # walked down the columns unless a reader says otherwise
+                ranges = list(node.ranges)
+                walks[node.name] = decompose(RINDEX, ranges[:suffix]) + \
+                    decompose(XINDEX, ranges[suffix:])
             for reader in plan.nodes[plan.nodes.index(node) + 1:]:
                 if node.name not in reader.reads or not (
                         reader.kind.reduces or reader.name in walks):
@@ -353,6 +360,24 @@ class KernelCodegen(Handler):
                                                   flat)
                 break
         return walks
+
+    def _reads_columns(self) -> bool:
+        """Some reduction of the kernel reads along its outputs (x.sum(0)): a node over
+        the reduction's input with no reader to follow then walks as the columns do."""
+        for node in self.plan.nodes:
+            if not node.kind.reduces:
+                continue
+            data = node.buffer.data  # type: ignore[attr-defined]
+            variables, rvars = body_vars(data)
+            xs, rs = self.node_vars(node)
+            at = dict(zip(variables + rvars, xs + rs))
+            loads = [simplify_index(i.xreplace(at), self.bounds)
+                     for idx in node.reads.values() for i in idx]
+            steps = steps_along_outputs(loads, XINDEX, self.plan.xnumel, RINDEX,
+                                        self.plan.rnumel)
+            if steps is not None and steps[0]:
+                return True
+        return False
 
     def codegen_node(self, node: SchedNode) -> None:
         self.node = node
@@ -459,6 +484,16 @@ def _split_vars(ranges: list[int], outer_numel: int, outer: sympy.Symbol,
     if k is None:
         return decompose(outer * inner_numel + inner, ranges)
     return decompose(outer, ranges[:k]) + decompose(inner, ranges[k:])
+
+
+def _suffix_point(ranges: list[int], inner_numel: int) -> int | None:
+    """The k with prod(ranges[k:]) == inner_numel (the last such), if any."""
+    acc = 1
+    for k in range(len(ranges), 0, -1):
+        if acc == inner_numel:
+            return k
+        acc *= ranges[k - 1]
+    return 0 if acc == inner_numel else None
 
 
 def storage_coords(buf: ComputedBuffer, flat: sympy.Expr) -> list[Any]:

@@ -57,6 +57,15 @@ def _stored_producer(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return y, y.sum(0)
 
 
+def _out_proj_grads(g: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """The out-projection's gradients in nn.MultiheadAttention (batch_first): [B, L, E]
+    back to [L, B, E] (stored), its [E, L*B] transpose (the weight GEMM's operand) and
+    the column sum (the bias gradient), all from one load of g."""
+    t = g.transpose(0, 1).contiguous()
+    v = t.view(-1, g.shape[-1])
+    return t, v.t().contiguous(), v.sum(0)
+
+
 def _selected(x: torch.Tensor, y: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     return torch.where(m, x, y).sum(0)
 
@@ -74,6 +83,7 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]] = {
     "stored_producer": (_stored_producer, lambda: (torch.randn(1000, 24),)),
     "where_non_literal": (_selected, lambda: (torch.randn(900, 16), torch.randn(900, 16),
                                               torch.arange(16) % 3 == 0)),
+    "out_proj_grads": (_out_proj_grads, lambda: (torch.randn(3, 201, 24),)),
     "gelu_bias_grad": (gelu_bias_grad, lambda: (torch.randn(600, 48), torch.randn(600, 48))),
     "mha_inproj_bias_grad": (mha_inproj_bias_grad, _mha_inputs),
     "layernorm_backward": (layernorm_backward, _ln_inputs),

@@ -109,6 +109,19 @@ def test_a_fused_producer_is_walked_in_the_column_order_and_computed_once() -> N
     assert first.meta["XBLOCK"] == 16 and first.grid[0] == 8 * 3072 // 16
 
 
+def test_producers_without_a_reader_walk_down_the_columns_too() -> None:
+    """A copy of the input fused beside a column sum (the out-projection's [L, B, E] and
+    [E, L*B] gradients next to its bias gradient) walks as the sum does: one load of g
+    feeds all three stores, in column tiles (it was walked along the rows, its load
+    stepping along the reduction: one output per program)."""
+    from column_cases import _out_proj_grads
+
+    src, = [k.source for k in _kernels(_out_proj_grads, torch.randn(2, 197, 768))]
+    assert "column tiles: every load steps 1 along the 768 outputs" in src, src
+    assert len(re.findall(r"tl\.load\(", src)) == 1, src
+    assert len(re.findall(r"tl\.store\(", src)) == 3, src
+
+
 def test_selected_gradients_load_only_their_own_third() -> None:
     """select_backward's where(i == k, grad_k, 0): each of q/k/v's gradients is loaded
     under its condition, so the other two thirds of the outputs fetch nothing."""
