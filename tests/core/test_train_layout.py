@@ -69,11 +69,16 @@ def test_the_rule_takes_training_graphs_channels_last_where_the_backward_follows
     assert not layout.decide(bw, "backward", "contiguous", True, "x").channels_last
 
 
-def test_grouped_convolution_backwards_stay_in_eager_layout() -> None:
+def test_grouped_convolutions_keep_training_graphs_in_eager_layout() -> None:
     net = torch.nn.Sequential(torch.nn.Conv2d(32, 32, 3, groups=4), torch.nn.ReLU())
     bw = _training_graphs(net, torch.randn(2, 32, 8, 8))["backward"]
     off = layout.decide(bw, "backward", "auto", True, "Triton on cuda", inputs_nhwc=True)
-    assert not off.channels_last and "grouped convolutions dominate" in off.reason
+    assert not off.channels_last and "grouped convolutions (more than one" in off.reason
+    # A depthwise convolution (one input channel per group) does not count.
+    net = torch.nn.Sequential(torch.nn.Conv2d(32, 32, 3, groups=32), torch.nn.ReLU())
+    bw = _training_graphs(net, torch.randn(2, 32, 8, 8))["backward"]
+    assert layout.decide(bw, "backward", "auto", True, "Triton on cuda", inputs_nhwc=True
+                         ).channels_last
 
 
 @pytest.mark.parametrize("name", CASES)
