@@ -518,8 +518,10 @@ def _specialising(gm: torch.fx.GraphModule, options: CompileOptions, filename: s
 
 
 def _eager(gm: torch.fx.GraphModule) -> Callable[..., Any]:
-    def run_eagerly(*args: Any) -> Any:
-        return gm.forward(*args)
+    traced = training.traced_strides(gm)
+
+    def run_eagerly(*args: Any) -> Any:  # inputs as traced: a backward may get NHWC ones
+        return gm.forward(*training.as_traced(args, traced))
 
     return run_eagerly
 

@@ -75,6 +75,31 @@ def report_output_strides(compiled: Any) -> None:
         reported.extend(strides)
 
 
+def traced_strides(gm: torch.fx.GraphModule) -> list[tuple[int, ...] | None]:
+    """Each input's strides as the graph was traced (None: not a tensor of static size)."""
+    out: list[tuple[int, ...] | None] = []
+    for n in gm.graph.nodes:
+        if n.op == "placeholder":
+            val = n.meta.get("val")
+            ok = isinstance(val, torch.Tensor) and \
+                all(isinstance(s, int) for s in (*val.shape, *val.stride()))
+            out.append(tuple(int(s) for s in val.stride()) if ok else None)
+    return out
+
+
+def as_traced(args: Sequence[Any], strides: Sequence[tuple[int, ...] | None]) -> list[Any]:
+    """`args` with each tensor copied into the strides its graph was traced with, where
+    they differ: a backward run eagerly (its compile failed) gets the activations the
+    compiled forward saved NHWC, and the traced graph may `view` them as NCHW."""
+    out = list(args)
+    for i, (a, st) in enumerate(zip(args, strides)):
+        if isinstance(a, torch.Tensor) and st is not None and len(st) == a.dim() and \
+                any(n != 1 and x != y for n, x, y in zip(a.shape, a.stride(), st)) and \
+                all(x != 0 or n == 1 for n, x in zip(a.shape, st)):  # no overlap to copy to
+            out[i] = torch.empty_strided(a.shape, st, dtype=a.dtype, device=a.device).copy_(a)
+    return out
+
+
 def pairs(kinds: Sequence[tuple[str, int]]) -> list[tuple[int, int]]:
     """(forward index, backward index) for each (kind, dynamo_graph) pair in `kinds`."""
     forwards = {dg: i for i, (kind, dg) in enumerate(kinds) if kind == "forward"}

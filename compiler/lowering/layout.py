@@ -12,7 +12,9 @@ layout optimization does (`GraphLowering.decide_layout_opt` and
 - which graphs: those with 4-D convolutions (forward or backward), on a device whose
   target prefers NHWC convolutions (codegen/targets.py), not a big graph with few
   convolutions (ViT's patch embedding), and not where grouped convolutions dominate
-  (Inductor's measured channels-last speedups, weighted by FLOPs). Training graphs too:
+  (Inductor's measured channels-last speedups, weighted by FLOPs; in a training graph any
+  grouped convolution with more than one input channel per group, as Inductor decides:
+  cuDNN's NHWC grouped kernels can be many times slower). Training graphs too:
   a training forward keeps the activations it saves for backward in NHWC, and reports
   their strides to AOTAutograd, which compiles the backward for them (Inductor does the
   same); where nothing compiles the backward for them (the explorer's pipeline captures
@@ -161,6 +163,9 @@ def _why_not(gm: torch.fx.GraphModule, kind: str | None, requested: str,
     nodes = len(gm.graph.nodes)
     if nodes >= NODES_PER_CONVOLUTION * len(convs):
         return f"{len(convs)} convolutions in a graph of {nodes} nodes"
+    if kind != "inference" and any(_conv_kind(n) == "grouped" for n in convs):
+        return ("grouped convolutions (more than one input channel per group) in a training "
+                "graph: channels-last can be many times slower for them (Inductor's rule)")
     flops: dict[str, float] = {}
     for n in convs:
         k = _conv_kind(n)

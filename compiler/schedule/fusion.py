@@ -294,7 +294,8 @@ def _through(pointwise: dict[str, SchedNode], reductions: dict[str, SchedNode], 
     lay = node.buffer.layout
     if depth > 8:
         return [(red, None) for red in reductions]
-    coords = _coords(index, list(lay.size), list(lay.stride), lay.offset)
+    coords = _coords(index, list(lay.size), list(lay.stride), lay.offset,
+                     RECOMPUTE_IN_ANY_DIM_ORDER)
     variables, _ = body_vars(node.buffer.data)  # type: ignore[attr-defined]
     out: list[tuple[str, Any]] = []
     for src, idxs in node.reads.items():
@@ -312,14 +313,27 @@ def _through(pointwise: dict[str, SchedNode], reductions: dict[str, SchedNode], 
     return out
 
 
-def _coords(index: Any, size: list[int], stride: list[int], offset: Any) -> list[Any] | None:
+# A reduction recomputes a pointwise value it reads (instead of reading it from memory)
+# only where that value's buffer is row-major. `_coords` can map a storage position of any
+# dense dim order back to coordinates (an NHWC buffer), but the kernels that recompute
+# through NHWC positions were measured slow: on the H200 the ResNet-50 training step's
+# channels-last batch-norm backward sums over recomputed relu-backward (and max-pool
+# backward) values ran 0.8-4.4 ms a kernel, the step 25.5 -> 30.1 ms of GPU time
+# (docs/perf.md, "Convnet training channels-last"). Off until such a kernel is fast.
+RECOMPUTE_IN_ANY_DIM_ORDER = False
+
+
+def _coords(index: Any, size: list[int], stride: list[int], offset: Any,
+            any_order: bool = True) -> list[Any] | None:
     """The coordinates of storage position `index` in a buffer laid out densely in some
-    dim order (row-major, or channels-last: a BN backward's column sums over NHWC values
-    read per-channel statistics), else None."""
+    dim order (row-major, or with `any_order` channels-last: a BN backward's column sums
+    over NHWC values read per-channel statistics), else None."""
     if offset:
         return None
     if stride == contiguous_strides(size):
         return decompose(index, size)
+    if not any_order:
+        return None
     # Outermost first; size-1 dims (any stride, coordinate 0) go innermost.
     order = sorted(range(len(size)), key=lambda d: (size[d] == 1, -stride[d], d))
     dense = contiguous_strides([size[d] for d in order])

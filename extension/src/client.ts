@@ -1,7 +1,8 @@
 /**
  * The server's HTTP API as the extension host uses it (docs/server.md): health, compile,
- * the job's event stream (SSE, read with fetch and parsed here), cancel, stored traces and
- * Pygments highlighting. Comes in: a base URL. Goes out: parsed JSON and StageEvents.
+ * the job's event stream (SSE, read with fetch and parsed here), cancel, stored traces (and
+ * what their follow-ups stored after `done`) and Pygments highlighting. Comes in: a base
+ * URL. Goes out: parsed JSON and StageEvents.
  */
 
 import type { StageEvent } from "./protocol";
@@ -26,6 +27,14 @@ export interface StoredTrace {
   code: string;
   options?: Record<string, unknown>;
   events: StageEvent[];
+  /** Each follow-up `done` lists and its state ("running", "done", "lost"). */
+  follow_ups?: Record<string, string>;
+}
+
+/** `GET /api/traces/<id>/follow-ups`: the states, and every event stored after `done`. */
+export interface FollowUpsAnswer {
+  follow_ups?: Record<string, string>;
+  events?: StageEvent[];
 }
 
 export interface CompileRequest {
@@ -103,6 +112,10 @@ export class KernelscopeClient {
 
   trace(id: string): Promise<StoredTrace> {
     return request(this.base, "GET", `/api/traces/${encodeURIComponent(id)}`);
+  }
+
+  followUps(id: string, signal?: AbortSignal): Promise<FollowUpsAnswer> {
+    return request(this.base, "GET", `/api/traces/${encodeURIComponent(id)}/follow-ups`, undefined, 10_000, signal);
   }
 
   async highlight(code: string, language: string): Promise<string | null> {

@@ -35,6 +35,9 @@ export type HostToWebview =
   | { type: "event"; event: StageEvent }
   /** A whole stored trace (a permalink, or a panel restored after a reload). */
   | { type: "trace"; title: TraceTitle; events: StageEvent[] }
+  /** After `done`: each follow-up's state (running, done, lost) and the events the server
+   * stored after `done` since the last such message (docs/server.md, "Follow-ups"). */
+  | { type: "followUps"; states: Record<string, string>; events: StageEvent[] }
   /** The editor's cursor or selection is on these source lines: show their provenance. */
   | { type: "selectLines"; lines: number[]; pin: boolean }
   /** The answer to a `highlight` request: Pygments HTML, or null to stay plain. */
@@ -58,10 +61,12 @@ export type WebviewToHost =
   /** The status strip's Cancel button: stop the running job. */
   | { type: "cancel" }
   /** A panel restored after a reload hands its trace back, so the editor is decorated again. */
-  | { type: "restore"; title: TraceTitle; events: StageEvent[] };
+  | { type: "restore"; title: TraceTitle; events: StageEvent[]; followUps?: Record<string, string> };
 
 const isObject = (x: unknown): x is Record<string, unknown> =>
   typeof x === "object" && x !== null && !Array.isArray(x);
+const isStates = (x: unknown): x is Record<string, string> =>
+  isObject(x) && Object.values(x).every((v) => typeof v === "string");
 const isLines = (x: unknown): x is number[] =>
   Array.isArray(x) && x.length <= 100_000 && x.every((n) => Number.isInteger(n) && n > 0);
 
@@ -82,7 +87,8 @@ export function isWebviewToHost(m: unknown): m is WebviewToHost {
       return Number.isInteger(m.id) && typeof m.code === "string" && typeof m.language === "string";
     case "restore":
       return isObject(m.title) && Array.isArray(m.events) && m.events.length < 10_000 &&
-        m.events.every((e) => isObject(e) && typeof e.stage === "string" && typeof e.seq === "number");
+        m.events.every((e) => isObject(e) && typeof e.stage === "string" && typeof e.seq === "number") &&
+        (m.followUps === undefined || isStates(m.followUps));
     default:
       return false;
   }
@@ -98,6 +104,8 @@ export function isHostToWebview(m: unknown): m is HostToWebview {
       return isObject(m.event) && typeof m.event.stage === "string";
     case "trace":
       return isObject(m.title) && Array.isArray(m.events);
+    case "followUps":
+      return isStates(m.states) && Array.isArray(m.events) && m.events.every((e) => isObject(e) && typeof e.stage === "string");
     case "selectLines":
       return isLines(m.lines) && typeof m.pin === "boolean";
     case "highlighted":
@@ -115,5 +123,7 @@ export function isHostToWebview(m: unknown): m is HostToWebview {
 export interface WebviewState {
   title: TraceTitle | null;
   events: StageEvent[];
+  /** Each follow-up's state as the host last said (a lost one has no event to show it). */
+  followUps?: Record<string, string>;
   tab?: string;
 }

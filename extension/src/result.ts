@@ -7,8 +7,8 @@
  */
 
 import type { StageEvent, TraceTitle } from "./protocol";
-import type { Payloads } from "../../webui/types/events";
-import { Trace } from "../../webui/js/trace.js";
+import type { Payloads, StageName } from "../../webui/types/events";
+import { Trace, followUpState, followUpsPending, inductorOf } from "../../webui/js/trace.js";
 import { buildIndex } from "../../webui/js/provenance.js";
 import EVENT_SCHEMA from "../../docs/events.schema.json";
 
@@ -61,6 +61,29 @@ export class CompileResult {
     if (!this.trace.add(event)) return false;
     this.index = buildIndex(this.trace);
     return true;
+  }
+
+  /** Each follow-up's state as the server last said it (`GET /api/traces/<id>/follow-ups`). */
+  setFollowUps(states: Record<string, string>): void {
+    this.trace.followUps = { ...states };
+  }
+
+  /** Is a follow-up `done` listed still to come (the web UI's rule)? */
+  followUpsPending(): boolean {
+    return followUpsPending(this.trace);
+  }
+
+  /** Each follow-up `done` lists, and its state: "running", "done" or "lost". */
+  followUpStates(): Record<string, string> {
+    const stages = (this.trace.done?.follow_ups ?? []) as StageName[];
+    return Object.fromEntries(stages.map((s) => [s, followUpState(this.trace, s) ?? "running"]));
+  }
+
+  /** Past its deadline: every follow-up still running will not come (the server's "lost"). */
+  loseFollowUps(): void {
+    for (const stage of this.trace.done?.follow_ups ?? []) {
+      if (followUpState(this.trace, stage as StageName) === "running") this.trace.followUps[stage] = "lost";
+    }
   }
 
   get events(): StageEvent[] {
@@ -168,6 +191,17 @@ export class CompileResult {
     const n = this.kernels().length;
     const time = profile?.measured && typeof profile.kernelscope_ms === "number"
       ? ` · ${profile.kernelscope_ms.toFixed(3)} ms (eager ${profile.eager_ms?.toFixed(3)} ms)` : "";
-    return `${n} kernel${n === 1 ? "" : "s"}${time}`;
+    return `${n} kernel${n === 1 ? "" : "s"}${time}${this.inductorSummary()}`;
+  }
+
+  /** Inductor after `done` (a follow-up): still running, lost, failed, or its time. */
+  private inductorSummary(): string {
+    const state = followUpState(this.trace, "inductor");
+    if (state === "running") return " · Inductor running";
+    if (state === "lost") return " · Inductor did not finish";
+    if (state !== "done") return "";
+    const ind = inductorOf(this.trace);
+    if (ind?.error) return " · Inductor failed";
+    return ind?.measured && typeof ind.inductor_ms === "number" ? ` · Inductor ${ind.inductor_ms.toFixed(3)} ms` : "";
   }
 }

@@ -10,6 +10,7 @@ import * as vscode from "vscode";
 import { ApiError, KernelscopeClient } from "./client";
 import { SourceDecorations } from "./decorations";
 import { KernelDocuments } from "./documents";
+import { watchFollowUps } from "./followups";
 import { askInputs } from "./inputs";
 import { KernelscopePanel } from "./panel";
 import type { StageEvent, TraceTitle, WebviewToHost } from "./protocol";
@@ -57,6 +58,12 @@ export class Session implements vscode.Disposable {
   private counter = 0;
   private revealing = false;
   private client: KernelscopeClient | null = null;
+  /** The watch of the current result's follow-ups (after `done`); a new result stops it. */
+  private following: AbortController | null = null;
+  /** Settles when that watch ends (for tests). */
+  followUps: Promise<void> = Promise.resolve();
+  /** How often the server is asked about follow-ups (as the web UI asks). */
+  followUpPollMs = 1000;
 
   constructor(
     private readonly context: vscode.ExtensionContext,
@@ -125,7 +132,10 @@ export class Session implements vscode.Disposable {
           if (["lowering", "scheduling", "codegen", "profile", "error"].includes(event.stage)) this.decorations.show(result);
         }
       }
-      if (this.result === result) this.status.finished(result.ok !== false, result.summary());
+      if (this.result === result) {
+        this.status.finished(result.ok !== false, result.summary());
+        this.follow(client, result, (e) => remapLines<StageEvent>(e, snippet));
+      }
       if (result.traceId) await this.remember(document.uri, result.traceId);
     } catch (err) {
       if (this.result === result) this.fail(err, running.abort.signal.aborted);
@@ -205,7 +215,30 @@ export class Session implements vscode.Disposable {
     return this.running?.jobId ?? null;
   }
 
+  /**
+   * Follows what the server still runs for the trace after `done` (its follow-ups: Inductor),
+   * into the panel and the status bar, until each one is stored or lost (followups.ts).
+   */
+  private follow(client: KernelscopeClient, result: CompileResult, map?: (e: StageEvent) => StageEvent): void {
+    if (!result.followUpsPending()) return;
+    const abort = new AbortController();
+    this.following = abort;
+    const post = (states: Record<string, string>, events: StageEvent[]) =>
+      KernelscopePanel.current?.post({ type: "followUps", states, events });
+    post(result.followUpStates(), []);
+    this.followUps = watchFollowUps(client, result, {
+      signal: abort.signal, pollMs: this.followUpPollMs, map,
+      onUpdate: (states, events) => {
+        if (this.result !== result) return;
+        post(states, events);
+        this.status.finished(result.ok !== false, result.summary());
+      },
+    }).catch((err: unknown) => this.log.appendLine(`follow-ups: ${(err as Error).message}`));
+  }
+
   private setResult(result: CompileResult): void {
+    this.following?.abort();
+    this.following = null;
     this.result = result;
     this.documents.remember(result);
     this.decorations.show(result);
@@ -220,10 +253,12 @@ export class Session implements vscode.Disposable {
       server: client.base, document: doc.uri.toString() };
     const result = new CompileResult(`r${++this.counter}`, doc.uri.toString(), title);
     for (const e of trace.events) result.add(e);
+    result.setFollowUps(trace.follow_ups ?? {});
     this.setResult(result);
     KernelscopePanel.createOrShow(this.context.extensionUri).post({ type: "trace", title, events: result.events });
     this.status.finished(result.ok !== false, result.summary());
     this.client = client;
+    this.follow(client, result);
   }
 
   /** The trace ids compiled from a document, oldest first (the last 20). */
@@ -292,6 +327,9 @@ export class Session implements vscode.Disposable {
         // that has none gets the current result.
         if (!m.restored && this.result?.events.length) {
           KernelscopePanel.current?.post({ type: "trace", title: this.result.title, events: this.result.events });
+          if (this.result.trace.done?.follow_ups?.length) {
+            KernelscopePanel.current?.post({ type: "followUps", states: this.result.followUpStates(), events: [] });
+          }
         }
         break;
       case "reveal":
@@ -312,7 +350,12 @@ export class Session implements vscode.Disposable {
           try {
             const result = new CompileResult(`r${++this.counter}`, m.title.document, m.title);
             for (const e of m.events) result.add(e);
+            result.setFollowUps(m.followUps ?? {});
             this.setResult(result);
+            // A follow-up still running when VS Code reloaded: ask the configured server.
+            if (result.followUpsPending()) {
+              void this.attachOnly().then((client) => { if (client && this.result === result) this.follow(client, result); });
+            }
           } catch (err) {
             this.log.appendLine(`could not restore the panel's trace: ${(err as Error).message}`);
           }
@@ -331,6 +374,7 @@ export class Session implements vscode.Disposable {
 
   dispose(): void {
     this.running?.abort.abort();
+    this.following?.abort();
     this.decorations.dispose();
     this.documents.dispose();
     this.status.dispose();

@@ -2,43 +2,21 @@
  * fake server streaming a recorded trace, the panel's message protocol, decorations and
  * hovers, read-only kernel documents, the status bar and cancel. */
 
-import { test, beforeEach, afterEach } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import path from "node:path";
 import * as vscode from "vscode";
-import { stub, makeContext, Position, Selection, Hover, TextEditor, WebviewPanel } from "./vscode-stub";
-import { activate, parsePermalink } from "../src/extension";
+import { stub, Position, Selection, Hover, TextEditor, WebviewPanel } from "./vscode-stub";
+import { parsePermalink } from "../src/extension";
 import { KernelscopePanel } from "../src/panel";
 import { isWebviewToHost, isHostToWebview } from "../src/protocol";
-import type { Session } from "../src/session";
-import { EXT, FIXTURE, FakeServer, fakeServer, recorded, until } from "./helpers";
+import { EXT, FIXTURE, recorded, until } from "./helpers";
+import { harness } from "./harness";
 
-let srv: FakeServer;
-let session: Session;
-let context: ReturnType<typeof makeContext>;
-
-async function start(opts: Parameters<typeof fakeServer>[0] = {}): Promise<void> {
-  srv = await fakeServer(opts);
-  stub.settings["kernelscope.serverUrl"] = srv.url;
-  stub.settings["kernelscope.startServer"] = false;
-}
-
-beforeEach(() => {
-  stub.reset();
-  KernelscopePanel.current = null;
-  context = makeContext(EXT);
-  session = activate(context as unknown as vscode.ExtensionContext);
-});
-
-afterEach(async () => {
-  for (const d of context.subscriptions) d.dispose();
-  await srv?.close();
-});
-
-const panel = () => stub.panels[stub.panels.length - 1];
-const posted = (type: string) => (panel().webview.posted as { type: string }[]).filter((m) => m.type === type);
-const statusText = () => stub.statusItems.map((i) => i.text).join(" | ");
+const h = harness();
+const { start, panel, statusText } = h;
+const posted = (type: string) => h.posted(type);
 
 /** Compile Selection with the cursor on line 6 of the recorded snippet; the panel is ready.
  * Returns the running command (it ends with the job), wrapped so awaiting this does not wait for it. */
@@ -78,7 +56,7 @@ test("Compile Selection sends the whole file with the selected function as the e
   await start();
   // The recorded file compiles `block` itself (torch.compile(block)(x, w)): no questions.
   await compileSelection(5, 9);
-  const compile = srv.requests.find((r) => r.url === "/api/compile")!;
+  const compile = h.srv.requests.find((r) => r.url === "/api/compile")!;
   const body = compile.body as { code: string; entry?: string; options: Record<string, unknown> };
   assert.ok(body.code.startsWith(recorded().code));
   assert.equal(body.entry, undefined, "the file's own torch.compile call picks block and its inputs");
@@ -90,7 +68,7 @@ test("Compile Selection sends the whole file with the selected function as the e
   assert.deepEqual(events.map((m) => m.event.stage), recorded().events.map((e) => e.stage));
   assert.equal((posted("reset")[0] as unknown as { title: { region: string } }).title.region, "function block");
   assert.match(statusText(), /\$\(check\) Kernelscope: 4 kernels · 0\.187 ms/);
-  assert.equal(session.history(stub.editors[0].document.uri as never).at(-1), "TRACE1");
+  assert.equal(h.session.history(stub.editors[0].document.uri as never).at(-1), "TRACE1");
 });
 
 test("a function without inputs in the file asks for each parameter, and remembers", async () => {
@@ -105,7 +83,7 @@ test("a function without inputs in the file asks for each parameter, and remembe
   await first;
   assert.deepEqual(stub.inputPrompts.map((p) => p.value), ["float32[64, 1024]", "float32[64, 1024]"]);
   assert.match(stub.inputPrompts[0].prompt ?? "", /^x: dtype\[shape\]/);
-  const body = srv.requests.find((r) => r.url === "/api/compile")!.body as { code: string; entry: string };
+  const body = h.srv.requests.find((r) => r.url === "/api/compile")!.body as { code: string; entry: string };
   assert.equal(body.entry, "f");
   assert.match(body.code, /example_inputs = \(__kernelscope_torch\.randn\(\(8, 16\), dtype=__kernelscope_torch\.float32\), __kernelscope_torch\.randn\(\(16, 4\), dtype=__kernelscope_torch\.float16\)\)/);
 
@@ -115,10 +93,10 @@ test("a function without inputs in the file asks for each parameter, and remembe
   assert.deepEqual(stub.inputPrompts.map((p) => p.value), ["float32[8, 16]", "float16[16, 4]"]);
 
   // Escape cancels the compile.
-  const before = srv.requests.length;
+  const before = h.srv.requests.length;
   stub.inputAnswers = [undefined];
   await vscode.commands.executeCommand("kernelscope.compileSelection");
-  assert.equal(srv.requests.filter((r) => r.url === "/api/compile").length, srv.requests.slice(0, before).filter((r) => r.url === "/api/compile").length);
+  assert.equal(h.srv.requests.filter((r) => r.url === "/api/compile").length, h.srv.requests.slice(0, before).filter((r) => r.url === "/api/compile").length);
 });
 
 test("source lines that produced kernels are decorated; the hover lists kernels, time and % of peak", async () => {
@@ -155,7 +133,7 @@ test("panel messages: a kernel click reveals its lines, hovers mark lines, the c
   // Highlight requests go to the server; junk from the webview is ignored.
   panel().webview.send({ type: "highlight", id: 3, code: "x = 1", language: "python" });
   await until(() => posted("highlighted").length > 0);
-  assert.ok(srv.requests.some((r) => r.url === "/api/highlight"));
+  assert.ok(h.srv.requests.some((r) => r.url === "/api/highlight"));
   for (const junk of [null, "ready", { type: "reveal", lines: ["1"] }, { type: "openKernel", gid: "0" }, { type: "eval", code: "x" }]) {
     assert.equal(isWebviewToHost(junk), false);
     panel().webview.send(junk);
@@ -175,7 +153,7 @@ test("generated code opens as read-only kernelscope: documents with the right la
   const codegen = recorded().events.find((e) => e.stage === "codegen")!.data as { graphs: { kernels: { name: string; source: string }[]; wrapper: { source: string } }[] };
   assert.equal(doc.getText(), codegen.graphs[0].kernels.find((k) => k.name === "cpp_red_fused__softmax_2")!.source);
   // The wrapper, from the command palette's quick pick.
-  stub.quickPickAnswers = [session.result!.generated().findIndex((c) => c.name === "wrapper")];
+  stub.quickPickAnswers = [h.session.result!.generated().findIndex((c) => c.name === "wrapper")];
   await vscode.commands.executeCommand("kernelscope.openKernel");
   const wrapper = stub.shown[1].document;
   assert.equal(wrapper.languageId, "python");
@@ -212,12 +190,12 @@ test("the status bar shows the stage and cancels the job", async () => {
   assert.equal(stub.statusItems[0].command, "kernelscope.cancel");
   await vscode.commands.executeCommand("kernelscope.cancel");
   await running;
-  assert.ok(srv.requests.some((r) => r.method === "POST" && r.url === "/api/jobs/j1/cancel"));
+  assert.ok(h.srv.requests.some((r) => r.method === "POST" && r.url === "/api/jobs/j1/cancel"));
   // The server ended the stream: its `cancelled` error is in the panel, the partial trace kept.
   assert.match(statusText(), /\$\(error\) Kernelscope: cancelled: cancelled by the client/);
   const stages = (posted("event") as unknown as { event: { stage: string; data: { kind?: string } } }[]).map((m) => m.event);
   assert.deepEqual(stages.slice(-2).map((e) => e.stage), ["error", "done"]);
-  assert.equal(session.result?.traceId, "PARTIAL1");
+  assert.equal(h.session.result?.traceId, "PARTIAL1");
 });
 
 test("the status bar names the stages as the server publishes them (GET /api/schema)", async () => {
@@ -226,7 +204,7 @@ test("the status bar names the stages as the server publishes them (GET /api/sch
   await start({ hang: true, stages });
   const { running } = await compileLineSix();
   await until(() => /Kernelscope: autotune/.test(statusText()), 5000, "the server's stage after lowering");
-  assert.ok(srv.requests.some((r) => r.url === "/api/schema"));
+  assert.ok(h.srv.requests.some((r) => r.url === "/api/schema"));
   await vscode.commands.executeCommand("kernelscope.cancel");
   await running;
 });
@@ -247,8 +225,8 @@ test("Open Permalink shows a stored trace; Compare With Previous opens the diff 
   assert.deepEqual(parsePermalink("http://127.0.0.1:8765/t/abc123"), ["http://127.0.0.1:8765", "abc123"]);
   assert.deepEqual(parsePermalink("abc123"), [null, "abc123"]);
   assert.equal(parsePermalink("javascript:alert(1)"), null);
-  await vscode.commands.executeCommand("kernelscope.openPermalink", `${srv.url}/t/OLD1`);
-  assert.ok(srv.requests.some((r) => r.url === "/api/traces/OLD1"));
+  await vscode.commands.executeCommand("kernelscope.openPermalink", `${h.srv.url}/t/OLD1`);
+  assert.ok(h.srv.requests.some((r) => r.url === "/api/traces/OLD1"));
   const untitled = stub.documents.find((d) => d.uri.scheme === "untitled")!;
   assert.equal(untitled.getText(), recorded().code);
   panel().webview.send({ type: "ready", restored: false });
@@ -256,15 +234,15 @@ test("Open Permalink shows a stored trace; Compare With Previous opens the diff 
 
   await compileSelection(5, 9);
   const editor = await compileSelection(5, 9);
-  const history = session.history(editor.document.uri as never);
+  const history = h.session.history(editor.document.uri as never);
   assert.equal(history.length, 1, "the same trace twice is one entry");
-  await context.workspaceState.update("kernelscope.history", { [editor.document.uri.toString()]: ["A1", "TRACE1"] });
+  await h.context.workspaceState.update("kernelscope.history", { [editor.document.uri.toString()]: ["A1", "TRACE1"] });
   window_activate(editor);
   await vscode.commands.executeCommand("kernelscope.compareWithPrevious");
   // The web UI's Diff pane in the panel, both stored traces fetched; the page is one click away.
-  assert.ok(srv.requests.some((r) => r.url === "/api/traces/A1") && srv.requests.some((r) => r.url === "/api/traces/TRACE1"));
+  assert.ok(h.srv.requests.some((r) => r.url === "/api/traces/A1") && h.srv.requests.some((r) => r.url === "/api/traces/TRACE1"));
   const diff = posted("diff").at(-1) as unknown as { a: { id: string; href: string; events: unknown[] }; b: { id: string } };
-  assert.deepEqual([diff.a.id, diff.b.id, diff.a.href], ["A1", "TRACE1", `${srv.url}/t/A1`]);
+  assert.deepEqual([diff.a.id, diff.b.id, diff.a.href], ["A1", "TRACE1", `${h.srv.url}/t/A1`]);
   assert.equal(diff.a.events.length, recorded().events.length);
   assert.deepEqual(stub.opened, []);
   assert.ok(stub.messages.some((m) => /comparing trace A1 with TRACE1/.test(m.text)));
@@ -323,11 +301,11 @@ test("a restored panel's highlight requests go to the configured server, if it a
 test("the panel's Cancel button cancels the running job", async () => {
   await start({ hang: true });
   const { running } = await compileLineSix();
-  await until(() => session.jobId !== null, 5000, "the job");
+  await until(() => h.session.jobId !== null, 5000, "the job");
   panel().webview.send({ type: "cancel" });
   await running;
-  assert.ok(srv.requests.some((r) => r.method === "POST" && r.url === "/api/jobs/j1/cancel"));
-  assert.equal((session.result?.trace.error as { kind?: string } | null)?.kind, "cancelled");
+  assert.ok(h.srv.requests.some((r) => r.method === "POST" && r.url === "/api/jobs/j1/cancel"));
+  assert.equal((h.session.result?.trace.error as { kind?: string } | null)?.kind, "cancelled");
 });
 
 test("a recorded GPU trace: Triton kernels hover with their time and % of peak and open as Python", async () => {
@@ -338,10 +316,10 @@ test("a recorded GPU trace: Triton kernels hover with their time and % of peak a
   await until(() => stub.panels.length > 0);
   panel().webview.send({ type: "ready", restored: false });
   await running;
-  const body = srv.requests.find((r) => r.url === "/api/compile")!.body as { code: string; entry?: string };
+  const body = h.srv.requests.find((r) => r.url === "/api/compile")!.body as { code: string; entry?: string };
   assert.equal(body.entry, undefined, "the file's example_inputs and default entry");
   assert.equal(body.code, h200.code);
-  const kernel = session.result!.kernels()[0];
+  const kernel = h.session.result!.kernels()[0];
   const line = kernel.lines[0];
   const hover = stub.hoverProviders[0].provideHover(editor.document, new Position(line - 1, 0)) as Hover;
   // The figures the recorded profile holds for this kernel (re-recording the fixture changes them).
@@ -352,7 +330,7 @@ test("a recorded GPU trace: Triton kernels hover with their time and % of peak a
   const figures = `| ${(timed.ms * 1000).toFixed(1)} µs | ${timed.pct_peak.toFixed(1)} % |`;
   assert.ok(hover.contents.value.includes(`${kernel.name}\``), hover.contents.value);
   assert.ok(hover.contents.value.includes(figures), `${figures} in ${hover.contents.value}`);
-  await vscode.commands.executeCommand("kernelscope.openKernel", session.result!.id, kernel.gid, kernel.name);
+  await vscode.commands.executeCommand("kernelscope.openKernel", h.session.result!.id, kernel.gid, kernel.name);
   const doc = stub.shown.at(-1)!.document;
   assert.match(doc.uri.path, /\.py$/);
   assert.equal(doc.languageId, "python");

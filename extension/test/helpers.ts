@@ -19,7 +19,23 @@ export const recorded = (): RecordedTrace => JSON.parse(readFileSync(FIXTURE, "u
 export interface FakeServer {
   url: string;
   requests: { method: string; url: string; body: unknown }[];
+  /** With `followUp`: the follow-up's event is stored from now on (it "finishes"). */
+  finishFollowUp(): void;
   close(): Promise<void>;
+}
+
+/** An Inductor follow-up as the server stores it after `done` (the next seq). */
+export const inductorEvent = (seq: number) => ({ schema: 1, seq, stage: "inductor", ms: 1234, data: {
+  measured: true, device: "cpu", inductor_ms: 0.0456, reason: null, code: ["# inductor"],
+  kernels: [{ name: "cpp_fused__softmax_0", language: "cpp", source: "// inductor", ms: 0.0123 }],
+} });
+
+/** How a fake server treats Inductor: as the real one, a follow-up after `done`, stored when
+ * the test says (`finishFollowUp`); `until` is `done.follow_ups_until` (Unix seconds);
+ * `answers: false` is a server that no longer answers about it (stopped mid-way: HTTP 503). */
+export interface FollowUpOptions {
+  until: number;
+  answers?: boolean;
 }
 
 /**
@@ -27,9 +43,18 @@ export interface FakeServer {
  * recorded trace, or a stream that never ends with `hang`), /api/jobs/j1/cancel,
  * /api/traces/<id>, /api/highlight and /api/schema (its stage names: `stages`, else none).
  */
-export function fakeServer(opts: { hang?: boolean; cuda?: boolean; cancel?: boolean; events?: RecordedTrace["events"]; stages?: string[] } = {}): Promise<FakeServer> {
+export function fakeServer(opts: { hang?: boolean; cuda?: boolean; cancel?: boolean; events?: RecordedTrace["events"]; stages?: string[]; followUp?: FollowUpOptions } = {}): Promise<FakeServer> {
   const trace = recorded();
   if (opts.events) trace.events = opts.events;
+  const followUp = opts.followUp;
+  let finished = false;
+  if (followUp) {
+    trace.events[0] = { ...trace.events[0], data: { ...trace.events[0].data, options: { ...(trace.events[0].data.options as object), inductor: true } } };
+    const done = trace.events.at(-1)!;
+    trace.events[trace.events.length - 1] = { ...done, data: { ...done.data, trace_id: "TRACE1", follow_ups: ["inductor"], follow_ups_until: followUp.until } };
+  }
+  const after = () => (finished ? [inductorEvent(trace.events.length)] : []);
+  const states = () => ({ inductor: finished ? "done" : "running" });
   const requests: FakeServer["requests"] = [];
   const open: ServerResponse[] = [];
   const server: Server = createServer((req: IncomingMessage, res: ServerResponse) => {
@@ -59,7 +84,14 @@ export function fakeServer(opts: { hang?: boolean; cuda?: boolean; cancel?: bool
         }
         return json(202, { cancelled: true });
       }
-      if (req.url?.startsWith("/api/traces/")) return json(200, { id: req.url.split("/").pop(), ok: true, ...trace });
+      if (followUp && req.url?.endsWith("/follow-ups")) {
+        if (followUp.answers === false) return json(503, { error: "the server is stopping" });
+        return json(200, { follow_ups: states(), events: after() });
+      }
+      if (req.url?.startsWith("/api/traces/")) {
+        const stored = followUp ? { follow_ups: states(), events: [...trace.events, ...after()] } : {};
+        return json(200, { id: req.url.split("/").pop(), ok: true, ...trace, ...stored });
+      }
       if (req.url === "/api/schema" && opts.stages) return json(200, { version: 1, stages: opts.stages });
       if (req.url === "/api/highlight") return json(200, { html: "<div class=\"highlight\"><pre></pre></div>" });
       return json(404, { error: "not found", status: 404 });
@@ -68,7 +100,7 @@ export function fakeServer(opts: { hang?: boolean; cuda?: boolean; cancel?: bool
   return new Promise((resolve) => server.listen(0, "127.0.0.1", () => {
     const address = server.address();
     const port = typeof address === "object" && address ? address.port : 0;
-    resolve({ url: `http://127.0.0.1:${port}`, requests, close: () => new Promise<void>((r) => {
+    resolve({ url: `http://127.0.0.1:${port}`, requests, finishFollowUp: () => { finished = true; }, close: () => new Promise<void>((r) => {
       for (const res of open) res.destroy();
       server.closeAllConnections();
       server.close(() => r());

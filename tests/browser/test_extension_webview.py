@@ -242,3 +242,56 @@ def test_webview_compares_two_traces_in_the_diff_pane(open_panel: Any) -> None:
     assert page.locator(".ks-workspace").is_visible()
     assert page.evaluate("window.__errors") == []
     assert page.evaluate("window.__csp") == []
+
+
+def test_webview_shows_inductor_as_a_follow_up_running_filled_and_lost(open_panel: Any) -> None:
+    """`done` lists Inductor as a follow-up: the panel says it still runs until the host,
+    polling the server, posts its stored event (or says it was lost); the saved state keeps
+    a lost one lost."""
+    trace: dict[str, Any] = json.loads(FIXTURE.read_text())
+    done = trace["events"][-1]
+    done["data"].update(trace_id="TRACE1", follow_ups=["inductor"],
+                        follow_ups_until=4e9)
+    inductor = {"schema": 1, "seq": done["seq"] + 1, "stage": "inductor", "ms": 1234,
+                "data": {"measured": True, "device": "cpu", "inductor_ms": 0.0456,
+                         "reason": None, "code": ["# inductor"],
+                         "kernels": [{"name": "cpp_fused__softmax_0", "language": "cpp",
+                                      "source": "// inductor", "ms": 0.0123}]}}
+    title = {"file": "block.py", "region": "function block"}
+    page = open_panel()
+    post(page, {"type": "reset", "title": title})
+    for event in trace["events"]:
+        post(page, {"type": "event", "event": event})
+    post(page, {"type": "followUps", "states": {"inductor": "running"}, "events": []})
+    page.click("button.tab[data-tab=timings]")
+    running = page.locator("[data-pane=timings] .inductor[data-state=running]")
+    assert "Inductor: running…" in running.inner_text()
+    pending = page.locator(".status .follow-ups")
+    assert pending.inner_text() == "inductor still running · added to this trace when it ends"
+    chip = page.locator(".status .stage[data-stage=inductor]")
+    assert "running" in (chip.get_attribute("class") or "")
+
+    post(page, {"type": "followUps", "states": {"inductor": "done"}, "events": [inductor]})
+    row = page.locator("[data-pane=timings] .inductor[data-state=done] "
+                       "tr[data-kernel=cpp_fused__softmax_0] .mini-val")
+    assert row.inner_text() != "–"
+    assert not pending.is_visible()
+    assert "done" in (chip.get_attribute("class") or "")
+    assert page.evaluate("window.__state.events.at(-1).stage") == "inductor"
+
+    # A follow-up the server lost: said in the strip and the pane, and after a restore.
+    post(page, {"type": "reset", "title": title})
+    for event in trace["events"]:
+        post(page, {"type": "event", "event": event})
+    post(page, {"type": "followUps", "states": {"inductor": "lost"}, "events": []})
+    lost = page.locator("[data-pane=timings] .inductor[data-state=lost]")
+    assert "Inductor: did not finish" in lost.inner_text()
+    assert pending.inner_text() == "inductor did not finish"
+    state = page.evaluate("window.__state")
+    again = open_panel(state)
+    assert posted(again, "restore")[0]["followUps"] == {"inductor": "lost"}
+    again.click("button.tab[data-tab=timings]")
+    assert again.locator("[data-pane=timings] .inductor[data-state=lost]").count() == 1
+    assert again.locator(".status .follow-ups").inner_text() == "inductor did not finish"
+    assert page.evaluate("window.__errors") == [] and again.evaluate("window.__errors") == []
+    assert page.evaluate("window.__csp") == []

@@ -69,11 +69,16 @@ def test_the_rule_takes_training_graphs_channels_last_where_the_backward_follows
     assert not layout.decide(bw, "backward", "contiguous", True, "x").channels_last
 
 
-def test_grouped_convolution_backwards_stay_in_eager_layout() -> None:
+def test_grouped_convolutions_keep_training_graphs_in_eager_layout() -> None:
     net = torch.nn.Sequential(torch.nn.Conv2d(32, 32, 3, groups=4), torch.nn.ReLU())
     bw = _training_graphs(net, torch.randn(2, 32, 8, 8))["backward"]
     off = layout.decide(bw, "backward", "auto", True, "Triton on cuda", inputs_nhwc=True)
-    assert not off.channels_last and "grouped convolutions dominate" in off.reason
+    assert not off.channels_last and "grouped convolutions (more than one" in off.reason
+    # A depthwise convolution (one input channel per group) does not count.
+    net = torch.nn.Sequential(torch.nn.Conv2d(32, 32, 3, groups=32), torch.nn.ReLU())
+    bw = _training_graphs(net, torch.randn(2, 32, 8, 8))["backward"]
+    assert layout.decide(bw, "backward", "auto", True, "Triton on cuda", inputs_nhwc=True
+                         ).channels_last
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -140,3 +145,46 @@ def test_storage_positions_map_back_to_coordinates(size: tuple[int, ...],
         got = [int(c) for c in coords]
         assert got == [p if s != 1 else 0 for p, s in zip(point, size)]
     assert _coords(0, [2, 3], [3, 2], 0) is None  # overlapping: no coordinates
+
+
+def test_a_backward_run_eagerly_gets_its_inputs_as_traced(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
+    """A backward whose compile fails runs its graph eagerly, on the activations the
+    compiled forward saved NHWC: they are copied into the strides the graph was traced
+    with first (a `view` of one in the graph would fail on NHWC), and the gradients are
+    eager's."""
+    import copy
+    import tempfile
+
+    from kernelscope.compiler import compile_fx as cfx
+    from kernelscope.compiler.lowering.common import Unsupported
+    from kernelscope.compiler.options import CompileOptions
+    from kernelscope.compiler.training import as_traced
+
+    compile_graph = cfx.compile_fx
+
+    def no_backward(gm: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("kind") == "backward":
+            raise Unsupported("refused by the test")
+        return compile_graph(gm, inputs, *args, **kwargs)
+
+    monkeypatch.setattr(cfx, "compile_fx", no_backward)
+    torch.manual_seed(0)
+    # The backward reads the saved ReLU output (NHWC) beside a gradient viewed from a
+    # matrix product (NCHW); `as_traced` itself is checked below.
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.Flatten(), torch.nn.Linear(512, 4))
+    x = torch.randn(2, 3, 8, 8)
+    ref = copy.deepcopy(net)
+    options = CompileOptions.from_mapping({"backend": "cpp", "conv_layout": "channels_last",
+                                           "cache_dir": tempfile.mkdtemp()})
+    torch._dynamo.reset()
+    with pytest.warns(UserWarning, match="running graph 1 eagerly: refused by the test"):
+        torch.compile(net, backend=cfx.make_backend(options))(x).sum().backward()
+    ref(x).sum().backward()
+    for p, q in zip(net.parameters(), ref.parameters()):
+        assert p.grad is not None and q.grad is not None
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+    nhwc = torch.randn(2, 8, 4, 4).to(memory_format=torch.channels_last)
+    same, copied, _ = as_traced([nhwc, nhwc, 3], [nhwc.stride(), (128, 16, 4, 1), None])
+    assert same is nhwc and copied.is_contiguous() and torch.equal(copied, nhwc)

@@ -55,11 +55,12 @@ async function paneClass(name: string): Promise<PaneClass | null> {
   }
 }
 
-/** The stages before any pane is built (the status strip lays out one chip per stage). */
-async function setStages(stages: string[]): Promise<void> {
+/** The stages before any pane is built (the status strip lays out one chip per stage, and
+ * one per follow-up: the stages the server runs after `done`). */
+async function setStages(stages: string[], followUps: string[]): Promise<void> {
   const t = traceModule as Record<string, unknown>;
   if (typeof t.setStages === "function") t.setStages(stages);
-  else if (typeof t.loadStages === "function") await t.loadStages(async () => ({ stages }));
+  else if (typeof t.loadStages === "function") await t.loadStages(async () => ({ stages, follow_ups: followUps }));
 }
 
 interface VsCodeApi {
@@ -161,7 +162,7 @@ function start(paneClasses: PaneClass[]): void {
   });
 
   function save(): void {
-    vscode.setState({ title: state.title, events: state.trace.events, tab: state.tab });
+    vscode.setState({ title: state.title, events: state.trace.events, followUps: state.trace.followUps, tab: state.tab });
   }
 
   function setTitle(title: TraceTitle | null): void {
@@ -195,6 +196,17 @@ function start(paneClasses: PaneClass[]): void {
     for (const pane of panes) pane.update(trace, event.stage);
     bus.emit();
     tabs.refresh();
+  }
+
+  // After `done` the host polls the server for the follow-ups (Inductor) and posts what it
+  // says: the status strip and the Timings pane show each one running, filled in, or lost,
+  // as webui/js/main.js shows them.
+  function followUps(states: Record<string, string>, events: StageEvent[]): void {
+    const trace = state.trace;
+    trace.followUps = { ...states };
+    for (const event of events) handle(event, false);
+    status.followUps(trace);
+    for (const stage of Object.keys(states)) for (const pane of panes) pane.update(trace, stage);
   }
 
   // Compare With Previous: the web UI's Diff pane over the whole panel, until "back".
@@ -231,6 +243,9 @@ function start(paneClasses: PaneClass[]): void {
         reset(m.title);
         for (const event of m.events) handle(event, false);
         break;
+      case "followUps":
+        followUps(m.states, m.events);
+        break;
       case "selectLines": {
         const lines = m.lines.filter((l) => state.index.sourceLines.has(l));
         if (!lines.length) { if (m.pin) bus.clear(); else bus.unhover(); break; }
@@ -262,18 +277,23 @@ function start(paneClasses: PaneClass[]): void {
     if (isHostToWebview(e.data)) onMessage(e.data);
   });
 
-  if (saved?.events?.length) onMessage({ type: "trace", title: saved.title ?? { file: "", region: "" }, events: saved.events });
+  if (saved?.events?.length) {
+    onMessage({ type: "trace", title: saved.title ?? { file: "", region: "" }, events: saved.events });
+    if (saved.followUps) onMessage({ type: "followUps", states: saved.followUps, events: [] });
+  }
   else if (saved?.title) setTitle(saved.title);
   document.body.dataset.ready = "true";
   post({ type: "ready", restored: !!saved?.events?.length });
-  if (saved?.events?.length && saved.title) post({ type: "restore", title: saved.title, events: saved.events });
+  if (saved?.events?.length && saved.title) {
+    post({ type: "restore", title: saved.title, events: saved.events, ...(saved.followUps ? { followUps: saved.followUps } : {}) });
+  }
 
   // For tests and debugging in the webview's developer tools.
   (window as unknown as { kernelscope: unknown }).kernelscope = { state, bus, panes };
 }
 
 void (async () => {
-  await setStages(EVENT_SCHEMA["x-stages"]);
+  await setStages(EVENT_SCHEMA["x-stages"], EVENT_SCHEMA["x-follow-ups"]);
   const classes = await Promise.all(TAB_PANES.map(paneClass));
   start(classes.filter((c): c is PaneClass => c !== null));
 })();
