@@ -78,6 +78,8 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]] = {
     "amax0_nan": (lambda x: x.amax(0), _nan_cols),
     "mean01_3d": (lambda x: x.mean((0, 1)), lambda: (torch.randn(8, 131, 20),)),
     "var0": (lambda x: x.var(0), lambda: (torch.randn(800, 33),)),
+    "sum1_between_outputs": (lambda x: x.sum(1), lambda: (torch.randn(3, 700, 17),)),
+    "prod0": (lambda x: (1.0 + x * 1e-3).prod(0), lambda: (torch.randn(900, 10),)),
     "sum0_of_permuted": (lambda x: x.permute(1, 0, 2).reshape(1500, 20).sum(0),
                          lambda: (torch.randn(30, 50, 20),)),
     "stored_producer": (_stored_producer, lambda: (torch.randn(1000, 24),)),
