@@ -188,3 +188,34 @@ def test_a_backward_run_eagerly_gets_its_inputs_as_traced(monkeypatch: pytest.Mo
     nhwc = torch.randn(2, 8, 4, 4).to(memory_format=torch.channels_last)
     same, copied, _ = as_traced([nhwc, nhwc, 3], [nhwc.stride(), (128, 16, 4, 1), None])
     assert same is nhwc and copied.is_contiguous() and torch.equal(copied, nhwc)
+
+
+def test_bf16_autocast_training_step_is_as_close_to_fp64_as_eager() -> None:
+    """The training benchmark's setting (bf16 autocast), C++ backend, channels-last: each
+    gradient's relative L2 error against float64 at most 1.5x eager's own (+1e-3)."""
+    import copy
+    import tempfile
+
+    from train_layout_cases import model
+
+    from kernelscope.compiler import compile_fx as cfx
+    from kernelscope.compiler.options import CompileOptions
+
+    net, x, train = model("resnet_train")
+    net.train(train)
+    ref, ref64 = copy.deepcopy(net), copy.deepcopy(net).double()
+    options = CompileOptions.from_mapping({"backend": "cpp", "conv_layout": "channels_last",
+                                           "cache_dir": tempfile.mkdtemp()})
+    torch._dynamo.reset()
+    compiled = torch.compile(net, backend=cfx.make_backend(options))
+    for m in (compiled, ref):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            out = m(x)
+        out.float().sum().backward()
+    ref64(x.double()).sum().backward()
+    for (name, p), q, r in zip(net.named_parameters(), ref.parameters(), ref64.parameters()):
+        assert p.grad is not None and q.grad is not None and r.grad is not None
+        scale = float(r.grad.norm()) + 1e-12
+        ours = float((p.grad.double() - r.grad).norm()) / scale
+        eager = float((q.grad.double() - r.grad).norm()) / scale
+        assert ours <= 1.5 * eager + 1e-3, (name, ours, eager)
