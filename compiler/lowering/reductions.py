@@ -39,6 +39,13 @@ SPLIT_MAX = 4096  # rows of the first pass (= elements the second pass reduces)
 # splits nearest that which divides the rows exactly (from half to twice it, chunks of at
 # least half the minimum) is preferred: the first pass then needs no mask, and a producer
 # over the rows fuses into it.
+# Row sums with more outputs than SPLIT_MAX_OUTPUTS but at most ROW_SPLIT_MAX_OUTPUTS
+# (one row a program of 16 warps: 4 per SM, 132 SMs, codegen/triton_rules.py FEW_ROWS)
+# run as less than one wave; split them toward ROW_SPLIT_PROGRAMS programs, in whole
+# slices of the outermost reduced dim, chunks of at least ROW_SPLIT_MIN_CHUNK.
+ROW_SPLIT_MAX_OUTPUTS = 4 * 132
+ROW_SPLIT_PROGRAMS = 1024
+ROW_SPLIT_MIN_CHUNK = 4096
 COLUMN_OUTPUTS = 16
 COLUMN_PROGRAMS = 1024
 COLUMN_MIN_CHUNK = 256
@@ -97,13 +104,17 @@ def reduce(g: LoweringContext, x: TensorValue, dims: Any, keepdim: bool, rtype: 
     else:
         node = g.make_reduction(lambda idx, ridx: value(full_index(idx, ridx)),
                                 out_size, rranges, rtype, out_dtype, src, [x])
-        parts = column_splits(node, numel, rnumel) \
-            if Feature.SPLIT_REDUCTIONS in g.features and rtype in SPLITTABLE else None
-        if parts is None:
-            stored = g.reduction_buffer(node, out_size, "reduction")
-        else:
+        splittable = Feature.SPLIT_REDUCTIONS in g.features and rtype in SPLITTABLE
+        parts = column_splits(node, numel, rnumel) if splittable else None
+        rows = row_splits(numel, rranges, rtype) if splittable and parts is None else None
+        if parts is not None:
             stored = _split(g, x, out_size, rranges, rtype, src, out_dtype, value,
                             full_index, rnumel, parts, True)
+        elif rows is not None:
+            stored = _split(g, x, out_size, rranges, rtype, src, out_dtype, value,
+                            full_index, rnumel, rows, False)
+        else:
+            stored = g.reduction_buffer(node, out_size, "reduction")
     if keepdim:
         return stored
     return stored.with_view([s for k, s in enumerate(out_size) if k not in rdims],
@@ -155,6 +166,22 @@ def column_splits(node: Any, numel: int, rnumel: int) -> int | None:
     return min(exact, key=lambda d: (abs(d - want), -d)) if exact else want
 
 
+def row_splits(numel: int, rranges: list[int], rtype: str) -> int | None:
+    """Parts for a sum over long rows with too few outputs for one row a program to fill
+    the GPU (ROW_SPLIT_*), in whole slices of the outermost reduced dim (a batch-norm
+    gradient over N x H x W splits N): the first pass then reads a producer over the rows
+    where it computes it. None: keep one kernel."""
+    rnumel = math.prod(rranges)
+    if rtype != "sum" or not SPLIT_MAX_OUTPUTS < numel <= ROW_SPLIT_MAX_OUTPUTS or \
+            rnumel < SPLIT_MIN_RNUMEL:
+        return None
+    want = -(-ROW_SPLIT_PROGRAMS // numel)
+    outer = rranges[0]
+    fits = [d for d in range(max(2, want // 2), 2 * want + 1)
+            if outer % d == 0 and rnumel // d >= ROW_SPLIT_MIN_CHUNK]
+    return min(fits, key=lambda d: (abs(d - want), -d)) if fits else None
+
+
 def _split(g: LoweringContext, x: TensorValue, out_size: list[int], rranges: list[int], rtype: str,
            src: torch.dtype, out_dtype: torch.dtype, value: Any, full_index: Any,
            rnumel: int, splits: int, columns: bool) -> Stored:
@@ -166,10 +193,18 @@ def _split(g: LoweringContext, x: TensorValue, out_size: list[int], rranges: lis
     exact = chunk * splits == rnumel
     ident = identity(rtype, src)
 
+    slices = exact and rranges[0] % splits == 0  # each part whole outer slices
+
     def partial(idx: Index, ridx: Index) -> Any:
         part, outs = (idx[0], idx[1:]) if columns else (idx[-1], idx[:-1])
         flat = part * chunk + ridx[0]
-        body = lambda: value(full_index(outs, decompose(flat, rranges)))  # noqa: E731
+        if slices:  # the same element, through a division of ridx alone (a dense walk)
+            per = rranges[0] // splits
+            at = decompose(ridx[0], [per, *rranges[1:]])
+            at[0] = at[0] + part * per
+        else:
+            at = decompose(flat, rranges)
+        body = lambda: value(full_index(outs, at))  # noqa: E731
         if exact:
             return body()
         inside = ops.lt(ops.index_expr(flat, torch.int64), ops.constant(rnumel, torch.int64))

@@ -1,5 +1,6 @@
-"""Column reductions (the loads step along the outputs) and the backward reductions of the
-training steps, through the Triton backend: split into two passes where the rows are long
+"""Column reductions (the loads step along the outputs), row sums with few outputs, and the
+backward reductions of the training steps, through the Triton backend: split into two
+passes where the rows are long
 (odd and prime row counts, so the first pass is masked), with producers fused in (a
 permuted copy, q/k/v selected from one gradient, GELU's backward), in several dtypes.
 Each case prints `name ok` or what differs from eager; test_column_reductions.py runs this
@@ -66,6 +67,14 @@ def _out_proj_grads(g: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return t, v.t().contiguous(), v.sum(0)
 
 
+def _bn_weight_grads(out: torch.Tensor, g: torch.Tensor, x: torch.Tensor
+                     ) -> tuple[torch.Tensor, ...]:
+    """ReLU's backward (stored for the convolution's) and a batch norm's weight and bias
+    gradients over N, H, W: a row sum of 72 outputs, split in whole images."""
+    gr = torch.where(out <= 0, 0, g)
+    return gr, gr.sum((0, 2, 3)), (gr * x).sum((0, 2, 3))
+
+
 def _selected(x: torch.Tensor, y: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     return torch.where(m, x, y).sum(0)
 
@@ -85,6 +94,8 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]] = {
     "stored_producer": (_stored_producer, lambda: (torch.randn(1000, 24),)),
     "where_non_literal": (_selected, lambda: (torch.randn(900, 16), torch.randn(900, 16),
                                               torch.arange(16) % 3 == 0)),
+    "bn_weight_grads": (_bn_weight_grads,
+                        lambda: tuple(torch.randn(16, 72, 32, 32) for _ in range(3))),
     "out_proj_grads": (_out_proj_grads, lambda: (torch.randn(3, 201, 24),)),
     "gelu_bias_grad": (gelu_bias_grad, lambda: (torch.randn(600, 48), torch.randn(600, 48))),
     "mha_inproj_bias_grad": (mha_inproj_bias_grad, _mha_inputs),

@@ -80,6 +80,25 @@ def test_what_stays_one_reduction(fn: Callable[..., Any], shape: tuple[int, int]
     assert _reasons(fn, torch.randn(*shape)) == [], why
 
 
+def test_few_long_row_sums_split_in_whole_outer_slices() -> None:
+    """A batch norm's weight gradient over NCHW (128 channels, 32 x 32 x 32): 128 programs
+    of one row are a quarter of a wave; 8 parts of 4 images make 1024, and the ReLU
+    backward fused in is computed once (its read divides rindex alone)."""
+    from column_cases import _bn_weight_grads
+
+    args = tuple(torch.randn(32, 128, 32, 32) for _ in range(3))
+    assert _reasons(_bn_weight_grads, *args)[:2] == [
+        "split reduction: 32768 = 8 x 4096 (pass 1 of 2)",
+        "split reduction: 32768 = 8 x 4096 (pass 2 of 2)"]
+    first = _kernels(_bn_weight_grads, *args)[0]
+    assert first.grid == (1024,)
+    assert [len(re.findall(rf"tl\.load\(in_ptr{i} ", first.source)) for i in range(3)] == \
+        [1, 1, 1], first.source
+    # sums only (a max and its NaN check stay one kernel), and up to 528 outputs
+    assert _reasons(lambda x: x.amax(-1), torch.randn(128, 32768)) == []
+    assert _reasons(lambda x: x.sum(-1), torch.randn(600, 32768)) == []
+
+
 def test_the_column_rule_fills_the_gpu_and_covers_short_rows() -> None:
     def cfg(x: int, r: int) -> dict[str, Any]:
         return rules.column_config(types.SimpleNamespace(xnumel=x, rnumel=r))  # type: ignore[arg-type]
