@@ -47,19 +47,27 @@ def _wall_ms(fn: Callable[[], Any], calls: int = 20) -> float:
     return best
 
 
-def kernels(fn: Callable[[], Any], calls: int = 5, top: int = 15) -> dict[str, Any]:
-    """CUDA kernels per call: count, summed us, and the top kernels by time."""
-    from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
+def _profiled(fn: Callable[[], Any], calls: int, activity: Any) -> Any:
+    """torch.profiler over `calls` synchronised calls of fn (after one unprofiled call)."""
+    from torch.profiler import profile
 
     fn()
     torch.cuda.synchronize()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        with profile(activities=[activity]) as prof:
             for _ in range(calls):
                 fn()
             torch.cuda.synchronize()
+    return prof
+
+
+def kernels(fn: Callable[[], Any], calls: int = 5, top: int = 15) -> dict[str, Any]:
+    """CUDA kernels per call: count, summed us, and the top kernels by time."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity
+
+    prof = _profiled(fn, calls, ProfilerActivity.CUDA)
     per: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
     for e in prof.events():
         if e.device_type != DeviceType.CUDA or e.name.startswith(("Memcpy", "Memset")):
@@ -78,16 +86,9 @@ def host_ops(fn: Callable[[], Any], calls: int = 5, top: int = 20) -> dict[str, 
     """The host's side of a call: torch.profiler's CPU ops per call by self time (ATen
     ops, cuDNN calls, Triton launches as `kernelscope`/`triton` records), for a call whose
     wall time is well above its kernel time."""
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity
 
-    fn()
-    torch.cuda.synchronize()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        with profile(activities=[ProfilerActivity.CPU]) as prof:
-            for _ in range(calls):
-                fn()
-            torch.cuda.synchronize()
+    prof = _profiled(fn, calls, ProfilerActivity.CPU)
     rows = sorted(prof.key_averages(), key=lambda a: -a.self_cpu_time_total)
     return {"host_us": round(sum(a.self_cpu_time_total for a in rows) / calls, 1),
             "host_top": [{"name": a.key[:110], "per_call": round(a.count / calls, 2),

@@ -36,12 +36,12 @@ def _back_to_codegen(bundle_path: Path, options: Any) -> dict[str, float]:
 
     from kernelscope.compiler.capture.bundle import read_bundle
     from kernelscope.compiler.compile_fx import (
-        GraphWork,
         codegen_stage,
         lower,
         memory_stage,
         schedule_stage,
     )
+    from kernelscope.compiler.graph_work import GraphWork
 
     bundle = read_bundle(bundle_path)
     with torch.no_grad():

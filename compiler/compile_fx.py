@@ -12,7 +12,6 @@ import functools
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -23,13 +22,12 @@ from kernelscope.compiler import dynamo_cache, training
 from kernelscope.compiler import event_types as ev
 from kernelscope.compiler.capture.attention import rewrite_attention
 from kernelscope.compiler.capture.decompositions import decomposition_table
-from kernelscope.compiler.capture.fxgraph import node_lines
-from kernelscope.compiler.capture.modules import node_module, origin_modules
 from kernelscope.compiler.codegen.backend import Backend, GeneratedKernel
 from kernelscope.compiler.codegen.backends import choose_backend, kernel_backends
 from kernelscope.compiler.codegen.wrapper import generate_wrapper
-from kernelscope.compiler.devices import combined, device_type, is_gpu
+from kernelscope.compiler.devices import is_gpu
 from kernelscope.compiler.features import Feature
+from kernelscope.compiler.graph_work import GraphWork, graph_device
 from kernelscope.compiler.ir.handlers import describe, dtype_name
 from kernelscope.compiler.ir.index_print import pexpr
 from kernelscope.compiler.ir.indexing import index_vars
@@ -40,7 +38,7 @@ from kernelscope.compiler.ir.nodes import (
     Reduction,
     Stored,
 )
-from kernelscope.compiler.ir.opnames import op_name, op_short
+from kernelscope.compiler.ir.opnames import op_name
 from kernelscope.compiler.lowering import layout
 from kernelscope.compiler.lowering.common import Unsupported
 from kernelscope.compiler.lowering.graph import GraphLowering, LoweredGraph
@@ -50,84 +48,8 @@ from kernelscope.compiler.runtime.autotune import select_templates
 from kernelscope.compiler.runtime.graphs import CudaGraphed, static_input_indices
 from kernelscope.compiler.schedule.inplace import in_place_outputs
 from kernelscope.compiler.schedule.kinds import KernelKind
-from kernelscope.compiler.schedule.memory import MemoryPlan, plan_memory
-from kernelscope.compiler.schedule.scheduler import Schedule, schedule, schedule_json
-
-
-@dataclass
-class GraphWork:
-    gid: int
-    gm: torch.fx.GraphModule
-    example_inputs: list[Any]
-    options: CompileOptions
-    filename: str | None = None
-    code_lines: list[str] = field(default_factory=list)
-    kind: str | None = None  # "forward", "backward" or "inference" (AOTAutograd's compiler)
-    # Outputs (by position) that may keep the graph's layout: a training forward's saved
-    # activations, whose strides are reported to AOTAutograd (`saved_outputs`).
-    free_outputs: frozenset[int] = frozenset()
-    lines: dict[str, int | None] = field(default_factory=dict)
-    modules: dict[str, str | None] = field(default_factory=dict)  # FX node -> module path
-    op_names: dict[str, str] = field(default_factory=dict)
-    backend: Backend | None = None  # chosen once, in `lower`
-    # The backend of each device the kernels run on (the graph's own for its device;
-    # codegen/backends.py kernel_backends), chosen in `lower` from the lowered buffers.
-    backends: dict[str, Backend] = field(default_factory=dict)
-    lowered: LoweredGraph | None = None
-    sched: Schedule | None = None
-    memory: MemoryPlan | None = None
-    kernels: list[GeneratedKernel] = field(default_factory=list)
-    wrapper: str = ""
-    wrapper_line_map: list[dict[str, Any]] = field(default_factory=list)
-    build_source: str = ""  # what the backend builds before the first launch
-    compiled: loader.CompiledGraph | None = None
-    notes: list[str] = field(default_factory=list)  # what the UI should know (lowering event)
-    mutations: dict[int, int] = field(default_factory=dict)  # output -> input it updates
-    position: dict[str, int] = field(default_factory=dict)  # FX node name -> program order
-    graph_cache: graph_cache.GraphCacheStatus | None = None  # what the whole-graph cache did
-
-    def __post_init__(self) -> None:
-        self.lines = node_lines(self.gm, self.filename)
-        self.modules = {n.name: node_module(n.meta) for n in self.gm.graph.nodes}
-        self.op_names = {n.name: op_short(n.target) for n in self.gm.graph.nodes
-                         if n.op == "call_function"}
-        self.position = {n.name: i for i, n in enumerate(self.gm.graph.nodes)}
-
-    def describe_origins(self, origins: Sequence[str]) -> str:
-        """FX nodes in program order, grouped by source line, each line quoted once:
-        `mul, add (line 3: y = x * 2 + 1); relu (line 4: ...)`."""
-        position = self.position
-        by_line: dict[int | None, list[str]] = {}
-        for name in sorted(origins, key=lambda o: (position.get(o, len(position)), o)):
-            by_line.setdefault(self.lines.get(name), []).append(name)
-        return "; ".join(self._describe_line(line, names) for line, names in by_line.items())
-
-    def _describe_line(self, line: int | None, names: list[str]) -> str:
-        if line is None:
-            return ", ".join(names)
-        text = self.code_lines[line - 1].strip() if line <= len(self.code_lines) else ""
-        where = f"line {line}: {text}" if text else f"line {line}"
-        return f"{', '.join(names)} ({where})"
-
-    def origin_lines(self, origins: Any) -> list[int]:
-        return sorted({ln for o in origins if (ln := self.lines.get(o)) is not None})
-
-    def origin_modules(self, origins: Any) -> tuple[str | None, list[str]]:
-        return origin_modules(origins, self.modules)
-
-
-def graph_device(example_inputs: Sequence[Any], gm: torch.fx.GraphModule | None = None) -> str:
-    """Where a graph's tensors live: CUDA if any input is on CUDA (CPU scalars mixed with
-    CUDA tensors run on the GPU, as in eager), else the device of the tensors the graph
-    makes when it has no tensor inputs (`torch.arange(n, device="cuda")`), else the CPU."""
-    devices = {device_type(t) for t in example_inputs if isinstance(t, torch.Tensor)
-               and not t.is_meta}
-    if not devices and gm is not None:
-        for node in gm.graph.nodes:
-            val = node.meta.get("val")
-            if isinstance(val, torch.Tensor):
-                devices.add(device_type(val))
-    return combined(devices)
+from kernelscope.compiler.schedule.memory import plan_memory
+from kernelscope.compiler.schedule.scheduler import schedule, schedule_json
 
 
 # -- stages ------------------------------------------------------------------------------

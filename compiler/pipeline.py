@@ -55,7 +55,6 @@ from kernelscope.compiler.capture.specialise import specialise
 from kernelscope.compiler.codegen.backend import BuildError
 from kernelscope.compiler.codegen.backends import choose_backend
 from kernelscope.compiler.compile_fx import (
-    GraphWork,
     build_stage,
     codegen_stage,
     lower,
@@ -64,6 +63,7 @@ from kernelscope.compiler.compile_fx import (
 )
 from kernelscope.compiler.devices import is_gpu
 from kernelscope.compiler.events import StageEvent
+from kernelscope.compiler.graph_work import GraphWork
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.runtime.cache import cache_root
 from kernelscope.compiler.runtime.profile import inductor_profile, profile

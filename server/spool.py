@@ -16,6 +16,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,22 @@ class SpoolingStore:
     def count(self) -> int:
         return self.inner.count() + len(self.spooled())
 
+    def _drain(self, paths: Iterable[Path], what: str, write: Callable[[Any], object]) -> int:
+        """Each spooled record in name order written and its file removed, until the
+        database is unavailable; an unreadable one is logged and left. How many."""
+        written = 0
+        for path in sorted(paths):
+            try:
+                write(json.loads(path.read_text()))
+            except StoreUnavailable:
+                break
+            except (OSError, ValueError, KeyError):
+                log.exception("spooled %s %s is unreadable; left in place", what, path.name)
+                continue
+            path.unlink(missing_ok=True)
+            written += 1
+        return written
+
     def flush(self, force: bool = False) -> int:
         """Write spooled traces to the database; how many were written."""
         now = time.monotonic()
@@ -113,35 +130,18 @@ class SpoolingStore:
             return 0
         if not self._lock.acquire(blocking=False):
             return 0
-        written = 0
         try:
             self._next_try = now + RETRY_S
-            for path in sorted(self.folder.glob("*.json")):
-                try:
-                    record = json.loads(path.read_text())
-                    self.inner.put(record["code"], record["options"], record["raw_events"],
-                                   bool(record["ok"]))
-                except StoreUnavailable:
-                    break
-                except (OSError, ValueError, KeyError):
-                    log.exception("spooled trace %s is unreadable; left in place", path.name)
-                    continue
-                path.unlink(missing_ok=True)
-                written += 1
+            written = self._drain(
+                self.folder.glob("*.json"), "trace",
+                lambda r: self.inner.put(r["code"], r["options"], r["raw_events"],
+                                         bool(r["ok"])))
             # A follow-up once its trace is in the database (one whose trace is still
             # spooled waits with it).
-            for path in sorted(self.folder.glob("*.followup")):
-                if (self.folder / f"{path.name.split('-', 1)[0]}.json").exists():
-                    continue
-                try:
-                    record = json.loads(path.read_text())
-                    self.inner.add_follow_up(record["id"], record["event"])
-                except StoreUnavailable:
-                    break
-                except (OSError, ValueError, KeyError):
-                    log.exception("spooled follow-up %s is unreadable; left in place", path.name)
-                    continue
-                path.unlink(missing_ok=True)
+            self._drain(
+                (p for p in self.folder.glob("*.followup")
+                 if not (self.folder / f"{p.name.split('-', 1)[0]}.json").exists()),
+                "follow-up", lambda r: self.inner.add_follow_up(r["id"], r["event"]))
         finally:
             self._lock.release()
         if written:

@@ -66,6 +66,18 @@ def pick_sample(page: Page) -> str:
     return name
 
 
+def compile_on_cpu(page: Page, sample: str, backend: str) -> None:
+    """A sample compiled through the real server on the CPU host with `backend`, waited
+    for to the end, with no error in its trace."""
+    open_explorer(page)
+    page.select_option("#samples", sample)
+    page.select_option("#opt-device", "cpu")
+    page.select_option("#opt-backend", backend)
+    page.click("#compile")
+    wait_done(page, COMPILE_TIMEOUT_S)
+    assert page.evaluate("window.kernelscope.state.trace.error") is None
+
+
 def test_compile_hover_share_and_reopen(
     new_page: Callable[[str], Page], real_server: LiveServer
 ) -> None:
@@ -230,13 +242,7 @@ def test_the_training_sample_shows_its_backward_graph_and_kernels(
     tangents; the forward's memory plan lists what it saves; the run checks the backward on
     the compiled forward's activations."""
     page = new_page(real_server.url)
-    open_explorer(page)
-    page.select_option("#samples", "training_step")
-    page.select_option("#opt-device", "cpu")
-    page.select_option("#opt-backend", "cpp")
-    page.click("#compile")
-    wait_done(page, COMPILE_TIMEOUT_S)
-    assert page.evaluate("window.kernelscope.state.trace.error") is None
+    compile_on_cpu(page, "training_step", "cpp")
     wait_panes_filled(page, ["code", "graph", "memory", "timings"])
     expect(page.locator(".graph-tabs .gtab")).to_have_text(
         ["all", "forward 0", "backward 1", "inference 2"]
@@ -268,13 +274,7 @@ def test_a_cpu_host_shows_a_triton_kernels_ptx_through_the_real_server(
     labelled as compiled for sm_90 and not run here."""
     page = new_page(real_server.url)
     page.set_viewport_size({"width": 1440, "height": 900})
-    open_explorer(page)
-    page.select_option("#samples", "softmax")
-    page.select_option("#opt-device", "cpu")
-    page.select_option("#opt-backend", "triton")
-    page.click("#compile")
-    wait_done(page, COMPILE_TIMEOUT_S)
-    assert page.evaluate("window.kernelscope.state.trace.error") is None
+    compile_on_cpu(page, "softmax", "triton")
     kernel = page.evaluate("window.kernelscope.state.trace.data('compile').graphs[0]"
                            ".kernels.find(k => k.gpu_target).name")
     bar = page.locator(f"section.kernel[data-kernel={kernel}] .stage-bar")
@@ -293,13 +293,7 @@ def test_the_4block_transformer_shows_its_blocks_in_the_module_tree(
     four blocks, and a block's attention lists kernels of its own (repeated blocks apart)."""
     page = new_page(real_server.url)
     page.set_viewport_size({"width": 1920, "height": 1080})
-    open_explorer(page)
-    page.select_option("#samples", "transformer_4block")
-    page.select_option("#opt-device", "cpu")
-    page.select_option("#opt-backend", "cpp")
-    page.click("#compile")
-    wait_done(page, COMPILE_TIMEOUT_S)
-    assert page.evaluate("window.kernelscope.state.trace.error") is None
+    compile_on_cpu(page, "transformer_4block", "cpp")
     show_tab(page, "modules")
     paths = page.locator(".module-row").evaluate_all("els => els.map(e => e.dataset.module)")
     for i in range(4):

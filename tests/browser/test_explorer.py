@@ -22,6 +22,7 @@ from ui import (
     open_backward_graph,
     open_explorer,
     show_tab,
+    turn_on_inductor,
     wait_done,
     wait_panes_filled,
 )
@@ -170,9 +171,7 @@ def test_compiling_twice_links_a_diff_and_notes_an_option_that_changed_nothing(
 def test_the_inductor_diff_is_one_click_away_when_inductor_is_on(page: Page) -> None:
     open_explorer(page)
     page.select_option("#samples", "add_relu")
-    page.click("#options-summary")
-    page.check("#opt-inductor")
-    page.click("#options-summary")
+    turn_on_inductor(page)
     compile_and_wait(page)
     page.click("#diff-inductor")
     expect(page.locator(".diff-side").nth(1)).to_contain_text("TorchInductor")
@@ -208,9 +207,7 @@ def test_inductor_runs_after_our_result_then_fills_in_its_kernel_times(page: Pag
     try:
         open_explorer(page)
         page.select_option("#samples", "add_relu")
-        page.click("#options-summary")
-        page.check("#opt-inductor")
-        page.click("#options-summary")
+        turn_on_inductor(page)
         page.click("#compile")
         show_tab(page, "timings")
         running = page.locator(".timings-pane .inductor[data-state=running]")

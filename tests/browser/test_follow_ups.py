@@ -14,7 +14,7 @@ import pytest
 from browser_support import LiveServer, page_errors, screenshot
 from playwright.sync_api import Page, expect
 from stub_server import load_fixture
-from ui import open_explorer, show_tab, wait_done
+from ui import open_explorer, show_tab, turn_on_inductor, wait_done
 
 pytestmark = pytest.mark.browser
 
@@ -48,9 +48,7 @@ def test_done_and_the_permalink_come_first_and_inductor_fills_in_both_pages(
     try:
         open_explorer(page)
         page.select_option("#samples", "add_relu")
-        page.click("#options-summary")
-        page.check("#opt-inductor")
-        page.click("#options-summary")
+        turn_on_inductor(page)
         page.click("#compile")
         wait_done(page, timeout_s=10)  # while Inductor is held
         done = page.evaluate("window.kernelscope.state.trace.done")

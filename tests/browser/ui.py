@@ -14,6 +14,13 @@ def open_explorer(page: Page, path: str = "/") -> None:
     page.wait_for_selector("body[data-ready=true]")
 
 
+def turn_on_inductor(page: Page) -> None:
+    """Ticks the Inductor comparison in the options panel (opened and closed again)."""
+    page.click("#options-summary")
+    page.check("#opt-inductor")
+    page.click("#options-summary")
+
+
 def compile_and_wait(page: Page, timeout_s: float = 30) -> None:
     """Clicks Compile and waits for the job's `done` event."""
     page.click("#compile")

@@ -17,13 +17,13 @@ from kernelscope.compiler.codegen.cpp import CppBackend
 from kernelscope.compiler.codegen.triton_backend import TritonBackend
 from kernelscope.compiler.codegen.triton_report import compiled_report
 from kernelscope.compiler.compile_fx import (
-    GraphWork,
     codegen_stage,
     lower,
     memory_stage,
     schedule_stage,
 )
 from kernelscope.compiler.event_types import to_json
+from kernelscope.compiler.graph_work import GraphWork
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.schedule.kinds import KernelKind
 

@@ -148,39 +148,51 @@ RENAMES = {"class Source:": ("    entry: str\n", "    entry_point: str\n"),
                               "    eager_time_ms: float | None = None\n")}
 
 
-def test_a_field_renamed_in_the_model_breaks_the_readers_type_check(tmp_path: Path) -> None:
-    """The readers are on the types: mypy, run on a copy of the tree whose event model
-    renames three fields, reports each reader that reads one, and nothing else."""
-    pytest.importorskip("mypy")
+def mypy_on_renamed_copy(tmp_path: Path, tops: tuple[str, ...], extra: dict[str, tuple[str, ...]],
+                         renames: dict[str, tuple[str, str]], targets: list[str]
+                         ) -> tuple[list[str], set[tuple[str, str]], str]:
+    """mypy over `targets` in a copy of the tree (packages `tops` under kernelscope/, and
+    the `extra` files of other folders) whose event model has `renames` applied (class ->
+    (old line, new line)): the error lines, the (file, missing attribute) pairs, the log."""
     pkg = tmp_path / "kernelscope"
-    shutil.copytree(ROOT / "compiler", pkg / "compiler",
-                    ignore=shutil.ignore_patterns("__pycache__"))
+    for top in tops:
+        shutil.copytree(ROOT / top, pkg / top, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "kernelscope" / "__init__.py", pkg / "__init__.py")
-    (tmp_path / "benchmarks").mkdir()
-    for name in ("__init__.py", "check_samples.py"):
-        shutil.copy(ROOT / "benchmarks" / name, tmp_path / "benchmarks" / name)
+    for folder, names in extra.items():
+        (tmp_path / folder).mkdir()
+        for name in names:
+            shutil.copy(ROOT / folder / name, tmp_path / folder / name)
     model = pkg / "compiler" / "event_types.py"
     text = model.read_text()
-    for cls, (old, new) in RENAMES.items():
+    for cls, (old, new) in renames.items():
         head, tail = text.split(cls, 1)
         assert old in tail.split("\n\n\n", 1)[0], (cls, old)
         text = head + cls + tail.replace(old, new, 1)
     model.write_text(text)
     proc = subprocess.run(
         [sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports=silent",
-         "--ignore-missing-imports", "kernelscope/compiler/report.py",
-         "benchmarks/check_samples.py"],
+         "--ignore-missing-imports", *targets],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path), "MYPYPATH": str(tmp_path)})
     errors = [line for line in proc.stdout.splitlines() if ": error:" in line]
     assert proc.returncode == 1, proc.stdout + proc.stderr
     found = {(line.split(":")[0], m.group(1)) for line in errors
              if (m := re.search(r'has no attribute "(\w+)"', line))}
+    return errors, found, proc.stdout
+
+
+def test_a_field_renamed_in_the_model_breaks_the_readers_type_check(tmp_path: Path) -> None:
+    """The readers are on the types: mypy, run on a copy of the tree whose event model
+    renames three fields, reports each reader that reads one, and nothing else."""
+    pytest.importorskip("mypy")
+    errors, found, log = mypy_on_renamed_copy(
+        tmp_path, ("compiler",), {"benchmarks": ("__init__.py", "check_samples.py")},
+        RENAMES, ["kernelscope/compiler/report.py", "benchmarks/check_samples.py"])
     assert len(found) == len(errors) and found == {
         ("kernelscope/compiler/report.py", "entry"),
         ("kernelscope/compiler/report.py", "reused_from"),
         ("kernelscope/compiler/report.py", "eager_ms"),
-        ("benchmarks/check_samples.py", "eager_ms")}, proc.stdout
+        ("benchmarks/check_samples.py", "eager_ms")}, log
 
 
 # The server's and the scripts' readers, and the `done` fields they read, renamed in a copy.
@@ -196,30 +208,10 @@ def test_a_done_field_renamed_in_the_model_breaks_the_servers_readers(tmp_path: 
     """The server reads `done` through its dataclass (event_read.data_as): mypy, run on a
     copy whose model renames `trace_id` and `store_error`, reports the readers of each."""
     pytest.importorskip("mypy")
-    pkg = tmp_path / "kernelscope"
-    for top in ("compiler", "server"):
-        shutil.copytree(ROOT / top, pkg / top, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "kernelscope" / "__init__.py", pkg / "__init__.py")
-    (tmp_path / "scripts").mkdir()
-    for name in ("latency.py", "load.py"):
-        shutil.copy(ROOT / "scripts" / name, tmp_path / "scripts" / name)
-    model = pkg / "compiler" / "event_types.py"
-    text = model.read_text()
-    for cls, (old, new) in DONE_RENAMES.items():
-        head, tail = text.split(cls, 1)
-        assert old in tail.split("\n\n\n", 1)[0], (cls, old)
-        text = head + cls + tail.replace(old, new, 1)
-    model.write_text(text)
     files = [f"kernelscope/{f}" if f.startswith("server/") else f for f in SERVER_READERS]
-    proc = subprocess.run(
-        [sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports=silent",
-         "--ignore-missing-imports", *files],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path), "MYPYPATH": str(tmp_path)})
-    errors = [line for line in proc.stdout.splitlines() if ": error:" in line]
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    found = {(line.split(":")[0], m.group(1)) for line in errors
-             if (m := re.search(r'has no attribute "(\w+)"', line))}
-    assert all("has no attribute" in line for line in errors), proc.stdout  # nothing else
-    assert {f for f, _ in found} == set(files), proc.stdout
-    assert {a for _, a in found} == {"trace_id", "store_error"}, proc.stdout
+    errors, found, log = mypy_on_renamed_copy(
+        tmp_path, ("compiler", "server"), {"scripts": ("latency.py", "load.py")},
+        DONE_RENAMES, files)
+    assert all("has no attribute" in line for line in errors), log  # nothing else
+    assert {f for f, _ in found} == set(files), log
+    assert {a for _, a in found} == {"trace_id", "store_error"}, log

@@ -16,12 +16,12 @@ from ks_helpers import interpreter_case_results
 from kernelscope.compiler.capture.dynamo import Recorder
 from kernelscope.compiler.codegen.triton_backend import TritonBackend
 from kernelscope.compiler.compile_fx import (
-    GraphWork,
     codegen_stage,
     lower,
     memory_stage,
     schedule_stage,
 )
+from kernelscope.compiler.graph_work import GraphWork
 from kernelscope.compiler.ir.nodes import ExternKernel
 from kernelscope.compiler.ir.template import MatmulTemplate
 from kernelscope.compiler.options import CompileOptions

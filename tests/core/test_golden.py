@@ -20,12 +20,12 @@ from golden_fns import _add_relu, _softmax, _transposed_add
 from ks_helpers import lower_fn
 
 from kernelscope.compiler.compile_fx import (
-    GraphWork,
     codegen_stage,
     lower,
     memory_stage,
     schedule_stage,
 )
+from kernelscope.compiler.graph_work import GraphWork
 from kernelscope.compiler.options import CompileOptions
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"

@@ -60,12 +60,12 @@ def test_checks_only_with_the_option(backend_name: str, check: str) -> None:
     from ks_helpers import lower_fn
 
     from kernelscope.compiler.compile_fx import (
-        GraphWork,
         codegen_stage,
         lower,
         memory_stage,
         schedule_stage,
     )
+    from kernelscope.compiler.graph_work import GraphWork
     from kernelscope.compiler.options import CompileOptions
 
     args = (torch.randn(10, 4), torch.tensor([1, 2]))

@@ -24,7 +24,7 @@ from torch import nn
 from benchmarks.cases import BasicBlock
 from kernelscope import compiler
 from kernelscope.compiler import compile_fx
-from kernelscope.compiler.compile_fx import GraphWork
+from kernelscope.compiler.graph_work import GraphWork
 from kernelscope.compiler.ir.nodes import ComputedBuffer, ExternKernel
 from kernelscope.compiler.lowering import layout
 

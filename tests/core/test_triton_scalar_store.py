@@ -11,12 +11,12 @@ import torch.nn.functional as F
 
 from kernelscope.compiler.capture.dynamo import Recorder
 from kernelscope.compiler.compile_fx import (
-    GraphWork,
     codegen_stage,
     lower,
     memory_stage,
     schedule_stage,
 )
+from kernelscope.compiler.graph_work import GraphWork
 from kernelscope.compiler.options import CompileOptions
 
 
