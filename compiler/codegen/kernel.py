@@ -351,8 +351,7 @@ class KernelCodegen(Handler):
                 if index is None:
                     continue
                 if reader.kind.reduces:
-                    xs, rs = self.node_vars(reader)
-                    at = dict(zip(variables + rvars, xs + rs))
+                    at = self._kernel_coords(reader)
                 else:
                     at = dict(zip(variables, walks[reader.name]))
                 flat = simplify_index(index.xreplace(at), self.bounds)
@@ -361,16 +360,19 @@ class KernelCodegen(Handler):
                 break
         return walks
 
+    def _kernel_coords(self, node: SchedNode) -> dict[Any, Any]:
+        """A reduction node's body variables -> its coordinates in this kernel."""
+        variables, rvars = body_vars(node.buffer.data)  # type: ignore[attr-defined]
+        xs, rs = self.node_vars(node)
+        return dict(zip(variables + rvars, xs + rs))
+
     def _reads_columns(self) -> bool:
         """Some reduction of the kernel reads along its outputs (x.sum(0)): a node over
         the reduction's input with no reader to follow then walks as the columns do."""
         for node in self.plan.nodes:
             if not node.kind.reduces:
                 continue
-            data = node.buffer.data  # type: ignore[attr-defined]
-            variables, rvars = body_vars(data)
-            xs, rs = self.node_vars(node)
-            at = dict(zip(variables + rvars, xs + rs))
+            at = self._kernel_coords(node)
             loads = [simplify_index(i.xreplace(at), self.bounds)
                      for idx in node.reads.values() for i in idx]
             steps = steps_along_outputs(loads, XINDEX, self.plan.xnumel, RINDEX,

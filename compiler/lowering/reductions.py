@@ -9,6 +9,7 @@ is split in two passes so that the first one keeps the whole device busy.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import sympy
@@ -104,15 +105,11 @@ def reduce(g: LoweringContext, x: TensorValue, dims: Any, keepdim: bool, rtype: 
     else:
         node = g.make_reduction(lambda idx, ridx: value(full_index(idx, ridx)),
                                 out_size, rranges, rtype, out_dtype, src, [x])
-        splittable = Feature.SPLIT_REDUCTIONS in g.features and rtype in SPLITTABLE
-        parts = column_splits(node, numel, rnumel) if splittable else None
-        rows = row_splits(numel, rranges, rtype) if splittable and parts is None else None
-        if parts is not None:
+        plan = split_plan(node, numel, rranges, rtype) \
+            if Feature.SPLIT_REDUCTIONS in g.features and rtype in SPLITTABLE else None
+        if plan is not None:
             stored = _split(g, x, out_size, rranges, rtype, src, out_dtype, value,
-                            full_index, rnumel, parts, True)
-        elif rows is not None:
-            stored = _split(g, x, out_size, rranges, rtype, src, out_dtype, value,
-                            full_index, rnumel, rows, False)
+                            full_index, rnumel, *plan)
         else:
             stored = g.reduction_buffer(node, out_size, "reduction")
     if keepdim:
@@ -140,6 +137,24 @@ def _trivial(g: LoweringContext, x: TensorValue, out_size: list[int], rdims: lis
     return g.realize(lazy, reason)
 
 
+def split_plan(node: Any, numel: int, rranges: list[int], rtype: str
+               ) -> tuple[int, bool] | None:
+    """(parts, columns) for a reduction of many outputs that runs too few programs as one
+    kernel: a column split, else a row split; None keeps it one kernel."""
+    parts = column_splits(node, numel, math.prod(rranges))
+    if parts is not None:
+        return parts, True
+    rows = row_splits(numel, rranges, rtype)
+    return (rows, False) if rows is not None else None
+
+
+def _nearest(want: int, fits: Callable[[int], bool]) -> int | None:
+    """The count in want/2 .. 2*want for which fits(count) holds nearest `want` (the larger
+    of two as near), or None."""
+    found = [d for d in range(max(2, want // 2), 2 * want + 1) if fits(d)]
+    return min(found, key=lambda d: (abs(d - want), -d)) if found else None
+
+
 def column_splits(node: Any, numel: int, rnumel: int) -> int | None:
     """How many parts a column reduction's rows are split into (COLUMN_* above), or None
     to keep it one kernel (not a column walk, enough programs already, rows too short)."""
@@ -161,9 +176,8 @@ def column_splits(node: Any, numel: int, rnumel: int) -> int | None:
     if most < 2:
         return None
     want = max(2, min(want, most))
-    exact = [d for d in range(max(2, want // 2), 2 * want + 1)
-             if rnumel % d == 0 and rnumel // d >= COLUMN_MIN_CHUNK // 2]
-    return min(exact, key=lambda d: (abs(d - want), -d)) if exact else want
+    exact = _nearest(want, lambda d: rnumel % d == 0 and rnumel // d >= COLUMN_MIN_CHUNK // 2)
+    return exact if exact is not None else want
 
 
 def row_splits(numel: int, rranges: list[int], rtype: str) -> int | None:
@@ -177,9 +191,7 @@ def row_splits(numel: int, rranges: list[int], rtype: str) -> int | None:
         return None
     want = -(-ROW_SPLIT_PROGRAMS // numel)
     outer = rranges[0]
-    fits = [d for d in range(max(2, want // 2), 2 * want + 1)
-            if outer % d == 0 and rnumel // d >= ROW_SPLIT_MIN_CHUNK]
-    return min(fits, key=lambda d: (abs(d - want), -d)) if fits else None
+    return _nearest(want, lambda d: outer % d == 0 and rnumel // d >= ROW_SPLIT_MIN_CHUNK)
 
 
 def _split(g: LoweringContext, x: TensorValue, out_size: list[int], rranges: list[int], rtype: str,
