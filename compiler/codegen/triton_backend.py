@@ -203,6 +203,19 @@ class TritonBackend(Backend):
     def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
         return {} if self.emulated else compiled_report(getattr(module, kernel, None))
 
+    def report_facts(self, launch: Launch | None) -> Any:
+        """A launch specializes Triton's build: each tensor's dtype and whether its
+        address is 16-byte aligned, every other argument's value."""
+        def fact(value: Any) -> Any:
+            if isinstance(value, torch.Tensor):
+                return [str(value.dtype), value.data_ptr() % 16 == 0]
+            return value if isinstance(value, bool | int | float | str | None) else repr(value)
+
+        if launch is None:
+            return None
+        args, kwargs = launch
+        return [[fact(a) for a in args], {k: fact(v) for k, v in sorted(kwargs.items())}]
+
     def kernel_reports(self, module: ModuleType, launches: dict[str, Launch | None]
                        ) -> dict[str, dict[str, Any]]:
         if not self.emulated:
