@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from types import ModuleType
@@ -170,7 +171,7 @@ class TritonBackend(Backend):
                                tuple(k.config["grid"]),
                                {m: v for m, v in k.config.items() if m not in ("grid", "numels")})
                     for k in kernels]
-        return prebuild(module, launches, workers or min(16, os.cpu_count() or 1))
+        return prebuild(module, launches, workers or self.options.workers())
 
     def wrapper_prelude(self, kernels: list[GeneratedKernel], artifact: Path | None
                         ) -> list[str]:
@@ -218,8 +219,11 @@ class TritonBackend(Backend):
 
     def kernel_reports(self, module: ModuleType, launches: dict[str, Launch | None]
                        ) -> dict[str, dict[str, Any]]:
-        if not self.emulated:
-            return super().kernel_reports(module, launches)
+        if not self.emulated:  # nvdisasm per kernel: subprocesses that overlap
+            names = list(launches)
+            with ThreadPoolExecutor(max_workers=self.options.workers()) as pool:
+                return dict(zip(names, pool.map(
+                    lambda name: self.kernel_report(module, name), names), strict=True))
         # The interpreter builds nothing: Triton's stages come from compiling the kernels
         # again for a GPU target, offline (never run here).
         target = self.options.gpu_target
@@ -227,4 +231,5 @@ class TritonBackend(Backend):
             note = ("Triton's interpreter ran this kernel on the CPU and the gpu_target "
                     "option is off: no GPU stages")
             return {name: {"stages_note": note} for name in launches}
-        return offline_reports(Path(str(module.__file__)), launches, target)
+        return offline_reports(Path(str(module.__file__)), launches, target,
+                               self.options.workers())

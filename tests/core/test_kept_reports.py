@@ -73,3 +73,24 @@ def test_triton_keys_a_report_by_the_launch_specialization() -> None:
     assert facts(aligned) != facts(((base.half(), base[4:], 64), {"XBLOCK": 32}))
     assert facts(aligned) != facts(((base, base[4:], 65), {"XBLOCK": 32}))
     assert facts(aligned) != facts(((base, base[4:], 64), {"XBLOCK": 64}))
+
+
+def test_gpu_reports_are_made_in_parallel(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each kernel's report runs nvdisasm (a subprocess): the kernels' reports overlap.
+    Two reports wait for each other at a barrier, which one thread would never pass."""
+    import threading
+    import types
+
+    from kernelscope.compiler.codegen import triton_backend
+
+    barrier = threading.Barrier(2, timeout=30)
+
+    def report(fn: Any) -> dict[str, Any]:
+        barrier.wait()
+        return {"num_warps": fn}
+
+    monkeypatch.setattr(triton_backend, "compiled_report", report)
+    backend = TritonBackend("cuda", CompileOptions(backend="triton", compile_workers=2))
+    module = types.SimpleNamespace(k0=4, k1=8)
+    reports = backend.kernel_reports(module, {"k0": None, "k1": None})  # type: ignore[arg-type]
+    assert reports == {"k0": {"num_warps": 4}, "k1": {"num_warps": 8}}
