@@ -57,6 +57,8 @@ class LoweringContext(Protocol):
     converted: dict[tuple[int, Any], tuple[Any, Stored]]
     buffers: list[Buffer]  # the graph's buffers so far, in program order
 
+    def new_name(self) -> str: ...  # the next buffer's name (`buf7`)
+
     def lazy(self, node: torch.fx.Node, inner_fn: Callable[..., Any], size: Sequence[int],
              dtype: torch.dtype, inputs: Sequence[Any] = ()) -> Lazy: ...
 

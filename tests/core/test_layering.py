@@ -290,6 +290,25 @@ def test_lowerings_take_their_node_and_never_read_the_walks_position() -> None:
     assert not _reads_of_current("    return g.extern(node.target, args, {})  # g.current\n")
 
 
+# A lowering module's graph parameter typed as anything but the context.
+UNTYPED_G = re.compile(r"\bg\s*:\s*(?!LoweringContext\b)\w")
+
+
+def _untyped_graph_params(text: str) -> list[int]:
+    return [i for i, line in enumerate(text.splitlines(), 1)
+            if UNTYPED_G.search(line.split("#", 1)[0])]
+
+
+def test_lowering_modules_type_the_graph_as_the_context() -> None:
+    """`g` is a LoweringContext in every lowering module (GraphLowering itself is `self`),
+    so mypy checks each use of it against the Protocol."""
+    found = [f"{p.name}:{n}" for p in sorted((ROOT / "lowering").glob("*.py"))
+             for n in _untyped_graph_params(p.read_text())]
+    assert not found, found
+    assert _untyped_graph_params("def copy_to(g: Any, node: Node) -> Stored:\n") == [1]
+    assert not _untyped_graph_params("def nhwc(g: LoweringContext, node: Node) -> Stored:\n")
+
+
 # The walk's own position, kept by the walk (GraphLowering) for its builders to read.
 POSITION = re.compile(r"\bself\s*\.\s*(?:current\b|out_meta\s*\(|node_name\s*\()")
 # LoweringContext's members that make IR for a node: each is handed that node first.
