@@ -316,10 +316,10 @@ def _through(pointwise: dict[str, SchedNode], reductions: dict[str, SchedNode], 
 # A reduction recomputes a pointwise value it reads (instead of reading it from memory)
 # only where that value's buffer is row-major. `_coords` can map a storage position of any
 # dense dim order back to coordinates (an NHWC buffer), but the kernels that recompute
-# through NHWC positions were measured slow: on the H200 the ResNet-50 training step's
-# channels-last batch-norm backward sums over recomputed relu-backward (and max-pool
-# backward) values ran 0.8-4.4 ms a kernel, the step 25.5 -> 30.1 ms of GPU time
-# (docs/perf.md, "Convnet training channels-last"). Off until such a kernel is fast.
+# through NHWC positions were measured slow on the H200: the channels-last batch-norm
+# backward sums over recomputed relu-backward (and max-pool backward) values made the
+# ResNet-50 training step slower (docs/perf.md, "Convnet training channels-last", has the
+# numbers). Off until such a kernel is fast.
 RECOMPUTE_IN_ANY_DIM_ORDER = False
 
 
