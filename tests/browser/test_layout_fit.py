@@ -51,7 +51,9 @@ CUT_AT_LEFT = """() => {
 
 
 @pytest.mark.parametrize("size", SIZES)
-def test_a_models_fx_graph_opens_with_no_node_cut_at_the_left(page: Page, size: tuple[int, int]) -> None:
+def test_a_models_fx_graph_opens_with_no_node_cut_at_the_left(
+    page: Page, size: tuple[int, int]
+) -> None:
     """A model's FX graph is too big to fit readable: it opens at a readable zoom from the
     top, and from the left of the rows in view (from the first node alone, the 4-block
     model's FX graph opened with its layer-norm nodes cut in two by the pane's edge)."""
