@@ -44,6 +44,9 @@ SLOW: dict[str, str] = {
         "a kernel made to fail, in a subprocess per case (the in-range cases stay)",
     "core/test_bundle.py::test_snippet_output_is_data_never_events":
         "a snippet through both CLI halves (server/test_server_streams.py keeps the property)",
+    "core/test_bundle.py::test_stages_command_runs_triton_kernels_in_the_interpreter":
+        "the back half's CLI under the Triton interpreter, in a fresh interpreter (the "
+        "in-process back-half tests stay)",
     "core/test_lse_steps.py::test_every_lse_step_matches_eager":
         "every logsumexp step under the Triton interpreter (the default step stays)",
     "core/test_backend.py::test_entry_point_works_without_importing_kernelscope":

@@ -40,6 +40,33 @@ VISIBLE_NODES = """() => {
 }"""
 
 
+# The FX graph's nodes in view that the pane's left edge cuts in two.
+CUT_AT_LEFT = """() => {
+  const cy = window.kernelscope.panes.find((p) => p.id === 'graph').fx;
+  return cy.nodes().filter((n) => {
+    const r = n.renderedBoundingBox();
+    return r.x1 < -1 && r.x2 > 1 && r.y2 > 0 && r.y1 < cy.height();
+  }).map((n) => n.id());
+}"""
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_models_fx_graph_opens_with_no_node_cut_at_the_left(
+    page: Page, size: tuple[int, int]
+) -> None:
+    """A model's FX graph is too big to fit readable: it opens at a readable zoom from the
+    top, and from the left of the rows in view (from the first node alone, the 4-block
+    model's FX graph opened with its layer-norm nodes cut in two by the pane's edge)."""
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    open_explorer(page, "/t/modules")
+    wait_done(page)
+    show_tab(page, "graph")
+    page.wait_for_timeout(300)  # the graphs lay out
+    screenshot(page, f"layout-graph-left-{size[0]}x{size[1]}")
+    assert page.evaluate(CUT_AT_LEFT) == []
+    assert min(page.evaluate(VISIBLE_NODES)) >= 5
+
+
 @pytest.mark.parametrize("size", SIZES)
 def test_a_models_panes_fit_their_column(page: Page, size: tuple[int, int]) -> None:
     page.set_viewport_size({"width": size[0], "height": size[1]})
