@@ -74,6 +74,8 @@ SLOW: dict[str, str] = {
         "a run recorded by the real compiler, uploaded to the real server, in the browser "
         "(core/test_own_run.py and server/test_server_uploads.py keep the upload)",
     "server/test_server_e2e.py": "the server through the real compiler CLI",
+    "server/test_server_kresults.py::test_a_repeated_job_reports_every_kernel_as_a_cache_hit":
+        "two jobs through the real server and compiler (the in-process promotion tests stay)",
 }
 
 # The areas the fast tier must still cover, each by a module it keeps (checked).
