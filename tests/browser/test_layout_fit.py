@@ -121,6 +121,28 @@ def test_fusion_refusals_are_grouped_by_reason_and_extern_calls_folded(page: Pag
     screenshot(page, "layout-fusion-refusals-1440x900")
 
 
+# Cells of the fusion decisions whose one word ("vertical") the column broke over lines.
+BROKEN_KINDS = """() => [...document.querySelectorAll(
+    '.fusion-pane table.decisions tbody td:nth-child(3)')]
+  .filter((td) => td.offsetParent !== null && td.textContent)
+  .filter((td) => { const r = document.createRange(); r.selectNodeContents(td);
+                    return r.getClientRects().length > 1; })
+  .map((td) => td.textContent)"""
+
+
+def test_a_fusion_decisions_kind_is_never_broken_over_lines(page: Page) -> None:
+    """At 1440x900 the decisions' kind column was squeezed until "vertical" read
+    "vertic / al"."""
+    page.set_viewport_size({"width": 1440, "height": 900})
+    open_explorer(page, "/t/modules")
+    wait_done(page)
+    show_tab(page, "fusion")
+    page.locator(".fusion-pane details.refusals").first.evaluate("d => d.open = true")
+    expect(page.locator(".fusion-pane details.refusals").first.locator("tbody tr").first
+           ).to_be_visible()
+    assert page.evaluate(BROKEN_KINDS) == []
+
+
 @pytest.mark.parametrize("size", SIZES)
 def test_the_timings_bandwidth_column_fits(page: Page, size: tuple[int, int]) -> None:
     """The H200 trace has real per-kernel times and GB/s, the widest Timings table."""
