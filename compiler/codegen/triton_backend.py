@@ -210,9 +210,13 @@ class TritonBackend(Backend):
 
     def _pool_capability(self) -> int | None:
         """The target the pool compiles for: the GPU's own, or under the interpreter
-        the gpu_target of the offline reports (None: nothing to compile)."""
+        the gpu_target of the offline reports (None: nothing to compile). On a CPU host
+        the pool is asked for by name (compile_workers >= 2): its workers' start (each
+        imports torch and Triton) cost more than they saved on 2 shared cores
+        (docs/perf.md)."""
         if self.emulated:
-            return capability(self.options.gpu_target) if self.options.gpu_target else None
+            target = self.options.gpu_target
+            return capability(target) if target and self.options.compile_workers >= 2 else None
         from triton.runtime import driver
 
         return int(driver.active.get_current_target().arch)

@@ -99,3 +99,33 @@ def test_a_worker_past_the_timeout_is_killed_and_falls_back(tmp_path: Path) -> N
         pool.close()
     assert result["built_ms"] == {}
     assert "timed out" in result["fallback"]["add_one"]
+
+
+def test_the_backend_prebuilds_the_offline_compile_in_the_pool_once(tmp_path: Path) -> None:
+    """On a CPU host the graph's kernels are compiled for the gpu_target in the pool, into
+    the cache the offline reports read; the prebuild event says what was built. A wrapper
+    whose cache is already filled starts no workers."""
+    import importlib.util
+
+    import torch
+
+    from kernelscope.compiler.codegen.backend import GeneratedKernel
+    from kernelscope.compiler.codegen.triton_backend import TritonBackend
+    from kernelscope.compiler.codegen.triton_offline import offline_cache_dir
+    from kernelscope.compiler.options import CompileOptions
+
+    wrapper = Path(_job(tmp_path, KERNEL).wrapper)
+    spec = importlib.util.spec_from_file_location("procpool_wrapper", wrapper)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    kernel = GeneratedKernel("add_one", KERNEL, [], ["x", "y"], "",
+                             {"grid": [8], "numels": [1000], "BLOCK": 128, "num_warps": 4})
+    backend = TritonBackend("cpu", CompileOptions(compile_workers=2, gpu_target="sm_90"))
+    dtypes = {"x": torch.float32, "y": torch.float32}
+    first = backend.prebuild(module, [kernel], dtypes, 0)
+    assert set(first["pool"]["built_ms"]) == {"add_one"}, first
+    assert first["pool"]["fallback"] == {} and first["pool"]["processes"] == 2
+    assert not fresh_cache(str(offline_cache_dir(wrapper, "sm_90")))
+    assert backend.prebuild(module, [kernel], dtypes, 0) == {}  # built before: no pool
+    assert backend.prebuild(module, [kernel], dtypes, 1) == {}  # one build asked: none
