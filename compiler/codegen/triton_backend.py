@@ -173,7 +173,8 @@ class TritonBackend(Backend):
         # not ask for one build in process) where its Triton cache is still empty: a
         # wrapper built before is all cache hits, which starts no workers.
         pool = {}
-        if workers != 1 and fresh_cache(self._pool_cache_dir(module)):
+        if (workers != 1 and kernels and self._pool_capability() is not None
+                and fresh_cache(self._pool_cache_dir(module))):
             pool = self.pool_build([(module, kernels, dtypes)])
         if self.emulated:  # the interpreter builds nothing
             return {"pool": pool} if pool else {}
@@ -219,7 +220,10 @@ class TritonBackend(Backend):
             return capability(target) if target and self.options.compile_workers >= 2 else None
         from triton.runtime import driver
 
-        return int(driver.active.get_current_target().arch)
+        try:
+            return int(driver.active.get_current_target().arch)
+        except RuntimeError:  # no GPU driver: the launch's own build says why
+            return None
 
     def _pool_cache_dir(self, module: ModuleType) -> str:
         """The Triton cache the module's first build reads: the offline one under the
