@@ -8,6 +8,7 @@ API and `torch.compile(..., options={...})`.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,6 +65,11 @@ class CompileOptions:
         if unknown:
             raise ValueError(f"unknown compile option(s): {', '.join(unknown)}")
         return cls(**dict(values))
+
+    def workers(self) -> int:
+        """Threads that build or report a graph's kernels in parallel: compile_workers,
+        where 0 means one per CPU core, at most 16."""
+        return max(1, self.compile_workers or min(16, os.cpu_count() or 1))
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kernelscope.compiler.event_read import data_as, envelope, field_of
-from kernelscope.compiler.event_types import JobDone, Run
+from kernelscope.compiler.event_types import Error, JobDone, Run
 from kernelscope.compiler.events import FOLLOW_UPS, PARTS, SCHEMA_VERSION, STAGES, TERMINAL
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,8 @@ class FollowUps:
         failed in a follow-up stage) stores the pending ones as not finished; anything
         else is not a follow-up and is dropped."""
         if stage == "error":
-            self.end(str(data.get("message") or "the compiler reported an error"))
+            said = field_of(envelope({"stage": stage, "data": data}), Error, "message")
+            self.end(str(said or "the compiler reported an error"))
         elif stage in self.stages and stage not in self.stored:
             self._store(stage, data, ms, origin)
 

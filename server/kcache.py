@@ -19,6 +19,13 @@ The rules that keep one snippet from planting code that another job loads:
   wrapper gets exactly those bytes). A library is never taken: the server takes the C++
   source, checks it hashes to its name, and builds the library itself with g++ in a fresh
   sandbox that no snippet ran in. Symlinks, oversized files and other names are ignored.
+- Results our own code computed (compiler/runtime/results.py: a GEMM choice's measured
+  times, a kernel's build report) cannot be verified by their content, so they are taken
+  only from the back half's folder (`promote(..., results=True)`: the process of our own
+  code that never ran a snippet) and only under bubblewrap (`results_shared`), where the
+  front half cannot reach that folder; a snippet's own cache, or a one-process job's, is
+  never read for them. They must parse as their kind's shape; later jobs see them linked
+  into `results/` of their cache folder.
 - Entries are written atomically (temporary name, then rename) with mode 0644.
 """
 
@@ -27,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
+import json
 import logging
 import os
 import platform
@@ -43,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelscope.compiler.codegen import targets
+from kernelscope.compiler.runtime import results as kept
 
 Runner = Callable[[Callable[[str], list[str]], float], bool]
 
@@ -56,7 +65,7 @@ MAX_PREBUILDS = 4  # Triton wrappers built from one job
 MAX_FILE_BYTES = 4 << 20
 MAX_PER_JOB = 32  # new entries taken from one job
 MAX_LINKS = 4096  # newest entries shown to a job
-MAX_ENTRIES = 20000  # the cache keeps this many, dropping the oldest
+MAX_ENTRIES = 20000  # the cache keeps this many (and as many results), dropping the oldest
 WRAPPER_BACKENDS = tuple(targets.names())
 BUILD_TIMEOUT_S = 120
 
@@ -105,6 +114,7 @@ class Promotion:
     wrappers: int = 0
     libraries: int = 0
     triton: int = 0  # wrappers whose Triton kernels the server built and shared
+    results: int = 0  # measured times and kernel reports of the back half
     rejected: int = 0
 
 
@@ -117,8 +127,14 @@ class KernelCache:
         os.chmod(self.root, 0o755)
         self.settings = settings  # server.worker.WorkerSettings: the build sandbox
         self.versions = versions_key()
+        self.results = self.root / kept.FOLDER
+        self.results.mkdir(exist_ok=True)
+        os.chmod(self.results, 0o755)
+        # Only bubblewrap keeps a job's front half out of its back half's folder.
+        self.results_shared = settings.isolation.mode == "bubblewrap"
         self._lock = threading.Lock()
-        self.stats = {"linked": 0, "wrappers": 0, "libraries": 0, "triton": 0, "rejected": 0}
+        self.stats = {"linked": 0, "wrappers": 0, "libraries": 0, "triton": 0, "results": 0,
+                      "rejected": 0}
 
     # -- before the job ------------------------------------------------------------------
     def link_into(self, scratch: Path) -> int:
@@ -138,24 +154,27 @@ class KernelCache:
                 if SHARED_NAME.match(entry.name) and kind_ok:
                     entries.append((entry.stat(follow_symlinks=False).st_mtime, entry.name))
         entries.sort(reverse=True)
-        made = 0
-        for _mtime, name in entries[:MAX_LINKS]:
-            try:
-                os.symlink(self.root / name, folder / name)
-                made += 1
-            except FileExistsError:
-                continue
+        made = _link(self.root, [name for _mtime, name in entries[:MAX_LINKS]], folder)
+        if self.results_shared:
+            into = folder / kept.FOLDER
+            into.mkdir(exist_ok=True)
+            if uid is not None:
+                os.chown(into, uid, -1)
+            made += _link(self.results, _newest(self.results, kept.NAME, MAX_LINKS), into)
         with self._lock:
             self.stats["linked"] += made
         return made
 
     # -- after the job -------------------------------------------------------------------
-    def promote(self, scratch: Path) -> Promotion:
-        """Take a finished job's new wrappers (verified) and libraries (rebuilt here)."""
+    def promote(self, scratch: Path, results: bool = False) -> Promotion:
+        """Take a finished job's new wrappers (verified) and libraries (rebuilt here), and
+        with `results` (the caller knows `scratch` is the back half's) its results."""
         result = Promotion()
         folder = job_cache(scratch)
         if not folder.is_dir() or folder.is_symlink():
             return result
+        if results and self.results_shared:
+            self._take_results(folder / kept.FOLDER, result)
         taken = 0
         for entry in sorted(os.scandir(folder), key=lambda e: e.name):
             if taken >= MAX_PER_JOB:
@@ -185,11 +204,35 @@ class KernelCache:
                 result.rejected += 1
         result.triton = self._prebuild_triton(folder)
         with self._lock:
-            for key in ("wrappers", "libraries", "triton", "rejected"):
+            for key in ("wrappers", "libraries", "triton", "results", "rejected"):
                 self.stats[key] += getattr(result, key)
         if taken or result.triton:
             self._prune()
+        if result.results:
+            _prune(self.results, kept.NAME)
         return result
+
+    def _take_results(self, folder: Path, result: Promotion) -> None:
+        """The back half's new results (regular files of a result's name and shape)."""
+        if folder.is_symlink() or not folder.is_dir():
+            return
+        for entry in sorted(os.scandir(folder), key=lambda e: e.name)[:MAX_LINKS]:
+            m = kept.NAME.match(entry.name)
+            if not m or not entry.is_file(follow_symlinks=False):
+                continue  # a link is an entry this cache showed the job
+            target = self.results / entry.name
+            if target.exists() or result.results >= MAX_PER_JOB:
+                continue
+            text = _read_small(Path(entry.path))
+            try:
+                data = json.loads(text) if text is not None else None
+            except ValueError:
+                data = None
+            if data is None or not kept.valid(m[1], data):
+                result.rejected += 1
+                continue
+            _install(target, text.encode() if text is not None else b"")
+            result.results += 1
 
     def _prebuild_triton(self, folder: Path) -> int:
         """For each Triton wrapper of the job that the cache holds (verified) and that ran
@@ -289,23 +332,43 @@ class KernelCache:
             remove_scratch(scratch)
 
     def _prune(self) -> None:
-        entries = sorted(
-            (e.stat(follow_symlinks=False).st_mtime, e.path)
-            for e in os.scandir(self.root)
-            if SHARED_NAME.match(e.name)
-        )
-        for _mtime, path in entries[: max(0, len(entries) - MAX_ENTRIES)]:
-            try:
-                if os.path.isdir(path) and not os.path.islink(path):
-                    shutil.rmtree(path)
-                else:
-                    os.unlink(path)
-            except OSError:
-                pass
+        _prune(self.root, SHARED_NAME)
 
     def to_json(self) -> dict[str, Any]:
         with self._lock:
             return {"dir": str(self.root), **self.stats}
+
+
+def _newest(folder: Path, name: re.Pattern[str], count: int) -> list[str]:
+    entries = sorted(((e.stat(follow_symlinks=False).st_mtime, e.name)
+                      for e in os.scandir(folder) if name.match(e.name)), reverse=True)
+    return [n for _mtime, n in entries[:count]]
+
+
+def _link(source: Path, names: list[str], into: Path) -> int:
+    """Symlink `source/name` as `into/name` for each name not there yet; how many."""
+    made = 0
+    for name in names:
+        try:
+            os.symlink(source / name, into / name)
+            made += 1
+        except FileExistsError:
+            continue
+    return made
+
+
+def _prune(folder: Path, name: re.Pattern[str]) -> None:
+    """Drop the oldest entries of `folder` beyond MAX_ENTRIES."""
+    entries = sorted((e.stat(follow_symlinks=False).st_mtime, e.path)
+                     for e in os.scandir(folder) if name.match(e.name))
+    for _mtime, path in entries[: max(0, len(entries) - MAX_ENTRIES)]:
+        try:
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.unlink(path)
+        except OSError:
+            pass
 
 
 def compiler_flags(repo_dir: Path) -> tuple[str, list[str]]:

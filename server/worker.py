@@ -213,7 +213,8 @@ def run_job(
         if group is not None:
             group.kill()
         if kcache is not None:
-            kcache.promote(jobdir.phase(compiles))  # its process is dead: files are data now
+            # Its process is dead: files are data now; results only from our own back half.
+            kcache.promote(jobdir.phase(compiles), results=split)
     finally:
         if follow is not None and job.following:  # never left waiting for an event
             follow.end("the job supervisor failed; see the server log")

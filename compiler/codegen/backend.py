@@ -168,6 +168,11 @@ class Backend:
         (stage name -> text), `line_maps`; empty where nothing is known."""
         return {}
 
+    def report_facts(self, launch: Launch | None) -> Any:
+        """What of a kernel's first launch its report depends on (beside the wrapper, the
+        backend and its options): nothing, where the report reads the build alone."""
+        return None
+
     def kernel_reports(self, module: ModuleType, launches: dict[str, Launch | None]
                        ) -> dict[str, dict[str, Any]]:
         """`kernel_report` of each kernel; `launches` holds each one's first launch (its

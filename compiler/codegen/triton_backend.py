@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from types import ModuleType
@@ -170,7 +171,7 @@ class TritonBackend(Backend):
                                tuple(k.config["grid"]),
                                {m: v for m, v in k.config.items() if m not in ("grid", "numels")})
                     for k in kernels]
-        return prebuild(module, launches, workers or min(16, os.cpu_count() or 1))
+        return prebuild(module, launches, workers or self.options.workers())
 
     def wrapper_prelude(self, kernels: list[GeneratedKernel], artifact: Path | None
                         ) -> list[str]:
@@ -203,10 +204,26 @@ class TritonBackend(Backend):
     def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
         return {} if self.emulated else compiled_report(getattr(module, kernel, None))
 
+    def report_facts(self, launch: Launch | None) -> Any:
+        """A launch specializes Triton's build: each tensor's dtype and whether its
+        address is 16-byte aligned, every other argument's value."""
+        def fact(value: Any) -> Any:
+            if isinstance(value, torch.Tensor):
+                return [str(value.dtype), value.data_ptr() % 16 == 0]
+            return value if isinstance(value, bool | int | float | str | None) else repr(value)
+
+        if launch is None:
+            return None
+        args, kwargs = launch
+        return [[fact(a) for a in args], {k: fact(v) for k, v in sorted(kwargs.items())}]
+
     def kernel_reports(self, module: ModuleType, launches: dict[str, Launch | None]
                        ) -> dict[str, dict[str, Any]]:
-        if not self.emulated:
-            return super().kernel_reports(module, launches)
+        if not self.emulated:  # nvdisasm per kernel: subprocesses that overlap
+            names = list(launches)
+            with ThreadPoolExecutor(max_workers=self.options.workers()) as pool:
+                return dict(zip(names, pool.map(
+                    lambda name: self.kernel_report(module, name), names), strict=True))
         # The interpreter builds nothing: Triton's stages come from compiling the kernels
         # again for a GPU target, offline (never run here).
         target = self.options.gpu_target
@@ -214,4 +231,5 @@ class TritonBackend(Backend):
             note = ("Triton's interpreter ran this kernel on the CPU and the gpu_target "
                     "option is off: no GPU stages")
             return {name: {"stages_note": note} for name in launches}
-        return offline_reports(Path(str(module.__file__)), launches, target)
+        return offline_reports(Path(str(module.__file__)), launches, target,
+                               self.options.workers())

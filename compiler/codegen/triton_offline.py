@@ -26,6 +26,7 @@ import os
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -70,14 +71,14 @@ def describe_launch(launch: Launch) -> dict[str, Any]:
     return {"args": [arg(a) for a in args], "kwargs": dict(kwargs)}
 
 
-def offline_reports(wrapper: Path, launches: dict[str, Launch | None], target: str
-                    ) -> dict[str, dict[str, Any]]:
+def offline_reports(wrapper: Path, launches: dict[str, Launch | None], target: str,
+                    workers: int = 1) -> dict[str, dict[str, Any]]:
     """Each launched kernel's stages compiled for `target` ("sm_90"), in a child process;
     a kernel that cannot be has a `stages_note` saying why."""
     if capability(target) is None:
         note = f"gpu_target {target!r} is not an NVIDIA target (sm_NN)"
         return {name: {"stages_note": note} for name in launches}
-    request = {"wrapper": str(wrapper), "target": target,
+    request = {"wrapper": str(wrapper), "target": target, "workers": workers,
                "kernels": {name: describe_launch(launch)
                            for name, launch in launches.items() if launch is not None}}
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
@@ -111,22 +112,26 @@ def compile_kernels(request: dict[str, Any]) -> dict[str, dict[str, Any]]:
     cap = capability(target)
     assert cap is not None
     module = _jit_module(Path(request["wrapper"]))
-    out: dict[str, dict[str, Any]] = {}
-    for name, launch in request["kernels"].items():
-        try:
-            compiled, fn = _compile(getattr(module, name), launch, cap)
-        except Exception as e:  # the offline compile only adds views; the kernel ran
-            out[name] = {"stages_note": f"compiling for {target} failed: "
-                                        f"{type(e).__name__}: {e}"}
-            continue
-        report = kernel_report_of(compiled, fn)
-        for key in ("registers", "spills"):  # the driver's numbers: not known offline
-            report.pop(key, None)
-        cubin = compiled.asm.get("cubin")
-        if isinstance(cubin, bytes) and (regs := registers(cubin)) is not None:
-            report["registers"] = regs
-        out[name] = {**report, "gpu_target": target}
-    return out
+    kernels: dict[str, Any] = request["kernels"]
+    # ptxas, nvdisasm and cuobjdump are subprocesses: the kernels' builds overlap.
+    with ThreadPoolExecutor(max_workers=max(1, int(request.get("workers", 1)))) as pool:
+        reports = pool.map(lambda kv: _report(module, kv[0], kv[1], target, cap), kernels.items())
+        return dict(zip(kernels, reports, strict=True))
+
+
+def _report(module: ModuleType, name: str, launch: dict[str, Any], target: str, cap: int
+            ) -> dict[str, Any]:
+    try:
+        compiled, fn = _compile(getattr(module, name), launch, cap)
+    except Exception as e:  # the offline compile only adds views; the kernel ran
+        return {"stages_note": f"compiling for {target} failed: {type(e).__name__}: {e}"}
+    report = kernel_report_of(compiled, fn)
+    for key in ("registers", "spills"):  # the driver's numbers: not known offline
+        report.pop(key, None)
+    cubin = compiled.asm.get("cubin")
+    if isinstance(cubin, bytes) and (regs := registers(cubin)) is not None:
+        report["registers"] = regs
+    return {**report, "gpu_target": target}
 
 
 def _compile(fn: Any, launch: dict[str, Any], cap: int) -> tuple[Any, Any]:

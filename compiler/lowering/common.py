@@ -45,7 +45,8 @@ class LoweringBackend(Protocol):
 class LoweringContext(Protocol):
     """The graph being lowered, as its lowerings see it. It does not say which node is being
     lowered: a lowering, and each helper it calls, is handed that node (`out_meta(node)`,
-    `node.name`), so no helper depends on the walk's position."""
+    `node.name`), and so is every builder here (`g.lazy(node, ...)`: the node a body or an
+    extern call is made for, its origin), so nothing depends on the walk's position."""
 
     layout: LayoutDecision  # the whole-graph layout (lowering/layout.py)
     features: Features  # what the graph's backend can do, less what the options turn off
@@ -56,24 +57,26 @@ class LoweringContext(Protocol):
     converted: dict[tuple[int, Any], tuple[Any, Stored]]
     buffers: list[Buffer]  # the graph's buffers so far, in program order
 
-    def lazy(self, inner_fn: Callable[..., Any], size: Sequence[int], dtype: torch.dtype,
-             inputs: Sequence[Any] = ()) -> Lazy: ...
+    def new_name(self) -> str: ...  # the next buffer's name (`buf7`)
+
+    def lazy(self, node: torch.fx.Node, inner_fn: Callable[..., Any], size: Sequence[int],
+             dtype: torch.dtype, inputs: Sequence[Any] = ()) -> Lazy: ...
 
     def realize(self, value: TensorValue, reason: str,
                 stride: Sequence[int] | None = None) -> Stored: ...
 
-    def reduction_buffer(self, node: Reduction, size: Sequence[int], reason: str
-                         ) -> Stored: ...
+    def reduction_buffer(self, node: torch.fx.Node, body: Reduction, size: Sequence[int],
+                         reason: str) -> Stored: ...
 
-    def make_reduction(self, inner_fn: Callable[..., Any], ranges: Sequence[int],
-                       reduction_ranges: Sequence[int], reduction_type: str,
-                       dtype: torch.dtype, src_dtype: torch.dtype,
+    def make_reduction(self, node: torch.fx.Node, inner_fn: Callable[..., Any],
+                       ranges: Sequence[int], reduction_ranges: Sequence[int],
+                       reduction_type: str, dtype: torch.dtype, src_dtype: torch.dtype,
                        inputs: Sequence[Any] = ()) -> Reduction: ...
 
-    def allocate(self, reason: str, meta: Any = None) -> Any: ...
+    def allocate(self, node: torch.fx.Node, reason: str, meta: Any = None) -> Any: ...
 
-    def extern(self, op: Any, args: Any, kwargs: dict[str, Any], fallback: bool,
-               reason: str = "", out_stride: Sequence[int] | None = None,
+    def extern(self, node: torch.fx.Node, op: Any, args: Any, kwargs: dict[str, Any],
+               fallback: bool, reason: str = "", out_stride: Sequence[int] | None = None,
                out_size: Sequence[int] | None = None) -> Any: ...
 
 

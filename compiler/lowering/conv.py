@@ -28,7 +28,7 @@ from kernelscope.compiler.lowering.layout import channels_last, is_channels_last
 from kernelscope.compiler.lowering.registry import aten, register_lowering
 
 
-def nhwc(g: LoweringContext, x: TensorValue, reason: str) -> Stored:
+def nhwc(g: LoweringContext, node: Node, x: TensorValue, reason: str) -> Stored:
     """`x` stored channels-last: itself where it is, else a copy made once per graph."""
     if isinstance(x, Stored) and is_channels_last(x.size, x.view.stride):
         return x
@@ -37,7 +37,7 @@ def nhwc(g: LoweringContext, x: TensorValue, reason: str) -> Stored:
     hit = g.converted.get(key)
     if hit is not None and hit[0] is source:
         return hit[1]
-    value = x if isinstance(x, Lazy) else g.lazy(x.loader(), x.size, x.dtype, [x])
+    value = x if isinstance(x, Lazy) else g.lazy(node, x.loader(), x.size, x.dtype, [x])
     done = g.realize(value, reason, stride=channels_last(x.size))
     g.converted[key] = (source, done)
     return done
@@ -50,11 +50,11 @@ def convolution(g: LoweringContext, node: Node, x: Any, w: Any, bias: Any, strid
     args = [x, w, bias, stride, padding, dilation, transposed, output_padding, groups]
     if node.name not in g.layout.convolutions or not g.layout.channels_last or \
             not (isinstance(x, TensorValue) and isinstance(w, TensorValue)):
-        return g.extern(node.target, tuple(args), {}, fallback=False)
-    args[0] = nhwc(g, x, "channels-last input of a cuDNN convolution")
-    args[1] = nhwc(g, w, "channels-last weight of a cuDNN convolution")
+        return g.extern(node, node.target, tuple(args), {}, fallback=False)
+    args[0] = nhwc(g, node, x, "channels-last input of a cuDNN convolution")
+    args[1] = nhwc(g, node, w, "channels-last weight of a cuDNN convolution")
     out = tuple(out_meta(node).shape)
-    return g.extern(node.target, tuple(args), {}, fallback=False,
+    return g.extern(node, node.target, tuple(args), {}, fallback=False,
                     out_stride=channels_last(out))
 
 
@@ -67,7 +67,8 @@ def convolution_backward(g: LoweringContext, node: Node, grad: Any, x: Any, w: A
             groups, output_mask]
     if node.name in g.layout.convolutions and g.layout.channels_last and \
             all(isinstance(v, TensorValue) for v in (grad, x, w)):
-        args[0] = nhwc(g, grad, "channels-last output gradient of a cuDNN convolution backward")
-        args[1] = nhwc(g, x, "channels-last input of a cuDNN convolution backward")
-        args[2] = nhwc(g, w, "channels-last weight of a cuDNN convolution backward")
-    return g.extern(node.target, tuple(args), {}, fallback=False)
+        args[0] = nhwc(g, node, grad,
+                       "channels-last output gradient of a cuDNN convolution backward")
+        args[1] = nhwc(g, node, x, "channels-last input of a cuDNN convolution backward")
+        args[2] = nhwc(g, node, w, "channels-last weight of a cuDNN convolution backward")
+    return g.extern(node, node.target, tuple(args), {}, fallback=False)

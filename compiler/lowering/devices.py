@@ -22,6 +22,7 @@ import torch.fx
 from kernelscope.compiler.devices import device_type
 from kernelscope.compiler.ir.indexing import contiguous_strides
 from kernelscope.compiler.ir.nodes import ExternKernel, Layout, Stored, TensorValue
+from kernelscope.compiler.lowering.common import LoweringContext
 
 aten = torch.ops.aten
 
@@ -39,7 +40,7 @@ def result_device(meta: Any) -> str | None:
     return None
 
 
-def on_device(g: Any, node: torch.fx.Node, args: Any, kwargs: Any) -> tuple[Any, Any]:
+def on_device(g: LoweringContext, node: torch.fx.Node, args: Any, kwargs: Any) -> tuple[Any, Any]:
     """`args` and `kwargs` with every tensor operand on the node's result device."""
     device = result_device(node.meta.get("val"))
     if device is None or getattr(node.target, "overloadpacket", None) in MOVES:
@@ -57,7 +58,7 @@ def on_device(g: Any, node: torch.fx.Node, args: Any, kwargs: Any) -> tuple[Any,
             torch.fx.node.map_aggregate(kwargs, move))
 
 
-def copy_to(g: Any, node: torch.fx.Node, v: TensorValue, device: str) -> Stored:
+def copy_to(g: LoweringContext, node: torch.fx.Node, v: TensorValue, device: str) -> Stored:
     """An ATen copy of `v` onto `device` (contiguous), as one extern step."""
     src = g.realize(v, f"copied to {device} for {node.name}")
     size = tuple(int(s) for s in v.size)

@@ -31,7 +31,7 @@ def cdist(g: LoweringContext, node: Node, x1: TensorValue, x2: TensorValue, p: f
     by_mm = p == 2 and (compute_mode == 1 or (compute_mode in (None, 0) and
                                               (rows1 > MM_ROWS or rows2 > MM_ROWS)))
     if by_mm:
-        return g.extern(node.target, (x1, x2, p, compute_mode), {}, fallback=True,
+        return g.extern(node, node.target, (x1, x2, p, compute_mode), {}, fallback=True,
                         reason="Euclidean cdist by matrix product (eager's rounding): ATen")
     out = meta.dtype
     cd = upcast(out)
@@ -59,12 +59,12 @@ def cdist(g: LoweringContext, node: Node, x1: TensorValue, x2: TensorValue, p: f
             return ops.mul(d, d)
         return ops.pow(d, ops.constant(p, cd))
 
-    terms = g.lazy(diff, size + [m], cd, [x1, x2])
+    terms = g.lazy(node, diff, size + [m], cd, [x1, x2])
     if p == float("inf"):
         return _nan_aware(g, node, terms, [nb + 2], False, "max", out)
-    total = reduce(g, terms, [nb + 2], False, "sum", cd, cd)
+    total = reduce(g, node, terms, [nb + 2], False, "sum", cd, cd)
     if p in (0, 1):
-        return total if cd == out else g.lazy(
+        return total if cd == out else g.lazy(node,
             lambda idx: ops.to_dtype(total.loader()(idx), out), size, out, [total])
     lt = total.loader()
 
@@ -73,5 +73,5 @@ def cdist(g: LoweringContext, node: Node, x1: TensorValue, x2: TensorValue, p: f
         r = ops.sqrt(v) if p == 2 else ops.pow(v, ops.constant(1.0 / p, cd))
         return ops.to_dtype(r, out) if cd != out else r
 
-    return g.lazy(root, size, out, [total])
+    return g.lazy(node, root, size, out, [total])
 

@@ -44,6 +44,7 @@ from kernelscope.compiler.lowering.common import (
     Unsupported,
     dense_permutation,
     device_of,
+    out_meta,
 )
 from kernelscope.compiler.lowering.devices import on_device
 from kernelscope.compiler.lowering.extern_layout import restrided, stride_for
@@ -122,7 +123,6 @@ class GraphLowering:
         self.constants: list[tuple[InputBuffer, torch.Tensor]] = []
         self.fallbacks: list[Fallback] = []
         self.env: dict[torch.fx.Node, Any] = {}
-        self.current: torch.fx.Node | None = None
         self.device = CPU
         self._counter = 0
         self._fakes: Any = None  # the FakeTensorMode extern layouts are re-derived in
@@ -134,7 +134,6 @@ class GraphLowering:
             self.env[node] = self._input(node, example)
         outputs: list[Any] = []
         for node in self.gm.graph.nodes:
-            self.current = node
             if node.op == "call_function":
                 self.env[node] = self._call(node)
             elif node.op == "output":
@@ -142,7 +141,6 @@ class GraphLowering:
                 outputs = [self._output(o, i in self.free_outputs) for i, o in enumerate(outs)]
             elif node.op == "get_attr":
                 self.env[node] = self._constant(node)
-        self.current = None
         return LoweredGraph(self.inputs + [b for b, _ in self.constants], self.buffers, outputs,
                             self.fallbacks, self.device, self.lines, self.notes,
                             [t for _, t in self.constants])
@@ -192,19 +190,19 @@ class GraphLowering:
         if _zero_size(meta):
             # Nothing to compute: any kernel over zero elements is a no-op (and index math
             # over a zero-size dim divides by zero), so the value is just an allocation.
-            return self.allocate("zero-size result: allocated, nothing to compute")
+            return self.allocate(node, "zero-size result: allocated, nothing to compute")
         if _is_complex(meta) or any(_is_complex(a) for a in _tensor_args(args, kwargs)):
-            return self.extern(node.target, args, kwargs, fallback=True,
+            return self.extern(node, node.target, args, kwargs, fallback=True,
                                reason="complex dtype: computed by ATen")
         if getattr(node.target, "overloadpacket", None) in RANDOM_OPS:
             self.notes.append(f"{node.name}: random values, sampled by ATen with torch's "
                               "generator: deterministic per seed, but not bit-comparable with "
                               "eager (compare by distribution)")
-            return self.extern(node.target, args, kwargs, fallback=True,
+            return self.extern(node, node.target, args, kwargs, fallback=True,
                                reason="random op: sampled by ATen (not bit-comparable)")
         lowering = find_lowering(node.target)
         if lowering is None:
-            return self.extern(node.target, args, kwargs, fallback=True,
+            return self.extern(node, node.target, args, kwargs, fallback=True,
                                reason="no lowering for this op")
         mark = (len(self.buffers), len(self.fallbacks), self._counter)
         result = lowering(self, node, *args, **kwargs)
@@ -212,7 +210,7 @@ class GraphLowering:
         if reason is not None:  # what this node built is dropped; ATen computes it
             del self.buffers[mark[0]:], self.fallbacks[mark[1]:]
             self._counter = mark[2]
-            return self.extern(node.target, args, kwargs, fallback=True, reason=reason)
+            return self.extern(node, node.target, args, kwargs, fallback=True, reason=reason)
         if isinstance(result, Lazy):
             result = self._maybe_realize(node, self._prefer(node, result))
         return result
@@ -268,12 +266,10 @@ class GraphLowering:
             return out
         value = self.env[out]
         if free and isinstance(value, (Lazy, Stored)):
-            self.current = out
             return self.realize(value, "saved for backward, in the graph's layout") \
                 if isinstance(value, Lazy) else value
         val = out.meta.get("val")
         stride = tuple(int(s) for s in val.stride()) if isinstance(val, torch.Tensor) else None
-        self.current = out
         if stride is None or not isinstance(value, (Lazy, Stored)):
             return self.realize(value, "graph output") if isinstance(value, Lazy) else value
         if isinstance(value, Stored) and (isinstance(value.buffer, InputBuffer) or
@@ -283,9 +279,10 @@ class GraphLowering:
             return self.realize(value, "graph output", stride=stride)
         why = ("graph output, in eager's strides (the graph works channels-last)"
                if out.name in self.layout.nodes else "graph output, in eager's strides")
-        return self._strided_output(value, stride, why)
+        return self._strided_output(out, value, stride, why)
 
-    def _strided_output(self, value: TensorValue, stride: tuple[int, ...], why: str) -> Stored:
+    def _strided_output(self, out: torch.fx.Node, value: TensorValue, stride: tuple[int, ...],
+                        why: str) -> Stored:
         """`value` stored so that a view with `stride` reads it: a broadcast (stride-0) dim
         is computed once and the view repeats it; other strides are the buffer's own,
         gaps included (the wrapper allocates the extent)."""
@@ -293,8 +290,8 @@ class GraphLowering:
         bdims = {d for d, (sz, st) in enumerate(zip(size, stride)) if st == 0 and sz != 1}
         load = value.loader()
         compact = [1 if d in bdims else sz for d, sz in enumerate(size)]
-        body = self.lazy(lambda idx: load([sympy.Integer(0) if d in bdims else i
-                                           for d, i in enumerate(idx)]),
+        body = self.lazy(out, lambda idx: load([sympy.Integer(0) if d in bdims else i
+                                                for d, i in enumerate(idx)]),
                          compact, value.dtype, [value])
         assert isinstance(body, Lazy)
         layout = Layout(body.device, body.dtype, tuple(compact),
@@ -309,11 +306,9 @@ class GraphLowering:
         self._counter += 1
         return name
 
-    def _input_metas(self) -> dict[int, torch.Tensor]:
-        """The FX meta of each value the current node reads, by the value's identity."""
-        if self.current is None:
-            return {}
-        return {id(self.env[n]): n.meta["val"] for n in self.current.all_input_nodes
+    def _input_metas(self, node: torch.fx.Node) -> dict[int, torch.Tensor]:
+        """The FX meta of each value `node` reads, by the value's identity."""
+        return {id(self.env[n]): n.meta["val"] for n in node.all_input_nodes
                 if n in self.env and isinstance(n.meta.get("val"), torch.Tensor)}
 
     @property
@@ -324,32 +319,26 @@ class GraphLowering:
             self._fakes = FakeTensorMode(allow_non_fake_inputs=True)
         return self._fakes
 
-    def out_meta(self) -> Any:
-        return self.current.meta.get("val") if self.current is not None else None
-
-    def _here(self) -> str:
-        """Device of a value made from nothing (full, arange, ...): the FX node's own."""
-        meta = self.out_meta()
+    def _device(self, node: torch.fx.Node, inputs: Sequence[Any]) -> str:
+        """Where a body over `inputs` runs: their device, else (a value made from nothing:
+        full, arange, ...) the FX node's own."""
+        device = next((v.device for v in inputs if isinstance(v, TensorValue)), None)
+        if device is not None:
+            return device
+        meta = out_meta(node)
         return device_of(meta) if isinstance(meta, torch.Tensor) else self.device
-
-    def node_name(self) -> str:
-        return self.current.name if self.current is not None else "?"
 
     def lazy(
         self,
+        node: torch.fx.Node,
         inner_fn: Callable[..., Any],
         size: Sequence[int],
         dtype: torch.dtype,
         inputs: Sequence[Any] = (),
     ) -> Lazy:
-        origin = self.node_name()
-        origins = frozenset([origin]).union(
-            *[v.origins for v in inputs if isinstance(v, Lazy)]
-        )
-        device = next((v.device for v in inputs if isinstance(v, TensorValue)), self._here())
-        node = Pointwise(device, dtype, with_origin(inner_fn, origin),
-                         tuple(int(s) for s in size), origins)
-        return Lazy(node)
+        body = Pointwise(self._device(node, inputs), dtype, with_origin(inner_fn, node.name),
+                         tuple(int(s) for s in size), _origins(node, inputs))
+        return Lazy(body)
 
     def realize(self, value: TensorValue, reason: str,
                 stride: Sequence[int] | None = None) -> Stored:
@@ -367,16 +356,18 @@ class GraphLowering:
         self.buffers.append(buf)
         return Stored(buf, layout)
 
-    def reduction_buffer(self, node: Reduction, size: Sequence[int], reason: str) -> Stored:
-        stride = self.layout.strides_for(self.node_name(), size)
-        layout = Layout(node.device, node.dtype, tuple(int(s) for s in size),
+    def reduction_buffer(self, node: torch.fx.Node, body: Reduction, size: Sequence[int],
+                         reason: str) -> Stored:
+        stride = self.layout.strides_for(node.name, size)
+        layout = Layout(body.device, body.dtype, tuple(int(s) for s in size),
                         stride or tuple(contiguous_strides(size)))
-        buf = ComputedBuffer(self.new_name(), layout, node.origins, node, reason)
+        buf = ComputedBuffer(self.new_name(), layout, body.origins, body, reason)
         self.buffers.append(buf)
         return Stored(buf, layout)
 
     def make_reduction(
         self,
+        node: torch.fx.Node,
         inner_fn: Callable[..., Any],
         ranges: Sequence[int],
         reduction_ranges: Sequence[int],
@@ -385,39 +376,27 @@ class GraphLowering:
         src_dtype: torch.dtype,
         inputs: Sequence[Any] = (),
     ) -> Reduction:
-        origin = self.node_name()
-        origins = frozenset([origin]).union(
-            *[v.origins for v in inputs if isinstance(v, Lazy)]
-        )
-        device = next((v.device for v in inputs if isinstance(v, TensorValue)), self._here())
-        return Reduction(device, dtype, with_origin(inner_fn, origin),
+        return Reduction(self._device(node, inputs), dtype, with_origin(inner_fn, node.name),
                          tuple(int(r) for r in ranges),
                          tuple(int(r) for r in reduction_ranges),
-                         reduction_type, src_dtype, origins)
+                         reduction_type, src_dtype, _origins(node, inputs))
 
-    def allocate(self, reason: str, meta: Any = None) -> Any:
-        """The node's result as a bare allocation in its meta's shape, stride and dtype
+    def allocate(self, node: torch.fx.Node, reason: str, meta: Any = None) -> Any:
+        """`node`'s result as a bare allocation in its meta's shape, stride and dtype
         (zero-size results; `empty`, whose values are unspecified); one per output."""
-        meta = self.out_meta() if meta is None else meta
+        meta = out_meta(node) if meta is None else meta
         if isinstance(meta, (tuple, list)):
-            return tuple(self.allocate(reason, m) for m in meta)
-        node = self.current
-        assert node is not None
-        saved = node.meta.get("val")
-        node.meta["val"] = meta
-        try:
-            return self.extern(aten.empty_strided.default,
-                               (list(meta.shape), list(meta.stride())),
-                               {"dtype": meta.dtype, "device": meta.device}, fallback=False,
-                               reason=reason)
-        finally:
-            node.meta["val"] = saved
+            return tuple(self.allocate(node, reason, m) for m in meta)
+        return self._extern(node, meta, aten.empty_strided.default,
+                            (list(meta.shape), list(meta.stride())),
+                            {"dtype": meta.dtype, "device": meta.device}, fallback=False,
+                            reason=reason)
 
-    def extern(self, op: Any, args: Any, kwargs: dict[str, Any], fallback: bool,
-               reason: str = "", out_stride: Sequence[int] | None = None,
+    def extern(self, node: torch.fx.Node, op: Any, args: Any, kwargs: dict[str, Any],
+               fallback: bool, reason: str = "", out_stride: Sequence[int] | None = None,
                out_size: Sequence[int] | None = None) -> Any:
-        """Call ATen for this op on realized inputs; outputs follow the FX meta (a single
-        output takes `out_stride` and `out_size` instead where given: what ATen will
+        """Call ATen for `node`'s op on realized inputs; outputs follow the FX meta (a
+        single output takes `out_stride` and `out_size` instead where given: what ATen will
         return, contiguous unless `out_stride` says).
 
         An input computed here is stored in the dim order eager gave it, since some ops
@@ -425,7 +404,15 @@ class GraphLowering:
         before in another order makes the planned strides the op's meta on the inputs as
         stored (lowering/extern_layout.py). The wrapper copies the result of an op listed
         in its LAYOUT_AT_RUNTIME (whose kernels disagree with their meta) to the plan."""
-        read = self._input_metas()
+        return self._extern(node, out_meta(node), op, args, kwargs, fallback, reason,
+                            out_stride, out_size)
+
+    def _extern(self, node: torch.fx.Node, meta: Any, op: Any, args: Any,
+                kwargs: dict[str, Any], fallback: bool, reason: str = "",
+                out_stride: Sequence[int] | None = None,
+                out_size: Sequence[int] | None = None) -> Any:
+        """`extern`, with the result's `meta` given (an allocation's own)."""
+        read = self._input_metas(node)
         facts: dict[int, tuple[torch.dtype, str]] = {}
 
         def as_arg(v: Any) -> Any:
@@ -444,10 +431,9 @@ class GraphLowering:
             raise Unsupported(f"ATen fallback is off: {op_name(op)} ({reason})")
         targs = tuple(torch.fx.node.map_aggregate(args, as_arg))
         tkwargs = dict(torch.fx.node.map_aggregate(kwargs, as_arg))
-        meta = self.out_meta()
         actual = restrided(op, targs, tkwargs, facts, self._fake_mode)
         name = self.new_name()
-        origins = frozenset([self.node_name()])
+        origins = frozenset([node.name])
         if isinstance(meta, torch.Tensor):
             layout = _layout_of(meta, stride_for(meta, actual))
             if out_size is not None:
@@ -478,8 +464,8 @@ class GraphLowering:
                     items.append(m)
             result = tuple(items)
         if fallback:
-            self.fallbacks.append(Fallback(op_name(op), self.node_name(), name, reason,
-                                           self.lines.get(self.node_name())))
+            self.fallbacks.append(Fallback(op_name(op), node.name, name, reason,
+                                           self.lines.get(node.name)))
         return result
 
 
@@ -529,6 +515,11 @@ def _layout_of(t: torch.Tensor, stride: Sequence[int] | None = None) -> Layout:
         raise Unsupported("dynamic shapes (symbolic sizes) are not supported")
     return Layout(device_of(t), t.dtype, tuple(t.shape),
                   tuple(t.stride()) if stride is None else tuple(stride), 0)
+
+
+def _origins(node: torch.fx.Node, inputs: Sequence[Any]) -> frozenset[str]:
+    """The FX nodes a body made for `node` computes: its own, and its lazy inputs'."""
+    return frozenset([node.name]).union(*[v.origins for v in inputs if isinstance(v, Lazy)])
 
 
 def _same_strides(size: Sequence[int], a: Sequence[int], b: Sequence[int]) -> bool:

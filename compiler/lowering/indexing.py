@@ -40,7 +40,7 @@ def embedding(g: LoweringContext, node: Node, weight: TensorValue, indices: Tens
         row = _indirect(li(idx[:nidx]), weight.size[0])
         return lw([row, *idx[nidx:]])
 
-    return g.lazy(inner, tuple(meta.shape), weight.dtype, [weight, indices])
+    return g.lazy(node, inner, tuple(meta.shape), weight.dtype, [weight, indices])
 
 
 Position = Callable[[Index, Callable[[Index], Any]], tuple[list[Any], Any]]
@@ -54,14 +54,14 @@ def _along(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: Tens
     dim = dim + len(x.size) if dim < 0 else dim
     lx, li = x.loader(), index.loader()
     if not x.size:  # a 0-d input: the only valid index is 0
-        return g.lazy(lambda idx: lx([]), tuple(meta.shape), x.dtype, [x])
+        return g.lazy(node, lambda idx: lx([]), tuple(meta.shape), x.dtype, [x])
 
     def inner(idx: Index) -> Any:
         src, at = position(idx, li)
         src[dim] = _indirect(at, x.size[dim])
         return lx(src)
 
-    return g.lazy(inner, tuple(meta.shape), x.dtype, [x, index])
+    return g.lazy(node, inner, tuple(meta.shape), x.dtype, [x, index])
 
 
 @register_lowering(aten.index_select)
@@ -86,7 +86,7 @@ def index(g: LoweringContext, node: Node, x: TensorValue, indices: Sequence[Any]
     meta = out_meta(node)
     positions = [k for k, t in enumerate(indices) if t is not None]
     if not positions or positions != list(range(positions[0], positions[-1] + 1)):
-        return g.extern(node.target, (x, indices), {}, fallback=True,
+        return g.extern(node, node.target, (x, indices), {}, fallback=True,
                         reason="non-adjacent advanced indices")
     tensors = [indices[k] for k in positions]
     bshape = list(torch.broadcast_shapes(*[tuple(t.size) for t in tensors]))
@@ -104,7 +104,7 @@ def index(g: LoweringContext, node: Node, x: TensorValue, indices: Sequence[Any]
         src += list(idx[first + nb:])
         return lx(src)
 
-    return g.lazy(inner, tuple(meta.shape), x.dtype, [x, *tensors])
+    return g.lazy(node, inner, tuple(meta.shape), x.dtype, [x, *tensors])
 
 
 @register_lowering(aten._embedding_bag_forward_only, aten._embedding_bag)
@@ -122,7 +122,7 @@ def embedding_bag(g: LoweringContext, node: Node, weight: TensorValue, indices: 
     why = "max mode" if mode == 2 else "its bookkeeping outputs are used" if extra else \
         "2-d indices" if len(indices.size) != 1 else ""
     if why:
-        return g.extern(node.target, args, {}, fallback=True, reason=why)
+        return g.extern(node, node.target, args, {}, fallback=True, reason=why)
     n, nbags, dim = indices.numel(), out_meta(node)[0].shape[0], weight.size[1]
     big = too_costly(g, node, nbags * dim, n, args, {})
     if big is not None:
@@ -155,13 +155,13 @@ def embedding_bag(g: LoweringContext, node: Node, weight: TensorValue, indices: 
 
         return ops.where(hit, ops.masked(hit, row, 0), ops.constant(0, out))
 
-    total = reduce(g, g.lazy(term, [nbags, dim, n], out, [weight, indices, offsets]), [2],
-                   False, "sum", out, out)
+    terms = g.lazy(node, term, [nbags, dim, n], out, [weight, indices, offsets])
+    total = reduce(g, node, terms, [2], False, "sum", out, out)
     bags: TensorValue
     if mode == 0:
         bags = total
     else:
-        count = reduce(g, g.lazy(lambda idx: ops.to_dtype(member(idx[0], idx[2]), out),
+        count = reduce(g, node, g.lazy(node, lambda idx: ops.to_dtype(member(idx[0], idx[2]), out),
                                  [nbags, dim, n], out, [indices, offsets]),
                        [2], False, "sum", out, out)
         lt, lc = total.loader(), count.loader()
@@ -171,5 +171,5 @@ def embedding_bag(g: LoweringContext, node: Node, weight: TensorValue, indices: 
             return ops.where(ops.gt(c, ops.constant(0, out)), ops.truediv(lt(idx), c),
                              ops.constant(0, out))
 
-        bags = g.lazy(mean, [nbags, dim], out, [total, count])
+        bags = g.lazy(node, mean, [nbags, dim], out, [total, count])
     return (bags, None, None, None)

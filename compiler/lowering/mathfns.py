@@ -39,7 +39,7 @@ def _float_only(g: LoweringContext, node: Node, name: str, fn: Any, args: Sequen
     operands) stays with ATen."""
     out = out_meta(node).dtype
     if not out.is_floating_point and name != "signbit":
-        return g.extern(node.target, tuple(args), {}, fallback=True,
+        return g.extern(node, node.target, tuple(args), {}, fallback=True,
                         reason=f"{name} with a {out} result")
     return pointwise(g, node, fn, *operands)
 
@@ -47,7 +47,7 @@ def _float_only(g: LoweringContext, node: Node, name: str, fn: Any, args: Sequen
 def _register(aten_name: str, op: str) -> None:
     def lowering(g: LoweringContext, node: Node, *args: Any, **kwargs: Any) -> Any:
         if kwargs:  # not in the ATen graphs these come from; never guessed at
-            return g.extern(node.target, args, kwargs, fallback=True,
+            return g.extern(node, node.target, args, kwargs, fallback=True,
                             reason="keyword arguments")
         return _float_only(g, node, op, lambda *v: getattr(ops, op)(*v), args, args)
 

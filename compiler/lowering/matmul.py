@@ -82,7 +82,7 @@ def _stride_of(x: TensorValue) -> Sequence[int]:
     return x.view.stride if isinstance(x, Stored) else contiguous_strides(x.size)
 
 
-def _zero_padded(g: LoweringContext, x: TensorValue, size: tuple[int, int], why: str
+def _zero_padded(g: LoweringContext, node: Node, x: TensorValue, size: tuple[int, int], why: str
                 ) -> TensorValue:
     """x (2-D) in the top-left corner of a zero tensor of `size`, stored in x's dim order."""
     if tuple(x.size) == size:
@@ -96,7 +96,7 @@ def _zero_padded(g: LoweringContext, x: TensorValue, size: tuple[int, int], why:
         return ops.where(inside, ops.masked(inside, lambda: load(idx), 0.0),
                          ops.constant(0.0, x.dtype))
 
-    padded = g.lazy(inner, size, x.dtype, [x])
+    padded = g.lazy(node, inner, size, x.dtype, [x])
     return g.realize(padded, f"{why}: operand {list(x.size)} -> {list(size)}",
                      stride=dense_strides_like(size, _stride_of(x)))
 
@@ -138,29 +138,29 @@ def offer_template(g: LoweringContext, result: Stored, a: TensorValue, b: Tensor
     return Stored(tem, result.view)
 
 
-def product(g: LoweringContext, a: TensorValue, b: TensorValue) -> TensorValue:
+def product(g: LoweringContext, node: Node, a: TensorValue, b: TensorValue) -> TensorValue:
     """a @ b for the current node, in cuBLAS (padded where `pad_plan` says), or a GEMM
     template (`offer_template`)."""
     plan = pad_plan(a, b) if len(a.size) == 2 and len(b.size) == 2 else None
     if plan is None:
         op = aten.mm.default if len(a.size) == 2 else aten.bmm.default
-        return offer_template(g, g.extern(op, (a, b), {}, fallback=False), a, b)
+        return offer_template(g, g.extern(node, op, (a, b), {}, fallback=False), a, b)
     (m, _k), (_, n) = a.size, b.size
-    ap = _zero_padded(g, a, (m, plan.k), plan.why)
-    bp = _zero_padded(g, b, (plan.k, plan.n), plan.why)
-    full = g.extern(aten.mm.default, (ap, bp), {}, fallback=False, out_size=(m, plan.n))
+    ap = _zero_padded(g, node, a, (m, plan.k), plan.why)
+    bp = _zero_padded(g, node, b, (plan.k, plan.n), plan.why)
+    full = g.extern(node, aten.mm.default, (ap, bp), {}, fallback=False, out_size=(m, plan.n))
     load = full.loader()
-    return g.lazy(lambda idx: load(idx), (m, n), a.dtype, [full])
+    return g.lazy(node, lambda idx: load(idx), (m, n), a.dtype, [full])
 
 
 @register_lowering(aten.mm)
 def mm(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
-    return product(g, a, b)
+    return product(g, node, a, b)
 
 
 @register_lowering(aten.bmm)
 def bmm(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
-    return product(g, a, b)
+    return product(g, node, a, b)
 
 
 @register_lowering(aten.addmm)
@@ -176,10 +176,10 @@ def addmm(g: LoweringContext, node: Node, bias: Any, a: Any, b: Any, beta: Any =
     meta = out_meta(node)
     if upcast(meta.dtype) != meta.dtype and pad_plan(a, b) is None and \
             Feature.MATMUL_TEMPLATES not in g.features:
-        return g.extern(aten.addmm.default, (bias, a, b), {"beta": beta, "alpha": alpha},
+        return g.extern(node, aten.addmm.default, (bias, a, b), {"beta": beta, "alpha": alpha},
                         fallback=False)
     saved = node.meta.get("val")
-    prod = product(g, a, b)
+    prod = product(g, node, a, b)
     node.meta["val"] = saved
     size, dtype = tuple(meta.shape), meta.dtype
     cd = upcast(dtype)
@@ -195,4 +195,4 @@ def addmm(g: LoweringContext, node: Node, bias: Any, a: Any, b: Any, beta: Any =
         r = ops.add(p, bv)
         return ops.to_dtype(r, dtype) if dtype != cd else r
 
-    return g.lazy(inner, size, dtype, [bias, prod])
+    return g.lazy(node, inner, size, dtype, [bias, prod])

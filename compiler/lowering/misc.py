@@ -29,7 +29,7 @@ def _filled(g: LoweringContext, node: Node, value: Any) -> Any:
     """A tensor of the node's shape and dtype, every element `value`."""
     meta = _meta(node)
     dtype = meta.dtype
-    return g.lazy(lambda idx: ops.constant(value, dtype), tuple(meta.shape), dtype)
+    return g.lazy(node, lambda idx: ops.constant(value, dtype), tuple(meta.shape), dtype)
 
 
 # One lowering per op, each reading its fill value from its own signature.
@@ -68,7 +68,7 @@ def scalar_tensor(g: LoweringContext, node: Node, s: Any, **kwargs: Any) -> Any:
                    aten.empty_like, aten.new_empty, aten.new_empty_strided)
 def empty(g: LoweringContext, node: Node, *args: Any, **kwargs: Any) -> Any:
     """Uninitialized memory: an allocation of the node's layout, no kernel."""
-    return g.allocate("empty: allocated, values unspecified (nothing to compute)")
+    return g.allocate(node, "empty: allocated, values unspecified (nothing to compute)")
 
 
 @register_lowering(prims.iota)
@@ -94,7 +94,7 @@ def _range(g: LoweringContext, node: Node, start: Any, step: Any) -> Any:
             return ops.add(ops.constant(start, dtype), ops.mul(i, ops.constant(step, dtype)))
         return ops.index_expr(start + step * idx[0], dtype)
 
-    return g.lazy(inner, tuple(meta.shape), dtype)
+    return g.lazy(node, inner, tuple(meta.shape), dtype)
 
 
 @register_lowering(aten.cat)
@@ -136,7 +136,7 @@ def cat(g: LoweringContext, node: Node, tensors: Sequence[Any], dim: int = 0) ->
             result = value if result is None else ops.where(inside, value, result)
         return result
 
-    return g.lazy(inner, size, dtype, parts)
+    return g.lazy(node, inner, size, dtype, parts)
 
 
 @register_lowering(aten.constant_pad_nd)
@@ -167,7 +167,7 @@ def constant_pad_nd(g: LoweringContext, node: Node, x: TensorValue, pad: Sequenc
         return ops.where(mask, ops.masked(mask, lambda: load(src), value),
                          ops.constant(value, dtype))
 
-    return g.lazy(inner, size, dtype, [x])
+    return g.lazy(node, inner, size, dtype, [x])
 
 
 # -- extern by design: vendor libraries do these best --------------------------------
@@ -184,7 +184,7 @@ ATTENTION = tuple(getattr(aten, n) for n in (
 
 @register_lowering(aten._convolution, aten.baddbmm, *ATTENTION)
 def vendor(g: LoweringContext, node: Node, *args: Any, **kwargs: Any) -> Any:
-    return g.extern(node.target, args, kwargs, fallback=False)
+    return g.extern(node, node.target, args, kwargs, fallback=False)
 
 
 @register_lowering(aten._trilinear)
@@ -212,6 +212,6 @@ def trilinear(g: LoweringContext, node: Node, i1: Any, i2: Any, i3: Any, expand1
             acc = v if acc is None else ops.mul(acc, v)
         return acc
 
-    lazy = g.lazy(product, full, cd, [i1, i2, i3])
-    total = reduce(g, lazy, list(sumdim), len(meta.shape) == ndim, "sum", dtype, cd)
+    lazy = g.lazy(node, product, full, cd, [i1, i2, i3])
+    total = reduce(g, node, lazy, list(sumdim), len(meta.shape) == ndim, "sum", dtype, cd)
     return total

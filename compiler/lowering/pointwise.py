@@ -78,7 +78,7 @@ def pointwise(g: LoweringContext, node: Node, fn: Callable[..., Any], *args: Any
         result = fn(*[ld(idx) for ld in loaders])
         return ops.to_dtype(result, out_dtype) if out_dtype != cdtype else result
 
-    return g.lazy(inner_fn, size, out_dtype, [a for a in args if isinstance(a, TensorValue)])
+    return g.lazy(node, inner_fn, size, out_dtype, [a for a in args if isinstance(a, TensorValue)])
 
 
 def _register_simple(op_name: str, *targets: Any) -> None:
@@ -110,7 +110,7 @@ def _logical(name: str) -> LoweringFn:
             r = getattr(ops, name)(*[ld(idx) for ld in loaders])
             return ops.to_dtype(r, out) if out != torch.bool else r
 
-        return g.lazy(inner_fn, size, out, [a for a in args if isinstance(a, TensorValue)])
+        return g.lazy(node, inner_fn, size, out, [a for a in args if isinstance(a, TensorValue)])
 
     return lowering
 
@@ -298,7 +298,8 @@ def where(g: LoweringContext, node: Node, cond: Any, a: Any, b: Any) -> Any:
         r = ops.where(lc(idx), la(idx), lb(idx))
         return ops.to_dtype(r, out) if out != cd else r
 
-    return g.lazy(inner_fn, size, out, [v for v in (cond, a, b) if isinstance(v, TensorValue)])
+    return g.lazy(node, inner_fn, size, out,
+                  [v for v in (cond, a, b) if isinstance(v, TensorValue)])
 
 
 def _copy_of(g: LoweringContext, node: Node, op: Any, src: Any, args: tuple[Any, ...],
@@ -306,7 +307,7 @@ def _copy_of(g: LoweringContext, node: Node, op: Any, src: Any, args: tuple[Any,
     """`src`'s values in the node's shape and dtype; ATen copies between devices."""
     meta = out_meta(node)
     if isinstance(meta, torch.Tensor) and meta.device.type != _dev(src):
-        return g.extern(op, args, kwargs, fallback=True, reason="copy between devices")
+        return g.extern(node, op, args, kwargs, fallback=True, reason="copy between devices")
     return pointwise(g, node, lambda x: x, src)
 
 

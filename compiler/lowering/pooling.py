@@ -84,8 +84,8 @@ def _expand(v: Any, n: int, default: Sequence[int] | None = None) -> list[int]:
     return v * n if len(v) == 1 else v
 
 
-def _window_values(g: LoweringContext, x: TensorValue, w: Windows, fill: Any, dtype: torch.dtype
-                  ) -> Any:
+def _window_values(g: LoweringContext, node: Node, x: TensorValue, w: Windows, fill: Any,
+                   dtype: torch.dtype) -> Any:
     """The lazy (*batch, *out, *kernel) value: x in the window, `fill` outside it."""
     n = len(w.inputs)
     nb = len(x.size) - n
@@ -102,7 +102,7 @@ def _window_values(g: LoweringContext, x: TensorValue, w: Windows, fill: Any, dt
         return load() if ok is None else ops.masked(ok, load, fill)
 
     size = list(x.size[:nb]) + w.outputs + w.kernel
-    return g.lazy(inner, size, dtype, [x])
+    return g.lazy(node, inner, size, dtype, [x])
 
 
 def _window_valid(g: LoweringContext, x: TensorValue, w: Windows) -> Any:
@@ -125,7 +125,8 @@ def _avg(g: LoweringContext, node: Node, x: TensorValue, w: Windows,
          divisor: Callable[[Index], Any]) -> Any:
     out = out_meta(node).dtype
     cd = upcast(out)
-    total = reduce(g, _window_values(g, x, w, 0, cd), _sum_dims(x, w), False, "sum", cd, cd)
+    values = _window_values(g, node, x, w, 0, cd)
+    total = reduce(g, node, values, _sum_dims(x, w), False, "sum", cd, cd)
     lt = total.loader()
     nb = len(x.size) - len(w.inputs)
 
@@ -133,7 +134,7 @@ def _avg(g: LoweringContext, node: Node, x: TensorValue, w: Windows,
         r = ops.truediv(lt(idx), ops.to_dtype(divisor(idx[nb:]), cd))
         return ops.to_dtype(r, out) if cd != out else r
 
-    return g.lazy(inner, total.size, out, [total])
+    return g.lazy(node, inner, total.size, out, [total])
 
 
 def _fixed(x: TensorValue, n: int, kernel_size: Any, stride: Any, padding: Any,
@@ -209,17 +210,17 @@ def adaptive_avg_pool(g: LoweringContext, node: Node, x: TensorValue, output_siz
     return _avg(g, node, x, w, divisor)
 
 
-def _max_pool(g: LoweringContext, x: TensorValue, w: Windows) -> tuple[Any, Any]:
+def _max_pool(g: LoweringContext, node: Node, x: TensorValue, w: Windows) -> tuple[Any, Any]:
     """(values, flat input indices over the spatial dims), as eager computes them."""
     dtype = x.dtype
     if dtype != torch.bool and w.end is None and _prod(w.kernel) <= UNROLLED_WINDOW:
-        return _max_pool_unrolled(g, x, w)
+        return _max_pool_unrolled(g, node, x, w)
     floating = dtype.is_floating_point
     fill = float("-inf") if floating else (False if dtype == torch.bool
                                            else torch.iinfo(dtype).min)
-    win = _window_values(g, x, w, fill, dtype)
+    win = _window_values(g, node, x, w, fill, dtype)
     dims = _sum_dims(x, w)
-    best = reduce(g, win, dims, False, "max", dtype, dtype)
+    best = reduce(g, node, win, dims, False, "max", dtype, dtype)
     n = len(w.inputs)
     nb = len(x.size) - n
     kn = 1
@@ -241,7 +242,8 @@ def _max_pool(g: LoweringContext, x: TensorValue, w: Windows) -> tuple[Any, Any]
         return ops.where(ops.logical_and(ok, ops.isnan(v)),
                          ops.add(ops.constant(kn, I64), kv), top)
 
-    keys = reduce(g, g.lazy(key, win.size, I64, [win, best]), dims, False, "max", I64, I64)
+    keyed = g.lazy(node, key, win.size, I64, [win, best])
+    keys = reduce(g, node, keyed, dims, False, "max", I64, I64)
     lk = keys.loader()
 
     def value(idx: Index) -> Any:
@@ -264,7 +266,7 @@ def _max_pool(g: LoweringContext, x: TensorValue, w: Windows) -> tuple[Any, Any]
         return flat
 
     size = best.size
-    return (g.lazy(value, size, dtype, [best, keys]), g.lazy(index, size, I64, [keys]))
+    return (g.lazy(node, value, size, dtype, [best, keys]), g.lazy(node, index, size, I64, [keys]))
 
 
 # Fixed windows up to this many elements are one pointwise chain over the window, as
@@ -273,7 +275,8 @@ def _max_pool(g: LoweringContext, x: TensorValue, w: Windows) -> tuple[Any, Any]
 UNROLLED_WINDOW = 25
 
 
-def _max_pool_unrolled(g: LoweringContext, x: TensorValue, w: Windows) -> tuple[Any, Any]:
+def _max_pool_unrolled(g: LoweringContext, node: Node, x: TensorValue, w: Windows
+                       ) -> tuple[Any, Any]:
     """Eager's loop over the window in order: an element inside the input is taken when
     it is greater than the best so far or NaN (the first maximum, the last NaN); for the
     index, the first element inside the input is taken anyway (an all -inf window)."""
@@ -305,8 +308,8 @@ def _max_pool_unrolled(g: LoweringContext, x: TensorValue, w: Windows) -> tuple[
                 where = ops.where(take, ops.index_expr(flat, I64), where)
         return where if indices else best
 
-    return (g.lazy(lambda idx: chain(idx, False), size, dtype, [x]),
-            g.lazy(lambda idx: chain(idx, True), size, I64, [x]))
+    return (g.lazy(node, lambda idx: chain(idx, False), size, dtype, [x]),
+            g.lazy(node, lambda idx: chain(idx, True), size, I64, [x]))
 
 
 def _prod(xs: Sequence[int]) -> int:
@@ -322,14 +325,14 @@ def max_pool_with_indices(g: LoweringContext, node: Node, x: TensorValue, kernel
                           ceil_mode: bool = False) -> Any:
     n = 3 if node.target is aten.max_pool3d_with_indices.default else 2
     meta = out_meta(node)[0]
-    return _max_pool(g, x, _fixed(x, n, kernel_size, stride, padding, dilation,
+    return _max_pool(g, node, x, _fixed(x, n, kernel_size, stride, padding, dilation,
                                   list(meta.shape)))
 
 
 @register_lowering(aten.adaptive_max_pool2d, aten.adaptive_max_pool3d)
 def adaptive_max_pool(g: LoweringContext, node: Node, x: TensorValue, output_size: Sequence[int]
                      ) -> Any:
-    return _max_pool(g, x, _adaptive(x, output_size))
+    return _max_pool(g, node, x, _adaptive(x, output_size))
 
 
 @register_lowering(aten.max_pool2d_with_indices_backward, aten.max_pool3d_with_indices_backward)
@@ -349,7 +352,7 @@ def max_pool_backward(g: LoweringContext, node: Node, grad: TensorValue, x: Tens
         return big
     out = out_meta(node).dtype
     cd = upcast(out)
-    zero = g.lazy(lambda idx: ops.constant(0, out), x.size, out, [])
+    zero = g.lazy(node, lambda idx: ops.constant(0, out), x.size, out, [])
     nb = len(x.size) - n
     lg, li = grad.loader(), indices.loader()
     osz, isz = list(grad.size[-n:]), list(x.size[-n:])
@@ -367,7 +370,7 @@ def max_pool_backward(g: LoweringContext, node: Node, grad: TensorValue, x: Tens
         v = lg(at(p, j))
         return ops.to_dtype(v, cd) if grad.dtype != cd else v
 
-    return _gathered(g, zero, out, plane_out, match, source, "sum")
+    return _gathered(g, node, zero, out, plane_out, match, source, "sum")
 
 
 WINDOWED_CANDIDATES = 25  # outputs whose windows may hold one input (3x3 stride 2: 4)
@@ -424,4 +427,4 @@ def _windowed_backward(g: LoweringContext, node: Node, grad: TensorValue, x: Ten
             total = ops.add(total, ops.masked(ok, part, 0))
         return ops.to_dtype(total, out) if cd != out else total
 
-    return g.lazy(inner, x.size, out, [grad, indices])
+    return g.lazy(node, inner, x.size, out, [grad, indices])

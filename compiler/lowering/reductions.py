@@ -65,7 +65,7 @@ def _dims(dims: Any, ndim: int) -> list[int]:
     return sorted({d + ndim if d < 0 else d for d in dims})
 
 
-def reduce(g: LoweringContext, x: TensorValue, dims: Any, keepdim: bool, rtype: str,
+def reduce(g: LoweringContext, node: Node, x: TensorValue, dims: Any, keepdim: bool, rtype: str,
            out_dtype: torch.dtype | None = None, src_dtype: torch.dtype | None = None
            ) -> Stored:
     """Reduce `x` over `dims`; the result is a stored buffer of the keepdim shape."""
@@ -96,17 +96,17 @@ def reduce(g: LoweringContext, x: TensorValue, dims: Any, keepdim: bool, rtype: 
     if rnumel == 0 or not rranges:
         # Over nothing: the identity (sum 0, prod 1, any False, all True). Over a single
         # element per output (0-d input, dims of size one only): that element itself.
-        stored = _trivial(g, x, out_size, rdims, rtype, src, out_dtype, value, rnumel == 0)
+        stored = _trivial(g, node, x, out_size, rdims, rtype, src, out_dtype, value, rnumel == 0)
     else:
-        node = g.make_reduction(lambda idx, ridx: value(full_index(idx, ridx)),
+        body = g.make_reduction(node, lambda idx, ridx: value(full_index(idx, ridx)),
                                 out_size, rranges, rtype, out_dtype, src, [x])
-        plan = split_plan(node, numel, rranges, rtype) \
+        plan = split_plan(body, numel, rranges, rtype) \
             if Feature.SPLIT_REDUCTIONS in g.features and rtype in SPLITTABLE else None
         if plan is not None:
-            stored = _split(g, x, out_size, rranges, rtype, src, out_dtype, value,
+            stored = _split(g, node, x, out_size, rranges, rtype, src, out_dtype, value,
                             full_index, rnumel, *plan)
         else:
-            stored = g.reduction_buffer(node, out_size, "reduction")
+            stored = g.reduction_buffer(node, body, out_size, "reduction")
     if keepdim:
         return stored
     return stored.with_view([s for k, s in enumerate(out_size) if k not in rdims],
@@ -114,8 +114,9 @@ def reduce(g: LoweringContext, x: TensorValue, dims: Any, keepdim: bool, rtype: 
                             stored.view.offset)
 
 
-def _trivial(g: LoweringContext, x: TensorValue, out_size: list[int], rdims: list[int], rtype: str,
-             src: torch.dtype, out_dtype: torch.dtype, value: Any, empty: bool) -> Stored:
+def _trivial(g: LoweringContext, node: Node, x: TensorValue, out_size: list[int],
+             rdims: list[int], rtype: str, src: torch.dtype, out_dtype: torch.dtype,
+             value: Any, empty: bool) -> Stored:
     def inner(idx: Index) -> Any:
         if empty:
             return ops.constant(identity(rtype, out_dtype), out_dtype)
@@ -127,7 +128,7 @@ def _trivial(g: LoweringContext, x: TensorValue, out_size: list[int], rdims: lis
             v = ops.ne(v, ops.constant(0, src)) if src != torch.bool else v
         return ops.to_dtype(v, out_dtype) if src != out_dtype else v
 
-    lazy = g.lazy(inner, out_size, out_dtype, [x])
+    lazy = g.lazy(node, inner, out_size, out_dtype, [x])
     reason = "reduction over zero elements" if empty else "reduction over one element"
     return g.realize(lazy, reason)
 
@@ -194,9 +195,9 @@ def row_splits(numel: int, rranges: list[int], rtype: str) -> int | None:
     return _nearest(want, lambda d: outer % d == 0 and rnumel // d >= ROW_SPLIT_MIN_CHUNK)
 
 
-def _split(g: LoweringContext, x: TensorValue, out_size: list[int], rranges: list[int], rtype: str,
-           src: torch.dtype, out_dtype: torch.dtype, value: Any, full_index: Any,
-           rnumel: int, splits: int, columns: bool) -> Stored:
+def _split(g: LoweringContext, node: Node, x: TensorValue, out_size: list[int],
+           rranges: list[int], rtype: str, src: torch.dtype, out_dtype: torch.dtype,
+           value: Any, full_index: Any, rnumel: int, splits: int, columns: bool) -> Stored:
     """Two passes: `splits` partial results of `chunk` elements each (in the reduction's
     accumulation dtype), then their reduction. Column reductions keep the partials as
     [splits, outputs] (the first pass's loads then step along the outputs, as the
@@ -223,17 +224,17 @@ def _split(g: LoweringContext, x: TensorValue, out_size: list[int], rranges: lis
         return ops.masked(inside, body, ident)
 
     size1 = [splits] + out_size if columns else out_size + [splits]
-    node1 = g.make_reduction(partial, size1, [chunk], rtype, src, src, [x])
+    node1 = g.make_reduction(node, partial, size1, [chunk], rtype, src, src, [x])
     kind = "column split reduction" if columns else "split reduction"
     how = f"{kind}: {rnumel} = {splits} x {chunk}"
-    first = g.reduction_buffer(node1, size1, f"{how} (pass 1 of 2)")
+    first = g.reduction_buffer(node, node1, size1, f"{how} (pass 1 of 2)")
     load1 = first.loader()
 
     def combine(idx: Index, ridx: Index) -> Any:
         return load1([ridx[0]] + list(idx) if columns else list(idx) + [ridx[0]])
 
-    node2 = g.make_reduction(combine, out_size, [splits], rtype, out_dtype, src, [])
-    return g.reduction_buffer(node2, out_size, f"{how} (pass 2 of 2)")
+    node2 = g.make_reduction(node, combine, out_size, [splits], rtype, out_dtype, src, [])
+    return g.reduction_buffer(node, node2, out_size, f"{how} (pass 2 of 2)")
 
 
 def _out_dtype(node: Node) -> torch.dtype:
@@ -244,18 +245,18 @@ def _out_dtype(node: Node) -> torch.dtype:
 @register_lowering(aten.sum.dim_IntList, aten.sum.default, prims.sum)
 def sum_(g: LoweringContext, node: Node, x: TensorValue, dims: Any = None, keepdim: bool = False,
          dtype: torch.dtype | None = None, **kw: Any) -> Stored:
-    return reduce(g, x, dims, keepdim, "sum", _out_dtype(node))
+    return reduce(g, node, x, dims, keepdim, "sum", _out_dtype(node))
 
 
 @register_lowering(aten.prod.dim_int, aten.prod.default)
 def prod(g: LoweringContext, node: Node, x: TensorValue, dim: Any = None, keepdim: bool = False,
          **kw: Any) -> Stored:
-    return reduce(g, x, dim, keepdim, "prod", _out_dtype(node))
+    return reduce(g, node, x, dim, keepdim, "prod", _out_dtype(node))
 
 
-def _isnan(g: LoweringContext, x: TensorValue) -> Any:
+def _isnan(g: LoweringContext, node: Node, x: TensorValue) -> Any:
     load = x.loader()
-    return g.lazy(lambda idx: ops.isnan(load(idx)), x.size, torch.bool, [x])
+    return g.lazy(node, lambda idx: ops.isnan(load(idx)), x.size, torch.bool, [x])
 
 
 def _nan_aware(g: LoweringContext, node: Node, x: TensorValue, dims: Any, keepdim: bool, rtype: str,
@@ -264,26 +265,26 @@ def _nan_aware(g: LoweringContext, node: Node, x: TensorValue, dims: Any, keepdi
     the first NaN). Built from NaN-blind reductions plus `any(isnan)` and the index of the
     first NaN, so every backend's max/min combine may ignore NaNs; all of them fuse into
     one kernel (same iteration space)."""
-    best = reduce(g, x, dims, keepdim, rtype, out_dtype, None if rtype in ("max", "min")
+    best = reduce(g, node, x, dims, keepdim, rtype, out_dtype, None if rtype in ("max", "min")
                   else x.dtype)
     if not x.dtype.is_floating_point or _only_shifts_its_input(g, node):
         return best
-    nan = _isnan(g, x)
-    has_nan = reduce(g, nan, dims, keepdim, "any", torch.bool, torch.bool)
+    nan = _isnan(g, node, x)
+    has_nan = reduce(g, node, nan, dims, keepdim, "any", torch.bool, torch.bool)
     lb, lh = best.loader(), has_nan.loader()
     if rtype in ("max", "min"):
         def inner(idx: Index) -> Any:
             return ops.where(lh(idx), ops.constant(float("nan"), upcast(out_dtype)), lb(idx))
     else:
         load_nan = nan.loader()
-        as_int = g.lazy(lambda idx: ops.to_dtype(load_nan(idx), torch.int8), x.size,
+        as_int = g.lazy(node, lambda idx: ops.to_dtype(load_nan(idx), torch.int8), x.size,
                         torch.int8, [nan])
-        first = reduce(g, as_int, dims, keepdim, "argmax", torch.int64, torch.int8)
+        first = reduce(g, node, as_int, dims, keepdim, "argmax", torch.int64, torch.int8)
         lf = first.loader()
 
         def inner(idx: Index) -> Any:
             return ops.where(lh(idx), lf(idx), lb(idx))
-    return g.lazy(inner, best.size, out_dtype, [])
+    return g.lazy(node, inner, best.size, out_dtype, [])
 
 
 def _only_shifts_its_input(g: LoweringContext, node: Node) -> bool:
@@ -314,13 +315,13 @@ def amin(g: LoweringContext, node: Node, x: TensorValue, dims: Any = None, keepd
 @register_lowering(aten.any.dim, aten.any.dims, aten.any.default)
 def any_(g: LoweringContext, node: Node, x: TensorValue, dim: Any = None, keepdim: bool = False
         ) -> Stored:
-    return reduce(g, x, dim, keepdim, "any", torch.bool, torch.bool)
+    return reduce(g, node, x, dim, keepdim, "any", torch.bool, torch.bool)
 
 
 @register_lowering(aten.all.dim, aten.all.dims, aten.all.default)
 def all_(g: LoweringContext, node: Node, x: TensorValue, dim: Any = None, keepdim: bool = False
         ) -> Stored:
-    return reduce(g, x, dim, keepdim, "all", torch.bool, torch.bool)
+    return reduce(g, node, x, dim, keepdim, "all", torch.bool, torch.bool)
 
 
 @register_lowering(aten.argmax)
@@ -339,11 +340,11 @@ def _arg_reduce(g: LoweringContext, node: Node, x: TensorValue, dim: int | None,
                 rtype: str) -> Any:
     if dim is None:
         n = x.numel()
-        flat = remap(g, x, [n], lambda idx: decompose(idx[0], list(x.size)))
+        flat = remap(g, node, x, [n], lambda idx: decompose(idx[0], list(x.size)))
         out = _nan_aware(g, node, flat, [0], False, rtype, torch.int64)
         if not keepdim:
             return out
-        return remap(g, out, [1] * len(x.size), lambda idx: [])
+        return remap(g, node, out, [1] * len(x.size), lambda idx: [])
     return _nan_aware(g, node, x, [dim], keepdim, rtype, torch.int64)
 
 
@@ -352,21 +353,22 @@ def _extreme(g: LoweringContext, node: Node, x: TensorValue, dims: Any, keepdim:
     """max/min values as eager's; bools through int8 (no backend reduces bools by max)."""
     if x.dtype != torch.bool:
         return _nan_aware(g, node, x, dims, keepdim, rtype, x.dtype)
-    small = _int8(g, x)
-    best = reduce(g, small, dims, keepdim, rtype, torch.int8, torch.int8)
+    small = _int8(g, node, x)
+    best = reduce(g, node, small, dims, keepdim, rtype, torch.int8, torch.int8)
     lb = best.loader()
-    return g.lazy(lambda idx: ops.to_dtype(lb(idx), torch.bool), best.size, torch.bool, [best])
+    return g.lazy(node, lambda idx: ops.to_dtype(lb(idx), torch.bool), best.size, torch.bool,
+                  [best])
 
 
-def _int8(g: LoweringContext, x: TensorValue) -> Any:
+def _int8(g: LoweringContext, node: Node, x: TensorValue) -> Any:
     load = x.loader()
-    return g.lazy(lambda idx: ops.to_dtype(load(idx), torch.int8), x.size, torch.int8, [x])
+    return g.lazy(node, lambda idx: ops.to_dtype(load(idx), torch.int8), x.size, torch.int8, [x])
 
 
 def _extreme_dim(g: LoweringContext, node: Node, x: TensorValue, dim: int, keepdim: bool,
                  rtype: str) -> tuple[Any, Any]:
     """(values, indices) as eager: a NaN wins and its first index is returned."""
-    src = _int8(g, x) if x.dtype == torch.bool else x
+    src = _int8(g, node, x) if x.dtype == torch.bool else x
     return (_extreme(g, node, x, [dim], keepdim, rtype),
             _arg_reduce(g, node, src, dim, keepdim, f"arg{rtype}"))
 
@@ -397,9 +399,9 @@ def min_all(g: LoweringContext, node: Node, x: TensorValue) -> Any:
 def mean(g: LoweringContext, node: Node, x: TensorValue, dims: Any = None, keepdim: bool = False,
          dtype: torch.dtype | None = None) -> Any:
     out = _out_dtype(node)
-    total = reduce(g, x, dims, keepdim, "sum", upcast(out), upcast(out))
+    total = reduce(g, node, x, dims, keepdim, "sum", upcast(out), upcast(out))
     n = _count(x, dims)
-    return _scale(g, total, _inv(n), out)
+    return _scale(g, node, total, _inv(n), out)
 
 
 def _inv(n: float) -> float:
@@ -413,7 +415,7 @@ def _count(x: TensorValue, dims: Any) -> int:
     return n
 
 
-def _scale(g: LoweringContext, total: Stored, factor: float, out: torch.dtype) -> Any:
+def _scale(g: LoweringContext, node: Node, total: Stored, factor: float, out: torch.dtype) -> Any:
     load = total.loader()
     cd = total.dtype
     if not math.isfinite(factor):
@@ -423,12 +425,12 @@ def _scale(g: LoweringContext, total: Stored, factor: float, out: torch.dtype) -
         v = ops.mul(load(idx), ops.constant(factor, cd))
         return ops.to_dtype(v, out) if out != cd else v
 
-    return g.lazy(inner, total.size, out, [])
+    return g.lazy(node, inner, total.size, out, [])
 
 
-def _divide(g: LoweringContext, total: Stored, divisor: float, out: torch.dtype) -> Any:
+def _divide(g: LoweringContext, node: Node, total: Stored, divisor: float, out: torch.dtype) -> Any:
     if divisor > 0:
-        return _scale(g, total, 1.0 / divisor, out)
+        return _scale(g, node, total, 1.0 / divisor, out)
     load = total.loader()
     cd = total.dtype
 
@@ -436,17 +438,17 @@ def _divide(g: LoweringContext, total: Stored, divisor: float, out: torch.dtype)
         v = ops.truediv(load(idx), ops.constant(divisor, cd))
         return ops.to_dtype(v, out) if out != cd else v
 
-    return g.lazy(inner, total.size, out, [])
+    return g.lazy(node, inner, total.size, out, [])
 
 
-def variance(g: LoweringContext, x: TensorValue, dims: Any, correction: float, keepdim: bool
-             ) -> tuple[Any, Any]:
+def variance(g: LoweringContext, node: Node, x: TensorValue, dims: Any, correction: float,
+             keepdim: bool) -> tuple[Any, Any]:
     """(var, mean) from two sums: mean first, then the sum of squared deviations."""
     out = x.dtype
     acc = upcast(out)
     n = _count(x, dims)
-    total = reduce(g, x, dims, True, "sum", acc, acc)
-    mean_keep = _scale(g, total, _inv(n), acc)
+    total = reduce(g, node, x, dims, True, "sum", acc, acc)
+    mean_keep = _scale(g, node, total, _inv(n), acc)
     load_x, load_m = x.loader(), mean_keep.loader()
     rdims = _dims(dims, len(x.size))
 
@@ -457,12 +459,12 @@ def variance(g: LoweringContext, x: TensorValue, dims: Any, correction: float, k
         d = ops.sub(xv, load_m(m_idx))
         return ops.mul(d, d)
 
-    dev = g.lazy(sq_dev, x.size, acc, [x, mean_keep])
-    ssq = reduce(g, dev, dims, keepdim, "sum", acc, acc)
+    dev = g.lazy(node, sq_dev, x.size, acc, [x, mean_keep])
+    ssq = reduce(g, node, dev, dims, keepdim, "sum", acc, acc)
     # eager clamps the degrees of freedom at 0 and divides: inf, or nan where ssq is 0.
     dof = max(0.0, n - correction)
-    var = _divide(g, ssq, dof, out)
-    mean_out = _scale(g, total, _inv(n), out)
+    var = _divide(g, node, ssq, dof, out)
+    mean_out = _scale(g, node, total, _inv(n), out)
     if not keepdim:
         keep = [s for k, s in enumerate(x.size) if k not in rdims]
         inner = mean_out
@@ -471,20 +473,20 @@ def variance(g: LoweringContext, x: TensorValue, dims: Any, correction: float, k
             it = iter(idx)
             return [sympy.Integer(0) if k in rdims else next(it) for k in range(len(x.size))]
 
-        mean_out = remap(g, inner, keep, drop)
+        mean_out = remap(g, node, inner, keep, drop)
     return var, mean_out
 
 
 @register_lowering(aten.var.correction, aten.var.dim, prims.var)
 def var(g: LoweringContext, node: Node, x: TensorValue, dims: Any = None, unbiased: Any = None,
         keepdim: bool = False, *, correction: Any = None) -> Any:
-    return variance(g, x, dims, _correction(unbiased, correction), keepdim)[0]
+    return variance(g, node, x, dims, _correction(unbiased, correction), keepdim)[0]
 
 
 @register_lowering(aten.var_mean.correction, aten.var_mean.dim)
 def var_mean(g: LoweringContext, node: Node, x: TensorValue, dims: Any = None, unbiased: Any = None,
              keepdim: bool = False, *, correction: Any = None) -> Any:
-    return variance(g, x, dims, _correction(unbiased, correction), keepdim)
+    return variance(g, node, x, dims, _correction(unbiased, correction), keepdim)
 
 
 def _correction(unbiased: Any, correction: Any) -> float:

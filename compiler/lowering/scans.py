@@ -26,7 +26,8 @@ from kernelscope.compiler.lowering.scatter import I64, too_costly
 MASKED = {"sum": 0, "prod": 1, "max": float("-inf"), "min": float("inf")}
 
 
-def _prefix(g: LoweringContext, x: TensorValue, dim: int, cd: torch.dtype, rtype: str) -> Any:
+def _prefix(g: LoweringContext, node: Node, x: TensorValue, dim: int, cd: torch.dtype,
+            rtype: str) -> Any:
     """A lazy [*x.size, n]: x[.., j, ..] at [.., i, .., j] for j <= i, else the identity."""
     n = len(x.size)
     lx = x.loader()
@@ -47,7 +48,7 @@ def _prefix(g: LoweringContext, x: TensorValue, dim: int, cd: torch.dtype, rtype
         v = ops.to_dtype(v, cd) if x.dtype != cd else v
         return ops.where(keep, v, ops.constant(other, cd))
 
-    return g.lazy(inner, list(x.size) + [x.size[dim]], cd, [x])
+    return g.lazy(node, inner, list(x.size) + [x.size[dim]], cd, [x])
 
 
 def _early(g: LoweringContext, node: Node, x: TensorValue, dim: int) -> tuple[Any, int]:
@@ -62,7 +63,7 @@ def _early(g: LoweringContext, node: Node, x: TensorValue, dim: int) -> tuple[An
             v = lx([])
             return ops.to_dtype(v, out.dtype) if x.dtype != out.dtype else v
 
-        return g.lazy(inner, [], out.dtype, [x]), -1
+        return g.lazy(node, inner, [], out.dtype, [x]), -1
     dim = dim % len(x.size)
     return too_costly(g, node, x.numel(), x.size[dim], (x, dim), {}), dim
 
@@ -73,7 +74,8 @@ def _scan(g: LoweringContext, node: Node, x: TensorValue, dim: int, rtype: str) 
         return early
     out = out_meta(node).dtype
     cd = upcast(out)
-    return reduce(g, _prefix(g, x, dim, cd, rtype), [len(x.size)], False, rtype, out, cd)
+    prefix = _prefix(g, node, x, dim, cd, rtype)
+    return reduce(g, node, prefix, [len(x.size)], False, rtype, out, cd)
 
 
 @register_lowering(aten.cumsum)
@@ -96,7 +98,7 @@ def logcumsumexp(g: LoweringContext, node: Node, x: TensorValue, dim: int) -> An
     out = out_meta(node).dtype
     cd = upcast(out)
     n = len(x.size)
-    best = reduce(g, _prefix(g, x, dim, cd, "max"), [n], False, "max", cd, cd)
+    best = reduce(g, node, _prefix(g, node, x, dim, cd, "max"), [n], False, "max", cd, cd)
     lb, lx = best.loader(), x.loader()
 
     def shift(m: Any) -> Any:
@@ -112,7 +114,7 @@ def logcumsumexp(g: LoweringContext, node: Node, x: TensorValue, dim: int) -> An
         keep = ops.le(ops.index_expr(j, I64), ops.index_expr(p[dim], I64))
         return ops.where(keep, ops.exp(ops.sub(v, shift(lb(p)))), ops.constant(0.0, cd))
 
-    total = reduce(g, g.lazy(terms, list(x.size) + [x.size[dim]], cd, [x, best]), [n],
+    total = reduce(g, node, g.lazy(node, terms, list(x.size) + [x.size[dim]], cd, [x, best]), [n],
                    False, "sum", cd, cd)
     lt = total.loader()
 
@@ -120,21 +122,22 @@ def logcumsumexp(g: LoweringContext, node: Node, x: TensorValue, dim: int) -> An
         r = ops.add(ops.log(lt(idx)), shift(lb(idx)))
         return ops.to_dtype(r, out) if cd != out else r
 
-    return g.lazy(inner, x.size, out, [total, best])
+    return g.lazy(node, inner, x.size, out, [total, best])
 
 
 def _cum_extreme(g: LoweringContext, node: Node, x: TensorValue, dim: int, rtype: str) -> Any:
     """(values, indices) of cummax/cummin as eager: ties and NaNs take the last index."""
     if x.dtype == torch.bool:
-        return g.extern(node.target, (x, dim), {}, fallback=True,
+        return g.extern(node, node.target, (x, dim), {}, fallback=True,
                         reason="running max/min of bool values")
     early, dim = _early(g, node, x, dim)
     if early is not None:
         if dim >= 0:
             return early
-        return early, g.lazy(lambda idx: ops.constant(0, I64), [], I64, [])
+        return early, g.lazy(node, lambda idx: ops.constant(0, I64), [], I64, [])
     n = len(x.size)
-    values = _nan_aware(g, node, _prefix(g, x, dim, x.dtype, rtype), [n], False, rtype, x.dtype)
+    prefix = _prefix(g, node, x, dim, x.dtype, rtype)
+    values = _nan_aware(g, node, prefix, [n], False, rtype, x.dtype)
     lv, lx = values.loader(), x.loader()
     floating = x.dtype.is_floating_point
 
@@ -148,8 +151,8 @@ def _cum_extreme(g: LoweringContext, node: Node, x: TensorValue, dim: int, rtype
         keep = ops.logical_and(ops.le(jv, ops.index_expr(p[dim], I64)), hit)
         return ops.where(keep, jv, ops.constant(-1, I64))
 
-    cand = g.lazy(last, list(x.size) + [x.size[dim]], I64, [x, values])
-    return values, reduce(g, cand, [n], False, "max", I64, I64)
+    cand = g.lazy(node, last, list(x.size) + [x.size[dim]], I64, [x, values])
+    return values, reduce(g, node, cand, [n], False, "max", I64, I64)
 
 
 @register_lowering(aten.cummax)

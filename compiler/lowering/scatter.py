@@ -54,7 +54,7 @@ def too_costly(g: LoweringContext, node: Node, numel: int, candidates: int, args
     dense forms (scatters, scans, sorts) all use this one limit."""
     if numel * candidates <= DENSE_SCATTER_MAX:
         return None
-    return g.extern(node.target, args, kwargs, fallback=True,
+    return g.extern(node, node.target, args, kwargs, fallback=True,
                     reason=f"dense form would cost {numel} outputs x {candidates} candidates "
                            f"(> {DENSE_SCATTER_MAX})")
 
@@ -64,12 +64,12 @@ def refused(g: LoweringContext, node: Node, x: TensorValue, numel: int, candidat
     """ATen (with the reason) for what the dense form does not do, else None: too costly,
     or combining bool values (eager's bool add is an or; not lowered)."""
     if x.dtype == torch.bool and mode != "last":
-        return g.extern(node.target, args, kwargs, fallback=True,
+        return g.extern(node, node.target, args, kwargs, fallback=True,
                         reason=f"{mode} of bool values")
     return too_costly(g, node, numel, candidates, args, kwargs)
 
 
-def _gathered(g: LoweringContext, x: TensorValue, out: torch.dtype, candidates: int,
+def _gathered(g: LoweringContext, node: Node, x: TensorValue, out: torch.dtype, candidates: int,
               match: Callable[[Index, Any], Any], source: Callable[[Index, Any], Any],
               mode: str, include_self: bool = True) -> Any:
     """out[p] from the candidates j = 0..candidates-1 with match(p, j) true.
@@ -86,13 +86,13 @@ def _gathered(g: LoweringContext, x: TensorValue, out: torch.dtype, candidates: 
         return ops.to_dtype(v, cd) if x.dtype != cd else v
 
     def cand(body: Callable[[Index, Any], Any], dtype: torch.dtype) -> Any:
-        return g.lazy(lambda idx: body(idx[:n], idx[n]), size + [candidates], dtype, [x])
+        return g.lazy(node, lambda idx: body(idx[:n], idx[n]), size + [candidates], dtype, [x])
 
     if mode == "last":
         def pick(p: Index, j: Any) -> Any:
             return ops.where(match(p, j), ops.index_expr(j, I64), ops.constant(-1, I64))
 
-        last = reduce(g, cand(pick, I64), [n], False, "max", I64, I64)
+        last = reduce(g, node, cand(pick, I64), [n], False, "max", I64, I64)
         ll = last.loader()
 
         def overwrite(p: Index) -> Any:
@@ -102,7 +102,7 @@ def _gathered(g: LoweringContext, x: TensorValue, out: torch.dtype, candidates: 
             v = ops.where(hit, ops.masked(hit, lambda: source(p, js), 0), self_value(p))
             return ops.to_dtype(v, out) if cd != out else v
 
-        return g.lazy(overwrite, size, out, [last])
+        return g.lazy(node, overwrite, size, out, [last])
     rtype = {"sum": "sum", "mean": "sum", "prod": "prod", "amax": "max", "amin": "min"}[mode]
     ident = {"sum": 0, "prod": 1, "max": float("-inf") if cd.is_floating_point else
              torch.iinfo(cd).min, "min": float("inf") if cd.is_floating_point else
@@ -117,15 +117,15 @@ def _gathered(g: LoweringContext, x: TensorValue, out: torch.dtype, candidates: 
         hit = match(p, j)
         return ops.logical_and(hit, ops.masked(hit, lambda: ops.isnan(source(p, j)), False))
 
-    total = reduce(g, cand(masked_src, cd), [n], False, rtype, cd, cd)
+    total = reduce(g, node, cand(masked_src, cd), [n], False, rtype, cd, cd)
     parts = [total]
     count = nan = None
     if mode == "mean" or not include_self:
-        count = reduce(g, cand(lambda p, j: ops.to_dtype(match(p, j), I64), I64), [n],
+        count = reduce(g, node, cand(lambda p, j: ops.to_dtype(match(p, j), I64), I64), [n],
                        False, "sum", I64, I64)
         parts.append(count)
     if rtype in ("max", "min") and cd.is_floating_point:
-        nan = reduce(g, cand(nan_src, torch.bool), [n], False, "any", torch.bool, torch.bool)
+        nan = reduce(g, node, cand(nan_src, torch.bool), [n], False, "any", torch.bool, torch.bool)
         parts.append(nan)
     lt = total.loader()
     lc = count.loader() if count is not None else None
@@ -150,7 +150,7 @@ def _gathered(g: LoweringContext, x: TensorValue, out: torch.dtype, candidates: 
             acc = ops.where(ops.gt(lc(p), ops.constant(0, I64)), acc, xv)
         return ops.to_dtype(acc, out) if cd != out else acc
 
-    return g.lazy(inner, size, out, parts)
+    return g.lazy(node, inner, size, out, parts)
 
 
 # -- index_put -------------------------------------------------------------------------
@@ -170,9 +170,9 @@ def index_put(g: LoweringContext, node: Node, x: TensorValue, indices: Sequence[
         why = "accumulate into bool"
     if why.startswith("boolean") and len(tensors) == 1 and \
             _same_for_every_hit(values, len(x.size) - positions[0] - len(tensors[0].size)):
-        return _mask_put(g, x, tensors[0], positions[0], values, accumulate)
+        return _mask_put(g, node, x, tensors[0], positions[0], values, accumulate)
     if why:
-        return g.extern(node.target, args, {}, fallback=True, reason=why)
+        return g.extern(node, node.target, args, {}, fallback=True, reason=why)
     bshape = list(torch.broadcast_shapes(*[tuple(t.size) for t in tensors]))
     k = 1
     for s in bshape:
@@ -202,7 +202,7 @@ def index_put(g: LoweringContext, node: Node, x: TensorValue, indices: Sequence[
     def source(p: Index, j: Any) -> Any:
         return lv(list(p[:first]) + bcoords(j) + list(p[first + npos:]))
 
-    return _gathered(g, x, x.dtype, k, match, source, "sum" if accumulate else "last")
+    return _gathered(g, node, x, x.dtype, k, match, source, "sum" if accumulate else "last")
 
 
 def _same_for_every_hit(values: Any, trailing: int) -> bool:
@@ -213,8 +213,8 @@ def _same_for_every_hit(values: Any, trailing: int) -> bool:
     return k < 0 or values.size[k] == 1
 
 
-def _mask_put(g: LoweringContext, x: TensorValue, mask: TensorValue, first: int, values: Any,
-              accumulate: bool) -> Any:
+def _mask_put(g: LoweringContext, node: Node, x: TensorValue, mask: TensorValue, first: int,
+              values: Any, accumulate: bool) -> Any:
     """x[..., mask, ...] = v (or += v) where v is the same for every hit: a where."""
     cd = upcast(x.dtype)
     lx, lm = x.loader(), mask.loader()
@@ -230,7 +230,7 @@ def _mask_put(g: LoweringContext, x: TensorValue, mask: TensorValue, first: int,
         r = ops.where(hit, ops.add(xv, v) if accumulate else v, xv)
         return ops.to_dtype(r, x.dtype) if cd != x.dtype else r
 
-    return g.lazy(inner, x.size, x.dtype, [t for t in (x, mask, values)
+    return g.lazy(node, inner, x.size, x.dtype, [t for t in (x, mask, values)
                                           if isinstance(t, TensorValue)])
 
 
@@ -255,7 +255,7 @@ def put(g: LoweringContext, node: Node, x: TensorValue, index: TensorValue, sour
         v = ls(decompose(j, list(source.size)))
         return ops.to_dtype(v, cd) if source.dtype != cd else v
 
-    return _gathered(g, x, x.dtype, k, match, source_at, "sum" if accumulate else "last")
+    return _gathered(g, node, x, x.dtype, k, match, source_at, "sum" if accumulate else "last")
 
 
 @register_lowering(aten.index_reduce)
@@ -281,7 +281,7 @@ def index_reduce(g: LoweringContext, node: Node, x: TensorValue, dim: int, index
         v = ls([j if q == dim else p[q] for q in range(n)] if src.size else [])
         return ops.to_dtype(v, cd) if src.dtype != cd else v
 
-    return _gathered(g, x, x.dtype, length, match, source, reduce_, include_self)
+    return _gathered(g, node, x, x.dtype, length, match, source, reduce_, include_self)
 
 
 @register_lowering(aten.masked_scatter)
@@ -308,8 +308,8 @@ def masked_scatter(g: LoweringContext, node: Node, x: TensorValue, mask: TensorV
         upto = ops.le(ops.index_expr(idx[n], I64), ops.index_expr(flat_p, I64))
         return ops.to_dtype(ops.logical_and(upto, lm(q)), I64)
 
-    count = reduce(g, g.lazy(before, size + [numel], I64, [mask]), [n], False, "sum", I64,
-                   I64)
+    count = reduce(g, node, g.lazy(node, before, size + [numel], I64, [mask]), [n], False,
+                   "sum", I64, I64)
     lc = count.loader()
 
     def inner(p: Index) -> Any:
@@ -324,7 +324,7 @@ def masked_scatter(g: LoweringContext, node: Node, x: TensorValue, mask: TensorV
         r = ops.where(hit, ops.masked(hit, take, 0), lx(p))
         return ops.to_dtype(r, x.dtype) if cd != x.dtype else r
 
-    return g.lazy(inner, size, x.dtype, [x, mask, source, count])
+    return g.lazy(node, inner, size, x.dtype, [x, mask, source, count])
 
 
 # -- scatter, scatter_add, scatter_reduce ----------------------------------------------
@@ -374,7 +374,7 @@ def _scatter(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: Te
         v = ls(at(p, j, src))
         return ops.to_dtype(v, cd) if src.dtype != cd else v
 
-    return _gathered(g, x, x.dtype, length, match, source, mode, include_self)
+    return _gathered(g, node, x, x.dtype, length, match, source, mode, include_self)
 
 
 @register_lowering(aten.scatter.src, aten.scatter.value)
@@ -423,7 +423,7 @@ def diagonal_scatter(g: LoweringContext, node: Node, x: TensorValue, src: Tensor
         v = ops.masked(cond, lambda: ls([p[q] for q in rest] + [pos]), 0)
         return ops.where(cond, v, lx(p))
 
-    return g.lazy(inner, x.size, x.dtype, [x, src])
+    return g.lazy(node, inner, x.size, x.dtype, [x, src])
 
 
 @register_lowering(aten.as_strided_scatter)
@@ -440,7 +440,7 @@ def as_strided_scatter(g: LoweringContext, node: Node, x: TensorValue, src: Tens
     overlap = any(stride[a] < stride[b] * size[b] for a, b in zip(dims, dims[1:])) or \
         any(stride[k] == 0 for k in dims)
     if overlap:
-        return g.extern(node.target, (x, src, size, stride, storage_offset), {},
+        return g.extern(node, node.target, (x, src, size, stride, storage_offset), {},
                         fallback=True, reason="as_strided_scatter onto an overlapping view")
     out_stride = list(meta.stride())
     lx, ls = x.loader(), src.loader()
@@ -465,5 +465,5 @@ def as_strided_scatter(g: LoweringContext, node: Node, x: TensorValue, src: Tens
 
         return ops.where(ok, ops.masked(ok, load, 0), lx(p))
 
-    return g.lazy(inner, x.size, x.dtype, [x, src])
+    return g.lazy(node, inner, x.size, x.dtype, [x, src])
 

@@ -55,20 +55,20 @@ def _lowered(g: LoweringContext, node: Node, x: TensorValue, dim: int, log: bool
 
     online = g.online_softmax is not None and n > g.online_softmax
     if online and x.size:
-        lse = reduce(g, x, [d], True, "logsumexp", cd, cd).loader()
+        lse = reduce(g, node, x, [d], True, "logsumexp", cd, cd).loader()
 
         def result(idx: Index) -> Any:
             shifted = ops.sub(xv(idx), lse(at_row(idx)))
             return finish(shifted if log else ops.exp(shifted))
 
-        return g.lazy(result, x.size, out, [x])
-    top = reduce(g, x, [d] if x.size else [], True, "max", cd, cd).loader()
+        return g.lazy(node, result, x.size, out, [x])
+    top = reduce(g, node, x, [d] if x.size else [], True, "max", cd, cd).loader()
 
     def shifted(idx: Index) -> Any:
         return ops.sub(xv(idx), top(at_row(idx)))
 
-    exp = g.lazy(lambda idx: ops.exp(shifted(idx)), x.size, cd, [x])
-    total = reduce(g, exp, [d] if x.size else [], True, "sum", cd, cd).loader()
+    exp = g.lazy(node, lambda idx: ops.exp(shifted(idx)), x.size, cd, [x])
+    total = reduce(g, node, exp, [d] if x.size else [], True, "sum", cd, cd).loader()
 
     reciprocal = Feature.SOFTMAX_RECIPROCAL in g.features and not log
     if reciprocal:
@@ -81,7 +81,7 @@ def _lowered(g: LoweringContext, node: Node, x: TensorValue, dim: int, log: bool
         e, s = ops.exp(shifted(idx)), total(at_row(idx))
         return finish(ops.mul(e, ops.reciprocal(s)) if reciprocal else ops.truediv(e, s))
 
-    return g.lazy(plain, x.size, out, [x])
+    return g.lazy(node, plain, x.size, out, [x])
 
 
 @register_lowering(aten._softmax)

@@ -51,13 +51,13 @@ def _before(x: TensorValue, dim: int, descending: bool) -> Callable[[Index], Any
     return inner
 
 
-def rank(g: LoweringContext, x: TensorValue, dim: int, descending: bool) -> Any:
+def rank(g: LoweringContext, node: Node, x: TensorValue, dim: int, descending: bool) -> Any:
     size = list(x.size)
-    lazy = g.lazy(_before(x, dim, descending), size + [size[dim]], I64, [x])
-    return reduce(g, lazy, [len(size)], False, "sum", I64, I64)
+    lazy = g.lazy(node, _before(x, dim, descending), size + [size[dim]], I64, [x])
+    return reduce(g, node, lazy, [len(size)], False, "sum", I64, I64)
 
 
-def _at_rank(g: LoweringContext, x: TensorValue, ranks: Any, dim: int, count: int,
+def _at_rank(g: LoweringContext, node: Node, x: TensorValue, ranks: Any, dim: int, count: int,
              first: Callable[[Index], Any]) -> tuple[Any, Any]:
     """(values, indices) of the elements of rank first(p) + r, r < count, along dim."""
     n = len(x.size)
@@ -73,8 +73,8 @@ def _at_rank(g: LoweringContext, x: TensorValue, ranks: Any, dim: int, count: in
         want = ops.add(first(p), ops.index_expr(p[dim], I64))
         return ops.where(ops.eq(lr(q), want), ops.index_expr(i, I64), ops.constant(-1, I64))
 
-    where = reduce(g, g.lazy(pick, out + [size[dim]], I64, [ranks]), [n], False, "max", I64,
-                   I64)
+    where = reduce(g, node, g.lazy(node, pick, out + [size[dim]], I64, [ranks]), [n], False,
+                   "max", I64, I64)
     lw = where.loader()
 
     def value(p: Index) -> Any:
@@ -82,7 +82,7 @@ def _at_rank(g: LoweringContext, x: TensorValue, ranks: Any, dim: int, count: in
         q[dim] = ops.indirect_indexing(ops.maximum(lw(p), ops.constant(0, I64)), size[dim])
         return lx(q)
 
-    return g.lazy(value, out, x.dtype, [x, where]), where
+    return g.lazy(node, value, out, x.dtype, [x, where]), where
 
 
 def _dim(x: TensorValue, dim: int) -> int:
@@ -94,8 +94,8 @@ def _guard(g: LoweringContext, node: Node, x: TensorValue, dim: int, args: tuple
     """ATen for rows too long; a 0-d input sorts to itself (index 0)."""
     if not x.size:
         lx = x.loader()
-        return (g.lazy(lambda p: lx([]), [], x.dtype, [x]),
-                g.lazy(lambda p: ops.constant(0, I64), [], I64, []))
+        return (g.lazy(node, lambda p: lx([]), [], x.dtype, [x]),
+                g.lazy(node, lambda p: ops.constant(0, I64), [], I64, []))
     return too_costly(g, node, x.numel(), x.size[dim], args, kwargs)
 
 
@@ -106,7 +106,7 @@ def _ties(g: LoweringContext, node: Node, x: TensorValue, args: tuple[Any, ...],
     (a partial sort): those go to ATen. Floats tie rarely; a tie gets the stable order."""
     if x.dtype.is_floating_point:
         return None
-    return g.extern(node.target, args, kwargs, fallback=True,
+    return g.extern(node, node.target, args, kwargs, fallback=True,
                     reason="integer ties: eager's index among equal values is unspecified")
 
 
@@ -129,7 +129,7 @@ def sort(g: LoweringContext, node: Node, x: TensorValue, *args: Any, **kwargs: A
         big = _ties(g, node, x, (x, *args), kwargs)
     if big is not None:
         return big
-    return _at_rank(g, x, rank(g, x, d, descending), d, x.size[d], _zero)
+    return _at_rank(g, node, x, rank(g, node, x, d, descending), d, x.size[d], _zero)
 
 
 @register_lowering(aten.topk)
@@ -140,7 +140,7 @@ def topk(g: LoweringContext, node: Node, x: TensorValue, k: int, dim: int = -1,
         _ties(g, node, x, (x, k, dim, largest, sorted), {})
     if big is not None:
         return big
-    return _at_rank(g, x, rank(g, x, d, largest), d, k, _zero)
+    return _at_rank(g, node, x, rank(g, node, x, d, largest), d, k, _zero)
 
 
 @register_lowering(aten.kthvalue)
@@ -151,12 +151,12 @@ def kthvalue(g: LoweringContext, node: Node, x: TensorValue, k: int, dim: int = 
     big = _guard(g, node, x, d, args, {}) or _ties(g, node, x, args, {})
     if big is not None:
         return big
-    values, indices = _at_rank(g, x, rank(g, x, d, False), d, 1,
+    values, indices = _at_rank(g, node, x, rank(g, node, x, d, False), d, 1,
                                lambda p: ops.constant(k - 1, I64))
-    return _squeeze(g, values, indices, d, keepdim)
+    return _squeeze(g, node, values, indices, d, keepdim)
 
 
-def _squeeze(g: LoweringContext, values: Any, indices: Any, d: int, keepdim: bool
+def _squeeze(g: LoweringContext, node: Node, values: Any, indices: Any, d: int, keepdim: bool
             ) -> tuple[Any, Any]:
     if keepdim:
         return values, indices
@@ -167,19 +167,19 @@ def _squeeze(g: LoweringContext, values: Any, indices: Any, d: int, keepdim: boo
         out.insert(d, sympy.Integer(0))
         return out
 
-    return remap(g, values, size, back), remap(g, indices, size, back)
+    return remap(g, node, values, size, back), remap(g, node, indices, size, back)
 
 
-def _median(g: LoweringContext, x: TensorValue, d: int, keepdim: bool, skip_nan: bool
+def _median(g: LoweringContext, node: Node, x: TensorValue, d: int, keepdim: bool, skip_nan: bool
            ) -> tuple[Any, Any]:
     """The lower median of each row: rank (m - 1) // 2, m the row's length (nanmedian: its
     non-NaN count). median: a NaN in the row gives NaN and the first NaN's index."""
     floating = x.dtype.is_floating_point
-    ranks = rank(g, x, d, False)
+    ranks = rank(g, node, x, d, False)
     lx = x.loader()
     if floating:
-        nan_int = g.lazy(lambda p: ops.to_dtype(ops.isnan(lx(p)), I64), x.size, I64, [x])
-        nans = reduce(g, nan_int, [d], True, "sum", I64, I64)
+        nan_int = g.lazy(node, lambda p: ops.to_dtype(ops.isnan(lx(p)), I64), x.size, I64, [x])
+        nans = reduce(g, node, nan_int, [d], True, "sum", I64, I64)
         ln = nans.loader()
     row = x.size[d]
 
@@ -190,21 +190,21 @@ def _median(g: LoweringContext, x: TensorValue, d: int, keepdim: bool, skip_nan:
         half = ops.floordiv(ops.sub(m, ops.constant(1, I64)), ops.constant(2, I64))
         return ops.maximum(half, ops.constant(0, I64))
 
-    values, indices = _at_rank(g, x, ranks, d, 1, first)
+    values, indices = _at_rank(g, node, x, ranks, d, 1, first)
     if floating and not skip_nan:
-        first_nan = reduce(g, g.lazy(lambda p: ops.to_dtype(ops.isnan(lx(p)), torch.int8),
-                                     x.size, torch.int8, [x]),
-                           [d], True, "argmax", I64, torch.int8)
+        is_nan = g.lazy(node, lambda p: ops.to_dtype(ops.isnan(lx(p)), torch.int8),
+                        x.size, torch.int8, [x])
+        first_nan = reduce(g, node, is_nan, [d], True, "argmax", I64, torch.int8)
         lv, li, lf = values.loader(), indices.loader(), first_nan.loader()
 
         def has(p: Index) -> Any:
             return ops.gt(ln(p), ops.constant(0, I64))
 
-        values = g.lazy(lambda p: ops.where(has(p), ops.constant(float("nan"), x.dtype),
+        values = g.lazy(node, lambda p: ops.where(has(p), ops.constant(float("nan"), x.dtype),
                                             lv(p)), values.size, x.dtype, [values, nans])
-        indices = g.lazy(lambda p: ops.where(has(p), lf(p), li(p)), indices.size, I64,
+        indices = g.lazy(node, lambda p: ops.where(has(p), lf(p), li(p)), indices.size, I64,
                          [indices, nans, first_nan])
-    return _squeeze(g, values, indices, d, keepdim)
+    return _squeeze(g, node, values, indices, d, keepdim)
 
 
 @register_lowering(aten.median.dim, aten.nanmedian.dim)
@@ -214,7 +214,7 @@ def median_dim(g: LoweringContext, node: Node, x: TensorValue, dim: int = 0, kee
     big = _guard(g, node, x, d, (x, dim, keepdim), {})
     if big is not None:
         return big
-    return _median(g, x, d, keepdim, node.target is aten.nanmedian.dim)
+    return _median(g, node, x, d, keepdim, node.target is aten.nanmedian.dim)
 
 
 @register_lowering(aten.median.default, aten.nanmedian.default)
@@ -222,11 +222,11 @@ def median_all(g: LoweringContext, node: Node, x: TensorValue) -> Any:
     if not x.size:
         return _guard(g, node, x, 0, (x,), {})[0]
     numel = x.numel()
-    flat = remap(g, x, [numel], lambda idx: decompose(idx[0], list(x.size)))
+    flat = remap(g, node, x, [numel], lambda idx: decompose(idx[0], list(x.size)))
     big = too_costly(g, node, numel, numel, (x,), {})
     if big is not None:
         return big
-    values, _ = _median(g, flat, 0, False, node.target is aten.nanmedian.default)
+    values, _ = _median(g, node, flat, 0, False, node.target is aten.nanmedian.default)
     return values
 
 
@@ -243,7 +243,7 @@ def searchsorted(g: LoweringContext, node: Node, seq: TensorValue, values: Any, 
     size = list(meta.shape)
     row = seq.size[-1] if seq.size else 1
     if sorter is not None:
-        return g.extern(node.target, args, kwargs, fallback=True, reason="sorter")
+        return g.extern(node, node.target, args, kwargs, fallback=True, reason="sorter")
     big = too_costly(g, node, max(1, meta.numel()), row, args, kwargs)
     if big is not None:
         return big
@@ -263,10 +263,10 @@ def searchsorted(g: LoweringContext, node: Node, seq: TensorValue, values: Any, 
         keep = ops.gt(b, v) if upper else ops.ge(b, v)
         return ops.to_dtype(ops.logical_not(keep), I64)
 
-    count = reduce(g, g.lazy(before, size + [row], I64, [t for t in (seq, values)
+    count = reduce(g, node, g.lazy(node, before, size + [row], I64, [t for t in (seq, values)
                                                          if isinstance(t, TensorValue)]),
                    [n], False, "sum", I64, I64)
     if meta.dtype == I64:
         return count
     lc = count.loader()
-    return g.lazy(lambda p: ops.to_dtype(lc(p), meta.dtype), size, meta.dtype, [count])
+    return g.lazy(node, lambda p: ops.to_dtype(lc(p), meta.dtype), size, meta.dtype, [count])

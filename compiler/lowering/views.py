@@ -29,10 +29,10 @@ from kernelscope.compiler.lowering.common import (
 from kernelscope.compiler.lowering.registry import aten, prims, register_lowering
 
 
-def remap(g: LoweringContext, x: TensorValue, size: Sequence[int],
+def remap(g: LoweringContext, node: Node, x: TensorValue, size: Sequence[int],
           reindex: Callable[[Index], list[sympy.Expr]]) -> Lazy:
     load = x.loader()
-    return g.lazy(lambda idx: load(reindex(idx)), size, x.dtype, [x])
+    return g.lazy(node, lambda idx: load(reindex(idx)), size, x.dtype, [x])
 
 
 def _norm_dim(dim: int, ndim: int) -> int:
@@ -48,7 +48,7 @@ def _meta_size(node: Node) -> tuple[int, ...]:
 def view(g: LoweringContext, node: Node, x: TensorValue, *args: Any) -> TensorValue:
     meta = out_meta(node)
     if meta.dtype != x.dtype:  # view(dtype): reinterpret the bits, which ATen does right
-        return g.extern(node.target, (x, *args), {}, fallback=True,
+        return g.extern(node, node.target, (x, *args), {}, fallback=True,
                         reason="dtype view (bit reinterpretation)")
     size = _meta_size(node)
     if size == tuple(x.size):
@@ -64,7 +64,7 @@ def view(g: LoweringContext, node: Node, x: TensorValue, *args: Any) -> TensorVa
         flat = strided_index(idx, new_strides)  # one Add (memoized), not one per term
         return decompose(flat, old_size)
 
-    return remap(g, x, size, reindex)
+    return remap(g, node, x, size, reindex)
 
 
 @register_lowering(aten.permute, prims.transpose)
@@ -74,7 +74,7 @@ def permute(g: LoweringContext, node: Node, x: TensorValue, dims: Sequence[int])
     if isinstance(x, Stored):
         return x.with_view(size, [x.view.stride[d] for d in dims], x.view.offset)
     inverse = [dims.index(k) for k in range(len(dims))]
-    return remap(g, x, size, lambda idx: [idx[inverse[k]] for k in range(len(dims))])
+    return remap(g, node, x, size, lambda idx: [idx[inverse[k]] for k in range(len(dims))])
 
 
 @register_lowering(aten.expand, prims.broadcast_in_dim)
@@ -88,7 +88,7 @@ def expand(g: LoweringContext, node: Node, x: TensorValue, *args: Any) -> Tensor
                                for k in range(len(x.size))]
         return x.with_view(size, stride, x.view.offset)
     xs = x.size
-    return remap(g, x, size, lambda idx: [
+    return remap(g, node, x, size, lambda idx: [
         sympy.Integer(0) if xs[k] == 1 else idx[lead + k] for k in range(len(xs))])
 
 
@@ -122,7 +122,7 @@ def slice_(g: LoweringContext, node: Node, x: TensorValue, dim: int = 0, start: 
         out[dim] = start + step * idx[dim]
         return out
 
-    return remap(g, x, size, reindex)
+    return remap(g, node, x, size, reindex)
 
 
 @register_lowering(aten.select.int)
@@ -135,7 +135,7 @@ def select(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: int)
         offset = x.view.offset + index * stride[dim]
         del stride[dim]
         return x.with_view(size, stride, offset)
-    return remap(g, x, size, lambda idx: list(idx[:dim]) + [sympy.Integer(index)]
+    return remap(g, node, x, size, lambda idx: list(idx[:dim]) + [sympy.Integer(index)]
                  + list(idx[dim:]))
 
 
@@ -163,7 +163,7 @@ def as_strided(g: LoweringContext, node: Node, x: TensorValue, size: Sequence[in
         hi = rel
     if rel < 0 or hi >= max(1, x.numel()) or any(st < 0 for st in stride):
         raise Unsupported("as_strided reaching outside its input's own elements")
-    copy = g.realize(remap(g, x, x.size, lambda idx: list(idx)), "as_strided needs storage "
+    copy = g.realize(remap(g, node, x, x.size, lambda idx: list(idx)), "as_strided needs storage "
                      "laid out as eager's", stride=mstride)
     return copy.with_view(size, stride, rel)
 
@@ -174,18 +174,19 @@ def unfold(g: LoweringContext, node: Node, x: TensorValue, dim: int, size: int, 
     dim = _norm_dim(dim, len(x.size))
     out = _meta_size(node)
     if not x.size:  # unfold of a 0-d tensor: one window of the one element
-        return remap(g, x, out, lambda idx: [])
+        return remap(g, node, x, out, lambda idx: [])
 
     def reindex(idx: Index) -> list[sympy.Expr]:
         res = list(idx[:-1])
         res[dim] = idx[dim] * step + idx[-1]
         return res
 
-    return remap(g, x, out, reindex)
+    return remap(g, node, x, out, reindex)
 
 
 
-def _narrow(g: LoweringContext, x: TensorValue, dim: int, start: int, length: int) -> TensorValue:
+def _narrow(g: LoweringContext, node: Node, x: TensorValue, dim: int, start: int, length: int
+            ) -> TensorValue:
     size = list(x.size)
     size[dim] = length
     if isinstance(x, Stored):
@@ -196,7 +197,7 @@ def _narrow(g: LoweringContext, x: TensorValue, dim: int, start: int, length: in
         out[dim] = idx[dim] + start
         return out
 
-    return remap(g, x, size, reindex)
+    return remap(g, node, x, size, reindex)
 
 
 @register_lowering(aten.split_with_sizes, aten.split_with_sizes_copy)
@@ -205,7 +206,7 @@ def split_with_sizes(g: LoweringContext, node: Node, x: TensorValue, sizes: Sequ
     dim = _norm_dim(dim, len(x.size))
     out, start = [], 0
     for n in sizes:
-        out.append(_narrow(g, x, dim, start, int(n)))
+        out.append(_narrow(g, node, x, dim, start, int(n)))
         start += int(n)
     return tuple(out)
 
@@ -229,7 +230,7 @@ def unbind(g: LoweringContext, node: Node, x: TensorValue, dim: int = 0) -> tupl
             stride = [st for k, st in enumerate(x.view.stride) if k != dim]
             out.append(x.with_view(size, stride, x.view.offset + i * x.view.stride[dim]))
         else:
-            out.append(remap(g, x, size, _select_at(dim, i)))
+            out.append(remap(g, node, x, size, _select_at(dim, i)))
     return tuple(out)
 
 
@@ -243,7 +244,7 @@ def repeat(g: LoweringContext, node: Node, x: TensorValue, repeats: Sequence[int
     size = _meta_size(node)
     lead = len(size) - len(x.size)
     xs = x.size
-    return remap(g, x, size, lambda idx: [
+    return remap(g, node, x, size, lambda idx: [
         sympy.Integer(0) if xs[k] == 1 else ModularIndexing(idx[lead + k], 1, xs[k])
         if size[lead + k] != xs[k] else idx[lead + k] for k in range(len(xs))])
 
@@ -253,7 +254,7 @@ def flip(g: LoweringContext, node: Node, x: TensorValue, dims: Sequence[int]) ->
     nd = len(x.size)
     flipped = {_norm_dim(d, nd) for d in dims}
     size = list(x.size)
-    return remap(g, x, size, lambda idx: [size[k] - 1 - i if k in flipped else i
+    return remap(g, node, x, size, lambda idx: [size[k] - 1 - i if k in flipped else i
                                           for k, i in enumerate(idx)])
 
 
@@ -279,4 +280,4 @@ def diagonal(g: LoweringContext, node: Node, x: TensorValue, offset: int = 0, di
         out[d2] = idx[-1] + start2
         return out
 
-    return remap(g, x, size, reindex)
+    return remap(g, node, x, size, reindex)

@@ -6,11 +6,12 @@ scheduler sees it (a chosen template becomes a kernel its consumers fuse into). 
 config the backend offers are run once on random operands of the product's real shapes,
 strides and dtype (as Inductor's max-autotune does); a config whose values are not the
 extern call's (at the dtype's tolerance) or that fails to build is dropped, with why;
-the fastest stays. The times are cached on disk, keyed by the shapes, strides, dtype,
-device name, the template's source and the tool versions, so a product is measured
-once per machine. "template" takes the first config unmeasured and "extern" the extern
-call (deterministic, for tests); where kernels are emulated nothing is measured and the
-extern call stays.
+the fastest stays. The times are kept on disk (runtime/results.py), keyed by the shapes,
+strides, dtype, device name, the template's source and the tool versions, so a product is
+measured once per machine; in the explorer the server shares them across jobs from the
+back half only (server/kcache.py). "template" takes the first config unmeasured and
+"extern" the extern call (deterministic, for tests); where kernels are emulated nothing is
+measured and the extern call stays.
 
 In: a LoweredGraph and its backend. Out: `chosen` set on each template, and one
 TemplateSelection per product for the scheduling event.
@@ -23,17 +24,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from kernelscope.compiler.codegen.backend import Backend
-from kernelscope.compiler.devices import is_gpu
 from kernelscope.compiler.event_types import TemplateChoice, TemplateSelection
 from kernelscope.compiler.ir.nodes import Layout
 from kernelscope.compiler.ir.template import MatmulTemplate, TemplateConfig
 from kernelscope.compiler.lowering.graph import LoweredGraph
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.runtime import template_bench
-from kernelscope.compiler.runtime.cache import cache_root, content_key, write_atomic
+from kernelscope.compiler.runtime.cache import cache_root, content_key, device_name, write_atomic
+from kernelscope.compiler.runtime.results import read_result, result_path
 
 EXTERN = "extern"
 CACHE_VERSION = "1"  # bump when what a cached entry means changes
@@ -48,7 +47,7 @@ def select_templates(lowered: LoweredGraph, backend: Backend, options: CompileOp
     # The products to measure (no cached times): their candidates build in parallel
     # first, then each is timed alone.
     pending = [b for b in bufs if b.configs and options.matmul == "auto"
-               and not backend.emulated and _read(cache_path(b, backend, options)) is None]
+               and not backend.emulated and read_result(cache_path(b, backend, options)) is None]
     modules: template_bench.Modules = {}
     if pending:
         modules, _ = template_bench.precompile(pending, backend, options.compile_workers)
@@ -86,7 +85,7 @@ def _choose(buf: MatmulTemplate, sel: TemplateSelection, config: TemplateConfig,
 def _measured(buf: MatmulTemplate, sel: TemplateSelection, backend: Backend,
               options: CompileOptions, modules: template_bench.Modules) -> None:
     path = cache_path(buf, backend, options)
-    entry = _read(path)
+    entry = read_result(path)
     sel.cache_hit = entry is not None
     if entry is None:
         try:
@@ -94,7 +93,7 @@ def _measured(buf: MatmulTemplate, sel: TemplateSelection, backend: Backend,
         except Exception as e:  # the measurement itself failed: say so, keep the extern call
             sel.reason = f"measuring failed ({type(e).__name__}: {str(e)[:300]}): the extern call"
             return
-        write_atomic(path, json.dumps(entry, indent=1, sort_keys=True))
+        write_atomic(path, json.dumps(entry, sort_keys=True))
     times: dict[str, float] = entry.get("ms", {})
     errors: dict[str, str] = entry.get("errors", {})
     for c in sel.choices:
@@ -114,16 +113,14 @@ def _measured(buf: MatmulTemplate, sel: TemplateSelection, backend: Backend,
 
 
 def cache_path(buf: MatmulTemplate, backend: Backend, options: CompileOptions) -> Path:
-    root = cache_root(options.cache_dir) / "autotune"
-    root.mkdir(parents=True, exist_ok=True)
-    return root / f"mm_{autotune_key(buf, backend)}.json"
+    return result_path(cache_root(options.cache_dir), "mm", autotune_key(buf, backend))
 
 
 def autotune_key(buf: MatmulTemplate, backend: Backend) -> str:
     assert buf.a is not None and buf.b is not None
     facts = {"op": str(buf.op), "a": _lay(buf.a.view), "b": _lay(buf.b.view),
              "out": _lay(buf.layout), "dtype": str(buf.dtype), "backend": backend.name,
-             "device": _device_name(backend.device), "configs": [c.name for c in buf.configs],
+             "device": device_name(backend.device), "configs": [c.name for c in buf.configs],
              "template": _template_source(), "version": CACHE_VERSION}
     return content_key(json.dumps(facts, sort_keys=True))
 
@@ -132,24 +129,8 @@ def _lay(lay: Layout) -> list[Any]:
     return [list(lay.size), list(lay.stride), lay.offset]
 
 
-def _device_name(device: str) -> str:
-    if is_gpu(device) and torch.cuda.is_available():
-        return torch.cuda.get_device_name()
-    return device
-
-
 def _template_source() -> str:
     """The template's generator, by content: a changed template is measured again."""
     here = Path(__file__).resolve().parents[1] / "codegen" / "triton_template.py"
     return hashlib.sha256(here.read_bytes()).hexdigest()[:16]
-
-
-def _read(path: Path) -> dict[str, Any] | None:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    ok = isinstance(data, dict) and isinstance(data.get("ms"), dict) and \
-        all(isinstance(v, (int, float)) for v in data["ms"].values())
-    return data if ok else None
 

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from kernelscope.compiler.devices import is_gpu
+
 
 def cache_root(configured: str | None = None) -> Path:
     root = configured or os.environ.get("KERNELSCOPE_CACHE")
@@ -30,6 +32,13 @@ def versions_key() -> str:  # metadata lookup scans site-packages (~1 ms a call)
     except importlib.metadata.PackageNotFoundError:
         tv = "none"
     return f"torch={torch.__version__};triton={tv};py={platform.python_version()}"
+
+
+def device_name(device: str) -> str:
+    """What a result measured or built on `device` depends on: the GPU's own name."""
+    if is_gpu(device) and torch.cuda.is_available():
+        return torch.cuda.get_device_name()
+    return device
 
 
 def content_key(*parts: str) -> str:

@@ -9,6 +9,7 @@ back.
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 import time
 from collections.abc import Sequence
@@ -19,9 +20,17 @@ from typing import Any
 
 import torch
 
-from kernelscope.compiler.codegen.backend import Backend
+from kernelscope.compiler.codegen.backend import Backend, Launch
 from kernelscope.compiler.options import CompileOptions
-from kernelscope.compiler.runtime.cache import cache_root, content_key, write_once
+from kernelscope.compiler.runtime.cache import (
+    cache_root,
+    content_key,
+    device_name,
+    write_atomic,
+    write_once,
+)
+from kernelscope.compiler.runtime.graph_cache import compiler_source_hash
+from kernelscope.compiler.runtime.results import read_result, result_path
 from kernelscope.compiler.runtime.timing import instrument
 
 
@@ -159,11 +168,36 @@ def real_inputs(example_inputs: list[Any]) -> list[Any]:
 
 def warmup(compiled: CompiledGraph, example_inputs: list[Any]) -> list[dict[str, Any]]:
     """Run once on zeros, timing each kernel's first launch (Triton JIT-compiles here),
-    then ask the backend what its build knows about each kernel."""
+    then ask the backend what its build knows about each kernel. A kernel's `cache_hit`:
+    its graph built nothing and its report was kept from an earlier compile."""
     args = real_inputs(example_inputs)
     with compiled.backend.first_launch(compiled.path, input_specs(args)), \
             instrument(compiled.module, compiled.kernels) as timings:
         compiled(*args)
-    reports = compiled.backend.kernel_reports(
-        compiled.module, {t.name: t.launch for t in timings.values()})
-    return [{**t.to_json(), **reports.get(t.name, {})} for t in timings.values()]
+    reports, kept = _reports(compiled, {t.name: t.launch for t in timings.values()})
+    return [{**t.to_json(), **reports.get(t.name, {}), "cache_hit": compiled.cache_hit and kept}
+            for t in timings.values()]
+
+
+def _reports(compiled: CompiledGraph, launches: dict[str, Launch | None]
+             ) -> tuple[dict[str, dict[str, Any]], bool]:
+    """The backend's report of each kernel (Triton's stages compiled offline, nvdisasm's
+    SASS, objdump's assembly), kept on disk (runtime/results.py) under everything it
+    depends on: the wrapper (its name is its content's hash), what of each launch
+    specializes the build (the backend says), the backend, its options, the device and
+    the compiler's source. A report with a note (nothing to show, or a failure) is made
+    again next time."""
+    backend = compiled.backend
+    facts = {"launches": {n: backend.report_facts(x) for n, x in sorted(launches.items())},
+             "backend": backend.cache_identity(), "gpu_target": backend.options.gpu_target,
+             "device": device_name(backend.device), "compiler": compiler_source_hash()}
+    key = content_key(compiled.path.name, json.dumps(facts, sort_keys=True, default=str))
+    path = result_path(cache_root(backend.options.cache_dir), "stages", key)
+    kept = read_result(path)
+    if kept is not None and set(kept) == set(launches):
+        return kept, True
+    reports = backend.kernel_reports(compiled.module, launches)
+    if reports and all(r and "stages_note" not in r for r in reports.values()):
+        write_atomic(path, json.dumps(reports, sort_keys=True))
+    return reports, False
+

@@ -19,7 +19,6 @@ products in a transformer's training step).
 from __future__ import annotations
 
 import importlib.util
-import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -69,7 +68,7 @@ def _precompile(bufs: list[MatmulTemplate], backend: Backend, workers: int
                 continue
             modules[(buf.name, config.name)] = (kernel, module)
             jobs.append((module, kernel, dtypes))
-    workers = max(1, workers or min(16, os.cpu_count() or 1))
+    workers = max(1, workers or backend.options.workers())
     with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(lambda j: backend.prebuild(j[0], [j[1]], j[2], 1), jobs))
     errors = {k: v for r in results for k, v in r.get("errors", {}).items()}

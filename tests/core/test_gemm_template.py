@@ -156,7 +156,7 @@ def test_measured_choice_is_the_fastest_and_cached(tmp_path: Path,
     times = {c.name: c.ms for c in first.choices}
     assert times["extern"] == 0.02 and times[best] == 0.01
     assert any(c.error for c in first.choices)  # dropped configs say why
-    (entry,) = list((tmp_path / "autotune").glob("mm_*.json"))
+    (entry,) = list((tmp_path / "results").glob("mm_*.json"))
     assert json.loads(entry.read_text())["ms"][best] == 0.01
 
 

@@ -277,8 +277,8 @@ def _reads_of_current(text: str) -> list[int]:
 
 def test_lowerings_take_their_node_and_never_read_the_walks_position() -> None:
     """Each lowering is fn(g, node, ...) and hands `node` to the helpers it calls: the FX
-    node comes as an argument; `g.current` (and GraphLowering's `out_meta()`/`node_name()`
-    over it) is the walk's own state, not part of LoweringContext, so mypy refuses it too."""
+    node comes as an argument; `g.current`, `g.out_meta()` and `g.node_name()` (the walk's
+    position) are no part of LoweringContext, so mypy refuses them too."""
     found = [f"{p.name}:{n}" for p in sorted((ROOT / "lowering").glob("*.py"))
              if p.name != "graph.py" for n in _reads_of_current(p.read_text())]
     assert not found, found
@@ -288,6 +288,69 @@ def test_lowerings_take_their_node_and_never_read_the_walks_position() -> None:
     assert _reads_of_current('    g.notes.append(f"{g.node_name()}: copied")\n') == [1]
     assert not _reads_of_current("    meta = out_meta(node)\n")
     assert not _reads_of_current("    return g.extern(node.target, args, {})  # g.current\n")
+
+
+# A lowering module's graph parameter typed as anything but the context.
+UNTYPED_G = re.compile(r"\bg\s*:\s*(?!LoweringContext\b)\w")
+
+
+def _untyped_graph_params(text: str) -> list[int]:
+    return [i for i, line in enumerate(text.splitlines(), 1)
+            if UNTYPED_G.search(line.split("#", 1)[0])]
+
+
+def test_lowering_modules_type_the_graph_as_the_context() -> None:
+    """`g` is a LoweringContext in every lowering module (GraphLowering itself is `self`),
+    so mypy checks each use of it against the Protocol."""
+    found = [f"{p.name}:{n}" for p in sorted((ROOT / "lowering").glob("*.py"))
+             for n in _untyped_graph_params(p.read_text())]
+    assert not found, found
+    assert _untyped_graph_params("def copy_to(g: Any, node: Node) -> Stored:\n") == [1]
+    assert not _untyped_graph_params("def nhwc(g: LoweringContext, node: Node) -> Stored:\n")
+
+
+# The walk's own position, kept by the walk (GraphLowering) for its builders to read.
+POSITION = re.compile(r"\bself\s*\.\s*(?:current\b|out_meta\s*\(|node_name\s*\()")
+# LoweringContext's members that make IR for a node: each is handed that node first.
+BUILDERS = ("lazy", "make_reduction", "reduction_buffer", "allocate", "extern")
+
+
+def _builders_without_their_node(cls: type) -> list[str]:
+    import inspect
+
+    return [name for name in BUILDERS
+            if list(inspect.signature(getattr(cls, name)).parameters)[1:2] != ["node"]]
+
+
+def test_the_walk_keeps_no_position_and_builders_take_their_node() -> None:
+    """The builders a lowering calls (`g.lazy`, `g.extern`, ...) name the FX node they build
+    for (the origin of a body, the fallback's node, the extern's meta) as their first
+    argument, so GraphLowering keeps no `current` node for them to read: a body's origin
+    cannot come from wherever the walk happens to be."""
+    from kernelscope.compiler.lowering.common import LoweringContext
+    from kernelscope.compiler.lowering.graph import GraphLowering
+
+    text = (ROOT / "lowering" / "graph.py").read_text()
+    found = [n for n, line in enumerate(text.splitlines(), 1)
+             if POSITION.search(line.split("#", 1)[0])]
+    assert not found, f"lowering/graph.py keeps the walk's position at lines {found}"
+    assert not _builders_without_their_node(LoweringContext)
+    assert not _builders_without_their_node(GraphLowering)
+
+
+def test_the_position_rules_see_planted_violations() -> None:
+    assert POSITION.search("            self.current = node")
+    assert POSITION.search("        origin = self.node_name()")
+    assert not POSITION.search("        origin = node.name")
+
+    class Old:
+        def lazy(self, inner_fn: Any, size: Any, dtype: Any, inputs: Any = ()) -> Any: ...
+        def make_reduction(self, node: Any, inner_fn: Any) -> Any: ...
+        def reduction_buffer(self, body: Any, node: Any) -> Any: ...
+        def allocate(self, node: Any, reason: str) -> Any: ...
+        def extern(self, op: Any, node: Any) -> Any: ...
+
+    assert _builders_without_their_node(Old) == ["lazy", "reduction_buffer", "extern"]
 
 
 def test_a_lowering_with_another_signature_is_refused_at_registration() -> None:

@@ -26,7 +26,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 from small_models import make  # noqa: E402
 
 
-
 class ConvBnRelu(nn.Module):
     """conv (bias) + batch norm + ReLU, twice, with a residual add: the block every
     convnet repeats."""

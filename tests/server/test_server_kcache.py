@@ -96,7 +96,7 @@ def test_promotion_takes_only_verified_entries(make_app: AppFactory, tmp_path: P
     (folder / f"kernels_{bad_src_key}.cpp").write_text(KERNEL)  # a name that lies
 
     result = kcache.promote(scratch)
-    shared = {p.name: p.read_bytes() for p in kcache.root.iterdir()}
+    shared = {p.name: p.read_bytes() for p in kcache.root.iterdir() if p.is_file()}
     assert sorted(shared) == sorted([f"graph_{good_key}.py", f"kernels_{src_key}.so"])
     assert (result.wrappers, result.libraries) == (1, 1) and result.rejected >= 2
     assert shared[f"graph_{good_key}.py"] == good_wrapper.encode()
