@@ -44,6 +44,9 @@ SLOW: dict[str, str] = {
         "a kernel made to fail, in a subprocess per case (the in-range cases stay)",
     "core/test_bundle.py::test_snippet_output_is_data_never_events":
         "a snippet through both CLI halves (server/test_server_streams.py keeps the property)",
+    "core/test_bundle.py::test_stages_command_runs_triton_kernels_in_the_interpreter":
+        "the back half's CLI under the Triton interpreter, in a fresh interpreter (the "
+        "in-process back-half tests stay)",
     "core/test_lse_steps.py::test_every_lse_step_matches_eager":
         "every logsumexp step under the Triton interpreter (the default step stays)",
     "core/test_backend.py::test_entry_point_works_without_importing_kernelscope":
@@ -71,6 +74,8 @@ SLOW: dict[str, str] = {
         "a run recorded by the real compiler, uploaded to the real server, in the browser "
         "(core/test_own_run.py and server/test_server_uploads.py keep the upload)",
     "server/test_server_e2e.py": "the server through the real compiler CLI",
+    "server/test_server_kresults.py::test_a_repeated_job_reports_every_kernel_as_a_cache_hit":
+        "two jobs through the real server and compiler (the in-process promotion tests stay)",
 }
 
 # The areas the fast tier must still cover, each by a module it keeps (checked).

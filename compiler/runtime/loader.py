@@ -198,6 +198,9 @@ def _reports(compiled: CompiledGraph, launches: dict[str, Launch | None]
         return kept, True
     reports = backend.kernel_reports(compiled.module, launches)
     if reports and all(r and "stages_note" not in r for r in reports.values()):
-        write_atomic(path, json.dumps(reports, sort_keys=True))
+        try:
+            write_atomic(path, json.dumps(reports, sort_keys=True))
+        except OSError:  # not kept: made again next time
+            pass
     return reports, False
 

@@ -261,6 +261,23 @@ def test_every_option_the_server_lists_is_a_control_with_its_explanation(page: P
     assert opts["fusion"] is True and opts["device"] == "cpu"
 
 
+def test_a_string_option_is_a_text_field_whose_value_is_sent(page: Page) -> None:
+    """gpu_target ("sm_90") was a number field: the browser dropped its value and nobody
+    could pick another GPU target for Triton's offline stages."""
+    open_explorer(page)
+    page.click("#options-summary")
+    expect(page.locator("#opt-gpu_target")).to_have_value("sm_90")
+    page.fill("#opt-gpu_target", "sm_80")
+    page.locator("#opt-gpu_target").dispatch_event("change")
+    expect(page.locator("#options-summary")).to_have_text("Options · 1 changed")
+    bodies: list[dict] = []
+    page.on("request", lambda r: bodies.append(json.loads(r.post_data or "{}"))
+            if r.url.endswith("/api/compile") else None)
+    page.click("#options-summary")
+    compile_and_wait(page)
+    assert bodies[0]["options"]["gpu_target"] == "sm_80"
+
+
 # -- editing ----------------------------------------------------------------------------
 def test_an_edit_marks_the_result_stale_and_turns_provenance_off(page: Page) -> None:
     open_explorer(page)

@@ -40,6 +40,33 @@ VISIBLE_NODES = """() => {
 }"""
 
 
+# The FX graph's nodes in view that the pane's left edge cuts in two.
+CUT_AT_LEFT = """() => {
+  const cy = window.kernelscope.panes.find((p) => p.id === 'graph').fx;
+  return cy.nodes().filter((n) => {
+    const r = n.renderedBoundingBox();
+    return r.x1 < -1 && r.x2 > 1 && r.y2 > 0 && r.y1 < cy.height();
+  }).map((n) => n.id());
+}"""
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_models_fx_graph_opens_with_no_node_cut_at_the_left(
+    page: Page, size: tuple[int, int]
+) -> None:
+    """A model's FX graph is too big to fit readable: it opens at a readable zoom from the
+    top, and from the left of the rows in view (from the first node alone, the 4-block
+    model's FX graph opened with its layer-norm nodes cut in two by the pane's edge)."""
+    page.set_viewport_size({"width": size[0], "height": size[1]})
+    open_explorer(page, "/t/modules")
+    wait_done(page)
+    show_tab(page, "graph")
+    page.wait_for_timeout(300)  # the graphs lay out
+    screenshot(page, f"layout-graph-left-{size[0]}x{size[1]}")
+    assert page.evaluate(CUT_AT_LEFT) == []
+    assert min(page.evaluate(VISIBLE_NODES)) >= 5
+
+
 @pytest.mark.parametrize("size", SIZES)
 def test_a_models_panes_fit_their_column(page: Page, size: tuple[int, int]) -> None:
     page.set_viewport_size({"width": size[0], "height": size[1]})
@@ -92,6 +119,28 @@ def test_fusion_refusals_are_grouped_by_reason_and_extern_calls_folded(page: Pag
     assert all(not o for o in folded.evaluate_all("els => els.map(e => e.open)"))
     expect(folded.first.locator("summary")).to_contain_text("extern")
     screenshot(page, "layout-fusion-refusals-1440x900")
+
+
+# Cells of the fusion decisions whose one word ("vertical") the column broke over lines.
+BROKEN_KINDS = """() => [...document.querySelectorAll(
+    '.fusion-pane table.decisions tbody td:nth-child(3)')]
+  .filter((td) => td.offsetParent !== null && td.textContent)
+  .filter((td) => { const r = document.createRange(); r.selectNodeContents(td);
+                    return r.getClientRects().length > 1; })
+  .map((td) => td.textContent)"""
+
+
+def test_a_fusion_decisions_kind_is_never_broken_over_lines(page: Page) -> None:
+    """At 1440x900 the decisions' kind column was squeezed until "vertical" read
+    "vertic / al"."""
+    page.set_viewport_size({"width": 1440, "height": 900})
+    open_explorer(page, "/t/modules")
+    wait_done(page)
+    show_tab(page, "fusion")
+    page.locator(".fusion-pane details.refusals").first.evaluate("d => d.open = true")
+    expect(page.locator(".fusion-pane details.refusals").first.locator("tbody tr").first
+           ).to_be_visible()
+    assert page.evaluate(BROKEN_KINDS) == []
 
 
 @pytest.mark.parametrize("size", SIZES)

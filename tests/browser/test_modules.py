@@ -75,6 +75,35 @@ def test_module_tree_lists_the_blocks_and_clicking_one_shows_its_parts(
     assert page_errors(page) == []
 
 
+# Whether an element lies wholly inside the window and inside the modules pane's visible box.
+IN_VIEW = """(e) => {
+  const r = e.getBoundingClientRect();
+  const pane = e.closest('[data-pane=modules]').getBoundingClientRect();
+  return r.height > 0 && r.top >= Math.max(0, pane.top) - 1
+    && r.bottom <= Math.min(window.innerHeight, pane.bottom) + 1;
+}"""
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_a_click_on_a_module_low_in_a_long_tree_shows_its_parts_in_view(
+    new_page: Callable[[str], Page], stub: LiveServer, size: tuple[int, int]
+) -> None:
+    """The 4-block model's tree is taller than the pane: the chosen module's details were
+    listed below the whole tree, out of sight, so a click seemed to do nothing."""
+    page = _opened(new_page, stub, size)
+    show_tab(page, "modules")
+    row = page.locator(".module-row[data-module='blocks.3.mlp']")
+    row.scroll_into_view_if_needed()
+    row.click()
+    details = page.locator(".module-details")
+    expect(details.locator("h4")).to_contain_text("blocks.3.mlp")
+    page.wait_for_timeout(200)  # a smooth scroll, if any, ends
+    assert details.locator("h4").evaluate(IN_VIEW)
+    assert details.locator("[data-list=kernels] b").evaluate(IN_VIEW)
+    assert row.evaluate(IN_VIEW)
+    screenshot(page, f"modules-low-click-{size[0]}x{size[1]}")
+
+
 def test_code_pane_groups_kernels_by_module_and_tells_blocks_apart(
     new_page: Callable[[str], Page], stub: LiveServer
 ) -> None:

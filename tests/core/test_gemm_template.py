@@ -196,3 +196,58 @@ def test_precompile_loads_every_candidate_and_never_raises(tmp_path: Path) -> No
     assert info["candidates"] == len(modules)
     for kernel, module in modules.values():
         assert callable(module.run) and kernel.name in module.__dict__
+
+
+def test_measured_times_reach_a_later_job_through_the_server(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Job 1's back half measures; the server takes its times (server/kcache.py) and
+    links them into job 2's own cache: job 2 measures and builds nothing and makes the
+    same choice. A forged entry in job 2's own cache (a snippet's) is not read."""
+    from types import SimpleNamespace
+
+    from kernelscope.compiler.codegen.triton_template import configs_for
+    from kernelscope.server.kcache import KernelCache, job_cache
+
+    best = configs_for(37, 70, 50)[1].name
+    measured: list[str] = []
+
+    def fake_measure(buf: MatmulTemplate, backend: Any, modules: Any = None) -> dict[str, Any]:
+        measured.append(buf.name)
+        return {"ms": {"extern": 0.02, best: 0.01}, "errors": {}}
+
+    def fake_precompile(bufs: Any, *_: Any) -> tuple[dict[Any, Any], dict[str, Any]]:
+        measured.append("built")
+        return {}, {}
+
+    monkeypatch.setattr(template_bench, "precompile", fake_precompile)
+    monkeypatch.setattr(template_bench, "measure", fake_measure)
+
+    def job(scratch: Path) -> Any:
+        options = CompileOptions(backend="triton", matmul="auto",
+                                 cache_dir=str(job_cache(scratch)))
+        (work,) = _works(_addmm_gelu, _inputs(), backend="triton")
+        lower(work)
+        assert work.lowered is not None
+        return autotune.select_templates(work.lowered, TritonBackend("cuda", options),
+                                         options)[0]
+
+    settings = SimpleNamespace(isolation=SimpleNamespace(mode="bubblewrap", uid=None))
+    kcache = KernelCache(tmp_path / "shared", settings)
+    first = job(tmp_path / "job1")
+    assert first.chosen == best and not first.cache_hit and measured == ["built", "buf0"]
+    assert kcache.promote(tmp_path / "job1", results=True).results == 1
+    kcache.link_into(tmp_path / "job2")
+    second = job(tmp_path / "job2")
+    assert second.chosen == best and second.cache_hit and len(measured) == 2
+    assert [c.ms for c in second.choices] == [c.ms for c in first.choices]
+
+    # A job without the shared entry, whose own cache holds a forged one under the same
+    # name (a front half's, never promoted): the server takes nothing from it.
+    forged_job = tmp_path / "job3"
+    (job_cache(forged_job) / "results").mkdir(parents=True)
+    for entry in (job_cache(tmp_path / "job1") / "results").glob("mm_*.json"):
+        (job_cache(forged_job) / "results" / entry.name).write_text(
+            json.dumps({"ms": {"extern": 0.0001}, "errors": {}}))
+    other = KernelCache(tmp_path / "shared2", settings)
+    assert other.promote(forged_job).results == 0
+    assert not list(other.results.iterdir())

@@ -11,6 +11,16 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from server_support import (
+    REAL_BACK,
+    REAL_WORKER,
+    AppFactory,
+    add_relu_code,
+    compile_events,
+    needs_real_cli,
+    state,
+    wait_until,
+)
 
 from kernelscope.server.kcache import KernelCache, job_cache
 
@@ -83,3 +93,28 @@ def test_malformed_results_and_links_are_refused(tmp_path: Path) -> None:
     promoted = kcache.promote(back, results=True)
     assert promoted.results == 0 and promoted.rejected == 4
     assert not list(kcache.results.iterdir())
+
+
+@needs_real_cli
+def test_a_repeated_job_reports_every_kernel_as_a_cache_hit(make_app: AppFactory) -> None:
+    """Through the real server: job 1's back half keeps each kernel's report, the server
+    takes it, and job 2 (another process, another cache folder) builds and reports
+    nothing: every kernel of its `compile` event is a cache hit."""
+    app = make_app(WORKER_CMD=REAL_WORKER, BACK_CMD=REAL_BACK, JOB_TIMEOUT_S=240,
+                   WARM_IMPORTS=["torch", "kernelscope.compiler.pipeline"], MAX_JOBS=1)
+    kcache = state(app).jobs.kcache
+    if kcache is None or not kcache.results_shared:
+        pytest.skip("results are not shared here (no bubblewrap)")
+    client = app.test_client()
+    compiles = []
+    for _ in range(2):
+        events = compile_events(client, add_relu_code(), device="cpu", backend="cpp")
+        assert wait_until(lambda: state(app).jobs.stats()["running"] == 0, 60)
+        stages = {e["stage"]: e["data"] for e in events}
+        assert stages["run"]["ok"] is True, events[-2:]
+        compiles.append(stages["compile"]["graphs"])
+    assert kcache.stats["results"] >= 1, kcache.stats
+    assert not any(k["cache_hit"] for g in compiles[0] for k in g["kernels"])
+    kernels = [k for g in compiles[1] for k in g["kernels"]]
+    assert kernels and all(k["cache_hit"] for k in kernels)
+    assert all(g["cache_hit"] and g["build_ms"] == 0 for g in compiles[1])

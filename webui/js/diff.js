@@ -48,8 +48,12 @@ function jaccard(a, b) {
 }
 
 // Pairs kernels of side A with side B: the same name first, then the most FX nodes in
-// common (same graph), then the most ops in common by name. Returns rows in A's order
-// ({a, b, how}), then B's kernels nothing matched ({a: null, b}).
+// common (same graph: "same FX nodes" when both fuse exactly the same, else "shares FX
+// nodes", a part of a fused group whose time only the group compares), then the most ops
+// in common by name. Returns rows in A's order ({a, b, how}), then B's kernels nothing
+// matched ({a: null, b}).
+export const PARTIAL = "shares FX nodes";
+
 export function matchKernels(as, bs) {
   const used = new Set();
   const rows = as.map((a) => ({ a, b: null, how: null }));
@@ -67,11 +71,11 @@ export function matchKernels(as, bs) {
         const s = score(row.a, b);
         if (s > bestScore) { best = i; bestScore = s; }
       });
-      if (best >= 0) take(row, best, how);
+      if (best >= 0) take(row, best, typeof how === "function" ? how(bestScore) : how);
     }
   };
   scored((a, b) => (a.gid === b.gid ? jaccard(new Set(a.origins), new Set(b.origins)) : 0),
-    "same FX nodes");
+    (score) => (score === 1 ? "same FX nodes" : PARTIAL));
   scored((a, b) => (a.kind === "extern") === (b.kind === "extern")
     ? jaccard(opTokens(a.name), opTokens(b.name)) : 0, "same ops");
   bs.forEach((b, i) => { if (!used.has(i)) rows.push({ a: null, b, how: null }); });

@@ -66,6 +66,10 @@ export class OptionControls {
       return h("select", { id: `opt-${spec.name}`, onchange },
         spec.choices.map((c) => h("option", { value: c, selected: c === spec.default }, String(c))));
     }
+    if (spec.type === "str") {  // free text (gpu_target "sm_80", ...): a text field
+      return h("input.text", { id: `opt-${spec.name}`, type: "text", value: spec.default ?? "",
+        spellcheck: false, onchange });
+    }
     const attrs = { id: `opt-${spec.name}`, type: "number", value: spec.default ?? "",
       step: spec.type === "float" ? "any" : "1", onchange };
     if (spec.min !== undefined) attrs.min = spec.min;
@@ -82,7 +86,7 @@ export class OptionControls {
     for (const [name, input] of this.inputs) {
       const spec = this.spec(name);
       if (spec.type === "bool") out[name] = input.checked;
-      else if (spec.choices) out[name] = input.value;
+      else if (spec.choices || spec.type === "str") out[name] = input.value;
       else if (input.value !== "") out[name] = spec.type === "float" ? Number(input.value) : Math.round(Number(input.value));
     }
     return out;

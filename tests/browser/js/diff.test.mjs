@@ -6,7 +6,7 @@ import { readFileSync } from "node:fs";
 
 import { Trace, graphView, graphLabels } from "../../../webui/js/trace.js";
 import { lineDiff, sideBySide, matchKernels, opTokens, oursKernels, inductorKernels,
-  optionChanges, fusedGroups, structure } from "../../../webui/js/diff.js";
+  optionChanges, fusedGroups, structure, PARTIAL } from "../../../webui/js/diff.js";
 
 const load = (name) => {
   const stored = JSON.parse(readFileSync(new URL(`../fixtures/${name}.json`, import.meta.url)));
@@ -116,4 +116,18 @@ test("the structure compares graphs, fusion and the buffer plan", () => {
   assert.ok(rows["ATen calls"].b > 0 && rows["ATen calls"].a === 0);
   assert.ok(rows["buffers planned"].a < rows["buffers planned"].b);
   assert.ok(rows["peak bytes"].a > 0);
+});
+
+test("a kernel matched on some of its FX nodes is a part of a group, not the same", () => {
+  // Fusion on: one kernel of five nodes; off: four. The pointwise tail shares three of
+  // the five nodes: it is no "same FX nodes" match, so the kernel table gives no delta.
+  const k = (name, origins, ms) => ({ name, gid: 0, kind: "pointwise", origins, ms });
+  const fused = [k("cpp_red_fused_mean_var_sub_add_sqrt_0", ["mean", "var", "sub", "add", "sqrt"], 0.026)];
+  const apart = [k("cpp_red_fused_mean_0", ["mean"], 0.008), k("cpp_red_fused_var_1", ["var"], 0.007),
+    k("cpp_poi_fused_sub_add_sqrt_2", ["sub", "add", "sqrt"], 0.031)];
+  const rows = matchKernels(fused, apart);
+  assert.equal(rows[0].b.name, "cpp_poi_fused_sub_add_sqrt_2");
+  assert.equal(rows[0].how, PARTIAL);
+  const same = matchKernels([k("x_0", ["mean"], 1)], [k("y_0", ["mean"], 2)]);
+  assert.equal(same[0].how, "same FX nodes");
 });

@@ -5,7 +5,7 @@
 // {label, href, trace, kernels} (kernels from diff.js: oursKernels / inductorKernels).
 
 import { h, clear, empty, badge, fmtMs } from "../dom.js";
-import { fusedGroups, lineDiff, matchKernels, optionChanges, sideBySide, structure } from "../diff.js";
+import { PARTIAL, fusedGroups, lineDiff, matchKernels, optionChanges, sideBySide, structure } from "../diff.js";
 import { inductorOf } from "../trace.js";
 import { Pane } from "./pane.js";
 
@@ -69,7 +69,10 @@ export class DiffPane extends Pane {
 
   table() {
     const row = (r) => {
-      const delta = r.a?.ms != null && r.b?.ms != null ? r.b.ms - r.a.ms : null;
+      // A kernel that shares only some FX nodes with its match is one part of a fused
+      // group: its time against the other's is no delta (the group's row has it).
+      const partial = r.how === PARTIAL;
+      const delta = !partial && r.a?.ms != null && r.b?.ms != null ? r.b.ms - r.a.ms : null;
       const pct = delta !== null && r.a.ms ? (100 * delta) / r.a.ms : null;
       const cls = delta === null ? "" : delta < 0 ? ".faster" : delta > 0 ? ".slower" : "";
       return h("tr", { dataset: { a: r.a?.name ?? "", b: r.b?.name ?? "" } },
@@ -77,7 +80,7 @@ export class DiffPane extends Pane {
         h("td", r.b ? h("code", r.b.name) : h("span.hint", "no match")),
         h("td", r.how ? badge(r.how) : ""),
         h("td.num", fmtMs(r.a?.ms)), h("td.num", fmtMs(r.b?.ms)),
-        h(`td.num.delta${cls}`, delta === null ? "–"
+        h(`td.num.delta${cls}`, partial ? h("span.hint", "see fused groups") : delta === null ? "–"
           : `${delta > 0 ? "+" : delta < 0 ? "−" : ""}${fmtMs(Math.abs(delta))}` +
             (pct !== null ? ` (${pct > 0 ? "+" : ""}${pct.toFixed(0)}%)` : "")));
     };

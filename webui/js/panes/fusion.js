@@ -97,7 +97,7 @@ export class FusionPane extends Pane {
       const tr = h(`tr.${d.fused ? "accepted" : "refused"}`,
         h("td.num", n),
         h("td", h("code", d.node1), " + ", h("code", d.node2)),
-        h("td", d.kind ?? ""),
+        h("td.kind", d.kind ?? ""),
         h("td", d.fused ? badge("fused", "ok") : badge("refused", "bad")),
         h("td.wrap", d.reason ?? ""),
         h("td.num", d.score === null || d.score === undefined ? "–" : fmtBytes(d.score)));

@@ -304,12 +304,17 @@ export class GraphPane extends Pane {
         cy.zoom(MAX_FIT_ZOOM);
         cy.center();
       } else if (cy.zoom() < MIN_READABLE_ZOOM) {
-        // Readable zoom, from the graph's first node (the topmost; the leftmost of a
-        // row): the middle of a wide graph's bounding box may hold no node at all.
+        // Readable zoom, from the graph's top row (the middle of a wide graph's bounding
+        // box may hold no node at all), and from the left edge that shows the most of the
+        // rows in view whole: a node's left side that cuts no other node in two.
         const first = cy.nodes().min((n) => n.boundingBox().y1 * 1e6 + n.position().x).ele;
-        const box = first.boundingBox();
-        cy.zoom(MIN_READABLE_ZOOM);
-        cy.pan({ x: 16 - box.x1 * MIN_READABLE_ZOOM, y: 16 - box.y1 * MIN_READABLE_ZOOM });
+        const top = first.boundingBox().y1;
+        const z = MIN_READABLE_ZOOM;
+        const rows = cy.nodes().filter((n) => n.boundingBox().y1 < top + cy.height() / z);
+        const left = readableLeft(first.boundingBox(), rows.map((n) => n.boundingBox()),
+          (cy.width() - 32) / z, 16 / z);
+        cy.zoom(z);
+        cy.pan({ x: 16 - left * z, y: 16 - top * z });
       }
     }
   }
@@ -341,6 +346,22 @@ export class GraphPane extends Pane {
   highlighted() {
     return this.fx ? this.fx.nodes(".hl").map((n) => n.id()) : [];
   }
+}
+
+// The left edge (a node's x1) that keeps the `first` box whole in view and shows the
+// most of these boxes whole within `width`, the view starting `margin` left of it cutting
+// none in two; the leftmost on a tie. When every such edge cuts a node (a kernel graph
+// whose kernels, wider than the pane, step down to the left), `first`'s own edge.
+function readableLeft(first, boxes, width, margin) {
+  const whole = (b, edge) => b.x1 >= edge - margin && b.x2 <= edge + width;
+  let left = first.x1, most = -1;
+  for (const edge of boxes.map((b) => b.x1).sort((a, b) => a - b)) {
+    if (!whole(first, edge)) continue;
+    if (boxes.some((b) => b.x1 < edge - margin && b.x2 > edge - margin)) continue;
+    const seen = boxes.filter((b) => whole(b, edge)).length;
+    if (seen > most) { most = seen; left = edge; }
+  }
+  return left;
 }
 
 // "blocks.1.attn (Attention)", with the other modules a fused kernel spans.

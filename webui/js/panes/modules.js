@@ -75,6 +75,7 @@ export class ModulesPane extends Pane {
       this.chosen = path;
       this.ctx.pin(fromModule(this.ctx.index(), path));
       this.showDetails(path);
+      el.scrollIntoView({ block: "nearest" });  // the details took the tree's lower part
     });
     this.rows.set(path, el);
     return el;
