@@ -358,7 +358,37 @@ class KernelCodegen(Handler):
                 walks[node.name] = storage_coords(nodes[node.name].buffer,  # type: ignore[arg-type]
                                                   flat)
                 break
+            if node.name not in walks:
+                walk = self._walk_as_read(node)
+                if walk is not None:
+                    walks[node.name] = walk
         return walks
+
+    def _walk_as_read(self, node: SchedNode) -> list[Any] | None:
+        """Coordinates for a node with no reader in the kernel: where a reduction reads a
+        buffer stored as this node is (same sizes and strides) through a dense walk, the
+        node's element at that storage position (a batch norm's input gradient over NHWC
+        beside its weight-gradient sums over N x H x W: its store and its loads walk as
+        the sums' loads do, so they are the same loads)."""
+        lay = node.buffer.layout
+        for reader in self.plan.nodes:
+            if not reader.kind.reduces:
+                continue
+            data = reader.buffer.data  # type: ignore[attr-defined]
+            variables, rvars = body_vars(data)
+            sizes = list(data.ranges) + list(data.reduction_ranges)
+            for name, indexes in reader.reads.items():
+                other = self.plan.buffers[name].layout
+                if tuple(other.size) != tuple(lay.size) or \
+                        tuple(other.stride) != tuple(lay.stride) or other.offset != lay.offset:
+                    continue
+                index = next((i for i in indexes
+                              if dense_walk(i, variables + rvars, sizes, node.numel)), None)
+                if index is not None:
+                    flat = simplify_index(index.xreplace(self._kernel_coords(reader)),
+                                          self.bounds)
+                    return storage_coords(node.buffer, flat)  # type: ignore[arg-type]
+        return None
 
     def _kernel_coords(self, node: SchedNode) -> dict[Any, Any]:
         """A reduction node's body variables -> its coordinates in this kernel."""
@@ -513,8 +543,8 @@ def storage_coords(buf: ComputedBuffer, flat: sympy.Expr) -> list[Any]:
 
 def dense_walk(index: sympy.Expr, variables: Sequence[sympy.Symbol], sizes: Sequence[int],
                numel: int) -> bool:
-    """`index` over the loop nest (variables, sizes) visits `numel` consecutive storage
-    positions once each. A variable divided or taken modulo a divisor of its size (a view
+    """`index` over the loop nest (variables, sizes) visits the storage positions 0 ..
+    numel - 1 once each. A variable divided or taken modulo a divisor of its size (a view
     that splits a dim) is split in two first; then, with contiguous dims merged, the index
     must be linear and its strides sorted 1, then each the previous stride times the
     previous size."""
@@ -535,7 +565,7 @@ def dense_walk(index: sympy.Expr, variables: Sequence[sympy.Symbol], sizes: Sequ
     if any(st is None or not st.is_Integer for st in strides):
         return False
     rest = expr - sum((st * c for st, c in zip(strides, cs)), sympy.Integer(0))
-    if rest.free_symbols:
+    if rest != 0:  # a shifted read (a pooling window's neighbour) is no walk of the node
         return False
     expect = 1
     for st, sz in sorted(zip([int(st) for st in strides], sizes_c)):  # type: ignore[arg-type]

@@ -97,11 +97,6 @@ def reduce(g: LoweringContext, node: Node, x: TensorValue, dims: Any, keepdim: b
         # Over nothing: the identity (sum 0, prod 1, any False, all True). Over a single
         # element per output (0-d input, dims of size one only): that element itself.
         stored = _trivial(g, node, x, out_size, rdims, rtype, src, out_dtype, value, rnumel == 0)
-    elif (Feature.SPLIT_REDUCTIONS in g.features and rtype in SPLITTABLE
-            and numel <= SPLIT_MAX_OUTPUTS and rnumel >= SPLIT_MIN_RNUMEL):
-        splits = max(2, min(SPLIT_MAX, -(-rnumel // SPLIT_CHUNK)))
-        stored = _split(g, node, x, out_size, rranges, rtype, src, out_dtype, value, full_index,
-                        rnumel, splits, False)
     else:
         body = g.make_reduction(node, lambda idx, ridx: value(full_index(idx, ridx)),
                                 out_size, rranges, rtype, out_dtype, src, [x])
@@ -140,11 +135,16 @@ def _trivial(g: LoweringContext, node: Node, x: TensorValue, out_size: list[int]
 
 def split_plan(node: Any, numel: int, rranges: list[int], rtype: str
                ) -> tuple[int, bool] | None:
-    """(parts, columns) for a reduction of many outputs that runs too few programs as one
-    kernel: a column split, else a row split; None keeps it one kernel."""
-    parts = column_splits(node, numel, math.prod(rranges))
+    """(parts, columns) for a reduction that runs too few programs as one kernel: a
+    column split (its loads step along the outputs: x.sum(0), a batch norm's sums over
+    N x H x W of an NHWC tensor, however few the channels), else a row split (few outputs
+    over long rows, in SPLIT_CHUNK pieces; or row_splits); None keeps it one kernel."""
+    rnumel = math.prod(rranges)
+    parts = column_splits(node, numel, rnumel)
     if parts is not None:
         return parts, True
+    if numel <= SPLIT_MAX_OUTPUTS and rnumel >= SPLIT_MIN_RNUMEL:
+        return max(2, min(SPLIT_MAX, -(-rnumel // SPLIT_CHUNK))), False
     rows = row_splits(numel, rranges, rtype)
     return (rows, False) if rows is not None else None
 

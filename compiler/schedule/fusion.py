@@ -294,8 +294,7 @@ def _through(pointwise: dict[str, SchedNode], reductions: dict[str, SchedNode], 
     lay = node.buffer.layout
     if depth > 8:
         return [(red, None) for red in reductions]
-    coords = _coords(index, list(lay.size), list(lay.stride), lay.offset,
-                     RECOMPUTE_IN_ANY_DIM_ORDER)
+    coords = _coords(index, list(lay.size), list(lay.stride), lay.offset)
     variables, _ = body_vars(node.buffer.data)  # type: ignore[attr-defined]
     out: list[tuple[str, Any]] = []
     for src, idxs in node.reads.items():
@@ -313,27 +312,17 @@ def _through(pointwise: dict[str, SchedNode], reductions: dict[str, SchedNode], 
     return out
 
 
-# A reduction recomputes a pointwise value it reads (instead of reading it from memory)
-# only where that value's buffer is row-major. `_coords` can map a storage position of any
-# dense dim order back to coordinates (an NHWC buffer), but the kernels that recompute
-# through NHWC positions were measured slow on the H200: the channels-last batch-norm
-# backward sums over recomputed relu-backward (and max-pool backward) values made the
-# ResNet-50 training step slower (docs/perf.md, "Convnet training channels-last", has the
-# numbers). Off until such a kernel is fast.
-RECOMPUTE_IN_ANY_DIM_ORDER = False
-
-
-def _coords(index: Any, size: list[int], stride: list[int], offset: Any,
-            any_order: bool = True) -> list[Any] | None:
+def _coords(index: Any, size: list[int], stride: list[int], offset: Any) -> list[Any] | None:
     """The coordinates of storage position `index` in a buffer laid out densely in some
-    dim order (row-major, or with `any_order` channels-last: a BN backward's column sums
-    over NHWC values read per-channel statistics), else None."""
+    dim order (row-major, or channels-last: a batch norm backward's column sums over NHWC
+    values recompute them, and they read per-channel statistics), else None. Such a
+    kernel walks the NHWC values down the columns (codegen/kernel.py reduction_walks,
+    tiling.column_walk): measured slow on the H200 before it did (the ResNet-50 step's
+    sums one channel a program, 0.8-1.8 ms each; docs/perf.md)."""
     if offset:
         return None
     if stride == contiguous_strides(size):
         return decompose(index, size)
-    if not any_order:
-        return None
     # Outermost first; size-1 dims (any stride, coordinate 0) go innermost.
     order = sorted(range(len(size)), key=lambda d: (size[d] == 1, -stride[d], d))
     dense = contiguous_strides([size[d] for d in order])

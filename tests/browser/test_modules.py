@@ -104,6 +104,38 @@ def test_a_click_on_a_module_low_in_a_long_tree_shows_its_parts_in_view(
     screenshot(page, f"modules-low-click-{size[0]}x{size[1]}")
 
 
+# Whether the element's middle is what the user sees there (nothing drawn over it).
+UNCOVERED = """(e) => {
+  const r = e.getBoundingClientRect();
+  const top = document.elementFromPoint(r.left + 20, r.top + r.height / 2);
+  return r.height > 0 && r.bottom <= window.innerHeight && e.contains(top);
+}"""
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def test_a_models_kernel_index_leaves_its_kernels_in_sight(
+    new_page: Callable[[str], Page], stub: LiveServer, size: tuple[int, int]
+) -> None:
+    """The code pane's kernel index stays on top as the pane scrolls. With the 4-block
+    model's 34 kernels it covered the whole pane at 1440x900, and a kernel its chip
+    scrolled to lay under it."""
+    page = _opened(new_page, stub, size)
+    pane = page.locator("[data-pane=code]")
+    toc = page.locator(".code-pane .toc")
+    seen = pane.evaluate("p => p.parentElement.clientHeight")
+    assert toc.evaluate("t => t.getBoundingClientRect().height") <= 0.3 * seen
+    chips = toc.locator("a.chip")
+    assert chips.count() > 30
+    chip = chips.nth(30)
+    name = chip.text_content()
+    chip.scroll_into_view_if_needed()
+    chip.click()
+    head = page.locator(f".code-pane section.kernel[data-kernel='{name}'] .kernel-head")
+    # the smooth scroll ends with the head in sight (it stopped under the index before)
+    page.wait_for_function(UNCOVERED, arg=head.element_handle(), timeout=5000)
+    screenshot(page, f"code-index-{size[0]}x{size[1]}")
+
+
 def test_code_pane_groups_kernels_by_module_and_tells_blocks_apart(
     new_page: Callable[[str], Page], stub: LiveServer
 ) -> None:

@@ -75,6 +75,32 @@ def _bn_weight_grads(out: torch.Tensor, g: torch.Tensor, x: torch.Tensor
     return gr, gr.sum((0, 2, 3)), (gr * x).sum((0, 2, 3))
 
 
+def bn_relu_backward(out: torch.Tensor, g1: torch.Tensor, g2: torch.Tensor, x: torch.Tensor,
+                     mean: torch.Tensor, scale: torch.Tensor, xin: torch.Tensor,
+                     w: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """An eval-mode batch norm's backward behind a ReLU, in a convnet's training step:
+    the gradient (two branches added) through the ReLU's mask, its sums over N, H, W
+    (the bias and weight gradients: columns over NHWC), and the input gradient fed to
+    the convolution's backward, all channels-last (the conv makes them so)."""
+    gr = torch.where(out <= 0, 0, g1 + g2)
+    c = (None, slice(None), None, None)
+    s1, s2 = gr.sum((0, 2, 3)), (gr * (x - mean[c])).sum((0, 2, 3))
+    dx, dw, _ = torch.ops.aten.convolution_backward(
+        gr * scale[c], xin, w, None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
+        [True, True, False])
+    return s1, s2, dx, dw
+
+
+def _bn_inputs(n: int, c: int, h: int) -> Callable[[], tuple[torch.Tensor, ...]]:
+    def make() -> tuple[torch.Tensor, ...]:
+        nhwc = [torch.randn(n, c, h, h).to(memory_format=torch.channels_last)
+                for _ in range(5)]
+        out, g1, g2, x, xin = nhwc
+        return (out, g1, g2, x, torch.randn(c), torch.randn(c), xin,
+                torch.randn(c, c, 1, 1))
+    return make
+
+
 def _selected(x: torch.Tensor, y: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
     return torch.where(m, x, y).sum(0)
 
@@ -99,6 +125,13 @@ CASES: dict[str, tuple[Callable[..., Any], Callable[[], tuple[Any, ...]]]] = {
     "out_proj_grads": (_out_proj_grads, lambda: (torch.randn(3, 201, 24),)),
     "gelu_bias_grad": (gelu_bias_grad, lambda: (torch.randn(600, 48), torch.randn(600, 48))),
     "mha_inproj_bias_grad": (mha_inproj_bias_grad, _mha_inputs),
+    # NHWC column sums split in whole images (4 x 256), in parts of 1.5 images (6 x 14 x
+    # 14 = 4 x 294: the position through a division of the flat row), masked (605 rows:
+    # 2 x 303), and 8 channels over 16384 rows (few outputs: a column split too)
+    "bn_relu_backward_nhwc": (bn_relu_backward, _bn_inputs(4, 24, 16)),
+    "bn_relu_backward_nhwc_part_images": (bn_relu_backward, _bn_inputs(6, 20, 14)),
+    "bn_relu_backward_nhwc_masked": (bn_relu_backward, _bn_inputs(5, 24, 11)),
+    "bn_relu_backward_nhwc_few_channels": (bn_relu_backward, _bn_inputs(4, 8, 64)),
     "layernorm_backward": (layernorm_backward, _ln_inputs),
     "rmsnorm_backward": (rmsnorm_backward, lambda: (torch.randn(640, 32), torch.randn(640, 32),
                                                     torch.randn(32))),
@@ -119,7 +152,8 @@ def check(name: str, backend_name: str) -> str:
         wide = list(wide) if isinstance(wide, (tuple, list)) else [wide]
         ref = [w.to(e.dtype) for w, e in zip(wide, eager)]
     with torch.no_grad():
-        got = torch.compile(fn, backend=backend, options={"backend": backend_name})(*args)
+        options = {"backend": backend_name, "conv_layout": "channels_last"}
+        got = torch.compile(fn, backend=backend, options=options)(*args)
     saved = TOLERANCES[torch.float32]
     TOLERANCES[torch.float32] = FLOAT32
     try:

@@ -68,6 +68,12 @@ def test_bias_gradients_split_into_partials_over_the_outputs() -> None:
     # Rows that no split near the wanted one divides: a masked first pass.
     assert _reasons(lambda x: x.sum(0), torch.randn(1009, 37))[0] == \
         "column split reduction: 1009 = 3 x 337 (pass 1 of 2)"
+    # However few the outputs (a batch norm over 8 channels NHWC): a column split; it was
+    # split along the rows into [outputs, parts], its loads striding across the columns.
+    assert _reasons(lambda x: x.sum(0), torch.randn(32768, 8))[0] == \
+        "column split reduction: 32768 = 128 x 256 (pass 1 of 2)"
+    assert _reasons(lambda x: x.sum(1), torch.randn(8, 32768))[0] == \
+        "split reduction: 32768 = 8 x 4096 (pass 1 of 2)"
 
 
 @pytest.mark.parametrize("fn, shape, why", [
@@ -149,3 +155,70 @@ def test_selected_gradients_load_only_their_own_third() -> None:
     loads = re.findall(r"tl\.load\(in_ptr\d[^\n]*", src)
     assert len(loads) == 3, src
     assert all(re.search(r"xmask & rmask & tmp\d+, other=0\)", ld) for ld in loads), loads
+
+
+def _channels_last_kernels(fn: Callable[..., Any], *args: Any
+                           ) -> tuple[list[TritonKernel], list[str]]:
+    """fn's reduction kernels for Triton (codegen only) and the lowering's split reasons,
+    its graph laid out channels-last as a convnet's training graph is (layout.decide)."""
+    from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
+
+    from kernelscope.compiler.capture.decompositions import decomposition_table
+    from kernelscope.compiler.lowering import layout
+    from kernelscope.compiler.lowering.graph import GraphLowering
+
+    graphs: list[Any] = []
+
+    def keep(gm: Any, inputs: Any) -> Any:
+        graphs.append((gm, inputs))
+        return make_boxed_func(gm.forward)
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(fn, backend=lambda gm, inputs: aot_module_simplified(
+            gm, inputs, fw_compiler=keep, decompositions=decomposition_table()))(*args)
+    (gm, inputs), = graphs
+    decision = layout.decide(gm, None, "channels_last", True, "the test")
+    lowered = GraphLowering(gm, inputs, None, TRITON, CompileOptions(), decision).run()
+    op_names = {n.name: op_short(n.target) for n in gm.graph.nodes if n.op == "call_function"}
+    s = schedule(lowered, TRITON, op_names=op_names)
+    kernels = [generate_triton(st.plan, [], 4096) for st in s.steps
+               if st.plan is not None and st.plan.kind.reduces]
+    return kernels, [str(getattr(b, "realized", "")) for b in lowered.buffers]
+
+
+@pytest.mark.parametrize("c, hw, split", [
+    (256, 56, "200704 = 64 x 3136"),  # layer1's output: a part an image
+    (64, 56, "200704 = 256 x 784"),  # 64 channels: few outputs, a column split all the same
+    (512, 7, "3136 = 14 x 224"),  # layer4's width: parts of 4.57 images
+    (2048, 7, "3136 = 8 x 392"),
+])
+def test_nhwc_batch_norm_backward_sums_take_column_tiles_at_resnet_shapes(
+        c: int, hw: int, split: str) -> None:
+    """ResNet-50's batch norm backward in its training step (64 images, channels-last):
+    the sums over N x H x W of the ReLU's masked gradient are column reductions, split
+    into [parts, C] partials (a program of 16 channels x 256 rows per step; >= 448
+    programs), and the input gradient fed to the convolution's backward is stored from
+    the same loads, down the same columns. They were one channel a program over
+    strided rows (persistent, 0.8-1.8 ms each on the H200), or rows split across
+    channels. Meta tensors: codegen only."""
+    from column_cases import bn_relu_backward
+
+    def nhwc(*size: int) -> torch.Tensor:
+        return torch.empty(*size, device="meta").to(memory_format=torch.channels_last)
+
+    acts = [nhwc(64, c, hw, hw) for _ in range(5)]
+    vec = torch.empty(c, device="meta")
+    kernels, reasons = _channels_last_kernels(
+        bn_relu_backward, *acts[:4], vec, vec.clone(), acts[4],
+        torch.empty(c, c, 1, 1, device="meta"))
+    assert f"column split reduction: {split} (pass 1 of 2)" in reasons, reasons
+    first, *second = kernels
+    src = first.source
+    assert "# column tiles: every load steps 1 along the" in src, src
+    assert first.meta["XBLOCK"] == 16 and first.grid[0] >= 448, (first.meta, first.grid)
+    loads = [re.findall(rf"tl\.load\(in_ptr{i} \+ \(([^)]*)\)", src) for i in range(4)]
+    assert all(len(ld) == 1 for ld in loads), src  # out, g1, g2, x: once each
+    stores = re.findall(r"tl\.store\(out_ptr2 \+ \(([^)]*)\)", src)
+    assert stores == loads[0], src  # the conv's input gradient: the loads' positions
+    assert all("column tiles" in k.source for k in second)

@@ -171,3 +171,17 @@ def test_a_rest_that_may_be_negative_keeps_its_division() -> None:
     assert FloorDiv(base, 768) != i
     assert simplify_index(FloorDiv(base, 768), {i: 10, j: 767}) != i
     assert FloorDiv(2304 * i + ModularIndexing(j, 1, 768) - 5, 4608) != FloorDiv(i, 2)
+
+
+def test_whole_multiples_leave_a_division_whatever_the_rest() -> None:
+    # A column split's part p of two images (1568 rows of an NHWC [64, 512, 28, 28]):
+    # image 2p + r // 784 and position r % 784, at strides 401408 and 512, are the
+    # linear 802816*p + 512*r (the loads step along the channels: column tiles). The
+    # rest r < 1568 is not below the divisor, and the division came out all the same.
+    p, r, c = index_vars("i", 3)
+    n = FloorDiv(1568 * p + r, 784)
+    assert n == 2 * p + FloorDiv(r, 784)
+    hw = ModularIndexing(1568 * p + r, 1, 784)
+    assert simplify_index(401408 * n + 512 * hw + c) == 802816 * p + 512 * r + c
+    # a rest that may be negative keeps it whole (r - 5 // 784 would be -1 at r < 5)
+    assert FloorDiv(1568 * p + r - 5, 784) != 2 * p + FloorDiv(r - 5, 784)

@@ -113,10 +113,12 @@ def test_a_forward_from_the_graph_cache_still_reports_its_strides(tmp_path: Path
 @pytest.fixture(scope="module")
 def triton_results() -> dict[str, str]:
     return interpreter_case_results(HERE / "train_layout_cases.py", "--backend", "triton",
-                                    "block_train", "resnext_eval", timeout=900)
+                                    "block_train", "resnext_eval", "blockwide_train",
+                                    "blockwide_eval", timeout=900)
 
 
-@pytest.mark.parametrize("name", ["block_train", "resnext_eval"])
+@pytest.mark.parametrize("name", ["block_train", "resnext_eval", "blockwide_train",
+                                  "blockwide_eval"])
 def test_training_step_channels_last_matches_eager_triton(
         name: str, triton_results: dict[str, str]) -> None:
     assert triton_results.get(name) == "ok", triton_results.get(name, "crashed")

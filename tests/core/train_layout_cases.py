@@ -25,8 +25,6 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "models"))
 from small_models import make  # noqa: E402
 
-from kernelscope.compiler.schedule import fusion  # noqa: E402
-
 
 class ConvBnRelu(nn.Module):
     """conv (bias) + batch norm + ReLU, twice, with a residual add: the block every
@@ -45,16 +43,19 @@ class ConvBnRelu(nn.Module):
 def model(name: str) -> tuple[nn.Module, torch.Tensor, bool]:
     """(module, input, train-mode batch norm) of a case `NAME[_train]`."""
     base, _, mode = name.partition("_")
-    if base == "block":
+    if base in ("block", "blockwide"):
         torch.manual_seed(0)
         m: nn.Module = ConvBnRelu()
-        x = torch.randn(2, 3, 8, 8)
+        # wide: 4 x 32 x 32 = 4096 rows, so the batch norms' sums over N x H x W are split
+        # column reductions (16 x 256), with the ReLU's backward fused in
+        x = torch.randn(4, 3, 32, 32) if base == "blockwide" else torch.randn(2, 3, 8, 8)
     else:
         m, x = make(base)
     return m, x, mode == "train"
 
 
-CASES = ["block_train", "block_eval", "resnet_train", "resnext_eval"]
+CASES = ["block_train", "block_eval", "resnet_train", "resnext_eval", "blockwide_train",
+         "blockwide_eval"]
 
 
 def _nhwc(t: Any, strict: bool = True) -> bool:
@@ -146,12 +147,9 @@ def check(name: str, backend: str, dtype: torch.dtype = torch.float32,
         return "the forward saved no activation NHWC"
     if not any(_nhwc(b.layout) for b in bw.lowered.inputs):
         return "the backward took no input NHWC"
-    # A pointwise value stored NHWC is recomputed inside the reduction that reads it (the
-    # batch norm's column sums) only where fusion's rule allows it (schedule/fusion.py
-    # RECOMPUTE_IN_ANY_DIM_ORDER, off: measured slow on the H200).
     refused = [d.reason for w, _ in works for d in w.sched.decisions
                if not d.fused and "which reads reduction" in d.reason]
-    if refused and fusion.RECOMPUTE_IN_ANY_DIM_ORDER:
+    if refused:
         return f"fusion refused: {refused[0]}"
     convs = [b for b in bw.lowered.buffers if isinstance(b, ExternKernel)
              and b.op is torch.ops.aten.convolution_backward.default]

@@ -199,12 +199,6 @@ export function fromModule(index, path) {
   });
 }
 
-// The module a selection names in words: the one path of a single module selection, the
-// common module of the selected kernels otherwise (for hover text).
-export function moduleOf(index, gid, kernel) {
-  return index.kernels.find((k) => k.gid === gid && k.name === kernel)?.module ?? null;
-}
-
 export function union(a, b) {
   const sel = emptySelection();
   for (const kind of Object.keys(sel)) {

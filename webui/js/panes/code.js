@@ -112,12 +112,31 @@ export class CodePane extends Pane {
       for (const k of generated.values()) sections.push(this.kernelSection(g.id, k));
       if (g.wrapper) sections.push(this.wrapperSection(g.id, g.wrapper));
     }
-    const toc = h("div.toc", trace.graphs("codegen").flatMap((g) => g.kernels.map((k) =>
-      h("a.chip", { href: "#", style: { "--kc": this.ctx.kernelColour(g.id, k.name) },
-        onclick: (e) => { e.preventDefault(); this.reveal(`${g.id}:${k.name}`); } }, k.name))));
-    clear(this.el, toc, sections);
+    clear(this.el, this.toc(trace), sections);
     this.el.dataset.filled = "true";
     this.badges(trace);
+  }
+
+  // The kernel index, on top of the pane as it scrolls (a few rows high; it scrolls
+  // itself): a chip per kernel, in runs under their module's path where the trace has them.
+  /** @param {Trace} trace */
+  toc(trace) {
+    const runs = [];
+    for (const g of trace.graphs("codegen")) {
+      const modules = new Map((trace.graph("scheduling", g.id)?.kernels ?? [])
+        .map((k) => [k.name, k.module ?? null]));
+      for (const k of g.kernels) {
+        const module = modules.get(k.name) ?? null;
+        const chip = h("a.chip", { href: "#", style: { "--kc": this.ctx.kernelColour(g.id, k.name) },
+          onclick: (e) => { e.preventDefault(); this.reveal(`${g.id}:${k.name}`); } }, k.name);
+        const last = runs.at(-1);
+        if (last && last.gid === g.id && last.module === module) last.chips.push(chip);
+        else runs.push({ gid: g.id, module, chips: [chip] });
+      }
+    }
+    if (!runs.some((r) => r.module !== null)) return h("div.toc", runs.flatMap((r) => r.chips));
+    return h("div.toc.grouped", runs.map((r) => h("div.toc-run",
+      h("span.module-path", r.module === null ? "" : r.module || "(root)"), r.chips)));
   }
 
   // The heading of a run of kernels that lie in one module (hover/click: the module).
