@@ -162,6 +162,13 @@ class Backend:
         one per core); what was built, for the compile event ({} when nothing is)."""
         return {}
 
+    def pool_build(self, items: list[tuple[ModuleType, list[GeneratedKernel],
+                                           dict[str, torch.dtype]]]) -> dict[str, Any]:
+        """Compile the kernels of several loaded modules in worker processes, into the
+        cache their first launch reads; what was built and what fell back, for the
+        compile event ({} when nothing is)."""
+        return {}
+
     def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
         """What the build knows about one kernel after its first launch, as fields of the
         kernel's `compile` event entry: `registers`, `spills`, `shared_bytes`, `ir`

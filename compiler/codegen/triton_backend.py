@@ -24,8 +24,13 @@ from kernelscope.compiler.codegen.mathops import TRITON_MATH_HELPERS
 from kernelscope.compiler.codegen.optable import OpTable
 from kernelscope.compiler.codegen.triton import INTERPRET_OPS, OPS, generate_triton
 from kernelscope.compiler.codegen.triton_cache import graph_triton_cache
-from kernelscope.compiler.codegen.triton_offline import offline_reports
+from kernelscope.compiler.codegen.triton_offline import (
+    capability,
+    offline_cache_dir,
+    offline_reports,
+)
 from kernelscope.compiler.codegen.triton_pool import PoolKernel, prebuild
+from kernelscope.compiler.codegen.triton_procpool import POOLS, CompileJob, fresh_cache
 from kernelscope.compiler.codegen.triton_report import compiled_report
 from kernelscope.compiler.codegen.triton_template import (
     configs_for,
@@ -164,14 +169,71 @@ class TritonBackend(Backend):
 
     def prebuild(self, module: ModuleType, kernels: list[GeneratedKernel],
                  dtypes: dict[str, torch.dtype], workers: int) -> dict[str, Any]:
+        # The graph's kernels go to the process pool first (workers != 1: the caller did
+        # not ask for one build in process) where its Triton cache is still empty: a
+        # wrapper built before is all cache hits, which starts no workers.
+        pool = {}
+        if (workers != 1 and kernels and self._pool_capability() is not None
+                and fresh_cache(self._pool_cache_dir(module))):
+            pool = self.pool_build([(module, kernels, dtypes)])
         if self.emulated:  # the interpreter builds nothing
-            return {}
+            return {"pool": pool} if pool else {}
         launches = [PoolKernel(k.name, [("ptr", dtypes[a]) for a in k.args]
                                + [("int", n) for n in k.config.get("numels", [])],
                                tuple(k.config["grid"]),
                                {m: v for m, v in k.config.items() if m not in ("grid", "numels")})
                     for k in kernels]
-        return prebuild(module, launches, workers or self.options.workers())
+        out = prebuild(module, launches, workers or self.options.workers())
+        return {**out, "pool": pool} if pool else out
+
+    def pool_build(self, items: list[tuple[ModuleType, list[GeneratedKernel],
+                                           dict[str, torch.dtype]]]) -> dict[str, Any]:
+        workers = self.options.workers()
+        cap = self._pool_capability()
+        if workers < 2 or cap is None:
+            return {}
+        jobs: list[CompileJob] = []
+        for module, kernels, dtypes in items:
+            seen: set[int] = set()
+            for k in kernels:
+                fn = getattr(module, k.name, None)
+                if fn is None or id(fn) in seen:  # an alias of a kernel is built once
+                    continue
+                seen.add(id(fn))
+                args: list[Any] = [{"dtype": str(dtypes[a]).removeprefix("torch."),
+                                    "address": 0} for a in k.args]  # 16-byte aligned
+                kwargs = {m: v for m, v in k.config.items() if m not in ("grid", "numels")}
+                jobs.append(CompileJob(str(module.__file__), k.name,
+                                       {"args": args + list(k.config.get("numels", [])),
+                                        "kwargs": kwargs},
+                                       cap, self._pool_cache_dir(module)))
+        return POOLS.get(workers).build(jobs) if jobs else {}
+
+    def _pool_capability(self) -> int | None:
+        """The target the pool compiles for: the GPU's own, or under the interpreter
+        the gpu_target of the offline reports (None: nothing to compile). On a CPU host
+        the pool is asked for by name (compile_workers >= 2): its workers' start (each
+        imports torch and Triton) cost more than they saved on 2 shared cores
+        (docs/perf.md)."""
+        if self.emulated:
+            target = self.options.gpu_target
+            return capability(target) if target and self.options.compile_workers >= 2 else None
+        from triton.runtime import driver
+
+        try:
+            return int(driver.active.get_current_target().arch)
+        except RuntimeError:  # no GPU driver: the launch's own build says why
+            return None
+
+    def _pool_cache_dir(self, module: ModuleType) -> str:
+        """The Triton cache the module's first build reads: the offline one under the
+        interpreter, else the one in effect (the graph's own inside `first_launch`)."""
+        target = self.options.gpu_target
+        if self.emulated and target:
+            return str(offline_cache_dir(Path(str(module.__file__)), target))
+        from triton import knobs
+
+        return str(knobs.cache.dir)
 
     def wrapper_prelude(self, kernels: list[GeneratedKernel], artifact: Path | None
                         ) -> list[str]:

@@ -71,6 +71,12 @@ def describe_launch(launch: Launch) -> dict[str, Any]:
     return {"args": [arg(a) for a in args], "kwargs": dict(kwargs)}
 
 
+def offline_cache_dir(wrapper: Path, target: str) -> Path:
+    """Triton's cache for the wrapper's kernels compiled for `target`, one per wrapper (the
+    compile pool fills it first: codegen/triton_procpool.py)."""
+    return wrapper.parent / "triton_offline" / target / wrapper.stem
+
+
 def offline_reports(wrapper: Path, launches: dict[str, Launch | None], target: str,
                     workers: int = 1) -> dict[str, dict[str, Any]]:
     """Each launched kernel's stages compiled for `target` ("sm_90"), in a child process;
@@ -82,7 +88,7 @@ def offline_reports(wrapper: Path, launches: dict[str, Launch | None], target: s
                "kernels": {name: describe_launch(launch)
                            for name, launch in launches.items() if launch is not None}}
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    env[CACHE_ENV] = str(wrapper.parent / "triton_offline" / target)
+    env[CACHE_ENV] = str(offline_cache_dir(wrapper, target))
     root = str(Path(__file__).resolve().parents[2])  # the child imports this same package
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
     why = "no output"
