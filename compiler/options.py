@@ -73,6 +73,12 @@ class CompileOptions:
         where 0 means one per CPU core, at most 16."""
         return max(1, self.compile_workers or min(16, os.cpu_count() or 1))
 
+    def compile_processes(self) -> int:
+        """Processes of the compile pool (codegen/triton_procpool.py): workers(), at most
+        4: each holds about 340 MB (torch and Triton imported) and a server job's memory
+        limit is 4 GiB, which its own process shares."""
+        return min(self.workers(), 4)
+
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
         out["extra"] = dict(self.extra)

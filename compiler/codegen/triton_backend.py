@@ -188,7 +188,7 @@ class TritonBackend(Backend):
 
     def pool_build(self, items: list[tuple[ModuleType, list[GeneratedKernel],
                                            dict[str, torch.dtype]]]) -> dict[str, Any]:
-        workers = self.options.workers()
+        workers = self.options.compile_processes()
         cap = self._pool_capability()
         if workers < 2 or cap is None:
             return {}
