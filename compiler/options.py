@@ -42,9 +42,9 @@ class CompileOptions:
     # never offers the template; "template" takes its first config unmeasured (tests).
     matmul: str = "auto"  # matrix products: auto (measured), extern or template
     # threads building a graph's Triton kernels ahead of its first launch (0: one per
-    # CPU core, at most 16), and as many spawned processes compiling them first
-    # (codegen/triton_procpool.py; on a CPU host only when set to 2 or more); 1 builds
-    # them one after another, in process
+    # CPU core, at most 16); set to 2 or more, as many spawned processes (at most 4)
+    # compile them first (codegen/triton_procpool.py: off by default until a GPU has
+    # measured it); 1 builds them one after another, in process
     compile_workers: int = 0  # threads that build a graph's GPU kernels in parallel
     cache_dir: str | None = None  # on-disk compile cache; None: ~/.cache/kernelscope
     # your own run: write each compile's events here, one file per compile

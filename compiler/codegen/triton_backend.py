@@ -211,13 +211,15 @@ class TritonBackend(Backend):
 
     def _pool_capability(self) -> int | None:
         """The target the pool compiles for: the GPU's own, or under the interpreter
-        the gpu_target of the offline reports (None: nothing to compile). On a CPU host
-        the pool is asked for by name (compile_workers >= 2): its workers' start (each
-        imports torch and Triton) cost more than they saved on 2 shared cores
-        (docs/perf.md)."""
+        the gpu_target of the offline reports (None: no pool). The pool is asked for by
+        name (compile_workers >= 2) until a GPU measures it: on 2 shared CPU cores its
+        workers' start (each imports torch and Triton) cost more than they saved, and no
+        GPU has run it yet (docs/perf.md)."""
+        if self.options.compile_workers < 2:
+            return None
         if self.emulated:
             target = self.options.gpu_target
-            return capability(target) if target and self.options.compile_workers >= 2 else None
+            return capability(target) if target else None
         from triton.runtime import driver
 
         try:

@@ -129,3 +129,30 @@ def test_the_backend_prebuilds_the_offline_compile_in_the_pool_once(tmp_path: Pa
     assert not fresh_cache(str(offline_cache_dir(wrapper, "sm_90")))
     assert backend.prebuild(module, [kernel], dtypes, 0) == {}  # built before: no pool
     assert backend.prebuild(module, [kernel], dtypes, 1) == {}  # one build asked: none
+
+
+class _Hopper:
+    """A GPU driver as the pool sees it: the current target is sm_90."""
+
+    class active:  # noqa: N801 - triton.runtime.driver's attribute
+        @staticmethod
+        def get_current_target() -> object:
+            return type("Target", (), {"arch": 90})()
+
+
+@pytest.mark.parametrize("device", ["cuda", "cpu"])
+def test_the_pool_is_off_unless_asked_for_by_name(
+    device: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Unmeasured on a GPU and slower on 2 CPU cores: the default options start no
+    workers on either host (on a GPU host the target would be the device's own)."""
+    import triton.runtime
+
+    from kernelscope.compiler.codegen.triton_backend import TritonBackend
+    from kernelscope.compiler.options import CompileOptions
+
+    monkeypatch.setattr(triton.runtime, "driver", _Hopper)
+    for options in (CompileOptions(), CompileOptions(compile_workers=1)):
+        assert TritonBackend(device, options)._pool_capability() is None
+    asked = TritonBackend(device, CompileOptions(compile_workers=2, gpu_target="sm_90"))
+    assert asked._pool_capability() == (90 if device == "cuda" else capability("sm_90"))
