@@ -53,12 +53,20 @@ class CompileJob:
 def compile_job(job: CompileJob) -> float:
     """The worker's side: the kernel compiled into `job.cache_dir`; milliseconds taken."""
     start = time.perf_counter()
+    before = {name: os.environ.get(name) for name in (INTERPRET_ENV, CACHE_ENV)}
     os.environ.pop(INTERPRET_ENV, None)  # Triton reads it when the wrapper's @jit runs
     os.environ[CACHE_ENV] = job.cache_dir  # and this at each compile
-    from kernelscope.compiler.codegen.triton_offline import _compile, _jit_module
+    try:
+        from kernelscope.compiler.codegen.triton_offline import _compile, _jit_module
 
-    module = _jit_module(Path(job.wrapper))
-    _compile(getattr(module, job.kernel), job.launch, job.capability)
+        module = _jit_module(Path(job.wrapper))
+        _compile(getattr(module, job.kernel), job.launch, job.capability)
+    finally:  # the worker serves the next job as it was started
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     return (time.perf_counter() - start) * 1000
 
 
