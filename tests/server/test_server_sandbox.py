@@ -14,6 +14,7 @@ import os
 import shutil
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Self
@@ -35,6 +36,7 @@ from server_support import (
     idle_warm_workers,
     state,
     stream,
+    submit,
     wait_until,
 )
 
@@ -45,8 +47,9 @@ WORKER = REAL_WORKER if REAL_CLI_PRESENT else FAKE_WORKER
 # The loop and the fork bomb must outlast the compiler's start (torch import) and then hit
 # this; the quick cases get room to spare on a busy machine.
 TIMEOUT_S = 30 if REAL_CLI_PRESENT else 5
-# The fork bomb's own wall clock: under CI's load, torch's import once took most of 30 s and
-# the bomb was stopped after 8 forks, before it could reach its limit.
+# The fork bomb's own wall clock, an upper bound (the test cancels the job once the bomb is
+# held): under CI's load, torch's import once took most of 30 s and the bomb was stopped
+# after 8 forks, before it could reach its limit.
 BOMB_TIMEOUT_S = 90 if REAL_CLI_PRESENT else 5
 QUICK_TIMEOUT_S = 180
 Events = list[dict[str, Any]]
@@ -343,12 +346,20 @@ def test_fork_bomb(slow_client: FlaskClient, hostile_app: Flask, tmp_path: Path)
     if not nproc_enforced(hostile_app):
         pytest.skip("the worker runs as root here, so RLIMIT_NPROC cannot bound a fork bomb")
     # The snippet starts a small Python that forks quickly, and waits (a worker that closes
-    # its event channel, e.g. by exec(), is stopped at once).
+    # its event channel, e.g. by exec(), is stopped at once). 5 s after the bomb passed 20
+    # processes (it reaches its limit within them) the job is cancelled: its processes
+    # share the sandbox uid, and so its process limit, with every other test's sandbox
+    # (a 90 s bomb once failed another module's sandbox probe with EAGAIN).
     app = create_app(hostile_config(tmp_path, BOMB_TIMEOUT_S))
+    client = app.test_client()
     try:
         with Watch(lambda cmd: BOMB_MARK in cmd) as watch:
-            error = finished_with_error(compile_events(app.test_client(), FORK_BOMB))
-        assert error["kind"] in ("timeout", "exception", "killed"), error
+            job_id = submit(client, FORK_BOMB)
+            if wait_until(lambda: watch.most > 20, timeout=BOMB_TIMEOUT_S):
+                time.sleep(5)
+            client.post(f"/api/jobs/{job_id}/cancel")
+            error = finished_with_error(stream(client, job_id))
+        assert error["kind"] in ("timeout", "exception", "killed", "cancelled"), error
         assert 20 < watch.most <= 256, watch.most  # it forked, and RLIMIT_NPROC held
         apps = (app, slow_client.application, hostile_app)  # their warm workers share the root
         assert wait_until(lambda: not job_processes(*apps), timeout=30), describe(
