@@ -22,6 +22,7 @@ could remount the read-only views.
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import json
 import os
@@ -31,6 +32,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -413,8 +415,31 @@ def kill_strays(scratch: Path, passes: int = 10) -> int:
     return total
 
 
-def _probe(iso: Isolation, spec: SandboxSpec, limits: Limits, repo_dir: Path) -> str | None:
-    """Run `python -c pass` the way a job would run; None on success, else why not."""
+# EAGAIN from fork or execve: the sandbox uid is at its process limit (a job next door
+# fork-bombing under RLIMIT_NPROC). That says nothing about whether a layer works.
+BUSY = os.strerror(errno.EAGAIN)
+
+
+def _probe(
+    iso: Isolation, spec: SandboxSpec, limits: Limits, repo_dir: Path, patience_s: float = 20.0
+) -> str | None:
+    """Run `python -c pass` the way a job would run; None on success, else why not.
+
+    A probe refused with EAGAIN is tried again for up to `patience_s` seconds: giving up at
+    once dropped bubblewrap, seccomp and the uid drop in a server started while another
+    server's job fork-bombed (a fresh-clone CI run), i.e. a busy uid weakened isolation.
+    """
+    deadline = time.monotonic() + patience_s
+    delay = 0.1
+    while True:
+        why = _probe_once(iso, spec, limits, repo_dir)
+        if why is None or BUSY not in why or time.monotonic() + delay > deadline:
+            return why
+        time.sleep(delay)
+        delay = min(2 * delay, 2.0)
+
+
+def _probe_once(iso: Isolation, spec: SandboxSpec, limits: Limits, repo_dir: Path) -> str | None:
     job = JobDir(None, iso.uid, iso.gid, limits.scratch_mb if iso.tmpfs else None)
     seccomp_fd = filter_fd(iso.seccomp) if iso.seccomp is not None else None
     try:
