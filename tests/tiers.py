@@ -78,6 +78,34 @@ SLOW: dict[str, str] = {
     "server/test_server_e2e.py": "the server through the real compiler CLI",
     "server/test_server_kresults.py::test_a_repeated_job_reports_every_kernel_as_a_cache_hit":
         "two jobs through the real server and compiler (the in-process promotion tests stay)",
+    "server/test_server_kcache.py::test_a_snippet_cannot_poison_what_a_later_job_loads":
+        "two sandboxed jobs through the real compiler (the promotion checks stay)",
+    # The web UI's views in Chromium, a page load and a trace per check (2-8 s each; 206 s of
+    # the fast tier's 748 on 2 cores, 2026-12-05): browser/test_ui.py keeps the smoke of
+    # every pane, test_pane_roots.py, test_js_units.py and the extension's webview stay.
+    "browser/test_explorer.py": "every explorer view in Chromium",
+    "browser/test_layout_fit.py": "pane sizes and layouts at two window sizes",
+    "browser/test_modules.py": "the module tree of a model at two window sizes",
+    "browser/test_follow_ups.py": "the follow-up jobs (Inductor, profile) in the browser",
+    "browser/test_offline_stages.py": "the offline PTX/SASS stages in the browser",
+    "browser/test_structural_diff.py": "the structural diff view in the browser",
+    # Real wall-clock waits: slow clients, SIGTERM, slot limits (32 s of sleeping).
+    "server/test_server_fairness.py": "slowloris, SIGTERM and slot limits in real time",
+    "server/test_server_limits.py::test_forged_events_cannot_change_stages_run_or_profile":
+        "a sandboxed job through the real compiler that forges events",
+    # Pools of fresh interpreters, and the Triton interpreter's batch fixtures (6-11 s each
+    # to start): the C++ cases of the same modules stay.
+    "core/test_triton_procpool.py": "the opt-in process compile pool, processes started per test",
+    "core/test_lse_steps.py::test_many_rows_take_the_default_step_and_match_eager":
+        "logsumexp's default step under the Triton interpreter",
+    "core/test_column_reductions.py::test_triton_interpreter_matches_eager":
+        "column reductions under the Triton interpreter (the C++ cases stay)",
+    "core/test_train_layout.py::test_training_step_channels_last_matches_eager_triton":
+        "a channels-last training step under the Triton interpreter (the C++ ones stay)",
+    "core/test_own_run.py::test_all_backends_routes_other_backends_here":
+        "a user's script in a fresh interpreter (the recorded run's tests stay)",
+    "core/test_own_run.py::test_a_graph_specialised_to_new_sizes_keeps_its_lines":
+        "a user's script in a fresh interpreter (the recorded run's tests stay)",
 }
 
 # The areas the fast tier must still cover, each by a module it keeps (checked).
