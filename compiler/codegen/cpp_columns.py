@@ -5,6 +5,10 @@ accumulator array (codegen/cpp.py decides when a reduction walks columns).
 Each output adds its rows in the same order whatever the block size, so one thread and
 two give the same bits. Float sums add their rows in blocks of COLUMN_SUM_ROWS into float
 lanes and each block's partial into a double total.
+
+Sums over many rows split the rows instead (`row_parts`): a part count fixed by the shape,
+never by the threads, each part's totals into a scratch array, then the parts added in
+order per output; each thread then streams whole rows of one part.
 """
 
 from __future__ import annotations
@@ -53,9 +57,34 @@ def chunks(out: Lines, var: str, end: str, total: int, step: int | str) -> Itera
     out.write("}")
 
 
+# Rows per part of a row-split column sum, and the most parts (longer parts beyond that).
+# At 2 threads a 2048x1024 sum split by columns streamed 2 KB of each 4 KB row per thread
+# (1.35x eager's time, docs/perf.md); parts of 128 whole rows let each thread stream
+# 512 KB at a time.
+ROW_PART = 128
+MAX_ROW_PARTS = 64
+
+
+def row_parts(c: Columns, parallel_min: int) -> tuple[int, int] | None:
+    """(parts, rows per part) when a column reduction splits its rows across threads: only
+    float sums (whose partials add in double), parallel sizes, and at least two parts."""
+    xn, rn = c.xnumel, c.rnumel
+    if xn * rn < parallel_min or rn < 2 * ROW_PART:
+        return None
+    if not c.float_sums or sorted(c.float_sums) != sorted(acc for acc, _, _ in c.accs):
+        return None
+    per = max(ROW_PART, -(-rn // MAX_ROW_PARTS))
+    per = -(-per // COLUMN_SUM_ROWS) * COLUMN_SUM_ROWS
+    return -(-rn // per), per
+
+
 def column_body(c: Columns, parallel_min: int) -> Lines:
     """Blocks of up to COLUMN_BLOCK outputs (one per thread when there are at least
-    `parallel_min` elements), each reducing every row into its accumulator arrays."""
+    `parallel_min` elements), each reducing every row into its accumulator arrays; sums
+    over many rows split the rows into parts instead (`row_split_body`)."""
+    split = row_parts(c, parallel_min)
+    if split is not None:
+        return row_split_body(c, *split)
     xn, rn = c.xnumel, c.rnumel
     cap = min(COLUMN_BLOCK, xn)
     xb: int | str = cap
@@ -88,6 +117,68 @@ def column_body(c: Columns, parallel_min: int) -> Lines:
         final = {acc: f"static_cast<float>({acc}_t[xindex - xblock])" for acc in sums}
         _over_outputs(out, c, [f"{ctype} {acc} = {final.get(acc, f'{acc}_v[xindex - xblock]')};"
                                for acc, ctype, _ in c.accs], [c.post])
+    return out
+
+
+def row_split_body(c: Columns, parts: int, per: int) -> Lines:
+    """Work items of (part of `per` rows, block of outputs) across the threads, each part's
+    sums into its own slice of a double scratch array; then each output adds its parts in
+    order. The bits depend on the shape only, not on the number of threads."""
+    xn, rn = c.xnumel, c.rnumel
+    cap = min(COLUMN_BLOCK, xn)
+    blocks = -(-xn // cap)
+    sums = [acc for acc, _, _ in c.accs]
+    out = Lines()
+    out.write(f"// rows in {parts} parts of {per}, each part's sums into a scratch slice, then "
+              "each output adds its parts in order")
+    for acc in sums:
+        out.write(f"double* {acc}_p = static_cast<double*>(std::malloc(sizeof(double) * "
+                  f"{parts * xn}));")
+        out.write(f"if ({acc}_p == nullptr) std::abort();")
+    out.write("#pragma omp parallel for")
+    out.write(f"for (int64_t item = 0; item < {parts * blocks}; item++)")
+    out.write("{")
+    with out.indent():
+        out.write(f"const int64_t rpart = item / {blocks}, xblock = (item % {blocks}) * {cap};")
+        out.write(f"const int64_t xend = std::min<int64_t>(xblock + {cap}, {xn});")
+        out.write(f"const int64_t rstart = rpart * {per}, rstop = std::min<int64_t>(rstart + "
+                  f"{per}, {rn});")
+        for acc, ctype, init in c.accs:
+            out.write(f"{ctype} {acc}_v[{cap}];")
+            out.write(f"for (int64_t i = 0; i < {cap}; i++) {acc}_v[i] = {init};")
+            out.write(f"double* {acc}_t = {acc}_p + rpart * {xn} + xblock;")
+            out.write(f"for (int64_t i = 0; i < xend - xblock; i++) {acc}_t[i] = 0;")
+        out.write(f"for (int64_t rblock = rstart; rblock < rstop; rblock += {COLUMN_SUM_ROWS})")
+        out.write("{")
+        with out.indent():
+            out.write(f"const int64_t rbend = std::min<int64_t>(rblock + {COLUMN_SUM_ROWS}, "
+                      "rstop);")
+            _rows(out, c, "rblock", "rbend")
+            out.write("#pragma omp simd")
+            out.write("for (int64_t i = 0; i < xend - xblock; i++)")
+            out.write("{")
+            with out.indent():
+                for acc in sums:
+                    out.write(f"{acc}_t[i] += {acc}_v[i];")
+                    out.write(f"{acc}_v[i] = 0;")
+            out.write("}")
+        out.write("}")
+    out.write("}")
+    if xn >= 4096:
+        out.write("#pragma omp parallel for")
+    out.write(f"for (int64_t xindex = 0; xindex < {xn}; xindex++)")
+    out.write("{")
+    with out.indent():
+        for acc, ctype, _ in c.accs:
+            out.write(f"double {acc}_sum = 0;")
+            out.write(f"for (int64_t rpart = 0; rpart < {parts}; rpart++) "
+                      f"{acc}_sum += {acc}_p[rpart * {xn} + xindex];")
+            out.write(f"{ctype} {acc} = static_cast<{ctype}>({acc}_sum);")
+        out.extend(c.prologue)
+        out.extend(c.post)
+    out.write("}")
+    for acc in sums:
+        out.write(f"std::free({acc}_p);")
     return out
 
 

@@ -68,6 +68,46 @@ def test_column_blocks_follow_the_threads_and_change_no_result() -> None:
     torch.testing.assert_close(one, x.sum(0), rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("shape", [(2048, 1024), (1000, 3000), (9000, 96)])
+def test_row_split_column_sums_are_one_result_on_any_thread_count(
+        shape: tuple[int, int]) -> None:
+    """Sums over many rows split the rows in parts fixed by the shape (codegen/cpp_columns.py
+    row_parts): 1, 2 and 3 threads give the same bits, as close to float64 as eager. Shapes:
+    whole parts, a last part of 104 rows with 3000 outputs (two blocks of outputs), and 64
+    parts of 160 rows (the cap on parts); a fused producer (gelu's backward) and bf16 too."""
+    from kernelscope.compiler.codegen.cpp_columns import MAX_ROW_PARTS, ROW_PART
+
+    assert shape[0] >= 2 * ROW_PART and shape[0] // MAX_ROW_PARTS <= 160
+    torch.manual_seed(11)
+    x, y = torch.randn(*shape), torch.randn(*shape)
+
+    def grads(t: torch.Tensor, u: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        g = u * torch.ops.aten.gelu_backward(torch.ones_like(t), t)
+        return t.sum(0), g.sum(0), t.bfloat16().sum(0)
+
+    fn = _compiled(grads)
+    threads = torch.get_num_threads()
+    runs = []
+    try:
+        for n in (1, 2, 3):
+            torch.set_num_threads(n)
+            runs.append(fn(x, y))
+    finally:
+        torch.set_num_threads(threads)
+    for other in runs[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(runs[0], other))
+    wide = grads(x.double(), y.double())
+    eager = grads(x, y)
+    for got, ref in zip(runs[0], eager):
+        assert got.shape == ref.shape == (shape[1],) and got.dtype == ref.dtype
+    # The plain sum as close to float64 as eager's; the fused producer's own rounding (a
+    # vectorized erf) and bf16 at their tolerances against eager.
+    err = (runs[0][0].double() - wide[0]).abs().max().item()
+    assert err <= 2 * max((eager[0].double() - wide[0]).abs().max().item(), 1e-6), err
+    torch.testing.assert_close(runs[0][1], eager[1], rtol=1e-5, atol=2e-4)
+    torch.testing.assert_close(runs[0][2], eager[2], rtol=1.6e-2, atol=1e-1)
+
+
 OPS = ["exp", "log1p", "sin", "cos", "tanh", "erf", "expm1", "sigmoid", "atan"]
 
 
