@@ -85,6 +85,10 @@ def col_sum(x: torch.Tensor) -> torch.Tensor:
     return x.sum(0)
 
 
+def col_amax(x: torch.Tensor) -> torch.Tensor:
+    return x.amax(0)
+
+
 def square_sum(x: torch.Tensor) -> torch.Tensor:
     return (x * x).sum()
 
@@ -322,6 +326,11 @@ CASES: list[Case] = [
     Case("layer_norm_manual", "hand-written LayerNorm", _layer_norm),
     Case("rmsnorm_bf16", "RMSNorm, bf16 in/out, fp32 math", _rmsnorm, tol=2e-2),
     Case("col_sum", "x.sum(0)", _one(col_sum, (16384, 8192), (2048, 1024), (64, 32))),
+    # A bias gradient's shape: tokens x hidden, more rows than one chunk of a row sum.
+    Case("col_sum_long", "x.sum(0), many rows", _one(col_sum, (65536, 768), (16384, 768),
+                                                       (5000, 8))),
+    Case("col_amax", "x.amax(0) (NaN-propagating)", _one(col_amax, (16384, 8192), (2048, 1024),
+                                                        (64, 32))),
     Case("square_sum", "(x*x).sum()", _one(square_sum, (1 << 28,), (1 << 24,), (4096,))),
     Case("cross_entropy", "F.cross_entropy", _cross_entropy),
     Case("linear_gelu_linear", "linear -> GELU(tanh) -> linear", _mlp, memory_bound=False,
@@ -344,9 +353,11 @@ BACKWARD_CASES: list[Case] = [
     Case("rmsnorm_backward", "RMSNorm backward, bf16 (Llama stack)", _rms_grad, tol=3e-2),
 ]
 
-# The CPU-sized suite timed by `--device cpu` (the issue's ten CPU cases).
+# The CPU-sized suite timed by `--device cpu`: the ten CPU cases of the first issue, and
+# the column reductions over many rows and with a max that the C++ walk once left strided.
 CPU_SUITE = ["gelu_tanh", "cos_sin", "bias_relu", "softmax", "layer_norm_manual",
-             "rmsnorm_bf16", "col_sum", "square_sum", "cross_entropy", "linear_gelu_linear"]
+             "rmsnorm_bf16", "col_sum", "square_sum", "cross_entropy", "linear_gelu_linear",
+             "col_sum_long", "col_amax"]
 
 
 class Named(Protocol):

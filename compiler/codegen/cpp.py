@@ -335,8 +335,11 @@ class CppKernelCodegen(KernelCodegen):
 
     def reduction_body(self) -> Lines:
         inner = super().reduction_body()
-        if len(self.blocks) == 1 and self._columns_ok(self.blocks[0]):
-            return self._column_body(self.blocks[0])  # type: ignore[arg-type]
+        first, *epilogues = self.blocks
+        # One loop, then only per-output epilogues (a max's NaN fix-up): those run after
+        # the walk's own per-output lines.
+        if all(b.pre is None for b in epilogues) and self._columns_ok(first):
+            return self._column_body(first, epilogues)  # type: ignore[arg-type]
         parallel = self.plan.xnumel > 1 and \
             self.plan.xnumel * self.plan.rnumel >= PARALLEL_MIN
         return self._x_loop(inner, "#pragma omp parallel for" if parallel else None)
@@ -422,20 +425,30 @@ class CppKernelCodegen(KernelCodegen):
     def _columns_ok(self, block: Block) -> bool:
         """Reduce across rows with outputs contiguous (x.sum(0)): every load steps 1 along
         the outputs and more than 1 along the reduction, so loop over outputs innermost."""
-        if not isinstance(block, CppLoop) or self.plan.xnumel < 16 or block.chunked:
+        if not isinstance(block, CppLoop) or self.plan.xnumel < 16:
             return False
-        if len(block.accs) != len(block.simd) or any(not c for c in block.simd):
+        if len(block.accs) + len(block.chunked) != len(block.simd) or \
+                any(not c for c in block.simd):
             return False
         if not walks_columns(block.r_loads):
             return False
-        return not any(n.name in self.plan.stores and not n.kind.reduces
-                       for n in block.nodes)
+        # Stores after the loop (a max's NaN fix-up) are per output, as the walk's own are.
+        return not block.row_stores
 
-    def _column_body(self, block: CppLoop) -> Lines:
+    def _column_body(self, block: CppLoop, epilogues: list[Block]) -> Lines:
         assert block.index is not None and block.post is not None
-        return column_body(Columns(self.plan.xnumel, self.plan.rnumel, block.accs,
-                                   sorted(block.float_sums), block.index, block.body,
-                                   block.post, self.prologue), PARALLEL_MIN)
+        post = Lines()
+        post.extend(block.post)
+        for epilogue in epilogues:
+            post.extend(epilogue.body)
+        # A sum over more than SUM_CHUNK rows was made a chunked accumulator (its post reads
+        # `{acc}_total`); the column walk keeps its own double totals instead of chunks.
+        chunked = [acc for acc, _, _ in block.chunked]
+        float_sums = block.float_sums | {acc for acc, ctype, _ in block.chunked
+                                         if ctype == "float"}
+        return column_body(Columns(self.plan.xnumel, self.plan.rnumel,
+                                   block.accs + block.chunked, sorted(float_sums), block.index,
+                                   block.body, post, self.prologue, chunked), PARALLEL_MIN)
 
 
 def generate_cpp(plan: KernelPlan, header: list[str], index_checks: bool = False) -> CppKernel:

@@ -63,6 +63,7 @@ class Block:
     pre: Lines | None = None
     post: Lines | None = None
     nodes: list[SchedNode] = field(default_factory=list)
+    row_stores: set[str] = field(default_factory=set)  # stored per element, inside the loop
 
 
 class KernelCodegen(Handler):
@@ -250,6 +251,8 @@ class KernelCodegen(Handler):
         # A per-row value stored from a loop block is stored once, after the loop.
         lines = block.post if block.post is not None and value.domain == "x" else \
             block.scope.lines
+        if lines is not block.post:
+            block.row_stores.add(name)
         lines.write(self.store_line(name, index, value, domain),
                     self.origins() or tuple(sorted(self.plan.written[name].origins)), (name,))
 
