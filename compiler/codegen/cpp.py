@@ -29,7 +29,7 @@ from kernelscope.compiler.codegen.cpp_columns import Columns, chunks, column_bod
 from kernelscope.compiler.codegen.cpp_ops import C_TYPE, NARROW_INTS, OPS, WRAPPED_OPS, compute_type
 from kernelscope.compiler.codegen.cpp_prefetch import Access, LaneAcc, next_row, write_chunked
 from kernelscope.compiler.codegen.cpp_prelude import PRELUDE
-from kernelscope.compiler.codegen.kernel import Block, KernelCodegen, _split_vars, walks_columns
+from kernelscope.compiler.codegen.kernel import Block, KernelCodegen
 from kernelscope.compiler.codegen.mathops import (
     ATEN_INCLUDE,
     CPP_MATH_HELPERS,
@@ -38,6 +38,7 @@ from kernelscope.compiler.codegen.mathops import (
 )
 from kernelscope.compiler.codegen.optable import OpTable
 from kernelscope.compiler.codegen.tiling import YINDEX, choose_rows
+from kernelscope.compiler.codegen.walks import split_vars, walks_columns
 from kernelscope.compiler.features import Feature
 from kernelscope.compiler.ir.index_print import cexpr
 from kernelscope.compiler.ir.indexing import FloorDiv, ModularIndexing, simplify_index
@@ -114,7 +115,7 @@ class CppKernelCodegen(KernelCodegen):
     def pointwise_vars(self, ranges: list[int]) -> list[Any]:
         if self.rows is None:
             return super().pointwise_vars(ranges)
-        return _split_vars(ranges, self.rows[0], YINDEX, XINDEX, self.rows[1])
+        return split_vars(ranges, self.rows[0], YINDEX, XINDEX, self.rows[1])
 
     def fmt_cast(self, x: Var, dtype: torch.dtype) -> str:
         # 16-bit floats are computed in float, but a conversion to one rounds, as eager's

@@ -19,7 +19,7 @@ import torch
 
 from kernelscope.compiler.codegen import triton_rules as rules
 from kernelscope.compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
-from kernelscope.compiler.codegen.kernel import Block, KernelCodegen, _split_vars
+from kernelscope.compiler.codegen.kernel import Block, KernelCodegen
 from kernelscope.compiler.codegen.mathops import (
     TRITON_INTERPRET_DROPS,
     TRITON_INTERPRET_MATH,
@@ -44,6 +44,7 @@ from kernelscope.compiler.codegen.tiling import (
     memory_order,
     tile_config,
 )
+from kernelscope.compiler.codegen.walks import split_vars
 from kernelscope.compiler.ir.index_print import pexpr
 from kernelscope.compiler.ir.ops import combine_op, reduction_identity
 from kernelscope.compiler.schedule.nodes import SchedNode
@@ -214,7 +215,7 @@ class TritonKernelCodegen(KernelCodegen):
 
     def pointwise_vars(self, ranges: list[int]) -> list[Any]:
         if self.tile is not None:
-            return _split_vars(ranges, self.tile.y, YINDEX, XINDEX, self.tile.x)
+            return split_vars(ranges, self.tile.y, YINDEX, XINDEX, self.tile.x)
         return self.output_vars(ranges)
 
     def output_vars(self, ranges: list[int]) -> list[Any]:

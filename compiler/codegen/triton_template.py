@@ -21,10 +21,10 @@ import sympy
 import torch
 
 from kernelscope.compiler.codegen.common import XINDEX, Lines, Var, next_power_of_2
-from kernelscope.compiler.codegen.kernel import _split_vars
 from kernelscope.compiler.codegen.optable import CodegenError
 from kernelscope.compiler.codegen.tiling import YINDEX, Tile
 from kernelscope.compiler.codegen.triton import TL_DTYPE, TritonKernel, TritonKernelCodegen
+from kernelscope.compiler.codegen.walks import split_vars
 from kernelscope.compiler.ir.index_print import sympy_str
 from kernelscope.compiler.ir.indexing import simplify_index
 from kernelscope.compiler.ir.template import MatmulTemplate, TemplateConfig
@@ -78,7 +78,7 @@ class TritonTemplateCodegen(TritonKernelCodegen):
         m, n, _ = tem.mnk
         self.rows = tem.batch * m
         super().__init__(plan, True, interpret, Tile(self.rows, n, ""))
-        self.out_vars = _split_vars(list(tem.layout.size), self.rows, YINDEX, XINDEX, n)
+        self.out_vars = split_vars(list(tem.layout.size), self.rows, YINDEX, XINDEX, n)
         self.out_index = simplify_index(tem.layout.index(self.out_vars), self.bounds)
         self.value: Var | None = None  # the product's tile, in its dtype
 

@@ -7,7 +7,7 @@ import torch
 from ks_helpers import compiled, lower_fn
 
 from kernelscope.compiler.codegen.backends import choose_backend
-from kernelscope.compiler.codegen.kernel import _split_vars
+from kernelscope.compiler.codegen.walks import split_vars
 from kernelscope.compiler.ir.indexing import FloorDiv, ModularIndexing, sym
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.schedule.domain import split_point
@@ -31,9 +31,9 @@ def test_split_point(ranges: list[int], outer: int, expected: int | None) -> Non
 
 def test_codegen_coordinates_follow_the_split() -> None:
     x, r = sym("x"), sym("r")
-    assert _split_vars([4, 8, 16], 32, x, r, 16) == [FloorDiv(x, 8), ModularIndexing(x, 1, 8), r]
+    assert split_vars([4, 8, 16], 32, x, r, 16) == [FloorDiv(x, 8), ModularIndexing(x, 1, 8), r]
     flat = r + 3 * x  # no prefix of [6, 4] is 8: through the flat position
-    assert _split_vars([6, 4], 8, x, r, 3) == [FloorDiv(flat, 4), ModularIndexing(flat, 1, 4)]
+    assert split_vars([6, 4], 8, x, r, 3) == [FloorDiv(flat, 4), ModularIndexing(flat, 1, 4)]
 
 
 def test_fusion_and_codegen_agree_on_a_softmax_epilogue() -> None:
