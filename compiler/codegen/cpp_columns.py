@@ -54,10 +54,11 @@ class Columns:
 
 
 @contextmanager
-def chunks(out: Lines, var: str, end: str, total: int, step: int | str) -> Iterator[None]:
-    """A loop over [0, total) in chunks of `step`: `var` the chunk's start, `end` its end;
-    the body is what the `with` block writes."""
-    out.write(f"for (int64_t {var} = 0; {var} < {total}; {var} += {step})")
+def chunks(out: Lines, var: str, end: str, total: int | str, step: int | str,
+           start: int | str = 0) -> Iterator[None]:
+    """A loop over [start, total) in chunks of `step`: `var` the chunk's start, `end` its
+    end; the body is what the `with` block writes."""
+    out.write(f"for (int64_t {var} = {start}; {var} < {total}; {var} += {step})")
     out.write("{")
     with out.indent():
         out.write(f"const int64_t {end} = std::min<int64_t>({var} + {step}, {total});")
@@ -110,16 +111,7 @@ def column_body(c: Columns, parallel_min: int) -> Lines:
             out.write(f"double {acc}_t[{cap}];")
             out.write(f"for (int64_t i = 0; i < {xb}; i++) {acc}_t[i] = 0;")
         if sums:
-            with chunks(out, "rblock", "rbend", rn, COLUMN_SUM_ROWS):
-                _rows(out, c, "rblock", "rbend")
-                out.write("#pragma omp simd")
-                out.write("for (int64_t i = 0; i < xend - xblock; i++)")
-                out.write("{")
-                with out.indent():
-                    for acc in sums:
-                        out.write(f"{acc}_t[i] += {acc}_v[i];")
-                        out.write(f"{acc}_v[i] = 0;")
-                out.write("}")
+            _row_blocks(out, c, sums, 0, rn)
         else:
             _rows(out, c, "0", str(rn))
         wide = {acc: f"{acc}_t[xindex - xblock]" for acc in sums}
@@ -162,21 +154,7 @@ def row_split_body(c: Columns, parts: int, per: int) -> Lines:
             out.write(f"for (int64_t i = 0; i < {cap}; i++) {acc}_v[i] = {init};")
             out.write(f"double* {acc}_t = {acc}_p + rpart * {xn} + xblock;")
             out.write(f"for (int64_t i = 0; i < xend - xblock; i++) {acc}_t[i] = 0;")
-        out.write(f"for (int64_t rblock = rstart; rblock < rstop; rblock += {COLUMN_SUM_ROWS})")
-        out.write("{")
-        with out.indent():
-            out.write(f"const int64_t rbend = std::min<int64_t>(rblock + {COLUMN_SUM_ROWS}, "
-                      "rstop);")
-            _rows(out, c, "rblock", "rbend")
-            out.write("#pragma omp simd")
-            out.write("for (int64_t i = 0; i < xend - xblock; i++)")
-            out.write("{")
-            with out.indent():
-                for acc in sums:
-                    out.write(f"{acc}_t[i] += {acc}_v[i];")
-                    out.write(f"{acc}_v[i] = 0;")
-            out.write("}")
-        out.write("}")
+        _row_blocks(out, c, sums, "rstart", "rstop")
     out.write("}")
     if xn >= 4096:
         out.write("#pragma omp parallel for")
@@ -196,6 +174,22 @@ def row_split_body(c: Columns, parts: int, per: int) -> Lines:
     for acc in sums:
         out.write(f"std::free({acc}_p);")
     return out
+
+
+def _row_blocks(out: Lines, c: Columns, sums: list[str], start: int | str,
+                stop: int | str) -> None:
+    """Rows start..stop in blocks of COLUMN_SUM_ROWS into the float lanes `{acc}_v`, each
+    block's partial then added into the double totals `{acc}_t` of the float sums."""
+    with chunks(out, "rblock", "rbend", stop, COLUMN_SUM_ROWS, start):
+        _rows(out, c, "rblock", "rbend")
+        out.write("#pragma omp simd")
+        out.write("for (int64_t i = 0; i < xend - xblock; i++)")
+        out.write("{")
+        with out.indent():
+            for acc in sums:
+                out.write(f"{acc}_t[i] += {acc}_v[i];")
+                out.write(f"{acc}_v[i] = 0;")
+        out.write("}")
 
 
 def _rows(out: Lines, c: Columns, start: str, end: str) -> None:
