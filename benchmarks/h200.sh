@@ -3,7 +3,7 @@
 # Markdown under OUT as it finishes (a call cut short keeps what it measured).
 #
 #   OUT=/tmp/out bash benchmarks/h200.sh [parts...]
-#   parts: all suite models overhead train gemm cpu
+#   parts: all suite models overhead train trainprof latency pool gemm cpu
 #   (all: the three GPU parts in one run, their compiles overlapping under --jobs)
 #
 # Environment: JOBS (items compiling at once, default 4), ITEM_TIMEOUT (s, default 240),
@@ -34,6 +34,22 @@ for part in ${parts[*]}; do
     train) python -m benchmarks --only train --train-models "${TRAIN_MODELS:-}" --jobs 1 \
              --item-timeout 900 --json "$OUT/train.json" --out "$OUT/perf.md" \
              --title "${TITLE:-training steps}" ;;
+    # Where a training step's time goes (Kernelscope only, host time beside the kernels)
+    trainprof) python -m benchmarks.profile --train-models "${TRAIN_MODELS:-resnet50}" \
+             --no-inductor --host --top 25 --json "$OUT/trainprof.json" \
+             > "$OUT/trainprof.txt" 2>&1 ;;
+    # The explorer through the real server (needs flask and gunicorn importable, and
+    # bwrap for the deployed sandbox): a new and two repeated runs of each sample
+    latency) for sample in ${SAMPLES:-transformer_block softmax}; do
+             python scripts/latency.py --runs 3 --sample "$sample" --device cuda \
+               --backend triton --pool 1 --options "${KS_OPTIONS:-{\}}" \
+               >> "$OUT/latency.txt" 2>&1
+           done ;;
+    # A new sample's compile stage with the Triton builds in processes against threads
+    pool) for mode in thread process; do
+             python scripts/compile_pool.py --sample "${SAMPLE:-transformer_block}" \
+               --device cuda --mode "$mode" --workers 4 >> "$OUT/pool.txt" 2>&1
+           done ;;
     # The GEMM template: the matrix-product cases and models with the extern call only,
     # with the template forced everywhere (its values on the GPU: the check column), and
     # as chosen by measurement (the default, matmul=auto)

@@ -3,7 +3,7 @@
     PYTHONPATH=$PWD python scripts/latency.py [--runs 7] [--sample add_relu] [--pool 2]
                                               [--device cpu|cuda] [--backend cpp|triton]
                                               [--back-to-back] [--server URL] [--log FILE]
-                                              [--inductor]
+                                              [--inductor] [--options JSON]
 
 Starts `kernelscope serve` (gunicorn, the real compiler CLI, the sandbox, a temporary
 database) on a free loopback port, waits until its warm workers are ready, then posts the
@@ -157,6 +157,8 @@ def main() -> int:
     p.add_argument("--inductor", action="store_true",
                    help="compare with TorchInductor (its event comes after `profile`: see `at`)")
     p.add_argument("--back-to-back", action="store_true")
+    p.add_argument("--options", default="{}",
+                   help="more compile options, JSON (e.g. '{\"compile_workers\": 4}')")
     p.add_argument("--server", help="measure this running server instead of starting one")
     p.add_argument(
         "--keep-cache",
@@ -166,7 +168,8 @@ def main() -> int:
     )
     args = p.parse_args()
     code = (REPO / "samples" / f"{args.sample}.py").read_text()
-    options = {"device": args.device, "backend": args.backend, "inductor": args.inductor}
+    options = {"device": args.device, "backend": args.backend, "inductor": args.inductor,
+               **json.loads(args.options)}
     proc = None
     if args.server:
         base = args.server.rstrip("/")
