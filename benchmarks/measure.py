@@ -73,9 +73,14 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
 
 
-def compare(out: Any, ref: Any, tol: float, ref64: Any = None) -> dict[str, Any]:
+def compare(out: Any, ref: Any, tol: float, ref64: Any = None,
+            eager_err64: float | None = None) -> dict[str, Any]:
     """allclose(out, ref, rtol=atol=tol) over every output, and the worst relative norm
-    error ||out - ref|| / ||ref|| (against a float64 reference too, where there is one)."""
+    error ||out - ref|| / ||ref|| (against a more precise reference too, where there is
+    one). With `eager_err64` (eager's own error against that reference: a bf16 model
+    against its float32 copy), an output that misses allclose but is at most twice as far
+    from the precise reference as eager is judged ok, and `why` says so: elementwise
+    rounding through many bf16 layers differs between any two correct compilations."""
     outs, refs = _tensors(out), _tensors(ref)
     if len(outs) != len(refs):
         return {"ok": False, "why": f"{len(outs)} outputs, eager has {len(refs)}"}
@@ -95,6 +100,11 @@ def compare(out: Any, ref: Any, tol: float, ref64: Any = None) -> dict[str, Any]
         errs = [(o.double() - r).norm().item() / (r.norm().item() or 1.0)
                 for o, r in zip(outs, _tensors(ref64))]
         res["rel_err_fp64"] = max(errs) if errs else 0.0
+        if not res["ok"] and eager_err64 is not None and "max abs err" in res.get("why", "") \
+                and res["rel_err_fp64"] <= 2 * eager_err64:
+            res["ok"] = True
+            res["why"] = (f"{res['why']} elementwise, but as close to float32 as eager "
+                          f"({res['rel_err_fp64']:.1e} against eager's {eager_err64:.1e})")
     return res
 
 
@@ -125,7 +135,8 @@ def kernelscope(options: dict[str, Any] | None = None) -> Any:
 def compile_and_time(label: str, fn: Any, inputs: tuple[Any, ...], ref: Any, tol: float,
                      settings: dict[str, Any], compile_kw: dict[str, Any],
                      fresh: Callable[[], tuple[Any, ...]] | None = None,
-                     warm: bool = False) -> dict[str, Any]:
+                     warm: bool = False, precise: tuple[Any, float] | None = None
+                     ) -> dict[str, Any]:
     """One compiled column: cold compile (first call), check, median ms, kernels."""
     device = settings["device"]
     res: dict[str, Any] = {}
@@ -138,7 +149,8 @@ def compile_and_time(label: str, fn: Any, inputs: tuple[Any, ...], ref: Any, tol
             out = compiled(*args)
             sync(device)
             res["compile_s"] = round(time.perf_counter() - t0, 2)
-            res["check"] = compare(args if fresh else out, ref, tol)
+            res["check"] = compare(args if fresh else out, ref, tol,
+                                   *(precise if precise else ()))
         if warm:  # again, from scratch, with every on-disk cache now warm
             torch._dynamo.reset()
             compiled = torch.compile(fn, **compile_kw)
@@ -227,14 +239,32 @@ def measure_model(name: str, settings: dict[str, Any]) -> dict[str, Any]:
     with torch.no_grad():
         with compiling():
             ref = module(x)
+            precise = _float32_reference(module, x, ref)
+            if precise is not None:
+                row["eager_rel_err_fp32"] = precise[1]
         with timing_lock():
             row["eager"] = {"ms": median_ms(lambda: module(x), device, settings["warmup"],
                                             settings["rep"]),
                             "kernels": count_kernels(lambda: module(x), device)}
         for label, kw in columns(settings):
             row[label] = compile_and_time(label, module, (x,), ref, model.tol, settings, kw,
-                                          warm=True)
+                                          warm=True, precise=precise)
     return row
+
+
+def _float32_reference(module: torch.nn.Module, x: torch.Tensor, ref: Any
+                       ) -> tuple[Any, float] | None:
+    """A bf16 model's output computed by a float32 copy of it, and eager's own relative
+    error against that (None for a model that is not bf16)."""
+    if not any(p.dtype == torch.bfloat16 for p in module.parameters()):
+        return None
+    hi = copy.deepcopy(module).float()
+    out32 = pytree.tree_map(lambda t: t.double()
+                            if isinstance(t, torch.Tensor) and t.is_floating_point() else t,
+                            hi(x.float() if x.is_floating_point() else x))
+    del hi
+    err = compare(ref, ref, 1.0, out32).get("rel_err_fp64", 0.0)
+    return out32, err
 
 
 def _per_call_us(fn: Callable[[], Any], device: str, calls: int = 2000) -> float:

@@ -96,6 +96,33 @@ def host_ops(fn: Callable[[], Any], calls: int = 5, top: int = 20) -> dict[str, 
                          for a in rows[:top]]}
 
 
+def python_host(fn: Callable[[], Any], calls: int = 10, top: int = 25) -> dict[str, Any]:
+    """The host's Python per call under cProfile (after one unprofiled call): functions by
+    own time, with their calls per step. cProfile slows every Python call alike, so read
+    it for where the host's time goes (the wrapper, launches, AOTAutograd's runtime), not
+    for absolute microseconds."""
+    import cProfile
+    import pstats
+    from pathlib import Path
+
+    fn()
+    torch.cuda.synchronize()
+    prof = cProfile.Profile()
+    prof.enable()
+    for _ in range(calls):
+        fn()
+    torch.cuda.synchronize()
+    prof.disable()
+    stats = pstats.Stats(prof).stats  # type: ignore[attr-defined]
+    rows = sorted(stats.items(), key=lambda kv: -kv[1][2])
+    return {"python_us": round(sum(v[2] for v in stats.values()) / calls * 1e6, 1),
+            "python_top": [{"name": f"{Path(f).name}:{line}({name})"[:110],
+                            "per_call": round(v[1] / calls, 2),
+                            "own_us": round(v[2] / calls * 1e6, 1),
+                            "cum_us": round(v[3] / calls * 1e6, 1)}
+                           for (f, line, name), v in rows[:top]]}
+
+
 def profile_one(fn: Any, inputs: tuple[Any, ...], settings: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for label, kw in [("eager", None), *columns(settings)]:
@@ -130,6 +157,7 @@ def _cell(call: Callable[[], Any], device: str, top: int = 15, host: bool = Fals
         cell.update(kernels(call, top=top))
         if host:
             cell.update(host_ops(call))
+            cell.update(python_host(call))
     return cell
 
 
@@ -152,7 +180,7 @@ def profile_train(entry: train_table.TrainModel, settings: dict[str, Any]) -> di
             out[label] = {"error": f"{type(e).__name__}: "
                                    f"{str(e).splitlines()[0] if str(e) else ''}"}
         print(json.dumps({label: {k: v for k, v in out[label].items()
-                                  if k not in ("top", "host_top")}}),
+                                  if k not in ("top", "host_top", "python_top")}}),
               flush=True)
     return out
 
@@ -168,7 +196,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-inductor", dest="inductor", action="store_false")
     ap.add_argument("--top", type=int, default=15, help="kernels listed per column")
     ap.add_argument("--host", action="store_true",
-                    help="training steps: also the host's CPU ops per call by self time")
+                    help="training steps: also the host's CPU ops per call by self time, "
+                    "and its Python functions by own time (cProfile)")
     args = ap.parse_args(argv)
     settings = {"device": args.device, "size": args.size, "inductor": args.inductor,
                 "top": args.top, "host": args.host}
@@ -215,6 +244,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"   host: {cell['host_us']} us of CPU ops' self time per call")
             for k in cell.get("host_top", []):
                 print(f"   {k['self_us']:9.1f} us  x{k['per_call']:<5} {k['name']}")
+            if "python_us" in cell:
+                print(f"   python (cProfile): {cell['python_us']} us own time per call")
+            for k in cell.get("python_top", []):
+                print(f"   {k['own_us']:9.1f} us own {k['cum_us']:9.1f} cum  "
+                      f"x{k['per_call']:<6} {k['name']}")
     return 0
 
 

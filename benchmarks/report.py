@@ -67,6 +67,9 @@ def check_text(row: dict[str, Any]) -> str:
     acc = f"ok (rel err {ks.get('rel_err', 0):.1e}"
     if "rel_err_fp64" in ks and row.get("eager_rel_err_fp64") is not None:
         acc += f"; vs fp64 {ks['rel_err_fp64']:.1e}, eager {row['eager_rel_err_fp64']:.1e}"
+    if "rel_err_fp64" in ks and row.get("eager_rel_err_fp32") is not None:
+        acc += (f"; vs a float32 copy {ks['rel_err_fp64']:.1e}, "
+                f"eager {row['eager_rel_err_fp32']:.1e}")
     return acc + ")"
 
 

@@ -172,7 +172,15 @@ def _check(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> None:
                          f"(scale {scale:.3g})")
 
 
+# do_bench flushes L2 before every call (a 256 MB memset, ~80 us on an H100), so a GEMM
+# of tens of microseconds costs ~0.1 ms a sample: warmup 10 + rep 40 ms was ~55 ms a
+# candidate, 1.4 s of a new transformer block's 5.2 s scheduling stage (H100, 2026-12-05).
+# 15 ms still takes ~150 samples, whose median orders configs that differ by a few %.
+BENCH_WARMUP_MS, BENCH_REP_MS = 5, 15
+
+
 def _bench(fn: Callable[[], Any]) -> float:
     import triton.testing
 
-    return float(triton.testing.do_bench(fn, warmup=10, rep=40, return_mode="median"))
+    return float(triton.testing.do_bench(fn, warmup=BENCH_WARMUP_MS, rep=BENCH_REP_MS,
+                                         return_mode="median"))
