@@ -38,8 +38,12 @@ def conform(t: torch.Tensor, size: Sequence[int], stride: Sequence[int]) -> torc
     index the buffer by the planned strides, so a mismatch is copied into them. What is
     not a tensor (an undefined logsumexp that was not asked for comes back as None) or is
     empty is returned as it is."""
-    if not isinstance(t, torch.Tensor) or t.numel() == 0 or \
-            all(a == b for a, b, n in zip(t.stride(), stride, t.shape) if n > 1):
+    if not isinstance(t, torch.Tensor) or t.numel() == 0:
+        return t
+    for a, b, n in zip(t.stride(), stride, t.shape):  # a loop: once per extern call
+        if a != b and n > 1:
+            break
+    else:
         return t
     out = torch.empty_strided(tuple(size), tuple(stride), dtype=t.dtype, device=t.device)
     return out.copy_(t)
