@@ -343,7 +343,7 @@ CASES: list[Case] = [
     Case("adam", "Adam-style update over 20 tensors", _adam, mutates=True),
 ]
 
-# The training steps' backward reductions (docs/perf/training-steps.md, "Backward reductions"): timed
+# The training steps' backward reductions (docs/perf/training-steps.md): timed
 # when named (`--cases mha_inproj_bias_grad,...`), not part of the sixteen-case suite.
 BACKWARD_CASES: list[Case] = [
     Case("mha_inproj_bias_grad", "MHA in-projection grad + bias grad (ViT-B/16)", _mha_grads,
