@@ -156,21 +156,33 @@ def row_split_body(c: Columns, parts: int, per: int) -> Lines:
             out.write(f"for (int64_t i = 0; i < xend - xblock; i++) {acc}_t[i] = 0;")
         _row_blocks(out, c, sums, "rstart", "rstop")
     out.write("}")
+    # Each block of outputs adds its parts in order (0 + part 0 + part 1 + ...: the bits of
+    # an output's own loop over its parts), one `omp simd` pass over the block per part:
+    # a loop per output over the parts (stride xn) was one scalar add at a time, ~8% of
+    # a 2048x1024 sum's time at 2 threads.
     if xn >= 4096:
         out.write("#pragma omp parallel for")
-    out.write(f"for (int64_t xindex = 0; xindex < {xn}; xindex++)")
-    out.write("{")
-    with out.indent():
+    with chunks(out, "xblock", "xend", xn, cap):
+        for acc in sums:
+            out.write(f"double {acc}_s[{cap}];")
+            out.write(f"for (int64_t i = 0; i < {cap}; i++) {acc}_s[i] = 0;")
+        out.write(f"for (int64_t rpart = 0; rpart < {parts}; rpart++)")
+        out.write("{")
+        with out.indent():
+            out.write("#pragma omp simd")
+            out.write("for (int64_t i = 0; i < xend - xblock; i++)")
+            out.write("{")
+            with out.indent():
+                for acc in sums:
+                    out.write(f"{acc}_s[i] += {acc}_p[rpart * {xn} + xblock + i];")
+            out.write("}")
+        out.write("}")
+        refs = []
         for acc, ctype, _ in c.accs:
-            out.write(f"double {acc}_sum = 0;")
-            out.write(f"for (int64_t rpart = 0; rpart < {parts}; rpart++) "
-                      f"{acc}_sum += {acc}_p[rpart * {xn} + xindex];")
-            out.write(f"{ctype} {acc} = static_cast<{ctype}>({acc}_sum);")
+            refs.append(f"{ctype} {acc} = static_cast<{ctype}>({acc}_s[xindex - xblock]);")
             if acc in c.totals:
-                out.write(f"double {acc}_total = {acc}_sum;")
-        out.extend(c.prologue)
-        out.extend(c.post)
-    out.write("}")
+                refs.append(f"double {acc}_total = {acc}_s[xindex - xblock];")
+        _over_outputs(out, c, refs, [c.post])
     for acc in sums:
         out.write(f"std::free({acc}_p);")
     return out
