@@ -540,4 +540,4 @@ def _is_cheap(value: Lazy) -> bool:
     call_body(value.node, printer)
     if len(printer.lines) <= 1:
         return True
-    return all(int(r) == 1 for r in value.size) and len(printer.lines) <= SCALAR_RECOMPUTE_OPS
+    return all(r == 1 for r in value.size) and len(printer.lines) <= SCALAR_RECOMPUTE_OPS

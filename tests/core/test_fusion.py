@@ -169,3 +169,4 @@ def test_adamw_step_takes_no_one_element_kernel_beside_the_step_counts() -> None
     sizes = {st.name: st for st in s.steps if st.kind != "extern"}
     # Per parameter: its update, and its step count (a graph output of one element).
     assert len(sizes) == 4, list(sizes)
+
