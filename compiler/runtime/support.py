@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from kernelscope.compiler.devices import is_gpu
+from kernelscope.compiler.devices import CPU, is_gpu
 
 device = torch.device
 # Inductor's allocation fast paths (no argument parsing, no device string): a few
@@ -23,7 +23,7 @@ def empty_strided(size: Sequence[int], stride: Sequence[int], device: str,
     if is_gpu(device):
         if _empty_strided_cuda is not None:
             return _empty_strided_cuda(size, stride, dtype)
-    elif device == "cpu" and _empty_strided_cpu is not None:
+    elif device == CPU and _empty_strided_cpu is not None:
         return _empty_strided_cpu(size, stride, dtype)
     return torch.empty_strided(size, stride, device=device, dtype=dtype)
 
