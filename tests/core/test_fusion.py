@@ -170,3 +170,18 @@ def test_adamw_step_takes_no_one_element_kernel_beside_the_step_counts() -> None
     # Per parameter: its update, and its step count (a graph output of one element).
     assert len(names) == 4, names
 
+
+
+def test_a_random_scalar_recomputed_in_two_consumers_is_one_value() -> None:
+    """The scalar rule recomputes `torch.rand(()) * 2 + 1` in each consumer: its random
+    bits come from the seed and the producer's index (0), so both outputs and every
+    element see one value, as in eager."""
+    def f(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        r = torch.rand(()) * 2 + 1
+        return x * r, x + r
+
+    a, b = compiled(f)(torch.ones(64, 8))
+    r = a[0, 0].item()
+    assert 1.0 <= r < 3.0
+    assert bool((a == r).all()) and bool((b == b[0, 0]).all())
+    assert abs((b[0, 0].item() - 1) - r) < 1e-6
