@@ -169,13 +169,8 @@ def row_split_body(c: Columns, parts: int, per: int) -> Lines:
         out.write(f"for (int64_t rpart = 0; rpart < {parts}; rpart++)")
         out.write("{")
         with out.indent():
-            out.write("#pragma omp simd")
-            out.write("for (int64_t i = 0; i < xend - xblock; i++)")
-            out.write("{")
-            with out.indent():
-                for acc in sums:
-                    out.write(f"{acc}_s[i] += {acc}_p[rpart * {xn} + xblock + i];")
-            out.write("}")
+            _simd_over_block(out, [f"{acc}_s[i] += {acc}_p[rpart * {xn} + xblock + i];"
+                                   for acc in sums])
         out.write("}")
         refs = []
         for acc, ctype, _ in c.accs:
@@ -194,14 +189,19 @@ def _row_blocks(out: Lines, c: Columns, sums: list[str], start: int | str,
     block's partial then added into the double totals `{acc}_t` of the float sums."""
     with chunks(out, "rblock", "rbend", stop, COLUMN_SUM_ROWS, start):
         _rows(out, c, "rblock", "rbend")
-        out.write("#pragma omp simd")
-        out.write("for (int64_t i = 0; i < xend - xblock; i++)")
-        out.write("{")
-        with out.indent():
-            for acc in sums:
-                out.write(f"{acc}_t[i] += {acc}_v[i];")
-                out.write(f"{acc}_v[i] = 0;")
-        out.write("}")
+        _simd_over_block(out, [line for acc in sums
+                               for line in (f"{acc}_t[i] += {acc}_v[i];", f"{acc}_v[i] = 0;")])
+
+
+def _simd_over_block(out: Lines, body: list[str]) -> None:
+    """One `omp simd` pass `i` over the block's outputs [xblock, xend)."""
+    out.write("#pragma omp simd")
+    out.write("for (int64_t i = 0; i < xend - xblock; i++)")
+    out.write("{")
+    with out.indent():
+        for line in body:
+            out.write(line)
+    out.write("}")
 
 
 def _rows(out: Lines, c: Columns, start: str, end: str) -> None:

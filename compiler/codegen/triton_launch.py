@@ -47,7 +47,7 @@ class _Launch:
         if run is None or len(args) != self.nargs:
             return self._slow(args, kwargs)
         hook = self.knobs.launch_enter_hook
-        if hook is not None and _hooked(self.knobs):
+        if hook is not None and _hooked(hook):
             return self._slow(args, kwargs)
         for i in self.aligned:
             if args[i].data_ptr() & 15:
@@ -108,9 +108,9 @@ class _Launch:
     proven = False
 
 
-def _hooked(knobs: Any) -> bool:
-    """A launch hook is set (None, or an empty HookChain in newer Tritons, when not)."""
-    hook = knobs.launch_enter_hook
+def _hooked(hook: Any) -> bool:
+    """`knobs.runtime.launch_enter_hook` is set (None, or an empty HookChain in newer
+    Tritons, when not)."""
     return hook is not None and bool(getattr(hook, "calls", True))
 
 
