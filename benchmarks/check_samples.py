@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from kernelscope.compiler import event_types as ev
-from kernelscope.compiler.event_read import EventError, latest, parse_events
+from kernelscope.compiler.events import types as ev
+from kernelscope.compiler.events.read import EventError, latest, parse_events
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -63,8 +63,8 @@ def _back_to_codegen(bundle_path: Path, options: Any) -> dict[str, float]:
 
 
 def measure_stages(name: str, settings: dict[str, Any]) -> dict[str, Any]:
-    from kernelscope.compiler.event_read import parse_event, payload
-    from kernelscope.compiler.event_types import Error
+    from kernelscope.compiler.events.read import parse_event, payload
+    from kernelscope.compiler.events.types import Error
     from kernelscope.compiler.options import CompileOptions
     from kernelscope.compiler.pipeline import run_front
 

@@ -3,7 +3,7 @@
     python -m benchmarks.sweep --json OUT/sweep.json [--only cos_sin,col_sum] [--set shapes]
                                [--profile case,...]
 
-Each variant replaces one of the Triton codegen's rules (compiler/codegen/triton_rules.py:
+Each variant replaces one of the Triton codegen's rules (compiler/codegen/triton/rules.py:
 `block_config` for pointwise and looped reductions, `column_config` for column sums, the
 rule constants such as LSE_STEP) by a fixed choice, or passes compile options
 (attention_to_sdpa), then compiles the suite case afresh (with an empty compile cache of
@@ -40,7 +40,7 @@ def _rule(name: str, override: dict[str, Any] | None) -> Iterator[None]:
     fields on the kernels it decides (looped ones only, for block_config on reductions);
     `override`'s other keys name rule constants of triton_rules (LSE_STEP, ...), set for
     the variant."""
-    from kernelscope.compiler.codegen import triton_rules as tr
+    from kernelscope.compiler.codegen.triton import rules as tr
 
     override = override or {}
     fields = {k: v for k, v in override.items() if k in BLOCK_FIELDS}

@@ -16,8 +16,8 @@ import torch
 import torch.fx
 import torch.utils._pytree as pytree
 
-from kernelscope.compiler.event_types import OutputCheck
-from kernelscope.compiler.events import finite
+from kernelscope.compiler.events.stage import finite
+from kernelscope.compiler.events.types import OutputCheck
 from kernelscope.compiler.options import CompileOptions
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)

@@ -1,12 +1,13 @@
-"""The `kernelscope` command: compile a snippet and print every stage, or serve the UI.
+"""The compiler's commands of `kernelscope`: compile a snippet and print every stage, run the
+back half on a bundle, or run your own script with its compiles recorded. The explorer's
+commands (`serve`, `worker`, `open`) live in server/cli.py; kernelscope/cli.py sends each
+command where it belongs.
 
     kernelscope compile FILE.py [--device cpu|cuda] [--backend cpp|triton]
                                 [--stage NAME] [--json] [--no-fusion] [--inductor]
                                 [--bundle B [--front-only]]
     kernelscope stages B [--device cpu|cuda] [--backend cpp|triton] [--json] [--no-replay] ...
     kernelscope run [--trace-dir DIR] [--all-backends] SCRIPT.py|-m MODULE [ARGS ...]
-    kernelscope open DIR [--server URL] [--db FILE] [--no-serve] [--no-browser]
-    kernelscope serve [--host 127.0.0.1] [--port 8765] [...]  (kernelscope serve --help)
 
 `compile` runs both halves of the pipeline in this process. With `--front-only --bundle B`
 it runs only the front half (the snippet, `source` and `capture`) and writes the capture
@@ -14,8 +15,8 @@ bundle B; `stages B` runs the back half (`lowering` .. `profile`) on it without 
 any of the snippet's code (docs/architecture.md, "Trust boundary").
 
 `run` runs your own script with its torch.compile calls recorded into a trace directory
-(compiler/own_run.py); `open` stores such a directory as a trace with a permalink and
-shows it in the explorer (compiler/open_cmd.py). docs/own-run.md says how.
+(compiler/trace/own_run.py); `kernelscope open` (server/open_cmd.py) stores such a directory
+as a trace with a permalink. docs/own-run.md says how.
 """
 
 from __future__ import annotations
@@ -61,20 +62,6 @@ def _parser() -> argparse.ArgumentParser:
                    help="SCRIPT is a module name, run as python -m would")
     r.add_argument("script")
     r.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
-    o = sub.add_parser("open", help="open a recorded trace directory in the explorer")
-    o.add_argument("dir")
-    o.add_argument("--server", default=None,
-                   help="a running explorer to upload to (default: the local one, "
-                        "http://127.0.0.1:8765, if it answers)")
-    o.add_argument("--db", default=None,
-                   help="with no server running: the trace database to store into "
-                        "(default: kernelscope serve's)")
-    o.add_argument("--no-serve", action="store_true",
-                   help="with no server running: store and print the permalink only")
-    o.add_argument("--no-browser", action="store_true")
-    # Every serve/worker flag (and --help) belongs to server/cli.py: see main().
-    sub.add_parser("serve", help="run the explorer (web UI and API); serve --help for flags")
-    sub.add_parser("worker", help="run compile jobs from a Redis queue; worker --help")
     return p
 
 
@@ -94,25 +81,16 @@ def _common(c: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] in (["serve"], ["worker"]):  # the server's commands live in server/cli.py
-        from kernelscope.server.cli import main as server_main
-
-        return server_main(argv)
     args = _parser().parse_args(argv)
     if args.command == "stages":
         return _stages(args)
     if args.command == "run":
         return _run(args)
-    if args.command == "open":
-        from kernelscope.compiler.open_cmd import open_dir
-
-        return open_dir(args.dir, server=args.server, db=args.db, serve=not args.no_serve,
-                        browser=not args.no_browser)
     return _compile(args)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from kernelscope.compiler import own_run
+    from kernelscope.compiler.trace import own_run
 
     if not args.module and not Path(args.script).is_file():
         print(f"kernelscope run: no such script: {args.script}", file=sys.stderr)
@@ -126,7 +104,7 @@ def _syntax_error(code: str, filename: str, as_json: bool) -> int | None:
     """Report a syntax error before importing torch (which takes seconds)."""
     import ast
 
-    from kernelscope.compiler.events import StageEvent
+    from kernelscope.compiler.events.stage import StageEvent
 
     try:
         ast.parse(code, filename)
@@ -238,7 +216,7 @@ def _print(events: Iterator[Any], args: argparse.Namespace,
 
 def _text(event: Any) -> str:
     """The terminal report of one event, read back from its JSON as any reader would."""
-    from kernelscope.compiler.event_read import parse_event
+    from kernelscope.compiler.events.read import parse_event
     from kernelscope.compiler.report import render
 
     return render(parse_event(event.to_json()))

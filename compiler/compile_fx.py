@@ -19,13 +19,13 @@ import torch.fx
 from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 
 from kernelscope.compiler import dynamo_cache, training
-from kernelscope.compiler import event_types as ev
 from kernelscope.compiler.capture.attention import rewrite_attention
 from kernelscope.compiler.capture.decompositions import decomposition_table
 from kernelscope.compiler.codegen.backend import Backend, GeneratedKernel
 from kernelscope.compiler.codegen.backends import choose_backend, kernel_backends
 from kernelscope.compiler.codegen.wrapper import generate_wrapper
 from kernelscope.compiler.devices import is_gpu
+from kernelscope.compiler.events import types as ev
 from kernelscope.compiler.features import Feature
 from kernelscope.compiler.graph_work import GraphWork, graph_device
 from kernelscope.compiler.ir.handlers import describe, dtype_name
@@ -266,7 +266,7 @@ def build_stage(work: GraphWork, warmup: bool = True) -> ev.CompileGraph:
 
 def _prebuild(work: GraphWork, compiled: loader.CompiledGraph) -> dict[str, Any]:
     """The backend builds the graph's kernels ahead of the first launch, in parallel
-    (codegen/triton_pool.py); empty where nothing builds at a launch."""
+    (codegen/triton/pool.py); empty where nothing builds at a launch."""
     assert work.sched is not None
     dtypes = {name: buf.dtype for name, buf in work.sched.buffers.items()}
     with compiled.backend.first_launch(compiled.path, None):
@@ -359,7 +359,7 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
 
     A graph compiled before comes from the whole-graph cache (runtime/graph_cache.py)
     without lowering..codegen; the CompiledGraph's `graph_cache` says which happened.
-    With `trace` (a trace directory: compiler/trace_dir.py) every stage runs, and `trace`
+    With `trace` (a trace directory: compiler/trace/writer.py) every stage runs, and `trace`
     gets the work, each stage's payload and how long each stage took (ms)."""
     work = GraphWork(gid, gm, list(example_inputs), options, filename, kind=kind,
                      free_outputs=free_outputs)
@@ -458,7 +458,7 @@ def make_backend(options: CompileOptions, filename: str | None = None,
     counter = [0]
     tracer = None
     if options.trace_dir:
-        from kernelscope.compiler.trace_dir import TraceDir
+        from kernelscope.compiler.trace.writer import TraceDir
 
         tracer = TraceDir.open(options.trace_dir, options.to_json())
 

@@ -43,12 +43,12 @@ class CompileOptions:
     matmul: str = "auto"  # matrix products: auto (measured), extern or template
     # threads building a graph's Triton kernels ahead of its first launch (0: one per
     # CPU core, at most 16); set to 2 or more, as many spawned processes (at most 4)
-    # compile them first (codegen/triton_procpool.py: off by default until a GPU has
+    # compile them first (codegen/triton/procpool.py: off by default until a GPU has
     # measured it); 1 builds them one after another, in process
     compile_workers: int = 0  # threads that build a graph's GPU kernels in parallel
     cache_dir: str | None = None  # on-disk compile cache; None: ~/.cache/kernelscope
     # your own run: write each compile's events here, one file per compile
-    # (compiler/trace_dir.py; `kernelscope open DIR` imports them)
+    # (compiler/trace/writer.py; `kernelscope open DIR` imports them)
     trace_dir: str | None = None  # write each compile's trace here (kernelscope open DIR)
     entry: str | None = None  # snippet entry point override
     # False: an op without a lowering (or a case a lowering hands to ATen) makes the graph
@@ -74,7 +74,7 @@ class CompileOptions:
         return max(1, self.compile_workers or min(16, os.cpu_count() or 1))
 
     def compile_processes(self) -> int:
-        """Processes of the compile pool (codegen/triton_procpool.py): workers(), at most
+        """Processes of the compile pool (codegen/triton/procpool.py): workers(), at most
         4: each holds about 340 MB (torch and Triton imported) and a server job's memory
         limit is 4 GiB, which its own process shares."""
         return min(self.workers(), 4)

@@ -35,7 +35,6 @@ from typing import Any, TypeVar
 import torch
 
 from kernelscope.compiler import check, training
-from kernelscope.compiler import event_types as ev
 from kernelscope.compiler.capture.bundle import (
     Bundle,
     BundleError,
@@ -62,7 +61,8 @@ from kernelscope.compiler.compile_fx import (
     schedule_stage,
 )
 from kernelscope.compiler.devices import is_gpu
-from kernelscope.compiler.events import StageEvent
+from kernelscope.compiler.events import types as ev
+from kernelscope.compiler.events.stage import StageEvent
 from kernelscope.compiler.graph_work import GraphWork
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.runtime.cache import cache_root
@@ -82,7 +82,7 @@ class _Seq:
     next: int = 0
 
     def event(self, stage: str, ms: float, data: Any) -> StageEvent:
-        """`data`: the stage's typed payload (compiler/event_types.py), made JSON here; a
+        """`data`: the stage's typed payload (compiler/events/types.py), made JSON here; a
         dict only for what is replayed from a bundle as it was stored."""
         event = StageEvent(self.next, stage, ms, data if isinstance(data, dict)
                            else ev.to_json(data))

@@ -1,7 +1,7 @@
 """Human-readable rendering of StageEvents for the terminal (`kernelscope compile`).
 
-In: typed events (compiler/event_read.py). Each renderer takes its stage's dataclass of
-compiler/event_types.py, so it reads fields the model declares and mypy checks them.
+In: typed events (compiler/events/read.py). Each renderer takes its stage's dataclass of
+compiler/events/types.py, so it reads fields the model declares and mypy checks them.
 Out: the text `kernelscope compile FILE` prints.
 """
 
@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from kernelscope.compiler import event_types as ev
-from kernelscope.compiler.event_read import Event
+from kernelscope.compiler.events import types as ev
+from kernelscope.compiler.events.read import Event
 
 G = TypeVar("G")
 G_co = TypeVar("G_co", covariant=True)

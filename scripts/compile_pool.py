@@ -6,7 +6,7 @@ Triton's interpreter with its offline reports for sm_90 (a CPU host), or on a GP
 
 Each run compiles in a fresh KERNELSCOPE_CACHE with compile_workers as given (default 2)
 and prints the compile stage's time and the pool's own. `--mode thread` leaves the
-process pool out (the threads of codegen/triton_pool.py and the offline child's own).
+process pool out (the threads of codegen/triton/pool.py and the offline child's own).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 CHILD = """
 import sys
-from kernelscope.compiler.codegen.triton_backend import TritonBackend
+from kernelscope.compiler.codegen.triton.backend import TritonBackend
 if sys.argv[1] == "thread":
     TritonBackend.pool_build = lambda self, items: {}
 from kernelscope.compiler.cli import main

@@ -41,8 +41,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from kernelscope.compiler.event_read import data_as, envelope
-from kernelscope.compiler.event_types import JobDone
+from kernelscope.compiler.events.read import data_as, envelope
+from kernelscope.compiler.events.types import JobDone
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -34,7 +34,7 @@ TORCH_SPEC="${KERNELSCOPE_TORCH:-torch==2.13.0}"
 # Versions the test suite was last run with; torch is installed first and alone, so that
 # nothing else can pull a (multi-GB, CUDA) torch of its own choosing.
 RUNTIME_PKGS=(triton==3.9.0 numpy==2.4.6 sympy==1.14.0 flask==3.1.3 pygments==2.20.0
-  gunicorn==27.0.1 gevent==26.9.0  # `kernelscope serve` (gevent workers, server/gworker.py)
+  gunicorn==27.0.1 gevent==26.9.0  # `kernelscope serve` (gevent workers, server/web/gworker.py)
   rq==2.12.0 redis==8.1.0 "psycopg[binary]==3.3.9")  # `--queue redis://`, `--db postgresql://`
 TEST_PKGS=(pytest==9.0.3 pytest-xdist==3.8.0 playwright==1.65.2 ruff==0.17.6 mypy==2.4.1 jsonschema==4.26.0
            expecttest==0.3.0
@@ -67,7 +67,7 @@ apt_install() {
 
 if [ "${KERNELSCOPE_NO_APT:-0}" != "1" ] && command -v apt-get >/dev/null; then
   # g++ builds the C++ backend's kernels; bubblewrap sandboxes the server's jobs, and
-  # libseccomp2 compiles its seccomp filter (server/seccomp.py).
+  # libseccomp2 compiles its seccomp filter (server/sandbox/seccomp.py).
   pkgs=(g++ bubblewrap libseccomp2)
   if [ "$WITH_TEST" = 1 ]; then
     pkgs+=(chromium)  # Playwright drives Debian's /usr/bin/chromium (never `playwright install`)

@@ -5,7 +5,7 @@ configuration (server/config.py), the one extension (server/state.py: the jobs a
 runtime that `build_runtime` makes, server/runtime.py), the security headers, and two
 blueprints: `api` (compile jobs, event streams, traces, samples, health, highlighting)
 and `pages` (the web UI and `/t/<id>`). Compiles never run in this process: each one is a
-sandboxed worker process running the compiler CLI (server/worker.py, server/sandbox.py).
+sandboxed worker process running the compiler CLI (server/jobs/worker.py, server/sandbox/launch.py).
 docs/server.md describes the API, the sandbox and the configuration.
 """
 
@@ -17,10 +17,11 @@ from typing import Any
 
 from flask import Flask
 
-from kernelscope.server import api, headers, pages, state, uploads
+from kernelscope.server import state
 from kernelscope.server.config import default_config
-from kernelscope.server.errors import register_error_handlers
 from kernelscope.server.runtime import build_runtime
+from kernelscope.server.web import api, headers, pages, uploads
+from kernelscope.server.web.errors import register_error_handlers
 
 __all__ = ["create_app", "default_config", "serve"]
 

@@ -1,13 +1,15 @@
-"""`kernelscope serve` and `kernelscope worker`: the explorer's web tier and its queue workers.
+"""`kernelscope serve`, `worker` and `open`: the explorer's web tier, its queue workers, and a
+recorded run opened in it.
 
     kernelscope serve  [--host H] [--port P] [--db FILE|postgresql://...] [--queue redis://...]
                        [--max-jobs N] [--pool N] [--workers N] [--threads N] [--debug] ...
     kernelscope worker --queue redis://... --db postgresql://... [--pool N] ...
+    kernelscope open DIR [--server URL] [--db FILE] [--no-serve] [--no-browser]
 
-`serve` runs the app under gunicorn with gevent workers (server/gworker.py: a greenlet per
+`serve` runs the app under gunicorn with gevent workers (server/web/gworker.py: a greenlet per
 connection, header timeouts, JSON errors, a graceful SIGTERM); `--debug` runs Werkzeug's
 development server instead. `worker` takes jobs from Redis
-through RQ (server/rqworker.py). Both accept `--config FILE.json`, a JSON object of the
+through RQ (server/jobs/rqworker.py). Both accept `--config FILE.json`, a JSON object of the
 configuration keys of docs/server.md, applied before the flags.
 """
 
@@ -77,7 +79,26 @@ def parser() -> argparse.ArgumentParser:
     w.add_argument(
         "--burst", action="store_true", help="exit when the queue is empty (tests, batch runs)"
     )
+    o = sub.add_parser("open", help="open a recorded trace directory in the explorer")
+    o.add_argument("dir")
+    o.add_argument("--server", default=None,
+                   help="a running explorer to upload to (default: the local one, "
+                        "http://127.0.0.1:8765, if it answers)")
+    o.add_argument("--db", default=None,
+                   help="with no server running: the trace database to store into "
+                        "(default: kernelscope serve's)")
+    o.add_argument("--no-serve", action="store_true",
+                   help="with no server running: store and print the permalink only")
+    o.add_argument("--no-browser", action="store_true")
     return p
+
+
+def open_run(args: argparse.Namespace) -> int:
+    from kernelscope.server.open_cmd import open_dir
+
+    code, database = open_dir(args.dir, server=args.server, db=args.db,
+                              serve=not args.no_serve, browser=not args.no_browser)
+    return main(["serve", "--db", database]) if database else code
 
 
 def config_from(args: argparse.Namespace) -> dict[str, Any]:
@@ -132,13 +153,13 @@ def serve(args: argparse.Namespace) -> int:
 
         dev_serve(args.host, args.port, config)
         return 0
-    from kernelscope.server.wsgi import run_gunicorn
+    from kernelscope.server.web.wsgi import run_gunicorn
 
     return run_gunicorn(args.host, args.port, config, args.workers, args.connections)
 
 
 def worker(args: argparse.Namespace) -> int:
-    from kernelscope.server.rqworker import run_worker
+    from kernelscope.server.jobs.rqworker import run_worker
 
     config = config_from(args)
     if not config.get("QUEUE_URL"):
@@ -149,6 +170,8 @@ def worker(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command == "open":
+        return open_run(args)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     try:
         return serve(args) if args.command == "serve" else worker(args)

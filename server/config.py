@@ -37,7 +37,7 @@ def default_config() -> dict[str, Any]:
         webui = Path(__file__).resolve().parent / "static"  # an installed wheel's copy
     return {
         "DATABASE": default_database(),  # an SQLite file, or a postgresql:// URL
-        "QUEUE_URL": None,  # redis://...: jobs go to RQ workers (server/queue.py)
+        "QUEUE_URL": None,  # redis://...: jobs go to RQ workers (server/jobs/remote.py)
         "QUEUE_NAME": "kernelscope",  # the RQ queue (and the Redis key prefix)
         "MAX_JOBS": 2,  # workers running at once
         "QUEUE_SIZE": 8,  # jobs waiting; beyond that POST /api/compile answers 503
@@ -72,7 +72,7 @@ def default_config() -> dict[str, Any]:
         "WARM_IMPORTS": ["torch", "kernelscope.compiler.pipeline", "kernelscope.compiler.cli"],
         "WARM_UP": True,  # warm workers compile a built-in snippet before taking a job
         # A cold job (no warm worker) gets the server's own `source` from the snippet text
-        # at once, before its worker has imported torch (server/early.py).
+        # at once, before its worker has imported torch (server/jobs/early.py).
         "EARLY_SOURCE": True,
         "KERNEL_CACHE": default_kernel_cache(),  # shared across jobs ("" turns it off)
         "ISOLATION": "auto",  # "auto", "bubblewrap" (required) or "rlimits-only"

@@ -18,15 +18,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernelscope.server import cgroups, scratch
 from kernelscope.server.config import default_config, default_spool
-from kernelscope.server.kcache import KernelCache, shared_kernel_cache
-from kernelscope.server.pool import WarmPool
-from kernelscope.server.rows import Store
-from kernelscope.server.sandbox import Limits, SandboxSpec, default_readonly_paths, probe_isolation
-from kernelscope.server.spool import SpoolingStore
-from kernelscope.server.store import is_url, open_store
-from kernelscope.server.worker import WorkerSettings
+from kernelscope.server.jobs.kcache import KernelCache, shared_kernel_cache
+from kernelscope.server.jobs.pool import WarmPool
+from kernelscope.server.jobs.worker import WorkerSettings
+from kernelscope.server.sandbox import cgroups, scratch
+from kernelscope.server.sandbox.launch import (
+    Limits,
+    SandboxSpec,
+    default_readonly_paths,
+    probe_isolation,
+)
+from kernelscope.server.store.rows import Store
+from kernelscope.server.store.spool import SpoolingStore
+from kernelscope.server.store.sqlite import is_url, open_store
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +77,7 @@ def build_settings(cfg: dict[str, Any]) -> WorkerSettings:
     """Probe the sandbox and the cgroups; in strict mode, refuse a host without them."""
     limits = Limits.from_config(cfg)
     if cfg["KERNEL_CACHE"]:
-        # Jobs see the shared kernel cache read-only (server/kcache.py).
+        # Jobs see the shared kernel cache read-only (server/jobs/kcache.py).
         Path(cfg["KERNEL_CACHE"]).mkdir(parents=True, exist_ok=True, mode=0o755)
         cfg["EXTRA_RO_PATHS"] = [*cfg["EXTRA_RO_PATHS"], str(cfg["KERNEL_CACHE"])]
     spec = sandbox_spec(cfg)

@@ -15,14 +15,14 @@ from typing import Any
 
 from flask import Flask, current_app
 
-from kernelscope.server import info
-from kernelscope.server.gates import StreamGate
-from kernelscope.server.headers import CdnScript
-from kernelscope.server.jobs import JobManager, Jobs
-from kernelscope.server.queue import RedisJobManager
-from kernelscope.server.rows import Store
+from kernelscope.server.jobs import info
+from kernelscope.server.jobs.manager import JobManager, Jobs
+from kernelscope.server.jobs.remote import RedisJobManager
+from kernelscope.server.jobs.worker import WorkerSettings, run_job
 from kernelscope.server.runtime import Runtime
-from kernelscope.server.worker import WorkerSettings, run_job
+from kernelscope.server.store.rows import Store
+from kernelscope.server.web.gates import StreamGate
+from kernelscope.server.web.headers import CdnScript
 
 EXTENSION = "kernelscope"
 
@@ -34,7 +34,7 @@ class AppState:
     settings: WorkerSettings
     webui_dir: Path
     samples_dir: Path
-    cdn: CdnScript | None = None  # the one CDN script the page may load (server/headers.py)
+    cdn: CdnScript | None = None  # the one CDN script the page may load (server/web/headers.py)
     streams: StreamGate = field(default_factory=lambda: StreamGate(8, 16))
     # At most one /api/highlight computation at a time (see api.highlight).
     highlight_slot: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(1))

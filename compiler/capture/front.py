@@ -17,7 +17,7 @@ from typing import Any, cast
 
 import torch
 
-import kernelscope.compiler.event_types as ev
+import kernelscope.compiler.events.types as ev
 from kernelscope.compiler.capture.bundle import BundleWriter, snapshot
 from kernelscope.compiler.capture.dynamo import CapturedGraph, Recorder
 from kernelscope.compiler.capture.fxgraph import graph_json, node_lines

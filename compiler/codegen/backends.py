@@ -13,8 +13,8 @@ from collections.abc import Iterable
 
 from kernelscope.compiler.codegen import targets
 from kernelscope.compiler.codegen.backend import Backend
-from kernelscope.compiler.codegen.cpp import CppBackend
-from kernelscope.compiler.codegen.triton_backend import TritonBackend
+from kernelscope.compiler.codegen.cpp.kernel import CppBackend
+from kernelscope.compiler.codegen.triton.backend import TritonBackend
 from kernelscope.compiler.options import CompileOptions
 
 REGISTRY: dict[str, type[Backend]] = {

@@ -20,7 +20,7 @@ import torch
 import torch.fx
 
 from kernelscope.compiler.devices import CPU
-from kernelscope.compiler.event_types import Fallback
+from kernelscope.compiler.events.types import Fallback
 from kernelscope.compiler.features import REFERENCE, Feature, enabled
 from kernelscope.compiler.ir.handlers import OpUseMemo, PrintHandler, call_body, op_uses
 from kernelscope.compiler.ir.indexing import contiguous_strides, dense_strides_like

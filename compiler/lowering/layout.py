@@ -39,7 +39,7 @@ from typing import Any
 import torch
 import torch.fx
 
-from kernelscope.compiler.event_types import LayoutChoice
+from kernelscope.compiler.events.types import LayoutChoice
 
 CONVOLUTION = torch.ops.aten.convolution.default
 CONVOLUTION_BACKWARD = torch.ops.aten.convolution_backward.default

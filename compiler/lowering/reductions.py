@@ -33,7 +33,7 @@ SPLIT_CHUNK = 4096  # elements per row of the first pass: short enough to stay p
 SPLIT_MAX = 4096  # rows of the first pass (= elements the second pass reduces)
 # Column reductions (the loads step along the outputs: x.sum(0), a bias or norm-weight
 # gradient over the tokens): a column kernel runs COLUMN_OUTPUTS outputs a program
-# (codegen/triton_rules.py column_config), so 2304 outputs are 144 programs, one per SM
+# (codegen/triton/rules.py column_config), so 2304 outputs are 144 programs, one per SM
 # of a long loop each (latency bound: ViT's in-projection bias gradient ran at 100
 # GB/s). Split so the first pass has about COLUMN_PROGRAMS programs (8 of 256 threads
 # per SM fill an H200's 132), each reducing at least COLUMN_MIN_CHUNK rows; the number of
@@ -41,7 +41,7 @@ SPLIT_MAX = 4096  # rows of the first pass (= elements the second pass reduces)
 # least half the minimum) is preferred: the first pass then needs no mask, and a producer
 # over the rows fuses into it.
 # Row sums with more outputs than SPLIT_MAX_OUTPUTS but at most ROW_SPLIT_MAX_OUTPUTS
-# (one row a program of 16 warps: 4 per SM, 132 SMs, codegen/triton_rules.py FEW_ROWS)
+# (one row a program of 16 warps: 4 per SM, 132 SMs, codegen/triton/rules.py FEW_ROWS)
 # run as less than one wave; split them toward ROW_SPLIT_PROGRAMS programs, in whole
 # slices of the outermost reduced dim, chunks of at least ROW_SPLIT_MIN_CHUNK.
 ROW_SPLIT_MAX_OUTPUTS = 4 * 132

@@ -9,7 +9,7 @@ extern call's (at the dtype's tolerance) or that fails to build is dropped, with
 the fastest stays. The times are kept on disk (runtime/results.py), keyed by the shapes,
 strides, dtype, device name, the template's source and the tool versions, so a product is
 measured once per machine; in the explorer the server shares them across jobs from the
-back half only (server/kcache.py). "template" takes the first config unmeasured and
+back half only (server/jobs/kcache.py). "template" takes the first config unmeasured and
 "extern" the extern call (deterministic, for tests); where kernels are emulated nothing is
 measured and the extern call stays.
 
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelscope.compiler.codegen.backend import Backend
-from kernelscope.compiler.event_types import TemplateChoice, TemplateSelection
+from kernelscope.compiler.events.types import TemplateChoice, TemplateSelection
 from kernelscope.compiler.ir.nodes import Layout
 from kernelscope.compiler.ir.template import MatmulTemplate, TemplateConfig
 from kernelscope.compiler.lowering.graph import LoweredGraph
@@ -131,6 +131,6 @@ def _lay(lay: Layout) -> list[Any]:
 
 def _template_source() -> str:
     """The template's generator, by content: a changed template is measured again."""
-    here = Path(__file__).resolve().parents[1] / "codegen" / "triton_template.py"
+    here = Path(__file__).resolve().parents[1] / "codegen" / "triton" / "template.py"
     return hashlib.sha256(here.read_bytes()).hexdigest()[:16]
 

@@ -1,4 +1,4 @@
-"""Load a C++ kernel library built by the C++ backend (compiler/codegen/cpp.py).
+"""Load a C++ kernel library built by the C++ backend (compiler/codegen/cpp/kernel.py).
 
 Generated wrapper modules import `load_library`; the g++ build itself belongs to the
 backend.

@@ -8,7 +8,7 @@ dtypes, device name, tool versions, the compiler's source). Out: where the resul
 
 Unlike a wrapper or a C++ source, a result cannot be verified by its content (a time is a
 measurement), so it is only as good as the process that wrote it. In the explorer the
-server shares results across jobs (server/kcache.py, which imports this module: it stays
+server shares results across jobs (server/jobs/kcache.py, which imports this module: it stays
 free of torch) only from the back half, the process of our own code that never ran a
 snippet; a snippet's own cache is never read.
 """

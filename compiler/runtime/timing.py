@@ -24,7 +24,7 @@ class KernelTiming:
     info: dict[str, Any] = field(default_factory=dict)
     events: list[tuple[Any, Any]] = field(default_factory=list)
     # the first launch's arguments (a backend's report may compile the kernel again for
-    # another target with them: compiler/codegen/triton_offline.py)
+    # another target with them: compiler/codegen/triton/offline.py)
     launch: tuple[tuple[Any, ...], dict[str, Any]] | None = None
 
     def elapsed(self) -> list[float]:

@@ -1,5 +1,5 @@
 """Build one Triton wrapper's kernels into a Triton cache folder: the server's trusted
-rebuild for the shared cache (server/tcache.py), run in a fresh sandbox.
+rebuild for the shared cache (server/jobs/tcache.py), run in a fresh sandbox.
 
     python -m kernelscope.compiler.runtime.triton_prebuild graph_<key>.py inputs.json OUT
 
@@ -25,7 +25,7 @@ def main(argv: list[str]) -> int:
     wrapper, inputs, out = Path(argv[0]), Path(argv[1]), Path(argv[2])
     out.mkdir(parents=True, exist_ok=True)
     os.environ["TRITON_CACHE_DIR"] = str(out)  # before Triton reads it
-    from kernelscope.compiler.codegen.triton_backend import TritonBackend
+    from kernelscope.compiler.codegen.triton.backend import TritonBackend
     from kernelscope.compiler.runtime.loader import _import, from_specs
 
     specs = json.loads(inputs.read_text())

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kernelscope.compiler.event_types import FusionDecision
+from kernelscope.compiler.events.types import FusionDecision
 from kernelscope.compiler.ir.handlers import body_vars
 from kernelscope.compiler.ir.index_print import sympy_str
 from kernelscope.compiler.ir.indexing import (

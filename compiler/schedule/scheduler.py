@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kernelscope.compiler.capture.modules import origin_modules
-from kernelscope.compiler.event_types import FusionDecision, ScheduledKernel, SchedulingGraph
+from kernelscope.compiler.events.types import FusionDecision, ScheduledKernel, SchedulingGraph
 from kernelscope.compiler.ir.nodes import Buffer, ExternKernel
 from kernelscope.compiler.ir.opnames import op_short
 from kernelscope.compiler.lowering.graph import LoweredGraph

@@ -9,9 +9,9 @@ own snippets; those are also stored traces under their names (`/t/training`), an
 that does not parse streams a `syntax` error; one containing `raise` streams its `source`
 stage and then an `exception` error in capture, as the compiler would; one containing
 `time.sleep` runs until it is cancelled (POST /api/jobs/<id>/cancel). The option list is
-the real server's (server/options.py). With the `inductor` option, a recorded trace's
+the real server's (server/web/options.py). With the `inductor` option, a recorded trace's
 Inductor comparison is its own `inductor` event, a follow-up as the real server makes it
-(server/followups.py): the stream ends at `done`, which lists it, and the event is then
+(server/jobs/followups.py): the stream ends at `done`, which lists it, and the event is then
 appended to the stored trace (GET /api/traces/<id>/follow-ups). Each captured graph
 streams as a `capture_graph` event ahead of `capture`, as the compiler's front half sends
 them. After POST /stub/hold/<stage> a job's first event of
@@ -38,12 +38,12 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CppLexer, PythonLexer
 
-from kernelscope.compiler.event_schema import json_schema
-from kernelscope.compiler.events import FOLLOW_UPS, PARTS, SCHEMA_VERSION, STAGES, TERMINAL
-from kernelscope.server.early import early_source
-from kernelscope.server.followups import states as follow_up_states
-from kernelscope.server.jobs import JobRequest
-from kernelscope.server.options import parse_options
+from kernelscope.compiler.events.schema import json_schema
+from kernelscope.compiler.events.stage import FOLLOW_UPS, PARTS, SCHEMA_VERSION, STAGES, TERMINAL
+from kernelscope.server.jobs.early import early_source
+from kernelscope.server.jobs.followups import states as follow_up_states
+from kernelscope.server.jobs.manager import JobRequest
+from kernelscope.server.web.options import parse_options
 
 ROOT = Path(__file__).resolve().parents[2]
 WEBUI = ROOT / "webui"
@@ -242,7 +242,7 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
 
     @app.get("/api/options")
     def options() -> Response:
-        from kernelscope.server.options import option_fields
+        from kernelscope.server.web.options import option_fields
 
         return jsonify({"options": option_fields()})
 

@@ -230,7 +230,7 @@ def test_inductor_runs_after_our_result_then_fills_in_its_kernel_times(page: Pag
 
 # -- options ----------------------------------------------------------------------------
 def test_every_option_the_server_lists_is_a_control_with_its_explanation(page: Page) -> None:
-    from kernelscope.server.options import option_fields
+    from kernelscope.server.web.options import option_fields
 
     open_explorer(page)
     page.click("#options-summary")

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from kernelscope.server import highlight as hl
+from kernelscope.server.web import highlight as hl
 
 pytestmark = pytest.mark.browser
 

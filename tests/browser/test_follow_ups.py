@@ -1,8 +1,8 @@
 """What the page shows before the whole result is there. The Inductor comparison is a
-follow-up (server/followups.py): `done` and the permalink arrive with our own result, the
+follow-up (server/jobs/followups.py): `done` and the permalink arrive with our own result, the
 page says Inductor is still running, and both the page that compiled and a permalink
 opened meanwhile fill in Inductor's times once it is stored. A cold job's first `source`
-is the server's (server/early.py). The stub holds a stage until released (order, not
+is the server's (server/jobs/early.py). The stub holds a stage until released (order, not
 timing)."""
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def test_a_follow_up_that_never_came_says_it_did_not_finish(page: Page) -> None:
 def test_a_cold_job_shows_its_code_at_once_and_its_inputs_once_the_snippet_ran(
     page: Page,
 ) -> None:
-    """The server's own `source` (server/early.py) comes while a cold worker imports
+    """The server's own `source` (server/jobs/early.py) comes while a cold worker imports
     torch: the status says so and the lines are the code's; the worker's own `source`
     then gives the entry and its inputs (the stub holds that one until released)."""
     page.set_viewport_size({"width": 1440, "height": 900})

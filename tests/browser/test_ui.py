@@ -31,7 +31,7 @@ from ui import (
     wait_panes_filled,
 )
 
-from kernelscope.compiler.events import STAGES
+from kernelscope.compiler.events.stage import STAGES
 
 pytestmark = pytest.mark.browser
 

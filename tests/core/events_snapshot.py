@@ -27,9 +27,9 @@ SNAPSHOT_STAGES = ("lowering", "scheduling", "memory", "codegen")
 
 
 def _back_events(bundle: Path, options: Any) -> dict[str, Any]:
-    from kernelscope.compiler import event_types as ev
     from kernelscope.compiler import pipeline
     from kernelscope.compiler.capture.bundle import read_bundle
+    from kernelscope.compiler.events import types as ev
 
     run = pipeline._BackRun(read_bundle(bundle), options)
     pipeline._rebuild(run)

@@ -9,8 +9,8 @@ from typing import Any
 
 import jsonschema
 
-from kernelscope.compiler.event_schema import SCHEMA_PATH
-from kernelscope.compiler.events import STAGES
+from kernelscope.compiler.events.schema import SCHEMA_PATH
+from kernelscope.compiler.events.stage import STAGES
 
 
 @functools.lru_cache(maxsize=1)

@@ -162,7 +162,7 @@ def test_triton_on_the_cpu_without_the_interpreter_is_refused_and_leaves_the_env
         "import os\n"
         "import torch._dynamo\n"
         "from kernelscope.compiler.codegen.backends import choose_backend\n"
-        "from kernelscope.compiler.codegen.triton_backend import InterpreterUnavailable\n"
+        "from kernelscope.compiler.codegen.triton.backend import InterpreterUnavailable\n"
         "from kernelscope.compiler.options import CompileOptions\n"
         "backend = choose_backend('triton', 'cpu', CompileOptions())\n"
         "try:\n"

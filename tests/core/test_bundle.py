@@ -221,7 +221,7 @@ def test_a_failing_snippet_bundles_its_error(tmp_path: Path) -> None:
 def test_a_wrong_kernel_fails_run_and_done(tmp_path: Path, monkeypatch: Any) -> None:
     """`run` checks the compiled graph for real: a kernel computing the wrong function
     makes `run` and `done` say so."""
-    from kernelscope.compiler.codegen import cpp
+    from kernelscope.compiler.codegen.cpp import kernel as cpp
 
     monkeypatch.setitem(cpp.OPS.rules, "exp", "std::exp(({0}) * 1.001f)")
     path = tmp_path / "exp.py"

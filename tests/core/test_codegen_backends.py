@@ -10,19 +10,19 @@ import pytest
 import torch
 from ks_helpers import REPO, lower_fn
 
-from kernelscope.compiler.codegen import cpp as cpp_module
 from kernelscope.compiler.codegen import targets
 from kernelscope.compiler.codegen.backends import REGISTRY, backend_names, choose_backend
-from kernelscope.compiler.codegen.cpp import CppBackend
-from kernelscope.compiler.codegen.triton_backend import TritonBackend
-from kernelscope.compiler.codegen.triton_report import compiled_report
+from kernelscope.compiler.codegen.cpp import kernel as cpp_module
+from kernelscope.compiler.codegen.cpp.kernel import CppBackend
+from kernelscope.compiler.codegen.triton.backend import TritonBackend
+from kernelscope.compiler.codegen.triton.report import compiled_report
 from kernelscope.compiler.compile_fx import (
     codegen_stage,
     lower,
     memory_stage,
     schedule_stage,
 )
-from kernelscope.compiler.event_types import to_json
+from kernelscope.compiler.events.types import to_json
 from kernelscope.compiler.graph_work import GraphWork
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.schedule.kinds import KernelKind
@@ -153,7 +153,7 @@ def test_a_node_the_backend_cannot_express_goes_to_aten_with_the_reason(backend:
 def test_the_refusal_check_sees_reductions(monkeypatch: pytest.MonkeyPatch) -> None:
     """Reductions are ops of the backend's table (combine_<type>): a backend without the
     rule leaves that reduction to ATen and says why, as for any other op."""
-    from kernelscope.compiler.codegen import cpp
+    from kernelscope.compiler.codegen.cpp import kernel as cpp
 
     work, event = _work(lambda x: x.prod(-1) + 1, (torch.randn(8, 16),), "cpp")
     assert work.lowered is not None and not work.lowered.fallbacks

@@ -19,9 +19,8 @@ from column_cases import CASES, check
 from ks_helpers import interpreter_case_results, lower_fn
 
 from benchmarks.cases import gelu_bias_grad, mha_inproj_bias_grad
-from kernelscope.compiler.codegen import triton_rules as rules
 from kernelscope.compiler.codegen.backends import choose_backend
-from kernelscope.compiler.codegen.triton import TritonKernel, generate_triton
+from kernelscope.compiler.codegen.triton.kernel import TritonKernel, generate_triton, rules
 from kernelscope.compiler.ir.opnames import op_short
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.schedule.scheduler import schedule

@@ -2,9 +2,9 @@
 
 The chunked second loop over a short row (softmax's exp-sum, layer norm's variance) keeps
 its accumulators in 16 lanes across the chunks and combines them pairwise after the row
-(codegen/cpp_prefetch.py). Before, an `omp simd` reduction per 128-element chunk added its
+(codegen/cpp/prefetch.py). Before, an `omp simd` reduction per 128-element chunk added its
 lanes one by one into the row's total: softmax over rows of 1024 was 2.4x as far from
-float64 as eager (1.9e-7 against 7.7e-8). Column sums: codegen/cpp_columns.py."""
+float64 as eager (1.9e-7 against 7.7e-8). Column sums: codegen/cpp/columns.py."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def test_column_sums_as_accurate_as_eager() -> None:
     """`x.sum(0)` over 2048 rows: each output added its rows in turn into one float, 7x
     as far from float64 as eager's cascade sum (8.5e-7 against 1.2e-7). Rows now go in
     blocks of COLUMN_SUM_ROWS into float lanes, each block's partial into a double."""
-    from kernelscope.compiler.codegen.cpp_columns import COLUMN_SUM_ROWS
+    from kernelscope.compiler.codegen.cpp.columns import COLUMN_SUM_ROWS
 
     torch.manual_seed(0)
     x = torch.randn(2048, 256)
@@ -94,7 +94,7 @@ def test_columns_longer_than_a_chunk_are_still_walked_by_rows() -> None:
     """x.sum(0) over more than SUM_CHUNK rows was a chunked sum per output, down its
     strided column (16384 x 768: 142 ms against eager's 3.3 on one thread); it is the
     column walk, by row parts when it is sums only, by blocks of outputs beside a product."""
-    from kernelscope.compiler.codegen.cpp import SUM_CHUNK
+    from kernelscope.compiler.codegen.cpp.kernel import SUM_CHUNK
 
     torch.manual_seed(4)
     x = torch.randn(SUM_CHUNK + 1000, 40)

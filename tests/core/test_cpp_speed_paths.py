@@ -51,7 +51,7 @@ def test_column_reductions_match_eager(shape: tuple[int, int]) -> None:
 def test_column_blocks_follow_the_threads_and_change_no_result() -> None:
     """The block of outputs is sized at run time (one per thread, at most COLUMN_BLOCK):
     each output still adds its rows in order, so one thread and two give the same bits."""
-    from kernelscope.compiler.codegen.cpp_columns import COLUMN_BLOCK
+    from kernelscope.compiler.codegen.cpp.columns import COLUMN_BLOCK
 
     torch.manual_seed(10)
     x = torch.randn(60, 2 * COLUMN_BLOCK + 904)
@@ -71,11 +71,11 @@ def test_column_blocks_follow_the_threads_and_change_no_result() -> None:
 @pytest.mark.parametrize("shape", [(2048, 1024), (1000, 3000), (9000, 96)])
 def test_row_split_column_sums_are_one_result_on_any_thread_count(
         shape: tuple[int, int]) -> None:
-    """Sums over many rows split the rows in parts fixed by the shape (codegen/cpp_columns.py
+    """Sums over many rows split the rows in parts fixed by the shape (codegen/cpp/columns.py
     row_parts): 1, 2 and 3 threads give the same bits, as close to float64 as eager. Shapes:
     whole parts, a last part of 104 rows with 3000 outputs (two blocks of outputs), and 64
     parts of 160 rows (the cap on parts); a fused producer (gelu's backward) and bf16 too."""
-    from kernelscope.compiler.codegen.cpp_columns import MAX_ROW_PARTS, ROW_PART
+    from kernelscope.compiler.codegen.cpp.columns import MAX_ROW_PARTS, ROW_PART
 
     assert shape[0] >= 2 * ROW_PART and shape[0] // MAX_ROW_PARTS <= 160
     torch.manual_seed(11)
@@ -126,7 +126,7 @@ def test_vector_math_matches_eager() -> None:
 
 
 def test_vector_math_is_declared_for_glibc() -> None:
-    from kernelscope.compiler.codegen.cpp import PRELUDE
+    from kernelscope.compiler.codegen.cpp.kernel import PRELUDE
 
     assert 'simd("notinbranch")' in PRELUDE and "KS_SIMD1(tanhf)" in PRELUDE
 
@@ -217,7 +217,7 @@ def test_two_kept_values_do_not_share_the_output_element() -> None:
 
 def test_long_rows_compute_exp_twice() -> None:
     """Past ROW_KEEP_MAX a row array would not fit the stack: exp is computed again."""
-    from kernelscope.compiler.codegen.cpp import ROW_KEEP_MAX
+    from kernelscope.compiler.codegen.cpp.kernel import ROW_KEEP_MAX
 
     x = torch.randn(2, ROW_KEEP_MAX + 8)
     src = _cpp_source(lambda t: torch.softmax(t, -1), x).split("def call")[0]
@@ -231,7 +231,7 @@ def test_next_row_prefetch_only_where_rows_are_read_again() -> None:
     reads, and the output for writing. A one-loop row sum and rows past PREFETCH_ROW_MAX
     are left alone; the last row prefetches nothing; a row that is not a multiple of the
     chunk ends in a short chunk."""
-    from kernelscope.compiler.codegen.cpp_prefetch import PREFETCH_CHUNK, PREFETCH_ROW_MAX
+    from kernelscope.compiler.codegen.cpp.prefetch import PREFETCH_CHUNK, PREFETCH_ROW_MAX
 
     torch.manual_seed(9)
     norm = lambda t: (t - t.mean(-1, keepdim=True)) * 2  # noqa: E731

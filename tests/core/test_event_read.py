@@ -1,4 +1,4 @@
-"""Python reads events through the dataclasses (compiler/event_read.py): an event dict as
+"""Python reads events through the dataclasses (compiler/events/read.py): an event dict as
 stored or streamed comes back as its stage's payload class, checked against the schema,
 and the readers (the terminal report, benchmarks/check_samples.py) use its attributes, so
 a field renamed in the model fails their type check."""
@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from kernelscope.compiler import event_types as ev
-from kernelscope.compiler.event_read import (
+from kernelscope.compiler.events import types as ev
+from kernelscope.compiler.events.read import (
     Event,
     EventError,
     data_as,
@@ -115,7 +115,7 @@ def test_the_terminal_report_and_the_sample_table_read_typed_events() -> None:
 
 
 def test_an_envelope_reads_what_the_server_holds_without_converting_every_payload() -> None:
-    """The server's reads (server/jobs.py, queue.py, relay.py, ...): the stage, seq, ms and
+    """The server's reads (server/jobs/manager.py, queue.py, relay.py, ...): the stage, seq, ms and
     origin of an event as stored, and the payload of the stages it needs as dataclasses."""
     done = {**_event("done", {"ok": True, "trace_id": "abc", "wall_ms": 3.0}, 7),
             "origin": "server"}
@@ -162,13 +162,12 @@ def mypy_on_renamed_copy(tmp_path: Path, tops: tuple[str, ...], extra: dict[str,
         (tmp_path / folder).mkdir()
         for name in names:
             shutil.copy(ROOT / folder / name, tmp_path / folder / name)
-    model = pkg / "compiler" / "event_types.py"
-    text = model.read_text()
     for cls, (old, new) in renames.items():
-        head, tail = text.split(cls, 1)
+        model = next(p for p in (pkg / "compiler" / "events").glob("*.py")
+                     if f"\n{cls}" in p.read_text())
+        head, tail = model.read_text().split(cls, 1)
         assert old in tail.split("\n\n\n", 1)[0], (cls, old)
-        text = head + cls + tail.replace(old, new, 1)
-    model.write_text(text)
+        model.write_text(head + cls + tail.replace(old, new, 1))
     proc = subprocess.run(
         [sys.executable, "-m", "mypy", "--no-incremental", "--follow-imports=silent",
          "--ignore-missing-imports", *targets],
@@ -196,7 +195,7 @@ def test_a_field_renamed_in_the_model_breaks_the_readers_type_check(tmp_path: Pa
 
 
 # The server's and the scripts' readers, and the `done` fields they read, renamed in a copy.
-SERVER_READERS = ("server/jobs.py", "server/queue.py", "server/followups.py",
+SERVER_READERS = ("server/jobs/manager.py", "server/jobs/remote.py", "server/jobs/followups.py",
                   "scripts/latency.py", "scripts/load.py")
 DONE_RENAMES = {"class Done:": ("    trace_id: str | None = None",
                                 "    permalink: str | None = None"),

@@ -1,5 +1,5 @@
 """The TypeScript event types (webui/types/events.d.ts) are generated from the same schema
-as the Python dataclasses (compiler/event_ts.py): the checked-in file is what the generator
+as the Python dataclasses (compiler/events/ts.py): the checked-in file is what the generator
 prints, so a field added to an event reaches the type checks of both TypeScript readers,
 the web UI's JavaScript and the extension, which use that one file."""
 
@@ -10,15 +10,15 @@ import re
 import subprocess
 from pathlib import Path
 
-from kernelscope.compiler.event_schema import SCHEMA_PATH, json_schema
-from kernelscope.compiler.event_ts import HEADER, ROOT, TS_PATH, generate, ts_type
+from kernelscope.compiler.events.schema import SCHEMA_PATH, json_schema
+from kernelscope.compiler.events.ts import HEADER, ROOT, TS_PATH, generate, ts_type
 
 
 def test_the_checked_in_types_are_generated_from_the_schema() -> None:
     """A schema change that is not regenerated fails here."""
     assert json.loads(SCHEMA_PATH.read_text()) == json_schema()
     assert TS_PATH.read_text() == generate(json_schema()), (
-        f"{TS_PATH.name}: run PYTHONPATH=$PWD python -m kernelscope.compiler.event_ts --write")
+        f"{TS_PATH.name}: run PYTHONPATH=$PWD python -m kernelscope.compiler.events.ts --write")
 
 
 def _tsconfig_includes(path: Path) -> list[Path]:

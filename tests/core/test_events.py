@@ -11,24 +11,24 @@ import pytest
 from ks_helpers import REPO
 from ks_schema import check_event, check_stream
 
-from kernelscope.compiler.event_schema import SCHEMA_PATH, schema_text
-from kernelscope.compiler.events import SCHEMA_VERSION, STAGES
+from kernelscope.compiler.events.schema import SCHEMA_PATH, schema_text
+from kernelscope.compiler.events.stage import SCHEMA_VERSION, STAGES
 
 
 def test_checked_in_schema_is_what_the_model_generates() -> None:
-    """Regenerate with `python -m kernelscope.compiler.event_schema --write` after changing the
+    """Regenerate with `python -m kernelscope.compiler.events.schema --write` after changing the
     model."""
     assert SCHEMA_PATH.read_text() == schema_text()
 
 
 def test_the_event_modules_do_not_import_torch() -> None:
-    code = ("import sys, kernelscope.compiler.events, kernelscope.compiler.event_types; "
+    code = ("import sys, kernelscope.compiler.events.stage, kernelscope.compiler.events.types; "
             "sys.exit('torch' in sys.modules)")
     assert subprocess.run([sys.executable, "-c", code], cwd=REPO).returncode == 0
 
 
 def test_server_uses_the_one_schema_version() -> None:
-    from kernelscope.server import jobs
+    from kernelscope.server.jobs import manager as jobs
 
     assert jobs.SCHEMA_VERSION is SCHEMA_VERSION
     assert json.loads(SCHEMA_PATH.read_text())["x-stages"] == list(STAGES)

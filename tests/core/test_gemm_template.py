@@ -14,7 +14,7 @@ from gemm_cases import CASES
 from ks_helpers import interpreter_case_results
 
 from kernelscope.compiler.capture.dynamo import Recorder
-from kernelscope.compiler.codegen.triton_backend import TritonBackend
+from kernelscope.compiler.codegen.triton.backend import TritonBackend
 from kernelscope.compiler.compile_fx import (
     codegen_stage,
     lower,
@@ -146,7 +146,7 @@ def _measured_graph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, times: dict
 
 def test_measured_choice_is_the_fastest_and_cached(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernelscope.compiler.codegen.triton_template import configs_for
+    from kernelscope.compiler.codegen.triton.template import configs_for
 
     best = configs_for(37, 70, 50)[1].name
     sels, calls = _measured_graph(tmp_path, monkeypatch, {"extern": 0.02, best: 0.01})
@@ -161,7 +161,7 @@ def test_measured_choice_is_the_fastest_and_cached(tmp_path: Path,
 
 
 def test_measured_extern_wins_ties(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernelscope.compiler.codegen.triton_template import configs_for
+    from kernelscope.compiler.codegen.triton.template import configs_for
 
     name = configs_for(37, 70, 50)[0].name
     (first, _), _ = _measured_graph(tmp_path, monkeypatch, {"extern": 0.01, name: 0.01})
@@ -200,13 +200,13 @@ def test_precompile_loads_every_candidate_and_never_raises(tmp_path: Path) -> No
 
 def test_measured_times_reach_a_later_job_through_the_server(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Job 1's back half measures; the server takes its times (server/kcache.py) and
+    """Job 1's back half measures; the server takes its times (server/jobs/kcache.py) and
     links them into job 2's own cache: job 2 measures and builds nothing and makes the
     same choice. A forged entry in job 2's own cache (a snippet's) is not read."""
     from types import SimpleNamespace
 
-    from kernelscope.compiler.codegen.triton_template import configs_for
-    from kernelscope.server.kcache import KernelCache, job_cache
+    from kernelscope.compiler.codegen.triton.template import configs_for
+    from kernelscope.server.jobs.kcache import KernelCache, job_cache
 
     best = configs_for(37, 70, 50)[1].name
     measured: list[str] = []

@@ -12,8 +12,8 @@ import pytest
 import torch
 from ks_helpers import REPO
 
-from kernelscope.compiler.codegen.cpp import CppBackend
-from kernelscope.compiler.codegen.triton_backend import TritonBackend
+from kernelscope.compiler.codegen.cpp.kernel import CppBackend
+from kernelscope.compiler.codegen.triton.backend import TritonBackend
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.pipeline import run_pipeline
 
@@ -81,7 +81,7 @@ def test_gpu_reports_are_made_in_parallel(monkeypatch: pytest.MonkeyPatch) -> No
     import threading
     import types
 
-    from kernelscope.compiler.codegen import triton_backend
+    from kernelscope.compiler.codegen.triton import backend as triton_backend
 
     barrier = threading.Barrier(2, timeout=30)
 

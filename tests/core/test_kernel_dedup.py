@@ -12,7 +12,7 @@ from pathlib import Path
 from ks_helpers import REPO
 
 from kernelscope.compiler.codegen.backend import GeneratedKernel
-from kernelscope.compiler.codegen.triton_backend import kernel_body
+from kernelscope.compiler.codegen.triton.backend import kernel_body
 
 
 def _kernel(name: str, constant: str, origin: str) -> GeneratedKernel:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import torch
 
-from kernelscope.compiler.codegen import triton_launch as launch
-from kernelscope.compiler.codegen.triton_backend import TritonBackend
+from kernelscope.compiler.codegen.triton import launch
+from kernelscope.compiler.codegen.triton.backend import TritonBackend
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.runtime import graphs
 

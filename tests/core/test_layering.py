@@ -21,7 +21,9 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2] / "compiler"
-ORDER = ["ir", "capture", "lowering", "schedule", "codegen", "runtime"]
+ORDER = ["events", "ir", "capture", "lowering", "schedule", "codegen", "runtime"]
+# Packages of driver modules: they sit with compile_fx, pipeline and cli above every package.
+DRIVERS = {"trace"}
 FORBIDDEN = {("codegen", "lowering")}
 
 
@@ -86,6 +88,8 @@ def _known(name: str, modules: dict[str, Path]) -> str | None:
 
 def _package(module: str) -> str | None:
     parts = module.split(".")
+    if len(parts) > 1 and parts[1] in DRIVERS:
+        return None
     return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in ORDER) else None
 
 
@@ -111,7 +115,8 @@ def _shared_modules(graph: dict[str, list[tuple[str, int, bool]]]) -> set[str]:
 
 def test_packages_are_known() -> None:
     found = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()}
-    assert found == set(ORDER), f"add new packages to ORDER in this test: {found ^ set(ORDER)}"
+    known = set(ORDER) | DRIVERS
+    assert found == known, f"add new packages to ORDER or DRIVERS in this test: {found ^ known}"
 
 
 def test_packages_import_only_earlier_packages() -> None:
@@ -203,8 +208,8 @@ def _code_lines(path: Path) -> list[str]:
 def test_no_six_lines_repeat_between_the_triton_and_cpp_generators() -> None:
     """The kernel skeleton lives once, in codegen/kernel.py: the two generators share no
     run of six code lines (blank lines, comments, imports and lone brackets aside)."""
-    triton = _code_lines(ROOT / "codegen" / "triton.py")
-    cpp = _code_lines(ROOT / "codegen" / "cpp.py")
+    triton = _code_lines(ROOT / "codegen" / "triton" / "kernel.py")
+    cpp = _code_lines(ROOT / "codegen" / "cpp" / "kernel.py")
     runs = {tuple(triton[i:i + 6]) for i in range(len(triton) - 5)}
     shared = [cpp[i:i + 6] for i in range(len(cpp) - 5) if tuple(cpp[i:i + 6]) in runs]
     assert len(runs) > 100 and len(cpp) > 100  # both generators were read

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from correctness_cases import _monotone, _special, compare
 from kernelscope.compiler import backend
-from kernelscope.compiler.codegen import triton_rules as rules
+from kernelscope.compiler.codegen.triton import rules
 
 FNS = {"softmax": lambda x: torch.softmax(x, -1), "log_softmax": lambda x: torch.log_softmax(x, -1),
        "cross_entropy": lambda x: F.cross_entropy(x, torch.arange(x.shape[0]) * 7 % x.shape[1])}
@@ -45,7 +45,7 @@ MANY = r"""
 import torch
 from correctness_cases import _special, compare
 from kernelscope.compiler import backend
-from kernelscope.compiler.codegen import triton_rules as rules
+from kernelscope.compiler.codegen.triton import rules
 
 torch.manual_seed(0)
 x = _special(rules.FEW_ROWS + 40, 4500)
@@ -66,7 +66,7 @@ def _run(code: str) -> dict[str, str]:
 
 
 def test_every_lse_step_matches_eager() -> None:
-    from kernelscope.compiler.codegen import triton_rules as rules
+    from kernelscope.compiler.codegen.triton import rules
 
     out = _run(CHILD)
     expected = {f"{s}/{i}/{f}" for s in rules.LSE_STEPS for i in ("special", "monotone")

@@ -2,7 +2,7 @@
 torch.compile of the script (compile, recompile, graph break, the call site and the
 torch.compile call behind each compile; other backends listed, not recorded), and
 `kernelscope open DIR` stores the directory as one trace with a permalink.
-compiler/trace_open.py refuses files outside the format, naming the file."""
+compiler/trace/reader.py refuses files outside the format, naming the file."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from ks_helpers import REPO
 
-from kernelscope.compiler.event_check import event_errors
-from kernelscope.compiler.trace_open import TraceRefused, open_files, read_dir
+from kernelscope.compiler.events.check import event_errors
+from kernelscope.compiler.trace.reader import TraceRefused, open_files, read_dir
 
 SCRIPT = """import sys
 import torch
@@ -42,7 +42,7 @@ ENV = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin", "HOME": "/tmp"}
 
 
 def kernelscope(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "kernelscope.compiler", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "kernelscope", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=600, env=ENV)
 
 
@@ -117,7 +117,7 @@ def test_open_stores_it_with_a_permalink(recorded: tuple[Path, Any], tmp_path: P
     proc = kernelscope("open", str(out), "--db", str(db), "--no-serve", "--no-browser")
     assert proc.returncode == 0, proc.stderr
     ident = proc.stdout.strip().rsplit("/t/", 1)[1]
-    from kernelscope.server.store import TraceStore
+    from kernelscope.server.store.sqlite import TraceStore
 
     trace = TraceStore(db).get(ident)
     assert trace is not None and len(trace["events"][1]["data"]["graphs"]) == 4

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernelscope.compiler.event_read import parse_event
+from kernelscope.compiler.events.read import parse_event
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.pipeline import run_pipeline
 from kernelscope.compiler.report import render
@@ -31,7 +31,7 @@ def test_text_report_renders_every_stage_of_a_cpp_compile() -> None:
 
 
 def test_every_stage_payload_has_a_renderer() -> None:
-    from kernelscope.compiler.event_types import PAYLOADS
+    from kernelscope.compiler.events.types import PAYLOADS
     from kernelscope.compiler.report import RENDER
 
     assert set(RENDER) == set(PAYLOADS.values())

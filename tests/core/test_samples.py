@@ -16,7 +16,7 @@ import variety
 from ks_helpers import REPO, SAMPLES
 from ks_schema import check_stream
 
-from kernelscope.compiler.events import PARTS, STAGES
+from kernelscope.compiler.events.stage import PARTS, STAGES
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.pipeline import run_pipeline
 
@@ -116,7 +116,7 @@ def test_provenance_reaches_kernel_lines() -> None:
 
 def test_a_kernel_that_fails_to_build_is_named(tmp_path: Path, monkeypatch: Any) -> None:
     """A broken C++ kernel: the error event is a build error that names the kernel."""
-    from kernelscope.compiler.codegen import cpp
+    from kernelscope.compiler.codegen.cpp import kernel as cpp
 
     monkeypatch.setitem(cpp.OPS.rules, "exp", "std::no_such_function({0})")
     snippet = tmp_path / "exp.py"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from ks_schema import check_stream
 
-from kernelscope.compiler.events import StageEvent
+from kernelscope.compiler.events.stage import StageEvent
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.pipeline import run_pipeline
 

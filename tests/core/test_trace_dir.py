@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ks_helpers import REPO
 
-from kernelscope.compiler.event_check import event_errors
+from kernelscope.compiler.events.check import event_errors
 
 SCRIPT = """import torch
 

@@ -1,5 +1,5 @@
 """Triton's own stages on a host without a GPU: a kernel the interpreter ran is compiled
-offline for a GPU target (compiler/codegen/triton_offline.py), its TTIR..PTX and SASS
+offline for a GPU target (compiler/codegen/triton/offline.py), its TTIR..PTX and SASS
 carried in the compile event with the same line maps as a GPU's build, and marked with
 the target (`gpu_target`: compiled for it, not run here)."""
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from kernelscope.compiler.codegen.triton_offline import capability, describe_launch, offline_reports
+from kernelscope.compiler.codegen.triton.offline import capability, describe_launch, offline_reports
 
 REPO = Path(__file__).resolve().parents[2]
 

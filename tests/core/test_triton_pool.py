@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from kernelscope.compiler.codegen.triton_pool import PoolKernel, prebuild
+from kernelscope.compiler.codegen.triton.pool import PoolKernel, prebuild
 
 
 class FakeKernel:
@@ -41,7 +41,7 @@ def test_each_distinct_kernel_is_built_once_with_its_launch() -> None:
 
 
 def test_an_emulated_backend_builds_nothing_ahead() -> None:
-    from kernelscope.compiler.codegen.triton_backend import TritonBackend
+    from kernelscope.compiler.codegen.triton.backend import TritonBackend
     from kernelscope.compiler.options import CompileOptions
 
     backend = TritonBackend("cpu", CompileOptions(backend="triton"))

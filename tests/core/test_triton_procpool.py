@@ -1,4 +1,4 @@
-"""The compile pool of processes (compiler/codegen/triton_procpool.py): spawned workers
+"""The compile pool of processes (compiler/codegen/triton/procpool.py): spawned workers
 compile a wrapper's Triton kernels into Triton's on-disk cache, so that the parent's own
 compile of each is a cache hit; a worker that dies or hangs leaves its kernels to the
 parent's compile and the result says so. Compiled for sm_90 (no GPU here), as the offline
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelscope.compiler.codegen.triton_offline import capability
-from kernelscope.compiler.codegen.triton_procpool import CompileJob, CompilePool, fresh_cache
+from kernelscope.compiler.codegen.triton.offline import capability
+from kernelscope.compiler.codegen.triton.procpool import CompileJob, CompilePool, fresh_cache
 
 REPO = Path(__file__).resolve().parents[2]
 KERNEL = '''
@@ -37,7 +37,7 @@ PARENT = '''
 import json, sys
 from pathlib import Path
 from triton import knobs
-from kernelscope.compiler.codegen.triton_offline import _compile, _jit_module
+from kernelscope.compiler.codegen.triton.offline import _compile, _jit_module
 hits = []
 knobs.compilation.listener = lambda **kw: hits.append(kw["cache_hit"])
 _compile(_jit_module(Path(sys.argv[1])).add_one, json.loads(sys.argv[2]), 90)
@@ -110,8 +110,8 @@ def test_the_backend_prebuilds_the_offline_compile_in_the_pool_once(tmp_path: Pa
     import torch
 
     from kernelscope.compiler.codegen.backend import GeneratedKernel
-    from kernelscope.compiler.codegen.triton_backend import TritonBackend
-    from kernelscope.compiler.codegen.triton_offline import offline_cache_dir
+    from kernelscope.compiler.codegen.triton.backend import TritonBackend
+    from kernelscope.compiler.codegen.triton.offline import offline_cache_dir
     from kernelscope.compiler.options import CompileOptions
 
     wrapper = Path(_job(tmp_path, KERNEL).wrapper)
@@ -148,7 +148,7 @@ def test_the_pool_is_off_unless_asked_for_by_name(
     workers on either host (on a GPU host the target would be the device's own)."""
     import triton.runtime
 
-    from kernelscope.compiler.codegen.triton_backend import TritonBackend
+    from kernelscope.compiler.codegen.triton.backend import TritonBackend
     from kernelscope.compiler.options import CompileOptions
 
     monkeypatch.setattr(triton.runtime, "driver", _Hopper)

@@ -40,7 +40,7 @@ def options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", default="auto")
     p.add_argument("--no-fusion", action="store_true")
     p.add_argument("--inductor", action="store_true")
-    p.add_argument("--options")  # further CompileOptions as JSON (server/options.py)
+    p.add_argument("--options")  # further CompileOptions as JSON (server/web/options.py)
 
 
 def front(args: argparse.Namespace) -> dict[str, Any]:

@@ -28,7 +28,7 @@ if str(REPO) not in sys.path:  # `pytest` run without the package installed
 
 from kernelscope.server import create_app  # noqa: E402 - after the sys.path line above
 from kernelscope.server.state import AppState  # noqa: E402 - after the sys.path line above
-from kernelscope.server.streams import parse_sse  # noqa: E402 - after the sys.path line above
+from kernelscope.server.web.streams import parse_sse  # noqa: E402 - after the sys.path line above
 
 FAKE_WORKER = [sys.executable, str(HERE / "fake_worker.py")]
 FAKE_BACK = [*FAKE_WORKER, "stages"]

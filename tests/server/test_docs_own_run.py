@@ -13,6 +13,7 @@ import pytest
 from server_support import REPO
 
 from kernelscope.compiler.cli import _parser
+from kernelscope.server.cli import parser as server_parser
 
 DOC = REPO / "docs" / "own-run.md"
 
@@ -40,5 +41,6 @@ def test_the_page_shows_both_ways_in_and_both_ways_to_open() -> None:
 @pytest.mark.parametrize("line", command_lines())
 def test_every_command_the_page_shows_is_one_the_cli_accepts(line: str) -> None:
     argv = shlex.split(line)[1:]
-    args = _parser().parse_args(argv)  # exits (SystemExit) on anything it does not accept
+    parse = server_parser() if argv[:1] == ["open"] else _parser()
+    args = parse.parse_args(argv)  # exits (SystemExit) on anything it does not accept
     assert args.command in ("run", "open")

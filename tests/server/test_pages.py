@@ -1,4 +1,4 @@
-"""server/pages.py: the web UI's files compressed and cached, pages for permalinks and diffs,
+"""server/web/pages.py: the web UI's files compressed and cached, pages for permalinks and diffs,
 and the page's own not-found view for paths that name nothing."""
 
 from __future__ import annotations

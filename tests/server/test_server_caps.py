@@ -19,7 +19,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from server_support import REPO, AppFactory, compile_events, first_error, state, submit
 
-from kernelscope.server.inputs import sanitize
+from kernelscope.server.jobs.inputs import sanitize
 
 # The fake worker runs the snippet with sys.stdout on the event channel (the real compiler
 # redirects it): these snippets write straight to that channel, as a forger who found it
@@ -238,7 +238,7 @@ def test_serve_help_lists_every_flag_the_docs_name() -> None:
     named = set(re.findall(r"--[a-z][a-z-]*", " ".join(usage)))
     assert {"--max-jobs", "--timeout", "--isolation"} <= named
     done = subprocess.run(
-        [sys.executable, "-m", "kernelscope.compiler", "serve", "--help"],
+        [sys.executable, "-m", "kernelscope", "serve", "--help"],
         capture_output=True, text=True, timeout=60, cwd=REPO,
         env={"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"},
     )

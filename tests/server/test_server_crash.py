@@ -30,7 +30,7 @@ from server_support import (
     wait_until,
 )
 
-from kernelscope.server.streams import parse_sse
+from kernelscope.server.web.streams import parse_sse
 
 SLOW = "# fake-sleep: 1.0\nx = {n}\n"
 

@@ -21,7 +21,7 @@ from server_support import (
     submit,
 )
 
-from kernelscope.compiler.events import STAGES as STAGES_IN_ORDER
+from kernelscope.compiler.events.stage import STAGES as STAGES_IN_ORDER
 from kernelscope.server import create_app
 
 pytestmark = needs_real_cli

@@ -1,11 +1,11 @@
-"""The server and its scripts read events through compiler/event_read.py: `envelope(e)` for
+"""The server and its scripts read events through compiler/events/read.py: `envelope(e)` for
 an event's stage, seq, ms and origin, `data_as(event, JobDone)` for a stage's payload as its
 dataclass. Reading a stored event as a raw dict (`e["stage"]`, `event["data"].get("ok")`)
-would be a second, untyped reader: a field renamed in the model (compiler/event_types.py)
+would be a second, untyped reader: a field renamed in the model (compiler/events/types.py)
 would pass mypy there and break at run time.
 
 The check reads the source as text; a write (`event["origin"] = origin`) is not a read, and
-the relay's worker channel (bytes from a sandbox, parsed by server/inputs.py) has no events
+the relay's worker channel (bytes from a sandbox, parsed by server/jobs/inputs.py) has no events
 yet, only a JSON object to take them from.
 """
 
@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SCANNED = [*sorted((ROOT / "server").glob("*.py")), ROOT / "scripts" / "latency.py",
+SCANNED = [*sorted((ROOT / "server").rglob("*.py")), ROOT / "scripts" / "latency.py",
            ROOT / "scripts" / "load.py"]
 _FIELD = r"""["'](?:stage|data|ms|seq|origin)["']"""
 RAW_READ = re.compile(rf"""\[\s*{_FIELD}\s*\](?!\s*=[^=])|\.get\(\s*{_FIELD}""")

@@ -34,7 +34,7 @@ from server_support import (
 )
 
 from kernelscope.server.config import default_config
-from kernelscope.server.streams import parse_sse
+from kernelscope.server.web.streams import parse_sse
 
 needs_pg = pytest.mark.skipif(not POSTGRES_URL, reason="KERNELSCOPE_TEST_POSTGRES not set")
 needs_redis = pytest.mark.skipif(not REDIS_URL, reason="KERNELSCOPE_TEST_REDIS not set")
@@ -75,7 +75,7 @@ def test_postgres_down_mid_job_spools_the_trace_and_old_permalinks_answer_503(
 
 @needs_pg
 def test_migrations_run_once_when_everything_starts_at_once() -> None:
-    from kernelscope.server.pgstore import PostgresTraceStore
+    from kernelscope.server.store.postgres import PostgresTraceStore
 
     for round_ in range(3):
         tag = f"race{os.getpid()}_{round_}_{time.monotonic_ns()}"

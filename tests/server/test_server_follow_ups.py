@@ -1,4 +1,4 @@
-"""Follow-ups (server/followups.py): `done`, and so the permalink, never waits for the
+"""Follow-ups (server/jobs/followups.py): `done`, and so the permalink, never waits for the
 Inductor comparison; its event is appended to the stored trace after `done`, and one
 that cannot finish is stored as such.
 
@@ -17,8 +17,8 @@ import pytest
 from flask.testing import FlaskClient
 from server_support import AppFactory, state, stream, submit, wait_until
 
-from kernelscope.server.followups import states
-from kernelscope.server.store import TraceStore
+from kernelscope.server.jobs.followups import states
+from kernelscope.server.store.sqlite import TraceStore
 
 ALL_BACKENDS = True
 
@@ -171,10 +171,10 @@ def test_a_follow_up_past_its_time_without_its_event_reads_lost(tmp_path: Path) 
 
 
 def test_a_follow_up_is_spooled_while_the_database_is_down(tmp_path: Path) -> None:
-    """Like a trace (server/spool.py): held on disk, served at once, written once the
+    """Like a trace (server/store/spool.py): held on disk, served at once, written once the
     database answers again, after its trace."""
-    from kernelscope.server.rows import StoreUnavailable
-    from kernelscope.server.spool import SpoolingStore
+    from kernelscope.server.store.rows import StoreUnavailable
+    from kernelscope.server.store.spool import SpoolingStore
 
     class Flaky(TraceStore):
         down = True

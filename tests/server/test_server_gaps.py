@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from server_support import AppFactory, compile_events, first_error, state
 
-from kernelscope.server.cgroups import JobCgroup
 from kernelscope.server.cli import parser, serve_config
 from kernelscope.server.runtime import LimitsUnavailable
+from kernelscope.server.sandbox.cgroups import JobCgroup
 
 PROBE = '''
 import errno, os, socket
@@ -84,7 +84,7 @@ def test_the_startup_sweep_removes_stale_job_cgroups(make_app: AppFactory, tmp_p
     import os
     import time
 
-    from kernelscope.server.cgroups import sweep
+    from kernelscope.server.sandbox.cgroups import sweep
 
     app = make_app()
     support = state(app).settings.isolation.cgroups

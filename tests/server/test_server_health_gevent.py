@@ -22,7 +22,8 @@ REPO = Path(__file__).resolve().parents[2]
 
 PROGRAM = r"""
 import sys
-from kernelscope.server import create_app, info   # imported before patching, as in gunicorn
+from kernelscope.server import create_app
+from kernelscope.server.jobs import info   # imported before patching, as in gunicorn
 from gevent import monkey
 monkey.patch_all()
 import gevent

@@ -20,7 +20,7 @@ from server_support import (
     wait_until,
 )
 
-from kernelscope.server.kcache import KernelCache, content_key, job_cache, versions_key
+from kernelscope.server.jobs.kcache import KernelCache, content_key, job_cache, versions_key
 
 
 def _kcache(app) -> KernelCache:  # type: ignore[no-untyped-def]
@@ -45,7 +45,7 @@ def test_versions_come_from_the_packages_source_not_their_metadata(
     """Regression: the server read versions from distribution metadata, which can carry a
     local tag the package's `__version__` (what the compiler reads) lacks; then every
     wrapper a job made was rejected and nothing was shared."""
-    from kernelscope.server.kcache import _version
+    from kernelscope.server.jobs.kcache import _version
 
     package = tmp_path / "tritonlike"
     package.mkdir()
@@ -63,8 +63,8 @@ def test_versions_come_from_the_packages_source_not_their_metadata(
 
 
 def test_rebuild_uses_the_backend_flags() -> None:
-    from kernelscope.compiler.codegen import cpp
-    from kernelscope.server.kcache import compiler_flags
+    from kernelscope.compiler.codegen.cpp import kernel as cpp
+    from kernelscope.server.jobs.kcache import compiler_flags
 
     assert compiler_flags(REPO) == (cpp.CXX, cpp.FLAGS)
 

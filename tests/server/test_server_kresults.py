@@ -1,4 +1,4 @@
-"""Results shared across jobs (server/kcache.py): a GEMM choice's measured times and a
+"""Results shared across jobs (server/jobs/kcache.py): a GEMM choice's measured times and a
 kernel's build report are taken only from a back half's cache under bubblewrap, only in
 their kind's shape, and a later job reads them (compiler/runtime/results.py)."""
 
@@ -22,7 +22,7 @@ from server_support import (
     wait_until,
 )
 
-from kernelscope.server.kcache import KernelCache, job_cache
+from kernelscope.server.jobs.kcache import KernelCache, job_cache
 
 KEY = "0123456789abcdef0123"
 TIMES = {"ms": {"extern": 0.04, "64x64x32_g8_s3_w4": 0.03}, "errors": {}}

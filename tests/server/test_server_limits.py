@@ -41,7 +41,7 @@ from server_support import (
 )
 
 from kernelscope.server import create_app
-from kernelscope.server.scratch import PREFIX, remove_tree
+from kernelscope.server.sandbox.scratch import PREFIX, remove_tree
 
 Events = list[dict[str, Any]]
 STAGES = ["source", "capture", "lowering", "scheduling", "memory", "codegen", "compile", "run",
@@ -302,7 +302,7 @@ def test_cleanup_never_follows_a_link() -> None:
     os.lchown(job / "locked" / "link", 65534, 65534)
     (job / "locked").chmod(0o500)  # unwritable: the link cannot be unlinked until repaired
     tmp_path.chmod(0o777)
-    module = Path(__file__).resolve().parents[2] / "server" / "scratch.py"
+    module = Path(__file__).resolve().parents[2] / "server" / "sandbox" / "scratch.py"
     script = (
         "import importlib.util, pathlib\n"
         f"spec = importlib.util.spec_from_file_location('scratch', {str(module)!r})\n"

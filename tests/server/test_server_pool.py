@@ -29,9 +29,9 @@ from server_support import (
     wait_until,
 )
 
-from kernelscope.compiler.event_check import event_errors
+from kernelscope.compiler.events.check import event_errors
 from kernelscope.server.cli import parser
-from kernelscope.server.streams import parse_sse
+from kernelscope.server.web.streams import parse_sse
 
 # Says which process it ran in (its start time: pids repeat across pid namespaces) and
 # whether an earlier snippet ran in that process before (it leaves a mark in builtins).
@@ -81,7 +81,7 @@ def test_a_warm_worker_runs_the_same_events_as_a_cold_one(make_app: AppFactory) 
     warm_app = make_app(WARM_POOL=1)
     assert state(warm_app).jobs.pool.wait_ready(1, timeout=30)
     warm = compile_events(warm_app.test_client(), "y = 3\n")
-    # The cold job's first event is the server's own `source` (server/early.py, while the
+    # The cold job's first event is the server's own `source` (server/jobs/early.py, while the
     # worker imports torch); after it, the same events as the warm job's.
     assert cold[0]["stage"] == "source" and cold[0]["origin"] == "server"
     strip = lambda evs: [e["stage"] for e in evs]  # noqa: E731
@@ -139,7 +139,7 @@ def test_cancel_a_queued_job_never_starts_it(make_app: AppFactory) -> None:
 def test_serve_help_lists_every_flag() -> None:
     text = parser().format_help()
     serve = subprocess.run(
-        [sys.executable, "-m", "kernelscope.compiler", "serve", "--help"],
+        [sys.executable, "-m", "kernelscope", "serve", "--help"],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -152,7 +152,7 @@ def test_serve_help_lists_every_flag() -> None:
     ):  # fmt: skip
         assert flag in serve.stdout, flag
     worker = subprocess.run(
-        [sys.executable, "-m", "kernelscope.compiler", "worker", "--help"],
+        [sys.executable, "-m", "kernelscope", "worker", "--help"],
         capture_output=True,
         text=True,
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -244,7 +244,7 @@ def test_the_warm_up_covers_the_gpu_where_there_is_one(monkeypatch: pytest.Monke
     # compile stage while the warm-up compiled on the CPU only.
     import torch
 
-    import kernelscope.server.warm as warm
+    import kernelscope.server.jobs.warm as warm
     from kernelscope.compiler.options import CompileOptions
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)

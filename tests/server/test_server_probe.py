@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelscope.server import sandbox
-from kernelscope.server.sandbox import BUSY, Isolation, Limits, SandboxSpec
+from kernelscope.server.sandbox import launch as sandbox
+from kernelscope.server.sandbox.launch import BUSY, Isolation, Limits, SandboxSpec
 
 ISO = Isolation("rlimits-only")
 SPEC = SandboxSpec(readonly=())

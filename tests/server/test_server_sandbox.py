@@ -41,7 +41,7 @@ from server_support import (
 )
 
 from kernelscope.server import create_app
-from kernelscope.server.worker import scratch_exceeded
+from kernelscope.server.jobs.worker import scratch_exceeded
 
 WORKER = REAL_WORKER if REAL_CLI_PRESENT else FAKE_WORKER
 # The loop and the fork bomb must outlast the compiler's start (torch import) and then hit

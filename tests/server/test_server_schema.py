@@ -6,8 +6,8 @@ import json
 
 from flask.testing import FlaskClient
 
-from kernelscope.compiler.event_schema import SCHEMA_PATH
-from kernelscope.compiler.events import SCHEMA_VERSION, STAGES
+from kernelscope.compiler.events.schema import SCHEMA_PATH
+from kernelscope.compiler.events.stage import SCHEMA_VERSION, STAGES
 
 
 def test_schema_route_serves_the_checked_in_schema(client: FlaskClient) -> None:

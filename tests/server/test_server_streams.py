@@ -11,13 +11,13 @@ from flask import Flask
 from flask.testing import FlaskClient
 from server_support import AppFactory, compile_events, state, stream, submit
 
-from kernelscope.compiler.event_read import Event
-from kernelscope.compiler.events import STAGES as PIPELINE_STAGES
-from kernelscope.server.jobs import Job, JobRequest
-from kernelscope.server.sandbox import Limits
-from kernelscope.server.store import TraceStore, trace_id
-from kernelscope.server.streams import parse_sse
-from kernelscope.server.worker import explain, normalize, parse_event
+from kernelscope.compiler.events.read import Event
+from kernelscope.compiler.events.stage import STAGES as PIPELINE_STAGES
+from kernelscope.server.jobs.manager import Job, JobRequest
+from kernelscope.server.jobs.worker import explain, normalize, parse_event
+from kernelscope.server.sandbox.launch import Limits
+from kernelscope.server.store.sqlite import TraceStore, trace_id
+from kernelscope.server.web.streams import parse_sse
 
 ALL_BACKENDS = True  # every test runs on each back-end (server_support.BACKENDS)
 

@@ -1,6 +1,6 @@
-"""Triton's compiled kernels in the shared kernel cache (server/tcache.py): only what the
+"""Triton's compiled kernels in the shared kernel cache (server/jobs/tcache.py): only what the
 server's own sandbox built from a verified wrapper gets in, under that wrapper's name, and
-a job reaches only the entries of the wrappers it loads (compiler/codegen/triton_cache.py).
+a job reaches only the entries of the wrappers it loads (compiler/codegen/triton/cache.py).
 Nothing Triton wrote in a job is ever taken."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from server_support import AppFactory, state
 
-from kernelscope.compiler.codegen.triton_cache import graph_triton_cache
-from kernelscope.server.kcache import KernelCache, content_key, job_cache
-from kernelscope.server.tcache import install, wants_prebuild
+from kernelscope.compiler.codegen.triton.cache import graph_triton_cache
+from kernelscope.server.jobs.kcache import KernelCache, content_key, job_cache
+from kernelscope.server.jobs.tcache import install, wants_prebuild
 
 # One entry of Triton 3.6's cache as the H200 run left it (names as recorded there).
 HASH = "4FGT5VTDPB3PAWAM2MWDQASQJLVI6QKR6JNHXFJ6RC7TW7EBAKRQ"

@@ -20,8 +20,8 @@ from server_support import (
     state,
 )
 
-from kernelscope.server.jobs import JobRequest
-from kernelscope.server.trust import STRING_CAP, StageOrigin, conform_payload
+from kernelscope.server.jobs.manager import JobRequest
+from kernelscope.server.jobs.trust import STRING_CAP, StageOrigin, conform_payload
 
 ALL_BACKENDS = False
 
@@ -122,7 +122,7 @@ def test_a_worker_runs_only_its_own_task_whatever_redis_holds(
         "os.system", f"touch {marker}")
     Queue(ns, connection=conn).enqueue("os.system", f"touch {marker}-pickle")
     Queue(ns, connection=conn, serializer=JSONSerializer).enqueue(
-        "kernelscope.server.rqworker.execute", "other-queue", "x" * 12)
+        "kernelscope.server.jobs.rqworker.execute", "other-queue", "x" * 12)
     time.sleep(3)
     assert not marker.exists() and not Path(f"{marker}-pickle").exists()
     # The worker survived them and still runs real jobs.

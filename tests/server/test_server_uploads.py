@@ -166,7 +166,7 @@ def test_the_store_only_grows(app: Any, files: list[dict[str, str]], tmp_path: P
 
 def test_one_upload_is_opened_at_a_time(app: Any, files: list[dict[str, str]]) -> None:
     """Opening runs in a child process, UPLOAD_SLOTS at a time: beyond that, 503."""
-    from kernelscope.server.uploads import SLOT
+    from kernelscope.server.web.uploads import SLOT
 
     client = app.test_client()
     slot = app.extensions[SLOT]

@@ -10,7 +10,7 @@
 /** @typedef {import("../types/events").ScheduledKernel & { gid: number }} TraceKernel */
 
 // Stage names, in order, as the server publishes them (GET /api/schema, generated from
-// compiler/event_types.py); filled in place by loadStages() before the panes are built.
+// compiler/events/types.py); filled in place by loadStages() before the panes are built.
 // FOLLOW_UPS come after our own result, when asked for (`inductor`).
 /** @type {StageName[]} */
 export const STAGES = [];

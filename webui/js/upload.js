@@ -7,7 +7,7 @@
 import { h, clear } from "./dom.js";
 import { uploadTrace } from "./api.js";
 
-export const MAX_FILES = 1000; // as the server (compiler/trace_open.py)
+export const MAX_FILES = 1000; // as the server (compiler/trace/reader.py)
 export const MAX_BYTES = 32 << 20; // the server's default UPLOAD_LIMIT_MB
 const VERSION_KEYS = ["python", "torch", "triton", "kernelscope"];
 

@@ -1,0 +1,300 @@
+"""The Triton backend: the object the driver asks about Triton kernels (compiler/codegen/
+backend.py), on CUDA and, when asked for on a CPU-only host, under the Triton interpreter.
+
+It hands pointwise and reduction plans to compiler/codegen/triton/kernel.py and GEMM template
+plans to compiler/codegen/triton/template.py, and writes the wrapper's prelude (Triton's
+imports and the helpers the kernels call).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from kernelscope.compiler.codegen import targets
+from kernelscope.compiler.codegen.backend import Backend, BuildResult, GeneratedKernel, Launch
+from kernelscope.compiler.codegen.mathops import TRITON_MATH_HELPERS
+from kernelscope.compiler.codegen.optable import OpTable
+from kernelscope.compiler.codegen.triton import launch as triton_launch
+from kernelscope.compiler.codegen.triton.cache import graph_triton_cache
+from kernelscope.compiler.codegen.triton.kernel import INTERPRET_OPS, OPS, generate_triton
+from kernelscope.compiler.codegen.triton.offline import (
+    capability,
+    offline_cache_dir,
+    offline_reports,
+)
+from kernelscope.compiler.codegen.triton.pool import PoolKernel, prebuild
+from kernelscope.compiler.codegen.triton.procpool import POOLS, CompileJob, fresh_cache
+from kernelscope.compiler.codegen.triton.report import compiled_report
+from kernelscope.compiler.codegen.triton.template import (
+    configs_for,
+    generate_template,
+    template_launch,
+    template_node,
+)
+from kernelscope.compiler.features import Feature
+from kernelscope.compiler.ir.template import TemplateConfig
+from kernelscope.compiler.schedule.kinds import KernelKind
+from kernelscope.compiler.schedule.plan import KernelPlan
+
+TRITON_IMPORTS = """import triton
+import triton.language as tl
+try:
+    from triton.language.extra import libdevice
+except ImportError:  # older Triton
+    from triton.language.extra.cuda import libdevice
+
+
+@triton.jit
+def _prod(a, b):
+    return a * b
+
+
+@triton.jit
+def _upow(base, exp):
+    # Integer power by squaring (exp >= 0), wrapping as torch's does.
+    b = base + exp * 0
+    e = exp + base * 0
+    result = b * 0 + 1
+    for _ in range(64):
+        result = tl.where((e & 1) != 0, result * b, result)
+        e = e >> 1
+        b = b * b
+    return result
+
+
+@triton.jit
+def _ipow(base, exp):
+    # A negative exponent follows torch's rule for integers: 1 for base 1, +-1 for base -1,
+    # 0 for every other base.
+    b = base + exp * 0
+    e = exp + base * 0
+    result = _upow(b, tl.where(e < 0, 0, e))
+    unit = tl.where((e & 1) != 0, b, b * b)  # (-1) ** e, where b is -1
+    small = tl.where(b == 1, b, tl.where(b == -1, unit, b * 0))
+    return tl.where(e < 0, small, result)
+""" + TRITON_MATH_HELPERS
+
+
+class InterpreterUnavailable(RuntimeError):
+    pass
+
+
+def check_interpreter() -> None:
+    """Triton kernels on the CPU run under the Triton interpreter, which Triton takes on
+    when it is imported (torch._dynamo imports it): the process must start with
+    TRITON_INTERPRET=1 (targets.emulator_env; the kernelscope command and the server's
+    workers set it from the job's options). Nothing here changes the environment."""
+    import triton.language as tl
+
+    if type(tl.sigmoid).__name__ != "InterpretedFunction":
+        raise InterpreterUnavailable(
+            "Triton kernels on the CPU run under the Triton interpreter, but Triton was "
+            "imported without it: start the process with TRITON_INTERPRET=1 in its "
+            "environment (the kernelscope command does so for --backend triton on a CPU)")
+
+
+def _interpreter_asserts() -> None:
+    """The interpreter runs `tl.device_assert` only when its builder is in debug mode
+    (compiled kernels take `debug=True` from their decorator; the interpreter ignores it)."""
+    from triton.runtime import interpreter
+
+    builder = interpreter.interpreter_builder
+    if not builder.options.debug:
+        builder.options = dataclasses.replace(builder.options, debug=True)
+
+
+def kernel_body(kernel: GeneratedKernel) -> str:
+    """A kernel's source without its name and its comment lines (which name the buffers,
+    FX nodes and source lines it came from): two kernels with one body compute the same."""
+    return "\n".join(line for line in kernel.source.replace(kernel.name, "KERNEL").splitlines()
+                     if not line.lstrip().startswith("#"))
+
+
+class TritonBackend(Backend):
+    """Triton on CUDA; on a CPU-only host, when asked for, under the Triton interpreter."""
+
+    target = targets.by_name("triton")
+    # Triton pointers may alias (an input's update in place); the "logsumexp" reduction is
+    # triton.py's reduce(); the GEMM template is codegen/triton/template.py.
+    features = frozenset({Feature.SPLIT_REDUCTIONS, Feature.WRITES_OVER_INPUTS,
+                          Feature.ONLINE_SOFTMAX, Feature.MATMUL_TEMPLATES})
+
+    def after_import(self, module: ModuleType, kernels: list[str]) -> None:
+        if not self.emulated:  # the interpreter keeps the JIT path, which it implements
+            triton_launch.install(module, kernels)
+
+    def cache_identity(self) -> dict[str, str]:
+        return {**super().cache_identity(),
+                "interpret": os.environ.get("TRITON_INTERPRET", "")}
+
+    def op_table(self) -> OpTable:
+        return INTERPRET_OPS if self.emulated else OPS
+
+    def kernel_prefix(self, kind: KernelKind, rnumel: int) -> str:
+        if kind.reduces and rnumel <= self.options.persistent_rblock:
+            return "triton_per"
+        return super().kernel_prefix(kind, rnumel)
+
+    def template_configs(self, m: int, n: int, k: int, dtype: torch.dtype
+                         ) -> list[TemplateConfig]:
+        return configs_for(m, n, k)
+
+    def template_kernel(self, plan: KernelPlan, header: list[str], config: TemplateConfig
+                        ) -> GeneratedKernel:
+        t = generate_template(plan, header, config, self.emulated)
+        return GeneratedKernel(t.name, t.source, t.line_map, t.args,
+                               template_launch(t, config.num_stages),
+                               {"grid": list(t.grid), **config.to_json()})
+
+    def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:
+        if plan.kind is KernelKind.TEMPLATE:
+            config = template_node(plan).chosen
+            assert config is not None, "a template plan without a chosen config"
+            return self.template_kernel(plan, header, config)
+        k = generate_triton(plan, header, self.options.persistent_rblock, self.emulated,
+                            self.options.debug_index_asserts)
+        meta = "".join(f", {m}={v}" for m, v in k.meta.items())
+        launch = (f"{k.name}[{k.grid}]({', '.join(k.args)}, {', '.join(map(str, k.numels))}"
+                  f"{meta}, num_warps={k.num_warps})")
+        return GeneratedKernel(k.name, k.source, k.line_map, k.args, launch,
+                               {"grid": list(k.grid), **k.meta, "num_warps": k.num_warps,
+                                "numels": list(k.numels)})
+
+    def prebuild(self, module: ModuleType, kernels: list[GeneratedKernel],
+                 dtypes: dict[str, torch.dtype], workers: int) -> dict[str, Any]:
+        # The graph's kernels go to the process pool first (workers != 1: the caller did
+        # not ask for one build in process) where its Triton cache is still empty: a
+        # wrapper built before is all cache hits, which starts no workers.
+        pool = {}
+        if (workers != 1 and kernels and self._pool_capability() is not None
+                and fresh_cache(self._pool_cache_dir(module))):
+            pool = self.pool_build([(module, kernels, dtypes)])
+        if self.emulated:  # the interpreter builds nothing
+            return {"pool": pool} if pool else {}
+        launches = [PoolKernel(k.name, [("ptr", dtypes[a]) for a in k.args]
+                               + [("int", n) for n in k.config.get("numels", [])],
+                               tuple(k.config["grid"]),
+                               {m: v for m, v in k.config.items() if m not in ("grid", "numels")})
+                    for k in kernels]
+        out = prebuild(module, launches, workers or self.options.workers())
+        return {**out, "pool": pool} if pool else out
+
+    def pool_build(self, items: list[tuple[ModuleType, list[GeneratedKernel],
+                                           dict[str, torch.dtype]]]) -> dict[str, Any]:
+        workers = self.options.compile_processes()
+        cap = self._pool_capability()
+        if workers < 2 or cap is None:
+            return {}
+        jobs: list[CompileJob] = []
+        for module, kernels, dtypes in items:
+            seen: set[int] = set()
+            for k in kernels:
+                fn = getattr(module, k.name, None)
+                if fn is None or id(fn) in seen:  # an alias of a kernel is built once
+                    continue
+                seen.add(id(fn))
+                args: list[Any] = [{"dtype": str(dtypes[a]).removeprefix("torch."),
+                                    "address": 0} for a in k.args]  # 16-byte aligned
+                kwargs = {m: v for m, v in k.config.items() if m not in ("grid", "numels")}
+                jobs.append(CompileJob(str(module.__file__), k.name,
+                                       {"args": args + list(k.config.get("numels", [])),
+                                        "kwargs": kwargs},
+                                       cap, self._pool_cache_dir(module)))
+        return POOLS.get(workers).build(jobs) if jobs else {}
+
+    def _pool_capability(self) -> int | None:
+        """The target the pool compiles for: the GPU's own, or under the interpreter
+        the gpu_target of the offline reports (None: no pool). The pool is asked for by
+        name (compile_workers >= 2) until a GPU measures it: on 2 shared CPU cores its
+        workers' start (each imports torch and Triton) cost more than they saved, and no
+        GPU has run it yet (docs/perf.md)."""
+        if self.options.compile_workers < 2:
+            return None
+        if self.emulated:
+            target = self.options.gpu_target
+            return capability(target) if target else None
+        from triton.runtime import driver
+
+        try:
+            return int(driver.active.get_current_target().arch)
+        except RuntimeError:  # no GPU driver: the launch's own build says why
+            return None
+
+    def _pool_cache_dir(self, module: ModuleType) -> str:
+        """The Triton cache the module's first build reads: the offline one under the
+        interpreter, else the one in effect (the graph's own inside `first_launch`)."""
+        target = self.options.gpu_target
+        if self.emulated and target:
+            return str(offline_cache_dir(Path(str(module.__file__)), target))
+        from triton import knobs
+
+        return str(knobs.cache.dir)
+
+    def wrapper_prelude(self, kernels: list[GeneratedKernel], artifact: Path | None
+                        ) -> list[str]:
+        # A kernel whose body is another's (the same layer repeated) is that kernel under
+        # its own name: Triton compiles it once (Inductor's wrapper dedups the same way).
+        lines = TRITON_IMPORTS.splitlines()
+        first: dict[str, str] = {}
+        for k in kernels:
+            same = first.setdefault(kernel_body(k), k.name)
+            if same != k.name:
+                lines += ["", f"{k.name} = {same}  # the same kernel as {same}: compiled once"]
+            else:
+                lines += ["", "", *k.source.rstrip().splitlines()]
+        return lines
+
+    def build(self, source_path: Path | None) -> BuildResult:
+        # Triton compiles each kernel at its first launch; on the CPU the interpreter runs
+        # it, which the process must have started with.
+        if self.emulated:
+            check_interpreter()
+            if self.options.debug_index_asserts:
+                _interpreter_asserts()
+        return BuildResult(None, True, 0.0)
+
+    def first_launch(self, wrapper: Path, inputs: list[dict[str, Any]] | None
+                     ) -> AbstractContextManager[object]:
+        # The interpreter has no cache; on a GPU Triton's is shared per wrapper.
+        return nullcontext() if self.emulated else graph_triton_cache(wrapper, inputs)
+
+    def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
+        return {} if self.emulated else compiled_report(getattr(module, kernel, None))
+
+    def report_facts(self, launch: Launch | None) -> Any:
+        """A launch specializes Triton's build: each tensor's dtype and whether its
+        address is 16-byte aligned, every other argument's value."""
+        def fact(value: Any) -> Any:
+            if isinstance(value, torch.Tensor):
+                return [str(value.dtype), value.data_ptr() % 16 == 0]
+            return value if isinstance(value, bool | int | float | str | None) else repr(value)
+
+        if launch is None:
+            return None
+        args, kwargs = launch
+        return [[fact(a) for a in args], {k: fact(v) for k, v in sorted(kwargs.items())}]
+
+    def kernel_reports(self, module: ModuleType, launches: dict[str, Launch | None]
+                       ) -> dict[str, dict[str, Any]]:
+        if not self.emulated:  # nvdisasm per kernel: subprocesses that overlap
+            names = list(launches)
+            with ThreadPoolExecutor(max_workers=self.options.workers()) as pool:
+                return dict(zip(names, pool.map(
+                    lambda name: self.kernel_report(module, name), names), strict=True))
+        # The interpreter builds nothing: Triton's stages come from compiling the kernels
+        # again for a GPU target, offline (never run here).
+        target = self.options.gpu_target
+        if not target:
+            note = ("Triton's interpreter ran this kernel on the CPU and the gpu_target "
+                    "option is off: no GPU stages")
+            return {name: {"stages_note": note} for name in launches}
+        return offline_reports(Path(str(module.__file__)), launches, target,
+                               self.options.workers())

@@ -1,0 +1,138 @@
+"""The payloads of the front half's stages: `source` and `capture` (and `capture_graph`).
+
+Part of the typed event model: compiler/events/types.py gathers every stage's payload."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from kernelscope.compiler.events.kinds import GraphKind, Origin
+
+
+# -- source --------------------------------------------------------------------------------
+@dataclass
+class InputSpec:
+    name: str
+    shape: list[int] = field(default_factory=list)
+    stride: list[int] = field(default_factory=list)
+    dtype: str = ""
+    device: str = ""
+    value: str = ""  # a non-tensor input, as repr
+
+
+@dataclass
+class Versions:
+    python: str
+    torch: str
+    triton: str | None
+    gpu: str | None
+    kernelscope: str
+
+
+@dataclass
+class Source:
+    code: str
+    filename: str
+    entry: str
+    entry_line: int | None
+    inputs: list[InputSpec]
+    device: str
+    backend: str
+    triton_interpret: bool
+    options: dict[str, Any]
+    versions: Versions
+    backend_label: str = ""
+    emulated: bool = False
+    stdout: str = ""
+    origin: Origin = "snippet"
+
+
+# -- capture -------------------------------------------------------------------------------
+@dataclass
+class FxNode:
+    name: str
+    op: Literal["placeholder", "call_function", "get_attr", "output"]
+    target: str
+    args: list[Any]
+    line: int | None
+    source: str | None = None
+    shape: Any = None  # list of ints, or one list per tensor of a tuple value
+    stride: Any = None
+    dtype: Any = None
+    # The innermost nn.Module the node ran in, as an attribute path from the compiled
+    # module ("blocks.1.attn"); None outside any module call (compiler/capture/modules.py).
+    module: str | None = None
+
+
+@dataclass
+class ModuleInfo:
+    """One module of a captured graph: its path and class (ancestors listed too)."""
+
+    path: str
+    type: str
+
+
+@dataclass
+class CaptureGraph:
+    id: int
+    name: str
+    code: str
+    nodes: list[FxNode]
+    edges: list[list[str]]
+    kind: GraphKind
+    dynamo_graph: int
+    compile_id: str | None = None  # Dynamo's frame compile that made it ("0/1")
+    modules: list[ModuleInfo] = field(default_factory=list)  # every node's module, first seen
+
+
+@dataclass
+class GraphBreak:
+    reason: str
+    line: int | None
+
+
+@dataclass
+class Guard:
+    """One check Dynamo runs before it reuses a compiled frame, in words."""
+
+    kind: str
+    text: str
+    line: int | None = None
+
+
+@dataclass
+class CallInput:
+    shape: list[int] = field(default_factory=list)
+    dtype: str = ""
+    device: str = ""
+    requires_grad: bool = False
+    value: str = ""  # a non-tensor argument, as repr
+
+
+@dataclass
+class DynamoCompile:
+    """One Dynamo frame compile of the snippet's calls (compiler/capture/guards.py)."""
+
+    compile_id: str | None
+    call: int
+    recompile: bool
+    reasons: list[str]
+    function: str = ""
+    line: int | None = None
+    inputs: list[CallInput] = field(default_factory=list)
+    grad_mode: bool = True
+    guards: list[Guard] = field(default_factory=list)
+    hidden_guards: int = 0
+    raw: str = ""
+    error: str = ""
+
+
+@dataclass
+class Capture:
+    graphs: list[CaptureGraph]
+    graph_breaks: list[GraphBreak]
+    dynamo_graphs: int
+    stdout: str = ""
+    origin: Origin = "snippet"
+    compiles: list[DynamoCompile] = field(default_factory=list)

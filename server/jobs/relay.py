@@ -1,0 +1,164 @@
+"""Reading a running worker: its event channel, its stdout, and the limits on both.
+
+In: a started worker with two pipes, the *event channel* (NDJSON StageEvents, one per line,
+on a file descriptor the worker opened for our code only) and the worker's *stdout* (what
+the snippet writes to fd 1: data, never events). Out: events published on the `Job` as
+they arrive, and an `Outcome` saying why reading stopped (`done`, a limit, or EOF).
+
+Limits enforced here: the wall clock, the scratch budget (polled), the worker's output
+(both pipes together), the size of one event, the number of events and the size of the
+whole trace, so one job can never make the server hold more than a few MiB for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from kernelscope.compiler.events.read import Event, envelope
+from kernelscope.server.jobs.inputs import parse_event_line
+from kernelscope.server.jobs.manager import Job
+from kernelscope.server.sandbox.launch import Limits
+
+MiB = 1 << 20
+STDOUT_TAIL = 8000  # characters of the snippet's fd-1 output kept for the trace
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """Why reading stopped: `done` arrived (its data), or a limit/EOF (reason)."""
+
+    done: dict[str, Any] | None = None
+    # "timeout", "output", "scratch", "event", "events", "trace", or None for EOF
+    reason: str | None = None
+
+
+@dataclass
+class Channel:
+    """One pipe from the worker: bytes not yet split into lines, and whether it closed."""
+
+    fd: int
+    pending: bytearray = field(default_factory=bytearray)
+    closed: bool = False
+
+
+def parse_event(line: bytes) -> Event[dict[str, Any]] | None:
+    """A StageEvent from one NDJSON line (its stage, an object for its data, its ms), or
+    None for anything else. Its data is someone else's words until the worker conforms it
+    (server/jobs/trust.py), so it stays a dict here, not its stage's dataclass."""
+    obj = parse_event_line(line)
+    if obj is None:
+        return None
+    event = envelope(obj)
+    if not event.stage or len(event.stage) > 40:
+        return None
+    data = event.data
+    return Event(-1, event.stage, event.ms if event.ms >= 0 else 0.0,
+                 data if isinstance(data, dict) else {"value": data})
+
+
+class Relay:
+    """Moves one worker's events onto its Job, enforcing the limits above."""
+
+    def __init__(
+        self,
+        job: Job,
+        limits: Limits,
+        normalize: Callable[[Event[dict[str, Any]], Limits], dict[str, Any]],
+        sink: Callable[[str, dict[str, Any], float], None],
+        scratch_over: Callable[[], bool],
+        until_done: bool = True,
+    ) -> None:
+        """`sink(stage, data, ms)` receives each accepted event (publishing it, or not).
+
+        `until_done`: stop at the first `done`; otherwise (a process whose channel the
+        snippet can write to) read on until the process closes it or a limit is hit.
+        """
+        self.job, self.limits, self.normalize, self.sink = job, limits, normalize, sink
+        self.until_done = until_done
+        self.scratch_over = scratch_over
+        self.read_bytes = 0
+        self.count = len(job.events)
+        self.trace_bytes = sum(len(json.dumps(e)) for e in job.events)
+        self.stdout_tail = ""
+
+    def run(self, events_fd: int, stdout_fd: int | None, deadline: float) -> Outcome:
+        """Relay until `done`, both pipes closing, or a limit."""
+        events = Channel(events_fd)
+        stdout = Channel(stdout_fd) if stdout_fd is not None else Channel(-1, closed=True)
+        next_check = time.monotonic() + 1.0
+        while not events.closed:
+            now = time.monotonic()
+            if now >= deadline:
+                return Outcome(reason="timeout")
+            if self.job.cancel_requested():  # POST /api/jobs/<id>/cancel
+                return Outcome(reason="cancelled")
+            if now >= next_check:
+                if self.scratch_over():
+                    return Outcome(reason="scratch")
+                next_check = now + 1.0
+            fds = [c.fd for c in (events, stdout) if not c.closed]
+            ready, _, _ = select.select(fds, [], [], min(0.1, deadline - now))
+            if stdout.fd in ready:
+                if (why := self._drain_stdout(stdout)) is not None:
+                    return Outcome(reason=why)
+            if events.fd in ready:
+                result = self._read_events(events)
+                if result is not None:
+                    return result
+        return Outcome()
+
+    def _read(self, channel: Channel) -> bytes | None:
+        """One chunk, or None once the pipe is closed; counts toward the output limit."""
+        chunk = os.read(channel.fd, 1 << 16)
+        if not chunk:
+            channel.closed = True
+            return None
+        self.read_bytes += len(chunk)
+        return chunk
+
+    def _drain_stdout(self, channel: Channel) -> str | None:
+        chunk = self._read(channel)
+        if chunk is not None:
+            text = chunk.decode("utf-8", errors="replace")
+            self.stdout_tail = (self.stdout_tail + text)[-STDOUT_TAIL:]
+        return "output" if self.read_bytes > self.limits.output_mb * MiB else None
+
+    def _read_events(self, channel: Channel) -> Outcome | None:
+        chunk = self._read(channel)
+        if self.read_bytes > self.limits.output_mb * MiB:
+            return Outcome(reason="output")
+        if chunk is None:
+            lines = [bytes(channel.pending)]
+            channel.pending.clear()
+        else:
+            channel.pending += chunk
+            cut = channel.pending.rfind(b"\n")
+            if cut < 0:
+                too_long = len(channel.pending) > self.limits.event_kb * 1024
+                return Outcome(reason="event") if too_long else None
+            lines = bytes(channel.pending[:cut]).split(b"\n")
+            del channel.pending[: cut + 1]
+        for line in lines:
+            if len(line) > self.limits.event_kb * 1024:
+                return Outcome(reason="event")
+            event = parse_event(line)
+            if event is None:
+                continue
+            if event.stage == "done":
+                if self.until_done:
+                    return Outcome(done=event.data)
+                continue
+            if self.count >= self.limits.events:
+                return Outcome(reason="events")
+            self.trace_bytes += len(line)
+            if self.trace_bytes > self.limits.trace_mb * MiB:
+                return Outcome(reason="trace")
+            self.count += 1
+            self.sink(event.stage, self.normalize(event, self.limits), event.ms)
+        return None

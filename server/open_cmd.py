@@ -1,0 +1,110 @@
+"""`kernelscope open DIR`: a recorded run (compiler/trace/writer.py) in the explorer.
+
+In: a trace directory. Out: a stored trace with a permalink, printed, and the explorer on it.
+- The files are checked here first (compiler/trace/reader.py), so a refusal is printed
+  before anything is sent or stored.
+- A server that answers (`--server URL`, else the local `kernelscope serve` default,
+  http://127.0.0.1:8765) gets them through `POST /api/traces`, the same endpoint the web
+  UI's upload uses, and the browser opens its permalink.
+- With none answering, the trace goes straight into the database `kernelscope serve` reads
+  (`--db`, else its default) through the same store glue (server/web/uploads.py), and then
+  `kernelscope serve` starts on it with the browser on the permalink (`--no-serve`: only
+  store it and say how to view it).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import urllib.error
+import urllib.request
+import webbrowser
+from typing import Any
+
+from kernelscope.compiler.trace.reader import TraceRefused, open_files, read_dir
+
+LOCAL = "http://127.0.0.1:8765"
+HEALTH_TIMEOUT_S = 2.0
+UPLOAD_TIMEOUT_S = 120.0
+
+
+def _say(text: str) -> None:
+    print(f"kernelscope open: {text}", file=sys.stderr, flush=True)
+
+
+def _answers(server: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{server}/api/health", timeout=HEALTH_TIMEOUT_S) as r:
+            return bool(r.status == 200)
+    except (OSError, ValueError):
+        return False
+
+
+def upload(server: str, files: list[tuple[str, bytes]]) -> dict[str, Any]:
+    """POST the files to a server; its JSON answer (RuntimeError with its error if refused)."""
+    body = json.dumps({"files": [{"name": n, "text": raw.decode("utf-8")} for n, raw in files]})
+    req = urllib.request.Request(f"{server}/api/traces", data=body.encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=UPLOAD_TIMEOUT_S) as r:
+            answer: dict[str, Any] = json.loads(r.read())
+            return answer
+    except urllib.error.HTTPError as e:
+        try:
+            message = json.loads(e.read()).get("error") or e.reason
+        except ValueError:
+            message = e.reason
+        raise RuntimeError(f"the server refused the trace (HTTP {e.code}): {message}") from None
+
+
+def open_dir(directory: str, server: str | None = None, db: str | None = None,
+             serve: bool = True, browser: bool = True) -> tuple[int, str | None]:
+    """The exit code, and the database `kernelscope serve` should run on next (None: none)."""
+    try:
+        files = read_dir(directory)
+        opened = open_files(files)
+    except TraceRefused as e:
+        _say(f"cannot open {directory}: {e}")
+        return 2, None
+    for notice in opened.notices:
+        _say(f"note: {notice}")
+    target = (server or LOCAL).rstrip("/")
+    if server is not None or _answers(target):
+        if not _answers(target):
+            _say(f"no Kernelscope server answers at {target}")
+            return 2, None
+        try:
+            answer = upload(target, files)
+        except (RuntimeError, OSError) as e:
+            _say(str(e))
+            return 2, None
+        url = f"{target}{answer['url']}"
+        print(url, flush=True)
+        if browser:
+            webbrowser.open(url)
+        return 0, None
+    return _store_locally(files, db, serve, browser)
+
+
+def _store_locally(files: list[tuple[str, bytes]], db: str | None, serve: bool,
+                   browser: bool) -> tuple[int, str | None]:
+    from kernelscope.server.config import default_database
+    from kernelscope.server.store.sqlite import open_store
+    from kernelscope.server.web.uploads import store_files
+
+    database = db or default_database()
+    try:
+        ident, _ = store_files(open_store(database), files)
+    except TraceRefused as e:
+        _say(f"cannot open the trace: {e}")
+        return 2, None
+    url = f"{LOCAL}/t/{ident}"
+    _say(f"stored as trace {ident} in {database}")
+    print(url, flush=True)
+    if not serve:
+        _say(f"view it: kernelscope serve --db {database}, then {url}")
+        return 0, None
+    if browser:  # once the server has had a moment to bind
+        threading.Timer(3.0, webbrowser.open, args=(url,)).start()
+    return 0, database

@@ -1,0 +1,196 @@
+"""Scratch directories: where one job's halves read and write, and how they go away.
+
+In: the scratch root (`SCRATCH_ROOT`), the worker uid, the scratch budget. Out: a job
+directory with one subtree per sandboxed process (`front/`: the snippet, its bundle, its
+tmp and caches; `back/`: the bundle copy our own code compiles, with a cache the snippet
+never touched), its removal, and the start-up sweep of directories a killed server left.
+
+When the server runs as root, the job directory is a tmpfs mount of exactly the scratch
+budget: every byte a job writes counts, files deleted while still open included (they
+were invisible to a directory walk: 3 GiB held against a 1 GiB budget), the pages are
+charged to the job's memory cgroup, and unmounting frees all of it at once. Otherwise the
+budget is a walk of the tree every second (server/jobs/worker.py), as before.
+
+Removal never follows a symbolic link: directories are opened with O_NOFOLLOW relative to
+their parent's descriptor, and permissions are repaired through those descriptors, so a
+snippet that plants a link cannot make the server chmod or delete anything outside.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import fcntl
+import logging
+import os
+import stat
+import tempfile
+import time
+from pathlib import Path
+
+PREFIX = "kernelscope-job-"
+PHASES = ("front", "back")
+SUBDIRS = ("tmp", "shm", "cache")
+MNT_DETACH = 2
+MS_NOSUID, MS_NODEV = 2, 4
+log = logging.getLogger(__name__)
+
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
+def mount_tmpfs(path: Path, size_mb: int) -> None:
+    """Mount a tmpfs of `size_mb` on `path` (root only); OSError if the kernel says no."""
+    options = f"size={size_mb}m,mode=0755,nr_inodes=65536".encode()
+    flags = MS_NOSUID | MS_NODEV
+    if _libc().mount(b"tmpfs", str(path).encode(), b"tmpfs", flags, options) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"mount tmpfs on {path}: {os.strerror(code)}")
+
+
+def unmount(path: Path) -> None:
+    if _libc().umount2(str(path).encode(), MNT_DETACH) != 0:
+        code = ctypes.get_errno()
+        if code not in (errno.EINVAL, errno.ENOENT):  # EINVAL: not a mount point
+            log.warning("umount %s: %s", path, os.strerror(code))
+
+
+def is_mount(path: Path) -> bool:
+    try:
+        return os.path.ismount(path)
+    except OSError:
+        return False
+
+
+class JobDir:
+    """One job's scratch: `front/` and `back/`, each with tmp/, shm/ and cache/."""
+
+    def __init__(self, root: str | None, uid: int | None, gid: int | None, tmpfs_mb: int | None):
+        self.path = Path(tempfile.mkdtemp(prefix=PREFIX, dir=root))
+        self.mounted = False
+        if tmpfs_mb is not None:
+            try:
+                mount_tmpfs(self.path, tmpfs_mb)
+            except OSError:
+                os.rmdir(self.path)
+                raise
+            self.mounted = True
+        # Held open (and flock-ed) while the job runs: the start-up sweep of another
+        # server on this root skips directories whose lock is still held. Taken after the
+        # mount, so that it is on the directory a later look at this path finds.
+        self._lock = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+        fcntl.flock(self._lock, fcntl.LOCK_EX)
+        for phase in PHASES:
+            for sub in ("", *SUBDIRS):
+                d = self.path / phase / sub
+                d.mkdir(exist_ok=True)
+                if uid is not None:
+                    os.chown(d, uid, gid if gid is not None else -1)
+
+    def phase(self, name: str) -> Path:
+        return self.path / name
+
+    def remove(self) -> None:
+        os.close(self._lock)
+        if self.mounted:
+            unmount(self.path)
+        remove_tree(self.path)
+
+
+def remove_tree(path: Path) -> None:
+    """Delete `path` and everything under it without following any symbolic link."""
+    parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        _remove_entry(parent, path.name)
+    finally:
+        os.close(parent)
+
+
+def _remove_entry(dir_fd: int, name: str) -> None:
+    stack: list[tuple[int, str, bool]] = [(dir_fd, name, False)]
+    opened: list[int] = []
+    try:
+        while stack:
+            parent, entry, emptied = stack.pop()
+            try:
+                st = os.lstat(entry, dir_fd=parent)
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISDIR(st.st_mode):
+                _ignore(lambda: os.unlink(entry, dir_fd=parent))
+                continue
+            if emptied:
+                _ignore(lambda: os.rmdir(entry, dir_fd=parent))
+                continue
+            fd = _open_dir(parent, entry)
+            if fd is None:
+                continue
+            opened.append(fd)
+            stack.append((parent, entry, True))
+            stack.extend((fd, child, False) for child in os.listdir(fd))
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
+def _open_dir(parent: int, name: str) -> int | None:
+    """Open a directory (never a link) for listing and emptying, repairing its permissions
+    when the snippet took them away: through an O_PATH descriptor of that very directory,
+    so no link can be in the way."""
+    try:
+        path_fd = os.open(name, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+    except OSError:
+        return None
+    try:
+        proc = f"/proc/self/fd/{path_fd}"
+        if os.stat(proc).st_mode & 0o700 != 0o700:
+            _ignore(lambda: os.chmod(proc, 0o700))
+        return os.open(proc, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return None
+    finally:
+        os.close(path_fd)
+
+
+def _ignore(action: object) -> None:
+    try:
+        action()  # type: ignore[operator]
+    except OSError:
+        pass
+
+
+def sweep(root: str | None, min_age_s: float = 60.0) -> int:
+    """Remove job directories left by a server that died (kill -9); returns how many.
+
+    A directory is stale when nobody holds its lock and it is older than `min_age_s` (a
+    directory just made by another server has not taken its lock yet).
+    """
+    base = Path(root or tempfile.gettempdir())
+    removed = 0
+    try:
+        candidates = [p for p in base.iterdir() if p.name.startswith(PREFIX)]
+    except OSError:
+        return 0
+    for path in candidates:
+        try:
+            st = path.lstat()
+            if not stat.S_ISDIR(st.st_mode) or time.time() - st.st_mtime < min_age_s:
+                continue
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            continue  # a live server's job
+        try:
+            if is_mount(path):
+                unmount(path)
+            remove_tree(path)
+            removed += 1
+        finally:
+            os.close(fd)
+    return removed

@@ -1,0 +1,240 @@
+"""The JSON API (`/api/...`): compile jobs, their event streams, traces, samples, health.
+
+In: HTTP requests from the web UI, the VS Code extension and scripts. Out: JSON, or a
+stream of StageEvents (SSE or NDJSON). docs/server.md documents every route.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, Response, current_app, jsonify, request
+
+from kernelscope.compiler.events.read import envelope
+from kernelscope.compiler.events.schema import json_schema
+from kernelscope.compiler.events.stage import FOLLOW_UPS, PARTS, SCHEMA_VERSION, STAGES, TERMINAL
+from kernelscope.server.jobs import info
+from kernelscope.server.jobs.followups import states as follow_up_states
+from kernelscope.server.jobs.inputs import BadInput, entry_name_ok, parse_request
+from kernelscope.server.jobs.manager import Busy, JobRequest, JobView, OverQuota
+from kernelscope.server.state import app_state
+from kernelscope.server.store.rows import StoreUnavailable
+from kernelscope.server.web import highlight as hl
+from kernelscope.server.web.errors import ApiError
+from kernelscope.server.web.gates import Refused
+from kernelscope.server.web.options import option_fields, parse_options
+from kernelscope.server.web.streams import SSE_HEADERS, ndjson, sse
+
+bp = Blueprint("api", __name__, url_prefix="/api")
+
+HIGHLIGHT_WAIT_S = 5.0  # how long a highlight request waits for the one highlighting slot
+
+
+def _json_body() -> dict[str, Any]:
+    if not request.is_json:
+        raise ApiError("expected a JSON body (Content-Type: application/json)")
+    try:
+        body = parse_request(request.get_data(cache=False))
+    except BadInput as exc:
+        raise ApiError(str(exc)) from None
+    if not isinstance(body, dict):
+        raise ApiError("the body must be a JSON object")
+    return body
+
+
+def parse_compile(body: dict[str, Any], max_code_bytes: int) -> JobRequest:
+    code = body.get("code")
+    if not isinstance(code, str) or not code.strip():
+        raise ApiError("'code' is required: the PyTorch snippet to compile")
+    if len(code.encode("utf-8")) > max_code_bytes:
+        raise ApiError(f"'code' is too large (limit {max_code_bytes // 1024} KiB)")
+    entry = body.get("entry")
+    if entry is not None and (not isinstance(entry, str) or not entry_name_ok(entry)):
+        raise ApiError("'entry' must be a Python name such as 'model' or 'Net.forward'")
+    if body.get("inputs") is not None:
+        # The compiler takes its inputs from the snippet (a torch.compile call, or
+        # `example_inputs`); refusing beats silently ignoring them.
+        raise ApiError("'inputs' is not supported: define example_inputs in the snippet")
+    return JobRequest(code, parse_options(body.get("options")), entry or None)
+
+
+def client_key() -> str:
+    """Who is asking, for the per-client caps: the peer address (behind a proxy, the one
+    PROXY_HOPS trusted proxies report: create_app applies ProxyFix)."""
+    return str(request.remote_addr or "unknown")
+
+
+@bp.post("/compile")
+def compile_() -> tuple[Response, int]:
+    job_request = parse_compile(_json_body(), current_app.config["MAX_CODE_BYTES"])
+    try:
+        job = app_state().jobs.submit(job_request, client_key())
+    except Busy:
+        raise ApiError("busy, try again", 503, retry_after_s=5) from None
+    except OverQuota as exc:
+        raise ApiError(str(exc), 429, retry_after_s=exc.retry_after_s) from None
+    urls = {"events": f"/api/jobs/{job.id}/events", "status": f"/api/jobs/{job.id}"}
+    return jsonify({"job_id": job.id, **urls}), 202
+
+
+def _job(job_id: str) -> JobView:
+    job = app_state().jobs.get(job_id)
+    if job is None:
+        raise ApiError(f"no job {job_id!r} (jobs are forgotten after a while; traces are not)", 404)
+    return job
+
+
+@bp.get("/jobs/<job_id>")
+def job_status(job_id: str) -> Response:
+    return jsonify(_job(job_id).status())
+
+
+@bp.post("/jobs/<job_id>/cancel")
+def job_cancel(job_id: str) -> tuple[Response, int]:
+    """Stop a job: a queued one never starts, a running one's worker is killed. Its stream
+    ends with an `error` (kind `cancelled`) and `done`; the partial trace is stored."""
+    job = _job(job_id)
+    accepted = job.cancel()
+    return jsonify({**job.status(), "cancelled": accepted}), 202 if accepted else 409
+
+
+def _start(available: int) -> int:
+    """Where a (re)connecting client resumes: after Last-Event-ID, else from the start.
+
+    Clamped to the events that exist, so no value can replay the stream more than once.
+    """
+    last = request.headers.get("Last-Event-ID") or request.args.get("after")
+    if last is None:
+        return 0
+    if len(last) > 20:
+        raise ApiError("Last-Event-ID must be an event's seq")
+    try:
+        start = int(last) + 1
+    except ValueError:
+        raise ApiError("Last-Event-ID must be an event's seq") from None
+    return min(max(start, 0), available)
+
+
+def _stream(job: JobView, fmt: str) -> Response:
+    start = _start(len(job.events))
+    if job.finished and start >= len(job.events):
+        # Tells an EventSource that reconnected after `done` to stop reconnecting.
+        return Response(status=204)
+    heartbeat = float(current_app.config["HEARTBEAT_S"])
+    gate, client = app_state().streams, client_key()
+    try:
+        gate.acquire(job.id, client)
+    except Refused as exc:
+        raise ApiError(str(exc), 429, retry_after_s=heartbeat * 5) from None
+    events = job.subscribe(start, heartbeat)
+    if fmt == "ndjson":
+        body = gate.held(job.id, client, ndjson(events))
+        return Response(body, mimetype="application/x-ndjson")
+    body = gate.held(job.id, client, sse(events))
+    return Response(body, mimetype="text/event-stream", headers=SSE_HEADERS)
+
+
+@bp.get("/jobs/<job_id>/events")
+def job_events(job_id: str) -> Response:
+    fmt = request.args.get("format", "sse")
+    if fmt not in ("sse", "ndjson"):
+        raise ApiError("format must be 'sse' or 'ndjson'")
+    return _stream(_job(job_id), fmt)
+
+
+@bp.get("/jobs/<job_id>/events.ndjson")
+def job_events_ndjson(job_id: str) -> Response:
+    return _stream(_job(job_id), "ndjson")
+
+
+@bp.get("/traces/<trace_id>")
+def trace(trace_id: str) -> Response:
+    found = app_state().store.get(trace_id)
+    if found is None:
+        raise ApiError(f"no trace {trace_id!r}", 404)
+    return jsonify({**found, "follow_ups": follow_up_states(found)})
+
+
+@bp.get("/traces/<trace_id>/follow-ups")
+def trace_follow_ups(trace_id: str) -> Response:
+    """What a page polls after `done`: each follow-up's state and the events stored after
+    `done` (small, where the whole trace can be megabytes)."""
+    found = app_state().store.get(trace_id)
+    if found is None:
+        raise ApiError(f"no trace {trace_id!r}", 404)
+    events = found["events"]
+    at = next((i for i, e in enumerate(events) if envelope(e).stage == "done"), len(events))
+    return jsonify({"follow_ups": follow_up_states(found), "events": events[at + 1:]})
+
+
+@bp.get("/schema")
+def schema() -> Response:
+    """The event contract: stage names, schema version and the JSON Schema of an event."""
+    return jsonify({"version": SCHEMA_VERSION, "stages": list(STAGES), "parts": list(PARTS),
+                    "follow_ups": list(FOLLOW_UPS), "terminal": list(TERMINAL),
+                    "schema": json_schema()})
+
+
+@bp.get("/samples")
+def samples() -> Response:
+    return jsonify({"samples": info.list_samples(app_state().samples_dir)})
+
+
+@bp.get("/options")
+def options() -> Response:
+    """Every compile option a request may set: type, default, choices, what it does."""
+    return jsonify({"options": option_fields()})
+
+
+@bp.get("/health")
+def health() -> Response:
+    state = app_state()
+    try:
+        traces: int | None = state.store.count()
+    except StoreUnavailable:
+        traces = None  # the database is down; health still answers
+    return jsonify(
+        {
+            "ok": True,
+            "devices": state.devices(),
+            "versions": info.versions(state.settings.repo_dir),
+            "isolation": state.settings.isolation.mode,
+            "sandbox": state.settings.isolation.to_json(),
+            "limits": vars(state.settings.limits),
+            "jobs": state.jobs.stats(),
+            "streams": state.streams.stats(),
+            "traces": traces,
+        }
+    )
+
+
+@bp.post("/highlight")
+def highlight() -> Response:
+    body = _json_body()
+    code, language = body.get("code"), body.get("language", "python")
+    if not isinstance(code, str):
+        raise ApiError("'code' must be a string")
+    limit = int(current_app.config["HIGHLIGHT_LIMIT_KB"]) * 1024
+    if len(code.encode("utf-8")) > limit:
+        raise ApiError(f"'code' is too large to highlight (limit {limit // 1024} KiB)", 413)
+    if not isinstance(language, str) or language not in hl.LEXERS:
+        raise ApiError(f"'language' must be one of {', '.join(hl.LEXERS)}")
+    # Pygments is pure Python: one request at a time, so highlighting never takes more than
+    # one core's share of the interpreter from the requests and streams beside it.
+    slot = app_state().highlight_slot
+    if not slot.acquire(timeout=HIGHLIGHT_WAIT_S):
+        raise ApiError("busy highlighting, try again", 503)
+    try:
+        html = hl.highlight(code, language)
+    finally:
+        slot.release()
+    return jsonify({"html": html, "language": language})
+
+
+@bp.get("/highlight.css")
+def highlight_css() -> Response:
+    try:
+        css = hl.stylesheet(request.args.get("style", "default"))
+    except ValueError as exc:
+        raise ApiError(str(exc)) from None
+    return Response(css, mimetype="text/css", headers={"Cache-Control": "max-age=3600"})
