@@ -4,7 +4,7 @@ and torchvision's ResNet-50, one training step each under bf16 autocast, compile
 Kernelscope and eagerly, both judged against a float64 eager reference
 (tests/models/training_suite.py's rule). One JSON line per model:
 
-    python tests/models/train_h200.py [NAME ...] [--out train_h200.jsonl]
+    python tests/models/train_h200.py [NAME ...] [--out train_h200.jsonl] [--inductor]
     OUT=/tmp/out bash tests/models/h200.sh train:gpt2 train:bert ...   # same, via the runner
 
 Names: gpt2, bert, llama, vit, resnet50.
@@ -64,10 +64,10 @@ def full(name: str, device: str = "cuda") -> Case:
     raise KeyError(name)
 
 
-def record(name: str) -> dict[str, Any]:
+def record(name: str, inductor: bool = False) -> dict[str, Any]:
     t0 = time.time()
     try:
-        rows = check(full(name), device="cuda", autocast="cuda")
+        rows = check(full(name), device="cuda", autocast="cuda", inductor=inductor)
     except Exception as e:  # a crash is a result too
         return {"model": name, "ok": False, "error": f"{type(e).__name__}: {e}"[:2000],
                 "trace": traceback.format_exc()[-3000:]}
@@ -75,7 +75,13 @@ def record(name: str) -> dict[str, Any]:
     worst = max(rows, key=lambda r: r.get("ours_err", 0.0) / max(r.get("bound", 1.0), 1e-30))
     grads = [r for r in rows if r["key"].startswith("grad:") and "bound" in r]
     worst_grad = max(grads, key=lambda r: r["ours_err"] / max(r["bound"], 1e-30), default=None)
+    theirs = [r for r in rows if "inductor_ok" in r]
+    inductor_bad = [r["key"] for r in theirs if not r["inductor_ok"]]
+    worst_inductor = max(theirs, key=lambda r: r["inductor_err"] / max(r["bound"], 1e-30),
+                         default=None)
     return {"model": name, "ok": not bad, "compared": len(rows), "failed": len(bad),
+            "inductor_compared": len(theirs), "inductor_failed": len(inductor_bad),
+            "inductor_first_failed": inductor_bad[:10], "worst_inductor": worst_inductor,
             "first_failed": bad[:10], "worst": worst, "worst_grad": worst_grad,
             "ambiguous": sum(r.get("ambiguous", 0) for r in rows),
             "seconds": round(time.time() - t0, 1)}
@@ -83,13 +89,15 @@ def record(name: str) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     out = None
+    inductor = "--inductor" in argv
+    argv = [a for a in argv if a != "--inductor"]
     if "--out" in argv:
         i = argv.index("--out")
         out, argv = argv[i + 1], argv[:i] + argv[i + 2:]
     names = argv or FULL
     ok = True
     for name in names:
-        result = record(name)
+        result = record(name, inductor)
         ok &= bool(result["ok"])
         line = json.dumps(result, default=str)
         print(line, flush=True)

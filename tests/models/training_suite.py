@@ -86,9 +86,10 @@ def tiny(name: str) -> Case:
 TINY = ["gpt2", "bert", "llama", "vit", "resnet"]
 
 
-def run_step(case: Case, model: torch.nn.Module, compile_: bool, autocast: str | None = None
-             ) -> dict[str, torch.Tensor]:
-    """Loss, gradients and parameters after one AdamW step, by name, all in float64."""
+def run_step(case: Case, model: torch.nn.Module, compile_: bool | str,
+             autocast: str | None = None) -> dict[str, torch.Tensor]:
+    """Loss, gradients and parameters after one AdamW step, by name, all in float64.
+    compile_: False for eager, True for Kernelscope, or another backend's name."""
     model.train()
     inputs = {k: v.to(next(model.parameters()).dtype) if v.is_floating_point() else v
               for k, v in case.inputs.items()}
@@ -105,7 +106,7 @@ def run_step(case: Case, model: torch.nn.Module, compile_: bool, autocast: str |
     fn = step
     if compile_:
         torch._dynamo.reset()
-        fn = torch.compile(step, backend="kernelscope")
+        fn = torch.compile(step, backend="kernelscope" if compile_ is True else compile_)
     loss = fn(model)
     out = {"loss": loss.double()}
     for n, p in model.named_parameters():
@@ -165,11 +166,21 @@ def judge(eager: dict[str, torch.Tensor], ours: dict[str, torch.Tensor],
 
 
 def check(case: Case, dtype: torch.dtype = torch.float32, device: str = "cpu",
-          autocast: str | None = None) -> list[dict[str, Any]]:
-    """The three runs of one case and the judgement of every tensor."""
+          autocast: str | None = None, inductor: bool = False) -> list[dict[str, Any]]:
+    """The three runs of one case and the judgement of every tensor; with `inductor`, a
+    fourth run compiled by Inductor, whose error against the same reference each row
+    carries beside ours (`inductor_err`, `inductor_ok` by the same bound)."""
     base = case.model.to(device)
     case.inputs = {k: v.to(device) for k, v in case.inputs.items()}
     ref = run_step(case, copy.deepcopy(base).double(), compile_=False)
     eager = run_step(case, copy.deepcopy(base).to(dtype), compile_=False, autocast=autocast)
     ours = run_step(case, copy.deepcopy(base).to(dtype), compile_=True, autocast=autocast)
-    return judge(eager, ours, ref)
+    rows = judge(eager, ours, ref)
+    if inductor:
+        theirs = run_step(case, copy.deepcopy(base).to(dtype), compile_="inductor",
+                          autocast=autocast)
+        for row, other in zip(rows, judge(eager, theirs, ref), strict=True):
+            if "ours_err" in other:
+                row["inductor_err"] = other["ours_err"]
+                row["inductor_ok"] = other["ok"]
+    return rows
