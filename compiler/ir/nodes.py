@@ -132,6 +132,10 @@ class InputBuffer(Buffer):
 class ComputedBuffer(Buffer):
     data: Pointwise | Reduction | None = None
     realized: str = ""  # why this value was materialized (shown in the UI)
+    # Its readers compare its elements with each other (sort, topk, cummax): they load it,
+    # never recompute it in their own kernel, where a vector lane's exp can round otherwise
+    # than the scalar one that stored it (schedule/fusion.py keeps them apart).
+    compared: bool = False
 
     @property
     def kind(self) -> str:  # type: ignore[override]

@@ -18,7 +18,14 @@ import torch
 
 from kernelscope.compiler.devices import device_type
 from kernelscope.compiler.features import Features
-from kernelscope.compiler.ir.nodes import Buffer, Lazy, Reduction, Stored, TensorValue
+from kernelscope.compiler.ir.nodes import (
+    Buffer,
+    ComputedBuffer,
+    Lazy,
+    Reduction,
+    Stored,
+    TensorValue,
+)
 from kernelscope.compiler.lowering.layout import LayoutDecision
 
 
@@ -87,6 +94,20 @@ def row_pair(idx: Sequence[Any], n: int, dim: int) -> tuple[list[Any], list[Any]
     q = list(p)
     q[dim] = j
     return p, q, j
+
+
+def compared(g: LoweringContext, x: TensorValue) -> TensorValue:
+    """x stored once, for a lowering that compares its elements with each other (a rank,
+    a running max's index): every comparison then sees the bits eager's op would. Inlined,
+    or recomputed in the comparing kernel, an element is evaluated once per reader, in a
+    vector lane or a scalar loop, and two evaluations of exp of one value can differ in
+    the last bit: an element then sorts before itself, and a rank goes missing."""
+    stored = g.realize(x, "compared element by element: stored once") \
+        if isinstance(x, Lazy) else x
+    buf = getattr(stored, "buffer", None)
+    if isinstance(buf, ComputedBuffer):
+        buf.compared = True
+    return stored
 
 
 def device_of(t: Any) -> str:

@@ -17,7 +17,7 @@ from torch.fx import Node
 
 from kernelscope.compiler.ir.nodes import Index, TensorValue
 from kernelscope.compiler.ir.ops import ops
-from kernelscope.compiler.lowering.common import LoweringContext, out_meta, row_pair
+from kernelscope.compiler.lowering.common import LoweringContext, compared, out_meta, row_pair
 from kernelscope.compiler.lowering.pointwise import upcast
 from kernelscope.compiler.lowering.reductions import _nan_aware, reduce
 from kernelscope.compiler.lowering.registry import aten, register_lowering
@@ -136,6 +136,7 @@ def _cum_extreme(g: LoweringContext, node: Node, x: TensorValue, dim: int, rtype
             return early
         return early, g.lazy(node, lambda idx: ops.constant(0, I64), [], I64, [])
     n = len(x.size)
+    x = compared(g, x)
     prefix = _prefix(g, node, x, dim, x.dtype, rtype)
     values = _nan_aware(g, node, prefix, [n], False, rtype, x.dtype)
     lv, lx = values.loader(), x.loader()

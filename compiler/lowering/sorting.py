@@ -21,7 +21,7 @@ from torch.fx import Node
 from kernelscope.compiler.ir.indexing import decompose
 from kernelscope.compiler.ir.nodes import Index, TensorValue
 from kernelscope.compiler.ir.ops import ops
-from kernelscope.compiler.lowering.common import LoweringContext, out_meta, row_pair
+from kernelscope.compiler.lowering.common import LoweringContext, compared, out_meta, row_pair
 from kernelscope.compiler.lowering.reductions import reduce
 from kernelscope.compiler.lowering.registry import aten, register_lowering
 from kernelscope.compiler.lowering.scatter import I64, too_costly
@@ -129,6 +129,7 @@ def sort(g: LoweringContext, node: Node, x: TensorValue, *args: Any, **kwargs: A
         big = _ties(g, node, x, (x, *args), kwargs)
     if big is not None:
         return big
+    x = compared(g, x)
     return _at_rank(g, node, x, rank(g, node, x, d, descending), d, x.size[d], _zero)
 
 
@@ -140,6 +141,7 @@ def topk(g: LoweringContext, node: Node, x: TensorValue, k: int, dim: int = -1,
         _ties(g, node, x, (x, k, dim, largest, sorted), {})
     if big is not None:
         return big
+    x = compared(g, x)
     return _at_rank(g, node, x, rank(g, node, x, d, largest), d, k, _zero)
 
 
@@ -151,6 +153,7 @@ def kthvalue(g: LoweringContext, node: Node, x: TensorValue, k: int, dim: int = 
     big = _guard(g, node, x, d, args, {}) or _ties(g, node, x, args, {})
     if big is not None:
         return big
+    x = compared(g, x)
     values, indices = _at_rank(g, node, x, rank(g, node, x, d, False), d, 1,
                                lambda p: ops.constant(k - 1, I64))
     return _squeeze(g, node, values, indices, d, keepdim)
@@ -175,6 +178,7 @@ def _median(g: LoweringContext, node: Node, x: TensorValue, d: int, keepdim: boo
     """The lower median of each row: rank (m - 1) // 2, m the row's length (nanmedian: its
     non-NaN count). median: a NaN in the row gives NaN and the first NaN's index."""
     floating = x.dtype.is_floating_point
+    x = compared(g, x)
     ranks = rank(g, node, x, d, False)
     lx = x.loader()
     if floating:
@@ -248,6 +252,9 @@ def searchsorted(g: LoweringContext, node: Node, seq: TensorValue, values: Any, 
     if big is not None:
         return big
     upper = right or side == "right"
+    seq = compared(g, seq)
+    if isinstance(values, TensorValue):
+        values = compared(g, values)
     ls = seq.loader()
     lv = values.loader() if isinstance(values, TensorValue) else None
     n = len(size)

@@ -146,6 +146,9 @@ def can_fuse(a: Group, b: Group, kind: str, consumers: dict[int, list[Group]]
     ok, why = _shapes_compatible(a.shape, b.shape)
     if not ok:
         return False, why
+    why = _recomputes_compared(a, b)
+    if why:
+        return False, why
     path = _path_through_other(a, b, consumers)
     if path:
         return False, f"{b.label} depends on {a.label} through {path} (fusing makes a cycle)"
@@ -188,6 +191,20 @@ def _epilogue_ok(a: Group, b: Group, kind: str) -> tuple[bool, str]:
                     return False, (f"{reader.name} reads {name} at another element "
                                    f"({sympy_str(index)}) than the one it computes")
     return True, ""
+
+
+def _recomputes_compared(a: Group, b: Group) -> str:
+    """Why one kernel of a and b would recompute a value whose elements a reader compares
+    with each other (ir/nodes.py ComputedBuffer.compared), or "" if it would not."""
+    nodes = a.nodes + b.nodes
+    compared = {n.name for n in nodes if n.kind is KernelKind.POINTWISE
+                and getattr(n.buffer, "compared", False)}
+    for reader in nodes:
+        for name in compared & set(reader.reads):
+            if reader.name != name:
+                return (f"{reader.name} compares the elements of {name} with each other: it "
+                        "loads them as stored (a recomputation may round otherwise)")
+    return ""
 
 
 def _reduces(g: Group) -> bool:
