@@ -130,3 +130,15 @@ def _ks_acosh(x):
     return tl.where(x > 268435456.0, tl.log(x) + 0.6931471805599453,
                     tl.log(x + tl.sqrt(x * x - 1.0)))
 """
+
+# Under the interpreter only, in a wrapper whose kernels call it (triton/kernel.py cast_text).
+INTERPRET_BF16_HELPER = """
+
+@triton.jit
+def _ks_bf16(x):
+    # float32 -> bfloat16 rounded to nearest even, as a GPU's cast and eager's round: the
+    # interpreter's own cast truncates (numpy has no bfloat16). NaN stays NaN.
+    u = x.to(tl.uint32, bitcast=True)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+    return tl.where(x != x, x.to(tl.bfloat16), r)
+"""

@@ -187,8 +187,9 @@ CASES: dict[str, Case] = {
     "log_softmax_large_logits": (lambda x: torch.log_softmax(x, -1),
                                  lambda: (torch.linspace(-5e3, 5e3, 4000).repeat(3, 1),)),
 }
-# The Triton interpreter has no bfloat16 (numpy has none): a bf16 cast there does not round.
-NO_INTERPRETER: set[str] = {"bf16_round_trip"}
+# Cases the Triton interpreter cannot run (none now: its float -> bfloat16 cast truncated
+# until codegen/triton/kernel.py's cast_text rounded it as a GPU does).
+NO_INTERPRETER: set[str] = set()
 TOL = {torch.float16: 1e-3, torch.bfloat16: 1.6e-2, torch.float64: 1e-7}
 
 

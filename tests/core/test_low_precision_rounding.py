@@ -1,6 +1,7 @@
 """bf16 values round where eager rounds them: F.linear's output (bias added inside the
 GEMM, rounded once) is what the next op reads, and compute inside a fused kernel is
-float32 with one rounding at its store (C++ backend; the Triton interpreter has no bf16).
+float32 with one rounding at its store (C++ backend; the Triton interpreter's cast is
+correctness_cases.py's bf16_round_trip).
 """
 
 from __future__ import annotations

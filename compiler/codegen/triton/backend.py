@@ -20,7 +20,7 @@ import torch
 
 from kernelscope.compiler.codegen import targets
 from kernelscope.compiler.codegen.backend import Backend, BuildResult, GeneratedKernel, Launch
-from kernelscope.compiler.codegen.mathops import TRITON_MATH_HELPERS
+from kernelscope.compiler.codegen.mathops import INTERPRET_BF16_HELPER, TRITON_MATH_HELPERS
 from kernelscope.compiler.codegen.optable import OpTable
 from kernelscope.compiler.codegen.triton import launch as triton_launch
 from kernelscope.compiler.codegen.triton.cache import graph_triton_cache
@@ -243,6 +243,8 @@ class TritonBackend(Backend):
         # A kernel whose body is another's (the same layer repeated) is that kernel under
         # its own name: Triton compiles it once (Inductor's wrapper dedups the same way).
         lines = TRITON_IMPORTS.splitlines()
+        if any("_ks_bf16(" in k.source for k in kernels):
+            lines += INTERPRET_BF16_HELPER.splitlines()
         first: dict[str, str] = {}
         for k in kernels:
             same = first.setdefault(kernel_body(k), k.name)

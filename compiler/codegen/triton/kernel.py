@@ -192,7 +192,16 @@ class TritonKernelCodegen(KernelCodegen):
             self.bounds[XINDEX] = tile.x - 1
 
     def fmt_cast(self, x: Var, dtype: torch.dtype) -> str:
-        return f"{x.name}.to({TL_DTYPE[dtype]})"
+        return self.cast_text(x.name, x.dtype, dtype)
+
+    def cast_text(self, text: str, src: torch.dtype, dst: torch.dtype) -> str:
+        """`text`, of dtype `src`, as `dst`. Under the interpreter a float -> bfloat16 cast
+        truncates where a GPU and eager round to nearest even: _ks_bf16 rounds there."""
+        if self.table is INTERPRET_OPS and dst == torch.bfloat16 and \
+                src in (torch.float32, torch.float16):
+            return f"_ks_bf16({text})" if src == torch.float32 else \
+                f"_ks_bf16({text}.to(tl.float32))"
+        return f"{text}.to({TL_DTYPE[dst]})"
 
     def type_name(self, dtype: torch.dtype) -> str:
         return TL_DTYPE[dtype]
@@ -337,7 +346,8 @@ class TritonKernelCodegen(KernelCodegen):
             masked = self.emit(f"tl.where(xmask & rmask, {value.name}, {ident})", src, "r")
             result = Var(self.new_var(), node.buffer.dtype, "x")
             finish = self._finish(rtype, masked.name, src)
-            self.write_for(lines, node, f"{result.name} = {finish}.to({out_dtype})")
+            self.write_for(lines, node, f"{result.name} = "
+                           f"{self.cast_text(finish, src, node.buffer.dtype)}")
             return result
         result = Var(self.new_var(), node.buffer.dtype, "x")
         acc = f"_{result.name}"
@@ -358,9 +368,9 @@ class TritonKernelCodegen(KernelCodegen):
             return result
         combined = self.table.render(combine_op(rtype), [acc, value.name], [src], "")
         self.write_for(lines, node, f"{acc} = tl.where(xmask & rmask, {combined}, {acc})")
+        finish = f"{self._finish_rule(rtype, acc, src)}[:, None]"
         self.write_for(block.post, node,
-                       f"{result.name} = {self._finish_rule(rtype, acc, src)}[:, None]"
-                       f".to({out_dtype})")
+                       f"{result.name} = {self.cast_text(finish, src, node.buffer.dtype)}")
         return result
 
     def _logsumexp(self, node: SchedNode, value: Var, src: str, out_dtype: str) -> Var:
@@ -372,6 +382,10 @@ class TritonKernelCodegen(KernelCodegen):
         result = Var(self.new_var(), node.buffer.dtype, "x")
         acc, inf = f"_{result.name}", "float('-inf')"
         put = self.write_for
+
+        def cast(text: str) -> str:
+            return self.cast_text(text, value.dtype, node.buffer.dtype)
+
         join = self.table.render(combine_op("logsumexp"), [f"{acc}_m", f"{acc}_s"],
                                  [value.dtype], out_dtype)
         if block.pre is None or block.post is None:  # persistent: the row is in registers
@@ -379,7 +393,7 @@ class TritonKernelCodegen(KernelCodegen):
             put(lines, node, f"{acc}_m = tl.max({acc}_v, 1)[:, None]")
             put(lines, node, f"{acc}_s = tl.sum(tl.where({acc}_v == {inf}, 0.0, "
                              f"tl.exp({acc}_v - {acc}_m)), 1)[:, None]")
-            put(lines, node, f"{result.name} = {join}.to({out_dtype})")
+            put(lines, node, f"{result.name} = {cast(join)}")
             return result
         step = rules.lse_step(self.plan.xnumel)  # one row per program
         start = inf if step["init"] == "-inf" else literal(torch.finfo(value.dtype).min,
@@ -392,7 +406,7 @@ class TritonKernelCodegen(KernelCodegen):
         put(block.post, node, f"{acc}_m = tl.max({acc}, 1)[:, None]")
         put(block.post, node, f"{acc}_s = tl.sum(tl.where({acc} == {inf}, 0.0, "
                               f"{acc}_sum * tl.exp({acc} - {acc}_m)), 1)[:, None]")
-        put(block.post, node, f"{result.name} = {join}.to({out_dtype})")
+        put(block.post, node, f"{result.name} = {cast(join)}")
         return result
 
     def _finish(self, rtype: str, masked: str, dtype: torch.dtype) -> str:
