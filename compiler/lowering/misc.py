@@ -182,7 +182,12 @@ ATTENTION = tuple(getattr(aten, n) for n in (
     "_scaled_dot_product_flash_attention_for_cpu_backward").split())
 
 
-@register_lowering(aten._convolution, aten.baddbmm, *ATTENTION)
+# A grouped GEMM (a mixture of experts' per-expert products, rows grouped by offsets): a
+# matrix product like bmm, with its own library kernel.
+GROUPED_MM = tuple(getattr(aten, n) for n in ("_grouped_mm",) if hasattr(aten, n))
+
+
+@register_lowering(aten._convolution, aten.baddbmm, *ATTENTION, *GROUPED_MM)
 def vendor(g: LoweringContext, node: Node, *args: Any, **kwargs: Any) -> Any:
     return g.extern(node, node.target, args, kwargs, fallback=False)
 
