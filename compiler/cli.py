@@ -52,6 +52,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="do not repeat the bundle's source and capture events")
     b.add_argument("--no-replay-source", action="store_true",
                    help="repeat the bundle's capture event only (its source was streamed)")
+    b.add_argument("--code", default=None, metavar="FILE",
+                   help="the snippet as submitted: the source kernel comments quote "
+                        "(never the bundle's copy)")
     r = sub.add_parser("run", help="run your script, recording every torch.compile")
     r.add_argument("--trace-dir", default=None,
                    help="where to record (default: ks-trace/<script>-<time>)")
@@ -153,11 +156,12 @@ def _stages(args: argparse.Namespace) -> int:
     if not Path(args.bundle).is_file():
         print(f"kernelscope: no such bundle: {args.bundle}", file=sys.stderr)
         return 2
+    code = Path(args.code).read_text(encoding="utf-8", errors="replace") if args.code else None
     options = _options(args)  # first: it sets the emulator's environment before torch loads
     from kernelscope.compiler.pipeline import run_back
 
     return _print(run_back(args.bundle, options, replay=not args.no_replay,
-                           replay_source=not args.no_replay_source), args)
+                           replay_source=not args.no_replay_source, code=code), args)
 
 
 def _options(args: argparse.Namespace, entry: str | None = None) -> Any:

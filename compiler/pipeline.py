@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 import torch
 
 from kernelscope.compiler import check, training
+from kernelscope.compiler.blame import blame
 from kernelscope.compiler.capture.bundle import (
     Bundle,
     BundleError,
@@ -108,6 +109,12 @@ def _error_data(stage: str, e: BaseException, path: Path | None) -> ev.Error:
     if isinstance(e, BuildError):
         err.kernel, err.log = e.kernel, e.log
     return err
+
+
+def _back_error(stage: str, e: BaseException, run: _BackRun) -> ev.Error:
+    """A back stage's failure, blamed on the snippet's graph or cut to the compiler's own
+    words (compiler/blame.py)."""
+    return blame(_error_data(stage, e, None), e, run.graphs)
 
 
 def versions(device: str) -> dict[str, Any]:
@@ -210,6 +217,7 @@ class _BackRun:
 
     bundle: Bundle
     options: CompileOptions
+    code_lines: list[str] = field(default_factory=list)  # the submitted code's
     graphs: list[tuple[BundleGraph, torch.fx.GraphModule, list[Any]]] = field(
         default_factory=list)
     works: list[GraphWork] = field(default_factory=list)
@@ -217,15 +225,17 @@ class _BackRun:
 
 
 def run_back(bundle_path: str | Path, options: CompileOptions, replay: bool = True,
-             isolated: bool = True, _seq: _Seq | None = None, replay_source: bool = True
-             ) -> Iterator[StageEvent]:
+             isolated: bool = True, _seq: _Seq | None = None, replay_source: bool = True,
+             code: str | None = None) -> Iterator[StageEvent]:
     """Read a capture bundle and run every stage after capture on its graphs.
 
     With `replay`, first yields the front half's `source` (unless not `replay_source`: a
     server that streamed the front's own) and `capture` events from the bundle (their data
     marked `"origin": "snippet"`; capture's graphs are re-rendered from the rebuilt graphs).
     `isolated` goes into `done`: true when this process never ran the snippet (the caller
-    knows; run_pipeline says false).
+    knows; run_pipeline says false). `code`: the submitted snippet, the only source text
+    kernel comments quote (never the bundle's copy, which the snippet could rewrite);
+    without it they quote none.
     """
     seq = _Seq() if _seq is None else _seq
     try:
@@ -239,14 +249,14 @@ def run_back(bundle_path: str | Path, options: CompileOptions, replay: bool = Tr
             yield seq.event("source", events["source"]["ms"], _replayed_source(events, options))
         yield from _fail(seq, events["error"]["data"], isolated=isolated)
         return
-    run = _BackRun(bundle, options)
+    run = _BackRun(bundle, options, (code or "").splitlines())
     for stage, prepare in (("capture", _rebuild), ("lowering", _make_works)):
         try:
             prepare(run)
         except Exception as e:
             yield from _fail(seq, _error_data(stage, e, None), isolated=isolated)
             return
-    code_lines = _code_lines(bundle)
+    code_lines = run.code_lines
     if replay:
         if replay_source:
             yield seq.event("source", events["source"]["ms"],
@@ -265,7 +275,7 @@ def run_back(bundle_path: str | Path, options: CompileOptions, replay: bool = Tr
             with torch.no_grad(), contextlib.redirect_stdout(sys.stderr):
                 data = fn(run)
         except Exception as e:
-            yield from _fail(seq, _error_data(name, e, None), isolated=isolated)
+            yield from _fail(seq, _back_error(name, e, run), isolated=isolated)
             return
         yield seq.event(name, (time.perf_counter() - start) * 1000, data)
     yield seq.event("done", 0.0, ev.Done(ok=run.ok, isolated=isolated))
@@ -287,11 +297,8 @@ def run_pipeline(code: str, options: CompileOptions, filename: str | None = None
             failed = failed or ev.stage == "error"
             yield ev
         if not failed:
-            yield from run_back(bundle, options, replay=False, isolated=False, _seq=seq)
-
-
-def _code_lines(bundle: Bundle) -> list[str]:
-    return str(bundle.events.get("source", {}).get("data", {}).get("code", "")).splitlines()
+            yield from run_back(bundle, options, replay=False, isolated=False, _seq=seq,
+                                code=code)
 
 
 def _rebuild(run: _BackRun) -> None:
@@ -300,8 +307,8 @@ def _rebuild(run: _BackRun) -> None:
 
 
 def _make_works(run: _BackRun) -> None:
-    lines = _code_lines(run.bundle)
-    run.works = [_work(g.id, gm, inputs, run.options, run.bundle.snippet_path, lines, g.kind)
+    run.works = [_work(g.id, gm, inputs, run.options, run.bundle.snippet_path, run.code_lines,
+                       g.kind)
                  for g, gm, inputs in run.graphs]
 
 

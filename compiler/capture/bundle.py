@@ -70,6 +70,8 @@ _GRAPH_KEYS = {"id", "kind", "nodes", "inputs", "constants", "inputs_recorded", 
                "compile_id"}
 _COMPILE_ID = re.compile(r"\d{1,6}/\d{1,6}")
 _NODE_KEYS = {"name", "op", "target", "args", "kwargs", "meta"}
+_MESSAGE = re.compile(r"msg|message")  # an op argument that only becomes an error's text
+ASSERT_TEXT = "a check in the captured graph failed (its message is not carried)"
 _TENSOR_KEYS = {"shape", "stride", "offset", "dtype", "device", "requires_grad"}
 
 
@@ -258,6 +260,7 @@ class BundleGraph:
             kwargs = {k: _decode(v, env, name) for k, v in spec["kwargs"].items()}
             target: Any = resolve_target(spec["target"]) if op == "call_function" \
                 else spec["target"]
+            args, kwargs = _without_messages(target, args, kwargs)
             node = graph.create_node(op, target, args, kwargs, name=name)
             if node.name != name:
                 raise BundleError(f"node name {name!r} is not unique or not a valid name")
@@ -492,6 +495,22 @@ def resolve_target(name: str) -> Callable[..., Any]:
     if not isinstance(op, torch._ops.OpOverload):
         raise BundleError(f"call target {name!r}: no such overload")
     return op
+
+
+def _without_messages(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+                      ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """An op's message arguments (`_assert_async`'s `assert_msg`) replaced by our own text:
+    whatever the op raises with it would otherwise be the snippet's words in a stage the
+    compiler reports."""
+    if not isinstance(target, torch._ops.OpOverload):
+        return args, kwargs
+    schema = target._schema.arguments
+    drop = {a.name for a in schema if _MESSAGE.search(a.name) and str(a.type) == "str"}
+    if not drop:
+        return args, kwargs
+    args = tuple(ASSERT_TEXT if i < len(schema) and schema[i].name in drop else a
+                 for i, a in enumerate(args))
+    return args, {k: ASSERT_TEXT if k in drop else v for k, v in kwargs.items()}
 
 
 def _decode(a: Any, env: Mapping[str, torch.fx.Node], where: str) -> Any:

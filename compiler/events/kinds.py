@@ -7,7 +7,7 @@ from typing import Literal
 GraphKind = Literal["forward", "backward", "inference"]
 ErrorKind = Literal["syntax", "entry", "exception", "unsupported", "bundle", "build",
                     "mismatch", "timeout", "memory", "killed", "sandbox", "busy",
-                    "cancelled"]
+                    "cancelled", "graph"]
 Origin = Literal["snippet"]
 # Who sent an event, as the server labels it at the event's top level (docs/server.md): the
 # process that ran the snippet, our own compiler process, or the server itself.

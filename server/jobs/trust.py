@@ -11,7 +11,9 @@ a label inside the data proves nothing. So the server decides by stage, never by
 - `source`, `capture_graph` and `capture` are the snippet's, always; so is an `error` the
   back half sends before it has reported a stage of its own (it can only be about the
   bundle: a replayed error, or a bundle the back half refused);
-- everything the back half reports from `lowering` on is the compiler's;
+- everything the back half reports from `lowering` on is the compiler's, but for an
+  `error` of kind `graph`: the snippet's graph itself raises (compiler/blame.py; a kind
+  can only move an error to the snippet, never to the compiler);
 - `source.code` is re-derived from the submitted code. A split job streams the front's own
   `source` (so it is on screen before capture ends): its options, backend and versions
   are the front process's words, like the rest of it; where the front sent none, the back
@@ -35,6 +37,7 @@ from kernelscope.compiler.events.types import PAYLOADS
 from kernelscope.server.jobs.manager import JobRequest
 
 SNIPPET_STAGES = ("source", "capture_graph", "capture")
+SNIPPET_GRAPH = "graph"  # an error's kind: the snippet's graph fails run eagerly (blame.py)
 LABELLED = ("source", "capture")  # payloads that say `"origin": "snippet"` themselves
 STRING_CAP = 64 * 1024  # characters of one string a snippet-made payload may hold
 CODE_CAP = 256 * 1024  # ... for a graph's code (the FX code of a large model is long)
@@ -49,11 +52,12 @@ class StageOrigin:
     def __init__(self) -> None:
         self.own_stage_seen = False  # the back half has reported a stage of its own
 
-    def origin(self, stage: str) -> str:
+    def origin(self, stage: str, data: dict[str, Any] | None = None) -> str:
         if stage in SNIPPET_STAGES:
             return "snippet"
         if stage == "error":
-            return "compiler" if self.own_stage_seen else "snippet"
+            graph = isinstance(data, dict) and data.get("kind") == SNIPPET_GRAPH
+            return "compiler" if self.own_stage_seen and not graph else "snippet"
         if stage != "done":
             self.own_stage_seen = True
         return "compiler"

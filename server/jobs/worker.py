@@ -120,7 +120,8 @@ def back_argv(settings: WorkerSettings, job: Job, scratch: str, replay_source: b
     `replay_source` false: the front's `source` was streamed already."""
     assert settings.back_command is not None
     flags = [] if replay_source else ["--no-replay-source"]
-    return [*settings.back_command, f"{scratch}/{BUNDLE}", *_option_flags(job), *flags]
+    return [*settings.back_command, f"{scratch}/{BUNDLE}", *_option_flags(job), *flags,
+            "--code", f"{scratch}/{SNIPPET}"]
 
 
 ENTRY_SCRIPT = Path(__file__).with_name("worker_entry.py")
@@ -201,6 +202,7 @@ def run_job(
                     break
             finish(job, store, {"ok": False}, front.stdout, "snippet")
         elif front.outcome.reason is None and take_bundle(jobdir, iso, limits):
+            _write_snippet(job, jobdir.phase("back"), iso)  # what kernel comments quote
             streamed = "source" in front.stages
             back = run_phase(job, settings, jobdir, "back",
                              lambda v: back_argv(settings, job, v, not streamed),
@@ -278,7 +280,7 @@ def run_phase(
 
     def sink(stage: str, data: dict[str, Any], ms: float) -> None:
         if follow is not None and follow.closed:
-            follow.take(stage, data, ms, by_stage.origin(stage) if trusted else "snippet")
+            follow.take(stage, data, ms, by_stage.origin(stage, data) if trusted else "snippet")
             return
         # A front's one `source`, then its graphs: a second source (or a graph before the
         # first) is a line the snippet wrote itself, and stays out of the stream.
@@ -287,7 +289,7 @@ def run_phase(
             stages.append(stage)
             said.append((stage, data, ms))
         if publish or streams:
-            origin = by_stage.origin(stage) if trusted else "snippet"
+            origin = by_stage.origin(stage, data) if trusted else "snippet"
             if stage in FRONT_STAGES:
                 data = conform_payload(stage, data, job.request)
             job.publish(stage, data, ms, origin=origin)

@@ -137,6 +137,7 @@ def main(argv: list[str]) -> int:
         p.add_argument("bundle")
         options(p)
         p.add_argument("--no-replay-source", action="store_true")
+        p.add_argument("--code")  # the submitted snippet (the real back half quotes it)
         args = p.parse_args(argv[1:])
         with open(args.bundle, encoding="utf-8") as f:
             back(json.load(f), replay=True, isolated=True,

@@ -121,7 +121,7 @@ export interface DynamoCompile {
 
 export interface Error {
   stage: string;
-  kind: "syntax" | "entry" | "exception" | "unsupported" | "bundle" | "build" | "mismatch" | "timeout" | "memory" | "killed" | "sandbox" | "busy" | "cancelled";
+  kind: "syntax" | "entry" | "exception" | "unsupported" | "bundle" | "build" | "mismatch" | "timeout" | "memory" | "killed" | "sandbox" | "busy" | "cancelled" | "graph";
   message: string;
   line?: number | null;
   traceback?: string | null;
