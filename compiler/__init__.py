@@ -11,12 +11,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.options import TRACE_DIR_ENV, CompileOptions
+from kernelscope.compiler.versions import __version__
 
-TRACE_DIR_ENV = "KERNELSCOPE_TRACE_DIR"  # set by `kernelscope run` (compiler/cli.py)
-
-__all__ = ["CompileOptions", "backend", "compile_snippet"]
-__version__ = "0.1.0"
+__all__ = ["CompileOptions", "__version__", "backend", "compile_snippet"]
 
 
 def backend(gm: Any, example_inputs: list[Any], **kwargs: Any) -> Any:

@@ -50,6 +50,7 @@ from kernelscope.compiler.schedule.inplace import in_place_outputs
 from kernelscope.compiler.schedule.kinds import KernelKind
 from kernelscope.compiler.schedule.memory import plan_memory
 from kernelscope.compiler.schedule.scheduler import schedule, schedule_json
+from kernelscope.compiler.trace.writer import TraceDir
 
 
 # -- stages ------------------------------------------------------------------------------
@@ -458,8 +459,6 @@ def make_backend(options: CompileOptions, filename: str | None = None,
     counter = [0]
     tracer = None
     if options.trace_dir:
-        from kernelscope.compiler.trace.writer import TraceDir
-
         tracer = TraceDir.open(options.trace_dir, options.to_json())
 
     # The backward graph is compiled lazily, inside `loss.backward()`; when that call sits in

@@ -15,6 +15,9 @@ from typing import Any
 
 from kernelscope.compiler.devices import CPU
 
+# set by `kernelscope run` (compiler/cli.py): the trace directory of every compile that names none
+TRACE_DIR_ENV = "KERNELSCOPE_TRACE_DIR"
+
 
 @dataclass(frozen=True)
 class CompileOptions:

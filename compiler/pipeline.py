@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib.metadata
-import platform
 import sys
 import tempfile
 import time
@@ -61,7 +59,6 @@ from kernelscope.compiler.compile_fx import (
     memory_stage,
     schedule_stage,
 )
-from kernelscope.compiler.devices import is_gpu
 from kernelscope.compiler.events import types as ev
 from kernelscope.compiler.events.stage import StageEvent
 from kernelscope.compiler.graph_work import GraphWork
@@ -70,6 +67,7 @@ from kernelscope.compiler.runtime.cache import cache_root
 from kernelscope.compiler.runtime.profile import inductor_profile, profile
 from kernelscope.compiler.runtime.timing import KernelLaunchError
 from kernelscope.compiler.snippet import SnippetError, captured_stdout, user_line_of, write_snippet
+from kernelscope.compiler.versions import versions
 
 R = TypeVar("R")
 FRONT_STAGES = ("source", "capture")
@@ -115,18 +113,6 @@ def _back_error(stage: str, e: BaseException, run: _BackRun) -> ev.Error:
     """A back stage's failure, blamed on the snippet's graph or cut to the compiler's own
     words (compiler/blame.py)."""
     return blame(_error_data(stage, e, None), e, run.graphs)
-
-
-def versions(device: str) -> dict[str, Any]:
-    try:  # without importing Triton: its import decides whether it interprets
-        triton_version: str | None = importlib.metadata.version("triton")
-    except importlib.metadata.PackageNotFoundError:
-        triton_version = None
-    gpu = torch.cuda.get_device_name() if is_gpu(device) and torch.cuda.is_available() else None
-    from kernelscope.compiler import __version__
-
-    return {"python": platform.python_version(), "torch": torch.__version__,
-            "triton": triton_version, "gpu": gpu, "kernelscope": __version__}
 
 
 def _compiler_facts(options: CompileOptions) -> dict[str, Any]:

@@ -8,7 +8,8 @@ recomputed at the requested index by calling its inner_fn again (CSE makes that 
 when the index is the one just computed).
 
 Reduction kernels run in segments: consecutive nodes that can share one loop over the
-reduction dimension, split where a node needs a reduction result from the current loop.
+reduction dimension, split where a node needs a reduction result from the current loop
+(codegen/reduction.py says which nodes go where; this module writes the blocks).
 """
 
 from __future__ import annotations
@@ -24,15 +25,14 @@ import torch
 
 from kernelscope.compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
 from kernelscope.compiler.codegen.optable import OpTable
-from kernelscope.compiler.codegen.walks import dense_walk, split_vars, storage_coords, suffix_point
-from kernelscope.compiler.ir.handlers import body_vars
+from kernelscope.compiler.codegen.reduction import ReductionWalks, segments
+from kernelscope.compiler.codegen.walks import split_vars, storage_coords
 from kernelscope.compiler.ir.index_print import sympy_str
 from kernelscope.compiler.ir.indexing import (
     FloorDiv,
     ModularIndexing,
     decompose,
     simplify_index,
-    steps_along_outputs,
     sym,
 )
 from kernelscope.compiler.ir.nodes import ComputedBuffer, Pointwise, Reduction
@@ -314,103 +314,10 @@ class KernelCodegen(Handler):
         if node.numel == self.plan.xnumel:
             return self.output_vars(ranges), []
         if self._walks is None:
-            self._walks = self.reduction_walks()
+            self._walks = ReductionWalks(self.plan, self.bounds, self.output_vars).walks()
         if node.name in self._walks:
             return self._walks[node.name], []
         return split_vars(ranges, self.plan.xnumel, XINDEX, RINDEX, self.plan.rnumel), []
-
-    def reduction_walks(self) -> dict[str, list[Any]]:
-        """Coordinates for the pointwise nodes over the reduction's input that read no
-        in-kernel reduction: the element a reader in this kernel (a reduction, or such a
-        node already walked) reads at each (xindex, rindex), where that read is a dense
-        walk of the node's elements. Any walk of such a node is correct (its readers
-        recompute it at their own index); this one makes its loads the ones its readers
-        make (CSE: computed once) and keeps them along the reduction's axes (a column sum
-        of a producer stored row-major reads and writes it column by column)."""
-        plan, deps = self.plan, self._reduction_deps()
-        nodes = {n.name: n for n in plan.nodes}
-        walks: dict[str, list[Any]] = {}
-        columns = self._reads_columns()
-        for node in reversed(plan.nodes):
-            if node.kind is not KernelKind.POINTWISE or deps[node.name] or \
-                    node.numel != plan.xnumel * plan.rnumel or node.numel == plan.xnumel:
-                continue
-            suffix = suffix_point(list(node.ranges), plan.xnumel) if columns else None
-            if suffix is not None:  # walked down the columns unless a reader says otherwise
-                ranges = list(node.ranges)
-                walks[node.name] = decompose(RINDEX, ranges[:suffix]) + \
-                    decompose(XINDEX, ranges[suffix:])
-            for reader in plan.nodes[plan.nodes.index(node) + 1:]:
-                if node.name not in reader.reads or not (
-                        reader.kind.reduces or reader.name in walks):
-                    continue
-                data = reader.buffer.data  # type: ignore[attr-defined]
-                variables, rvars = body_vars(data)
-                sizes = list(data.ranges) + list(getattr(data, "reduction_ranges", ()))
-                index = next((i for i in reader.reads[node.name]
-                              if dense_walk(i, variables + rvars, sizes, node.numel)), None)
-                if index is None:
-                    continue
-                if reader.kind.reduces:
-                    at = self._kernel_coords(reader)
-                else:
-                    at = dict(zip(variables, walks[reader.name]))
-                flat = simplify_index(index.xreplace(at), self.bounds)
-                walks[node.name] = storage_coords(nodes[node.name].buffer,  # type: ignore[arg-type]
-                                                  flat)
-                break
-            if node.name not in walks:
-                walk = self._walk_as_read(node)
-                if walk is not None:
-                    walks[node.name] = walk
-        return walks
-
-    def _walk_as_read(self, node: SchedNode) -> list[Any] | None:
-        """Coordinates for a node with no reader in the kernel: where a reduction reads a
-        buffer stored as this node is (same sizes and strides) through a dense walk, the
-        node's element at that storage position (a batch norm's input gradient over NHWC
-        beside its weight-gradient sums over N x H x W: its store and its loads walk as
-        the sums' loads do, so they are the same loads)."""
-        lay = node.buffer.layout
-        for reader in self.plan.nodes:
-            if not reader.kind.reduces:
-                continue
-            data = reader.buffer.data  # type: ignore[attr-defined]
-            variables, rvars = body_vars(data)
-            sizes = list(data.ranges) + list(data.reduction_ranges)
-            for name, indexes in reader.reads.items():
-                other = self.plan.buffers[name].layout
-                if tuple(other.size) != tuple(lay.size) or \
-                        tuple(other.stride) != tuple(lay.stride) or other.offset != lay.offset:
-                    continue
-                index = next((i for i in indexes
-                              if dense_walk(i, variables + rvars, sizes, node.numel)), None)
-                if index is not None:
-                    flat = simplify_index(index.xreplace(self._kernel_coords(reader)),
-                                          self.bounds)
-                    return storage_coords(node.buffer, flat)  # type: ignore[arg-type]
-        return None
-
-    def _kernel_coords(self, node: SchedNode) -> dict[Any, Any]:
-        """A reduction node's body variables -> its coordinates in this kernel."""
-        variables, rvars = body_vars(node.buffer.data)  # type: ignore[attr-defined]
-        xs, rs = self.node_vars(node)
-        return dict(zip(variables + rvars, xs + rs))
-
-    def _reads_columns(self) -> bool:
-        """Some reduction of the kernel reads along its outputs (x.sum(0)): a node over
-        the reduction's input with no reader to follow then walks as the columns do."""
-        for node in self.plan.nodes:
-            if not node.kind.reduces:
-                continue
-            at = self._kernel_coords(node)
-            loads = [simplify_index(i.xreplace(at), self.bounds)
-                     for idx in node.reads.values() for i in idx]
-            steps = steps_along_outputs(loads, XINDEX, self.plan.xnumel, RINDEX,
-                                        self.plan.rnumel)
-            if steps is not None and steps[0]:
-                return True
-        return False
 
     def codegen_node(self, node: SchedNode) -> None:
         self.node = node
@@ -468,7 +375,7 @@ class KernelCodegen(Handler):
         generated before any is written out, so a later loop can still add lines to an
         earlier one (the C++ backend keeps a costly per-element value for the next loop)."""
         blocks = [self.run(self.straight_block(Lines()) if kind == "x" else self.loop_block(),
-                           nodes) for kind, nodes in self.segments()]
+                           nodes) for kind, nodes in segments(self.plan)]
         out = Lines()
         for block in blocks:
             if block.pre is None or block.post is None:
@@ -479,34 +386,6 @@ class KernelCodegen(Handler):
             out.extend(block.post)
         return out
 
-    def segments(self) -> list[tuple[str, list[SchedNode]]]:
-        """Split nodes into ("loop", nodes) runs over rindex and ("x", nodes) epilogues."""
-        out: list[tuple[str, list[SchedNode]]] = []
-        red_deps = self._reduction_deps()
-        for node in self.plan.nodes:
-            domain = "x" if not node.kind.reduces and node.numel == self.plan.xnumel else "r"
-            if domain == "x":
-                out.append(("x", [node]))
-                continue
-            if out and out[-1][0] == "loop":
-                current = {n.name for n in out[-1][1] if n.kind.reduces}
-                if not (red_deps[node.name] & current):
-                    out[-1][1].append(node)
-                    continue
-            out.append(("loop", [node]))
-        return out
-
-    def _reduction_deps(self) -> dict[str, set[str]]:
-        """For each node, the in-kernel reductions it needs (directly or through others)."""
-        deps: dict[str, set[str]] = {}
-        kinds = {n.name: n.kind for n in self.plan.nodes}
-        for node in self.plan.nodes:
-            acc: set[str] = set()
-            for r in node.reads:
-                if r in kinds:
-                    acc |= {r} if kinds[r].reduces else deps.get(r, set())
-            deps[node.name] = acc
-        return deps
 
 
 def cast_value(value: Any, dtype: torch.dtype) -> bool | int | float:

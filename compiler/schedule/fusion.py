@@ -333,7 +333,7 @@ def _coords(index: Any, size: list[int], stride: list[int], offset: Any) -> list
     """The coordinates of storage position `index` in a buffer laid out densely in some
     dim order (row-major, or channels-last: a batch norm backward's column sums over NHWC
     values recompute them, and they read per-channel statistics), else None. Such a
-    kernel walks the NHWC values down the columns (codegen/kernel.py reduction_walks,
+    kernel walks the NHWC values down the columns (codegen/reduction.py ReductionWalks,
     tiling.column_walk): measured slow on the H200 before it did (the ResNet-50 step's
     sums one channel a program, 0.8-1.8 ms each; docs/perf.md)."""
     if offset:

@@ -31,8 +31,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelscope.compiler import TRACE_DIR_ENV
+from kernelscope.compiler.options import TRACE_DIR_ENV
 from kernelscope.compiler.trace.reader import RUN_FILE, RUN_FORMAT, VERSION
+from kernelscope.compiler.versions import __version__
 
 OURS = "kernelscope"
 
@@ -179,8 +180,6 @@ def run(target: str, args: list[str], trace_dir: Path, *, module: bool = False,
 
 def _write_run(trace_dir: Path, argv: list[str], status: int, started: float,
                recorder: Recorder) -> None:
-    from kernelscope.compiler import __version__
-
     record = {"format": RUN_FORMAT, "version": VERSION, "versions": {"kernelscope": __version__},
               "argv": argv, "cwd": os.getcwd(), "exit": status,
               "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),

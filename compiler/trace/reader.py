@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelscope.compiler import __version__
 from kernelscope.compiler.codegen import targets
 from kernelscope.compiler.devices import CPU
 from kernelscope.compiler.events.check import event_errors
 from kernelscope.compiler.events.stage import SCHEMA_VERSION
+from kernelscope.compiler.versions import __version__
 
 FORMAT = "kernelscope-trace"  # one compiled graph's file
 RUN_FORMAT = "kernelscope-run"  # run.json: the command `kernelscope run` ran, its compile calls

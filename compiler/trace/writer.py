@@ -36,6 +36,7 @@ from kernelscope.compiler.devices import CPU
 from kernelscope.compiler.events import types as ev
 from kernelscope.compiler.events.stage import SCHEMA_VERSION
 from kernelscope.compiler.trace.reader import FORMAT, VERSION
+from kernelscope.compiler.versions import versions
 
 MAX_CODE = 1 << 20  # characters of the user's file kept in a trace file
 # Our own frames, by both spellings: kernelscope/compiler is a link to compiler/.
@@ -226,8 +227,6 @@ class TraceDir:
               payloads: dict[str, Any], ms: dict[str, float] | None = None) -> Path:
         """One compiled graph's file. `payloads`: stage name -> that stage's one graph;
         `ms`: stage name -> how long it took."""
-        from kernelscope.compiler.pipeline import versions
-
         filename = graph_file(gm)
         code = ""
         if filename is not None:

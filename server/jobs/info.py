@@ -30,7 +30,7 @@ def versions(repo_dir: Path | None = None) -> dict[str, str | None]:
         except importlib.metadata.PackageNotFoundError:
             out[name] = None
     if out["kernelscope"] is None and repo_dir is not None:  # a checkout, not installed
-        init = repo_dir / "compiler" / "__init__.py"
+        init = repo_dir / "compiler" / "versions.py"
         found = re.search(r'__version__ = "([^"]+)"', init.read_text()) if init.exists() else None
         out["kernelscope"] = found.group(1) if found else None
     return out

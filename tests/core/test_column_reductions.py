@@ -1,7 +1,7 @@
 """Column reductions: the split into two passes (lowering/reductions.py column_splits),
 column tiles (codegen/tiling.py column_walk, triton_rules.column_config), a producer over
-the rows walked in the reduction's order (kernel.py reduction_walks) and loads masked by
-the `where` that selects them (triton.py). The decisions are checked on the generated
+the rows walked in the reduction's order (codegen/reduction.py ReductionWalks) and loads
+masked by the `where` that selects them (triton.py). The decisions are checked on the generated
 kernels; the results against eager through the C++ backend (in-process) and the Triton
 interpreter (column_cases.py, in a process of its own)."""
 

@@ -102,8 +102,16 @@ def _graph() -> dict[str, list[tuple[str, int, bool]]]:
             target = _known(imported, modules)
             if target is not None and target != name and (target, line, top) not in edges:
                 edges.append((target, line, top))
-        graph[name] = edges
+        graph[name] = _without_parents(edges)
     return graph
+
+
+def _without_parents(edges: list[tuple[str, int, bool]]) -> list[tuple[str, int, bool]]:
+    """`from compiler import check` imports the module compiler.check, not the package's
+    `__init__` for a name of its own: an edge to a package is dropped where the same line
+    imports a module inside it."""
+    return [(t, line, top) for t, line, top in edges
+            if not any(o.startswith(t + ".") and ol == line for o, ol, _ in edges)]
 
 
 def _shared_modules(graph: dict[str, list[tuple[str, int, bool]]]) -> set[str]:
@@ -176,6 +184,96 @@ def test_no_import_cycles_between_modules() -> None:
     for m in graph:
         if m not in state and (cycle := visit(m)):
             pytest.fail("import cycle: " + " -> ".join(cycle))
+
+
+def _cycle(graph: dict[str, list[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(m: str) -> list[str] | None:
+        state[m] = 1
+        stack.append(m)
+        for t in graph.get(m, []):
+            if state.get(t) == 1:
+                return stack[stack.index(t):] + [t]
+            if t not in state and (cycle := visit(t)):
+                return cycle
+        stack.pop()
+        state[m] = 2
+        return None
+
+    for m in sorted(graph):
+        if m not in state and (cycle := visit(m)):
+            return cycle
+    return None
+
+
+def _all_edges(graph: dict[str, list[tuple[str, int, bool]]]) -> dict[str, list[str]]:
+    """Every import, function-level ones too; the lowering table's load_all aside (it
+    imports every lowering on purpose, after they are all defined)."""
+    return {m: sorted({t for t, _, _ in edges}) for m, edges in graph.items()
+            if m != LOAD_ALL}
+
+
+def test_no_import_cycles_even_through_function_level_imports() -> None:
+    """A function-level import must not be what keeps a cycle from failing at import time
+    (the package's `__init__` -> compile_fx -> the trace writer -> pipeline, for the
+    version, -> `__init__` was one): the version lives in compiler/versions.py."""
+    cycle = _cycle(_all_edges(_graph()))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_cycle_check_sees_a_planted_lazy_cycle() -> None:
+    graph = _graph()
+    planted = {**graph, "compiler.versions": [*graph["compiler.versions"],
+                                              ("compiler.pipeline", 30, False)]}
+    cycle = _cycle(_all_edges(planted))
+    assert cycle is not None and "compiler.versions" in cycle
+
+
+SERVER = re.compile(r"^(kernelscope\.)?server(\.|$)")
+
+
+def _server_imports(root: Path) -> list[str]:
+    """Imports of the server (kernelscope.server, or a top-level `server`) by a module under
+    `root`, function-level and TYPE_CHECKING ones included, and `import_module` calls
+    naming it."""
+    bad = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            elif isinstance(node, ast.Call) and node.args and \
+                    getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module" \
+                    and isinstance(node.args[0], ast.Constant):
+                names = [str(node.args[0].value)]
+            bad += [f"{path.relative_to(root.parent)}:{node.lineno} imports {n}"  # type: ignore[attr-defined]
+                    for n in names if SERVER.match(n)]
+    return bad
+
+
+def test_the_compiler_never_imports_the_server() -> None:
+    """The compiler is a library: no Flask, no jobs, no store. The commands that serve or
+    store live in server/cli.py; kernelscope/cli.py sends each command where it belongs."""
+    assert _server_imports(ROOT) == []
+
+
+def test_the_server_import_check_sees_planted_violations(tmp_path: Path) -> None:
+    pkg = tmp_path / "compiler" / "trace"
+    pkg.mkdir(parents=True)
+    (pkg / "x.py").write_text(
+        "import importlib\nfrom typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from kernelscope.server.store import sqlite\n"
+        "def f():\n    import kernelscope.server.cli\n"
+        "    return importlib.import_module('kernelscope.server.open_cmd')\n"
+        "from kernelscope.serverless import y\n")
+    found = _server_imports(tmp_path / "compiler")
+    assert found == ["compiler/trace/x.py:4 imports kernelscope.server.store",
+                     "compiler/trace/x.py:6 imports kernelscope.server.cli",
+                     "compiler/trace/x.py:7 imports kernelscope.server.open_cmd"], found
 
 
 def test_checker_sees_a_violation(tmp_path: Path) -> None:
