@@ -26,12 +26,13 @@ BACKENDS = ("cpp", "triton")
 SNAPSHOT_STAGES = ("lowering", "scheduling", "memory", "codegen")
 
 
-def _back_events(bundle: Path, options: Any) -> dict[str, Any]:
+def _back_events(bundle: Path, options: Any, code: str) -> dict[str, Any]:
     from kernelscope.compiler import pipeline
     from kernelscope.compiler.capture.bundle import read_bundle
     from kernelscope.compiler.events import types as ev
 
-    run = pipeline._BackRun(read_bundle(bundle), options)
+    # The back half quotes the submitted code, never the bundle's (as run_back(code=...)).
+    run = pipeline._BackRun(read_bundle(bundle), options, code.splitlines())
     pipeline._rebuild(run)
     pipeline._make_works(run)
     out: dict[str, Any] = {}
@@ -52,13 +53,14 @@ def sample_snapshots(sample: Path) -> dict[str, str]:
     with tempfile.TemporaryDirectory(prefix="ks-snapshot-") as tmp:
         bundle = Path(tmp) / "capture.ksb"
         front = CompileOptions(device="cpu", backend="cpp", profile=False, cache_dir=tmp)
-        events = list(run_front(sample.read_text(), front, bundle, str(sample)))
+        code = sample.read_text()
+        events = list(run_front(code, front, bundle, str(sample)))
         errors = [e.data for e in events if e.stage == "error"]
         assert not errors, errors
         for backend in BACKENDS:
             options = CompileOptions(device="cpu", backend=backend, profile=False,
                                      cache_dir=tmp)
-            text = json.dumps(_back_events(bundle, options), indent=1, sort_keys=True)
+            text = json.dumps(_back_events(bundle, options, code), indent=1, sort_keys=True)
             text = text.replace(tmp, "<cache>").replace(str(REPO), "<repo>")
             # The built library's name hashes its source, which names this machine's
             # torch include directory: the kernels in it are compared, not that path.
