@@ -32,6 +32,7 @@ from typing import Any
 
 from kernelscope.compiler.codegen import targets  # torch-free: asked before torch is imported
 from kernelscope.compiler.devices import CPU, CUDA, DEVICES
+from kernelscope.compiler.events.stage import FOLLOW_UPS, PARTS, STAGES, TERMINAL  # torch-free
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -72,7 +73,8 @@ def _common(c: argparse.ArgumentParser) -> None:
     c.add_argument("--device", choices=list(DEVICES), default=None,
                    help="where tensors live (default: cuda if available, else cpu)")
     c.add_argument("--backend", choices=targets.choices(), default=targets.AUTO)
-    c.add_argument("--stage", default=None, help="print only this stage")
+    c.add_argument("--stage", default=None, choices=[*STAGES, *PARTS, *FOLLOW_UPS, *TERMINAL],
+                   metavar="NAME", help="print only this stage: one of %(choices)s")
     c.add_argument("--json", action="store_true", help="one JSON event per line")
     c.add_argument("--no-fusion", action="store_true")
     c.add_argument("--no-reuse", action="store_true", help="no buffer reuse")
@@ -187,6 +189,7 @@ class _Printer:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
+        self.shown: set[int] = set()  # graphs printed as captured (`capture_graph`)
         self.out: Any = sys.stdout
         sys.stdout.flush()
         try:
@@ -202,7 +205,9 @@ class _Printer:
         if args.json:
             text = event.to_json()
         else:
-            text = _text(event)
+            text = _text(event, frozenset(self.shown))
+            if event.stage == "capture_graph":
+                self.shown.add(int(event.data["id"]))
         self.out.write(text + "\n")
         self.out.flush()
 
@@ -218,12 +223,13 @@ def _print(events: Iterator[Any], args: argparse.Namespace,
     return 0 if ok or args.json else 1
 
 
-def _text(event: Any) -> str:
-    """The terminal report of one event, read back from its JSON as any reader would."""
+def _text(event: Any, shown: frozenset[int] = frozenset()) -> str:
+    """The terminal report of one event, read back from its JSON as any reader would
+    (`shown`: graphs printed already, as captured)."""
     from kernelscope.compiler.events.read import parse_event
     from kernelscope.compiler.report import render
 
-    return render(parse_event(event.to_json()))
+    return render(parse_event(event.to_json()), shown)
 
 
 def _default_device() -> str:

@@ -50,8 +50,11 @@ def _capture_graph(g: ev.CaptureGraph) -> list[str]:
     return out
 
 
-def _capture(d: ev.Capture) -> list[str]:
-    out = _per_graph(_capture_graph)(d)
+def _capture(d: ev.Capture, shown: frozenset[int] = frozenset()) -> list[str]:
+    out = [line for g in d.graphs if g.id not in shown for line in _capture_graph(g)]
+    above = [g.name for g in d.graphs if g.id in shown]
+    if above:
+        out.append(f"({', '.join(above)}: printed above, as captured)")
     for b in d.graph_breaks:
         out.append(f"graph break at line {b.line}: {b.reason}")
     return out
@@ -165,6 +168,9 @@ RENDER: dict[type, Callable[[Any], list[str]]] = {
 }
 
 
-def render(event: Event[Any]) -> str:
-    lines = RENDER[type(event.data)](event.data)
+def render(event: Event[Any], shown: frozenset[int] = frozenset()) -> str:
+    """One event as text. `shown`: ids of graphs already printed as they were captured
+    (`capture_graph`): the `capture` event names them instead of printing them again."""
+    data = event.data
+    lines = _capture(data, shown) if isinstance(data, ev.Capture) else RENDER[type(data)](data)
     return "\n".join([_rule(f"{event.stage} ({event.ms:.1f} ms)")] + lines)

@@ -147,6 +147,8 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--runs", type=int, default=7)
     p.add_argument("--sample", default="add_relu")
+    p.add_argument("--file", help="a snippet file to post instead of a sample "
+                   "(e.g. benchmarks/snippets/llama6_train.py)")
     p.add_argument("--backend", default="cpp")
     p.add_argument("--device", default="cpu")
     p.add_argument("--log", help="the started server's stderr goes here")
@@ -167,7 +169,8 @@ def main() -> int:
         "first run builds its kernel)",
     )
     args = p.parse_args()
-    code = (REPO / "samples" / f"{args.sample}.py").read_text()
+    snippet = Path(args.file) if args.file else REPO / "samples" / f"{args.sample}.py"
+    code = snippet.read_text()
     options = {"device": args.device, "backend": args.backend, "inductor": args.inductor,
                **json.loads(args.options)}
     proc = None
@@ -179,7 +182,8 @@ def main() -> int:
         tmp = tempfile.mkdtemp(prefix="kernelscope-latency-")
         path = os.pathsep.join(p for p in (str(REPO), os.environ.get("PYTHONPATH")) if p)
         env = {**os.environ, "PYTHONPATH": path}
-        cmd = [sys.executable, "-m", "kernelscope.server", "--port", str(port), "--db", f"{tmp}/t.sqlite3"]
+        cmd = [sys.executable, "-m", "kernelscope.server", "--port", str(port),
+               "--db", f"{tmp}/t.sqlite3"]
         cmd += ["--pool", str(args.pool)]
         if not args.keep_cache:
             config = Path(tmp) / "config.json"
@@ -221,7 +225,7 @@ def main() -> int:
             trace = get_json(base, f"/api/traces/{good[-1]['trace_id']}")
             Path(args.save_trace).write_text(json.dumps(trace))
         if args.inductor_cold:
-            sample = REPO / "samples" / f"{args.sample}.py"
+            sample = snippet
             print(f"inductor cold compile: {inductor_cold(sample, args.device):.2f} s")
     finally:
         if proc is not None:

@@ -6,6 +6,22 @@ collects, so no module marks itself and this table is the rule. A key is a modul
 tests/ ("core/test_samples.py") or one test function in it, every parametrization included
 ("core/test_samples.py::test_every_sample"). Each kept-out module's area keeps a faster
 representative in the fast tier (tests/core/test_tiers.py checks that every folder does).
+
+Skips are not a tier: a test skips, saying why, where this machine lacks what it needs
+(`python -m pytest -rs` prints each reason). On a plain 2-core machine without the
+services (2026-12-06) the fast tier skipped 111:
+- 103 are the `postgres` and `redis` cases of the modules that run every test on each job
+  and store back-end (tests/server/server_support.py, BACKENDS): test_server_api (54),
+  test_server_streams (24), test_server_follow_ups (14), test_server_concurrency (4),
+  test_server_crash, test_server_faults, test_server_pool and test_server_trust (2 each).
+  Without KERNELSCOPE_TEST_POSTGRES and KERNELSCOPE_TEST_REDIS (`eval "$(bash
+  scripts/services.sh start)"`) they skip; CI sets KERNELSCOPE_REQUIRE_SERVICES=1, where a
+  missing service fails instead. An `embedded_only` test skips its other back-ends even then.
+- The rest need a host feature: per-job cgroups of one version or the other
+  (test_server_gaps), a seccomp filter, bubblewrap's namespaces, a worker not running as
+  root (test_server_sandbox's fork bomb), root and setpriv (test_server_limits), an
+  isolation level the host lacks (test_server_limits), Node.js or tsc (the web UI's unit
+  and type checks), objdump, or an installed package (test_backend's entry point).
 """
 
 from __future__ import annotations

@@ -278,3 +278,21 @@ def test_the_fixture_follows_the_event_schema() -> None:
 def lambda_has(cls: str) -> re.Pattern[str]:
     """A pattern for expect().to_have_class: the class list contains `cls`."""
     return re.compile(rf"(^|\s){re.escape(cls)}(\s|$)")
+
+
+@pytest.mark.parametrize("status", [400, 413])
+def test_a_refused_compile_stops_the_clock(page: Page, status: int) -> None:
+    """A 400 or 413 from /api/compile: no event ever comes, and the status strip's clock
+    used to count on forever."""
+    open_explorer(page)
+    page.route("**/api/compile", lambda route: route.fulfill(
+        status=status, json={"error": "the snippet is over the size limit"}))
+    page.click("#compile")
+    expect(page.locator(".error-banner")).to_be_visible()
+    total = page.locator(".total")
+    expect(total).to_contain_text("refused after")
+    expect(total).to_have_class(re.compile(r"\bbad\b"))
+    shown = total.text_content()
+    page.wait_for_timeout(400)  # four ticks of a running clock
+    assert total.text_content() == shown
+    expect(page.locator("#compile")).to_be_enabled()

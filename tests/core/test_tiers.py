@@ -85,6 +85,14 @@ def test_readme_runs_the_fast_tier_and_says_what_it_leaves_out() -> None:
     assert "tests/tiers.py" in after and ".ci/run" in after, "say what it leaves out, and CI"
 
 
+def test_readme_counts_the_samples() -> None:
+    """README.md said 16 samples while samples/ held 18."""
+    text = " ".join((REPO / "README.md").read_text().split())
+    said = re.search(r"The (\d+) files in \[`samples/`\]", text)
+    assert said is not None, "README.md: the sample count"
+    assert int(said.group(1)) == len(list((REPO / "samples").glob("*.py")))
+
+
 def test_ci_runs_the_whole_suite() -> None:
     ci = (REPO / ".ci" / "run").read_text()
     runs = [line for line in ci.splitlines() if re.search(r"-m pytest\b", line)

@@ -253,6 +253,7 @@ async function compile() {
       console.error(err);
       // No event came: the strip only needs to stop as a failure would stop it.
       status.update(state.trace, /** @type {any} */ ({ stage: "error", data: { stage: null } }), false);
+      status.refused();
       banner.show({ kind: err.kind ?? "client", message: err.message });
     }
   } finally {

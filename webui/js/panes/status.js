@@ -75,6 +75,15 @@ export class StatusStrip {
     this.timer = null;
   }
 
+  // The request itself was refused (a 400, 413, 429 or no server): no event will come, so
+  // the clock stops here.
+  refused() {
+    this.stopClock();
+    for (const c of this.chips.values()) c.classList.remove("running");
+    this.total.textContent = `refused after ${fmtSeconds(performance.now() - (this.t0 ?? performance.now()))}`;
+    this.total.className = "total bad";
+  }
+
   cancelled() {
     this.stopClock();
     for (const c of this.chips.values()) c.classList.remove("running");
