@@ -29,6 +29,11 @@ class CompileOptions:
     persistent_rblock: int = 4096  # rows up to this long run as persistent reductions
     inductor: bool = False  # also time torch.compile's own Inductor in `profile`
     profile: bool = True  # time eager and compiled code where that means something
+    # CPU threads the `profile` stage times with (torch's and OpenMP's), pinned to as many
+    # cores (compiler/runtime/slot.py); 0 keeps the process's own count (OMP_NUM_THREADS).
+    # One by default: on a shared host an OpenMP team waits at each barrier for a thread
+    # that another process preempted (a 7 us product measured at 150 ms with two threads).
+    threads: int = 1  # CPU threads the profile times with (0: the process's own)
     check: bool = True  # compare compiled outputs against eager in `run`
     atol: float = 1e-4  # absolute tolerance of the check against eager
     rtol: float = 1e-4  # relative tolerance of the check against eager

@@ -63,8 +63,9 @@ from kernelscope.compiler.events import types as ev
 from kernelscope.compiler.events.stage import StageEvent
 from kernelscope.compiler.graph_work import GraphWork
 from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.profiling import each, profile_works
 from kernelscope.compiler.runtime.cache import cache_root
-from kernelscope.compiler.runtime.profile import inductor_profile, profile
+from kernelscope.compiler.runtime.profile import inductor_profile
 from kernelscope.compiler.runtime.timing import KernelLaunchError
 from kernelscope.compiler.snippet import SnippetError, captured_stdout, user_line_of, write_snippet
 from kernelscope.compiler.versions import versions
@@ -391,27 +392,11 @@ def _run_stage(run: _BackRun) -> ev.Run:
 
 
 def _each(fns: list[Callable[..., Any]], run: _BackRun) -> Callable[[], None]:
-    inputs = [_fresh(w.example_inputs) for w in run.works]
-
-    def call() -> None:
-        for fn, args in zip(fns, inputs):
-            fn(*list(args))
-
-    return call
+    return each(fns, [_fresh(w.example_inputs) for w in run.works])
 
 
 def _profile(run: _BackRun) -> ev.Profile:
-    kernel_bytes = {}
-    for w in run.works:
-        for step in w.sched.steps if w.sched else []:
-            if step.plan is not None:
-                plan = step.plan
-                kernel_bytes[step.name] = sum(plan.buffers[b].layout.nbytes()
-                                              for b in plan.inputs + plan.stores)
-    eager = _each([w.gm for w in run.works], run)
-    ours = _each([_compiled(w) for w in run.works], run)
-    return ev.Profile(**profile(eager, ours, [_compiled(w) for w in run.works], run.options,
-                                kernel_bytes))
+    return profile_works(run.works, [_fresh(w.example_inputs) for w in run.works], run.options)
 
 
 def _inductor(run: _BackRun) -> ev.Inductor:

@@ -26,6 +26,11 @@ def default_kernel_cache() -> str:
     return str(Path(cache_home) / "kernelscope" / "server-kernels")
 
 
+def default_timing_dir() -> str:
+    cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return str(Path(cache_home) / "kernelscope" / "timing")
+
+
 def default_spool() -> str:
     data_home = os.environ.get("XDG_DATA_HOME") or os.path.expanduser("~/.local/share")
     return str(Path(data_home) / "kernelscope" / "spool")
@@ -75,6 +80,9 @@ def default_config() -> dict[str, Any]:
         # at once, before its worker has imported torch (server/jobs/early.py).
         "EARLY_SOURCE": True,
         "KERNEL_CACHE": default_kernel_cache(),  # shared across jobs ("" turns it off)
+        # A folder whose one file every worker flocks while it times, so one job times at
+        # a time across the workers (compiler/runtime/slot.py; "" turns it off)
+        "TIMING_DIR": default_timing_dir(),
         "ISOLATION": "auto",  # "auto", "bubblewrap" (required) or "rlimits-only"
         "CGROUPS": "auto",  # "auto" (per-job cgroups where the host allows) or "off"
         "CGROUP_PARENT": None,  # a delegated cgroup v2 directory for job groups

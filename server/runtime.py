@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelscope.compiler.runtime.slot import LOCK_ENV
 from kernelscope.server.config import default_config, default_spool
 from kernelscope.server.jobs.kcache import KernelCache, shared_kernel_cache
 from kernelscope.server.jobs.pool import WarmPool
@@ -73,6 +74,19 @@ def _store(cfg: dict[str, Any]) -> SpoolingStore:
     return store
 
 
+def _timing_lock(cfg: dict[str, Any]) -> None:
+    """The host's timing lock: a file the workers see read-only (flock needs no write) and
+    find through KERNELSCOPE_TIMING_LOCK; one timing at a time across them."""
+    if not cfg.get("TIMING_DIR"):
+        return
+    folder = Path(cfg["TIMING_DIR"])
+    folder.mkdir(parents=True, exist_ok=True, mode=0o755)
+    lock = folder / "timing.lock"
+    lock.touch(mode=0o644, exist_ok=True)
+    cfg["EXTRA_RO_PATHS"] = [*cfg["EXTRA_RO_PATHS"], str(folder)]
+    cfg["WORKER_ENV"] = {**cfg["WORKER_ENV"], LOCK_ENV: str(lock)}
+
+
 def build_settings(cfg: dict[str, Any]) -> WorkerSettings:
     """Probe the sandbox and the cgroups; in strict mode, refuse a host without them."""
     limits = Limits.from_config(cfg)
@@ -80,6 +94,7 @@ def build_settings(cfg: dict[str, Any]) -> WorkerSettings:
         # Jobs see the shared kernel cache read-only (server/jobs/kcache.py).
         Path(cfg["KERNEL_CACHE"]).mkdir(parents=True, exist_ok=True, mode=0o755)
         cfg["EXTRA_RO_PATHS"] = [*cfg["EXTRA_RO_PATHS"], str(cfg["KERNEL_CACHE"])]
+    _timing_lock(cfg)
     spec = sandbox_spec(cfg)
     repo = Path(cfg["REPO_DIR"])
     groups = (

@@ -6,6 +6,7 @@ Part of the typed event model: compiler/events/types.py gathers every stage's pa
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from kernelscope.compiler.events.kinds import ErrorKind
 
@@ -58,12 +59,123 @@ class Run:
 
 # -- profile -------------------------------------------------------------------------------
 @dataclass
+class Spread:
+    """A measured time (compiler/runtime/stats.py): the median of `repeats` repeats, each
+    the median of a batch of calls; p10..p90 over the repeats. `noisy`: p90/p10 above 1.5,
+    shown as its range, never as one number."""
+
+    ms: float | None
+    p10: float | None = None
+    p90: float | None = None
+    repeats: int = 0
+    noisy: bool = False
+
+
+@dataclass
 class KernelTime:
     name: str
     ms: float | None
     bytes: int = 0
     gbps: float | None = None
     pct_peak: float | None = None
+    time: Spread | None = None  # ms with its spread (older traces: ms only)
+    graph: int = 0
+
+
+RowKind = Literal["kernel", "extern", "wrapper", "op", "host", "device_idle", "unaccounted"]
+
+
+@dataclass
+class ProfileRow:
+    """One row of a call's time (compiler/profiling.py): a generated kernel, an extern call
+    (op, shapes, library), the wrapper's own host time, an eager ATen op, eager's Python
+    between ops, or the "unaccounted" rest, which never counts as covered."""
+
+    name: str
+    kind: RowKind
+    time: Spread
+    graph: int = 0
+    graph_kind: str | None = None  # forward, backward, inference
+    op: str = ""  # extern or eager op: the ATen op
+    shapes: list[list[int]] = field(default_factory=list)  # its tensor arguments' shapes
+    library: str = ""  # who runs it: generated (C++/Triton), cuBLAS, cuDNN, oneDNN, MKL, ATen
+    module: str | None = None  # the common module path of its FX nodes
+    origins: list[str] = field(default_factory=list)  # FX nodes
+    covered: bool = True
+    pct: float | None = None  # of the call timed without timers
+
+
+@dataclass
+class Rollup:
+    """Rows added up by module path or by graph: "blocks.3.attn: 0.81 ms, 17%"."""
+
+    key: str
+    by: Literal["module", "graph", "graph_kind"]
+    ms: float
+    pct: float | None
+    rows: int
+
+
+@dataclass
+class TimelineItem:
+    """One segment of one timed call, for the Chrome/Perfetto trace export."""
+
+    graph: int
+    name: str
+    start_us: float
+    dur_us: float
+
+
+@dataclass
+class RowSet:
+    """One side's rows (ours or eager) against its call timed without timers: `coverage`
+    is the covered rows' sum over that call (at most 1), `rows_ms` their sum."""
+
+    method: str
+    call: Spread
+    rows: list[ProfileRow]
+    rows_ms: float
+    coverage: float | None
+    rollups: list[Rollup] = field(default_factory=list)
+    timeline: list[TimelineItem] = field(default_factory=list)
+    note: str = ""
+
+
+@dataclass
+class OpComparison:
+    """The compiled rows and eager's rows that cover the same FX nodes, timed side by side."""
+
+    nodes: list[str]
+    ours: list[str]
+    eager: list[str]
+    ours_ms: float | None
+    eager_ms: float | None
+    module: str | None = None
+    graph: int = 0
+
+
+@dataclass
+class PeakMemory:
+    """Bytes allocated during one call above what was live at its start (the allocator's
+    high-water mark; `method` says how it was read), beside the memory plan's peak."""
+
+    method: str
+    kernelscope: int | None = None
+    eager: int | None = None
+    plan: int | None = None
+    inductor: int | None = None
+
+
+@dataclass
+class TimingConditions:
+    """How the figures were taken: threads, the CPUs they were pinned to, the host's load
+    (1, 5, 15 min) before and after, and whether this run held the host's timing slot."""
+
+    threads: int | None = None
+    cpus: list[int] = field(default_factory=list)
+    load_before: list[float] = field(default_factory=list)
+    load_after: list[float] = field(default_factory=list)
+    slot: str = ""  # "held", "held after waiting N s", "none (no server slot)", ...
 
 
 @dataclass
@@ -76,6 +188,13 @@ class Profile:
     inductor_ms: float | None = None
     peak_gbps: float | None = None
     kernels: list[KernelTime] = field(default_factory=list)
+    eager_time: Spread | None = None  # eager_ms with its spread
+    kernelscope_time: Spread | None = None  # kernelscope_ms with its spread
+    ours: RowSet | None = None  # every microsecond of our call, in rows
+    eager: RowSet | None = None  # eager's call in the same rows
+    compare: list[OpComparison] = field(default_factory=list)
+    memory: PeakMemory | None = None
+    conditions: TimingConditions | None = None
     # Older traces only: Inductor's time and code now come in the `inductor` event.
     inductor: InductorOutput | None = None
 
@@ -110,6 +229,8 @@ class Inductor:
     reason: str | None = None  # why nothing was timed
     device: str = ""
     inductor_ms: float | None = None
+    inductor_time: Spread | None = None  # inductor_ms with its spread
+    peak_bytes: int | None = None  # its call's allocator high-water mark (PeakMemory's method)
 
 
 # -- error, done ---------------------------------------------------------------------------

@@ -69,10 +69,18 @@ from kernelscope.compiler.events.results import (  # noqa: F401
     InductorOutput,
     JobDone,
     KernelTime,
+    OpComparison,
     OutputCheck,
+    PeakMemory,
     Profile,
+    ProfileRow,
+    Rollup,
+    RowSet,
     Run,
     RunGraph,
+    Spread,
+    TimelineItem,
+    TimingConditions,
 )
 from kernelscope.compiler.events.stage import FOLLOW_UPS, PARTS, STAGES, TERMINAL
 

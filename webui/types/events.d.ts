@@ -188,6 +188,8 @@ export interface Inductor {
   reason?: string | null;
   device?: string;
   inductor_ms?: number | null;
+  inductor_time?: Spread | null;
+  peak_bytes?: number | null;
 }
 
 export interface InductorKernel {
@@ -237,6 +239,8 @@ export interface KernelTime {
   bytes?: number;
   gbps?: number | null;
   pct_peak?: number | null;
+  time?: Spread | null;
+  graph?: number;
 }
 
 export interface LayoutChoice {
@@ -287,6 +291,16 @@ export interface ModuleInfo {
   type: string;
 }
 
+export interface OpComparison {
+  nodes: string[];
+  ours: string[];
+  eager: string[];
+  ours_ms: number | null;
+  eager_ms: number | null;
+  module?: string | null;
+  graph?: number;
+}
+
 export interface OutputCheck {
   index: number;
   ok: boolean;
@@ -300,6 +314,14 @@ export interface OutputCheck {
   value?: string;
   atol?: number;
   rtol?: number;
+}
+
+export interface PeakMemory {
+  method: string;
+  kernelscope?: number | null;
+  eager?: number | null;
+  plan?: number | null;
+  inductor?: number | null;
 }
 
 export interface PlannedBuffer {
@@ -322,12 +344,53 @@ export interface Profile {
   inductor_ms?: number | null;
   peak_gbps?: number | null;
   kernels?: KernelTime[];
+  eager_time?: Spread | null;
+  kernelscope_time?: Spread | null;
+  ours?: RowSet | null;
+  eager?: RowSet | null;
+  compare?: OpComparison[];
+  memory?: PeakMemory | null;
+  conditions?: TimingConditions | null;
   inductor?: InductorOutput | null;
+}
+
+export interface ProfileRow {
+  name: string;
+  kind: "kernel" | "extern" | "wrapper" | "op" | "host" | "device_idle" | "unaccounted";
+  time: Spread;
+  graph?: number;
+  graph_kind?: string | null;
+  op?: string;
+  shapes?: number[][];
+  library?: string;
+  module?: string | null;
+  origins?: string[];
+  covered?: boolean;
+  pct?: number | null;
 }
 
 export interface Read {
   buffer: string;
   index: string;
+}
+
+export interface Rollup {
+  key: string;
+  by: "module" | "graph" | "graph_kind";
+  ms: number;
+  pct: number | null;
+  rows: number;
+}
+
+export interface RowSet {
+  method: string;
+  call: Spread;
+  rows: ProfileRow[];
+  rows_ms: number;
+  coverage: number | null;
+  rollups?: Rollup[];
+  timeline?: TimelineItem[];
+  note?: string;
 }
 
 export interface Run {
@@ -397,6 +460,14 @@ export interface Source {
   origin?: "snippet";
 }
 
+export interface Spread {
+  ms: number | null;
+  p10?: number | null;
+  p90?: number | null;
+  repeats?: number;
+  noisy?: boolean;
+}
+
 export interface StageLines {
   first: number;
   last: number;
@@ -419,6 +490,21 @@ export interface TemplateSelection {
   choices?: TemplateChoice[];
   cache_hit?: boolean;
   kernel?: string | null;
+}
+
+export interface TimelineItem {
+  graph: number;
+  name: string;
+  start_us: number;
+  dur_us: number;
+}
+
+export interface TimingConditions {
+  threads?: number | null;
+  cpus?: number[];
+  load_before?: number[];
+  load_after?: number[];
+  slot?: string;
 }
 
 export interface Versions {

@@ -1,0 +1,176 @@
+"""The `profile` stage's rows and spreads: every microsecond of a compiled call in a row
+(kernels, extern calls, the wrapper), the "unaccounted" rest, eager's rows, and the rule
+that makes a time "noisy"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernelscope.compiler.events import types as ev
+from kernelscope.compiler.options import CompileOptions
+from kernelscope.compiler.pipeline import run_pipeline
+from kernelscope.compiler.runtime import rows, stats
+from kernelscope.compiler.runtime.slot import timing_slot
+
+MLP = """
+import torch
+from torch import nn
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(64)
+        self.up = nn.Linear(64, 256)
+        self.down = nn.Linear(256, 64)
+
+    def forward(self, x):
+        return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList([Block(), Block()])
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+model = Model().eval().requires_grad_(False)
+example_inputs = (torch.randn(32, 64),)
+"""
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    path = tmp_path_factory.mktemp("mlp") / "mlp.py"
+    path.write_text(MLP)
+    opts = CompileOptions(device="cpu", backend="cpp", cache_dir=str(path.parent / "cache"))
+    events = {e.stage: e.data for e in run_pipeline(MLP, opts, str(path))}
+    assert events["done"]["ok"], events.get("error")
+    codegen = events["codegen"]["graphs"]
+    data: dict[str, Any] = events["profile"]
+    data["_kernels"] = [k["name"] for g in codegen for k in g["kernels"]]
+    return data
+
+
+def test_rows_cover_the_call(profile: dict[str, Any]) -> None:
+    """Our rows (kernels, externs, the wrapper measured directly) cover >= 95% of the call
+    timed without the clock reads, and never count much more than it."""
+    ours = profile["ours"]
+    call = ours["call"]["ms"]
+    assert ours["coverage"] >= 0.95, (ours["coverage"], ours["rows"])
+    assert ours["rows_ms"] <= 1.1 * call
+    kinds = {r["kind"] for r in ours["rows"]}
+    assert {"kernel", "extern", "wrapper", "unaccounted"} <= kinds
+
+
+def test_unaccounted_row_is_the_rest_and_never_covered(profile: dict[str, Any]) -> None:
+    ours = profile["ours"]
+    rest = [r for r in ours["rows"] if r["kind"] == "unaccounted"]
+    assert len(rest) == 1 and rest[0]["covered"] is False
+    covered = sum(r["time"]["ms"] for r in ours["rows"] if r["covered"])
+    assert covered == pytest.approx(ours["rows_ms"], abs=1e-3)
+    assert covered + rest[0]["time"]["ms"] >= ours["call"]["ms"] - 1e-3
+    assert ours["coverage"] == pytest.approx(min(covered, ours["call"]["ms"])
+                                             / ours["call"]["ms"], abs=1e-3)
+
+
+def test_every_kernel_and_extern_has_a_row(profile: dict[str, Any]) -> None:
+    ours = profile["ours"]["rows"]
+    assert sorted(r["name"] for r in ours if r["kind"] == "kernel") == sorted(profile["_kernels"])
+    externs = [r for r in ours if r["kind"] == "extern"]
+    assert len(externs) == 4  # two Linear layers in each of two blocks
+    for r in externs:
+        assert r["op"].startswith("aten.") and r["library"] in ("MKL", "ATen BLAS")
+        assert [32, 64] in r["shapes"] or [32, 256] in r["shapes"]
+        assert r["module"] in ("blocks.0.up", "blocks.0.down", "blocks.1.up", "blocks.1.down")
+    assert all(r["time"]["repeats"] >= stats.MIN_REPEATS for r in ours if r["covered"])
+
+
+def test_rollups_by_module_and_graph(profile: dict[str, Any]) -> None:
+    ours = profile["ours"]
+    by_module = {r["key"]: r for r in ours["rollups"] if r["by"] == "module"}
+    assert {"blocks", "blocks.0", "blocks.1", "blocks.0.up"} <= set(by_module)
+    # a parent holds its children's time and that of rows whose common path is the parent
+    # (a kernel fusing the end of blocks.0 with the start of blocks.1)
+    under = [r["time"]["ms"] for r in ours["rows"] if (r["module"] or "").startswith("blocks")]
+    assert by_module["blocks"]["ms"] == pytest.approx(sum(under), abs=1e-3)
+    assert by_module["blocks"]["ms"] >= by_module["blocks.0"]["ms"] + by_module["blocks.1"]["ms"]
+    graphs = [r for r in ours["rollups"] if r["by"] == "graph"]
+    assert sum(r["ms"] for r in graphs) == pytest.approx(ours["rows_ms"], abs=1e-3)
+
+
+def test_eager_rows_and_the_comparison_by_fx_node(profile: dict[str, Any]) -> None:
+    eager = profile["eager"]
+    ops = [r for r in eager["rows"] if r["kind"] == "op"]
+    assert any(r["op"] == "aten.addmm.default" for r in ops)
+    assert all(len(r["origins"]) == 1 for r in ops)
+    assert any(r["kind"] == "host" for r in eager["rows"])
+    assert eager["coverage"] >= 0.8
+    both = [c for c in profile["compare"] if c["ours"] and c["eager"]]
+    assert both and all(c["ours_ms"] is not None and c["eager_ms"] is not None for c in both)
+
+
+def test_conditions_and_peak_memory(profile: dict[str, Any]) -> None:
+    cond = profile["conditions"]
+    assert cond["threads"] == 1 and len(cond["cpus"]) == 1 and len(cond["load_before"]) == 3
+    mem = profile["memory"]
+    assert mem["kernelscope"] > 0 and mem["eager"] > 0 and mem["plan"] > 0
+    assert profile["kernelscope_time"]["repeats"] >= stats.MIN_REPEATS
+
+
+def test_noisy_rule() -> None:
+    assert not stats.is_noisy(1.0, 1.5)
+    assert stats.is_noisy(1.0, 1.51)
+    assert stats.is_noisy(0.0, 0.1)
+    s = stats.spread([1.0, 1.0, 1.0, 1.0, 10.0])
+    assert s["ms"] == 1.0 and s["repeats"] == 5 and s["p90"] > 1.5 and s["noisy"]
+    assert not stats.spread([1.0, 1.1, 1.05, 1.02, 0.98])["noisy"]
+    assert stats.percentile([1, 2, 3, 4, 5], 10) == pytest.approx(1.4)
+    assert ev.Spread(**stats.spread([2.0] * 5)).ms == 2.0
+
+
+def test_repeats_are_at_least_five() -> None:
+    samples = stats.repeats(lambda: sum(range(100)), budget_s=0.0)
+    assert len(samples) >= stats.MIN_REPEATS
+
+
+def test_timed_source_reads_the_clock_around_each_launch() -> None:
+    wrapper = ("import torch\n\n\ndef call(args):\n    a, = args\n    b = k0(a)\n"
+               "    c = k1(b)\n    del b\n    return (c, )\n\nX = 1\n")
+    source, labels = rows.timed_source(wrapper, {6: "k0", 7: "k1"})
+    assert labels == [rows.WRAPPER, "k0", "k1", rows.WRAPPER]
+    assert source.count("_ts.append(_c())") == 3  # one read between the two launches
+    assert "X = 1" not in source
+    namespace: dict[str, Any] = {"k0": lambda a: a + 1, "k1": lambda b: b * 2}
+    exec(source, namespace)
+    ts = [0]
+    assert namespace["call_timed"]([3], ts, lambda: len(ts)) == (8, )
+    assert len(ts) == len(labels)  # the driver adds the last read
+
+
+def test_timing_slot_takes_the_lock_and_pins(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    import fcntl
+    import os
+
+    lock = tmp_path / "timing.lock"
+    lock.write_text("")
+    monkeypatch.setenv("KERNELSCOPE_TIMING_LOCK", str(lock))
+    with timing_slot(1, cpu=True) as facts:
+        assert facts["slot"] == "held" and len(facts["cpus"]) == 1
+        assert os.sched_getaffinity(0) == set(facts["cpus"])
+        other = os.open(lock, os.O_RDONLY)
+        with pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.close(other)
+    assert len(os.sched_getaffinity(0)) >= 1
+    other = os.open(lock, os.O_RDONLY)
+    fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released
+    with timing_slot(1, cpu=True, wait_s=0.1) as facts:
+        assert facts["slot"].startswith("not held")
+    os.close(other)
