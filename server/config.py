@@ -62,7 +62,11 @@ def default_config() -> dict[str, Any]:
         "UPLOAD_SLOTS": 1,  # uploads opened at once (each in a child process; 503 beyond)
         "UPLOAD_TIMEOUT_S": 120,  # wall clock (and CPU) of opening one upload
         "UPLOAD_MEMORY_MB": 4096,  # address space of the process that opens it
-        "HIGHLIGHT_LIMIT_KB": 256,  # largest /api/highlight input (Pygments: ~1 s per 256 KiB)
+        "HIGHLIGHT_LIMIT_KB": 256,  # largest /api/highlight source (python, triton, cpp, c)
+        "HIGHLIGHT_IR_LIMIT_KB": 2048,  # ... of a lower stage (llvm, ptx, asm, objdump, text)
+        "HIGHLIGHT_PROCS": 2,  # highlighting child processes (server/web/hlpool.py)
+        "HIGHLIGHT_TIMEOUT_S": 10,  # wall clock of one highlight; the child is killed after
+        "HIGHLIGHT_MEMORY_MB": 1024,  # address space of a highlighting child
         "HEARTBEAT_S": 2.0,
         "JOB_RETENTION_S": 900,  # finished jobs stay streamable this long
         # The front half (runs the snippet, writes the capture bundle) and the back half
@@ -100,6 +104,7 @@ def default_config() -> dict[str, Any]:
         "CLIENT_JOBS": 2,
         "CLIENT_STREAMS": 16,
         "JOB_STREAMS": 8,
+        "CLIENT_CONNECTIONS": 64,  # open connections per client address (gunicorn worker)
         "PROXY_HOPS": 0,  # X-Forwarded-For entries to trust (werkzeug's ProxyFix)
         "SPOOL_DIR": None,  # traces waiting for the database (None: beside the SQLite file)
         # Refuse to run snippets when per-job cgroups are missing (rlimits alone let a

@@ -116,9 +116,10 @@ def build_settings(cfg: dict[str, Any]) -> WorkerSettings:
                 "strict mode refuses to run snippets without " + " and ".join(missing)
                 + "; run as root or delegate cgroups, or set STRICT_LIMITS false "
                 "(--no-strict) on a machine only you can reach")
-    swept = scratch.sweep(cfg["SCRATCH_ROOT"], min_age_s=2 * limits.wall_s + 60)
+    # Whatever their age: a job is dead when its lock is free (server/sandbox/scratch.py).
+    swept = scratch.sweep(cfg["SCRATCH_ROOT"])
     jobs_root = Path(cfg["SCRATCH_ROOT"] or tempfile.gettempdir())
-    swept += cgroups.sweep(groups, scratch.PREFIX, jobs_root, min_age_s=2 * limits.wall_s + 60)
+    swept += cgroups.sweep(groups, scratch.PREFIX, jobs_root)
     if swept:
         log.warning("removed %d job directories and cgroups left by a stopped server", swept)
     for note in isolation.notes:

@@ -23,6 +23,7 @@ from kernelscope.server.runtime import Runtime
 from kernelscope.server.store.rows import Store
 from kernelscope.server.web.gates import StreamGate
 from kernelscope.server.web.headers import CdnScript
+from kernelscope.server.web.hlpool import HighlightPool
 
 EXTENSION = "kernelscope"
 
@@ -36,8 +37,8 @@ class AppState:
     samples_dir: Path
     cdn: CdnScript | None = None  # the one CDN script the page may load (server/web/headers.py)
     streams: StreamGate = field(default_factory=lambda: StreamGate(8, 16))
-    # At most one /api/highlight computation at a time (see api.highlight).
-    highlight_slot: threading.Semaphore = field(default_factory=lambda: threading.Semaphore(1))
+    # /api/highlight's child processes (server/web/hlpool.py), started on first use.
+    highlighter: HighlightPool | None = None
     _devices: dict[str, Any] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -87,6 +88,8 @@ def init_app(app: Flask, runtime: Runtime, cdn: CdnScript | None) -> AppState:
         runtime.store, make_jobs(runtime), runtime.settings, Path(cfg["WEBUI_DIR"]),
         Path(cfg["SAMPLES_DIR"]), cdn=cdn,
         streams=StreamGate(int(cfg["JOB_STREAMS"]), int(cfg["CLIENT_STREAMS"])),
+        highlighter=HighlightPool(int(cfg["HIGHLIGHT_PROCS"]), float(cfg["HIGHLIGHT_TIMEOUT_S"]),
+                                  int(cfg["HIGHLIGHT_MEMORY_MB"]), str(cfg["REPO_DIR"])),
     )
     app.extensions[EXTENSION] = found
     return found

@@ -107,6 +107,8 @@ SLOW: dict[str, str] = {
     "browser/test_structural_diff.py": "the structural diff view in the browser",
     # Real wall-clock waits: slow clients, SIGTERM, slot limits (32 s of sleeping).
     "server/test_server_fairness.py": "slowloris, SIGTERM and slot limits in real time",
+    "server/test_server_attacks.py": "issue 30's attacks on a live server, health timed "
+        "beside each (the highlight deadline stays in test_server_caps.py)",
     "server/test_server_limits.py::test_forged_events_cannot_change_stages_run_or_profile":
         "a sandboxed job through the real compiler that forges events",
     # Pools of fresh interpreters, and the Triton interpreter's batch fixtures (6-11 s each

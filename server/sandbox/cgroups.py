@@ -206,11 +206,12 @@ class JobCgroup:
                     time.sleep(0.05)
 
 
-def sweep(support: CgroupSupport, prefix: str, jobs_root: Path, min_age_s: float) -> int:
+def sweep(support: CgroupSupport, prefix: str, jobs_root: Path) -> int:
     """Remove job groups (named after their job directory, `prefix...`) left by a server
-    that was killed: those with no process left, older than `min_age_s` (another server's
-    group is empty only for the moment between its creation and its worker's start), whose
-    job directory under `jobs_root` is gone too (run after the scratch sweep)."""
+    that was killed: those with no process left whose job directory under `jobs_root` is
+    gone (run after the scratch sweep, which leaves only live jobs' directories), whatever
+    their age. A live job's directory exists before its groups are made and after they
+    are removed."""
     removed = 0
     for parent in set(support.parents.values()):
         try:
@@ -218,11 +219,7 @@ def sweep(support: CgroupSupport, prefix: str, jobs_root: Path, min_age_s: float
         except OSError:
             continue
         for path in names:
-            try:
-                young = time.time() - path.stat().st_mtime < min_age_s
-            except OSError:
-                continue
-            if young or _pids(path) or (jobs_root / path.name.removesuffix("-back")).exists():
+            if _pids(path) or (jobs_root / path.name.removesuffix("-back")).exists():
                 continue
             try:
                 path.rmdir()

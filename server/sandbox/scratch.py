@@ -24,12 +24,13 @@ import errno
 import fcntl
 import logging
 import os
+import secrets
 import stat
 import tempfile
-import time
 from pathlib import Path
 
 PREFIX = "kernelscope-job-"
+LOCK = ".lock"  # beside each job directory: its lock file
 PHASES = ("front", "back")
 SUBDIRS = ("tmp", "shm", "cache")
 MNT_DETACH = 2
@@ -68,20 +69,19 @@ class JobDir:
     """One job's scratch: `front/` and `back/`, each with tmp/, shm/ and cache/."""
 
     def __init__(self, root: str | None, uid: int | None, gid: int | None, tmpfs_mb: int | None):
-        self.path = Path(tempfile.mkdtemp(prefix=PREFIX, dir=root))
+        # Its lock first: held (flock-ed) while the job runs, in a file beside the directory
+        # made before the directory is, so a sweep never sees a live job's directory
+        # unlocked, however young (server/runtime.py sweeps at every start).
+        self.path, self._lock = _locked_name(Path(root or tempfile.gettempdir()))
         self.mounted = False
-        if tmpfs_mb is not None:
-            try:
+        try:
+            if tmpfs_mb is not None:
                 mount_tmpfs(self.path, tmpfs_mb)
-            except OSError:
-                os.rmdir(self.path)
-                raise
-            self.mounted = True
-        # Held open (and flock-ed) while the job runs: the start-up sweep of another
-        # server on this root skips directories whose lock is still held. Taken after the
-        # mount, so that it is on the directory a later look at this path finds.
-        self._lock = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
-        fcntl.flock(self._lock, fcntl.LOCK_EX)
+                self.mounted = True
+        except OSError:
+            os.rmdir(self.path)
+            _unlock(self.path, self._lock)
+            raise
         for phase in PHASES:
             for sub in ("", *SUBDIRS):
                 d = self.path / phase / sub
@@ -93,10 +93,40 @@ class JobDir:
         return self.path / name
 
     def remove(self) -> None:
-        os.close(self._lock)
         if self.mounted:
             unmount(self.path)
         remove_tree(self.path)
+        _unlock(self.path, self._lock)
+
+
+def lock_path(path: Path) -> Path:
+    return path.with_name(path.name + LOCK)
+
+
+def _locked_name(root: Path) -> tuple[Path, int]:
+    """A new job directory under `root`, and its lock file's descriptor, locked."""
+    while True:
+        path = root / (PREFIX + secrets.token_hex(6))
+        try:
+            fd = os.open(lock_path(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                         0o600)
+        except FileExistsError:
+            continue
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            _unlock(path, fd)
+            continue
+        return path, fd
+
+
+def _unlock(path: Path, fd: int) -> None:
+    try:
+        os.unlink(lock_path(path))
+    except OSError:
+        pass
+    os.close(fd)
 
 
 def remove_tree(path: Path) -> None:
@@ -161,11 +191,12 @@ def _ignore(action: object) -> None:
         pass
 
 
-def sweep(root: str | None, min_age_s: float = 60.0) -> int:
+def sweep(root: str | None) -> int:
     """Remove job directories left by a server that died (kill -9); returns how many.
 
-    A directory is stale when nobody holds its lock and it is older than `min_age_s` (a
-    directory just made by another server has not taken its lock yet).
+    A directory is stale when nobody holds its lock, whatever its age: a live job's lock
+    file is made and locked before its directory (JobDir). A directory without a lock file
+    is a dead job's (or one made before lock files, which locked the directory itself).
     """
     base = Path(root or tempfile.gettempdir())
     removed = 0
@@ -174,23 +205,49 @@ def sweep(root: str | None, min_age_s: float = 60.0) -> int:
     except OSError:
         return 0
     for path in candidates:
-        try:
-            st = path.lstat()
-            if not stat.S_ISDIR(st.st_mode) or time.time() - st.st_mtime < min_age_s:
-                continue
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        except OSError:
+        if path.name.endswith(LOCK):
+            if not path.with_name(path.name.removesuffix(LOCK)).exists():
+                _remove_free_lock(path)
             continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            os.close(fd)
-            continue  # a live server's job
-        try:
-            if is_mount(path):
-                unmount(path)
-            remove_tree(path)
-            removed += 1
-        finally:
-            os.close(fd)
+        removed += _sweep_one(path)
     return removed
+
+
+def _sweep_one(path: Path) -> int:
+    try:
+        if not stat.S_ISDIR(path.lstat().st_mode):
+            return 0
+        target = lock_path(path) if lock_path(path).exists() else path
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return 0
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return 0  # a live server's job
+    try:
+        if is_mount(path):
+            unmount(path)
+        remove_tree(path)
+        if target != path:
+            os.unlink(target)
+        return 1
+    except OSError:
+        return 0
+    finally:
+        os.close(fd)
+
+
+def _remove_free_lock(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.unlink(path)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -22,12 +22,11 @@ from kernelscope.server.store.rows import StoreUnavailable
 from kernelscope.server.web import highlight as hl
 from kernelscope.server.web.errors import ApiError
 from kernelscope.server.web.gates import Refused
+from kernelscope.server.web.hlpool import HighlightRefused
 from kernelscope.server.web.options import option_fields, parse_options
 from kernelscope.server.web.streams import SSE_HEADERS, ndjson, sse
 
 bp = Blueprint("api", __name__, url_prefix="/api")
-
-HIGHLIGHT_WAIT_S = 5.0  # how long a highlight request waits for the one highlighting slot
 
 
 def _json_body() -> dict[str, Any]:
@@ -210,24 +209,25 @@ def health() -> Response:
 
 @bp.post("/highlight")
 def highlight() -> Response:
+    cfg = current_app.config
+    # A lower stage's text (a large kernel's LLVM IR or PTX) may be longer than a source.
+    request.max_content_length = 2 * int(cfg["HIGHLIGHT_IR_LIMIT_KB"]) * 1024 + 4096
     body = _json_body()
     code, language = body.get("code"), body.get("language", "python")
     if not isinstance(code, str):
         raise ApiError("'code' must be a string")
-    limit = int(current_app.config["HIGHLIGHT_LIMIT_KB"]) * 1024
-    if len(code.encode("utf-8")) > limit:
-        raise ApiError(f"'code' is too large to highlight (limit {limit // 1024} KiB)", 413)
     if not isinstance(language, str) or language not in hl.LEXERS:
         raise ApiError(f"'language' must be one of {', '.join(hl.LEXERS)}")
-    # Pygments is pure Python: one request at a time, so highlighting never takes more than
-    # one core's share of the interpreter from the requests and streams beside it.
-    slot = app_state().highlight_slot
-    if not slot.acquire(timeout=HIGHLIGHT_WAIT_S):
-        raise ApiError("busy highlighting, try again", 503)
+    key = "HIGHLIGHT_LIMIT_KB" if language in hl.SOURCES else "HIGHLIGHT_IR_LIMIT_KB"
+    limit = int(cfg[key]) * 1024
+    if len(code.encode("utf-8")) > limit:
+        raise ApiError(f"'code' is too large to highlight (limit {limit // 1024} KiB)", 413)
+    pool = app_state().highlighter
+    assert pool is not None
     try:
-        html = hl.highlight(code, language)
-    finally:
-        slot.release()
+        html = pool.highlight(code, language, client_key())
+    except HighlightRefused as exc:
+        raise ApiError(str(exc), exc.status) from None
     return jsonify({"html": html, "language": language})
 
 

@@ -12,15 +12,65 @@ thread. A greenlet costs a few KiB, and gunicorn's async workers bound the time 
 request's headers by `keepalive` (a slowloris connection is dropped after it). gevent is
 the async worker gunicorn itself documents for long-polling and streaming; an ASGI server
 would mean rewriting a WSGI (Flask) app for no gain here.
+
+Two bounds of its own, beside gunicorn's (1100 connections that sent their headers and then
+trickled a body held every one of the 1000 connections for minutes):
+
+- a request's body must arrive by a deadline, `BODY_TIMEOUT_S` plus one second per
+  `BODY_MIN_RATE` bytes it declares (408, and the connection is closed);
+- at most `per_address` connections from one peer address at a time (the next is answered
+  503 and closed at once). Behind a proxy (`proxy_hops`), the cap counts requests in flight
+  per forwarded client address instead, since every connection comes from the proxy.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from collections import Counter
 from typing import Any
 
 from gunicorn import util
 from gunicorn.workers.ggevent import GeventWorker
+from werkzeug.exceptions import RequestTimeout
+
+BODY_TIMEOUT_S = 10.0  # every body, however small
+BODY_MIN_RATE = 256 * 1024  # bytes per second a declared body may take beyond that
+UNKNOWN_LENGTH = 1 << 20  # what a chunked body is assumed to declare
+
+
+class BodyTimeout(RequestTimeout):
+    description = "the request body did not arrive in time"
+
+
+class DeadlineReader:
+    """A gunicorn body reader that raises BodyTimeout once `deadline` (monotonic) passed,
+    however slowly its bytes trickle in."""
+
+    def __init__(self, reader: Any, deadline: float) -> None:
+        self.reader, self.deadline = reader, deadline
+
+    def read(self, size: int) -> bytes:
+        import gevent
+
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise BodyTimeout()
+        with gevent.Timeout(left, False):
+            return bytes(self.reader.read(size))
+        raise BodyTimeout()
+
+
+def body_deadline(declared: int | None, now: float) -> float:
+    return now + BODY_TIMEOUT_S + (UNKNOWN_LENGTH if declared is None else declared) \
+        / BODY_MIN_RATE
+
+
+def forwarded_client(headers: list[tuple[str, str]], hops: int) -> str | None:
+    """The address `hops` trusted proxies report (as werkzeug's ProxyFix takes it)."""
+    values = [v for h, v in headers if h == "X-FORWARDED-FOR"]
+    found = [a.strip() for a in ",".join(values).split(",") if a.strip()]
+    return found[-hops] if len(found) >= hops else None
 
 
 def write_json_error(sock: Any, status_int: int, reason: str, mesg: str) -> None:
@@ -32,6 +82,53 @@ def write_json_error(sock: Any, status_int: int, reason: str, mesg: str) -> None
 
 class Worker(GeventWorker):  # type: ignore[misc]
     on_term: list[Any] = []  # callables run (in a greenlet) when SIGTERM arrives
+    per_address = 64  # set by server/web/wsgi.py from the configuration
+    proxy_hops = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.open: Counter[str] = Counter()  # connections (or, behind a proxy, requests)
+
+    def handle(self, listener: Any, client: Any, addr: Any) -> None:
+        if self.proxy_hops:  # counted per request, in handle_request
+            super().handle(listener, client, addr)
+            return
+        key = str(addr[0]) if isinstance(addr, tuple) else str(addr)
+        if not self._enter(key, client):
+            util.close(client)
+            return
+        try:
+            super().handle(listener, client, addr)
+        finally:
+            self._leave(key)
+
+    def handle_request(self, listener_name: Any, req: Any, sock: Any, addr: Any) -> Any:
+        if req.body is not None:
+            declared = getattr(req.body.reader, "length", None)  # Content-Length's
+            req.body.reader = DeadlineReader(req.body.reader,
+                                             body_deadline(declared, time.monotonic()))
+        if not self.proxy_hops:
+            return super().handle_request(listener_name, req, sock, addr)
+        key = forwarded_client(req.headers, self.proxy_hops) or "unknown"
+        if not self._enter(key, sock):
+            raise StopIteration()
+        try:
+            return super().handle_request(listener_name, req, sock, addr)
+        finally:
+            self._leave(key)
+
+    def _enter(self, key: str, sock: Any) -> bool:
+        if self.open[key] >= self.per_address:
+            write_json_error(sock, 503, "Service Unavailable",
+                             f"too many connections from one address (limit {self.per_address})")
+            return False
+        self.open[key] += 1
+        return True
+
+    def _leave(self, key: str) -> None:
+        self.open[key] -= 1
+        if self.open[key] <= 0:
+            del self.open[key]
 
     def init_process(self) -> None:
         util.write_error = write_json_error  # gunicorn's own error pages, as JSON

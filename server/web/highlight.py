@@ -33,6 +33,7 @@ LEXERS: dict[str, type[Lexer]] = {
     "asm": GasLexer,  # SASS and g++ assembly read well enough as GNU as
     "objdump": ObjdumpLexer,
 }
+SOURCES = ("python", "triton", "cpp", "c")  # what a user writes; the rest a compiler prints
 CSS_CLASS = "highlight"
 
 

@@ -10,7 +10,9 @@ headers must arrive within `HEADER_TIMEOUT_S` (gunicorn's async `keepalive` boun
 SIGTERM stops gracefully: every job is ended with an error saying the server is stopping
 (its stream gets that and `done`, its trace is stored, its sandbox removed), then the
 worker exits. With local jobs there is one worker process (the jobs live in its memory);
-with `--queue` the web tier is stateless and can run several. `gunicorn
+with `--queue` the web tier is stateless and can run several. A request body must
+arrive by a deadline, and one address holds at most `CLIENT_CONNECTIONS` connections
+(server/web/gworker.py). Each server has a control socket of its own. `gunicorn
 'kernelscope.server.web.wsgi:application()'` works too, with the configuration in
 KERNELSCOPE_CONFIG.
 """
@@ -19,6 +21,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from flask import Flask
@@ -32,6 +37,8 @@ def make_app(config: dict[str, Any]) -> Flask:
     from kernelscope.server.web.gworker import Worker
 
     app = create_app(config)
+    Worker.per_address = int(app.config["CLIENT_CONNECTIONS"])
+    Worker.proxy_hops = int(app.config["PROXY_HOPS"])
     jobs = state.of(app).jobs
     jobs.warm()  # warm workers start now, not on the first click
     Worker.on_term.append(lambda: jobs.stop(STOPPING))
@@ -53,7 +60,11 @@ def run_gunicorn(host: str, port: int, config: dict[str, Any], workers: int,
                  connections: int) -> int:
     from gunicorn.app.base import BaseApplication
 
+    # Its own control socket (gunicorn's default, ~/.gunicorn/gunicorn.ctl, is one path
+    # that every server of the user shares), in a directory only this user can enter.
+    control = Path(tempfile.mkdtemp(prefix="kernelscope-gunicorn-"))
     options = {
+        "control_socket": str(control / "gunicorn.ctl"),
         "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
         "workers": max(1, workers),
         "worker_class": "kernelscope.server.web.gworker.Worker",
@@ -77,5 +88,10 @@ def run_gunicorn(host: str, port: int, config: dict[str, Any], workers: int,
 
     print(f"Kernelscope on http://{host}:{port}/  (gunicorn, {workers} x gevent, "
           f"{connections} connections)", flush=True)
-    Server().run()
+    arbiter = os.getpid()
+    try:
+        Server().run()
+    finally:
+        if os.getpid() == arbiter:  # a worker leaves through here too, after its fork
+            shutil.rmtree(control, ignore_errors=True)
     return 0

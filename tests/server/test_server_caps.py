@@ -7,6 +7,7 @@ which exec()s the snippet, so a snippet here can print whatever a hostile one wo
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import subprocess
@@ -17,9 +18,11 @@ import time
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from server_support import REPO, AppFactory, compile_events, first_error, state, submit
+from server_support import REPO, AppFactory, compile_events, first_error, submit
 
 from kernelscope.server.jobs.inputs import sanitize
+
+DATA = REPO / "tests" / "server" / "data"
 
 # The fake worker runs the snippet with sys.stdout on the event channel (the real compiler
 # redirects it): these snippets write straight to that channel, as a forger who found it
@@ -148,29 +151,48 @@ def test_highlight_is_size_limited(client: FlaskClient) -> None:
     assert client.post("/api/highlight", json={"code": "x = 1\n"}).status_code == 200
 
 
-def test_highlight_runs_one_at_a_time(app: Flask) -> None:
-    """9: parallel highlights starved /api/health; now they queue for one slot, then 503."""
-    slot = state(app).highlight_slot
-    assert slot.acquire(timeout=1)  # a highlight in progress
-    try:
-        start = time.monotonic()
-        response = app.test_client().post("/api/highlight", json={"code": "x = 1\n"})
-        assert response.status_code == 503 and "busy" in response.get_json()["error"]
-        assert time.monotonic() - start >= 4
-    finally:
-        slot.release()
+def test_highlight_runs_in_a_child_process_with_a_deadline(make_app: AppFactory) -> None:
+    """Issue 30, 1: the LLVM lexer is super-linear, and 48 KiB of `a.a.a` took 33 s in the
+    web tier's greenlet. Now a child process highlights, and is killed at the deadline."""
+    app = make_app(HIGHLIGHT_TIMEOUT_S=1)
+    client = app.test_client()
+    start = time.monotonic()
+    slow = client.post("/api/highlight", json={"code": "a." * 24000, "language": "llvm"})
+    assert slow.status_code == 422 and "too long" in slow.get_json()["error"]
+    assert time.monotonic() - start < 8
+    # ... and a fresh child answers the next request.
+    fine = client.post("/api/highlight", json={"code": "%x = add i32 1, 2\n", "language": "llvm"})
+    assert fine.status_code == 200 and 'id="L-1"' in fine.get_json()["html"]
+
+
+def test_highlights_from_several_clients_run_beside_each_other(app: Flask) -> None:
     results: list[int] = []
 
-    def one() -> None:
+    def one(address: str) -> None:
         body = {"code": "def f(x):\n    return x\n" * 2000, "language": "python"}
-        results.append(app.test_client().post("/api/highlight", json=body).status_code)
+        client = app.test_client()
+        client.environ_base["REMOTE_ADDR"] = address
+        results.append(client.post("/api/highlight", json=body).status_code)
 
-    threads = [threading.Thread(target=one) for _ in range(4)]
+    threads = [threading.Thread(target=one, args=(f"10.0.0.{i}",)) for i in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     assert results == [200] * 4
+
+
+def test_the_lower_stages_of_a_large_kernel_still_highlight(client: FlaskClient) -> None:
+    """The per-language caps leave room for a large kernel's LLVM IR and PTX: a layer norm
+    with GELU over rows of 8192, compiled for sm_90 (tests/server/data/README.md), twice
+    over (444 KiB of LLVM IR) and four times (368 KiB of PTX)."""
+    for name, language, times in (("ln_gelu_8192.llir.gz", "llvm", 2),
+                                  ("ln_gelu_8192.ptx.gz", "ptx", 4)):
+        text = gzip.decompress((DATA / name).read_bytes()).decode() * times
+        response = client.post("/api/highlight", json={"code": text, "language": language})
+        assert response.status_code == 200, response.get_json()
+        html = response.get_json()["html"]
+        assert f'id="L-{len(text.splitlines())}"' in html
 
 
 SECURITY_HEADERS = {

@@ -81,9 +81,6 @@ def test_strict_mode_is_the_default_off_loopback() -> None:
 
 def test_the_startup_sweep_removes_stale_job_cgroups(make_app: AppFactory, tmp_path: Path
                                                      ) -> None:
-    import os
-    import time
-
     from kernelscope.server.sandbox.cgroups import sweep
 
     app = make_app()
@@ -91,8 +88,9 @@ def test_the_startup_sweep_removes_stale_job_cgroups(make_app: AppFactory, tmp_p
     if support.version == "none":
         pytest.skip("no per-job cgroups on this host")
     group = JobCgroup(support, "kernelscope-job-stale-test", 256, 16)
-    old = time.time() - 3600
-    for d in group.dirs:
-        os.utime(d, (old, old))
-    removed = sweep(support, "kernelscope-job-", tmp_path, min_age_s=600)
+    live = JobCgroup(support, "kernelscope-job-live-test", 256, 16)
+    (tmp_path / "kernelscope-job-live-test").mkdir()  # its job directory is still there
+    removed = sweep(support, "kernelscope-job-", tmp_path)  # a fresh group, swept all the same
     assert removed >= 1 and not any(d.exists() for d in group.dirs)
+    assert all(d.exists() for d in live.dirs)
+    live.remove()

@@ -1,0 +1,68 @@
+"""What the live attack tests share: a health probe that runs beside an attack.
+
+`HealthWatch` asks `/api/health` every 0.1 s from its own loopback address (127.0.0.2, so a
+per-address cap on the attacker's 127.0.0.1 is not its cap) and records how long each
+answer took; a request that fails or takes past 2 s counts as 2 s. Every loop is bounded.
+"""
+
+from __future__ import annotations
+
+import http.client
+import threading
+import time
+from types import TracebackType
+
+LIMIT_S = 0.5  # the issue's bound on /api/health during an attack
+GIVE_UP_S = 2.0
+
+
+class HealthWatch:
+    def __init__(self, port: int, source: str = "127.0.0.2", most_s: float = 180.0) -> None:
+        self.port, self.source, self.most_s = port, source, most_s
+        self.times: list[float] = []
+        self.statuses: list[int | None] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> HealthWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self._stop.set()
+        self._thread.join(GIVE_UP_S + 1)
+
+    def _run(self) -> None:
+        end = time.monotonic() + self.most_s
+        while not self._stop.is_set() and time.monotonic() < end:
+            start = time.monotonic()
+            status: int | None = None
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=GIVE_UP_S,
+                                                  source_address=(self.source, 0))
+                conn.request("GET", "/api/health")
+                response = conn.getresponse()
+                response.read()
+                status = response.status
+                conn.close()
+            except OSError:
+                pass
+            took = time.monotonic() - start
+            self.times.append(took if status is not None else GIVE_UP_S)
+            self.statuses.append(status)
+            self._stop.wait(0.1)
+
+    @property
+    def worst(self) -> float:
+        return max(self.times, default=0.0)
+
+    def summary(self) -> str:
+        slow = sum(t > LIMIT_S for t in self.times)
+        return (f"{len(self.times)} health requests, worst {self.worst:.2f} s, {slow} over "
+                f"{LIMIT_S} s, statuses {sorted(set(map(str, self.statuses)))}")
+
+    def held(self) -> bool:
+        """Every health request answered 200 within LIMIT_S."""
+        return bool(self.times) and self.worst < LIMIT_S and \
+            all(s == 200 for s in self.statuses)
