@@ -149,6 +149,10 @@ def _inductor(d: ev.Inductor) -> list[str]:
     return [total] + [f"  {k.name} ({k.language}): {k.ms} ms" for k in d.kernels]
 
 
+def _waiting(d: ev.Waiting) -> list[str]:
+    return [d.message]
+
+
 def _error(d: ev.Error) -> list[str]:
     where = f" at line {d.line}" if d.line else ""
     return [f"{d.kind} error in stage {d.stage}{where}: {d.message}"]
@@ -164,7 +168,7 @@ RENDER: dict[type, Callable[[Any], list[str]]] = {
     ev.Scheduling: _per_graph(_scheduling_graph), ev.Memory: _per_graph(_memory_graph),
     ev.Codegen: _per_graph(_codegen_graph), ev.Compile: _per_graph(_compile_graph),
     ev.Run: _run, ev.Profile: _profile, ev.Error: _error, ev.JobDone: _done,
-    ev.CaptureGraph: _capture_graph, ev.Inductor: _inductor,
+    ev.CaptureGraph: _capture_graph, ev.Inductor: _inductor, ev.Waiting: _waiting,
 }
 
 

@@ -254,6 +254,22 @@ class Done:
     trace_id: str | None = None  # the permalink's id, once the server stored the trace
 
 
+WaitingOn = Literal["slot", "warm-up"]
+
+
+@dataclass
+class Waiting:
+    """What a job waits on before its worker runs (the server says so at once, then about
+    every second while it waits): a free slot (`slot`: every slot runs a job; `position`
+    is its place in the queue, 1 first) or a worker still warming up (`warm-up`)."""
+
+    on: WaitingOn
+    message: str  # "waiting for a worker: 2 busy, you are 1st"
+    busy: int | None = None  # jobs running now (`slot`)
+    position: int | None = None  # in the queue (1: next; `slot`)
+    waited_s: float = 0.0  # since the job was submitted
+
+
 @dataclass
 class JobDone(Done):
     """`done` as a reader sees it (ok: every stage ran and `run` found no output that

@@ -22,9 +22,10 @@ STAGES = (
 )
 # Events that are not a stage of their own (docs/events.md): a part of a stage streamed
 # ahead of it (`capture_graph`: one captured graph, as Dynamo hands it over, before the
-# whole `capture`), and what follows our own result (`inductor`: TorchInductor on the same
-# graphs, timed, after `profile`, only when asked for).
-PARTS = ("capture_graph",)
+# whole `capture`; `waiting`: the server says what a job waits on before its worker
+# runs), and what follows our own result (`inductor`: TorchInductor on the same graphs,
+# timed, after `profile`, only when asked for).
+PARTS = ("capture_graph", "waiting")
 FOLLOW_UPS = ("inductor",)
 TERMINAL = ("error", "done")
 

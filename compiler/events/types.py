@@ -81,6 +81,7 @@ from kernelscope.compiler.events.results import (  # noqa: F401
     Spread,
     TimelineItem,
     TimingConditions,
+    Waiting,
 )
 from kernelscope.compiler.events.stage import FOLLOW_UPS, PARTS, STAGES, TERMINAL
 
@@ -100,7 +101,8 @@ def to_json(value: Any) -> Any:
 PAYLOADS: dict[str, type] = {
     "source": Source, "capture": Capture, "lowering": Lowering, "scheduling": Scheduling,
     "memory": Memory, "codegen": Codegen, "compile": Compile, "run": Run,
-    "profile": Profile, "capture_graph": CaptureGraph, "inductor": Inductor,
+    "profile": Profile, "capture_graph": CaptureGraph, "waiting": Waiting,
+    "inductor": Inductor,
     "error": Error, "done": JobDone,
 }
 assert tuple(PAYLOADS) == STAGES + PARTS + FOLLOW_UPS + TERMINAL

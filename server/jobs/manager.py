@@ -36,7 +36,20 @@ from kernelscope.server.jobs.kcache import KernelCache
 from kernelscope.server.jobs.pool import WarmPool
 
 MAX_FINISHED_JOBS = 200
+WAIT_TICK_S = 1.0  # a waiting job hears how it stands at least this often
 log = logging.getLogger(__name__)
+
+
+def ordinal(n: int) -> str:
+    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, 21st."""
+    last = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{last}"
+
+
+def waiting_for_slot(busy: int, position: int, waited_s: float) -> dict[str, Any]:
+    """The `waiting` payload of a queued job (compiler/events/results.py Waiting)."""
+    return {"on": "slot", "busy": busy, "position": position, "waited_s": round(waited_s, 1),
+            "message": f"waiting for a worker: {busy} busy, you are {ordinal(position)}"}
 
 
 class Busy(Exception):
@@ -286,8 +299,11 @@ class JobManager:
         self.retention_s = retention_s
         self.jobs: dict[str, Job] = {}
         self.running = 0
+        self.waiting: list[Job] = []  # queued jobs no slot has taken yet, in order
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
+        self._ticker: threading.Thread | None = None
+        self._closed = threading.Event()
 
     def submit(self, request: JobRequest, client: str = "") -> Job:
         """Queue a job or raise Busy or OverQuota; supervisor threads start on the first
@@ -310,6 +326,8 @@ class JobManager:
             except queue.Full:
                 raise Busy() from None
             self.jobs[job.id] = job
+            self.waiting.append(job)
+            self._tell_waiting()
         return job
 
     def get(self, job_id: str) -> Job | None:
@@ -368,6 +386,7 @@ class JobManager:
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Stop the supervisor threads after the jobs in hand (tests call this)."""
+        self._closed.set()
         with self._lock:
             threads, self._threads = self._threads, []
         for _ in threads:
@@ -385,6 +404,30 @@ class JobManager:
             thread.start()
             self._threads.append(thread)
 
+    def _tell_waiting(self) -> None:
+        """Each queued job no free slot will take at once hears how it stands (called with
+        the lock held, whenever the queue changes, and every WAIT_TICK_S by the ticker)."""
+        free = max(0, self.max_jobs - self.running)
+        now = time.time()
+        for position, job in enumerate(self.waiting[free:], 1):
+            try:
+                job.publish("waiting", waiting_for_slot(self.running, position,
+                                                        now - job.created), origin="server")
+            except RuntimeError:  # cancelled and closed meanwhile
+                continue
+        if len(self.waiting) > free and self._ticker is None:
+            self._ticker = threading.Thread(target=self._tick, name="kernelscope-waiting",
+                                            daemon=True)
+            self._ticker.start()
+
+    def _tick(self) -> None:
+        while not self._closed.wait(WAIT_TICK_S):
+            with self._lock:
+                if len(self.waiting) <= max(0, self.max_jobs - self.running):
+                    self._ticker = None
+                    return
+                self._tell_waiting()
+
     def _loop(self) -> None:
         while True:
             job = self.queue.get()
@@ -392,6 +435,9 @@ class JobManager:
                 return
             with self._lock:
                 self.running += 1
+                if job in self.waiting:
+                    self.waiting.remove(job)
+                    self._tell_waiting()
             try:
                 job.set_state("running")
                 self.runner(job)

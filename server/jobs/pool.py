@@ -9,8 +9,10 @@ runs it through server/jobs/worker_entry.py, events on their own channel); from 
 process is supervised exactly like a cold one (server/jobs/worker.py), and it exits after the
 job. A process is never given a second job.
 
-The pool keeps `size` workers started (ready or still warming), refilling one at a time in
-a background thread. Warming workers run niced, so starting the next one never slows the
+The pool keeps `size` workers started (ready or still warming). A background thread starts
+a replacement the moment one is taken, without waiting for the last one to warm up, so
+after a burst of jobs every missing worker warms at once (each warm-up is watched by a
+thread of its own). Warming workers run niced, so starting the next one never slows the
 job that is running; the job itself runs at normal priority. When no worker is there
 (pool empty, size 0, a command the pool cannot pre-start) the job starts cold.
 """
@@ -149,6 +151,7 @@ class WarmPool:
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._closed = False
+        self._backoff = 0.0  # seconds before the next start, after a failed one
         self.spawned = 0
         self.handed = 0
         self.cold = 0
@@ -243,7 +246,6 @@ class WarmPool:
 
     # -- the refill thread --------------------------------------------------------------
     def _refill_loop(self) -> None:
-        backoff = 1.0
         while True:
             with self._cond:
                 while not self._closed and len(self.workers) >= self.size:
@@ -251,12 +253,14 @@ class WarmPool:
                     self._reap_locked()
                 if self._closed:
                     return
+                backoff = self._backoff
+            if backoff:  # the last warm-up failed: do not start them in a tight loop
+                time.sleep(backoff)
             try:
                 worker = self._spawn()
             except Exception:
                 log.exception("warm pool: could not start a worker")
-                time.sleep(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                self._failed()
                 continue
             with self._cond:
                 if self._closed:
@@ -264,11 +268,20 @@ class WarmPool:
                     return
                 self.workers.append(worker)
                 self.spawned += 1
-            if self._await_ready(worker):
-                backoff = 1.0
-            else:
-                time.sleep(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
+            threading.Thread(target=self._watch, args=(worker,), name="kernelscope-warm-up",
+                             daemon=True).start()
+
+    def _watch(self, worker: WarmWorker) -> None:
+        """Wait for one worker's warm-up (the refill loop has started the next already)."""
+        if self._await_ready(worker):
+            with self._cond:
+                self._backoff = 0.0
+        else:
+            self._failed()
+
+    def _failed(self) -> None:
+        with self._cond:
+            self._backoff = min(max(1.0, self._backoff * 2), MAX_BACKOFF_S)
 
     def _reap_locked(self) -> None:
         for worker in [w for w in self.workers if w.proc.poll() is not None]:

@@ -36,7 +36,7 @@ from kernelscope.server.jobs.early import FILENAME as SNIPPET
 from kernelscope.server.jobs.early import early_source
 from kernelscope.server.jobs.followups import FollowUps, asked
 from kernelscope.server.jobs.kcache import KernelCache
-from kernelscope.server.jobs.manager import SCHEMA_VERSION, Job
+from kernelscope.server.jobs.manager import SCHEMA_VERSION, WAIT_TICK_S, Job
 from kernelscope.server.jobs.pool import WARM_TIMEOUT_S, WarmPool, WarmWorker
 from kernelscope.server.jobs.relay import Outcome, Relay, parse_event
 from kernelscope.server.jobs.trust import StageOrigin, conform_payload
@@ -66,6 +66,7 @@ __all__ = ["WorkerSettings", "cancelled", "explain", "normalize", "parse_event",
 log = logging.getLogger(__name__)
 MiB = 1 << 20
 STDERR_TAIL = 4000
+WARM_QUIET_S = 0.3  # a worker ready within this is not worth a `waiting` event
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,8 @@ def run_job(
     follow = FollowUps(job, store, stages, lambda done, out, origin, later, until: finish(
         job, store, done, out, origin, later, until)) if stages else None
     try:
-        if warm is None and settings.early_source:  # a cold worker imports torch first
+        if (warm is None or warm.ready_at is None) and settings.early_source:
+            # A cold worker imports torch first; a warm one still warming up finishes that.
             job.publish("source", early_source(job.request), origin="server")
         _write_snippet(job, jobdir.phase("front"), iso)
         if kcache is not None:
@@ -352,16 +354,31 @@ def _start_cold(
 
 
 def _await_ready(warm: WarmWorker, job: Job) -> Outcome:
-    """Wait for a warming worker's ready line (on its event channel, before any event)."""
+    """Wait for a warming worker's ready line (on its event channel, before any event),
+    saying so in a `waiting` event once it has waited WARM_QUIET_S (a back half that warmed
+    while its front ran is ready by then) and about every WAIT_TICK_S after."""
     end = time.monotonic() + WARM_TIMEOUT_S
+    told = time.monotonic() - WAIT_TICK_S + WARM_QUIET_S
     while time.monotonic() < end:
         if job.cancel_requested():
             return Outcome(reason="cancelled")
+        if time.monotonic() - told >= WAIT_TICK_S:
+            told = time.monotonic()
+            job.publish("waiting", waiting_for_warm_up(warm, time.time() - job.created),
+                        origin="server")
         ready, _, _ = select.select([warm.events_r], [], [], 0.1)
         if ready:
             got = os.read(warm.events_r, len(READY))
             return Outcome() if got == READY else Outcome(reason="warm")
     return Outcome(reason="warm")
+
+
+def waiting_for_warm_up(warm: WarmWorker, waited_s: float) -> dict[str, Any]:
+    """The `waiting` payload of a job handed a worker that is still warming up."""
+    started = time.monotonic() - warm.spawned
+    return {"on": "warm-up", "waited_s": round(waited_s, 1),
+            "message": f"waiting for a worker to warm up (it started {started:.1f} s ago: "
+                       "it imports torch and compiles a small snippet once)"}
 
 
 def conclude(

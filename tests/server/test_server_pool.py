@@ -128,7 +128,7 @@ def test_cancel_a_queued_job_never_starts_it(make_app: AppFactory) -> None:
     running = submit(client, "# fake-sleep: 0.5\nx = 1\n")
     queued = submit(client, "open('started', 'w')\n")
     assert client.post(f"/api/jobs/{queued}/cancel").status_code == 202
-    events = stream(client, queued)
+    events = [e for e in stream(client, queued) if e["stage"] != "waiting"]
     assert [e["stage"] for e in events] == ["error", "done"]
     assert events[0]["data"]["kind"] == "cancelled"
     other = stream(client, running)  # the job that was running is not touched
@@ -290,3 +290,68 @@ def test_a_cold_job_streams_source_before_its_worker_has_said_anything(
     assert [(e["stage"], e["origin"]) for e in events[:2]] == [("source", "server"),
                                                                ("source", "snippet")]
     assert events[1]["data"]["code"] == code and events[-1]["data"]["ok"] is True
+
+
+def test_a_queued_job_says_what_it_waits_on_at_once(make_app: AppFactory) -> None:
+    """With every slot busy, a new job's stream used to stay silent (heartbeats only) until
+    a slot freed; now its first event, published as it is queued, names what it waits on,
+    and it hears again when its place changes and about every second."""
+    app = make_app(MAX_JOBS=1, WARM_POOL=0, JOB_TIMEOUT_S=30)
+    client = app.test_client()
+    running = submit(client, "# fake-sleep: 0.6\nx = 1\n")
+    jobs = state(app).jobs
+    assert wait_until(lambda: jobs.running == 1, 20)
+    second, third = submit(client, "x = 2\n"), submit(client, "x = 3\n")
+    first_events = [jobs.get(j).events[0] for j in (second, third)]  # there the moment it is
+    assert [e["stage"] for e in first_events] == ["waiting", "waiting"]
+    assert [e["data"]["message"] for e in first_events] == [
+        "waiting for a worker: 1 busy, you are 1st", "waiting for a worker: 1 busy, you are 2nd"]
+    assert all(e["origin"] == "server" and event_errors(e) == [] for e in first_events)
+    events = stream(client, third)
+    waits = [e["data"] for e in events if e["stage"] == "waiting"]
+    assert [w["position"] for w in waits][:1] == [2] and waits[-1]["position"] == 1
+    assert all(w["on"] == "slot" and w["busy"] == 1 for w in waits)
+    assert events[-1]["data"]["ok"] is True
+    assert stream(client, running)[-1]["data"]["ok"] is True
+
+
+def test_the_pool_warms_its_replacements_at_once(make_app: AppFactory) -> None:
+    """The refill used to start one worker and wait for its warm-up before the next: after
+    two jobs took both workers, the second replacement started only once the first was
+    warm. Now both start at once (each warm-up watched on its own)."""
+    app = make_app(WARM_POOL=2, MAX_JOBS=2, WARM_IMPORTS=["torch"])  # a warm-up of seconds
+    pool = state(app).jobs.pool
+    assert pool is not None and pool.wait_ready(2, timeout=120)
+    taken = [pool.take({"device": "cpu", "backend": "cpp"}) for _ in range(2)]
+    try:
+        assert all(w is not None for w in taken)
+        assert wait_until(lambda: pool.spawned == 4, 30)
+        # Both replacements were started before either had warmed up (importing torch).
+        assert pool.stats()["ready"] == 0 and pool.stats()["warming"] == 2
+    finally:
+        for w in taken:
+            if w is not None:
+                w.discard()
+
+
+def test_a_job_given_a_warming_worker_hears_so_at_once(make_app: AppFactory) -> None:
+    """A job handed a worker still warming up used to wait in silence for its warm-up (10.8 s
+    for a third quick compile); now the server's `source` comes at once and a `waiting`
+    event says what it waits on. (The worker's warm-up imports torch: seconds.)"""
+    app = make_app(WARM_POOL=1, MAX_JOBS=1, EARLY_SOURCE=True, JOB_TIMEOUT_S=60,
+                   WARM_IMPORTS=["torch"])
+    pool = state(app).jobs.pool
+    assert pool is not None
+    pool.start()
+    assert wait_until(lambda: pool.stats()["warming"] == 1, 20)
+    client = app.test_client()
+    job_id = submit(client, "x = 1\n")
+    events = stream(client, job_id)
+    assert pool.stats()["handed_out"] == 1 and pool.stats()["cold_starts"] == 0
+    stages = [(e["stage"], e.get("origin")) for e in events]
+    assert stages[0] == ("source", "server"), stages
+    waits = [e for e in events if e["stage"] == "waiting"]
+    assert waits and waits[0]["seq"] == 1, stages
+    assert waits[0]["data"]["on"] == "warm-up" and "warm up" in waits[0]["data"]["message"]
+    assert all(e["origin"] == "server" and event_errors(e) == [] for e in waits)
+    assert events[-1]["data"]["ok"] is True

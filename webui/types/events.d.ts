@@ -515,6 +515,14 @@ export interface Versions {
   kernelscope: string;
 }
 
+export interface Waiting {
+  on: "slot" | "warm-up";
+  message: string;
+  busy?: number | null;
+  position?: number | null;
+  waited_s?: number;
+}
+
 export interface Wrapper {
   source: string;
   line_map: WrapperLine[];
@@ -537,6 +545,7 @@ export interface Payloads {
   run: Run;
   profile: Profile;
   capture_graph: CaptureGraph;
+  waiting: Waiting;
   inductor: Inductor;
   error: Error;
   done: JobDone;

@@ -61,9 +61,14 @@ export class StatusStrip {
     this.reset();
     this.t0 = performance.now();
     this.chips.get(STAGES[0])?.classList.add("running");
-    this.timer = setInterval(() => {
-      this.total.textContent = `running · ${fmtSeconds(performance.now() - this.t0)}`;
-    }, 100);
+    this.waitingFor = null;
+    this.timer = setInterval(() => this.tick(), 100);
+  }
+
+  // The clock, and while the server says the job waits (a `waiting` event: no free slot,
+  // or its worker still warming up), what it waits on.
+  tick() {
+    this.total.textContent = `${this.waitingFor ?? "running"} · ${fmtSeconds(performance.now() - this.t0)}`;
   }
 
   running(flag) {
@@ -102,6 +107,8 @@ export class StatusStrip {
   /** @param {Trace} trace @param {StageEvent} event */
   update(trace, event, live) {
     const chip = this.chips.get(event.stage);
+    this.waitingFor = event.stage === "waiting" ? event.data.message : null;
+    if (live && this.timer !== null) this.tick();
     if (event.stage === "source") {
       for (const s of FOLLOW_UPS) this.chips.get(s).hidden = !event.data.options?.[s];
     }
