@@ -58,7 +58,7 @@ RAISES = (
 
 
 RECORDED = ("training", "recompiles", "add_relu", "add_relu_nofusion", "h200_softmax",
-            "modules", "cpu_triton_softmax")
+            "modules", "cpu_triton_softmax", "profile_block")
 # Stored traces served only under their name: h200_server_softmax is what the real server
 # stored on the H200 host (scripts/latency.py --device cuda --backend triton --save-trace).
 STORED = (*RECORDED, "h200_server_softmax")

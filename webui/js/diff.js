@@ -3,6 +3,7 @@
 // Pure functions over event data; panes/diff.js draws them.
 
 import { inductorOf } from "./trace.js";
+import { sumSpread } from "./spread.js";
 /** @typedef {import("./trace.js").Trace} Trace */
 
 // Our kernels in execution order, with what the diff shows about each.
@@ -17,7 +18,8 @@ export function oursKernels(trace) {
     const src = sources.get(`${k.gid}:${k.name}`);
     return { name: k.name, gid: k.gid, kind: k.kind, origins: k.origins ?? [],
       lines: k.lines ?? [], source: src?.source ?? null, language: src?.language ?? null,
-      ms: timed.get(k.name)?.ms ?? null, first_launch_ms: launched.get(`${k.gid}:${k.name}`)?.ms ?? null };
+      ms: timed.get(k.name)?.ms ?? null, time: timed.get(k.name)?.time ?? null,
+      first_launch_ms: launched.get(`${k.gid}:${k.name}`)?.ms ?? null };
   });
 }
 
@@ -154,8 +156,9 @@ export function fusedGroups(as, bs) {
   });
   const total = (ks) => (ks.length && ks.every((k) => k.ms != null)
     ? ks.reduce((s, k) => s + k.ms, 0) : null);
+  const spread = (ks) => (ks.length ? sumSpread(ks.map((k) => k.time)) : null);
   return [...groups.values()].map((g) => ({ nodes: [...g.nodes], a: g.a, b: g.b,
-    msA: total(g.a), msB: total(g.b) }));
+    msA: total(g.a), msB: total(g.b), timeA: spread(g.a), timeB: spread(g.b) }));
 }
 
 // The two compiles' structure side by side: graph nodes, kernels, fusions, the buffer

@@ -7,6 +7,7 @@
 import { h, clear, empty, badge, fmtMs } from "../dom.js";
 import { PARTIAL, fusedGroups, lineDiff, matchKernels, optionChanges, sideBySide, structure } from "../diff.js";
 import { inductorOf } from "../trace.js";
+import { changeClass, fmtSpread } from "../spread.js";
 import { Pane } from "./pane.js";
 
 export class DiffPane extends Pane {
@@ -34,7 +35,8 @@ export class DiffPane extends Pane {
       this.changes(left, right, sameCode),
       left.inductor || right.inductor ? null : this.structureTable(left.trace, right.trace),
       this.groupTable(fusedGroups(left.kernels, right.kernels)),
-      h("h3", "Kernels, matched", h("span.hint", "time is the measured median per call; Δ is B − A")),
+      h("h3", "Kernels, matched", h("span.hint", "time is the measured median per call; Δ is B − A, " +
+        "coloured only where B's p10–p90 lies outside A's")),
       this.table(),
       sameCode ? null : this.codeDiff("Snippet", left.trace.data("source")?.code,
         right.trace.data("source")?.code, "python"),
@@ -52,7 +54,8 @@ export class DiffPane extends Pane {
     }
     if (!p) return side.trace.error ? `failed in ${side.trace.error.stage ?? "?"}` : "no profile";
     if (!p.measured) return `not timed: ${p.reason ?? ""}`;
-    return `${fmtMs(p.kernelscope_ms)} per call · eager ${fmtMs(p.eager_ms)}`;
+    return `${fmtSpread(p.kernelscope_time ?? { ms: p.kernelscope_ms })} per call · ` +
+      `eager ${fmtSpread(p.eager_time ?? { ms: p.eager_ms })}`;
   }
 
   changes(left, right, sameCode) {
@@ -74,8 +77,10 @@ export class DiffPane extends Pane {
       const partial = r.how === PARTIAL;
       const delta = !partial && r.a?.ms != null && r.b?.ms != null ? r.b.ms - r.a.ms : null;
       const pct = delta !== null && r.a.ms ? (100 * delta) / r.a.ms : null;
-      const cls = delta === null ? "" : delta < 0 ? ".faster" : delta > 0 ? ".slower" : "";
-      return h("tr", { dataset: { a: r.a?.name ?? "", b: r.b?.name ?? "" } },
+      // Coloured only when B's spread lies outside A's (spread.js changeClass).
+      const change = delta === null ? "" : changeClass(r.a?.time, r.b?.time);
+      const cls = change ? `.${change}` : "";
+      return h("tr", { dataset: { a: r.a?.name ?? "", b: r.b?.name ?? "", change } },
         h("td", r.a ? h("code", r.a.name) : h("span.hint", "no match")),
         h("td", r.b ? h("code", r.b.name) : h("span.hint", "no match")),
         h("td", r.how ? badge(r.how) : ""),
@@ -109,8 +114,9 @@ export class DiffPane extends Pane {
     const row = (g) => {
       const delta = g.msA != null && g.msB != null ? g.msB - g.msA : null;
       const pct = delta !== null && g.msA ? (100 * delta) / g.msA : null;
-      const cls = delta === null ? "" : delta < 0 ? ".faster" : delta > 0 ? ".slower" : "";
-      return h("tr", { dataset: { nodes: g.nodes.join(","), a: g.a.length, b: g.b.length } },
+      const change = delta === null ? "" : changeClass(g.timeA, g.timeB);
+      const cls = change ? `.${change}` : "";
+      return h("tr", { dataset: { nodes: g.nodes.join(","), a: g.a.length, b: g.b.length, change } },
         h("td.wrap", g.nodes.length ? g.nodes.join(", ") : h("span.hint", "no FX nodes")),
         h("td", names(g.a)), h("td", names(g.b)),
         h("td.num", fmtMs(g.msA)), h("td.num", fmtMs(g.msB)),

@@ -1,6 +1,7 @@
 // Timings pane: whether the compiled code matched eager (run), how fast it ran against
-// eager and Inductor (profile totals), each kernel's time and achieved bandwidth against
-// the device's measured peak, and what building the kernels cost (compile). Inductor comes
+// eager and Inductor (profile totals, each a median with its spread), where every
+// microsecond of the call goes (panes/profile_rows.js), each kernel's time and achieved
+// bandwidth against the device's measured peak, and what building the kernels cost (compile). Inductor comes
 // after our result (the `inductor` event): "Inductor: running…" until it does, then its
 // total and each of its kernels' times.
 
@@ -8,6 +9,8 @@ import { h, clear, empty, badge, fmtMs, fmtBytes, fmtNum, shape } from "../dom.j
 import { fromKernel } from "../provenance.js";
 import { STAGES, FOLLOW_UPS, inductorAsked, inductorOf, followUpState } from "../trace.js";
 import { Pane } from "./pane.js";
+import { RowsView, conditions, exportLink, opComparison, peakMemory, rollups } from "./profile_rows.js";
+import { changeClass, fmtSpread, shortSpread } from "../spread.js";
 
 /** @typedef {import("../trace.js").Trace} Trace */
 /** @typedef {import("../../types/events").StageName} StageName */
@@ -80,25 +83,36 @@ export class TimingsPane extends Pane {
       return h("section", h("h3", "Performance"),
         h("div.notice", h("b", "Not measured. "), p.reason ?? "no reason given"));
     }
-    // Bars are coloured by faster (green) or slower (red) than eager, not by who they are.
-    const vsEager = (ms) => (!p.eager_ms || !ms ? "alt" : ms <= p.eager_ms ? "good" : "slow");
-    /** @type {[string, number | null | undefined, string][]} */
-    const all = [["eager", p.eager_ms, "base"], ["kernelscope", p.kernelscope_ms, vsEager(p.kernelscope_ms)],
-      ["inductor", ind?.inductor_ms, vsEager(ind?.inductor_ms)]];
-    const totals = all.filter(([, ms]) => ms !== null && ms !== undefined);
-    const max = Math.max(...totals.map(([, ms]) => ms));
-    const speedup = (ms) => {
-      if (!p.eager_ms || !ms) return "";
-      const x = p.eager_ms / ms;
-      return x >= 1 ? `${x.toFixed(2)}× faster than eager` : `${(1 / x).toFixed(2)}× slower than eager`;
+    const eager = p.eager_time ?? { ms: p.eager_ms };
+    /** @type {[string, any, string][]} */
+    const all = [["eager", eager, "base"],
+      ["kernelscope", p.kernelscope_time ?? { ms: p.kernelscope_ms }, ""],
+      ["inductor", ind?.inductor_time ?? (ind?.inductor_ms != null ? { ms: ind.inductor_ms } : null), ""]];
+    const totals = all.filter(([, t]) => t && t.ms !== null && t.ms !== undefined);
+    const max = Math.max(...totals.map(([, t]) => t.p90 ?? t.ms));
+    // Faster (green) or slower (red) than eager only where the spreads do not overlap.
+    const vsEager = (t) => ({ faster: "good", slower: "slow" }[changeClass(eager, t)] ?? "alt");
+    const speedup = (t) => {
+      if (!eager.ms || !t.ms || t.noisy || eager.noisy) return "";
+      const x = eager.ms / t.ms;
+      const same = changeClass(eager, t) === "" && eager.p10 != null ? " (within the spread)" : "";
+      return (x >= 1 ? `${x.toFixed(2)}× faster than eager` : `${(1 / x).toFixed(2)}× slower than eager`) + same;
     };
-    const kmax = Math.max(...p.kernels.map((k) => k.ms), 1e-9);
+    const kmax = Math.max(...p.kernels.map((k) => k.ms ?? 0), 1e-9);
+    const rows = new RowsView(p, (r) => this.ctx.hover(fromKernel(this.ctx.index(), r.graph, r.name)),
+      () => this.ctx.unhover());
     return h("section",
       h("h3", "Performance", h("span.hint", `${p.device ?? ""}${p.peak_gbps ? ` · measured peak ${fmtNum(p.peak_gbps)} GB/s` : ""}`)),
-      h("div.bars", totals.map(([label, ms, cls]) => h("div.hbar-row", { dataset: { total: label } },
+      h("div.bars", totals.map(([label, t, cls]) => h("div.hbar-row", { dataset: { total: label, noisy: t.noisy ? "true" : "false" }, title: fmtSpread(t) },
         h("span.hbar-label", label),
-        h("span.hbar-track", h(`span.hbar.${cls}`, { style: { width: `${(100 * ms) / max}%` } })),
-        h("span.hbar-value", fmtMs(ms), h("small", label === "eager" ? "" : ` ${speedup(ms)}`))))),
+        h("span.hbar-track", h(`span.hbar.${cls || vsEager(t)}`, { style: { width: `${(100 * t.ms) / max}%` } }),
+          t.p10 != null && t.p90 != null ? h("span.hbar-spread", { style: {
+            left: `${(100 * t.p10) / max}%`, width: `${(100 * (t.p90 - t.p10)) / max}%` } }) : null),
+        h("span.hbar-value", t.noisy ? shortSpread(t) : fmtMs(t.ms),
+          h("small", ` ${t.repeats ? `±p10–p90 ${fmtMs(t.p10)}–${fmtMs(t.p90)}, ${t.repeats} repeats` : ""}` +
+            (label === "eager" ? "" : ` ${speedup(t)}`)))))),
+      conditions(p), peakMemory(p, ind), rows.el, rollups(p.ours), opComparison(p), exportLink(p),
+      h("h3", "Generated kernels", h("span.hint", "time per launch and bandwidth")),
       h("table.grid.kernels", h("thead", h("tr", ["kernel", "time", "bandwidth (bar: % of peak)"]
         .map((c) => h("th", c)))),
       h("tbody", p.kernels.map((k) => this.kernelRow(k, kmax, p.peak_gbps)))));
@@ -129,7 +143,7 @@ export class TimingsPane extends Pane {
     const failed = ind.error ? h("div.notice.inductor-failed", h("b", "Inductor failed: "),
       ind.error) : null;
     const total = ind.measured
-      ? h("p.note", `${fmtMs(ind.inductor_ms)} per call on ${ind.device || "?"}`)
+      ? h("p.note", `${fmtSpread(ind.inductor_time ?? { ms: ind.inductor_ms })} per call on ${ind.device || "?"}`)
       : h("div.notice", h("b", "Not timed. "), ind.reason ?? "");
     const kmax = Math.max(...ind.kernels.map((k) => k.ms ?? 0), 1e-9);
     return h("section.inductor", { dataset: { state: "done" } },
@@ -145,12 +159,12 @@ export class TimingsPane extends Pane {
 
   /** @param {import("../../types/events").KernelTime} k @param {number} kmax @param {number | null} peak */
   kernelRow(k, kmax, peak) {
-    const gid = this.ctx.index().kernels.find((x) => x.name === k.name)?.gid ?? 0;
+    const gid = k.graph ?? this.ctx.index().kernels.find((x) => x.name === k.name)?.gid ?? 0;
     const pct = k.pct_peak ?? (peak && k.gbps ? (100 * k.gbps) / peak : null);
-    const tr = h("tr", { title: `${k.name}: ${fmtBytes(k.bytes)} moved in ${fmtMs(k.ms)}` },
+    const tr = h("tr", { title: `${k.name}: ${fmtBytes(k.bytes)} moved in ${fmtSpread(k.time ?? { ms: k.ms })}` },
       h("td", h("span.chip", { style: { "--kc": this.ctx.kernelColour(gid, k.name) } }, k.name)),
       h("td", h("div.barcell", h("span.mini-track", h("span.mini.time", { style: { width: `${(100 * k.ms) / kmax}%` } })),
-        h("span.mini-val", fmtMs(k.ms)))),
+        h("span.mini-val", shortSpread(k.time ?? { ms: k.ms })))),
       h("td", h("div.barcell", h("span.mini-track.peak", h("span.mini.bw", { style: { width: `${Math.min(pct ?? 0, 100)}%` } })),
         h("span.mini-val", k.gbps !== null && k.gbps !== undefined
           ? `${fmtNum(k.gbps)} GB/s${pct !== null ? ` · ${pct.toFixed(0)}%` : ""}` : "–"))));
