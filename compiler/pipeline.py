@@ -52,6 +52,7 @@ from kernelscope.compiler.capture.fxgraph import graph_json, node_lines
 from kernelscope.compiler.capture.specialise import specialise
 from kernelscope.compiler.codegen.backend import BuildError
 from kernelscope.compiler.codegen.backends import choose_backend
+from kernelscope.compiler.compare.match import Group, KernelRef, match
 from kernelscope.compiler.compile_fx import (
     build_stage,
     codegen_stage,
@@ -65,8 +66,10 @@ from kernelscope.compiler.graph_work import GraphWork
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.profiling import each, profile_works
 from kernelscope.compiler.runtime.cache import cache_root
+from kernelscope.compiler.runtime.inductor import Graphs
 from kernelscope.compiler.runtime.profile import inductor_profile
 from kernelscope.compiler.runtime.timing import KernelLaunchError
+from kernelscope.compiler.schedule.scheduler import schedule_json
 from kernelscope.compiler.snippet import SnippetError, captured_stdout, user_line_of, write_snippet
 from kernelscope.compiler.versions import versions
 
@@ -209,6 +212,7 @@ class _BackRun:
         default_factory=list)
     works: list[GraphWork] = field(default_factory=list)
     ok: bool = True  # false once `run` finds an output that differs from eager
+    profile: ev.Profile | None = None  # our kernels' times, for the Inductor comparison
 
 
 def run_back(bundle_path: str | Path, options: CompileOptions, replay: bool = True,
@@ -396,15 +400,18 @@ def _each(fns: list[Callable[..., Any]], run: _BackRun) -> Callable[[], None]:
 
 
 def _profile(run: _BackRun) -> ev.Profile:
-    return profile_works(run.works, [_fresh(w.example_inputs) for w in run.works], run.options)
+    run.profile = profile_works(run.works, [_fresh(w.example_inputs) for w in run.works],
+                                run.options)
+    return run.profile
 
 
 def _inductor(run: _BackRun) -> ev.Inductor:
     """TorchInductor on the same graphs, once our result has streamed. Its failure is a
     result to show in this event, never the job's error."""
-    def build() -> Callable[[], None]:
+    def build(graphs: Graphs) -> Callable[[], None]:
         torch._dynamo.reset()
-        return _each([torch.compile(w.gm, backend="inductor") for w in run.works], run)
+        return _each([torch.compile(w.gm, backend=graphs.backend(w.gid, w.gm))
+                      for w in run.works], run)
 
     try:
         data = inductor_profile(build, run.options)
@@ -412,7 +419,27 @@ def _inductor(run: _BackRun) -> ev.Inductor:
         data = {"measured": False, "code": [], "kernels": [], "reason": "TorchInductor failed",
                 "error": f"{type(e).__name__}: {e}"[:2000]}
     kernels = [ev.InductorKernel(**k) for k in data.pop("kernels")]
-    return ev.Inductor(**data, kernels=kernels)
+    return ev.Inductor(**data, kernels=kernels, groups=_groups(run, kernels))
+
+
+def _groups(run: _BackRun, theirs: list[ev.InductorKernel]) -> list[Group]:
+    """Our kernels against Inductor's, by the FX nodes each covers (none where Inductor's
+    kernels came without their nodes)."""
+    if not any(k.nodes for k in theirs):
+        return []
+    timed = {(t.get("graph", 0), t["name"]): t
+             for t in map(_plain, run.profile.kernels if run.profile else [])}
+    ours = [KernelRef(k.name, w.gid, tuple(k.origins), t.get("ms"), t.get("bytes") or None,
+                      k.kind)
+            for w in run.works if w.sched is not None
+            for k in schedule_json(w.sched, w.lines, w.gid).kernels
+            for t in [timed.get((w.gid, k.name), {})]]
+    return match(ours, [KernelRef(k.call or k.name, k.graph, tuple(k.nodes), k.ms, k.bytes,
+                                  k.kind) for k in theirs])
+
+
+def _plain(k: Any) -> dict[str, Any]:
+    return dataclasses.asdict(k) if isinstance(k, ev.KernelTime) else dict(k)
 
 
 BACK_STAGES: tuple[tuple[str, Callable[[_BackRun], Any]], ...] = (

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from kernelscope.compiler.compare.match import Group
 from kernelscope.compiler.events.kinds import ErrorKind
 
 
@@ -205,6 +206,16 @@ class InductorKernel:
     language: str
     source: str
     ms: float | None = None  # its median time per launch (the `inductor` event; None: untimed)
+    # Where the `inductor` event read them (older traces: none): the graph it belongs to,
+    # the graph's FX nodes it covers (Inductor's provenance mapping), the bytes of the
+    # buffers the call takes, its kind ("extern" for an extern call, which has no source)
+    # and which call of the wrapper this is (unique in the graph: an extern called six
+    # times is six entries, "extern_kernels.addmm:2" ..).
+    call: str = ""
+    graph: int | None = None
+    nodes: list[str] = field(default_factory=list)
+    bytes: int | None = None
+    kind: str = ""
 
 
 @dataclass
@@ -231,6 +242,9 @@ class Inductor:
     inductor_ms: float | None = None
     inductor_time: Spread | None = None  # inductor_ms with its spread
     peak_bytes: int | None = None  # its call's allocator high-water mark (PeakMemory's method)
+    # Our kernels (A) against Inductor's (B), grouped by the FX nodes they cover
+    # (compiler/compare/match.py); empty where Inductor's node mapping was not read.
+    groups: list[Group] = field(default_factory=list)
 
 
 # -- error, done ---------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import torch
 from kernelscope.compiler.devices import CPU, CUDA, is_gpu
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.runtime import stats
-from kernelscope.compiler.runtime.inductor import inductor_output
+from kernelscope.compiler.runtime.inductor import Graphs, inductor_output
 from kernelscope.compiler.runtime.slot import timing_slot, torch_threads
 from kernelscope.compiler.runtime.timing import instrument
 from kernelscope.compiler.runtime.torch_profile import peak_bytes
@@ -55,7 +55,7 @@ def copy_bandwidth_gbps() -> float:
     return _PEAK[CUDA]
 
 
-def inductor_profile(build: Callable[[], Callable[[], Any]], options: CompileOptions
+def inductor_profile(build: Callable[[Graphs], Callable[[], Any]], options: CompileOptions
                      ) -> dict[str, Any]:
     """TorchInductor on the same graphs: `build()` compiles them with stock torch.compile
     (a zero-argument call of them all). Its output code and kernels, and, when profiling

@@ -114,6 +114,11 @@ export class KernelscopeClient {
     return request(this.base, "GET", `/api/traces/${encodeURIComponent(id)}`);
   }
 
+  /** Two stored traces' kernels grouped by the FX nodes they cover (the server's matcher). */
+  diff(a: string, b: string): Promise<{ groups: unknown[] }> {
+    return request(this.base, "GET", `/api/diff/${encodeURIComponent(a)}/${encodeURIComponent(b)}`);
+  }
+
   followUps(id: string, signal?: AbortSignal): Promise<FollowUpsAnswer> {
     return request(this.base, "GET", `/api/traces/${encodeURIComponent(id)}/follow-ups`, undefined, 10_000, signal);
   }

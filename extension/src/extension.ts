@@ -76,9 +76,10 @@ export function activate(context: vscode.ExtensionContext): Session {
     const client = await s.currentClient();
     try {
       // The explorer's Diff pane in the panel; its page, /diff/<a>/<b>, one click away.
-      const [ta, tb] = await Promise.all([client.trace(a), client.trace(b)]);
+      const [ta, tb, d] = await Promise.all([client.trace(a), client.trace(b), client.diff(a, b)]);
       KernelscopePanel.createOrShow(context.extensionUri).post({ type: "diff",
-        a: { id: a, href: client.permalink(a), events: ta.events }, b: { id: b, href: client.permalink(b), events: tb.events } });
+        a: { id: a, href: client.permalink(a), events: ta.events }, b: { id: b, href: client.permalink(b), events: tb.events },
+        groups: d.groups });
       const choice = await vscode.window.showInformationMessage(`Kernelscope: comparing trace ${a} with ${b}.`, "Open in Browser");
       if (choice !== "Open in Browser") return;
     } catch (err) {

@@ -43,7 +43,7 @@ export type HostToWebview =
   /** The answer to a `highlight` request: Pygments HTML, or null to stay plain. */
   | { type: "highlighted"; id: number; html: string | null }
   /** Compare two stored traces in the web UI's Diff pane (Compare With Previous). */
-  | { type: "diff"; a: DiffSide; b: DiffSide }
+  | { type: "diff"; a: DiffSide; b: DiffSide; groups: unknown[] }
   /** A failure outside the event stream (server unreachable, HTTP error, cancelled). */
   | { type: "failure"; kind: string; message: string };
 
@@ -113,7 +113,8 @@ export function isHostToWebview(m: unknown): m is HostToWebview {
     case "failure":
       return typeof m.kind === "string" && typeof m.message === "string";
     case "diff":
-      return [m.a, m.b].every((x) => isObject(x) && typeof x.id === "string" && Array.isArray(x.events));
+      return [m.a, m.b].every((x) => isObject(x) && typeof x.id === "string" && Array.isArray(x.events))
+        && Array.isArray(m.groups) && m.groups.every(isObject);
     default:
       return false;
   }

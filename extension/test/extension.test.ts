@@ -241,6 +241,7 @@ test("Open Permalink shows a stored trace; Compare With Previous opens the diff 
   await vscode.commands.executeCommand("kernelscope.compareWithPrevious");
   // The web UI's Diff pane in the panel, both stored traces fetched; the page is one click away.
   assert.ok(h.srv.requests.some((r) => r.url === "/api/traces/A1") && h.srv.requests.some((r) => r.url === "/api/traces/TRACE1"));
+  assert.ok(h.srv.requests.some((r) => r.url === "/api/diff/A1/TRACE1"));
   const diff = posted("diff").at(-1) as unknown as { a: { id: string; href: string; events: unknown[] }; b: { id: string } };
   assert.deepEqual([diff.a.id, diff.b.id, diff.a.href], ["A1", "TRACE1", `${h.srv.url}/t/A1`]);
   assert.equal(diff.a.events.length, recorded().events.length);

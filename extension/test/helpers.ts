@@ -41,7 +41,8 @@ export interface FollowUpOptions {
 /**
  * A fake server: /api/health, /api/compile (answers job "j1"), the job's SSE stream (the
  * recorded trace, or a stream that never ends with `hang`), /api/jobs/j1/cancel,
- * /api/traces/<id>, /api/highlight and /api/schema (its stage names: `stages`, else none).
+ * /api/traces/<id>, /api/diff/<a>/<b> (no groups), /api/highlight and /api/schema (its
+ * stage names: `stages`, else none).
  */
 export function fakeServer(opts: { hang?: boolean; cuda?: boolean; cancel?: boolean; events?: RecordedTrace["events"]; stages?: string[]; followUp?: FollowUpOptions } = {}): Promise<FakeServer> {
   const trace = recorded();
@@ -92,6 +93,7 @@ export function fakeServer(opts: { hang?: boolean; cuda?: boolean; cancel?: bool
         const stored = followUp ? { follow_ups: states(), events: [...trace.events, ...after()] } : {};
         return json(200, { id: req.url.split("/").pop(), ok: true, ...trace, ...stored });
       }
+      if (req.url?.startsWith("/api/diff/")) return json(200, { groups: [] });
       if (req.url === "/api/schema" && opts.stages) return json(200, { version: 1, stages: opts.stages });
       if (req.url === "/api/highlight") return json(200, { html: "<div class=\"highlight\"><pre></pre></div>" });
       return json(404, { error: "not found", status: 404 });

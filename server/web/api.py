@@ -10,6 +10,7 @@ from typing import Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
+from kernelscope.compiler.compare.traces import diff_json
 from kernelscope.compiler.events.read import envelope
 from kernelscope.compiler.events.schema import json_schema
 from kernelscope.compiler.events.stage import FOLLOW_UPS, PARTS, SCHEMA_VERSION, STAGES, TERMINAL
@@ -164,6 +165,19 @@ def trace_follow_ups(trace_id: str) -> Response:
     events = found["events"]
     at = next((i for i, e in enumerate(events) if envelope(e).stage == "done"), len(events))
     return jsonify({"follow_ups": follow_up_states(found), "events": events[at + 1:]})
+
+
+@bp.get("/diff/<a>/<b>")
+def trace_diff(a: str, b: str) -> Response:
+    """Two stored traces' kernels grouped by the FX nodes they cover (b `inductor`: trace
+    a's against its own Inductor follow-up), by the one matcher, compiler/compare."""
+    store = app_state().store
+    left = store.get(a)
+    right = None if b == "inductor" else store.get(b)
+    missing = a if left is None else b if right is None and b != "inductor" else None
+    if missing is not None or left is None:
+        raise ApiError(f"no trace {missing!r}", 404)
+    return jsonify({"groups": diff_json(left["events"], right["events"] if right else None)})
 
 
 @bp.get("/schema")

@@ -3,8 +3,9 @@
 It serves webui/ exactly where the real server does and answers the same API from fixture
 traces, so the UI can be tested without the compiler: the hand-written
 fixtures/softmax_block.json for any snippet, and the traces the compiler recorded
-(fixtures/record_fixtures.py: training, recompiles, add_relu, add_relu_nofusion, modules) for their
-own snippets; those are also stored traces under their names (`/t/training`), and
+(fixtures/record_fixtures.py: training, recompiles, add_relu, add_relu_nofusion, modules) for
+their own snippets, and GET /api/diff from the server's matcher (compiler/compare); those
+are also stored traces under their names (`/t/training`), and
 `/t/inductor_lost` is add_relu with an Inductor follow-up that never came. A snippet
 that does not parse streams a `syntax` error; one containing `raise` streams its `source`
 stage and then an `exception` error in capture, as the compiler would; one containing
@@ -38,6 +39,7 @@ from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CppLexer, PythonLexer
 
+from kernelscope.compiler.compare.traces import diff_json
 from kernelscope.compiler.events.schema import json_schema
 from kernelscope.compiler.events.stage import FOLLOW_UPS, PARTS, SCHEMA_VERSION, STAGES, TERMINAL
 from kernelscope.server.jobs.early import early_source
@@ -61,7 +63,8 @@ RECORDED = ("training", "recompiles", "add_relu", "add_relu_nofusion", "h200_sof
             "modules", "cpu_triton_softmax", "profile_block")
 # Stored traces served only under their name: h200_server_softmax is what the real server
 # stored on the H200 host (scripts/latency.py --device cuda --backend triton --save-trace).
-STORED = (*RECORDED, "h200_server_softmax")
+# inductor_block: samples/transformer_block.py with Inductor's kernels matched to ours.
+STORED = (*RECORDED, "h200_server_softmax", "inductor_block")
 SLEEPY = "import time\n\n\ndef f(x):\n    return x\n\n\ntime.sleep(60)\n"
 
 
@@ -405,6 +408,13 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
     def trace(trace_id: str) -> Response:
         found = traces.get(trace_id) or abort(404)
         return jsonify({**found, "follow_ups": follow_up_states(found)})
+
+    @app.get("/api/diff/<a>/<b>")
+    def trace_diff(a: str, b: str) -> Response:
+        left = traces.get(a) or abort(404)
+        right = None if b == "inductor" else traces.get(b) or abort(404)
+        return jsonify({"groups": diff_json(left["events"],
+                                            right["events"] if right else None)})
 
     @app.get("/api/traces/<trace_id>/follow-ups")
     def trace_follow_ups(trace_id: str) -> Response:

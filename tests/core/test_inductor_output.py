@@ -20,7 +20,7 @@ def test_inductor_output_code_is_captured_with_its_kernels() -> None:
 
     x, y = torch.randn(256), torch.randn(256)
 
-    def build():
+    def build(graphs):
         torch._dynamo.reset()
         compiled = torch.compile(f, backend="inductor")
         return lambda: compiled(x, y)
@@ -76,6 +76,14 @@ def test_inductor_follows_our_whole_result_with_its_kernels_timed(tmp_path: Path
     assert inductor["inductor_ms"] is not None and "def call(" in inductor["code"][0]
     [kernel] = inductor["kernels"]
     assert kernel["name"].startswith("cpp_fused") and isinstance(kernel["ms"], float)
+    # Matched to ours by the FX nodes both cover: one kernel each, the same nodes.
+    assert kernel["graph"] == 0 and sorted(kernel["nodes"]) == ["add", "relu"]
+    assert kernel["bytes"] == (64 * 32 * 2 + 32) * 4
+    [group] = inductor["groups"]
+    ours = events[[e["stage"] for e in events].index("scheduling")]["data"]["graphs"][0]
+    assert group["how"] == "same FX nodes" and group["b"] == [kernel["call"]]
+    assert group["a"] == [k["name"] for k in ours["kernels"]] and group["graph"] == 0
+    assert group["b_ms"] == kernel["ms"] and group["a_ms"] == profile["kernels"][0]["ms"]
     assert events[-2]["seq"] < events[-1]["seq"] and events[-1]["data"]["ok"] is True
 
 

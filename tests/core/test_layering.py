@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2] / "compiler"
-ORDER = ["events", "ir", "capture", "lowering", "schedule", "codegen", "runtime"]
+ORDER = ["compare", "events", "ir", "capture", "lowering", "schedule", "codegen", "runtime"]
 # Packages of driver modules: they sit with compile_fx, pipeline and cli above every package.
 DRIVERS = {"trace"}
 FORBIDDEN = {("codegen", "lowering")}

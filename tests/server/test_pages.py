@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 from pathlib import Path
+from typing import Any
 
 import pytest
 from server_support import AppFactory, compile_events
@@ -103,3 +104,35 @@ def test_the_option_list_describes_every_field_a_request_may_set(make_app: AppFa
     assert big.status_code == 400
     ok = client.post("/api/compile", json={"code": "x = 1", "options": {"memory_reuse": False}})
     assert ok.status_code == 202
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "browser" / "fixtures"
+
+
+def _put(app: Any, name: str) -> str:
+    import json
+
+    from kernelscope.server.state import app_state
+
+    stored = json.loads((FIXTURES / f"{name}.json").read_text())
+    with app.app_context():
+        ident: str = app_state().store.put(stored["code"], stored["options"], stored["events"],
+                                            True)
+    return ident
+
+
+def test_a_diff_groups_two_stored_traces_by_fx_nodes(make_app: AppFactory) -> None:
+    """GET /api/diff: the one matcher (compiler/compare) over two stored traces, or over a
+    trace and its own Inductor follow-up."""
+    app = make_app()
+    client = app.test_client()
+    fused, block = _put(app, "add_relu"), _put(app, "inductor_block")
+    unfused = _put(app, "add_relu_nofusion")
+    [group] = client.get(f"/api/diff/{fused}/{unfused}").get_json()["groups"]
+    assert group["how"] == "same FX nodes" and group["nodes"] == ["add", "relu"]
+    assert group["a"] == group["b"] == ["cpp_poi_fused_add_relu_0"]
+    groups = client.get(f"/api/diff/{block}/inductor").get_json()["groups"]
+    first = groups[0]
+    assert first["how"] == "same FX nodes" and first["b"][0].startswith("cpp_fused_add_mul")
+    assert any(b.startswith("extern_kernels.addmm:") for g in groups for b in g["b"])
+    assert client.get(f"/api/diff/{fused}/AAAAAAAAAAAA").status_code == 404

@@ -41,6 +41,10 @@ export const getTrace = (id) => request("GET", `/api/traces/${encodeURIComponent
 // after `done` (docs/server.md, "Follow-ups").
 export const getFollowUps = (id) =>
   request("GET", `/api/traces/${encodeURIComponent(id)}/follow-ups`);
+// Two stored traces' kernels grouped by the FX nodes they cover (b "inductor": trace a's
+// own Inductor follow-up): {groups: [{graph, nodes, a, b, how, a_ms, b_ms, a_bytes, b_bytes}]}.
+export const getDiff = (a, b) =>
+  request("GET", `/api/diff/${encodeURIComponent(a)}/${encodeURIComponent(b)}`);
 export const startCompile = (code, options) => request("POST", "/api/compile", { code, options });
 export const uploadTrace = (files) => request("POST", "/api/traces", { files });
 

@@ -28,8 +28,9 @@ export function oursKernels(trace) {
 /** @param {Trace} trace */
 export function inductorKernels(trace) {
   return (inductorOf(trace)?.kernels ?? []).map((k) => ({
-    name: k.name, gid: 0, kind: kindOf(k.name), origins: [], lines: [], source: k.source,
-    language: k.language, ms: k.ms ?? null, first_launch_ms: null }));
+    name: k.name, call: k.call ?? null, gid: k.graph ?? 0, kind: k.kind || kindOf(k.name),
+    origins: k.nodes ?? [], lines: [], source: k.source, language: k.language,
+    ms: k.ms ?? null, bytes: k.bytes ?? null, first_launch_ms: null }));
 }
 
 const kindOf = (name) => (/_(red|per)_/.test(name) ? "reduction" : "pointwise");
@@ -49,14 +50,15 @@ function jaccard(a, b) {
   return both / (a.size + b.size - both);
 }
 
-// Pairs kernels of side A with side B: the same name first, then the most FX nodes in
-// common (same graph: "same FX nodes" when both fuse exactly the same, else "shares FX
-// nodes", a part of a fused group whose time only the group compares), then the most ops
-// in common by name. Returns rows in A's order ({a, b, how}), then B's kernels nothing
-// matched ({a: null, b}).
+// Pairs kernels of side A with side B: the same name first, then by the groups of kernels
+// that cover the same FX nodes (the server's matcher, compiler/compare/match.py: `groups`
+// from GET /api/diff): a group of one kernel each is "same FX nodes", a kernel of a larger
+// group pairs with one of the other side's in it, "shares FX nodes" (a part of a fused
+// group whose time only the group compares); then the most ops in common by name. Returns
+// rows in A's order ({a, b, how}), then B's kernels nothing matched ({a: null, b}).
 export const PARTIAL = "shares FX nodes";
 
-export function matchKernels(as, bs) {
+export function matchKernels(as, bs, groups = []) {
   const used = new Set();
   const rows = as.map((a) => ({ a, b: null, how: null }));
   const take = (row, j, how) => { row.b = bs[j]; row.how = how; used.add(j); };
@@ -64,22 +66,23 @@ export function matchKernels(as, bs) {
     const j = bs.findIndex((b, i) => !used.has(i) && b.name === row.a.name && b.gid === row.a.gid);
     if (j >= 0) take(row, j, "same name");
   });
-  const scored = (score, how) => {
-    for (const row of rows) {
-      if (row.b) continue;
-      let best = -1, bestScore = 0;
-      bs.forEach((b, i) => {
-        if (used.has(i)) return;
-        const s = score(row.a, b);
-        if (s > bestScore) { best = i; bestScore = s; }
-      });
-      if (best >= 0) take(row, best, typeof how === "function" ? how(bestScore) : how);
-    }
-  };
-  scored((a, b) => (a.gid === b.gid ? jaccard(new Set(a.origins), new Set(b.origins)) : 0),
-    (score) => (score === 1 ? "same FX nodes" : PARTIAL));
-  scored((a, b) => (a.kind === "extern") === (b.kind === "extern")
-    ? jaccard(opTokens(a.name), opTokens(b.name)) : 0, "same ops");
+  const index = new Map(bs.map((b, i) => [`${b.gid}:${b.call || b.name}`, i]));
+  for (const row of rows) {
+    if (row.b) continue;
+    const g = groups.find((x) => x.graph === row.a.gid && x.a.includes(row.a.name));
+    const j = (g?.b ?? []).map((n) => index.get(`${g.graph}:${n}`)).find((i) => i !== undefined && !used.has(i));
+    if (j !== undefined) take(row, j, g.a.length === 1 && g.b.length === 1 ? "same FX nodes" : PARTIAL);
+  }
+  for (const row of rows) {
+    if (row.b) continue;
+    let best = -1, bestScore = 0;
+    bs.forEach((b, i) => {
+      if (used.has(i) || (row.a.kind === "extern") !== (b.kind === "extern")) return;
+      const s = jaccard(opTokens(row.a.name), opTokens(b.name));
+      if (s > bestScore) { best = i; bestScore = s; }
+    });
+    if (best >= 0) take(row, best, "same ops");
+  }
   bs.forEach((b, i) => { if (!used.has(i)) rows.push({ a: null, b, how: null }); });
   return rows;
 }
@@ -130,35 +133,12 @@ export function optionChanges(a, b) {
     .map((k) => ({ name: k, a: oa[k], b: ob[k] }));
 }
 
-// Kernels grouped by the FX nodes they fuse: a group joins every kernel of A and of B
-// (same graph) that shares an FX node with another of the group, so a fused kernel of A
-// faces the set of B's kernels it replaced. Each group's time is the sum of its kernels'.
-// Kernels without FX nodes (Inductor's) stand alone. Returns [{nodes, a, b, msA, msB}].
-export function fusedGroups(as, bs) {
-  const items = [...as.map((k) => ({ k, side: "a" })), ...bs.map((k) => ({ k, side: "b" }))];
-  const parent = items.map((_, i) => i);
-  const find = (i) => (parent[i] === i ? i : (parent[i] = find(parent[i])));
-  const owner = new Map(); // "gid:node" -> the first item holding it
-  items.forEach(({ k }, i) => {
-    for (const node of k.origins ?? []) {
-      const key = `${k.gid}:${node}`;
-      if (owner.has(key)) parent[find(i)] = find(owner.get(key));
-      else owner.set(key, i);
-    }
-  });
-  const groups = new Map();
-  items.forEach((item, i) => {
-    const root = find(i);
-    if (!groups.has(root)) groups.set(root, { nodes: new Set(), a: [], b: [] });
-    const g = groups.get(root);
-    g[item.side].push(item.k);
-    for (const node of item.k.origins ?? []) g.nodes.add(node);
-  });
-  const total = (ks) => (ks.length && ks.every((k) => k.ms != null)
-    ? ks.reduce((s, k) => s + k.ms, 0) : null);
-  const spread = (ks) => (ks.length ? sumSpread(ks.map((k) => k.time)) : null);
-  return [...groups.values()].map((g) => ({ nodes: [...g.nodes], a: g.a, b: g.b,
-    msA: total(g.a), msB: total(g.b), timeA: spread(g.a), timeB: spread(g.b) }));
+// Each side's time of a group from the server's matcher (GET /api/diff: names only): the
+// summed spread of its kernels (`ks`: that side's kernels, by graph and name or call id).
+export function groupTimes(g, as, bs) {
+  const pick = (ks, names) => names.map((n) => ks.find((k) => k.gid === g.graph && (k.call || k.name) === n));
+  const spread = (ks) => (ks.length && ks.every(Boolean) ? sumSpread(ks.map((k) => k.time)) : null);
+  return { timeA: spread(pick(as, g.a)), timeB: spread(pick(bs, g.b)) };
 }
 
 // The two compiles' structure side by side: graph nodes, kernels, fusions, the buffer

@@ -2,7 +2,7 @@
 // `inductor`: then B is TorchInductor's own output code and times from trace a (its
 // `inductor` event).
 
-import { getTrace } from "./api.js";
+import { getDiff, getTrace } from "./api.js";
 import { Trace, inductorOf } from "./trace.js";
 import { inductorKernels, oursKernels } from "./diff.js";
 import { notFound } from "./layout.js";
@@ -30,6 +30,7 @@ export async function openDiff(a, b, ctx) {
   if (b === "inductor" && !inductorOf(left)) {
     return notFound(`Trace ${a} has no Inductor output code (compile it with “compare with Inductor” on).`);
   }
+  const { groups } = await getDiff(a, b);
   const pane = new DiffPane(ctx);
   pane.el.dataset.pane = "diff";
   document.getElementById("permalink-info").textContent =
@@ -39,7 +40,8 @@ export async function openDiff(a, b, ctx) {
     { label: `A · trace ${a}`, href: `/t/${a}`, trace: left, kernels: oursKernels(left) },
     b === "inductor"
       ? { label: "B · TorchInductor", trace: left, kernels: inductorKernels(left), inductor: true }
-      : { label: `B · trace ${b}`, href: `/t/${b}`, trace: right, kernels: oursKernels(right) });
+      : { label: `B · trace ${b}`, href: `/t/${b}`, trace: right, kernels: oursKernels(right) },
+    groups);
   window.kernelscope = { ...(window.kernelscope ?? {}), diff: pane };
   return pane;
 }

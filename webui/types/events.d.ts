@@ -174,6 +174,18 @@ export interface GraphBreak {
   line: number | null;
 }
 
+export interface Group {
+  graph: number | null;
+  nodes: string[];
+  a: string[];
+  b: string[];
+  how: string;
+  a_ms?: number | null;
+  b_ms?: number | null;
+  a_bytes?: number | null;
+  b_bytes?: number | null;
+}
+
 export interface Guard {
   kind: string;
   text: string;
@@ -190,6 +202,7 @@ export interface Inductor {
   inductor_ms?: number | null;
   inductor_time?: Spread | null;
   peak_bytes?: number | null;
+  groups?: Group[];
 }
 
 export interface InductorKernel {
@@ -197,6 +210,11 @@ export interface InductorKernel {
   language: string;
   source: string;
   ms?: number | null;
+  call?: string;
+  graph?: number | null;
+  nodes?: string[];
+  bytes?: number | null;
+  kind?: string;
 }
 
 export interface InductorOutput {

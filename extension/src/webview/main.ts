@@ -210,7 +210,7 @@ function start(paneClasses: PaneClass[]): void {
   }
 
   // Compare With Previous: the web UI's Diff pane over the whole panel, until "back".
-  const diff = new DiffPane(ctx) as unknown as Pane & { show(a: unknown, b: unknown): void };
+  const diff = new DiffPane(ctx) as unknown as Pane & { show(a: unknown, b: unknown, groups: unknown[]): void };
   diff.el.dataset.pane = "diff";
   $("ks-diff-host").append(diff.el);
   $("ks-diff-close").addEventListener("click", (e) => {
@@ -224,7 +224,7 @@ function start(paneClasses: PaneClass[]): void {
       for (const e of s.events) trace.add(e);
       return { label: `${tag} · trace ${s.id}`, href: s.href, trace, kernels: oursKernels(trace) };
     };
-    diff.show(side(m.a, "A"), side(m.b, "B"));
+    diff.show(side(m.a, "A"), side(m.b, "B"), m.groups);
     $("ks-diff-title").textContent = `${m.a.id} → ${m.b.id}`;
     $("ks-diff").hidden = false;
     document.body.classList.add("ks-diffing");

@@ -6,7 +6,7 @@ import { readFileSync } from "node:fs";
 
 import { Trace, graphView, graphLabels } from "../../../webui/js/trace.js";
 import { lineDiff, sideBySide, matchKernels, opTokens, oursKernels, inductorKernels,
-  optionChanges, fusedGroups, structure, PARTIAL } from "../../../webui/js/diff.js";
+  optionChanges, structure, PARTIAL } from "../../../webui/js/diff.js";
 
 const load = (name) => {
   const stored = JSON.parse(readFileSync(new URL(`../fixtures/${name}.json`, import.meta.url)));
@@ -73,39 +73,6 @@ test("a graph's title names its Dynamo compile and what that compiled", () => {
   assert.match(titles[1], /^inference graph · Dynamo compile 0\/1: f · \d+ nodes$/);
 });
 
-test("fused groups face a fused kernel with the kernels it replaced, timed as a set", () => {
-  // The issue's case: fusion on makes one softmax kernel, fusion off four; the delta is
-  // the fused kernel against all four, not against one of them.
-  const k = (name, origins, ms) => ({ name, gid: 0, origins, ms });
-  const fused = [k("per_fused_amax_sub_exp_sum_div_0", ["amax", "sub", "exp", "sum_1", "div"], 0.008)];
-  const split = [k("red_amax_0", ["amax"], 0.006), k("poi_sub_exp_1", ["sub", "exp"], 0.007),
-    k("red_sum_2", ["sum_1"], 0.006), k("poi_div_3", ["div"], 0.0077)];
-  const [g, ...rest] = fusedGroups(fused, split);
-  assert.equal(rest.length, 0);
-  assert.deepEqual(new Set(g.nodes), new Set(["amax", "sub", "exp", "sum_1", "div"]));
-  assert.deepEqual(g.a.map((x) => x.name), [fused[0].name]);
-  assert.deepEqual(g.b.map((x) => x.name), split.map((x) => x.name));
-  assert.equal(g.msA, 0.008);
-  assert.ok(Math.abs(g.msB - 0.0267) < 1e-12);
-  // and the same kernels of a real trace, ours against ours, pair one to one
-  const ours = oursKernels(load("add_relu"));
-  const same = fusedGroups(ours, ours);
-  assert.equal(same.length, ours.length);
-  assert.ok(same.every((x) => x.a.length === 1 && x.b.length === 1 && x.msA === x.msB));
-});
-
-test("kernels without FX nodes, or in another graph, stand alone", () => {
-  const k = (name, gid, origins, ms) => ({ name, gid, origins, ms });
-  const groups = fusedGroups([k("a0", 0, ["x", "y"], 1), k("a1", 1, ["x"], 2)],
-    [k("b0", 0, ["x"], 0.5), k("b1", 0, ["y"], 0.5), k("ind", 0, [], null)]);
-  const byA = new Map(groups.map((g) => [g.a.map((x) => x.name).join() || "-", g]));
-  assert.deepEqual(byA.get("a0").b.map((x) => x.name), ["b0", "b1"]);
-  assert.equal(byA.get("a0").msB, 1);
-  assert.deepEqual(byA.get("a1").b, []);
-  assert.equal(byA.get("a1").msB, null);
-  assert.deepEqual(byA.get("-").b.map((x) => x.name), ["ind"]);
-});
-
 test("the structure compares graphs, fusion and the buffer plan", () => {
   const rows = Object.fromEntries(structure(load("add_relu"), load("modules"))
     .map((r) => [r.what, r]));
@@ -119,15 +86,34 @@ test("the structure compares graphs, fusion and the buffer plan", () => {
 });
 
 test("a kernel matched on some of its FX nodes is a part of a group, not the same", () => {
-  // Fusion on: one kernel of five nodes; off: four. The pointwise tail shares three of
-  // the five nodes: it is no "same FX nodes" match, so the kernel table gives no delta.
+  // Fusion on: one kernel of five nodes; off: three. The groups come from the server's
+  // matcher (compiler/compare/match.py); a group of several gives a part, no delta.
   const k = (name, origins, ms) => ({ name, gid: 0, kind: "pointwise", origins, ms });
   const fused = [k("cpp_red_fused_mean_var_sub_add_sqrt_0", ["mean", "var", "sub", "add", "sqrt"], 0.026)];
   const apart = [k("cpp_red_fused_mean_0", ["mean"], 0.008), k("cpp_red_fused_var_1", ["var"], 0.007),
     k("cpp_poi_fused_sub_add_sqrt_2", ["sub", "add", "sqrt"], 0.031)];
-  const rows = matchKernels(fused, apart);
-  assert.equal(rows[0].b.name, "cpp_poi_fused_sub_add_sqrt_2");
+  const groups = [{ graph: 0, nodes: ["mean", "var", "sub", "add", "sqrt"], how: "A fuses more",
+    a: [fused[0].name], b: apart.map((x) => x.name) }];
+  const rows = matchKernels(fused, apart, groups);
+  assert.equal(rows[0].b.name, "cpp_red_fused_mean_0");
   assert.equal(rows[0].how, PARTIAL);
-  const same = matchKernels([k("x_0", ["mean"], 1)], [k("y_0", ["mean"], 2)]);
+  assert.equal(rows.length, 3);
+  const same = matchKernels([k("x_0", ["mean"], 1)], [k("y_0", ["mean"], 2)],
+    [{ graph: 0, nodes: ["mean"], how: "same FX nodes", a: ["x_0"], b: ["y_0"] }]);
   assert.equal(same[0].how, "same FX nodes");
+});
+
+test("Inductor's calls pair with ours through the groups, by their call ids", () => {
+  const trace = load("inductor_block");
+  const ind = trace.data("inductor");
+  const theirs = inductorKernels(trace);
+  assert.ok(theirs.some((k) => k.kind === "extern" && k.call.startsWith("extern_kernels.addmm:")));
+  const rows = matchKernels(oursKernels(trace), theirs, ind.groups);
+  const same = ind.groups.filter((g) => g.how === "same FX nodes");
+  assert.ok(same.length >= 1);
+  for (const g of same) {
+    const row = rows.find((r) => r.a?.name === g.a[0]);
+    assert.equal(row.how, "same FX nodes");
+    assert.equal(row.b.call, g.b[0]);
+  }
 });

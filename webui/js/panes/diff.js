@@ -5,9 +5,10 @@
 // {label, href, trace, kernels} (kernels from diff.js: oursKernels / inductorKernels).
 
 import { h, clear, empty, badge, fmtMs } from "../dom.js";
-import { PARTIAL, fusedGroups, lineDiff, matchKernels, optionChanges, sideBySide, structure } from "../diff.js";
+import { PARTIAL, groupTimes, lineDiff, matchKernels, optionChanges, sideBySide, structure } from "../diff.js";
 import { inductorOf } from "../trace.js";
 import { changeClass, fmtSpread } from "../spread.js";
+import { compareSection } from "./compare.js";
 import { Pane } from "./pane.js";
 
 export class DiffPane extends Pane {
@@ -24,9 +25,13 @@ export class DiffPane extends Pane {
     clear(this.el, empty("Pick two traces to compare."));
   }
 
-  show(left, right) {
-    this.rows = matchKernels(left.kernels, right.kernels);
+  // `groups`: both sides' kernels grouped by the FX nodes they cover (GET /api/diff).
+  show(left, right, groups = []) {
+    this.rows = matchKernels(left.kernels, right.kernels, groups);
     const sameCode = left.trace.data("source")?.code === right.trace.data("source")?.code;
+    if (right.inductor && right.kernels.some((k) => k.origins.length)) {
+      return this.showInductor(left, right, groups, inductorOf(right.trace));
+    }
     clear(this.el,
       h("div.diff-sides", [left, right].map((s, i) => h("div.diff-side",
         h("span.side-tag", i ? "B" : "A"),
@@ -34,7 +39,7 @@ export class DiffPane extends Pane {
         h("span.hint", this.totals(s))))),
       this.changes(left, right, sameCode),
       left.inductor || right.inductor ? null : this.structureTable(left.trace, right.trace),
-      this.groupTable(fusedGroups(left.kernels, right.kernels)),
+      this.groupTable(groups, left.kernels, right.kernels),
       h("h3", "Kernels, matched", h("span.hint", "time is the measured median per call; Δ is B − A, " +
         "coloured only where B's p10–p90 lies outside A's")),
       this.table(),
@@ -43,6 +48,23 @@ export class DiffPane extends Pane {
       this.rows.filter((r) => r.a?.source || r.b?.source).map((r) => this.codeDiff(
         `${r.a?.name ?? "—"} ↔ ${r.b?.name ?? "—"}`, r.a?.source, r.b?.source,
         r.a?.language ?? r.b?.language)));
+    this.setFilled(true);
+  }
+
+  // Ours against Inductor where the `inductor` event matched the kernels by FX nodes:
+  // the groups side by side, each with both compilers' code, then Inductor's modules.
+  showInductor(left, right, groups, ind) {
+    clear(this.el,
+      h("div.diff-sides", [left, right].map((s, i) => h("div.diff-side",
+        h("span.side-tag", i ? "B" : "A"),
+        s.href ? h("a", { href: s.href }, s.label) : h("b", s.label),
+        h("span.hint", this.totals(s))))),
+      this.changes(left, right, true),
+      compareSection(groups, left.kernels, ind, right.trace),
+      (ind.code ?? []).map((text, i) => h("details.code-diff.inductor-module",
+        h("summary", h("code", `Inductor's output module ${i + 1}`),
+          h("span.hint", "the wrapper and its kernels, as Inductor wrote them")),
+        h("pre.compare-source", text))));
     this.setFilled(true);
   }
 
@@ -108,18 +130,19 @@ export class DiffPane extends Pane {
 
   // One row per group of kernels fusing the same FX nodes: a fused kernel against the
   // kernels it replaced, timed as a set.
-  groupTable(groups) {
-    const names = (ks) => ks.length ? ks.map((k) => h("div", h("code", k.name)))
+  groupTable(groups, as = [], bs = []) {
+    const names = (ks) => ks.length ? ks.map((k) => h("div", h("code", k)))
       : h("span.hint", "none");
     const row = (g) => {
-      const delta = g.msA != null && g.msB != null ? g.msB - g.msA : null;
-      const pct = delta !== null && g.msA ? (100 * delta) / g.msA : null;
-      const change = delta === null ? "" : changeClass(g.timeA, g.timeB);
+      const { timeA, timeB } = groupTimes(g, as, bs);
+      const delta = g.a_ms != null && g.b_ms != null ? g.b_ms - g.a_ms : null;
+      const pct = delta !== null && g.a_ms ? (100 * delta) / g.a_ms : null;
+      const change = delta === null ? "" : changeClass(timeA, timeB);
       const cls = change ? `.${change}` : "";
-      return h("tr", { dataset: { nodes: g.nodes.join(","), a: g.a.length, b: g.b.length, change } },
+      return h("tr", { dataset: { nodes: g.nodes.join(","), a: g.a.length, b: g.b.length, how: g.how, change } },
         h("td.wrap", g.nodes.length ? g.nodes.join(", ") : h("span.hint", "no FX nodes")),
         h("td", names(g.a)), h("td", names(g.b)),
-        h("td.num", fmtMs(g.msA)), h("td.num", fmtMs(g.msB)),
+        h("td.num", fmtMs(g.a_ms)), h("td.num", fmtMs(g.b_ms)),
         h(`td.num.delta${cls}`, delta === null ? "–"
           : `${delta > 0 ? "+" : delta < 0 ? "−" : ""}${fmtMs(Math.abs(delta))}` +
             (pct !== null ? ` (${pct > 0 ? "+" : ""}${pct.toFixed(0)}%)` : "")));

@@ -1,0 +1,122 @@
+"""The one FX-node matcher: two sides' kernels grouped by the FX nodes they cover.
+
+In: each side's kernels as `KernelRef`s (name, graph id, the FX nodes it computes, its time
+and bytes where known). Out: `Group`s. A group joins every kernel of either side (same
+graph) that shares an FX node with another kernel of the group, so a fused kernel of one
+side faces the set of kernels the other side used for the same nodes; a kernel that covers
+no FX node stands alone. Each group carries both sides' kernel names, summed times (None
+unless every kernel of that side was timed) and summed bytes, and how the sides relate:
+
+    same FX nodes     one kernel each side, covering the same nodes
+    A fuses more      one kernel of A against several of B
+    B fuses more      several of A against one of B
+    regrouped         several against several (the nodes cut differently)
+    only A / only B   nodes one side computes in a kernel and the other does not
+
+Used by the `inductor` event (ours against Inductor, compiler/runtime/inductor.py), by the
+diff of two stored traces (`GET /api/diff/<a>/<b>`), and by the TORCH_TRACE reader. Pure
+functions over plain data; the UI only draws the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class KernelRef:
+    name: str
+    graph: int | None  # None: not known which graph (its nodes match nothing)
+    nodes: tuple[str, ...] = ()
+    ms: float | None = None
+    bytes: int | None = None
+    kind: str = ""
+
+
+@dataclass
+class Group:
+    graph: int | None
+    nodes: list[str]
+    a: list[str]
+    b: list[str]
+    how: str
+    a_ms: float | None = None
+    b_ms: float | None = None
+    a_bytes: int | None = None
+    b_bytes: int | None = None
+
+
+def relation(a: int, b: int) -> str:
+    if a and not b:
+        return "only A"
+    if b and not a:
+        return "only B"
+    if a == 1 and b == 1:
+        return "same FX nodes"
+    if a == 1:
+        return "A fuses more"
+    if b == 1:
+        return "B fuses more"
+    return "regrouped"
+
+
+def match(a: Sequence[KernelRef], b: Sequence[KernelRef]) -> list[Group]:
+    """Both sides' kernels in groups by shared FX nodes, in the order the groups first
+    appear (A's kernels first, then B's)."""
+    items = [("a", k) for k in a] + [("b", k) for k in b]
+    parent = list(range(len(items)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[tuple[int, str], int] = {}
+    for i, (_, k) in enumerate(items):
+        if k.graph is None:
+            continue
+        for node in k.nodes:
+            j = owner.setdefault((k.graph, node), i)
+            if j != i:
+                parent[find(i)] = find(j)
+    members: dict[int, list[int]] = {}
+    for i in range(len(items)):
+        members.setdefault(find(i), []).append(i)
+    return [_group([items[i] for i in idx]) for idx in members.values()]
+
+
+def _group(items: list[tuple[str, KernelRef]]) -> Group:
+    side_a = [k for s, k in items if s == "a"]
+    side_b = [k for s, k in items if s == "b"]
+    nodes: list[str] = []
+    for _, k in items:
+        nodes += [n for n in k.nodes if n not in nodes]
+    return Group(graph=items[0][1].graph, nodes=nodes, a=[k.name for k in side_a],
+                 b=[k.name for k in side_b], how=relation(len(side_a), len(side_b)),
+                 a_ms=_ms(k.ms for k in side_a), b_ms=_ms(k.ms for k in side_b),
+                 a_bytes=_bytes(k.bytes for k in side_a),
+                 b_bytes=_bytes(k.bytes for k in side_b))
+
+
+def _ms(values: Iterable[float | None]) -> float | None:
+    xs = list(values)
+    if not xs or None in xs:
+        return None
+    return round(sum(x for x in xs if x is not None), 4)
+
+
+def _bytes(values: Iterable[int | None]) -> int | None:
+    xs = list(values)
+    if not xs or None in xs:
+        return None
+    return sum(x for x in xs if x is not None)
+
+
+def summary(groups: Sequence[Group]) -> dict[str, int]:
+    """How many groups of each relation (the page's one-line account)."""
+    out: dict[str, int] = {}
+    for g in groups:
+        out[g.how] = out.get(g.how, 0) + 1
+    return out
