@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Install Kernelscope and everything it needs on a Debian machine. Safe to run again: what is
-# already there is kept, so a machine with its own (e.g. CUDA) torch keeps it.
+# Install Kernelscope and everything it needs on a Debian machine: what pyproject.toml declares
+# (the explorer, Triton, the team deployment's [queue], and with --test the [test] extra), at
+# the versions of scripts/constraints.txt. Safe to run again: an installed torch and triton
+# are kept, so a machine with its own (e.g. CUDA) torch keeps it.
 #
 #   bash scripts/setup.sh          # run it: torch (CPU build), triton, the package, g++, bubblewrap
 #   bash scripts/setup.sh --test   # and test it: pytest, playwright (Python), Chromium, Node.js + npm
@@ -11,7 +13,7 @@
 # when none is importable, default torch==2.13.0); KERNELSCOPE_NO_APT=1 to skip apt-get.
 set -euo pipefail
 
-usage() { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; }  # the comment above
+usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }  # the comment above
 
 WITH_TEST=0
 WHICH_PYTHON=0
@@ -31,16 +33,7 @@ cd "$ROOT"
 PYTHON="$(kernelscope_python "$ROOT")"
 if [ "$WHICH_PYTHON" -eq 1 ]; then echo "$PYTHON"; exit 0; fi  # what it would install into
 TORCH_SPEC="${KERNELSCOPE_TORCH:-torch==2.13.0}"
-# Versions the test suite was last run with; torch is installed first and alone, so that
-# nothing else can pull a (multi-GB, CUDA) torch of its own choosing.
-RUNTIME_PKGS=(triton==3.9.0 numpy==2.4.6 sympy==1.14.0 flask==3.1.3 pygments==2.20.0
-  gunicorn==27.0.1 gevent==26.9.0  # `kernelscope serve` (gevent workers, server/web/gworker.py)
-  rq==2.12.0 redis==8.1.0 "psycopg[binary]==3.3.9")  # `--queue redis://`, `--db postgresql://`
-TEST_PKGS=(pytest==9.0.3 pytest-xdist==3.8.0 playwright==1.65.2 ruff==0.17.6 mypy==2.4.1 jsonschema==4.26.0
-           expecttest==0.3.0
-           # tests/models: Hugging Face models built from configs (random init, no weights)
-           transformers==5.23.0 tokenizers==0.23.3 safetensors==0.8.0 huggingface_hub==2.4.0
-           regex==2026.5.9 PyYAML==6.0.3 tqdm==4.70.1 typer==0.29.2 hf-xet==1.8.0)
+CONSTRAINTS="$ROOT/scripts/constraints.txt"  # the versions the test suite last ran with
 
 say() { printf '\n== setup: %s\n' "$*"; }
 pip_install() {
@@ -103,26 +96,26 @@ else
   pip_install "$TORCH_SPEC"
 fi
 
-missing_py=()
-for spec in "${RUNTIME_PKGS[@]}" $([ "$WITH_TEST" = 1 ] && echo "${TEST_PKGS[@]}"); do
-  name="${spec%%==*}"
-  name="${name%%\[*}"  # psycopg[binary] is installed as psycopg
-  # Keep an installed triton: a CUDA torch needs the exact triton it was built with.
-  if [ "$name" = triton ] && "$PYTHON" -c "import triton" 2>/dev/null; then continue; fi
-  "$PYTHON" -m pip show -q "$name" >/dev/null 2>&1 || missing_py+=("$spec")
-done
-if [ ${#missing_py[@]} -gt 0 ]; then
-  say "pip install ${missing_py[*]}"
-  pip_install "${missing_py[@]}"
+# The project, editable, with what pyproject.toml declares for each use. torch is installed
+# above, first and alone, so that nothing else can pull a (multi-GB, CUDA) torch of its own
+# choosing; an installed triton is kept (a CUDA torch needs the exact triton it was built
+# with), so then neither the [triton] extra nor its pin is asked for.
+extras="queue"
+pins="$(mktemp)"
+trap 'rm -f "$pins"' EXIT
+if "$PYTHON" -c "import triton" 2>/dev/null; then
+  grep -v '^triton==' "$CONSTRAINTS" >"$pins"
+else
+  extras="triton,$extras"
+  cp "$CONSTRAINTS" "$pins"
 fi
-
-# The project itself, editable, without letting pip resolve its dependencies (torch above all).
-say "pip install -e . --no-deps"
+[ "$WITH_TEST" = 1 ] && extras="$extras,test"
 isolation=()
 # An isolated build env would fetch setuptools again on every run; use the installed one.
 "$PYTHON" -c "import setuptools, sys; sys.exit(int(setuptools.__version__.split('.')[0]) < 68)" \
   2>/dev/null && isolation=(--no-build-isolation)
-pip_install -e . --no-deps "${isolation[@]}"
+say "pip install -e .[$extras] -c scripts/constraints.txt"
+pip_install -e ".[$extras]" -c "$pins" "${isolation[@]}"
 command -v pyenv >/dev/null && pyenv rehash || true  # make the `kernelscope` shim visible
 
 # ---- check ----------------------------------------------------------------------------

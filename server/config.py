@@ -37,9 +37,7 @@ def default_spool() -> str:
 
 
 def default_config() -> dict[str, Any]:
-    webui = REPO_DIR / "webui"
-    if not webui.is_dir():
-        webui = Path(__file__).resolve().parent / "static"  # an installed wheel's copy
+    webui = REPO_DIR / "webui"  # a wheel has it there too (pyproject.toml's package-dir)
     return {
         "DATABASE": default_database(),  # an SQLite file, or a postgresql:// URL
         "QUEUE_URL": None,  # redis://...: jobs go to RQ workers (server/jobs/remote.py)

@@ -124,6 +124,9 @@ SLOW: dict[str, str] = {
         "a user's script in a fresh interpreter (the recorded run's tests stay)",
     "core/test_own_run.py::test_a_graph_specialised_to_new_sizes_keeps_its_lines":
         "a user's script in a fresh interpreter (the recorded run's tests stay)",
+    "core/test_packaging.py::test_a_wheel_installs_and_serves_in_a_clean_virtualenv":
+        "a wheel built, installed in a new virtualenv, served and compiling (about 60 s; the "
+        "declaration and package-tree checks stay)",
 }
 
 # The areas the fast tier must still cover, each by a module it keeps (checked).

@@ -39,7 +39,7 @@ from kernelscope.compiler.trace.reader import FORMAT, VERSION
 from kernelscope.compiler.versions import versions
 
 MAX_CODE = 1 << 20  # characters of the user's file kept in a trace file
-# Our own frames, by both spellings: kernelscope/compiler is a link to compiler/.
+# Our own frames, by both spellings (the path resolved, and as imported).
 _HERE = (str(Path(__file__).resolve().parents[1]),
          str(Path(__file__).absolute().parents[1]))
 _TORCH = str(Path(torch.__file__).resolve().parent)
