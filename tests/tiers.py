@@ -58,6 +58,9 @@ SLOW: dict[str, str] = {
     # these ten were 208 of core's 622 s).
     "core/test_index_asserts.py::test_out_of_range_index_stops_the_kernel":
         "a kernel made to fail, in a subprocess per case (the in-range cases stay)",
+    "browser/test_reproducer.py":
+        "a graph's reproducer script run through torch.compile in a fresh interpreter (the "
+        "pane's export link stays in browser/test_profile_pane.py)",
     "core/test_bundle.py::test_snippet_output_is_data_never_events":
         "a snippet through both CLI halves (server/test_server_streams.py keeps the property)",
     "core/test_bundle.py::test_stages_command_runs_triton_kernels_in_the_interpreter":

@@ -10,9 +10,10 @@ Why: on a shared CPU host, jobs that time at once take each other's cores, and a
 team whose threads are preempted waits at every barrier (a 7 us matrix product measured
 at 150 ms). So: the lock (fcntl.flock on a file every worker opens on its own) admits one
 timing at a time across the server's worker processes; every thread of the process is
-pinned to the first `threads` CPUs it may use, so the OpenMP team neither migrates nor
-outnumbers its cores; the load average is read before and after. A lock that another
-process holds too long (WAIT_S) is given up on, and the figure says so.
+pinned to the `threads` CPUs that were idle longest over the last 0.1 s, so the OpenMP
+team neither migrates nor outnumbers its cores, and sits where other jobs are not; the
+load average is read before and after. A lock that another process holds too long
+(WAIT_S) is given up on, and the figure says so.
 """
 
 from __future__ import annotations
@@ -62,6 +63,30 @@ def _locked(path: str | None, wait_s: float) -> Iterator[str]:
         yield "held" if waited < 0.05 else f"held after waiting {waited:.1f} s"
     finally:
         os.close(fd)  # closing the descriptor releases the lock
+
+
+def _idle_ticks() -> dict[int, int]:
+    """Idle plus iowait ticks of each CPU so far (/proc/stat)."""
+    out = {}
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                name, *fields = line.split()
+                if name.startswith("cpu") and name != "cpu":
+                    out[int(name[3:])] = int(fields[3]) + int(fields[4])
+    except (OSError, ValueError, IndexError):
+        return {}
+    return out
+
+
+def idlest(allowed: list[int], n: int, window_s: float = 0.1) -> list[int]:
+    """The `n` CPUs of `allowed` that were idle longest over the last `window_s`: where
+    the timing is pinned, away from the cores other jobs keep busy."""
+    before = _idle_ticks()
+    time.sleep(window_s)
+    after = _idle_ticks()
+    idle = {c: after.get(c, 0) - before.get(c, 0) for c in allowed}
+    return sorted(sorted(allowed, key=lambda c: -idle[c])[:n])
 
 
 def _tasks() -> list[int]:
@@ -123,7 +148,7 @@ def timing_slot(threads: int, cpu: bool, wait_s: float = WAIT_S
         try:
             if cpu:
                 torch.set_num_threads(want)
-            with _pinned(allowed[:want] if cpu else []) as cpus:
+            with _pinned(idlest(allowed, want) if cpu else []) as cpus:
                 facts["cpus"] = cpus
                 yield facts
         finally:

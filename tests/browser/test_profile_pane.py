@@ -80,6 +80,7 @@ def test_the_profile_exports_as_a_chrome_trace(page: Page) -> None:
     names = {e["name"] for e in trace["traceEvents"] if e["ph"] == "X"}
     kernels = {r["name"] for r in _profile()["ours"]["rows"] if r["kind"] == "kernel"}
     assert kernels <= names and "wrapper" in names
+    expect(page.locator(".export-repro")).to_have_text(["graph 0 (inference) (.py)"])
 
 
 def _with_kernel_time(name: str, trace_id: str, ms: float, p10: float, p90: float) -> dict:

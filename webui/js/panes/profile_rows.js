@@ -5,6 +5,7 @@
 
 import { h, badge, fmtMs, fmtBytes, shape } from "../dom.js";
 import { fmtSpread, shortSpread, sortRows, sumSpread, changeClass, chromeTrace } from "../spread.js";
+import { reproducer } from "../repro.js";
 
 /** @typedef {import("../../types/events").Profile} Profile */
 /** @typedef {import("../../types/events").RowSet} RowSet */
@@ -41,15 +42,25 @@ export function peakMemory(p, inductor) {
     h("span.hint", " (allocator high-water mark of one call; plan: the memory plan's peak)"));
 }
 
-/** @param {Profile} p */
-export function exportLink(p) {
-  const a = h("a.export-trace", { href: "#", download: "kernelscope-profile.trace.json",
-    title: "open in ui.perfetto.dev or chrome://tracing" }, "Chrome/Perfetto trace (.json)");
-  a.addEventListener("click", () => {
-    const blob = new Blob([JSON.stringify(chromeTrace(p))], { type: "application/json" });
-    a.href = URL.createObjectURL(blob);
-  });
-  return h("p.note", "Export: ", a);
+// A download link whose file is made when it is clicked.
+function download(cls, name, label, title, make, type) {
+  const a = h(`a.${cls}`, { href: "#", download: name, title }, label);
+  a.addEventListener("click", () => { a.href = URL.createObjectURL(new Blob([make()], { type })); });
+  return a;
+}
+
+// Export: the profile as a Chrome/Perfetto trace, and each captured graph as a script.
+/** @param {Profile} p @param {any[]} graphs the capture event's graphs @param {any} source */
+export function exportLinks(p, graphs, source) {
+  return h("p.note.exports", "Export: ",
+    download("export-trace", "kernelscope-profile.trace.json", "Chrome/Perfetto trace (.json)",
+      "open in ui.perfetto.dev or chrome://tracing", () => JSON.stringify(chromeTrace(p)),
+      "application/json"),
+    graphs.length ? " · reproducer: " : "",
+    graphs.map((g, i) => [i ? ", " : "", download("export-repro", `repro_graph${g.id}.py`,
+      `graph ${g.id}${g.kind ? ` (${g.kind})` : ""} (.py)`,
+      "its ATen graph, inputs of its shapes, our compiled call beside eager",
+      () => reproducer(g, source), "text/x-python")]));
 }
 
 // The rows of one side with their coverage line, a search box and sortable headers.

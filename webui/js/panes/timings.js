@@ -9,7 +9,7 @@ import { h, clear, empty, badge, fmtMs, fmtBytes, fmtNum, shape } from "../dom.j
 import { fromKernel } from "../provenance.js";
 import { STAGES, FOLLOW_UPS, inductorAsked, inductorOf, followUpState } from "../trace.js";
 import { Pane } from "./pane.js";
-import { RowsView, conditions, exportLink, opComparison, peakMemory, rollups } from "./profile_rows.js";
+import { RowsView, conditions, exportLinks, opComparison, peakMemory, rollups } from "./profile_rows.js";
 import { changeClass, fmtSpread, shortSpread } from "../spread.js";
 
 /** @typedef {import("../trace.js").Trace} Trace */
@@ -42,7 +42,7 @@ export class TimingsPane extends Pane {
     const ind = inductorOf(trace);
     clear(this.el,
       trace.has("run") ? this.run(trace.data("run")) : null,
-      trace.has("profile") ? this.profile(trace.data("profile"), ind) : null,
+      trace.has("profile") ? this.profile(trace.data("profile"), ind, trace) : null,
       trace.has("profile") && inductorAsked(trace) ? this.inductor(trace, ind) : null,
       trace.has("compile") ? this.compile(trace) : null,
       this.stages(trace));
@@ -77,8 +77,9 @@ export class TimingsPane extends Pane {
   /**
    * @param {import("../../types/events").Profile} p
    * @param {import("../../types/events").Inductor | null} ind
+   * @param {Trace} trace
    */
-  profile(p, ind) {
+  profile(p, ind, trace) {
     if (!p.measured) {
       return h("section", h("h3", "Performance"),
         h("div.notice", h("b", "Not measured. "), p.reason ?? "no reason given"));
@@ -111,7 +112,8 @@ export class TimingsPane extends Pane {
         h("span.hbar-value", t.noisy ? shortSpread(t) : fmtMs(t.ms),
           h("small", ` ${t.repeats ? `±p10–p90 ${fmtMs(t.p10)}–${fmtMs(t.p90)}, ${t.repeats} repeats` : ""}` +
             (label === "eager" ? "" : ` ${speedup(t)}`)))))),
-      conditions(p), peakMemory(p, ind), rows.el, rollups(p.ours), opComparison(p), exportLink(p),
+      conditions(p), peakMemory(p, ind), rows.el, rollups(p.ours), opComparison(p),
+      exportLinks(p, trace.graphs("capture"), trace.data("source")),
       h("h3", "Generated kernels", h("span.hint", "time per launch and bandwidth")),
       h("table.grid.kernels", h("thead", h("tr", ["kernel", "time", "bandwidth (bar: % of peak)"]
         .map((c) => h("th", c)))),
