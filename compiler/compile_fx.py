@@ -21,7 +21,7 @@ from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
 from kernelscope.compiler import dynamo_cache, training
 from kernelscope.compiler.capture.attention import rewrite_attention
 from kernelscope.compiler.capture.decompositions import decomposition_table
-from kernelscope.compiler.codegen.backend import Backend, GeneratedKernel
+from kernelscope.compiler.codegen.backend import Backend, BuildResult, GeneratedKernel
 from kernelscope.compiler.codegen.backends import choose_backend, kernel_backends
 from kernelscope.compiler.codegen.wrapper import generate_wrapper
 from kernelscope.compiler.devices import is_gpu
@@ -249,11 +249,19 @@ def _with_lines(work: GraphWork, line_map: list[dict[str, Any]]) -> list[ev.Kern
     return [ev.KernelLine(**e, lines=work.origin_lines(e["origins"])) for e in line_map]
 
 
-def build_stage(work: GraphWork, warmup: bool = True) -> ev.CompileGraph:
+def build_library(work: GraphWork) -> BuildResult:
+    """The graph's build ahead of its first launch (its C++ library), alone: graphs' builds
+    may run at once (the pipeline's compile stage), then `build_stage` loads each."""
+    return loader.build_ahead(work.build_source, _builder(work), work.options)
+
+
+def build_stage(work: GraphWork, warmup: bool = True, built: BuildResult | None = None
+                ) -> ev.CompileGraph:
     assert work.backend is not None and work.lowered is not None
     work.compiled = compiled = loader.load_graph(
         work.wrapper, work.build_source, work.backend, work.options,
-        [k.name for k in work.kernels], work.lowered.constants, builder=_builder(work))
+        [k.name for k in work.kernels], work.lowered.constants, builder=_builder(work),
+        built=built)
     _record(work, compiled)
     prebuilt = _prebuild(work, compiled)
     kernels = []

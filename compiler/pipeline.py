@@ -26,6 +26,7 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -54,6 +55,7 @@ from kernelscope.compiler.codegen.backend import BuildError
 from kernelscope.compiler.codegen.backends import choose_backend
 from kernelscope.compiler.compare.match import Group, KernelRef, match
 from kernelscope.compiler.compile_fx import (
+    build_library,
     build_stage,
     codegen_stage,
     lower,
@@ -351,15 +353,21 @@ def _memory(run: _BackRun) -> ev.Memory:
 
 
 def _compile(run: _BackRun) -> ev.Compile:
+    # Every graph's library builds at once (a forward and a backward graph: two g++ runs
+    # side by side); each graph is then loaded and first launched in order.
     graphs = []
-    for w in run.works:
-        try:
-            graphs.append(build_stage(w))
-        except BuildError as e:
-            raise StageFailed("compile", "build", str(e), None, e.log, kernel=e.kernel) from e
-        except KernelLaunchError as e:
-            raise StageFailed("compile", "build", str(e)[:4000], None,
-                              traceback.format_exc(limit=-6), kernel=e.kernel) from e
+    with ThreadPoolExecutor(max_workers=max(1, min(len(run.works), run.options.workers()))
+                            ) as pool:
+        builds = [pool.submit(build_library, w) for w in run.works]
+        for w, built in zip(run.works, builds, strict=True):
+            try:
+                graphs.append(build_stage(w, built=built.result()))
+            except BuildError as e:
+                raise StageFailed("compile", "build", str(e), None, e.log,
+                                  kernel=e.kernel) from e
+            except KernelLaunchError as e:
+                raise StageFailed("compile", "build", str(e)[:4000], None,
+                                  traceback.format_exc(limit=-6), kernel=e.kernel) from e
     return ev.Compile(graphs=graphs)
 
 

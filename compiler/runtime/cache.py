@@ -11,6 +11,7 @@ import hashlib
 import importlib.metadata
 import os
 import platform
+import threading
 from pathlib import Path
 
 import torch
@@ -65,6 +66,7 @@ def write_once(path: Path, text: str) -> bool:
 
 def write_atomic(path: Path, text: str) -> None:
     """Write under a temporary name, then rename: a reader sees the old file or the new."""
-    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}")
+    # Per thread too: a compile stage builds its graphs' libraries at once.
+    tmp = path.with_suffix(path.suffix + f".tmp{os.getpid()}-{threading.get_ident()}")
     tmp.write_text(text)
     os.replace(tmp, path)

@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from kernelscope.compiler.codegen.backend import Backend, Launch
+from kernelscope.compiler.codegen.backend import Backend, BuildResult, Launch
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.runtime.cache import (
     cache_root,
@@ -68,19 +68,27 @@ def artifact_path(build_source: str, backend: Backend, options: CompileOptions
     return backend.artifact_path(_source_path(build_source, backend, options))
 
 
-def load_graph(wrapper: str, build_source: str, backend: Backend, options: CompileOptions,
-               kernels: list[str], constants: Sequence[Any] = (),
-               builder: Backend | None = None) -> CompiledGraph:
-    """`backend` is the graph's; `builder` the one of its backends that builds
-    `build_source` ahead (the graph's own unless another device's kernels are C++)."""
-    start = time.perf_counter()
-    root = cache_root(options.cache_dir)
-    builder = builder or backend
+def build_ahead(build_source: str, builder: Backend, options: CompileOptions) -> BuildResult:
+    """Write what `builder` builds ahead (C++ kernels) and build it: the part of loading a
+    graph that may run beside other graphs' (g++ is a process of its own)."""
     src = None
     if build_source:
         src = _source_path(build_source, builder, options)
         write_once(src, build_source)
-    result = builder.build(src)
+    return builder.build(src)
+
+
+def load_graph(wrapper: str, build_source: str, backend: Backend, options: CompileOptions,
+               kernels: list[str], constants: Sequence[Any] = (),
+               builder: Backend | None = None, built: BuildResult | None = None
+               ) -> CompiledGraph:
+    """`backend` is the graph's; `builder` the one of its backends that builds
+    `build_source` ahead (the graph's own unless another device's kernels are C++);
+    `built`: that build, already done (`build_ahead`)."""
+    start = time.perf_counter()
+    root = cache_root(options.cache_dir)
+    builder = builder or backend
+    result = built if built is not None else build_ahead(build_source, builder, options)
     if builder is not backend:
         backend.build(None)
     path = root / f"graph_{content_key(wrapper, backend.name)}.py"

@@ -12,6 +12,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from kernelscope.compiler.codegen.cpp.dedup import forwarded_to
 from kernelscope.compiler.codegen.debuglines import KernelFile, kernel_file, objdump_lines, spans
 
 
@@ -20,10 +21,12 @@ def asm_report(lib: str, kernel: str) -> dict[str, Any]:
     if not os.path.exists(lib):
         return {}
     stat = os.stat(lib)
+    source = Path(lib).with_suffix(".cpp")
+    kernel = _built_as(source, kernel)
     text = _kernel_asm(_disassembly(lib, stat.st_mtime_ns), kernel)
     if not text:
         return {}
-    kf = _kernel_file(Path(lib).with_suffix(".cpp"), kernel)
+    kf = _kernel_file(source, kernel)
     if kf is None:
         return {"ir": {"asm": objdump_lines(text, KernelFile("", 0, 0))[0]}}
     text, lines = objdump_lines(text, kf)
@@ -45,6 +48,15 @@ def _disassembly(lib: str, mtime_ns: int) -> str:
     except (OSError, subprocess.TimeoutExpired):
         pass
     return ""
+
+
+def _built_as(source: Path, kernel: str) -> str:
+    """The kernel whose machine code `kernel` runs: itself, or the kernel with the same
+    body that the library built once (cpp/dedup.py), whose lines are `kernel`'s too."""
+    try:
+        return forwarded_to(source.read_text(), kernel) or kernel
+    except OSError:
+        return kernel
 
 
 def _kernel_file(source: Path, kernel: str) -> KernelFile | None:

@@ -12,6 +12,7 @@ import math
 import os
 import re
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from kernelscope.compiler.codegen.backend import Backend, BuildError, BuildResul
 from kernelscope.compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
 from kernelscope.compiler.codegen.cpp.asm import asm_report
 from kernelscope.compiler.codegen.cpp.columns import Columns, chunks, column_body
+from kernelscope.compiler.codegen.cpp.dedup import library_kernels
 from kernelscope.compiler.codegen.cpp.ops import C_TYPE, NARROW_INTS, OPS, WRAPPED_OPS, compute_type
 from kernelscope.compiler.codegen.cpp.prefetch import Access, LaneAcc, next_row, write_chunked
 from kernelscope.compiler.codegen.cpp.prelude import PRELUDE
@@ -493,7 +495,7 @@ class CppBackend(Backend):
         return lines
 
     def build_source(self, kernels: list[GeneratedKernel]) -> str:
-        body = "\n".join(k.source for k in kernels)
+        body = library_kernels(kernels)  # a repeated kernel body is compiled once
         aten = ATEN_INCLUDE if needs_aten_math(body) else ""
         # The flags are part of what is cached (a library built without -g has no lines).
         return PRELUDE + aten + CPP_MATH_HELPERS + "\n" + body + f"\n// {' '.join(FLAGS)}\n"
@@ -507,7 +509,7 @@ class CppBackend(Backend):
         if lib.exists():
             return BuildResult(lib, True, 0.0)
         start = time.perf_counter()
-        tmp = lib.with_suffix(f".so.tmp{os.getpid()}")
+        tmp = lib.with_suffix(f".so.tmp{os.getpid()}-{threading.get_ident()}")
         proc = subprocess.run([CXX, *FLAGS, str(source_path), "-o", str(tmp)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
