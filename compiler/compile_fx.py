@@ -128,7 +128,8 @@ def schedule_stage(work: GraphWork) -> ev.SchedulingGraph:
     assert work.lowered is not None and work.backend is not None
     templates = select_templates(work.lowered, work.backend, work.options)
     work.sched = schedule(work.lowered, work.backend, work.options.fusion, work.op_names,
-                          dict(work.backends) if len(work.backends) > 1 else None)
+                          dict(work.backends) if len(work.backends) > 1 else None,
+                          first=work.first_step)
     event = schedule_json(work.sched, work.lines, work.gid, work.modules)
     kernel_of = {n.name: s.name for s in work.sched.steps if s.kind is KernelKind.TEMPLATE
                  for n in s.group.nodes}

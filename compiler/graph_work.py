@@ -54,6 +54,7 @@ class GraphWork:
     wrapper: str = ""
     wrapper_line_map: list[dict[str, Any]] = field(default_factory=list)
     build_source: str = ""  # what the backend builds before the first launch
+    first_step: int = 0  # where its kernels' numbers start (after the trace's earlier graphs)
     compiled: loader.CompiledGraph | None = None
     notes: list[str] = field(default_factory=list)  # what the UI should know (lowering event)
     mutations: dict[int, int] = field(default_factory=dict)  # output -> input it updates

@@ -339,6 +339,17 @@ def _per_graph(fn: Callable[[GraphWork], Any], payload: Callable[..., Any]
     return stage
 
 
+def _schedule(run: _BackRun) -> ev.Scheduling:
+    """Each graph's schedule; its kernels are numbered on from the graph before it, so the
+    names are unique across the trace (a forward's and a backward's `_0` were one name)."""
+    graphs, first = [], 0
+    for w in run.works:
+        w.first_step = first
+        graphs.append(schedule_stage(w))
+        first += len(w.sched.steps) if w.sched is not None else 0
+    return ev.Scheduling(graphs=graphs)
+
+
 def _training_pairs(run: _BackRun) -> list[tuple[int, int]]:
     return training.pairs([(g.kind, g.dynamo_graph) for g, _, _ in run.graphs])
 
@@ -452,7 +463,7 @@ def _plain(k: Any) -> dict[str, Any]:
 
 BACK_STAGES: tuple[tuple[str, Callable[[_BackRun], Any]], ...] = (
     ("lowering", _per_graph(lower, ev.Lowering)),
-    ("scheduling", _per_graph(schedule_stage, ev.Scheduling)),
+    ("scheduling", _schedule),
     ("memory", _memory), ("codegen", _per_graph(codegen_stage, ev.Codegen)),
     ("compile", _compile), ("run", _run_stage), ("profile", _profile),
 )

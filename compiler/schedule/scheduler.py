@@ -57,9 +57,11 @@ class KernelNamer(Protocol):
 
 def schedule(graph: LoweredGraph, target: KernelNamer, fusion: bool = True,
              op_names: dict[str, str] | None = None,
-             by_device: Mapping[str, KernelNamer] | None = None) -> Schedule:
+             by_device: Mapping[str, KernelNamer] | None = None, first: int = 0) -> Schedule:
     """`target` names the kernels; in a graph with kernels on more than one device,
-    `by_device` names each device's (the backend that generates them)."""
+    `by_device` names each device's (the backend that generates them). A kernel's name
+    ends in its step's number, counted from `first`: the graphs of one trace count on
+    from each other, so no two of their kernels share a name."""
     nodes = build_nodes(graph)
     buffers = {b.name: b for b in graph.inputs + graph.buffers}
     sizes = {name: b.layout.nbytes() for name, b in buffers.items()}
@@ -68,7 +70,7 @@ def schedule(graph: LoweredGraph, target: KernelNamer, fusion: bool = True,
     removed = _removed(result.groups, outputs)
     steps: list[Step] = []
     op_names = op_names or {}
-    for i, group in enumerate(result.groups):
+    for i, group in enumerate(result.groups, first):
         kind = group.kind
         ops = _op_names(group.nodes, op_names)
         if not kind.generated:
