@@ -39,6 +39,8 @@ MAX_FILE_BYTES = 32 << 20
 MAX_TOTAL_BYTES = 64 << 20
 MAX_DEPTH = 64  # as deep as a worker's event may be (server/jobs/inputs.py)
 MAX_CODE = 1 << 20
+MAX_NOTICES = 50  # notices an opened trace keeps (one more says how many were left out)
+NOTICE_CHARS = 400  # characters of one notice
 VERSION_KEYS = ("python", "torch", "triton", "kernelscope")
 # Options that name folders of the recording machine: not part of what the trace shows.
 LOCAL_OPTIONS = ("trace_dir", "cache_dir")
@@ -192,8 +194,9 @@ def assemble(records: list[tuple[str, dict[str, Any]]], run: dict[str, Any] | No
         cid = _text(record.get("compile_id"), 40) or f"graph {gid}"
         same_file = record.get("filename") == main
         if record.get("filename") is not None and not same_file:
-            notices.append(f"graph {gid} ({cid}) points into {record['filename']}, not the "
-                           f"file shown ({main}): its source lines refer to that file")
+            notices.append(f"graph {gid} ({cid}) points into {_text(record['filename'], 200)},"
+                           f" not the file shown ({_text(main, 200)}): its source lines refer "
+                           "to that file")
         site = _site(record.get("call_site")) or {}
         if cid not in compiles:
             compiles[cid] = {
@@ -233,14 +236,24 @@ def assemble(records: list[tuple[str, dict[str, Any]]], run: dict[str, Any] | No
          "data": data, "origin": "snippet"} for i, (stage, data) in enumerate(payloads)]
     for event in events[:2]:
         _refuse_bad("the assembled trace", event["stage"], event["data"])
-    notices += _run_notices(run)
+    notices = capped_notices(notices + _run_notices(run))
     recorded = {"graphs": len(records), "compiles": len(compiles),
                 "recompiles": sum(c["recompile"] for c in compiles.values()),
                 "graph_breaks": len(breaks), "versions": _versions(first),
-                "file": main, "config": _config(first), "dynamo": dynamo[:500],
-                "notices": notices[:50],
+                "file": _text(main, 500), "config": _config(first), "dynamo": dynamo[:500],
+                "notices": notices,
                 **_run_summary(run)}
     return Opened(code, {**options, "recorded": recorded}, events, notices)
+
+
+def capped_notices(notices: list[str]) -> list[str]:
+    """At most MAX_NOTICES notices of at most NOTICE_CHARS each: a file's name or a call
+    site is someone else's text, quoted in a notice per graph."""
+    kept = [n if len(n) <= NOTICE_CHARS else n[:NOTICE_CHARS - 1] + "…"
+            for n in notices[:MAX_NOTICES]]
+    if len(notices) > MAX_NOTICES:
+        kept.append(f"... and {len(notices) - MAX_NOTICES} more notices")
+    return kept
 
 
 def _stage_ms(records: list[tuple[str, dict[str, Any]]]) -> dict[str, float]:
@@ -264,7 +277,7 @@ def _source(first: dict[str, Any], options: dict[str, Any], main: str | None,
     except ValueError:
         backend, label, emulated = str(options.get("backend"))[:40], "", False
     site = _site(first.get("call_site")) or {}
-    return {"code": code, "filename": main or "", "entry": site.get("function") or "",
+    return {"code": code, "filename": _text(main, 500) or "", "entry": site.get("function") or "",
             "entry_line": None, "inputs": [], "device": device, "backend": backend,
             "backend_label": label, "triton_interpret": emulated, "emulated": emulated,
             "options": options, "versions": _versions(first), "stdout": "",

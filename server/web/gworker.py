@@ -50,6 +50,11 @@ class DeadlineReader:
     def __init__(self, reader: Any, deadline: float) -> None:
         self.reader, self.deadline = reader, deadline
 
+    @property
+    def finished(self) -> bool:
+        """Read to its end (a chunked body's end is known only to its reader: never)."""
+        return getattr(self.reader, "length", None) == 0
+
     def read(self, size: int) -> bytes:
         import gevent
 
@@ -103,19 +108,25 @@ class Worker(GeventWorker):  # type: ignore[misc]
             self._leave(key)
 
     def handle_request(self, listener_name: Any, req: Any, sock: Any, addr: Any) -> Any:
+        reader = None
         if req.body is not None:
             declared = getattr(req.body.reader, "length", None)  # Content-Length's
-            req.body.reader = DeadlineReader(req.body.reader,
-                                             body_deadline(declared, time.monotonic()))
-        if not self.proxy_hops:
-            return super().handle_request(listener_name, req, sock, addr)
-        key = forwarded_client(req.headers, self.proxy_hops) or "unknown"
-        if not self._enter(key, sock):
+            reader = req.body.reader = DeadlineReader(req.body.reader,
+                                                      body_deadline(declared, time.monotonic()))
+        key = forwarded_client(req.headers, self.proxy_hops) or "unknown" \
+            if self.proxy_hops else None
+        if key is not None and not self._enter(key, sock):
             raise StopIteration()
         try:
-            return super().handle_request(listener_name, req, sock, addr)
+            handled = super().handle_request(listener_name, req, sock, addr)
         finally:
-            self._leave(key)
+            if key is not None:
+                self._leave(key)
+        # A body the app left unread (a 503 before a 32 MiB upload) is not drained, 1 KiB
+        # at a time, to keep the connection: the connection is closed.
+        if reader is not None and not reader.finished:
+            raise StopIteration()
+        return handled
 
     def _enter(self, key: str, sock: Any) -> bool:
         if self.open[key] >= self.per_address:

@@ -1,9 +1,10 @@
 """A highlighting child (server/web/hlpool.py starts and owns it): Pygments, out of the web tier.
 
 In: on stdin, requests framed as an 8-byte big-endian length and that many bytes of JSON
-`{"code", "language"}`. Out: on stdout, each answer framed the same way, `{"html"}` or
-`{"error"}`, after an empty frame once its imports are done. It serves one request after another until stdin closes; the server kills it
-when one takes longer than its deadline (a lexer can be super-linear on crafted input).
+`{"code", "language"}`. Out: on stdout, an empty frame once its imports are done, then
+each answer framed the same way, `{"html"}` or `{"error"}`. It serves one request after
+another until stdin closes; the server kills it when one takes longer than its deadline
+(a lexer can be super-linear on crafted input).
 """
 
 from __future__ import annotations

@@ -7,10 +7,10 @@ Pygments is pure Python, and its LLVM lexer is super-linear on crafted input (16
 `a.a.a` took 4 s, 90 KiB past a minute): run in the web tier, one request stalled every
 stream beside it. A thread cannot be stopped and holds the interpreter lock inside the
 lexer's regular expressions; a child process can be killed. So each request is handed to
-an idle child (started on first use, `size` at most; it says when it is ready), waits for its answer with the
-child's pipes polled (cooperative under gevent), and past `deadline_s` the child is killed
-and a fresh one takes its place on the next request. One request per client address at a
-time, so one client cannot hold every child.
+an idle child (started on first use, `size` at most; it says when it is ready), waits for
+its answer with the child's pipes polled (cooperative under gevent), and past `deadline_s`
+the child is killed and a fresh one takes its place on the next request. One request per
+client address at a time, so one client cannot hold every child.
 """
 
 from __future__ import annotations

@@ -11,10 +11,12 @@ JSON), naming the file; the `source` and `capture` payloads (the user's code and
 Dynamo made of it) are then conformed to their event types as a job's are
 (server/jobs/trust.py), and every event says it came from the recording process (`origin:
 snippet`, `done.isolated` false). Bodies over `UPLOAD_LIMIT_MB` answer 413 before they
-are read. Checking takes about a second of CPU per MiB, so the server does it in a child
-process (`python -m kernelscope.server.web.upload_child`) with a wall clock, CPU and memory
-limit, `UPLOAD_SLOTS` at a time (503 beyond): the web tier, whose streams share one
-process, only waits. Nothing stored before is touched: the store only ever inserts.
+are read. Checking takes about a second of CPU per MiB, so the server pays none of it: an
+upload first takes one of `UPLOAD_SLOTS` (503 beyond), then its raw body is streamed, never
+parsed here, to a child process (`python -m kernelscope.server.web.upload_child`) with a
+wall clock, CPU and memory limit, which decodes it, opens the files, caps the notices and
+refuses a trace over `TRACE_LIMIT_MB`; the web tier, whose streams share one process,
+only waits. Nothing stored before is touched: the store only ever inserts.
 """
 
 from __future__ import annotations
@@ -22,19 +24,22 @@ from __future__ import annotations
 import json
 import os
 import resource
+import select
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import IO, Any
 
 from flask import Blueprint, Response, current_app, jsonify, request
 from flask.blueprints import BlueprintSetupState
+from werkzeug.exceptions import RequestEntityTooLarge
 
 from kernelscope.compiler.events.read import data_as, envelope
 from kernelscope.compiler.events.types import Capture
 from kernelscope.compiler.trace.reader import MAX_FILES, Opened, TraceRefused, open_files
-from kernelscope.server.jobs.inputs import BadInput, parse_request
 from kernelscope.server.jobs.trust import SNIPPET_STAGES, conform_data
 from kernelscope.server.state import app_state
 from kernelscope.server.store.rows import Store
@@ -44,6 +49,7 @@ bp = Blueprint("uploads", __name__, url_prefix="/api")
 MAX_NAME = 255
 SLOT = "kernelscope.upload_slots"
 OPENER = [sys.executable, "-m", "kernelscope.server.web.upload_child"]
+CHUNK = 1 << 16  # bytes of the body handed on at a time
 
 
 @bp.record_once
@@ -73,6 +79,38 @@ def conformed(opened: Opened) -> Opened:
     return Opened(opened.code, opened.options, events, opened.notices)
 
 
+def within_limit(opened: Opened, limit: int) -> Opened:
+    """The trace, if its events fit in `limit` bytes (the server's TRACE_LIMIT_MB, the same
+    cap a job's trace has); TraceRefused says by how much not."""
+    size = len(json.dumps(opened.events))
+    if size > limit:
+        raise TraceRefused(
+            f"the opened trace is {size / (1 << 20):.1f} MiB, over this server's trace limit "
+            f"of {limit / (1 << 20):.0f} MiB (TRACE_LIMIT_MB): a trace is not stored in parts "
+            "here; record fewer compiles (a smaller model or fewer steps)")
+    return opened
+
+
+def checked_files(body: Any) -> list[tuple[str, bytes]]:
+    """The body's files as (name, bytes); TraceRefused says what is wrong with its shape."""
+    files = body.get("files") if isinstance(body, dict) else None
+    if not isinstance(files, list) or not files:
+        raise TraceRefused("'files' is required: the trace directory's files, "
+                           "[{\"name\": \"...json\", \"text\": \"...\"}]")
+    if len(files) > MAX_FILES:
+        raise TraceRefused(f"too many files ({len(files)}; limit {MAX_FILES})")
+    out = []
+    for i, item in enumerate(files):
+        name = item.get("name") if isinstance(item, dict) else None
+        text = item.get("text") if isinstance(item, dict) else None
+        if not isinstance(name, str) or not name or len(name) > MAX_NAME:
+            raise TraceRefused(f"files[{i}]: 'name' must be the file's name")
+        if not isinstance(text, str):
+            raise TraceRefused(f"files[{i}] ({name[:80]}): 'text' must be the file's text")
+        out.append((name, text.encode("utf-8")))
+    return out
+
+
 def _limits(cpu_s: int, memory_mb: int) -> Callable[[], None]:
     def apply() -> None:
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
@@ -82,65 +120,117 @@ def _limits(cpu_s: int, memory_mb: int) -> Callable[[], None]:
     return apply
 
 
-def open_in_child(raw: bytes, timeout_s: float, memory_mb: int, repo_dir: str) -> Opened:
-    """server/web/upload_child.py on the request body, in a child process (started in the checkout,
-    whose kernelscope/ comes first on its path: nothing else can shadow it)."""
+@dataclass(frozen=True)
+class ChildLimits:
+    timeout_s: float
+    memory_mb: int
+    trace_bytes: int  # the largest opened trace (TRACE_LIMIT_MB)
+
+
+def open_in_child(body: IO[bytes], limits: ChildLimits, repo_dir: str) -> Opened:
+    """server/web/upload_child.py on the request body, streamed to it as it arrives (in a
+    child process started in the checkout, whose kernelscope/ comes first on its path:
+    nothing else can shadow it)."""
+    proc = subprocess.Popen([*OPENER, str(limits.trace_bytes)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=repo_dir,
+                            preexec_fn=_limits(int(limits.timeout_s) + 1, limits.memory_mb))
+    deadline = time.monotonic() + limits.timeout_s
     try:
-        done = subprocess.run(OPENER, input=raw, capture_output=True, timeout=timeout_s,
-                              cwd=repo_dir,
-                              preexec_fn=_limits(int(timeout_s) + 1, memory_mb), check=False)
-    except subprocess.TimeoutExpired:
-        raise ApiError(f"opening the trace took longer than {timeout_s:.0f} s", 413) from None
+        raw = _pump(proc, body, deadline, limits.trace_bytes + (4 << 20))
+    except _TooLong:
+        raise ApiError(f"opening the trace took longer than {limits.timeout_s:.0f} s",
+                       413) from None
+    except _TooLarge:
+        raise ApiError("cannot open this trace: its answer is larger than the trace limit",
+                       413) from None
+    finally:
+        _end(proc)
     try:
-        answer = json.loads(done.stdout)
+        answer = json.loads(raw)
     except ValueError:
-        why = "too large to open" if done.returncode else "no answer"
+        why = "too large to open" if proc.returncode else "no answer"
         raise ApiError(f"cannot open this trace: {why} (the opener exited with "
-                       f"{done.returncode})", 413 if done.returncode else 500) from None
+                       f"{proc.returncode})", 413 if proc.returncode else 500) from None
     if "refused" in answer:
         raise TraceRefused(str(answer["refused"]))
     return Opened(answer["code"], answer["options"], answer["events"], answer["notices"])
 
 
-def _files(body: Any) -> list[tuple[str, bytes]]:
-    files = body.get("files") if isinstance(body, dict) else None
-    if not isinstance(files, list) or not files:
-        raise ApiError("'files' is required: the trace directory's files, "
-                       "[{\"name\": \"...json\", \"text\": \"...\"}]")
-    if len(files) > MAX_FILES:
-        raise ApiError(f"too many files ({len(files)}; limit {MAX_FILES})")
-    out = []
-    for i, item in enumerate(files):
-        name = item.get("name") if isinstance(item, dict) else None
-        text = item.get("text") if isinstance(item, dict) else None
-        if not isinstance(name, str) or not name or len(name) > MAX_NAME:
-            raise ApiError(f"files[{i}]: 'name' must be the file's name")
-        if not isinstance(text, str):
-            raise ApiError(f"files[{i}] ({name[:80]}): 'text' must be the file's text")
-        out.append((name, text.encode("utf-8")))
-    return out
+class _TooLong(Exception):
+    pass
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _pump(proc: subprocess.Popen[bytes], body: IO[bytes], deadline: float, cap: int
+          ) -> bytes:
+    """Write `body` to the child as it arrives and read its answer (at most `cap` bytes),
+    both by `deadline` (monotonic); the pipes are polled, cooperative under gevent."""
+    assert proc.stdin is not None and proc.stdout is not None
+    inp = proc.stdout.fileno()
+    os.set_blocking(proc.stdin.fileno(), False)
+    os.set_blocking(inp, False)
+    out: int | None = proc.stdin.fileno()
+    pending = memoryview(b"")
+    got = bytearray()
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise _TooLong()
+        if out is not None and not pending:
+            chunk = body.read(CHUNK)  # the client's pace (the server bounds it: gworker.py)
+            if chunk:
+                pending = memoryview(chunk)
+            else:
+                proc.stdin.close()
+                out = None
+        wanted = [out] if out is not None and pending else []
+        readable, writable, _ = select.select([inp], wanted, [], left)
+        if writable and out is not None:
+            try:
+                pending = pending[os.write(out, pending):]
+            except BrokenPipeError:  # the child is gone: its answer (or none) says why
+                pending, out = memoryview(b""), None
+                proc.stdin.close()
+        if readable:
+            chunk = os.read(inp, 1 << 20)
+            if not chunk:
+                return bytes(got)
+            got += chunk
+            if len(got) > cap:
+                raise _TooLarge()
+
+
+def _end(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+    for stream in (proc.stdin, proc.stdout):
+        if stream is not None and not stream.closed:
+            stream.close()
+    proc.wait()
 
 
 @bp.post("/traces")
 def upload() -> tuple[Response, int]:
-    # This route's own cap (a recorded model is larger than a compile request); set before
-    # the body is read, so an oversized one is refused (413) without reading it.
-    request.max_content_length = int(current_app.config["UPLOAD_LIMIT_MB"]) << 20
+    cfg = current_app.config
+    # This route's own cap (a recorded model is larger than a compile request): a body
+    # that declares more is refused (413) without reading it.
+    request.max_content_length = int(cfg["UPLOAD_LIMIT_MB"]) << 20
     if not request.is_json:
         raise ApiError("expected a JSON body (Content-Type: application/json)")
-    raw = request.get_data(cache=False)
-    try:
-        body = parse_request(raw)
-    except BadInput as exc:
-        raise ApiError(str(exc)) from None
-    _files(body)  # the shape, with a clear error, before a process is started for it
+    if (request.content_length or 0) > request.max_content_length:
+        raise RequestEntityTooLarge()
+    # The slot first: the body is read only by the one upload that holds it, and then only
+    # as the child takes it, never parsed here.
     slot = current_app.extensions[SLOT]
     if not slot.acquire(blocking=False):
         raise ApiError("busy opening another trace, try again", 503, retry_after_s=5)
     try:
-        opened = open_in_child(raw, float(current_app.config["UPLOAD_TIMEOUT_S"]),
-                               int(current_app.config["UPLOAD_MEMORY_MB"]),
-                               str(current_app.config["REPO_DIR"]))
+        opened = open_in_child(request.stream, ChildLimits(
+            float(cfg["UPLOAD_TIMEOUT_S"]), int(cfg["UPLOAD_MEMORY_MB"]),
+            int(cfg["TRACE_LIMIT_MB"]) << 20), str(cfg["REPO_DIR"]))
         store = app_state().store
         ident = store.put(opened.code, opened.options, opened.events, True)
     except TraceRefused as exc:
@@ -151,4 +241,3 @@ def upload() -> tuple[Response, int]:
     graphs = len(capture.graphs) if capture is not None else 0
     return jsonify({"id": ident, "url": f"/t/{ident}", "graphs": graphs,
                     "notices": opened.notices}), 201
-

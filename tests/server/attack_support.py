@@ -8,6 +8,7 @@ answer took; a request that fails or takes past 2 s counts as 2 s. Every loop is
 from __future__ import annotations
 
 import http.client
+import json
 import threading
 import time
 from types import TracebackType
@@ -66,3 +67,16 @@ class HealthWatch:
         """Every health request answered 200 within LIMIT_S."""
         return bool(self.times) and self.worst < LIMIT_S and \
             all(s == 200 for s in self.statuses)
+
+
+def many_graphs(files: list[dict[str, str]], count: int, long_name: int
+                ) -> list[dict[str, str]]:
+    """`count` graph files from one recorded graph, each pointing into a file of its own;
+    the first's name is `long_name` characters (and so the one every notice quotes)."""
+    record = json.loads(next(f["text"] for f in files if f["name"] != "run.json"))
+    out = []
+    for i in range(count):
+        name = "m" * long_name if i == 0 else f"/src/file{i}.py"
+        out.append({"name": f"graph{i:04d}.json",
+                    "text": json.dumps({**record, "seq": i, "filename": name})})
+    return out

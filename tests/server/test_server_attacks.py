@@ -6,13 +6,16 @@ loopback address, and checks every answer came within 0.5 s. Every loop is bound
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import threading
 import time
 from typing import Any
 
-from attack_support import HealthWatch
+import pytest
+from attack_support import HealthWatch, many_graphs
+from own_run_support import files_of, record_run
 from test_server_fairness import LiveServer, live  # noqa: F401  (the fixture)
 
 TRICKLERS = 1100
@@ -90,3 +93,63 @@ def test_trickling_bodies_never_stall_health_and_are_dropped(live: LiveServer) -
                 s.close()
     assert watch.held(), watch.summary()
     assert open_at[-1] == 0, f"still open after 25 s: {open_at}"
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, str]]:
+    return files_of(record_run(tmp_path_factory.mktemp("attack-upload")))
+
+
+def _post(port: int, body: bytes, timeout: float = 120) -> tuple[int | None, bytes, float]:
+    """(status, body, seconds); status None: the server answered and closed the connection
+    before it took the whole body (a 503 that never reads it)."""
+    start = time.monotonic()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request("POST", "/api/traces", body, {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        return response.status, response.read(), time.monotonic() - start
+    except (BrokenPipeError, ConnectionResetError):
+        return None, b"", time.monotonic() - start
+    finally:
+        conn.close()
+
+
+def test_big_uploads_cost_the_child_not_the_web_tier(live: LiveServer) -> None:  # noqa: F811
+    """Attack 2: a 32 MiB JSON body was parsed and walked in the web tier before the
+    one-upload slot was looked at: health stalled 20 s, and with three at once ~75 s, the
+    other two answered 503 after 54 and 75 s."""
+    pad = b"0," * (15 << 20)
+    body = b'{"files": [{"name": "a.json", "text": "{}"}], "pad": [' + pad + b'0]}'
+    answers: list[tuple[int | None, bytes, float]] = []
+
+    def one() -> None:
+        answers.append(_post(live.port, body))
+
+    with HealthWatch(live.port) as watch:
+        threads = [threading.Thread(target=one) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(150)
+        time.sleep(0.5)
+    assert watch.held(), watch.summary()
+    busy = [a for a in answers if a[0] in (503, None)]
+    assert len(answers) == 3 and len(busy) >= 2, [(s, t) for s, _, t in answers]
+    assert all(took < 10 for _, _, took in busy), [(s, t) for s, _, t in answers]
+
+
+def test_an_upload_of_many_graphs_quoting_a_long_name_stays_small(
+        live: LiveServer, recorded: list[dict[str, str]]) -> None:  # noqa: F811
+    """Attack 3: 300 graph files, the first named with 1 MiB: the name was quoted in a
+    notice per graph, the answer was 299 MiB and the stored trace 54.8 MB, past
+    TRACE_LIMIT_MB."""
+    body = json.dumps({"files": many_graphs(recorded, 300, 1 << 20)}).encode()
+    with HealthWatch(live.port) as watch:
+        status, answer, _ = _post(live.port, body)
+        time.sleep(0.5)
+    assert watch.held(), watch.summary()
+    assert status == 201 and len(answer) < 64 * 1024, (status, len(answer))
+    status, _, stored = live.request("GET", json.loads(answer)["url"].replace("/t/",
+                                                                              "/api/traces/"))
+    assert status == 200 and len(stored) < 8 << 20, len(stored)  # TRACE_LIMIT_MB

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from attack_support import many_graphs
 from flask.testing import FlaskClient
 from own_run_support import files_of, record_run, with_versions
 from server_support import AppFactory, state
@@ -186,4 +187,27 @@ def test_an_upload_that_takes_too_long_is_stopped(make_app: AppFactory,
     answer = _upload(client, files)
     assert answer.status_code == 413 and "took longer than" in answer.get_json()["error"]
     assert client.get("/api/health").status_code == 200 and _count(client) == 0
-    assert _upload(client, files[:0]).status_code == 400  # and it still answers
+    # ... and it still answers (the body's shape is checked in the child too, which the
+    # 0.05 s deadline stops as well).
+    assert _upload(client, files[:0]).status_code in (400, 413)
+
+
+def test_notices_are_capped_in_length_and_count(files: list[dict[str, str]]) -> None:
+    """Issue 30, attack 3: a 1 MiB file name was quoted in a notice per graph."""
+    from kernelscope.compiler.trace.reader import MAX_NOTICES, NOTICE_CHARS, open_files
+
+    graphs = many_graphs(files, 80, 1 << 20)
+    opened = open_files([(f["name"], f["text"].encode()) for f in graphs])
+    assert len(opened.notices) == MAX_NOTICES + 1 and "more notices" in opened.notices[-1]
+    assert all(len(n) <= NOTICE_CHARS for n in opened.notices)
+    assert len(json.dumps(opened.options["recorded"])) < 64 * 1024
+
+
+def test_an_opened_trace_over_the_trace_limit_is_refused_clearly(
+        make_app: AppFactory, files: list[dict[str, str]]) -> None:
+    client = make_app(TRACE_LIMIT_MB=1).test_client()
+    answer = _upload(client, many_graphs(files, 300, 10))  # 1.4 MiB of events
+    assert answer.status_code == 400, answer.get_json()
+    assert "over this server's trace limit of 1 MiB" in answer.get_json()["error"]
+    assert _count(client) == 0
+    assert _upload(client, files).status_code == 201
