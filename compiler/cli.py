@@ -7,7 +7,7 @@ command where it belongs.
                                 [--stage NAME] [--json] [--no-fusion] [--inductor]
                                 [--bundle B [--front-only]]
     kernelscope stages B [--device cpu|cuda] [--backend cpp|triton] [--json] [--no-replay] ...
-    kernelscope run [--trace-dir DIR] [--all-backends] SCRIPT.py|-m MODULE [ARGS ...]
+    kernelscope run [--trace-dir DIR] [--all-backends | --inductor] SCRIPT.py|-m MODULE [ARGS ...]
 
 `compile` runs both halves of the pipeline in this process. With `--front-only --bundle B`
 it runs only the front half (the snippet, `source` and `capture`) and writes the capture
@@ -15,8 +15,10 @@ bundle B; `stages B` runs the back half (`lowering` .. `profile`) on it without 
 any of the snippet's code (docs/architecture.md, "Trust boundary").
 
 `run` runs your own script with its torch.compile calls recorded into a trace directory
-(compiler/trace/own_run.py); `kernelscope open` (server/open_cmd.py) stores such a directory
-as a trace with a permalink. docs/own-run.md says how.
+(compiler/trace/own_run.py); `run --inductor` runs it unchanged (stock Inductor) with
+TORCH_TRACE and provenance on, and opens the log (compiler/trace/torch_trace_run.py);
+`kernelscope open` (server/open_cmd.py) stores such a directory as a trace with a
+permalink. docs/own-run.md says how.
 """
 
 from __future__ import annotations
@@ -62,6 +64,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--all-backends", action="store_true",
                    help="compile every torch.compile call with Kernelscope, whatever its "
                         "backend (default: only backend=\"kernelscope\" is recorded)")
+    r.add_argument("--inductor", action="store_true",
+                   help="run the script as it is (stock Inductor) with TORCH_TRACE and "
+                        "Inductor's provenance on, then open the log in the explorer")
     r.add_argument("-m", dest="module", action="store_true",
                    help="SCRIPT is a module name, run as python -m would")
     r.add_argument("script")
@@ -94,6 +99,25 @@ def main(argv: list[str] | None = None) -> int:
     return _compile(args)
 
 
+def traced_run(argv: list[str]) -> tuple[list[str], Path | None]:
+    """For `run --inductor`: the arguments with the trace directory named (chosen here
+    once), and that directory, which `kernelscope open` then reads; else (argv, None)."""
+    if not argv or argv[0] != "run":
+        return argv, None
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit:
+        return argv, None
+    if not args.inductor:
+        return argv, None
+    from kernelscope.compiler.trace import own_run
+
+    if args.trace_dir:
+        return argv, Path(args.trace_dir)
+    trace_dir = own_run.default_dir(args.script)
+    return ["run", "--trace-dir", str(trace_dir), *argv[1:]], trace_dir
+
+
 def _run(args: argparse.Namespace) -> int:
     from kernelscope.compiler.trace import own_run
 
@@ -101,6 +125,10 @@ def _run(args: argparse.Namespace) -> int:
         print(f"kernelscope run: no such script: {args.script}", file=sys.stderr)
         return 2
     trace_dir = Path(args.trace_dir) if args.trace_dir else own_run.default_dir(args.script)
+    if args.inductor:
+        from kernelscope.compiler.trace.torch_trace_run import run_traced
+
+        return run_traced(args.script, args.args, trace_dir, module=args.module)
     return own_run.run(args.script, args.args, trace_dir, module=args.module,
                        all_backends=args.all_backends)
 

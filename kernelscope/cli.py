@@ -14,7 +14,8 @@ import sys
 SERVER_COMMANDS = ("serve", "worker", "open")
 HELP = """usage: kernelscope COMMAND ...
 
-compiler:  compile FILE.py | stages BUNDLE | run SCRIPT.py   (kernelscope compile --help)
+compiler:  compile FILE.py | stages BUNDLE | run [--inductor] SCRIPT.py
+           (kernelscope compile --help; run --inductor opens the TORCH_TRACE log)
 explorer:  serve | worker | open DIR                        (kernelscope serve --help)
 """
 
@@ -29,8 +30,15 @@ def main(argv: list[str] | None = None) -> int:
 
         return server_main(argv)
     from kernelscope.compiler.cli import main as compiler_main
+    from kernelscope.compiler.cli import traced_run
 
-    return compiler_main(argv)
+    argv, log_dir = traced_run(argv)
+    code = compiler_main(argv)
+    if log_dir is None or not any(log_dir.glob("*.log")):
+        return code
+    from kernelscope.server.cli import main as server_main
+
+    return server_main(["open", str(log_dir)])
 
 
 if __name__ == "__main__":

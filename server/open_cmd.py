@@ -1,6 +1,9 @@
 """`kernelscope open DIR`: a recorded run (compiler/trace/writer.py) in the explorer.
 
-In: a trace directory. Out: a stored trace with a permalink, printed, and the explorer on it.
+In: a trace directory, or a TORCH_TRACE log of a stock torch.compile run (the log file, or
+its directory: compiler/trace/torch_trace_events.py `log_file`; read here, line by line,
+and stored into the database, with or without a server running). Out: a stored trace with
+a permalink, printed, and the explorer on it.
 - The files are checked here first (compiler/trace/reader.py), so a refusal is printed
   before anything is sent or stored.
 - A server that answers (`--server URL`, else the local `kernelscope serve` default,
@@ -22,7 +25,8 @@ import urllib.request
 import webbrowser
 from typing import Any
 
-from kernelscope.compiler.trace.reader import TraceRefused, open_files, read_dir
+from kernelscope.compiler.trace.reader import Opened, TraceRefused, open_files, read_dir
+from kernelscope.compiler.trace.torch_trace_events import log_file, open_log
 
 LOCAL = "http://127.0.0.1:8765"
 HEALTH_TIMEOUT_S = 2.0
@@ -61,6 +65,9 @@ def upload(server: str, files: list[tuple[str, bytes]]) -> dict[str, Any]:
 def open_dir(directory: str, server: str | None = None, db: str | None = None,
              serve: bool = True, browser: bool = True) -> tuple[int, str | None]:
     """The exit code, and the database `kernelscope serve` should run on next (None: none)."""
+    log = log_file(directory)
+    if log is not None:
+        return _open_log(log, db, serve, browser)
     try:
         files = read_dir(directory)
         opened = open_files(files)
@@ -87,15 +94,33 @@ def open_dir(directory: str, server: str | None = None, db: str | None = None,
     return _store_locally(files, db, serve, browser)
 
 
-def _store_locally(files: list[tuple[str, bytes]], db: str | None, serve: bool,
+def _open_log(log: Any, db: str | None, serve: bool, browser: bool) -> tuple[int, str | None]:
+    """A TORCH_TRACE log of a stock torch.compile run: read here, line by line, and stored
+    into the database (a running server's upload takes Kernelscope trace files only)."""
+    _say(f"reading {log} (a TORCH_TRACE log)")
+    try:
+        opened = open_log(log)
+    except (TraceRefused, OSError) as e:
+        _say(f"cannot open {log}: {e}")
+        return 2, None
+    for notice in opened.notices:
+        _say(f"note: {notice}")
+    return _store_locally(opened, db, serve, browser)
+
+
+def _store_locally(files: list[tuple[str, bytes]] | Opened, db: str | None, serve: bool,
                    browser: bool) -> tuple[int, str | None]:
     from kernelscope.server.config import default_database
     from kernelscope.server.store.sqlite import open_store
-    from kernelscope.server.web.uploads import store_files
+    from kernelscope.server.web.uploads import conformed, store_files
 
     database = db or default_database()
     try:
-        ident, _ = store_files(open_store(database), files)
+        if isinstance(files, Opened):
+            done = conformed(files)
+            ident = open_store(database).put(done.code, done.options, done.events, True)
+        else:
+            ident, _ = store_files(open_store(database), files)
     except TraceRefused as e:
         _say(f"cannot open the trace: {e}")
         return 2, None

@@ -38,6 +38,14 @@ SLOW: dict[str, str] = {
     "core/test_samples.py::test_variety_under_the_triton_interpreter":
         "every variety case under the Triton interpreter",
     "core/test_events_snapshot.py": "every sample's events on both backends",
+    # A real TORCH_TRACE log made by stock torch.compile (about 40 s of Inductor builds):
+    # the record reader, the graph text and the run command stay in the fast tier.
+    "core/test_torch_trace.py::test_a_real_log_opens_with_breaks_recompiles_and_a_training_step":
+        "a TORCH_TRACE log made by stock Inductor (C++ builds)",
+    "core/test_torch_trace.py::test_an_unknown_record_of_a_real_log_is_shown_not_dropped":
+        "the same log, with a record planted",
+    "core/test_torch_trace.py::test_kernelscope_open_stores_a_log_as_a_trace":
+        "the same log through kernelscope open",
     "core/test_backend.py::test_every_sample_through_the_named_backend":
         "every sample through torch.compile",
     "core/test_model_zoo.py::test_zoo_model_compiles_with_module_paths": "every zoo model",

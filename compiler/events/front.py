@@ -126,6 +126,37 @@ class DynamoCompile:
     hidden_guards: int = 0
     raw: str = ""
     error: str = ""
+    # Read from a TORCH_TRACE log (compiler/trace/torch_trace.py): its compile-time
+    # metrics, cache hits and misses, and every other record of this compile, an unknown
+    # one with its payload.
+    metrics: dict[str, Any] = field(default_factory=dict)
+    cache: list[str] = field(default_factory=list)
+    records: list[LoggedRecord] = field(default_factory=list)
+
+
+@dataclass
+class LoggedRecord:
+    """A record of a TORCH_TRACE log this reader lists but does not show as a stage."""
+
+    name: str
+    known: bool
+    chars: int
+    payload: str = ""  # an unknown record's text (cut), so nothing is dropped unseen
+
+
+@dataclass
+class LogInfo:
+    """Where a trace opened from a TORCH_TRACE log came from, and what such a log does not
+    hold (each stage named, never filled in)."""
+
+    format: str  # "TORCH_TRACE"
+    file: str
+    records: int
+    torch: str
+    absent: list[str]
+    counted: dict[str, int] = field(default_factory=dict)  # timing events, tensor records
+    unknown: list[LoggedRecord] = field(default_factory=list)  # records of no compile
+    skipped_lines: int = 0
 
 
 @dataclass
@@ -136,3 +167,4 @@ class Capture:
     stdout: str = ""
     origin: Origin = "snippet"
     compiles: list[DynamoCompile] = field(default_factory=list)
+    log: LogInfo | None = None  # a trace opened from a TORCH_TRACE log

@@ -36,6 +36,8 @@ from kernelscope.compiler.events.front import (  # noqa: F401
     GraphBreak,
     Guard,
     InputSpec,
+    LoggedRecord,
+    LogInfo,
     ModuleInfo,
     Source,
     Versions,

@@ -68,9 +68,12 @@ async function readFiles(picked) {
 }
 
 // "Recorded with torch A; this server runs torch B" for every version that differs, or null.
+// A version the recording could not know ("": a TORCH_TRACE log names torch's only) is no
+// difference.
 export function versionNotice(recorded, server) {
   if (!recorded || !server) return null;
-  const differ = VERSION_KEYS.filter((k) => (recorded[k] ?? null) !== (server[k] ?? null));
+  const differ = VERSION_KEYS.filter((k) => recorded[k] !== "" &&
+    (recorded[k] ?? null) !== (server[k] ?? null));
   if (!differ.length) return null;
   const list = (v) => differ.map((k) => `${k} ${v[k] ?? "none"}`).join(", ");
   return `Recorded with ${list(recorded)}; this server runs ${list(server)}. ` +

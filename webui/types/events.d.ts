@@ -54,6 +54,7 @@ export interface Capture {
   stdout?: string;
   origin?: "snippet";
   compiles?: DynamoCompile[];
+  log?: LogInfo | null;
 }
 
 export interface CaptureGraph {
@@ -117,6 +118,9 @@ export interface DynamoCompile {
   hidden_guards?: number;
   raw?: string;
   error?: string;
+  metrics?: Record<string, unknown>;
+  cache?: string[];
+  records?: LoggedRecord[];
 }
 
 export interface Error {
@@ -266,6 +270,24 @@ export interface LayoutChoice {
   reason: string;
   convolutions?: string[];
   nodes?: string[];
+}
+
+export interface LogInfo {
+  format: string;
+  file: string;
+  records: number;
+  torch: string;
+  absent: string[];
+  counted?: Record<string, number>;
+  unknown?: LoggedRecord[];
+  skipped_lines?: number;
+}
+
+export interface LoggedRecord {
+  name: string;
+  known: boolean;
+  chars: number;
+  payload?: string;
 }
 
 export interface Lowering {
