@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -62,10 +63,12 @@ def profile_works(works: list[GraphWork], inputs: Inputs, options: CompileOption
     eager_call = each([w.gm for w in works], inputs)
     ours_call = each(compiled, inputs)  # type: ignore[arg-type]
     with timing_slot(options.threads, cpu=not cuda) as facts:
-        eager_t = ev.Spread(**stats.spread(bench_samples(eager_call, cuda)))
-        ours_t = ev.Spread(**stats.spread(bench_samples(ours_call, cuda)))
-        ours = _ours_rows(works, inputs, ours_t, cuda)
-        eager = _eager_rows(works, inputs, eager_t, cuda)
+        clock, facts["clock"] = stats.clock_for(facts["threads"]) if not cuda else \
+            (time.perf_counter_ns, "CUDA events and CUPTI")
+        eager_t = ev.Spread(**stats.spread(bench_samples(eager_call, cuda, clock)))
+        ours_t = ev.Spread(**stats.spread(bench_samples(ours_call, cuda, clock)))
+        ours = _ours_rows(works, inputs, ours_t, cuda, clock)
+        eager = _eager_rows(works, inputs, eager_t, cuda, clock)
         memory = ev.PeakMemory(
             method=("torch.profiler's allocator records (profile_memory): bytes in use at "
                     "one call's peak above those in use when it began"),
@@ -85,19 +88,18 @@ def _launches(w: GraphWork) -> dict[int, str]:
     return {int(e["line"]): str(e["kernel"]) for e in w.wrapper_line_map if e.get("kernel")}
 
 
-def _ours_rows(works: list[GraphWork], inputs: Inputs, call: ev.Spread, cuda: bool
-               ) -> ev.RowSet:
+def _ours_rows(works: list[GraphWork], inputs: Inputs, call: ev.Spread, cuda: bool,
+               clock: stats.Clock) -> ev.RowSet:
     graphs = [timed.timed_graph(w.gid, w.wrapper, w.compiled.module, _launches(w),
                                 w.compiled.constants, list(args),
                                 ranges=f"{w.gid}:" if cuda else None)
               for w, args in zip(works, inputs) if w.compiled is not None]
     if cuda:
         return _device_rows(works, graphs, call)
-    measured = timed.measure_rows(graphs)
-    samples = {(gid, label): v for (gid, label), v in measured.samples.items()}
-    rows = [r for w in works for r in step_rows(w, samples, cuda=False)]
-    method = ("per-launch host clock reads in an instrumented copy of the wrapper (the "
-              f"cost of one read, {measured.stamp_ns:.0f} ns, taken off each segment)")
+    measured = timed.measure_rows(graphs, clock=clock)
+    rows = [r for w in works for r in step_rows(w, measured.samples, cuda=False)]
+    method = ("per-launch clock reads in an instrumented copy of the wrapper (the cost "
+              f"of one read, {measured.stamp_ns:.0f} ns, taken off each segment)")
     return _row_set(method, call, rows, works, measured.timeline)
 
 
@@ -125,17 +127,17 @@ def _repeat_medians(values: list[float], repeats: int = stats.MIN_REPEATS + 2) -
     return [statistics.median(values[i * size:(i + 1) * size]) for i in range(repeats)]
 
 
-def _eager_rows(works: list[GraphWork], inputs: Inputs, call: ev.Spread, cuda: bool
-                ) -> ev.RowSet:
+def _eager_rows(works: list[GraphWork], inputs: Inputs, call: ev.Spread, cuda: bool,
+                clock: stats.Clock) -> ev.RowSet:
     """Eager's rows: on the CPU each ATen op's line of the graph module's forward between
     clock reads (as ours); on a GPU each op's kernels' device time (CUPTI)."""
     if not cuda:
         graphs = [timed.eager_timed_graph(w.gid, w.gm, list(a)) for w, a in zip(works, inputs)]
-        measured = timed.measure_rows(graphs)
+        measured = timed.measure_rows(graphs, clock=clock)
         rows = [_eager_row(w, label, v) for w in works for (gid, label), v
                 in measured.samples.items() if gid == w.gid]
-        return _row_set("per-op host clock reads in an instrumented copy of the graph "
-                        "module's forward", call, rows, works, measured.timeline)
+        return _row_set("per-op clock reads in an instrumented copy of the graph module's "
+                        "forward", call, rows, works, measured.timeline)
     n = max(stats.MIN_REPEATS * 3, min(60, int(40 / max(call.ms or 1.0, 0.05))))
     rows = []
     for w, args in zip(works, inputs):

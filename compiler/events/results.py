@@ -170,13 +170,15 @@ class PeakMemory:
 @dataclass
 class TimingConditions:
     """How the figures were taken: threads, the CPUs they were pinned to, the host's load
-    (1, 5, 15 min) before and after, and whether this run held the host's timing slot."""
+    (1, 5, 15 min) before and after, whether this run held the host's timing slot, and
+    which clock the times read."""
 
     threads: int | None = None
     cpus: list[int] = field(default_factory=list)
     load_before: list[float] = field(default_factory=list)
     load_after: list[float] = field(default_factory=list)
     slot: str = ""  # "held", "held after waiting N s", "none (no server slot)", ...
+    clock: str = ""  # what the CPU times read: the thread's CPU time (one thread) or the wall
 
 
 @dataclass

@@ -11,6 +11,7 @@ proxies swapped into the modules it generated (CUDA events per launch on a GPU).
 from __future__ import annotations
 
 import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -25,11 +26,13 @@ from kernelscope.compiler.runtime.timing import instrument
 from kernelscope.compiler.runtime.torch_profile import peak_bytes
 
 
-def bench_samples(fn: Callable[[], Any], cuda: bool) -> list[float]:
+def bench_samples(fn: Callable[[], Any], cuda: bool,
+                  clock: stats.Clock = time.perf_counter_ns) -> list[float]:
     """Per-call milliseconds of `fn`, one sample per repeat (runtime/stats.py): on a GPU
-    each of triton's do_bench calls (CUDA events), on the CPU the median of a batch."""
+    each of triton's do_bench calls (CUDA events), on the CPU the median of a batch as
+    `clock` reads it."""
     if not cuda:
-        return stats.repeats(fn)
+        return stats.repeats(fn, clock=clock)
     import triton.testing
 
     return [float(x) for x in triton.testing.do_bench(fn, warmup=25, rep=100,
@@ -73,13 +76,13 @@ def inductor_profile(build: Callable[[Graphs], Callable[[], Any]], options: Comp
 
 def _timed_inductor(out: dict[str, Any], fn: Callable[[], Any], modules: Any,
                     options: CompileOptions, cuda: bool) -> dict[str, Any]:
-    with timing_slot(options.threads, cpu=not cuda):
-        time = stats.spread(bench_samples(fn, cuda))
+    with timing_slot(options.threads, cpu=not cuda) as facts:
+        spread = stats.spread(bench_samples(fn, cuda, stats.clock_for(facts["threads"])[0]))
         times = {k["name"]: k["ms"] for k in _kernel_times(modules, fn, cuda)}
         peak = peak_bytes(fn, cuda)
     kernels = [{**k, "ms": times.get(k["name"])} for k in out["kernels"]]
     return {**out, "kernels": kernels, "measured": True, "reason": None,
-            "device": _device_name(cuda), "inductor_ms": time["ms"], "inductor_time": time,
+            "device": _device_name(cuda), "inductor_ms": spread["ms"], "inductor_time": spread,
             "peak_bytes": peak}
 
 

@@ -13,7 +13,8 @@ a launch (the line that calls a kernel or an extern op: its arguments and the ca
 the wrapper (allocations, views, frees, argument handling, the call itself). The cost of
 one clock read is measured and taken off every segment, so the wrapper's row is its own
 time, measured directly. What the rows miss against the call timed without the clock
-reads is the profile's "unaccounted" row (compiler/profiling.py).
+reads is the profile's "unaccounted" row (compiler/profiling.py). The clock is the one
+runtime/stats.py `clock_for` picks (one thread: the thread's CPU time).
 """
 
 from __future__ import annotations
@@ -25,7 +26,15 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from kernelscope.compiler.runtime.stats import MAX_REPEATS, MIN_REPEATS, SETTLED_RATIO, percentile
+from kernelscope.compiler.runtime.stats import (
+    MAX_REPEATS,
+    MIN_REPEATS,
+    SETTLED_RATIO,
+    Clock,
+    batch_size,
+    percentile,
+    read_cost_ns,
+)
 
 WRAPPER = "wrapper"  # the label of the wrapper's own segments
 CALL_DEF = "def call(args):"
@@ -131,18 +140,8 @@ def _eager_header(src: str) -> str:
     return line.replace("def forward(self", "def forward_timed(self, _ts, _c", 1)
 
 
-def stamp_cost_ns(n: int = 2000) -> float:
-    """The median cost of one `_ts.append(_c())`, as the timed wrapper makes it."""
-    c = time.perf_counter_ns
-    ts: list[int] = []
-    for _ in range(n):
-        ts.append(c())
-    return float(statistics.median(b - a for a, b in zip(ts, ts[1:])))
-
-
-def one_call(graphs: list[TimedGraph]) -> list[list[int]]:
+def one_call(graphs: list[TimedGraph], c: Clock = time.perf_counter_ns) -> list[list[int]]:
     """One timed call of every graph: each graph's clock reads, the driver's first and last."""
-    c = time.perf_counter_ns
     stamps = []
     for g in graphs:
         ts = [c()]
@@ -171,22 +170,20 @@ def _timeline(graphs: list[TimedGraph], stamps: list[list[int]], stamp_ns: float
             for g, ts in zip(graphs, stamps) for label, a, b in zip(g.labels, ts, ts[1:])]
 
 
-def measure_rows(graphs: list[TimedGraph], budget_s: float = 1.0, min_repeat_ms: float = 2.0
-                 ) -> RowSamples:
+def measure_rows(graphs: list[TimedGraph], budget_s: float = 1.0, min_repeat_ms: float = 2.0,
+                 clock: Clock = time.perf_counter_ns) -> RowSamples:
     """Row samples over repeats of the timed call (each repeat the per-row median of a
     batch of calls), repeating until the rows' sum has settled or the budget is spent."""
-    stamp_ns = stamp_cost_ns()
-    one_call(graphs)  # warm
-    start = time.perf_counter()
-    one_call(graphs)
-    one_ms = (time.perf_counter() - start) * 1000
-    batch = max(1, min(1000, int(min_repeat_ms / max(one_ms, 1e-4)) + 1))
+    stamp_ns = read_cost_ns(clock)
+    one_call(graphs, clock)  # warm
+    first = one_call(graphs, clock)
+    batch = batch_size((first[-1][-1] - first[0][0]) / 1e6, min_repeat_ms)
     samples: dict[tuple[int, str], list[float]] = {}
     totals: list[float] = []
     timeline: list[dict[str, Any]] = []
     deadline = time.perf_counter() + budget_s
     while len(totals) < MAX_REPEATS:
-        calls = [one_call(graphs) for _ in range(batch)]
+        calls = [one_call(graphs, clock) for _ in range(batch)]
         per_call = [{(g.gid, k): v for g, ts in zip(graphs, call)
                      for k, v in _segments(g, ts, stamp_ns).items()} for call in calls]
         for key in per_call[0]:

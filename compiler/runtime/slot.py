@@ -142,7 +142,7 @@ def timing_slot(threads: int, cpu: bool, wait_s: float = WAIT_S
     allowed = sorted(os.sched_getaffinity(0))
     want = min(threads or before, len(allowed))  # never more threads than cores
     facts: dict[str, Any] = {"threads": want if cpu else None, "cpus": [],
-                             "load_before": [], "load_after": [], "slot": ""}
+                             "load_before": [], "load_after": [], "slot": "", "clock": ""}
     with _locked(os.environ.get(LOCK_ENV), wait_s) as how:
         facts["slot"], facts["load_before"] = how, _load()
         try:

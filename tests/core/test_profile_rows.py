@@ -63,7 +63,9 @@ def test_rows_cover_the_call(profile: dict[str, Any]) -> None:
     ours = profile["ours"]
     call = ours["call"]["ms"]
     assert ours["coverage"] >= 0.95, (ours["coverage"], ours["rows"])
-    assert ours["rows_ms"] <= 1.1 * call
+    # the rows' own clock reads are taken off as calibrated, not exactly (one read of the
+    # thread's CPU clock is a system call, ~0.6 us, some 20 of them in a 0.1 ms call)
+    assert ours["rows_ms"] <= 1.25 * call
     kinds = {r["kind"] for r in ours["rows"]}
     assert {"kernel", "extern", "wrapper", "unaccounted"} <= kinds
 
@@ -118,6 +120,7 @@ def test_eager_rows_and_the_comparison_by_fx_node(profile: dict[str, Any]) -> No
 def test_conditions_and_peak_memory(profile: dict[str, Any]) -> None:
     cond = profile["conditions"]
     assert cond["threads"] == 1 and len(cond["cpus"]) == 1 and len(cond["load_before"]) == 3
+    assert cond["clock"] == stats.THREAD_CPU
     mem = profile["memory"]
     assert mem["kernelscope"] > 0 and mem["eager"] > 0 and mem["plan"] > 0
     assert profile["kernelscope_time"]["repeats"] >= stats.MIN_REPEATS
@@ -137,6 +140,19 @@ def test_noisy_rule() -> None:
 def test_repeats_are_at_least_five() -> None:
     samples = stats.repeats(lambda: sum(range(100)), budget_s=0.0)
     assert len(samples) >= stats.MIN_REPEATS
+
+
+def test_one_thread_reads_its_cpu_time_so_waiting_is_not_counted() -> None:
+    """A call that sleeps (waits, as for a core another job holds) costs its thread no CPU
+    time: the one-thread clock does not see the wait; the wall clock does."""
+    import time
+
+    clock, name = stats.clock_for(1)
+    assert name == stats.THREAD_CPU
+    cpu = stats.repeats(lambda: time.sleep(0.002), budget_s=0.0, clock=clock)
+    wall = stats.repeats(lambda: time.sleep(0.002), budget_s=0.0,
+                         clock=stats.clock_for(2)[0])
+    assert max(cpu) < 0.5 and min(wall) >= 2.0
 
 
 def test_timed_source_reads_the_clock_around_each_launch() -> None:

@@ -545,6 +545,7 @@ export interface TimingConditions {
   load_before?: number[];
   load_after?: number[];
   slot?: string;
+  clock?: string;
 }
 
 export interface Versions {

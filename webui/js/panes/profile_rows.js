@@ -27,6 +27,7 @@ export function conditions(p) {
       (c.load_after?.length ? ` → ${c.load_after[0]}` : "") + " (1 min)");
   }
   if (c.slot) parts.push(`timing slot: ${c.slot}`);
+  if (c.clock) parts.push(`clock: ${c.clock}`);
   return h("p.note.conditions", { title: "set the thread count with the `threads` option" },
     parts.join(" · "));
 }
