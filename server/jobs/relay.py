@@ -147,18 +147,22 @@ class Relay:
         for line in lines:
             if len(line) > self.limits.event_kb * 1024:
                 return Outcome(reason="event")
-            event = parse_event(line)
-            if event is None:
+            if not line.strip():
                 continue
-            if event.stage == "done":
-                if self.until_done:
-                    return Outcome(done=event.data)
-                continue
-            if self.count >= self.limits.events:
-                return Outcome(reason="events")
+            # Every line counts toward the caps before it is parsed: one a process may only
+            # say to be ignored (a second `done`, from a channel the snippet can write) is
+            # parsed all the same, and cost the web tier seconds uncounted.
             self.trace_bytes += len(line)
             if self.trace_bytes > self.limits.trace_mb * MiB:
                 return Outcome(reason="trace")
+            event = parse_event(line)
+            if event is None:
+                continue
+            if event.stage == "done" and self.until_done:
+                return Outcome(done=event.data)
+            if self.count >= self.limits.events:
+                return Outcome(reason="events")
             self.count += 1
-            self.sink(event.stage, self.normalize(event, self.limits), event.ms)
+            if event.stage != "done":
+                self.sink(event.stage, self.normalize(event, self.limits), event.ms)
         return None

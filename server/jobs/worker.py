@@ -15,6 +15,7 @@ enforces the output, event and trace caps; `seq` is renumbered here.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -203,8 +204,7 @@ def run_job(
                 if stage == "error":
                     break
             finish(job, store, {"ok": False}, front.stdout, "snippet")
-        elif front.outcome.reason is None and take_bundle(jobdir, iso, limits):
-            _write_snippet(job, jobdir.phase("back"), iso)  # what kernel comments quote
+        elif front.outcome.reason is None and (taken := _hand_over(job, jobdir, iso, limits)):
             streamed = "source" in front.stages
             back = run_phase(job, settings, jobdir, "back",
                              lambda v: back_argv(settings, job, v, not streamed),
@@ -212,6 +212,9 @@ def run_job(
                              warm=warm.back if warm is not None else None,
                              follow=follow, stdout=front.stdout)
             conclude(job, store, back, settings, group, stdout=front.stdout, follow=follow)
+        elif taken is None:  # the scratch was full: the job's error, with its permalink
+            job.publish("error", explain("scratch", None, "", job, limits), origin="server")
+            finish(job, store, {"ok": False}, front.stdout)
         else:
             conclude(job, store, front, settings, group, stdout=front.stdout)
         if group is not None:
@@ -413,6 +416,21 @@ def conclude(
                       oom=oom, stage=stage)
         job.publish("error", why, origin="server")
     finish(job, store, {"ok": False}, stdout)
+
+
+def _hand_over(job: Job, jobdir: JobDir, iso: Isolation, limits: Limits) -> bool | None:
+    """The bundle and the submitted code into the back half's directory: True; False when
+    the front wrote no bundle; None when the job's scratch (one tmpfs for both halves) is
+    too full to take them (ENOSPC, EDQUOT: the snippet filled it)."""
+    try:
+        if not take_bundle(jobdir, iso, limits):
+            return False
+        _write_snippet(job, jobdir.phase("back"), iso)  # what kernel comments quote
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return None
+        raise
+    return True
 
 
 def take_bundle(jobdir: JobDir, iso: Isolation, limits: Limits) -> bool:
