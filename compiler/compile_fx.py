@@ -458,6 +458,26 @@ def _eager(gm: torch.fx.GraphModule) -> Callable[..., Any]:
     return run_eagerly
 
 
+def _compiled_runner(gm: torch.fx.GraphModule, compiled: Any, kind: str,
+                     options: CompileOptions, dynamo: tuple[str, int] | None) -> Any:
+    """What AOTAutograd calls for a compiled graph: the wrapper (under CUDA graphs where
+    asked), boxed; the graph's cache entry linked to its Dynamo graph where the Dynamo
+    graph's runtime does nothing of its own (a later compile may skip AOTAutograd)."""
+    key = compiled.graph_cache.get("key")
+    if dynamo is not None and key and not compiled.constants and \
+            not dynamo_cache.identity_runtime(gm, dynamo[1]):
+        graph_cache.link(dynamo[0], key, options)
+    run: Callable[..., Any] = compiled
+    if options.cuda_graphs and getattr(compiled, "backend", None) is not None \
+            and is_gpu(compiled.backend.device):
+        run = CudaGraphed(compiled, static_input_indices())
+    # Run the wrapper (ctypes calls on data pointers) as plain Python, never traced:
+    # a backward graph runs inside `loss.backward()`, where Dynamo may be watching. A
+    # forward runs inside AOTAutograd's disabled runtime wrapper: a second disable
+    # there cost a few microseconds per call for nothing.
+    return make_boxed_func(run if kind != "backward" else torch._disable_dynamo(run))
+
+
 def make_backend(options: CompileOptions, filename: str | None = None,
                  sink: list[Any] | None = None
                  ) -> Callable[[torch.fx.GraphModule, list[Any]], Any]:
@@ -495,19 +515,7 @@ def make_backend(options: CompileOptions, filename: str | None = None,
         training.report_output_strides(compiled)
         if sink is not None:
             sink.append(compiled)
-        key = compiled.graph_cache.get("key")
-        if dynamo is not None and key and not compiled.constants and \
-                not dynamo_cache.identity_runtime(gm, dynamo[1]):
-            graph_cache.link(dynamo[0], key, options)
-        run: Callable[..., Any] = compiled
-        if options.cuda_graphs and getattr(compiled, "backend", None) is not None \
-                and is_gpu(compiled.backend.device):  # type: ignore[attr-defined]
-            run = CudaGraphed(compiled, static_input_indices())
-        # Run the wrapper (ctypes calls on data pointers) as plain Python, never traced:
-        # a backward graph runs inside `loss.backward()`, where Dynamo may be watching. A
-        # forward runs inside AOTAutograd's disabled runtime wrapper: a second disable
-        # there cost a few microseconds per call for nothing.
-        return make_boxed_func(run if kind != "backward" else torch._disable_dynamo(run))
+        return _compiled_runner(gm, compiled, kind, options, dynamo)
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         if options.attention_to_sdpa:

@@ -107,6 +107,27 @@ def index(g: LoweringContext, node: Node, x: TensorValue, indices: Sequence[Any]
     return g.lazy(node, inner, tuple(meta.shape), x.dtype, [x, *tensors])
 
 
+def _bag_member(lo: Any, li: Any, n: int, nofs: int, padding_idx: int
+                ) -> Callable[[Any, Any], Any]:
+    """`member(b, j)`: whether index j is in bag b (offsets[b] <= j < offsets[b + 1], the
+    last bag ending at n) and is not padding_idx."""
+    i64 = torch.int64
+
+    def member(b: Any, j: Any) -> Any:
+        jv = ops.index_expr(j, i64)
+        start = lo([b])
+        last = ops.ge(ops.index_expr(b + 1, i64), ops.constant(nofs, i64))
+        end = ops.where(last, ops.constant(n, i64),
+                        ops.masked(ops.logical_not(last), lambda: lo([b + 1]), 0))
+        inside = ops.logical_and(ops.ge(jv, start), ops.lt(jv, end))
+        if padding_idx >= 0:
+            inside = ops.logical_and(inside, ops.ne(ops.to_dtype(li([j]), i64),
+                                                    ops.constant(padding_idx, i64)))
+        return inside
+
+    return member
+
+
 @register_lowering(aten._embedding_bag_forward_only, aten._embedding_bag)
 def embedding_bag(g: LoweringContext, node: Node, weight: TensorValue, indices: TensorValue,
                   offsets: TensorValue, scale_grad_by_freq: bool = False, mode: int = 0,
@@ -130,20 +151,7 @@ def embedding_bag(g: LoweringContext, node: Node, weight: TensorValue, indices: 
     out = out_meta(node)[0].dtype
     lw, li, lo = weight.loader(), indices.loader(), offsets.loader()
     lp = per_sample_weights.loader() if per_sample_weights is not None else None
-    nofs = offsets.numel()
-    i64 = torch.int64
-
-    def member(b: Any, j: Any) -> Any:
-        jv = ops.index_expr(j, i64)
-        start = lo([b])
-        last = ops.ge(ops.index_expr(b + 1, i64), ops.constant(nofs, i64))
-        end = ops.where(last, ops.constant(n, i64),
-                        ops.masked(ops.logical_not(last), lambda: lo([b + 1]), 0))
-        inside = ops.logical_and(ops.ge(jv, start), ops.lt(jv, end))
-        if padding_idx >= 0:
-            inside = ops.logical_and(inside, ops.ne(ops.to_dtype(li([j]), i64),
-                                                    ops.constant(padding_idx, i64)))
-        return inside
+    member = _bag_member(lo, li, n, offsets.numel(), padding_idx)
 
     def term(idx: Any) -> Any:
         b, d, j = idx

@@ -165,11 +165,7 @@ def _site(value: Any) -> dict[str, Any] | None:
 
 def assemble(records: list[tuple[str, dict[str, Any]]], run: dict[str, Any] | None) -> Opened:
     """One trace from the graph records (in the order they were written) and run.json."""
-    def order(item: tuple[str, dict[str, Any]]) -> tuple[int, str]:
-        seq = item[1].get("seq")
-        return (seq if isinstance(seq, int) and not isinstance(seq, bool) else 0, item[0])
-
-    records = sorted(records, key=order)
+    records = sorted(records, key=_written_order)
     files = Counter(r["filename"] for _, r in records if isinstance(r.get("filename"), str))
     main = files.most_common(1)[0][0] if files else None
     code = next((r["code"] for _, r in records
@@ -199,22 +195,10 @@ def assemble(records: list[tuple[str, dict[str, Any]]], run: dict[str, Any] | No
                            "to that file")
         site = _site(record.get("call_site")) or {}
         if cid not in compiles:
-            compiles[cid] = {
-                "compile_id": cid, "call": len(compiles),
-                "recompile": record.get("recompile") is True,
-                "reasons": [r[:2000] for r in record.get("reasons") or [] if isinstance(r, str)],
-                "function": site.get("function") or "",
-                "line": site.get("line") if site.get("file") == main else None,
-                "inputs": [], "guards": [], "hidden_guards": 0, "raw": "", "error": ""}
-            reason = _text(record.get("graph_break"))
-            where = _site(record.get("graph_break_site"))
-            if reason:
-                breaks.append({"reason": reason, "line": (where or {}).get("line")
-                               if (where or {}).get("file") == main else None})
-            call = _dict(record.get("compile_call"))
-            dynamo.append({"compile_id": cid, "recompile": compiles[cid]["recompile"],
-                           "call_site": site or None, "graph_break": reason,
-                           "graph_break_site": where, "torch_compile": _line(call.get("call"))})
+            compiles[cid], graph_break, entry = _new_compile(cid, len(compiles), record, site,
+                                                             main)
+            breaks += [graph_break] if graph_break else []
+            dynamo.append(entry)
         graphs["capture"][-1].update(compile_id=cid, dynamo_graph=list(compiles).index(cid))
     notices += _version_notices(records)
     if any(_config(r) != _config(first) for _, r in records):
@@ -228,14 +212,7 @@ def assemble(records: list[tuple[str, dict[str, Any]]], run: dict[str, Any] | No
         ("source", source), ("capture", capture),
         *((s, {"graphs": graphs[s]}) for s in GRAPH_STAGES[1:]),
         ("done", {"ok": True, "isolated": False})]
-    # Every event is the recording process's word: as for a job run in one process. A
-    # stage's ms is its time summed over the graphs (capture's, Dynamo's, is not recorded).
-    ms = _stage_ms(records)
-    events: list[dict[str, Any]] = [
-        {"schema": SCHEMA_VERSION, "seq": i, "stage": stage, "ms": ms.get(stage, 0.0),
-         "data": data, "origin": "snippet"} for i, (stage, data) in enumerate(payloads)]
-    for event in events[:2]:
-        _refuse_bad("the assembled trace", event["stage"], event["data"])
+    events = _events(payloads, _stage_ms(records))
     notices = capped_notices(notices + _run_notices(run))
     recorded = {"graphs": len(records), "compiles": len(compiles),
                 "recompiles": sum(c["recompile"] for c in compiles.values()),
@@ -254,6 +231,44 @@ def capped_notices(notices: list[str]) -> list[str]:
     if len(notices) > MAX_NOTICES:
         kept.append(f"... and {len(notices) - MAX_NOTICES} more notices")
     return kept
+
+
+def _written_order(item: tuple[str, dict[str, Any]]) -> tuple[int, str]:
+    seq = item[1].get("seq")
+    return (seq if isinstance(seq, int) and not isinstance(seq, bool) else 0, item[0])
+
+
+def _new_compile(cid: str, call_index: int, record: dict[str, Any], site: dict[str, Any],
+                 main: str | None
+                 ) -> tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]:
+    """A Dynamo compile met in its first graph record: its row of capture's `compiles`,
+    the graph break that ended it (None if none) and its entry for the UI's list."""
+    row = {"compile_id": cid, "call": call_index, "recompile": record.get("recompile") is True,
+           "reasons": [r[:2000] for r in record.get("reasons") or [] if isinstance(r, str)],
+           "function": site.get("function") or "",
+           "line": site.get("line") if site.get("file") == main else None,
+           "inputs": [], "guards": [], "hidden_guards": 0, "raw": "", "error": ""}
+    reason = _text(record.get("graph_break"))
+    where = _site(record.get("graph_break_site"))
+    graph_break = {"reason": reason, "line": (where or {}).get("line")
+                   if (where or {}).get("file") == main else None} if reason else None
+    call = _dict(record.get("compile_call"))
+    entry = {"compile_id": cid, "recompile": row["recompile"], "call_site": site or None,
+             "graph_break": reason, "graph_break_site": where,
+             "torch_compile": _line(call.get("call"))}
+    return row, graph_break, entry
+
+
+def _events(payloads: list[tuple[str, dict[str, Any]]], ms: dict[str, float]
+            ) -> list[dict[str, Any]]:
+    """Every event is the recording process's word: as for a job run in one process. A
+    stage's ms is its time summed over the graphs (capture's, Dynamo's, is not recorded)."""
+    events: list[dict[str, Any]] = [
+        {"schema": SCHEMA_VERSION, "seq": i, "stage": stage, "ms": ms.get(stage, 0.0),
+         "data": data, "origin": "snippet"} for i, (stage, data) in enumerate(payloads)]
+    for event in events[:2]:
+        _refuse_bad("the assembled trace", event["stage"], event["data"])
+    return events
 
 
 def _stage_ms(records: list[tuple[str, dict[str, Any]]]) -> dict[str, float]:

@@ -63,6 +63,63 @@ def _memory_message(limits: Limits) -> str:
     return f"Out of memory: the job went over its {limits.memory_mb} MiB memory limit"
 
 
+def _stopped_by_us(reason: str | None, limits: Limits, during: str) -> tuple[str, str] | None:
+    """(kind, message) when the server stopped the worker for `reason`, else None."""
+    if reason == "warm":
+        return "sandbox", "The warm worker for this job did not start; try again"
+    if reason == "timeout":
+        return "timeout", (
+            f"Timed out: the job ran longer than {limits.wall_s:g} s ({during}) and was stopped"
+        )
+    if reason == "output":
+        return "sandbox", f"Stopped: the job printed more than {limits.output_mb} MiB of output"
+    if reason in ("event", "events", "trace"):
+        what = {
+            "event": f"an event larger than {limits.event_kb} KiB",
+            "events": f"more than {limits.events} events",
+            "trace": f"a trace larger than {limits.trace_mb} MiB",
+        }[reason]
+        return "sandbox", f"Stopped: the worker sent {what} ({during})"
+    if reason == "scratch":
+        return "sandbox", (
+            f"Stopped: the job wrote more than {limits.scratch_mb} MiB or "
+            f"{MAX_SCRATCH_FILES} files to its scratch directory"
+        )
+    return None
+
+
+def _stopped_by_exit(
+    sig: int | None, stderr: str, limits: Limits, oom: bool, during: str
+) -> tuple[str, str]:
+    """(kind, message) from how the worker ended: its signal, the cgroup, its stderr."""
+    if sig == signal.SIGXCPU:
+        return "timeout", (
+            f"Timed out: the job used more than {limits.cpu_s} s of CPU time ({during})"
+        )
+    if sig == signal.SIGXFSZ:
+        return "sandbox", f"Stopped: the job wrote a file larger than {limits.file_mb} MiB"
+    if oom:
+        return "memory", (
+            f"{_memory_message(limits)} (shared memory and tmpfs included; {during})"
+        )
+    if "MemoryError" in stderr or "std::bad_alloc" in stderr:
+        return "memory", _memory_message(limits)
+    if sig == signal.SIGKILL:
+        return "killed", (
+            f"The worker was killed by SIGKILL {during} (most likely out of memory)"
+        )
+    if sig is not None:
+        name = SIGNAL_NAMES.get(sig, f"signal {sig}")
+        return "killed", (
+            f"The worker crashed with {name} {during}: the snippet or a generated kernel "
+            "touched memory it must not"
+        )
+    if stderr.startswith("bwrap:"):
+        return "sandbox", f"The sandbox could not start: {stderr.splitlines()[0]}"
+    last = stderr.splitlines()[-1] if stderr else "no output"
+    return "exception", f"The worker stopped {during} without finishing: {last}"
+
+
 def explain(
     reason: str | None,
     sig: int | None,
@@ -78,57 +135,9 @@ def explain(
     reported (else the job's last published stage).
     """
     stage = stage or job.last_stage or "source"
-    during = f"during the {stage} stage"
-    kind, message = "killed", ""
     if reason == "cancelled":
         return cancelled(job, stage)
-    if reason == "warm":
-        kind, message = "sandbox", "The warm worker for this job did not start; try again"
-    elif reason == "timeout":
-        kind = "timeout"
-        message = (
-            f"Timed out: the job ran longer than {limits.wall_s:g} s ({during}) and was stopped"
-        )
-    elif reason == "output":
-        kind = "sandbox"
-        message = f"Stopped: the job printed more than {limits.output_mb} MiB of output"
-    elif reason in ("event", "events", "trace"):
-        kind = "sandbox"
-        what = {
-            "event": f"an event larger than {limits.event_kb} KiB",
-            "events": f"more than {limits.events} events",
-            "trace": f"a trace larger than {limits.trace_mb} MiB",
-        }[reason]
-        message = f"Stopped: the worker sent {what} ({during})"
-    elif reason == "scratch":
-        kind = "sandbox"
-        message = (
-            f"Stopped: the job wrote more than {limits.scratch_mb} MiB or "
-            f"{MAX_SCRATCH_FILES} files to its scratch directory"
-        )
-    elif sig == signal.SIGXCPU:
-        kind = "timeout"
-        message = f"Timed out: the job used more than {limits.cpu_s} s of CPU time ({during})"
-    elif sig == signal.SIGXFSZ:
-        kind = "sandbox"
-        message = f"Stopped: the job wrote a file larger than {limits.file_mb} MiB"
-    elif oom:
-        kind = "memory"
-        message = f"{_memory_message(limits)} (shared memory and tmpfs included; {during})"
-    elif "MemoryError" in stderr or "std::bad_alloc" in stderr:
-        kind, message = "memory", _memory_message(limits)
-    elif sig == signal.SIGKILL:
-        message = f"The worker was killed by SIGKILL {during} (most likely out of memory)"
-    elif sig is not None:
-        name = SIGNAL_NAMES.get(sig, f"signal {sig}")
-        message = (
-            f"The worker crashed with {name} {during}: the snippet or a generated kernel "
-            "touched memory it must not"
-        )
-    elif stderr.startswith("bwrap:"):
-        kind, message = "sandbox", f"The sandbox could not start: {stderr.splitlines()[0]}"
-    else:
-        kind = "exception"
-        last = stderr.splitlines()[-1] if stderr else "no output"
-        message = f"The worker stopped {during} without finishing: {last}"
+    during = f"during the {stage} stage"
+    kind, message = _stopped_by_us(reason, limits, during) or \
+        _stopped_by_exit(sig, stderr, limits, oom, during)
     return {"stage": stage, "kind": kind, "message": message, "line": None, "traceback": stderr}

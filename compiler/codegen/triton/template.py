@@ -138,18 +138,8 @@ class TritonTemplateCodegen(TritonKernelCodegen):
                       f"B {list(b.view.size)} ({self.args[b.name]}), accumulated in fp32")
             for name, value in (("M", m), ("N", n), ("K", k)):
                 out.write(f"{name} = {value}")
-            out.write("pid = tl.program_id(0)")
-            out.write("num_pid_m = tl.cdiv(M, BLOCK_M)")
-            out.write("num_pid_n = tl.cdiv(N, BLOCK_N)")
-            out.write("# grouped ordering: GROUP_M rows of tiles share columns of B in L2")
-            out.write("num_pid_in_group = GROUP_M * num_pid_n")
-            out.write("first_pid_m = (pid // num_pid_in_group) * GROUP_M")
-            out.write("group_size_m = min(num_pid_m - first_pid_m, GROUP_M)")
-            out.write("pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)")
-            out.write("pid_n = (pid % num_pid_in_group) // group_size_m")
-            out.write("rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)")
-            out.write("rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)")
-            out.write("rk = tl.arange(0, BLOCK_K)")
+            for line in TILE_LINES:
+                out.write(line)
             za = zb = ""
             if batched:
                 out.write("z = tl.program_id(1)")
@@ -185,6 +175,23 @@ class TritonTemplateCodegen(TritonKernelCodegen):
             out.extend(self.prologue)
             out.extend(body)
         return out
+
+
+# The program's tile of C and its rows, columns and K steps, the same in every GEMM.
+TILE_LINES = (
+    "pid = tl.program_id(0)",
+    "num_pid_m = tl.cdiv(M, BLOCK_M)",
+    "num_pid_n = tl.cdiv(N, BLOCK_N)",
+    "# grouped ordering: GROUP_M rows of tiles share columns of B in L2",
+    "num_pid_in_group = GROUP_M * num_pid_n",
+    "first_pid_m = (pid // num_pid_in_group) * GROUP_M",
+    "group_size_m = min(num_pid_m - first_pid_m, GROUP_M)",
+    "pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)",
+    "pid_n = (pid % num_pid_in_group) // group_size_m",
+    "rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)",
+    "rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)",
+    "rk = tl.arange(0, BLOCK_K)",
+)
 
 
 def _base(batch: str, offset: int) -> str:
