@@ -69,6 +69,7 @@ from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.profiling import each, profile_works
 from kernelscope.compiler.runtime.cache import cache_root
 from kernelscope.compiler.runtime.inductor import Graphs
+from kernelscope.compiler.runtime.loader import later_reports
 from kernelscope.compiler.runtime.profile import inductor_profile
 from kernelscope.compiler.runtime.timing import KernelLaunchError
 from kernelscope.compiler.schedule.scheduler import schedule_json
@@ -260,7 +261,8 @@ def run_back(bundle_path: str | Path, options: CompileOptions, replay: bool = Tr
              "kind": g.kind, "dynamo_graph": g.dynamo_graph, "compile_id": g.compile_id}
             for g, gm, _ in run.graphs]
         yield seq.event("capture", events["capture"]["ms"], capture)
-    later = FOLLOW_UP_STAGES if options.inductor else ()
+    asked = options.follow_ups()
+    later = [(name, fn) for name, fn in FOLLOW_UP_STAGES if name in asked]
     for name, fn in (*BACK_STAGES, *later):
         start = time.perf_counter()
         try:
@@ -467,7 +469,23 @@ BACK_STAGES: tuple[tuple[str, Callable[[_BackRun], Any]], ...] = (
     ("memory", _memory), ("codegen", _per_graph(codegen_stage, ev.Codegen)),
     ("compile", _compile), ("run", _run_stage), ("profile", _profile),
 )
-# After our own result, only when asked for (`options.inductor`): docs/events.md.
+def _gpu_stages(run: _BackRun) -> ev.GpuStages:
+    """Triton's stages of the kernels the interpreter ran, compiled offline for the
+    gpu_target (seconds per graph: a child process, ptxas, nvdisasm), after the result."""
+    graphs = []
+    for w in run.works:
+        start = time.perf_counter()
+        assert w.compiled is not None, "compile stage did not run"
+        reports, kept = later_reports(w.compiled)
+        kernels = [ev.BuiltKernel(**{**r, "name": name, "ms": None, "cache_hit": kept})
+                   for name, r in reports.items()]
+        graphs.append(ev.CompileGraph(id=w.gid, ms=(time.perf_counter() - start) * 1000,
+                                      cache_hit=kept, kernels=kernels))
+    return ev.GpuStages(graphs=graphs)
+
+
+# After our own result, only where the options ask for them (CompileOptions.follow_ups):
+# docs/events.md. The offline stages first: seconds, where Inductor takes tens.
 FOLLOW_UP_STAGES: tuple[tuple[str, Callable[[_BackRun], Any]], ...] = (
-    ("inductor", _inductor),
+    ("gpu_stages", _gpu_stages), ("inductor", _inductor),
 )

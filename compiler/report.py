@@ -149,6 +149,14 @@ def _inductor(d: ev.Inductor) -> list[str]:
     return [total] + [f"  {k.name} ({k.language}): {k.ms} ms" for k in d.kernels]
 
 
+def _gpu_stages_graph(g: ev.CompileGraph) -> list[str]:
+    out = [f"graph {g.id}: {g.ms:.1f} ms{', kept' if g.cache_hit else ''}"]
+    for k in g.kernels:
+        stages = ", ".join(sorted(k.ir or {})) or f"none: {k.stages_note}"
+        out.append(f"  {k.name} for {k.gpu_target}: {stages}")
+    return out
+
+
 def _waiting(d: ev.Waiting) -> list[str]:
     return [d.message]
 
@@ -169,6 +177,7 @@ RENDER: dict[type, Callable[[Any], list[str]]] = {
     ev.Codegen: _per_graph(_codegen_graph), ev.Compile: _per_graph(_compile_graph),
     ev.Run: _run, ev.Profile: _profile, ev.Error: _error, ev.JobDone: _done,
     ev.CaptureGraph: _capture_graph, ev.Inductor: _inductor, ev.Waiting: _waiting,
+    ev.GpuStages: _per_graph(_gpu_stages_graph),
 }
 
 

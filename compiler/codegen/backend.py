@@ -185,3 +185,9 @@ class Backend:
         """`kernel_report` of each kernel; `launches` holds each one's first launch (its
         arguments), for a backend that builds again from them."""
         return {name: self.kernel_report(module, name) for name in launches}
+
+    def reports_later(self) -> str | None:
+        """Where the kernels' reports take seconds and are not needed for the result (a
+        build for another target), the note a kernel carries until they come (the
+        `gpu_stages` follow-up); None: they come with the compile stage."""
+        return None

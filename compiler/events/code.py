@@ -105,3 +105,12 @@ class CompileGraph:
 @dataclass
 class Compile:
     graphs: list[CompileGraph]
+
+
+@dataclass
+class GpuStages:
+    """The `gpu_stages` follow-up: each graph's kernels (by name, as in `compile`) with the
+    lower stages Triton compiled offline for `gpu_target` (ir, line_maps, registers, ...);
+    a graph's `ms` is the time that took, `cache_hit` that every report was kept."""
+
+    graphs: list[CompileGraph]

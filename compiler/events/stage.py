@@ -24,9 +24,10 @@ STAGES = (
 # ahead of it (`capture_graph`: one captured graph, as Dynamo hands it over, before the
 # whole `capture`; `waiting`: the server says what a job waits on before its worker
 # runs), and what follows our own result (`inductor`: TorchInductor on the same graphs,
-# timed, after `profile`, only when asked for).
+# timed, after `profile`, only when asked for; `gpu_stages`: Triton's TTIR..SASS of kernels
+# the interpreter ran, compiled offline for a GPU target, after `profile`).
 PARTS = ("capture_graph", "waiting")
-FOLLOW_UPS = ("inductor",)
+FOLLOW_UPS = ("inductor", "gpu_stages")
 TERMINAL = ("error", "done")
 
 

@@ -22,6 +22,7 @@ from kernelscope.compiler.events.code import (  # noqa: F401
     Compile,
     CompileGraph,
     GeneratedKernel,
+    GpuStages,
     KernelLine,
     StageLines,
     Wrapper,
@@ -104,7 +105,7 @@ PAYLOADS: dict[str, type] = {
     "source": Source, "capture": Capture, "lowering": Lowering, "scheduling": Scheduling,
     "memory": Memory, "codegen": Codegen, "compile": Compile, "run": Run,
     "profile": Profile, "capture_graph": CaptureGraph, "waiting": Waiting,
-    "inductor": Inductor,
+    "inductor": Inductor, "gpu_stages": GpuStages,
     "error": Error, "done": JobDone,
 }
 assert tuple(PAYLOADS) == STAGES + PARTS + FOLLOW_UPS + TERMINAL

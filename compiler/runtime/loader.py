@@ -44,6 +44,8 @@ class CompiledGraph:
     backend: Backend
     kernels: list[str] = field(default_factory=list)  # the module's kernel names
     constants: tuple[Any, ...] = ()  # graph constants, the wrapper's last inputs
+    # each kernel's first launch (its arguments), kept for reports made after the result
+    launches: dict[str, Launch | None] = field(default_factory=dict)
     graph_cache: dict[str, Any] = field(default_factory=dict)  # GraphCacheStatus.to_json()
 
     def __call__(self, *args: Any) -> list[Any]:
@@ -182,9 +184,23 @@ def warmup(compiled: CompiledGraph, example_inputs: list[Any]) -> list[dict[str,
     with compiled.backend.first_launch(compiled.path, input_specs(args)), \
             instrument(compiled.module, compiled.kernels) as timings:
         compiled(*args)
-    reports, kept = _reports(compiled, {t.name: t.launch for t in timings.values()})
+    launches = {t.name: t.launch for t in timings.values()}
+    later = compiled.backend.reports_later()
+    if later is not None:  # the gpu_stages follow-up makes them (`later_reports`)
+        compiled.launches = launches
+        reports, kept = {name: {"stages_note": later} for name in launches}, False
+    else:
+        reports, kept = _reports(compiled, launches)
     return [{**t.to_json(), **reports.get(t.name, {}), "cache_hit": compiled.cache_hit and kept}
             for t in timings.values()]
+
+
+def later_reports(compiled: CompiledGraph) -> tuple[dict[str, dict[str, Any]], bool]:
+    """The reports `warmup` left for after the result (the backend's `reports_later`),
+    from the first launches it kept; True when every one was kept from an earlier compile."""
+    if compiled.backend.reports_later() is None:
+        return {}, True
+    return _reports(compiled, compiled.launches)
 
 
 def _reports(compiled: CompiledGraph, launches: dict[str, Launch | None]

@@ -28,6 +28,7 @@ from typing import Any
 from kernelscope.compiler.events.read import data_as, envelope, field_of
 from kernelscope.compiler.events.stage import FOLLOW_UPS, PARTS, SCHEMA_VERSION, STAGES, TERMINAL
 from kernelscope.compiler.events.types import Error, JobDone, Run
+from kernelscope.compiler.options import CompileOptions
 
 log = logging.getLogger(__name__)
 # Our own result is complete once this stage is published (profile).
@@ -38,8 +39,13 @@ Finish = Callable[[dict[str, Any], str, str, list[str], float], None]
 
 
 def asked(options: dict[str, Any]) -> list[str]:
-    """The follow-up stages a job's options ask for (each is named by its option)."""
-    return [stage for stage in FOLLOW_UPS if options.get(stage)]
+    """The follow-up stages a job's options ask for, in the compiler's own rule
+    (CompileOptions.follow_ups: `inductor` by its option, `gpu_stages` where Triton runs
+    under its interpreter with a gpu_target)."""
+    try:
+        return CompileOptions.from_mapping(options).follow_ups()
+    except (TypeError, ValueError):  # options the API did not check: what they name
+        return [stage for stage in FOLLOW_UPS if options.get(stage)]
 
 
 def did_not_finish(stage: str, why: str) -> dict[str, Any]:
@@ -48,6 +54,8 @@ def did_not_finish(stage: str, why: str) -> dict[str, Any]:
     if stage == "inductor":
         return {"measured": False, "code": [], "kernels": [], "device": "",
                 "inductor_ms": None, "reason": "TorchInductor did not finish", "error": why}
+    if stage == "gpu_stages":
+        return {"graphs": [], "error": why}
     return {"error": why}
 
 

@@ -1,7 +1,8 @@
 """Triton's own stages on a host without a GPU: a kernel the interpreter ran is compiled
 offline for a GPU target (compiler/codegen/triton/offline.py), its TTIR..PTX and SASS
-carried in the compile event with the same line maps as a GPU's build, and marked with
-the target (`gpu_target`: compiled for it, not run here)."""
+carried, with the same line maps as a GPU's build and marked with the target
+(`gpu_target`: compiled for it, not run here), in the `gpu_stages` follow-up: after our own
+result (it took 20 s of a job before `done`), never in the compile stage."""
 
 from __future__ import annotations
 
@@ -31,18 +32,23 @@ def _compile_events(sample: str, options: dict[str, Any]) -> list[dict[str, Any]
     return events
 
 
-def _kernels(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    compile_ = next(e for e in events if e["stage"] == "compile")
-    return [k for g in compile_["data"]["graphs"] for k in g["kernels"]]
+def _kernels(events: list[dict[str, Any]], stage: str = "compile") -> list[dict[str, Any]]:
+    event = next(e for e in events if e["stage"] == stage)
+    return [k for g in event["data"]["graphs"] for k in g["kernels"]]
 
 
 @pytest.mark.skipif(capability("sm_90") is None, reason="unreachable")
 def test_a_cpu_host_shows_a_triton_kernels_ptx_compiled_for_sm_90() -> None:
     events = _compile_events("softmax.py", {})
     assert events[-1]["data"]["ok"], events[-1]
+    stages = [e["stage"] for e in events]
+    assert stages[-3:] == ["profile", "gpu_stages", "done"], stages  # after our result
+    (built,) = _kernels(events)  # the compile stage waits for none of it
+    assert not built.get("ir") and "gpu_stages follow-up" in built["stages_note"]
     codegen = next(e for e in events if e["stage"] == "codegen")
     source = codegen["data"]["graphs"][0]["kernels"][0]["source"]
-    (kernel,) = _kernels(events)
+    (kernel,) = _kernels(events, "gpu_stages")
+    assert kernel["name"] == built["name"]
     assert kernel["gpu_target"] == "sm_90"
     ir = kernel["ir"]
     for stage in ("ttir", "ttgir", "llir", "ptx"):
@@ -71,8 +77,22 @@ def test_a_cpu_host_shows_a_triton_kernels_ptx_compiled_for_sm_90() -> None:
     assert "ld.global" in ir["ptx"] and "LDG" in ir["sass"]
 
 
+def test_the_offline_stages_are_a_follow_up_where_triton_is_interpreted() -> None:
+    from kernelscope.compiler.options import CompileOptions
+
+    def asked(**kw: Any) -> list[str]:
+        return CompileOptions.from_mapping({"device": "cpu", **kw}).follow_ups()
+
+    assert asked(backend="triton") == ["gpu_stages"]
+    assert asked(backend="triton", inductor=True) == ["inductor", "gpu_stages"]
+    assert asked(backend="triton", gpu_target="") == []
+    assert asked(backend="cpp") == [] and asked(backend="auto") == []
+    assert CompileOptions.from_mapping({"device": "cuda", "backend": "triton"}).follow_ups() == []
+
+
 def test_gpu_target_off_says_why_there_are_no_stages() -> None:
     events = _compile_events("add_relu.py", {"gpu_target": ""})
+    assert "gpu_stages" not in [e["stage"] for e in events]
     for kernel in _kernels(events):
         assert not kernel.get("ir") and kernel.get("gpu_target") is None
         assert "gpu_target option is off" in kernel["stages_note"]

@@ -204,3 +204,19 @@ def test_a_follow_up_is_spooled_while_the_database_is_down(tmp_path: Path) -> No
     stored = inner.get(ident)
     assert stored is not None and [e["stage"] for e in stored["events"]] == ["done", "inductor"]
     assert states(stored) == {"inductor": "done"}
+
+
+def test_triton_under_the_interpreter_lists_its_offline_stages_as_a_follow_up() -> None:
+    """Triton's stages compiled offline for a GPU target held `done` back by 20 s; a job
+    whose Triton kernels run under the interpreter now lists them as a follow-up, by the
+    compiler's own rule (CompileOptions.follow_ups), so `done` never waits for them."""
+    from kernelscope.server.jobs.followups import asked
+    from kernelscope.server.web.options import parse_options
+
+    def listed(**raw: Any) -> list[str]:
+        return asked(parse_options({"device": "cpu", **raw}))
+
+    assert listed(backend="triton") == ["gpu_stages"]
+    assert listed(backend="triton", inductor=True) == ["inductor", "gpu_stages"]
+    assert listed(backend="triton", gpu_target="") == []
+    assert listed(backend="cpp", inductor=True) == ["inductor"] and listed() == []

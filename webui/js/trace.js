@@ -48,7 +48,23 @@ export class Trace {
     if (event.stage === "capture_graph") this.parts.push(event.data);
     if (event.stage === "error") this.error = event.data;
     if (event.stage === "done") this.done = event.data;
+    if (event.stage === "gpu_stages") this.mergeGpuStages(event.data);
     return true;
+  }
+
+  // The `gpu_stages` follow-up (Triton's stages compiled offline, after the result): each
+  // kernel's report goes into its entry of `compile`, where the panes read a build's.
+  /** @param {import("../types/events").GpuStages} data */
+  mergeGpuStages(data) {
+    for (const g of data.graphs ?? []) {
+      const built = this.graph("compile", g.id);
+      for (const k of g.kernels ?? []) {
+        const entry = built?.kernels.find((e) => e.name === k.name);
+        if (!entry) continue;
+        const { ms: _ms, cache_hit: _hit, ...report } = k;
+        Object.assign(entry, report);
+      }
+    }
   }
 
   /**

@@ -173,6 +173,10 @@ export interface GeneratedKernel {
   modules?: string[];
 }
 
+export interface GpuStages {
+  graphs: CompileGraph[];
+}
+
 export interface GraphBreak {
   reason: string;
   line: number | null;
@@ -588,6 +592,7 @@ export interface Payloads {
   capture_graph: CaptureGraph;
   waiting: Waiting;
   inductor: Inductor;
+  gpu_stages: GpuStages;
   error: Error;
   done: JobDone;
 }

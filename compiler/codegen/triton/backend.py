@@ -284,6 +284,13 @@ class TritonBackend(Backend):
         args, kwargs = launch
         return [[fact(a) for a in args], {k: fact(v) for k, v in sorted(kwargs.items())}]
 
+    def reports_later(self) -> str | None:
+        target = self.options.gpu_target
+        if not (self.emulated and target):
+            return None
+        return (f"Triton's stages compiled for {target} come after the result "
+                "(the gpu_stages follow-up)")
+
     def kernel_reports(self, module: ModuleType, launches: dict[str, Launch | None]
                        ) -> dict[str, dict[str, Any]]:
         if not self.emulated:  # nvdisasm per kernel: subprocesses that overlap

@@ -83,6 +83,7 @@ export class CodePane extends Pane {
       this.badges(trace);
       if (stage === "compile") this.lowerStages(trace);
     }
+    if (stage === "gpu_stages" && trace.has("compile")) this.lowerStages(trace);
   }
 
   /** @param {Trace} trace */

@@ -160,6 +160,7 @@ export class StatusStrip {
       .filter(([, state]) => state !== null);
     for (const [stage, state] of states) {
       const chip = this.chips.get(/** @type {StageName} */ (stage));
+      if (chip) chip.hidden = false;  // a follow-up no option names (gpu_stages) shows here
       chip?.classList.toggle("running", state === "running");
       chip?.classList.toggle("failed", state === "lost");
     }
