@@ -233,9 +233,10 @@ def main() -> int:
         if not args.queue or not args.db:
             raise SystemExit("--mode rq needs --queue redis://... and --db postgresql://...")
         name = f"load{os.getpid()}"
-        serve += ["--queue", args.queue, "--db", args.db, "--queue-name", name]
-        worker = [sys.executable, "-m", "kernelscope.server.cli", "worker", "--queue", args.queue]
-        worker += ["--db", args.db, "--queue-name", name]
+        # The URLs carry passwords: in the environment, never in argv (`ps` shows argv).
+        env.update(KERNELSCOPE_QUEUE_URL=args.queue, KERNELSCOPE_DATABASE=args.db)
+        serve += ["--queue-name", name]
+        worker = [sys.executable, "-m", "kernelscope.server.cli", "worker", "--queue-name", name]
         for _ in range(args.workers):
             procs.append(subprocess.Popen(worker, env=env, stdout=subprocess.DEVNULL,
                                           stderr=subprocess.DEVNULL, start_new_session=True))

@@ -8,8 +8,9 @@
 # Everything lives under $KERNELSCOPE_SERVICES_DIR (default /tmp/kernelscope-services):
 # Redis on 127.0.0.1:${KERNELSCOPE_REDIS_PORT:-6390} without persistence, with ACLs on: the
 # `default` user is disabled and a `kernelscope` user has a random password (kept in
-# redis.pass, mode 0600, and put in the URL), so a process on the host that can reach the
-# port cannot enqueue anything without it (docs/security.md); PostgreSQL on
+# redis.pass and redis.conf, mode 0600, and put in the URL, never on a command line), so a
+# process on the host that can reach the port cannot enqueue anything without it
+# (docs/security.md); PostgreSQL on
 # 127.0.0.1:${KERNELSCOPE_PG_PORT:-5433} with a `kernelscope` user and database (trust
 # authentication on loopback only: a test cluster, never a production one). PostgreSQL
 # refuses to run as root, so as root the cluster belongs to the `postgres` user.
@@ -38,8 +39,24 @@ redis_pass() {
   cat "$DIR/redis.pass"
 }
 
-rcli() {
-  redis-cli -p "$REDIS_PORT" --user kernelscope --pass "$(redis_pass)" --no-auth-warning "$@"
+rcli() {  # the password in the environment, never in argv (ps shows argv to every user)
+  REDISCLI_AUTH="$(redis_pass)" redis-cli -p "$REDIS_PORT" --user kernelscope "$@"
+}
+
+redis_conf() {  # the server's settings, its password included, in a file only we can read
+  (umask 077; cat >"$DIR/redis.conf" <<CONF
+port $REDIS_PORT
+bind 127.0.0.1
+protected-mode yes
+save ""
+appendonly no
+daemonize yes
+pidfile $DIR/redis.pid
+logfile $DIR/redis.log
+user default off
+user kernelscope on >$1 ~* &* +@all
+CONF
+  )
 }
 
 start() {
@@ -47,9 +64,8 @@ start() {
   local pass
   pass="$(redis_pass)"
   if ! rcli ping >/dev/null 2>&1; then
-    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --protected-mode yes --save '' \
-      --appendonly no --daemonize yes --pidfile "$DIR/redis.pid" --logfile "$DIR/redis.log" \
-      --user default off --user kernelscope on ">$pass" '~*' '&*' '+@all' >&2
+    redis_conf "$pass"
+    redis-server "$DIR/redis.conf" >&2
   fi
   local bin
   bin="$(pg_bin)"

@@ -10,7 +10,9 @@ recorded run opened in it.
 connection, header timeouts, JSON errors, a graceful SIGTERM); `--debug` runs Werkzeug's
 development server instead. `worker` takes jobs from Redis
 through RQ (server/jobs/rqworker.py). Both accept `--config FILE.json`, a JSON object of the
-configuration keys of docs/server.md, applied before the flags.
+configuration keys of docs/server.md, applied before the flags. A URL with a password
+(Redis's, PostgreSQL's) is refused on the command line, which `ps` shows to every user:
+it comes from $KERNELSCOPE_QUEUE_URL / $KERNELSCOPE_DATABASE or the --config file.
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
@@ -101,6 +105,11 @@ def open_run(args: argparse.Namespace) -> int:
     return main(["serve", "--db", database]) if database else code
 
 
+# URLs that may carry a password: taken from the environment (or the --config file), never
+# from the command line, which every user of the host can read.
+SECRET_ENV = {"QUEUE_URL": "KERNELSCOPE_QUEUE_URL", "DATABASE": "KERNELSCOPE_DATABASE"}
+
+
 def config_from(args: argparse.Namespace) -> dict[str, Any]:
     """The app/worker configuration the flags ask for (only the keys they set)."""
     config: dict[str, Any] = {}
@@ -125,7 +134,14 @@ def config_from(args: argparse.Namespace) -> dict[str, Any]:
     for attr, key in flags.items():
         value = getattr(args, attr, None)
         if value is not None:
+            if key in SECRET_ENV and urlsplit(str(value)).password:
+                raise SystemExit(
+                    f"kernelscope: a password in --{attr} shows in `ps` to every user of "
+                    f"this host; set {SECRET_ENV[key]} (or {key} in --config) instead")
             config[key] = value
+    for key, env in SECRET_ENV.items():
+        if key not in config and os.environ.get(env):
+            config[key] = os.environ[env]
     return config
 
 

@@ -56,6 +56,10 @@ class Busy(Exception):
     """The queue is full."""
 
 
+class QueueUnavailable(Exception):
+    """The job queue cannot be reached (Redis down): what `stats` raises, saying why."""
+
+
 class OverQuota(Exception):
     """This client already holds its share of jobs; `retry_after_s` says when to retry."""
 

@@ -47,7 +47,13 @@ from kernelscope.compiler.events.read import data_as, envelope
 from kernelscope.compiler.events.stage import TERMINAL
 from kernelscope.compiler.events.types import JobDone
 from kernelscope.server.jobs.kcache import KernelCache
-from kernelscope.server.jobs.manager import SCHEMA_VERSION, Busy, JobRequest, OverQuota
+from kernelscope.server.jobs.manager import (
+    SCHEMA_VERSION,
+    Busy,
+    JobRequest,
+    OverQuota,
+    QueueUnavailable,
+)
 from kernelscope.server.jobs.pool import WarmPool
 
 log = logging.getLogger(__name__)
@@ -71,6 +77,9 @@ if ARGV[1] == 'done' then
 end
 return n
 """
+
+
+PROBE_TIMEOUT_S = 0.3  # how long /api/health waits for Redis
 
 
 def _redis(url: str) -> Any:
@@ -262,6 +271,7 @@ class RedisJobManager:
         self.retention_s = float(cfg["JOB_RETENTION_S"])
         self.job_timeout = int(float(cfg["JOB_TIMEOUT_S"]) + 120)
         self.conn = _redis(self.url)
+        self._probe: Any = None  # stats' own connection (see stats)
         self.client_jobs = int(cfg.get("CLIENT_JOBS") or 0)
         self.retry_after_s = float(cfg["JOB_TIMEOUT_S"])
         self.conn.ping()
@@ -377,17 +387,27 @@ class RedisJobManager:
         append(self.conn, keys, "done", data, 0.0, self.retention_s)
 
     def stats(self) -> dict[str, Any]:
-        from rq import Worker
+        """The queue's counts, through a connection of its own with a short timeout (health
+        answers at once while Redis is down); QueueUnavailable says why not."""
+        import redis
+        from rq import Queue, Worker
         from rq.registry import StartedJobRegistry
 
-        started = StartedJobRegistry(self.ns, connection=self.conn)
-        return {
-            "executor": "rq",
-            "running": started.count,
-            "queued": self.queue.count,
-            "queue_size": self.queue_size,
-            "workers": Worker.count(queue=self.queue),
-        }
+        if self._probe is None:
+            self._probe = redis.Redis.from_url(self.url, socket_timeout=PROBE_TIMEOUT_S,
+                                               socket_connect_timeout=PROBE_TIMEOUT_S)
+        try:
+            queue = Queue(self.ns, connection=self._probe)
+            return {
+                "executor": "rq",
+                "running": StartedJobRegistry(self.ns, connection=self._probe).count,
+                "queued": queue.count,
+                "queue_size": self.queue_size,
+                "workers": Worker.count(queue=queue),
+            }
+        except (redis.ConnectionError, redis.TimeoutError) as e:
+            raise QueueUnavailable(f"the job queue (Redis) cannot be reached: "
+                                   f"{type(e).__name__}") from None
 
     def warm(self) -> None:
         return None

@@ -7,6 +7,7 @@ stream of StageEvents (SSE or NDJSON). docs/server.md documents every route.
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from flask import Blueprint, Response, current_app, jsonify, request
 
@@ -17,7 +18,13 @@ from kernelscope.compiler.events.stage import FOLLOW_UPS, PARTS, SCHEMA_VERSION,
 from kernelscope.server.jobs import info
 from kernelscope.server.jobs.followups import states as follow_up_states
 from kernelscope.server.jobs.inputs import BadInput, entry_name_ok, parse_request
-from kernelscope.server.jobs.manager import Busy, JobRequest, JobView, OverQuota
+from kernelscope.server.jobs.manager import (
+    Busy,
+    JobRequest,
+    JobView,
+    OverQuota,
+    QueueUnavailable,
+)
 from kernelscope.server.state import app_state
 from kernelscope.server.store.rows import StoreUnavailable
 from kernelscope.server.web import highlight as hl
@@ -89,10 +96,26 @@ def job_status(job_id: str) -> Response:
     return jsonify(_job(job_id).status())
 
 
+def same_origin_only() -> None:
+    """Refuse (403) a request a browser sent from another site: one whose `Origin` is not
+    this server's, or whose `Sec-Fetch-Site` says cross-site. A route without a JSON body
+    (cancel) is one an HTML form on any page could post to; scripts and the VS Code
+    extension send neither header, or this server's own origin."""
+    origin = request.headers.get("Origin")
+    if origin is not None and origin != "null":
+        parts = urlsplit(origin)
+        if (parts.scheme, parts.netloc) != (request.scheme, request.host):
+            raise ApiError("cross-origin requests are refused", 403)
+    elif origin == "null" or request.headers.get("Sec-Fetch-Site") == "cross-site":
+        raise ApiError("cross-origin requests are refused", 403)
+
+
 @bp.post("/jobs/<job_id>/cancel")
 def job_cancel(job_id: str) -> tuple[Response, int]:
     """Stop a job: a queued one never starts, a running one's worker is killed. Its stream
-    ends with an `error` (kind `cancelled`) and `done`; the partial trace is stored."""
+    ends with an `error` (kind `cancelled`) and `done`; the partial trace is stored. Only
+    from this server's own pages (or a script): see same_origin_only."""
+    same_origin_only()
     job = _job(job_id)
     accepted = job.cancel()
     return jsonify({**job.status(), "cancelled": accepted}), 202 if accepted else 409
@@ -200,25 +223,34 @@ def options() -> Response:
 
 
 @bp.get("/health")
-def health() -> Response:
+def health() -> tuple[Response, int]:
+    """200 while jobs can run; 503 with a `reason` while the job queue cannot be reached
+    (its own short timeout: this answers at once either way). A database that is down is
+    reported (`traces` null), not a 503: stored traces are served from the spool."""
     state = app_state()
     try:
         traces: int | None = state.store.count()
     except StoreUnavailable:
         traces = None  # the database is down; health still answers
-    return jsonify(
-        {
-            "ok": True,
-            "devices": state.devices(),
-            "versions": info.versions(state.settings.repo_dir),
-            "isolation": state.settings.isolation.mode,
-            "sandbox": state.settings.isolation.to_json(),
-            "limits": vars(state.settings.limits),
-            "jobs": state.jobs.stats(),
-            "streams": state.streams.stats(),
-            "traces": traces,
-        }
-    )
+    reason = None
+    try:
+        jobs: dict[str, Any] | None = state.jobs.stats()
+    except QueueUnavailable as exc:
+        jobs, reason = None, str(exc)
+    body = {
+        "ok": reason is None,
+        "devices": state.devices(),
+        "versions": info.versions(state.settings.repo_dir),
+        "isolation": state.settings.isolation.mode,
+        "sandbox": state.settings.isolation.to_json(),
+        "limits": vars(state.settings.limits),
+        "jobs": jobs,
+        "streams": state.streams.stats(),
+        "traces": traces,
+    }
+    if reason is not None:
+        body["reason"] = reason
+    return jsonify(body), 200 if reason is None else 503
 
 
 @bp.post("/highlight")

@@ -133,7 +133,7 @@ def test_a_worker_runs_only_its_own_task_whatever_redis_holds(
 
 def test_services_script_turns_redis_auth_on() -> None:
     text = (Path(__file__).resolve().parents[2] / "scripts" / "services.sh").read_text()
-    assert "--user default off" in text and "redis.pass" in text
+    assert "user default off" in text and "redis.pass" in text
 
 
 def test_the_web_ui_marks_snippet_content() -> None:
