@@ -129,7 +129,8 @@ def schedule_stage(work: GraphWork) -> ev.SchedulingGraph:
     templates = select_templates(work.lowered, work.backend, work.options)
     work.sched = schedule(work.lowered, work.backend, work.options.fusion, work.op_names,
                           dict(work.backends) if len(work.backends) > 1 else None,
-                          first=work.first_step)
+                          first=work.first_step, combos=work.options.combo_kernels,
+                          aliases=_mutation_buffers(work))
     event = schedule_json(work.sched, work.lines, work.gid, work.modules)
     kernel_of = {n.name: s.name for s in work.sched.steps if s.kind is KernelKind.TEMPLATE
                  for n in s.group.nodes}
@@ -240,6 +241,9 @@ def _header(work: GraphWork, step: Any) -> list[str]:
     if plan.kind is KernelKind.TEMPLATE:
         tem = plan.nodes[0].buffer
         shape = f"{tem.summary}; {tem.choice_reason}"
+    if plan.kind is KernelKind.COMBO:
+        shape = f"{len(plan.parts)} independent pointwise kernels, {plan.xnumel} elements " \
+            "in all, launched as one"
     return [f"{plan.name}: {plan.kind}, {shape}",
             f"buffers: {', '.join(n.name for n in plan.nodes)}"
             + (f" (stored: {', '.join(plan.stores)})" if plan.stores else ""),

@@ -25,6 +25,9 @@ class CompileOptions:
     backend: str = "auto"  # a registered backend's name, or "auto" (codegen/backends.py)
     fusion: bool = True  # vertical and horizontal fusion in the scheduler
     memory_reuse: bool = True  # reuse dead buffers in the memory plan
+    # independent pointwise kernels in a row launched as one (an optimizer step's
+    # per-parameter updates: schedule/horizontal.py); needs fusion on
+    combo_kernels: bool = True  # horizontal fusion into combo (foreach) kernels
     split_reductions: bool = True  # two-kernel reductions when few outputs, long rows
     persistent_rblock: int = 4096  # rows up to this long run as persistent reductions
     inductor: bool = False  # also time torch.compile's own Inductor in `profile`

@@ -96,6 +96,11 @@ class Backend:
     def kernel_prefix(self, kind: KernelKind, rnumel: int) -> str:
         return f"{self.name}_{kind.short}"
 
+    def combo_refusal(self, plan: KernelPlan) -> str | None:
+        """Why a pointwise plan cannot be a part of a combo kernel (schedule/horizontal.py),
+        or None when it can."""
+        return f"the {self.label} backend makes no combo kernels"
+
     # -- lowering -------------------------------------------------------------------------
     def op_table(self) -> OpTable:
         """How this backend's kernels spell each op, per operand dtype."""

@@ -402,3 +402,9 @@ def cast_value(value: Any, dtype: torch.dtype) -> bool | int | float:
 
 def _domain(*vs: Var) -> str:
     return "r" if any(v.domain == "r" for v in vs) else "x"
+
+
+def part_header(part: KernelPlan, i: int) -> list[str]:
+    """The header comment of part `i` of a combo kernel (schedule/horizontal.py)."""
+    return [f"part {i}: {part.name}: pointwise, {part.xnumel} elements",
+            f"buffers: {', '.join(n.name for n in part.nodes)}"]

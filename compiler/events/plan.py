@@ -86,6 +86,16 @@ class Lowering:
 
 # -- scheduling ----------------------------------------------------------------------------
 @dataclass
+class ComboPart:
+    """One part of a combo kernel (kind "combo"): the pointwise kernel it would have been
+    alone, launched with the others as one kernel (schedule/horizontal.py)."""
+
+    name: str
+    buffers: list[str]
+    numel: int
+
+
+@dataclass
 class ScheduledKernel:
     name: str
     kind: str
@@ -98,6 +108,7 @@ class ScheduledKernel:
     writes: list[str] = field(default_factory=list)
     module: str | None = None  # the common prefix of the fused nodes' modules
     modules: list[str] = field(default_factory=list)  # their modules, sorted
+    parts: list[ComboPart] = field(default_factory=list)  # a combo kernel's parts, in order
 
 
 @dataclass

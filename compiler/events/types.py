@@ -46,6 +46,7 @@ from kernelscope.compiler.events.front import (  # noqa: F401
 from kernelscope.compiler.events.kinds import ErrorKind, EventOrigin, GraphKind, Origin  # noqa: F401
 from kernelscope.compiler.events.plan import (  # noqa: F401
     Buffer,
+    ComboPart,
     Fallback,
     FusionDecision,
     LayoutChoice,

@@ -12,7 +12,8 @@ A kernel may write over input I when, all of them checked here:
 - the output and I have the same contiguous layout (same dtype, offset 0);
 - no later step reads I, and no step at all reads I after another writes the output;
 - inside the kernel, I and every buffer the kernel computes are read only at the element
-  being written (a shifted or broadcast read would see values already overwritten).
+  being written (a shifted or broadcast read would see values already overwritten);
+- in a combo kernel (schedule/horizontal.py), no other part reads I (the parts run at once).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import sympy
 from kernelscope.compiler.ir.indexing import index_vars
 from kernelscope.compiler.ir.nodes import Buffer, Layout
 from kernelscope.compiler.schedule.kinds import KernelKind
-from kernelscope.compiler.schedule.plan import KernelPlan
+from kernelscope.compiler.schedule.plan import ComboPlan, KernelPlan
 
 
 def _contiguous(lay: Layout) -> bool:
@@ -75,8 +76,20 @@ def in_place_outputs(
             continue
         if any(inp in r for _w, r in steps[writer + 1:]):
             continue
-        if not _elementwise(plans[writer], inp):  # type: ignore[arg-type]
+        plan = _part_writing(plans[writer], out, inp)  # type: ignore[arg-type]
+        if plan is None or not _elementwise(plan, inp):
             continue
         chosen[out] = inp
         taken.add(inp)
     return chosen
+
+
+def _part_writing(plan: KernelPlan, out: str, inp: str) -> KernelPlan | None:
+    """The kernel that writes `out`: the plan, or its part in a combo kernel where no
+    other part reads `inp` (None: another does)."""
+    if not isinstance(plan, ComboPlan):
+        return plan
+    part = plan.part_of(out)
+    if part is None or any(inp in p.inputs for p in plan.parts if p is not part):
+        return None
+    return part

@@ -18,6 +18,9 @@ class KernelKind(StrEnum):
     REDUCTION = "reduction"  # outputs x a reduced dimension (rnumel)
     EXTERN = "extern"  # an ATen call: no kernel of ours, never fused
     TEMPLATE = "template"  # a GEMM template (ir/template.py); takes pointwise epilogues
+    # independent pointwise kernels launched as one (schedule/horizontal.py): each part
+    # runs over its own range of program ids (Triton) or blocks (C++)
+    COMBO = "combo"
 
     @property
     def generated(self) -> bool:
@@ -44,6 +47,6 @@ class KernelKind(StrEnum):
 
 
 _SHORT = {KernelKind.POINTWISE: "poi", KernelKind.REDUCTION: "red", KernelKind.EXTERN: "extern",
-          KernelKind.TEMPLATE: "tem"}
+          KernelKind.TEMPLATE: "tem", KernelKind.COMBO: "combo"}
 _RANK = {KernelKind.POINTWISE: 0, KernelKind.REDUCTION: 1, KernelKind.TEMPLATE: 2,
-         KernelKind.EXTERN: 3}
+         KernelKind.COMBO: 3, KernelKind.EXTERN: 4}

@@ -54,3 +54,24 @@ class KernelPlan:
         names = {b: f"in_ptr{i}" for i, b in enumerate(self.inputs)}
         names.update({b: f"out_ptr{i}" for i, b in enumerate(self.stores)})
         return names
+
+
+@dataclass
+class ComboPlan(KernelPlan):
+    """Independent pointwise kernels launched as one (schedule/horizontal.py). Its nodes,
+    inputs and stores are its parts' together; each part keeps its own plan (its loop,
+    block sizes, its store list) and runs over its own range of program ids."""
+
+    parts: list[KernelPlan] = field(default_factory=list)
+
+    @staticmethod
+    def of(name: str, parts: list[KernelPlan]) -> ComboPlan:
+        nodes = [n for p in parts for n in p.nodes]
+        stores = [s for p in parts for s in p.stores]
+        buffers = {k: v for p in parts for k, v in p.buffers.items()}
+        return ComboPlan(name, KernelKind.COMBO, sum(p.xnumel for p in parts), 1, nodes,
+                         buffers, stores, parts=parts)
+
+    def part_of(self, buffer: str) -> KernelPlan | None:
+        """The part that computes `buffer` (None: no part does)."""
+        return next((p for p in self.parts if buffer in p.written), None)

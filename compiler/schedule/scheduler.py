@@ -12,14 +12,20 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kernelscope.compiler.capture.modules import origin_modules
-from kernelscope.compiler.events.types import FusionDecision, ScheduledKernel, SchedulingGraph
+from kernelscope.compiler.events.types import (
+    ComboPart,
+    FusionDecision,
+    ScheduledKernel,
+    SchedulingGraph,
+)
 from kernelscope.compiler.ir.nodes import Buffer, ExternKernel
 from kernelscope.compiler.ir.opnames import op_short
 from kernelscope.compiler.lowering.graph import LoweredGraph
 from kernelscope.compiler.schedule.fusion import Group, fuse
+from kernelscope.compiler.schedule.horizontal import combo_runs
 from kernelscope.compiler.schedule.kinds import KernelKind
 from kernelscope.compiler.schedule.nodes import SchedNode, build_nodes
-from kernelscope.compiler.schedule.plan import KernelPlan
+from kernelscope.compiler.schedule.plan import ComboPlan, KernelPlan
 
 
 @dataclass
@@ -50,18 +56,26 @@ class Schedule:
 
 
 class KernelNamer(Protocol):
-    """What the scheduler asks of the target: the prefix of a kernel's name."""
+    """What the scheduler asks of the target: the prefix of a kernel's name, and why a
+    kernel cannot be a part of a combo kernel (None: it can)."""
+
+    device: str
 
     def kernel_prefix(self, kind: KernelKind, rnumel: int) -> str: ...
+
+    def combo_refusal(self, plan: KernelPlan) -> str | None: ...
 
 
 def schedule(graph: LoweredGraph, target: KernelNamer, fusion: bool = True,
              op_names: dict[str, str] | None = None,
-             by_device: Mapping[str, KernelNamer] | None = None, first: int = 0) -> Schedule:
+             by_device: Mapping[str, KernelNamer] | None = None, first: int = 0,
+             combos: bool = False, aliases: Mapping[str, str] | None = None) -> Schedule:
     """`target` names the kernels; in a graph with kernels on more than one device,
     `by_device` names each device's (the backend that generates them). A kernel's name
     ends in its step's number, counted from `first`: the graphs of one trace count on
-    from each other, so no two of their kernels share a name."""
+    from each other, so no two of their kernels share a name. With `combos` (and fusion
+    on), independent pointwise kernels in a row are launched as one
+    (schedule/horizontal.py; `aliases`: output -> the input it may be written over)."""
     nodes = build_nodes(graph)
     buffers = {b.name: b for b in graph.inputs + graph.buffers}
     sizes = {name: b.layout.nbytes() for name, b in buffers.items()}
@@ -86,7 +100,33 @@ def schedule(graph: LoweredGraph, target: KernelNamer, fusion: bool = True,
             continue
         plan = KernelPlan(name, kind, x, r, group.nodes, buffers, stores)
         steps.append(Step(name, kind, group, plan))
-    return Schedule(steps, result.decisions, removed, buffers)
+    if not (combos and fusion):
+        return Schedule(steps, result.decisions, removed, buffers)
+    namers = {target.device: target, **(by_device or {})}
+    runs, decisions = combo_runs([s.plan for s in steps],
+                                 {d: n.combo_refusal for d, n in namers.items()}, aliases)
+    return Schedule(_combined(steps, runs, namers, op_names), result.decisions + decisions,
+                    removed, buffers)
+
+
+def _combined(steps: list[Step], runs: list[list[int]], namers: Mapping[str, KernelNamer],
+              op_names: dict[str, str]) -> list[Step]:
+    """The steps with each run replaced, at its place, by one combo step."""
+    first = {run[0]: run for run in runs}
+    inside = {i for run in runs for i in run}
+    out: list[Step] = []
+    for i, step in enumerate(steps):
+        if i in first:
+            parts = [steps[j] for j in first[i]]
+            plans = [p.plan for p in parts if p.plan is not None]
+            nodes = [n for p in parts for n in p.group.nodes]
+            ops = _op_names(nodes, op_names)
+            prefix = namers[plans[0].device].kernel_prefix(KernelKind.COMBO, 1)
+            name = f"{prefix}_fused_{'_'.join(ops)}_{step.name.rsplit('_', 1)[-1]}"
+            out.append(Step(name, KernelKind.COMBO, Group(nodes), ComboPlan.of(name, plans)))
+        elif i not in inside:
+            out.append(step)
+    return out
 
 
 def _removed(groups: list[Group], outputs: set[str]) -> set[str]:
@@ -122,11 +162,15 @@ def schedule_json(s: Schedule, lines: dict[str, int | None], gid: int,
     for step in s.steps:
         origins = sorted({o for n in step.group.nodes for o in n.buffer.origins})
         x, r = step.group.shape
+        parts = step.plan.parts if isinstance(step.plan, ComboPlan) else []
+        if parts:
+            x = sum(p.xnumel for p in parts)
         module, paths = origin_modules(origins, modules or {})
         kernels.append(ScheduledKernel(
             name=step.name, kind=step.kind.value, buffers=[n.name for n in step.group.nodes],
             numel=x, rnumel=r, origins=origins,
             lines=sorted({ln for o in origins if (ln := lines.get(o)) is not None}),
-            reads=sorted(step.reads()), writes=step.writes(), module=module, modules=paths))
+            reads=sorted(step.reads()), writes=step.writes(), module=module, modules=paths,
+            parts=[ComboPart(p.name, [n.name for n in p.nodes], p.xnumel) for p in parts]))
     return SchedulingGraph(id=gid, kernels=kernels, decisions=s.decisions,
                            removed_buffers=sorted(s.removed))

@@ -90,6 +90,12 @@ export interface CodegenGraph {
   triton_interpret?: boolean;
 }
 
+export interface ComboPart {
+  name: string;
+  buffers: string[];
+  numel: number;
+}
+
 export interface Compile {
   graphs: CompileGraph[];
 }
@@ -473,6 +479,7 @@ export interface ScheduledKernel {
   writes?: string[];
   module?: string | null;
   modules?: string[];
+  parts?: ComboPart[];
 }
 
 export interface Scheduling {

@@ -27,6 +27,7 @@ from kernelscope.compiler.codegen.backend import Backend, BuildError, BuildResul
 from kernelscope.compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
 from kernelscope.compiler.codegen.cpp.asm import asm_report
 from kernelscope.compiler.codegen.cpp.columns import Columns, chunks, column_body
+from kernelscope.compiler.codegen.cpp.combo import combo_lines
 from kernelscope.compiler.codegen.cpp.dedup import library_kernels
 from kernelscope.compiler.codegen.cpp.ops import C_TYPE, NARROW_INTS, OPS, WRAPPED_OPS, compute_type
 from kernelscope.compiler.codegen.cpp.prefetch import Access, LaneAcc, next_row, write_chunked
@@ -46,7 +47,7 @@ from kernelscope.compiler.ir.index_print import cexpr
 from kernelscope.compiler.ir.indexing import FloorDiv, ModularIndexing, simplify_index
 from kernelscope.compiler.ir.ops import combine_op, reduction_identity
 from kernelscope.compiler.schedule.nodes import SchedNode
-from kernelscope.compiler.schedule.plan import KernelPlan
+from kernelscope.compiler.schedule.plan import ComboPlan, KernelPlan
 
 PARALLEL_MIN = 65536  # below this many elements, threads cost more than they save
 # Float sums longer than this run in chunks: each chunk in `omp simd` lanes, the chunk
@@ -110,6 +111,7 @@ class CppKernelCodegen(KernelCodegen):
         self.rows = choose_rows(plan)  # pointwise over (yindex, xindex), or flat
         self.same_as: dict[str, str] = {}  # a value of this loop -> the previous loop's
         self.kept: dict[str, str] = {}  # the previous loop's value -> the array keeping it
+        self.span = False  # a combo kernel's part: runs [start, end) of its outer loop
         if self.rows is not None:
             self.bounds[YINDEX], self.bounds[XINDEX] = self.rows[0] - 1, self.rows[1] - 1
             self.symbol_domains[YINDEX] = "x"
@@ -310,7 +312,10 @@ class CppKernelCodegen(KernelCodegen):
                   for b in plan.inputs]
         params += [f"{C_TYPE[plan.buffers[b].dtype]}* __restrict__ {self.args[b]}"
                    for b in plan.stores]
-        out.write(f'extern "C" void {plan.name}({", ".join(params)})')
+        if self.span:
+            params += ["int64_t start", "int64_t end"]
+        linkage = "static void" if self.span else 'extern "C" void'
+        out.write(f'{linkage} {plan.name}({", ".join(params)})')
         out.write("{")
         with out.indent():
             self.write_header(out, header)
@@ -320,6 +325,8 @@ class CppKernelCodegen(KernelCodegen):
 
     def pointwise_body(self) -> Lines:
         parallel = self.plan.xnumel >= PARALLEL_MIN
+        if self.span:
+            return self._span_body(parallel)
         if self.rows is None:
             return self._x_loop(super().pointwise_body(), "#pragma omp parallel for simd"
                                 if parallel else None)
@@ -347,12 +354,29 @@ class CppKernelCodegen(KernelCodegen):
             self.plan.xnumel * self.plan.rnumel >= PARALLEL_MIN
         return self._x_loop(inner, "#pragma omp parallel for" if parallel else None)
 
-    def _x_loop(self, body: Lines, pragma: str | None, xnumel: int | None = None) -> Lines:
+    def _span_body(self, parallel: bool) -> Lines:
+        """A combo part's body over [start, end) of its outer loop (rows, or the flat
+        elements): the combo kernel's OpenMP loop runs the blocks in parallel
+        (codegen/cpp/combo.py), so no loop here starts threads."""
+        if self.rows is None:
+            return self._x_loop(super().pointwise_body(), "#pragma omp simd" if parallel
+                                else None, bounds=("start", "end"))
+        out = Lines()
+        out.write("for (int64_t yindex = start; yindex < end; yindex++)")
+        out.write("{")
+        with out.indent():
+            out.extend(self._x_loop(super().pointwise_body(), "#pragma omp simd",
+                                    self.rows[1]))
+        out.write("}")
+        return out
+
+    def _x_loop(self, body: Lines, pragma: str | None, xnumel: int | None = None,
+                bounds: tuple[str, str] | None = None) -> Lines:
         out = Lines()
         if pragma:
             out.write(pragma)
-        out.write(f"for (int64_t xindex = 0; xindex < {xnumel or self.plan.xnumel}; "
-                  "xindex++)")
+        lo, hi = bounds or ("0", str(xnumel or self.plan.xnumel))
+        out.write(f"for (int64_t xindex = {lo}; xindex < {hi}; xindex++)")
         out.write("{")
         with out.indent():
             out.extend(self.prologue)
@@ -455,7 +479,10 @@ class CppKernelCodegen(KernelCodegen):
 
 
 def generate_cpp(plan: KernelPlan, header: list[str], index_checks: bool = False) -> CppKernel:
-    lines = CppKernelCodegen(plan, index_checks).generate(header)
+    if isinstance(plan, ComboPlan):
+        lines = combo_lines(plan, header, PARALLEL_MIN, CppKernelCodegen, index_checks)
+    else:
+        lines = CppKernelCodegen(plan, index_checks).generate(header)
     return CppKernel(plan.name, lines.text(), lines.line_map(), plan.inputs + plan.stores)
 
 
@@ -481,6 +508,9 @@ class CppBackend(Backend):
 
     def op_table(self) -> OpTable:
         return OPS
+
+    def combo_refusal(self, plan: KernelPlan) -> str | None:
+        return None
 
     def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:
         k = generate_cpp(plan, header, self.options.debug_index_asserts)

@@ -22,8 +22,10 @@ from kernelscope.compiler.codegen import targets
 from kernelscope.compiler.codegen.backend import Backend, BuildResult, GeneratedKernel, Launch
 from kernelscope.compiler.codegen.mathops import INTERPRET_BF16_HELPER, TRITON_MATH_HELPERS
 from kernelscope.compiler.codegen.optable import OpTable
+from kernelscope.compiler.codegen.tiling import choose_tile, fits_grid, tile_config
 from kernelscope.compiler.codegen.triton import launch as triton_launch
 from kernelscope.compiler.codegen.triton.cache import graph_triton_cache
+from kernelscope.compiler.codegen.triton.combo import generate_triton_combo
 from kernelscope.compiler.codegen.triton.kernel import INTERPRET_OPS, OPS, generate_triton
 from kernelscope.compiler.codegen.triton.offline import (
     capability,
@@ -42,7 +44,7 @@ from kernelscope.compiler.codegen.triton.template import (
 from kernelscope.compiler.features import Feature
 from kernelscope.compiler.ir.template import TemplateConfig
 from kernelscope.compiler.schedule.kinds import KernelKind
-from kernelscope.compiler.schedule.plan import KernelPlan
+from kernelscope.compiler.schedule.plan import ComboPlan, KernelPlan
 
 TRITON_IMPORTS = """import triton
 import triton.language as tl
@@ -143,6 +145,12 @@ class TritonBackend(Backend):
             return "triton_per"
         return super().kernel_prefix(kind, rnumel)
 
+    def combo_refusal(self, plan: KernelPlan) -> str | None:
+        tile = choose_tile(plan)
+        if tile is not None and fits_grid(tile, tile_config(tile)["YBLOCK"]):
+            return f"{plan.name} runs in 2-D tiles ({tile.reason}): it keeps its own launch"
+        return None
+
     def template_configs(self, m: int, n: int, k: int, dtype: torch.dtype
                          ) -> list[TemplateConfig]:
         return configs_for(m, n, k)
@@ -159,11 +167,14 @@ class TritonBackend(Backend):
             config = template_node(plan).chosen
             assert config is not None, "a template plan without a chosen config"
             return self.template_kernel(plan, header, config)
-        k = generate_triton(plan, header, self.options.persistent_rblock, self.emulated,
-                            self.options.debug_index_asserts)
-        meta = "".join(f", {m}={v}" for m, v in k.meta.items())
-        launch = (f"{k.name}[{k.grid}]({', '.join(k.args)}, {', '.join(map(str, k.numels))}"
-                  f"{meta}, num_warps={k.num_warps})")
+        if isinstance(plan, ComboPlan):
+            k = generate_triton_combo(plan, header, self.options.persistent_rblock,
+                                      self.emulated, self.options.debug_index_asserts)
+        else:
+            k = generate_triton(plan, header, self.options.persistent_rblock, self.emulated,
+                                self.options.debug_index_asserts)
+        args = [*k.args, *map(str, k.numels), *(f"{m}={v}" for m, v in k.meta.items())]
+        launch = f"{k.name}[{k.grid}]({', '.join(args)}, num_warps={k.num_warps})"
         return GeneratedKernel(k.name, k.source, k.line_map, k.args, launch,
                                {"grid": list(k.grid), **k.meta, "num_warps": k.num_warps,
                                 "numels": list(k.numels)})

@@ -187,6 +187,7 @@ class TritonKernelCodegen(KernelCodegen):
         self.tile = tile  # 2-D [YBLOCK, XBLOCK] tiles of a pointwise kernel
         self.masks: list[Var] = []  # the masks of the `masked` bodies being generated
         self.last_load: tuple[Var, str, sympy.Expr] | None = None  # (var, buffer, index)
+        self.part = False  # a combo kernel's part: a helper that takes its program id
         if tile is not None:
             self.bounds[YINDEX] = tile.y - 1
             self.bounds[XINDEX] = tile.x - 1
@@ -452,12 +453,13 @@ class TritonKernelCodegen(KernelCodegen):
         plan = self.plan
         out = Lines()
         # device_assert is compiled only in debug mode
-        out.write("@triton.jit(debug=True)" if self.index_checks else "@triton.jit")
+        debug = self.index_checks and not self.part  # the combo kernel's decorator counts
+        out.write("@triton.jit(debug=True)" if debug else "@triton.jit")
         params = [self.args[b] for b in plan.inputs] + [self.args[b] for b in plan.stores]
         if self.tile is not None:
             params += ["ynumel", "xnumel", "YBLOCK: tl.constexpr", "XBLOCK: tl.constexpr"]
         elif not plan.kind.reduces:
-            params += ["xnumel", "XBLOCK: tl.constexpr"]
+            params += ["xnumel", "XBLOCK: tl.constexpr"] + (["pid"] if self.part else [])
         else:
             params += ["xnumel", "rnumel", "XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"]
         out.write(f"def {plan.name}({', '.join(params)}):")
@@ -467,7 +469,8 @@ class TritonKernelCodegen(KernelCodegen):
                 out.write("yoffset = tl.program_id(1) * YBLOCK")
                 out.write("yindex = yoffset + tl.arange(0, YBLOCK)[:, None]")
                 out.write("ymask = yindex < ynumel")
-            out.write("xoffset = tl.program_id(0) * XBLOCK")
+            out.write("xoffset = pid * XBLOCK" if self.part else
+                      "xoffset = tl.program_id(0) * XBLOCK")
             if self.tile is not None:
                 out.write("xindex = xoffset + tl.arange(0, XBLOCK)[None, :]")
             elif not plan.kind.reduces:
@@ -504,9 +507,12 @@ def _dom(*vs: Var) -> str:
 
 
 def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
-                    interpret: bool = False, index_checks: bool = False) -> TritonKernel:
+                    interpret: bool = False, index_checks: bool = False, part: bool = False
+                    ) -> TritonKernel:
+    """The kernel of `plan`; with `part`, a pointwise plan as a combo kernel's part (a
+    1-D helper that takes its program id: codegen/triton/combo.py)."""
     cfg = rules.block_config(plan, persistent_limit)
-    tile = choose_tile(plan)
+    tile = None if part else choose_tile(plan)
     if tile is not None and fits_grid(tile, tile_config(tile)["YBLOCK"]):
         tcfg = tile_config(tile)
         gen = TritonKernelCodegen(plan, True, interpret, tile, index_checks)
@@ -520,6 +526,7 @@ def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
     full = rules.full_blocks(plan, cfg)
     gen = TritonKernelCodegen(plan, cfg["persistent"], interpret, None, index_checks, order,
                               full)
+    gen.part = part
     lines = gen.generate(notes)
     columns = column_walk(gen.r_loads, plan.xnumel, plan.rnumel) if plan.kind.reduces else None
     if columns is not None:

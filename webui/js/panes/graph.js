@@ -255,6 +255,9 @@ export class GraphPane extends Pane {
       row("kind", k.kind);
       row("numel", `${k.numel}${k.rnumel > 1 ? ` × ${k.rnumel} (reduction)` : ""}`);
       row("buffers", k.buffers.join(", "));
+      if (k.parts?.length) {  // a combo kernel: independent kernels launched as one
+        row("parts", k.parts.map((p) => `${p.name} (${p.numel})`).join(", "));
+      }
       row("FX nodes", k.origins.join(", "));
       row("lines", k.lines.join(", "));
       row("module", moduleText(k.module, this.ctx.index(), k.modules));
