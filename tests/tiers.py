@@ -116,6 +116,14 @@ SLOW: dict[str, str] = {
     "browser/test_follow_ups.py": "the follow-up jobs (Inductor, profile) in the browser",
     "browser/test_offline_stages.py": "the offline PTX/SASS stages in the browser",
     "browser/test_structural_diff.py": "the structural diff view in the browser",
+    "browser/test_model_traces.py::test_a_model_trace_opens_and_every_tab_fills":
+        "three model traces (GPT-2's is 14 MB) opened, every tab shown",
+    "browser/test_model_traces.py::test_a_model_graph_opens_folded_by_module_and_fitted":
+        "three model traces' graphs laid out, folded and opened",
+    "browser/test_model_traces.py::test_the_memory_chart_fits_its_pane":
+        "the 6-block training step's memory chart",
+    "browser/test_extension_webview.py::test_webview_opens_a_model_trace":
+        "the 6-block training step in the VS Code panel",
     # Real wall-clock waits: slow clients, SIGTERM, slot limits (32 s of sleeping).
     "server/test_server_fairness.py": "slowloris, SIGTERM and slot limits in real time",
     "server/test_server_attacks.py": "issue 30's attacks on a live server, health timed "

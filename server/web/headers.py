@@ -69,7 +69,7 @@ def content_security_policy(nonce: str, cdn: CdnScript | None) -> str:
             "img-src 'self' data: blob:",
             "font-src 'self' data:",
             "connect-src 'self'",
-            "worker-src 'none'",
+            "worker-src 'self'",  # the graph layout's worker (webui/js/layout.worker.js)
             "object-src 'none'",
             "base-uri 'none'",
             "form-action 'self'",

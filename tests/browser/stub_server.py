@@ -25,6 +25,7 @@ timing anything).
 from __future__ import annotations
 
 import copy
+import gzip
 import hashlib
 import itertools
 import json
@@ -65,11 +66,18 @@ RECORDED = ("training", "recompiles", "add_relu", "add_relu_nofusion", "h200_sof
 # stored on the H200 host (scripts/latency.py --device cuda --backend triton --save-trace).
 # inductor_block: samples/transformer_block.py with Inductor's kernels matched to ours.
 STORED = (*RECORDED, "h200_server_softmax", "inductor_block")
+# The model traces (fixtures/record_fixtures.py, gzipped): stored traces too, read when
+# first asked for (the GPT-2 step is 14 MB of JSON).
+MODELS = ("llama6_train", "gpt2_train")
 SLEEPY = "import time\n\n\ndef f(x):\n    return x\n\n\ntime.sleep(60)\n"
 
 
 def load_fixture(name: str | None = None) -> dict[str, Any]:
     path = FIXTURE if name is None else FIXTURE.with_name(f"{name}.json")
+    if not path.exists() and name is not None:
+        packed = FIXTURE.with_name(f"{name}.json.gz")
+        trace: dict[str, Any] = json.loads(gzip.decompress(packed.read_bytes()))
+        return trace
     return json.loads(path.read_text())
 
 
@@ -209,12 +217,15 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
     jobs: dict[str, dict[str, Any]] = {}
     traces: dict[str, dict[str, Any]] = {}
     gate: dict[str, Any] = {"stage": None, "open": threading.Event(), "cold": False}
-    for name in STORED:
+    def store(name: str) -> None:
         stored = load_fixture(name)
         stored["id"] = name
         stored["created"] = "2026-12-01T08:00:00Z"
         stored["events"][-1]["data"]["trace_id"] = name
         traces[name] = stored
+
+    for name in STORED:
+        store(name)
     # A trace whose Inductor follow-up never came (its server stopped mid-way).
     lost = load_fixture("add_relu")
     lost["events"] = inductor_after_profile([e for e in lost["events"] if e["stage"] != "done"],
@@ -231,7 +242,7 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
     @app.get("/diff/<a>/<b>")
     def index(trace_id: str | None = None, a: str | None = None, b: str | None = None) -> Response:
         response = send_from_directory(WEBUI, "index.html")
-        if trace_id is not None and trace_id not in traces:
+        if trace_id is not None and trace_id not in traces and trace_id not in MODELS:
             response.status_code = 404  # the page shows its own not-found view
         return response
 
@@ -406,6 +417,8 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
 
     @app.get("/api/traces/<trace_id>")
     def trace(trace_id: str) -> Response:
+        if trace_id in MODELS and trace_id not in traces:
+            store(trace_id)
         found = traces.get(trace_id) or abort(404)
         return jsonify({**found, "follow_ups": follow_up_states(found)})
 

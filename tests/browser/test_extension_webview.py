@@ -127,7 +127,20 @@ def stream_trace(page: Any) -> dict[str, Any]:
 # The panes the recorded trace fills; the panel also has the web UI's Guards and Output tabs
 # (Output stays empty: the fixture did not run Inductor).
 PANES = ["code", "graph", "ir", "fusion", "memory", "timings", "guards"]
-TABS = ["graph", "ir", "fusion", "memory", "timings", "guards", "output"]
+TABS = ["graph", "ir", "modules", "fusion", "memory", "timings", "guards", "output"]
+
+
+def wait_filled(page: Any, panes: list[str]) -> None:
+    """Each pane filled; a tab's pane renders when first shown, so each is shown in turn
+    and the tab showing before is shown again."""
+    active = page.evaluate("document.querySelector('#tabs .tab.active')?.dataset.tab ?? null")
+    for pane in panes:
+        if pane != "code":
+            page.click(f"button.tab[data-tab={pane}]")
+        page.wait_for_selector(f"[data-pane={pane}][data-filled=true]", state="attached",
+                               timeout=60_000)
+    if active:
+        page.click(f"button.tab[data-tab={active}]")
 
 
 def test_webview_shows_every_pane_and_provenance(open_panel: Any) -> None:
@@ -138,8 +151,7 @@ def test_webview_shows_every_pane_and_provenance(open_panel: Any) -> None:
     kernels = scheduling["data"]["graphs"][0]["kernels"]
 
     # Every pane fills from the recorded events; the code pane is highlighted by the host.
-    for pane in PANES:
-        page.wait_for_selector(f"[data-pane={pane}][data-filled=true]", state="attached")
+    wait_filled(page, PANES)
     assert page.locator(".status .stage.done").count() == 9
     assert page.locator(".status .total.ok").count() == 1
     assert answer_highlights(page) > 0
@@ -186,7 +198,7 @@ def test_webview_shows_every_pane_and_provenance(open_panel: Any) -> None:
 def test_webview_restores_its_state(open_panel: Any) -> None:
     page = open_panel()
     stream_trace(page)
-    page.wait_for_selector("[data-pane=timings][data-filled=true]", state="attached")
+    wait_filled(page, ["timings"])
     page.click("button.tab[data-tab=memory]")
     state = page.evaluate("window.__state")
     assert len(state["events"]) == 10 and state["tab"] == "memory"
@@ -197,8 +209,7 @@ def test_webview_restores_its_state(open_panel: Any) -> None:
     # ...and hands it back, so the host can decorate the editor again after a reload.
     restore = posted(again, "restore")
     assert len(restore) == 1 and len(restore[0]["events"]) == 10
-    for pane in PANES:
-        again.wait_for_selector(f"[data-pane={pane}][data-filled=true]", state="attached")
+    wait_filled(again, PANES)
     assert again.locator("[data-pane=memory]").is_visible()
     assert again.locator("#ks-title").inner_text() == "block.py · function block"
     assert again.evaluate("window.__errors") == []
@@ -294,4 +305,30 @@ def test_webview_shows_inductor_as_a_follow_up_running_filled_and_lost(open_pane
     assert again.locator("[data-pane=timings] .inductor[data-state=lost]").count() == 1
     assert again.locator(".status .follow-ups").inner_text() == "inductor did not finish"
     assert page.evaluate("window.__errors") == [] and again.evaluate("window.__errors") == []
+    assert page.evaluate("window.__csp") == []
+
+
+def test_webview_opens_a_model_trace(open_panel: Any) -> None:
+    """The 6-block Llama-style training step (tests/browser/test_model_traces.py opens it in
+    the web UI) in the panel: the same panes fill, the graph folded by module."""
+    from stub_server import load_fixture
+
+    page = open_panel()
+    events = load_fixture("llama6_train")["events"]
+    post(page, {"type": "trace", "title": {"file": "llama.py", "region": "function step"},
+                "events": events})
+    page.wait_for_selector("[data-pane=code][data-filled=true]", timeout=60_000)
+    codegen = next(e for e in events if e["stage"] == "codegen")["data"]
+    kernels = sum(len(g["kernels"]) for g in codegen["graphs"])
+    assert page.locator("[data-pane=code] .toc .chip").count() == kernels
+    wait_filled(page, ["graph", "ir", "modules", "fusion", "memory", "timings"])
+    page.click("button.tab[data-tab=graph]")
+    page.wait_for_function("() => { const p = document.querySelector('[data-pane=graph]');"
+                           " return p.dataset.filled === 'true' && !p.dataset.pending; }",
+                           timeout=60_000)
+    labels = page.evaluate("window.kernelscope.panes.find((p) => p.id === 'graph')"
+                           ".fx.nodes('.group').map((n) => n.data('label'))")
+    assert any(label.startswith("model.layers.0-5 ×6") for label in labels), labels
+    page.screenshot(path=str(SCREENSHOTS / "extension-webview-llama6.png"))
+    assert page.evaluate("window.__errors") == []
     assert page.evaluate("window.__csp") == []

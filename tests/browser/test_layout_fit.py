@@ -8,7 +8,7 @@ import pytest
 from browser_support import screenshot
 from playwright.sync_api import Page, expect
 from stub_server import load_fixture
-from ui import open_explorer, show_tab, wait_done
+from ui import open_explorer, show_tab, wait_done, wait_graph_laid_out
 
 pytestmark = pytest.mark.browser
 
@@ -27,14 +27,15 @@ OVERFLOW = """(pane) => {
 }"""
 
 
-# How many nodes of each graph (FX, kernels) are in view after the graph tab opens.
-VISIBLE_NODES = """() => {
+# How many nodes of each graph (FX, kernels) are out of view after the graph tab opens
+# (the graphs open folded by module, and fitted).
+HIDDEN_NODES = """() => {
   const pane = window.kernelscope.panes.find((p) => p.id === 'graph');
   return [pane.fx, pane.kg].map((cy) => {
     const ext = cy.extent();
     return cy.nodes().filter((n) => {
       const p = n.position();
-      return p.x > ext.x1 && p.x < ext.x2 && p.y > ext.y1 && p.y < ext.y2;
+      return !(p.x > ext.x1 && p.x < ext.x2 && p.y > ext.y1 && p.y < ext.y2);
     }).length;
   });
 }"""
@@ -54,17 +55,17 @@ CUT_AT_LEFT = """() => {
 def test_a_models_fx_graph_opens_with_no_node_cut_at_the_left(
     page: Page, size: tuple[int, int]
 ) -> None:
-    """A model's FX graph is too big to fit readable: it opens at a readable zoom from the
-    top, and from the left of the rows in view (from the first node alone, the 4-block
-    model's FX graph opened with its layer-norm nodes cut in two by the pane's edge)."""
+    """A model's FX graph opens folded by module and fitted: no node is cut in two by the
+    pane's edge (the 4-block model's FX graph opened with its layer-norm nodes cut at the
+    left) and none is out of view."""
     page.set_viewport_size({"width": size[0], "height": size[1]})
     open_explorer(page, "/t/modules")
     wait_done(page)
     show_tab(page, "graph")
-    page.wait_for_timeout(300)  # the graphs lay out
+    wait_graph_laid_out(page)
     screenshot(page, f"layout-graph-left-{size[0]}x{size[1]}")
     assert page.evaluate(CUT_AT_LEFT) == []
-    assert min(page.evaluate(VISIBLE_NODES)) >= 5
+    assert page.evaluate(HIDDEN_NODES) == [0, 0]
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -76,12 +77,13 @@ def test_a_models_panes_fit_their_column(page: Page, size: tuple[int, int]) -> N
     for tab in ("fusion", "timings", "graph", "memory", "ir"):
         show_tab(page, tab)
         pane = page.locator(f"[data-pane={tab}]")
-        page.wait_for_timeout(300)  # the graphs lay out
+        if tab == "graph":
+            wait_graph_laid_out(page)
         screenshot(page, f"layout-{tab}-{size[0]}x{size[1]}")
         if out := pane.evaluate(OVERFLOW):
             failures[tab] = out
-        if tab == "graph" and (seen := page.evaluate(VISIBLE_NODES)) and min(seen) < 5:
-            failures[tab] = f"nodes in view of each graph: {seen}"
+        if tab == "graph" and (hidden := page.evaluate(HIDDEN_NODES)) != [0, 0]:
+            failures[tab] = f"nodes out of view in each graph: {hidden}"
     assert failures == {}
 
 

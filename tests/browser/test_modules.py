@@ -24,6 +24,7 @@ def _opened(new_page: Callable[[str], Page], stub: LiveServer, size: tuple[int, 
     page.set_viewport_size({"width": size[0], "height": size[1]})
     open_explorer(page, "/t/modules")
     wait_done(page)
+    show_tab(page, "modules")  # a tab's pane renders when it is first shown
     page.wait_for_selector("[data-pane=modules][data-filled=true]", state="attached")
     return page
 

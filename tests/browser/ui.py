@@ -32,15 +32,33 @@ def wait_done(page: Page, timeout_s: float = 30) -> None:
 
 
 def wait_panes_filled(page: Page, panes: list[str] = PANES, timeout_s: float = 10) -> None:
+    """Waits until each pane has content. A tab's pane renders when it is first shown, so
+    each tab is shown in turn; the tab that was showing is shown again at the end."""
+    active = page.evaluate(
+        "document.querySelector('#tabs .tab.active')?.dataset.tab ?? null"
+    )
     for pane in panes:
+        if pane != "code" and page.locator(f"#tabs .tab[data-tab={pane}]").count():
+            page.click(f"#tabs .tab[data-tab={pane}]")
         page.wait_for_selector(
             f"[data-pane={pane}][data-filled=true]", state="attached", timeout=timeout_s * 1000
         )
+    if active:
+        page.click(f"#tabs .tab[data-tab={active}]")
 
 
 def show_tab(page: Page, tab: str) -> None:
     page.click(f".tab[data-tab={tab}]")
     page.wait_for_selector(f"[data-pane={tab}]:not([hidden])")
+
+
+def wait_graph_laid_out(page: Page, timeout_s: float = 30) -> None:
+    """The graph pane has drawn its graphs (their layout runs in a worker)."""
+    page.wait_for_function(
+        "() => { const p = document.querySelector('[data-pane=graph]');"
+        " return p.dataset.filled === 'true' && !p.dataset.pending; }",
+        timeout=timeout_s * 1000,
+    )
 
 
 def editor_line(page: Page, n: int) -> Any:

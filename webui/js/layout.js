@@ -3,8 +3,40 @@
 
 import { h } from "./dom.js";
 
+// Tabs for the analysis panes. A pane renders only when shown: every update waits (the
+// trace and the stages seen, each once, in order) until its tab is first shown, and the
+// visible pane's wait ends after the next frame, so the code pane (rendered by the page
+// itself) paints first. `update`, `reset` and `select` go through the returned object.
 export function makeTabs(nav, host, panes, onShow) {
   const buttons = new Map();
+  const waiting = new Map(); // pane -> { trace, stages, selection } not yet rendered
+  let visible = null;
+  let scheduled = false;
+  const refresh = () => {
+    for (const pane of panes) {
+      buttons.get(pane.id).classList.toggle("filled",
+        pane.el.dataset.filled === "true" || waiting.has(pane));
+    }
+  };
+  const flush = (pane) => {
+    const wait = waiting.get(pane);
+    if (!wait) return;
+    waiting.delete(pane);
+    for (const stage of wait.stages) pane.update(wait.trace, stage);
+    if (wait.selection) pane.select(wait.selection);
+  };
+  const later = () => {
+    if (scheduled) return;
+    scheduled = true;
+    const run = () => {
+      if (!scheduled) return;
+      scheduled = false;
+      flush(visible);
+      refresh();
+    };
+    requestAnimationFrame(() => setTimeout(run, 0));
+    setTimeout(run, 250); // a page that draws no frames (hidden) still renders
+  };
   const show = (id) => {
     for (const [pid, button] of buttons) {
       const on = pid === id;
@@ -13,7 +45,9 @@ export function makeTabs(nav, host, panes, onShow) {
       panes.find((p) => p.id === pid).el.hidden = !on;
     }
     localStorage.setItem("ks.tab", id);
-    onShow(panes.find((p) => p.id === id));
+    visible = panes.find((p) => p.id === id);
+    flush(visible);
+    onShow(visible);
   };
   for (const pane of panes) {
     const button = h("button.tab", { role: "tab", dataset: { tab: pane.id },
@@ -27,12 +61,29 @@ export function makeTabs(nav, host, panes, onShow) {
   show(buttons.has(saved) ? saved : panes[0].id);
   return {
     show,
-    // Marks the tabs whose pane has content.
-    refresh() {
+    get shown() { return visible; },
+    // A stage's event for every pane, rendered when the pane is shown.
+    update(trace, stage) {
       for (const pane of panes) {
-        buttons.get(pane.id).classList.toggle("filled", pane.el.dataset.filled === "true");
+        const wait = waiting.get(pane) ?? { trace, stages: [], selection: null };
+        wait.trace = trace;
+        if (!wait.stages.includes(stage)) wait.stages.push(stage);
+        waiting.set(pane, wait);
+      }
+      later();
+    },
+    reset() {
+      waiting.clear();
+      for (const pane of panes) pane.reset();
+    },
+    select(selection) {
+      for (const pane of panes) {
+        if (waiting.has(pane)) waiting.get(pane).selection = selection;
+        else pane.select(selection);
       }
     },
+    // Marks the tabs whose pane has content, or content waiting for its first show.
+    refresh,
   };
 }
 

@@ -8,6 +8,7 @@ import { getSamples, getHealth, getTrace, startCompile, jobEvents, cancelJob, hi
   getSchema, getFollowUps } from "./api.js";
 import { Editor } from "./editor.js";
 import { loadCytoscape, libInfo } from "./libs.js";
+import { layoutOffThread } from "./graphlayout.js";
 import { Trace, graphView, graphLabels, loadStages, inductorOf, followUpsPending } from "./trace.js";
 /** @typedef {import("../types/events").StageEvent} StageEvent */
 import { SelectionBus, buildIndex, fromSourceLine, isEmpty } from "./provenance.js";
@@ -49,6 +50,7 @@ const ctx = {
   clearPin: () => bus.clear(),
   kernelColour: (gid, name) => state.index.kernelColour.get(`${gid}:${name}`) ?? "#3a4256",
   cytoscape: loadCytoscape,
+  layout: layoutOffThread,
   highlight,
   revealLine: (line) => editor.revealLine(line),
   showGraphs: (ids) => showGraphs(ids),
@@ -104,7 +106,8 @@ const optionControls = new OptionControls($("options-panel"), $("options-summary
 
 bus.subscribe((sel) => {
   editor.mark({ selected: sel.lines });
-  for (const pane of panes) pane.select(sel);
+  code.select(sel);
+  tabs.select(sel);
   document.body.classList.toggle("selecting", !isEmpty(sel));
 });
 document.addEventListener("keydown", (e) => { if (e.key === "Escape") bus.clear(); });
@@ -134,7 +137,8 @@ function reset() {
   status.reset();
   setStale(false);
   editor.mark({ lines: new Set(), selected: new Set(), error: null, breaks: new Set() });
-  for (const pane of panes) pane.reset();
+  code.reset();
+  tabs.reset();
   renderGraphTabs();
   tabs.refresh();
   setShare(null);
@@ -142,24 +146,42 @@ function reset() {
 
 /** @param {StageEvent} event @param {boolean} isLive */
 function handle(event, isLive) {
+  handleAll([event], isLive);
+}
+
+// Events in order: the provenance index is built once for all of them, and each pane
+// renders each stage once (a stored trace arrives whole).
+/** @param {StageEvent[]} events @param {boolean} isLive */
+function handleAll(events, isLive) {
   const trace = state.trace;
-  if (!trace.add(event)) return;
+  const added = events.filter((event) => trace.add(event));
+  if (!added.length) return;
   state.index = buildIndex(trace);
-  status.update(trace, event, isLive);
-  if (event.stage === "error") {
-    banner.show(event.data, event.origin ?? null);
-    editor.mark({ error: event.data.line ?? null });
+  for (const event of added) {
+    status.update(trace, event, isLive);
+    if (event.stage === "error") {
+      banner.show(event.data, event.origin ?? null);
+      editor.mark({ error: event.data.line ?? null });
+    }
+    if (event.stage === "done") setShare(event.data.trace_id ?? null);
+    if (event.stage === "capture") {
+      editor.mark({ breaks: new Set((event.data.graph_breaks ?? []).map((b) => b.line)) });
+    }
   }
-  if (event.stage === "done") setShare(event.data.trace_id ?? null);
-  if (event.stage === "capture") {
-    editor.mark({ breaks: new Set((event.data.graph_breaks ?? []).map((b) => b.line)) });
-  }
-  if (event.stage === "capture" || event.stage === "capture_graph") renderGraphTabs();
-  const view = graphView(trace, state.graphs);
-  for (const pane of panes) pane.update(view, event.stage);
+  if (added.some((e) => e.stage === "capture" || e.stage === "capture_graph")) renderGraphTabs();
+  updatePanes(added.map((e) => e.stage));
   editor.mark({ lines: state.index.sourceLines });
   bus.emit();
   tabs.refresh();
+}
+
+// Each stage once, in order, to the code pane now and to the tabs when each is shown.
+function updatePanes(stages) {
+  const view = graphView(state.trace, state.graphs);
+  for (const stage of new Set(stages)) {
+    code.update(view, stage);
+    tabs.update(view, stage);
+  }
 }
 
 // Forward / backward (or one tab per graph break) when a trace has more than one graph:
@@ -188,11 +210,9 @@ function renderGraphTabs() {
 
 function showGraphs(ids) {
   state.graphs = ids;
-  const view = graphView(state.trace, ids);
-  for (const pane of panes) {
-    pane.reset();
-    for (const event of state.trace.events) pane.update(view, event.stage);
-  }
+  code.reset();
+  tabs.reset();
+  updatePanes(state.trace.events.map((e) => e.stage));
   renderGraphTabs();
   bus.emit();
   tabs.refresh();
@@ -353,7 +373,7 @@ async function openPermalink(id) {
   $("permalink-info").textContent = `Read-only trace ${trace.id ?? id}` +
     `${trace.ok === false ? " (failed compile)" : ""}` +
     `${trace.created ? ` · created ${new Date(trace.created).toLocaleString()}` : ""}`;
-  for (const event of trace.events ?? []) handle(event, false);
+  handleAll(trace.events ?? [], false);
   const source = state.trace.data("source");
   if (source) setOptions({ device: source.device, backend: source.backend, ...source.options });
   setShare(trace.id ?? id);
@@ -372,7 +392,7 @@ async function watchFollowUps() {
   const id = trace.traceId;
   const show = () => {
     status.followUps(trace);
-    timings.update(graphView(trace, state.graphs), "inductor");
+    tabs.update(graphView(trace, state.graphs), "inductor");
   };
   show();
   while (id && watch === state.watch && followUpsPending(trace)) {
@@ -387,7 +407,7 @@ async function watchFollowUps() {
     }
     if (watch !== state.watch) return;
     trace.followUps = answer.follow_ups ?? {};
-    for (const event of answer.events ?? []) handle(event, false);
+    handleAll(answer.events ?? [], false);
     show();
   }
   setShare(state.traceId);  // the Inductor diff link, once its event is here

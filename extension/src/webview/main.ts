@@ -41,7 +41,7 @@ const { Trace } = traceModule;
  * by a glob import (every module of webui/js/panes goes into dist/webview.js), so a pane the
  * web UI adds is one name here, and one this webui checkout lacks is left out.
  */
-const TAB_PANES = ["graph", "ir", "fusion", "memory", "timings", "guards", "output"];
+const TAB_PANES = ["graph", "ir", "modules", "fusion", "memory", "timings", "guards", "output"];
 
 type PaneClass = new (ctx: unknown) => Pane;
 
@@ -142,7 +142,8 @@ function start(paneClasses: PaneClass[]): void {
   window.addEventListener("resize", () => tabPanes.forEach((p) => !p.el.hidden && p.shown?.()));
 
   bus.subscribe((sel: Selection) => {
-    for (const pane of panes) pane.select(sel);
+    code.select(sel);
+    tabs.select(sel);
     document.body.classList.toggle("selecting", !isEmpty(sel));
     const lines = [...sel.lines].sort((a, b) => a - b);
     if (!sameLines(lines, lastHover)) {
@@ -179,21 +180,34 @@ function start(paneClasses: PaneClass[]): void {
     bus.clear();
     banner.reset();
     status.reset();
-    for (const pane of panes) pane.reset();
+    code.reset();
+    tabs.reset();
     tabs.refresh();
     setTitle(title);
   }
 
   function handle(event: StageEvent, live: boolean): void {
+    handleAll([event], live);
+  }
+
+  // As webui/js/main.js: the index once for all the events, each stage once to each pane
+  // (the code pane now, a tab's pane when it is first shown).
+  function handleAll(events: StageEvent[], live: boolean): void {
     const trace = state.trace;
-    if (!trace.add(event)) return;
+    const added = events.filter((event) => trace.add(event));
+    if (!added.length) return;
     state.index = buildIndex(trace);
-    status.update(trace, event, live);
-    if (event.stage === "error") banner.show(event.data as never);
-    if (event.stage === "done" && state.title) {
-      setTitle({ ...state.title, traceId: (event.data.trace_id as string | undefined) ?? null });
+    for (const event of added) {
+      status.update(trace, event, live);
+      if (event.stage === "error") banner.show(event.data as never);
+      if (event.stage === "done" && state.title) {
+        setTitle({ ...state.title, traceId: (event.data.trace_id as string | undefined) ?? null });
+      }
     }
-    for (const pane of panes) pane.update(trace, event.stage);
+    for (const stage of new Set(added.map((e) => e.stage))) {
+      code.update(trace, stage);
+      tabs.update(trace, stage);
+    }
     bus.emit();
     tabs.refresh();
   }
@@ -204,9 +218,9 @@ function start(paneClasses: PaneClass[]): void {
   function followUps(states: Record<string, string>, events: StageEvent[]): void {
     const trace = state.trace;
     trace.followUps = { ...states };
-    for (const event of events) handle(event, false);
+    handleAll(events, false);
     status.followUps(trace);
-    for (const stage of Object.keys(states)) for (const pane of panes) pane.update(trace, stage);
+    for (const stage of Object.keys(states)) tabs.update(trace, stage);
   }
 
   // Compare With Previous: the web UI's Diff pane over the whole panel, until "back".
@@ -241,7 +255,7 @@ function start(paneClasses: PaneClass[]): void {
         break;
       case "trace":
         reset(m.title);
-        for (const event of m.events) handle(event, false);
+        handleAll(m.events, false);
         break;
       case "followUps":
         followUps(m.states, m.events);

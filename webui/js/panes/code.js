@@ -26,6 +26,13 @@ const LOWER_STAGES = [
   ["objdump", "objdump -d", "objdump"],
 ];
 
+// A model's code is tens of thousands of lines: the first EAGER_LINES are drawn at once,
+// each later kernel's code when it scrolls near the view (an IntersectionObserver), in a
+// placeholder as tall as its lines (LINE_PX, css/code.css: 12.5px x 1.55).
+const EAGER_LINES = 800;
+const LINE_PX = 19.375;
+const NEAR = "800px 0px";
+
 export class CodePane extends Pane {
   id = "code";
   title = "Code";
@@ -69,6 +76,11 @@ export class CodePane extends Pane {
   reset() {
     this.lines.clear();
     this.headers.clear();
+    this.lazy = new Map(); // "gid:kernel" / "gid:wrapper" -> draws that section's code
+    this.observer?.disconnect();
+    this.observer = null;
+    this.budget = EAGER_LINES;
+    this.compiled = new Map(); // "gid:kernel" -> its compile entry (lower stages)
     this.stageRows = new Map(); // "gid:kernel:stage:line" -> element of a shown stage
     this.marked = [];
     this.cursor = -1;
@@ -91,6 +103,11 @@ export class CodePane extends Pane {
     this.lines.clear();
     this.headers.clear();
     this.stageRows.clear();
+    this.lazy.clear();
+    this.observer?.disconnect();
+    this.observer = typeof IntersectionObserver === "function"
+      ? new IntersectionObserver((entries) => this.near(entries), { rootMargin: NEAR }) : null;
+    this.budget = EAGER_LINES;
     const sections = [];
     for (const g of trace.graphs("codegen")) {
       // Execution order (scheduling), with extern calls in place; then anything unscheduled.
@@ -172,7 +189,51 @@ export class CodePane extends Pane {
     const scheduled = this.ctx.index().kernels.find((k) => k.gid === gid && k.name === kernel.name);
     const where = scheduled?.module ? ` · ${scheduled.module}` : "";
     const meta = scheduled ? `lines ${scheduled.lines.join(", ") || "–"}${where}` : "";
-    const block = codeBlock(kernel.source, kernel.language, (n, row) => {
+    const section = h("section.kernel", { dataset: { kernel: kernel.name, graph: gid } },
+      this.header(gid, kernel.name, kernel.target, meta), h("div.stage-bar"));
+    return this.withCode(section, `${gid}:${kernel.name}`, kernel.source,
+      () => this.kernelBlock(gid, kernel, byLine));
+  }
+
+  // Draws the code now, within the budget of eager lines, else when it nears the view.
+  withCode(section, key, source, draw) {
+    const lines = source.split("\n").length;
+    const place = (late = true) => {
+      this.lazy.delete(key);
+      this.observer?.unobserve(holder);
+      const block = draw();
+      holder.replaceWith(block);
+      const entry = this.compiled.get(key);
+      if (entry) this.stageBar(entry.gid, entry.kernel, section);
+      if (late) this.select(this.ctx.current());
+      return block;
+    };
+    const holder = h("div.code-lazy", { style: { height: `${lines * LINE_PX + 12}px` } });
+    section.append(holder);
+    if (this.budget >= lines || !this.observer) {
+      this.budget -= lines;
+      place(false);
+    } else {
+      this.budget = 0;
+      holder.place = place;
+      this.lazy.set(key, place);
+      this.observer.observe(holder);
+    }
+    return section;
+  }
+
+  near(entries) {
+    for (const e of entries) if (e.isIntersecting) e.target.place?.();
+  }
+
+  // Draws the lazy section a key of the selection lies in ("0:k:7" or "0:k").
+  draw(key) {
+    const parts = key.split(":");
+    this.lazy.get(`${parts[0]}:${parts[1]}`)?.();
+  }
+
+  kernelBlock(gid, kernel, byLine) {
+    return codeBlock(kernel.source, kernel.language, (n, row) => {
       const entry = byLine.get(n);
       const key = `${gid}:${kernel.name}:${n}`;
       this.lines.set(key, row);
@@ -184,8 +245,6 @@ export class CodePane extends Pane {
         (kernel.module ? ` · ${kernel.module}` : "");
       this.provenance(row, () => fromKernelLine(this.ctx.index(), gid, kernel.name, n));
     }, this.ctx.highlight);
-    return h("section.kernel", { dataset: { kernel: kernel.name, graph: gid } },
-      this.header(gid, kernel.name, kernel.target, meta), h("div.stage-bar"), block);
   }
 
   /** @param {number} gid @param {import("../../types/events").ScheduledKernel} k */
@@ -199,7 +258,14 @@ export class CodePane extends Pane {
   /** @param {number} gid @param {import("../../types/events").Wrapper} wrapper */
   wrapperSection(gid, wrapper) {
     const byLine = new Map((wrapper.line_map ?? []).map((e) => [e.line, e]));
-    const block = codeBlock(wrapper.source, "python", (n, row) => {
+    const section = h("section.kernel.wrapper", { dataset: { graph: gid } },
+      h("div.kernel-head", h("span.kname", `wrapper · graph ${gid}`), badge("Python")));
+    return this.withCode(section, `${gid}:wrapper`, wrapper.source,
+      () => this.wrapperBlock(gid, wrapper, byLine));
+  }
+
+  wrapperBlock(gid, wrapper, byLine) {
+    return codeBlock(wrapper.source, "python", (n, row) => {
       const key = `${gid}:wrapper:${n}`;
       this.lines.set(key, row);
       row.dataset.key = key;
@@ -209,8 +275,6 @@ export class CodePane extends Pane {
       row.style.setProperty("--pc", this.ctx.kernelColour(gid, entry.kernel));
       this.provenance(row, () => fromWrapperLine(this.ctx.index(), gid, n));
     }, this.ctx.highlight);
-    return h("section.kernel.wrapper", { dataset: { graph: gid } },
-      h("div.kernel-head", h("span.kname", `wrapper · graph ${gid}`), badge("Python")), block);
   }
 
   // Compile and profile numbers in the kernel headers. The compile stage's per-kernel
@@ -241,51 +305,59 @@ export class CodePane extends Pane {
   lowerStages(trace) {
     for (const g of trace.graphs("compile")) {
       for (const k of g.kernels ?? []) {
+        const key = `${g.id}:${k.name}`;
+        this.compiled.set(key, { gid: g.id, kernel: k });
+        if (this.lazy.has(key)) continue; // its bar is made when its code is drawn
         const section = this.el.querySelector(
           `section.kernel[data-graph="${g.id}"][data-kernel="${CSS.escape(k.name)}"]`);
-        const stages = k.ir ?? {};
-        const present = LOWER_STAGES.filter(([key]) => typeof stages[key] === "string" && stages[key]);
-        const facts = [["num_warps", "warps"], ["num_stages", "stages"], ["registers", "registers"],
-          ["spills", "spills"], ["shared_bytes", "shared bytes"]]
-          .filter(([key]) => k[key] !== undefined && k[key] !== null)
-          .map(([key, label]) => `${label} ${k[key]}`);
-        const bar = section?.querySelector(".stage-bar");
-        if (bar && !present.length && k.stages_note) {
-          clear(bar, h("span.stages-note", `no lower stages: ${k.stages_note}`));
-        }
-        if (!bar || (!present.length && !facts.length)) continue;
-        const source = section.querySelector(".code");
-        this.stageSourceRows(g.id, k.name, source);
-        let shown = null; // the split showing a stage, or null (the source alone)
-        const show = (button, key, language) => {
-          for (const b of bar.querySelectorAll("button")) b.classList.toggle("active", b === button);
-          this.dropStageRows(g.id, k.name);
-          const split = key === null ? null : h("div.stage-split",
-            h("div.stage-src"), this.stageBlock(g.id, k.name, key, stages[key], language));
-          if (split) {
-            split.dataset.stage = key;
-            (shown ?? source).replaceWith(split);
-            split.firstChild.append(source);
-          } else if (shown) {
-            shown.replaceWith(source);
-          }
-          shown = split;
-          this.select(this.ctx.current());
-        };
-        const sourceButton = h("button.sbtn.active", { type: "button" }, "source");
-        sourceButton.addEventListener("click", () => show(sourceButton, null));
-        clear(bar, sourceButton, present.map(([key, label, language]) => {
-          const b = h("button.sbtn", { type: "button", dataset: { stage: key } }, label);
-          if (k.line_maps?.[key]?.length) b.title = `${label} beside the source, lines mapped`;
-          b.addEventListener("click", () => show(b, key, language));
-          return b;
-        }), facts.length ? h("span.facts", facts.join(" · ")) : null,
-        k.gpu_target ? h("span.offline-target", {
-          title: "This host has no GPU: Triton's interpreter ran the kernel, and Triton " +
-            `compiled it again for ${k.gpu_target} for these stages (gpu_target option)` },
-        `compiled for ${k.gpu_target}, not run here`) : null);
+        if (section) this.stageBar(g.id, k, section);
       }
     }
+  }
+
+  /** @param {number} gid @param {any} k @param {HTMLElement} section */
+  stageBar(gid, k, section) {
+    const stages = k.ir ?? {};
+    const present = LOWER_STAGES.filter(([key]) => typeof stages[key] === "string" && stages[key]);
+    const facts = [["num_warps", "warps"], ["num_stages", "stages"], ["registers", "registers"],
+      ["spills", "spills"], ["shared_bytes", "shared bytes"]]
+      .filter(([key]) => k[key] !== undefined && k[key] !== null)
+      .map(([key, label]) => `${label} ${k[key]}`);
+    const bar = section?.querySelector(".stage-bar");
+    if (bar && !present.length && k.stages_note) {
+      clear(bar, h("span.stages-note", `no lower stages: ${k.stages_note}`));
+    }
+    if (!bar || (!present.length && !facts.length)) return;
+    const source = section.querySelector(".code");
+    this.stageSourceRows(gid, k.name, source);
+    let shown = null; // the split showing a stage, or null (the source alone)
+    const show = (button, key, language) => {
+      for (const b of bar.querySelectorAll("button")) b.classList.toggle("active", b === button);
+      this.dropStageRows(gid, k.name);
+      const split = key === null ? null : h("div.stage-split",
+        h("div.stage-src"), this.stageBlock(gid, k.name, key, stages[key], language));
+      if (split) {
+        split.dataset.stage = key;
+        (shown ?? source).replaceWith(split);
+        split.firstChild.append(source);
+      } else if (shown) {
+        shown.replaceWith(source);
+      }
+      shown = split;
+      this.select(this.ctx.current());
+    };
+    const sourceButton = h("button.sbtn.active", { type: "button" }, "source");
+    sourceButton.addEventListener("click", () => show(sourceButton, null));
+    clear(bar, sourceButton, present.map(([key, label, language]) => {
+      const b = h("button.sbtn", { type: "button", dataset: { stage: key } }, label);
+      if (k.line_maps?.[key]?.length) b.title = `${label} beside the source, lines mapped`;
+      b.addEventListener("click", () => show(b, key, language));
+      return b;
+    }), facts.length ? h("span.facts", facts.join(" · ")) : null,
+    k.gpu_target ? h("span.offline-target", {
+      title: "This host has no GPU: Triton's interpreter ran the kernel, and Triton " +
+        `compiled it again for ${k.gpu_target} for these stages (gpu_target option)` },
+    `compiled for ${k.gpu_target}, not run here`) : null);
   }
 
   // Kernel lines that only a stage's line map reaches (no user line) still select.
@@ -326,6 +398,7 @@ export class CodePane extends Pane {
   }
 
   reveal(key) {
+    this.draw(key);
     const el = this.headers.get(key) ?? this.lines.get(key);
     el?.scrollIntoView({ block: "start", behavior: "smooth" });
   }
@@ -356,6 +429,8 @@ export class CodePane extends Pane {
 
   // On a click in the editor, bring the first marked kernel line into view.
   scrollToSelection() {
+    const [key] = this.ctx.current().klines ?? [];
+    if (key && !this.lines.has(key)) this.draw(key);
     const first = this.marked.find((el) => el.classList.contains("cl"));
     first?.scrollIntoView({ block: "center", behavior: "smooth" });
   }

@@ -1,10 +1,14 @@
 // Graph pane: the FX graph of each captured graph (capture.graphs[].nodes/edges) and the
 // fused-kernel graph (scheduling kernels, edges from the buffers each kernel reads), both
-// laid out top-down by dagre. FX nodes are coloured by the kernel that computes them;
-// clicking a node shows its details and pins its provenance.
+// laid out top-down by dagre, off the main thread where the page gives a `ctx.layout`
+// (graphlayout.js). Both open folded by module (collapse.js): a block is one node, a stack
+// of like blocks one node ("h.0-11 ×12"); clicking a folded node opens it. FX nodes are
+// coloured by the kernel that computes them; clicking a node shows its details and pins
+// its provenance.
 
 import { h, clear, empty, shape } from "../dom.js";
-import { fromNode, fromKernel, fromBuffer } from "../provenance.js";
+import { fromNode, fromKernel, fromBuffer, fromModule, union, emptySelection } from "../provenance.js";
+import { collapse } from "../collapse.js";
 import { Pane } from "./pane.js";
 
 /** @typedef {import("../trace.js").Trace} Trace */
@@ -17,6 +21,8 @@ const STYLE = [
     "text-wrap": "wrap", "text-valign": "center", "text-halign": "center",
     shape: "round-rectangle", width: "data(w)", height: "data(hgt)",
     "border-width": 1, "border-color": "#0d1117" } },
+  { selector: "node.group", style: { "border-width": 2, "border-style": "double",
+    "border-color": "#82aaff", "font-weight": "bold" } },
   { selector: "node.io", style: { "background-color": "#2a3142", "border-color": "#6b7489",
     "border-style": "dashed", "border-width": 1, color: "#c9cfdb" } },
   { selector: "edge", style: {
@@ -53,8 +59,12 @@ function themed() {
   });
 }
 
-// Below this zoom labels cannot be read; a long graph is shown from its top instead.
+// Below this zoom labels cannot be read: revealing a selection never zooms out further.
 const MIN_READABLE_ZOOM = 0.8;
+// A graph opens fitted down to this zoom; one that needs less (a graph opened wide) is
+// shown from its top at MIN_READABLE_ZOOM instead.
+const MIN_FIT_ZOOM = 0.15;
+const GROUP_COLOUR = "#5d6f96";
 // Above this a small graph looks blown up; it is centred at this zoom instead.
 const MAX_FIT_ZOOM = 1.25;
 
@@ -81,6 +91,8 @@ export class GraphPane extends Pane {
   constructor(ctx) {
     super(ctx, "div.pane-body.graph-pane");
     this.graphId = 0;
+    this.generation = 0;
+    this.open = { fx: new Set(), kg: new Set() };
     this.pick = h("select.graph-pick", { onchange: () => this.showGraph(Number(this.pick.value)) });
     this.fxEl = h("div.cy");
     this.kEl = h("div.cy");
@@ -95,7 +107,10 @@ export class GraphPane extends Pane {
     this.fx = this.kg = null;
     this.trace = null;
     this.graphId = 0;
+    this.generation += 1;
+    this.open = { fx: new Set(), kg: new Set() };
     delete this.el.dataset.filled;
+    delete this.el.dataset.pending;
     clear(this.el, empty("The FX graph appears here after capture."));
   }
 
@@ -119,11 +134,12 @@ export class GraphPane extends Pane {
     clear(this.el,
       h("div.graph-col",
         h("div.graph-title", "FX graph", graphs.length > 1 ? this.pick : null,
-          h("span.hint", "ATen ops · colour = kernel"), this.zoomBar(() => this.fx)),
+          h("span.hint", "ATen ops · colour = kernel · click a module to open it"),
+          this.zoomBar(() => this.fx, "fx")),
         this.fxEl, this.breaks),
       h("div.graph-col.narrow",
         h("div.graph-title", "Fused kernels", h("span.hint", "edges = buffers read"),
-          this.zoomBar(() => this.kg)),
+          this.zoomBar(() => this.kg, "kg")),
         this.kEl, this.details));
     // A graph picked while the others stream in stays picked.
     const id = graphs.some((g) => g.id === this.graphId) ? this.graphId : graphs[0]?.id ?? 0;
@@ -132,32 +148,67 @@ export class GraphPane extends Pane {
     this.el.dataset.filled = "true";
   }
 
+  // Builds both graphs of graph `id`; a newer call (another event, a graph picked, a
+  // module opened) supersedes this one at each wait. `data-pending` marks the wait.
   async showGraph(id) {
+    if (id !== this.graphId) this.open = { fx: new Set(), kg: new Set() };
     this.graphId = id;
+    const run = ++this.generation;
     const trace = this.trace;
+    this.el.dataset.pending = "true";
     const cytoscape = await this.ctx.cytoscape();
-    // A reset or a newer event may have come while cytoscape loaded.
-    if (trace !== this.trace || id !== this.graphId) return;
+    if (run !== this.generation) return;
     const g = trace.graph("capture", id);
-    if (!g) return;
+    if (!g) return void delete this.el.dataset.pending;
+    const fxEls = this.fxElements(trace, g);
+    const kEls = trace.graph("scheduling", id) ? this.kernelElements(trace, id) : null;
+    const [fxAt, kAt] = await Promise.all([this.place(fxEls), kEls ? this.place(kEls) : null]);
+    if (run !== this.generation) return;
     this.fx?.destroy();
-    this.fx = cytoscape({ container: this.fxEl, elements: this.fxElements(trace, g),
-      style: themed(), layout: LAYOUT, minZoom: 0.1, maxZoom: 3 });
-    this.wire(this.fx, (node) => fromNode(this.ctx.index(), id, node.id()));
+    this.fx = this.draw(cytoscape, this.fxEl, fxEls, fxAt);
+    this.wire(this.fx, "fx", (node) => fromNode(this.ctx.index(), id, node.id()));
     this.kg?.destroy();
     this.kg = null;
     clear(this.kEl);
-    if (!trace.graph("scheduling", id)) {
+    if (!kEls) {
       this.kEl.append(empty("Kernels appear here after scheduling."));
     } else {
-      this.kg = cytoscape({ container: this.kEl, elements: this.kernelElements(trace, id),
-        style: themed(), layout: LAYOUT, minZoom: 0.1, maxZoom: 3 });
-      this.wire(this.kg, (node) => node.data("kind") === "kernel"
+      this.kg = this.draw(cytoscape, this.kEl, kEls, kAt);
+      this.wire(this.kg, "kg", (node) => node.data("kind") === "kernel"
         ? fromKernel(this.ctx.index(), id, node.id())
         : fromBuffer(this.ctx.index(), id, node.id()));
     }
+    delete this.el.dataset.pending;
     this.select(this.ctx.current());
     this.shown();
+  }
+
+  // Node positions from the page's layout worker, or null (lay out on the page).
+  place(elements) {
+    return this.ctx.layout ? this.ctx.layout(elements, LAYOUT).catch(() => null) : null;
+  }
+
+  draw(cytoscape, container, elements, positions) {
+    const layout = positions ? { name: "preset", positions: (n) => positions[n.id()], fit: false }
+      : LAYOUT;
+    return cytoscape({ container, elements, style: themed(), layout, minZoom: 0.05, maxZoom: 3 });
+  }
+
+  // Opens or folds a unit of one graph (fx or kg) and draws both again.
+  toggle(which, unit) {
+    const open = this.open[which];
+    if (open.has(unit)) open.delete(unit);
+    else open.add(unit);
+    this.showGraph(this.graphId);
+  }
+
+  // A folded unit's selection: its modules', or its kernel's, or its members' own.
+  groupSelection(which, data) {
+    const index = this.ctx.index();
+    const gid = this.graphId;
+    if (data.paths?.length) return data.paths.map((p) => fromModule(index, p)).reduce(union);
+    const pick = (m) => (which === "fx" ? fromNode(index, gid, m) : fromKernel(index, gid, m));
+    return data.members.map(pick).reduce(union, emptySelection());
   }
 
   /** @param {Trace} trace */
@@ -167,18 +218,31 @@ export class GraphPane extends Pane {
     for (const k of trace.graph("scheduling", g.id)?.kernels ?? []) {
       for (const o of k.origins) if (!nodeKernel.has(o)) nodeKernel.set(o, k.name);
     }
-    const nodes = g.nodes.map((n) => {
-      const io = n.op !== "call_function";
-      const op = short(n.target);
-      const label = io || op === n.name ? n.name : `${n.name}\n${op}`;
-      const kernel = nodeKernel.get(n.name);
+    const items = g.nodes.map((n) => ({ id: n.name, module: n.module ?? null, node: n,
+      io: n.op !== "call_function", op: short(n.target), kernel: nodeKernel.get(n.name) ?? null }));
+    const folded = collapse(items, /** @type {[string, string][]} */ (g.edges), this.open.fx);
+    const nodes = folded.units.map((u) => {
+      if (u.kind !== "node") return this.groupElement(u, "nodes");
+      const n = u.item.node;
+      const op = u.item.op;
+      const label = u.item.io || op === n.name ? n.name : `${n.name}\n${op}`;
+      const kernel = u.item.kernel ?? undefined;
       const colour = kernel ? this.ctx.kernelColour(g.id, kernel) : "#3a4256";
-      return { group: "nodes", classes: io ? "io" : "",
-        data: { id: n.name, label, colour, kind: "fx", node: n, kernel, ...box(label) } };
+      return { group: "nodes", classes: u.item.io ? "io" : "",
+        data: { id: n.name, label, colour, kind: "fx", node: n, kernel, members: u.members,
+          ...box(label) } };
     });
-    const edges = g.edges.map(([a, b], i) =>
+    const edges = folded.edges.map(([a, b], i) =>
       ({ group: "edges", data: { id: `e${i}`, source: a, target: b, label: "" } }));
     return [...nodes, ...edges];
+  }
+
+  // A folded unit as one node: its path (or stack), class and how much it holds.
+  groupElement(u, what) {
+    const type = u.paths?.length ? this.ctx.index().modules.get(u.paths[0]) : null;
+    const label = `${u.label}${type ? ` · ${type}` : ""}\n${u.members.length} ${what} ▸`;
+    return { group: "nodes", classes: "group", data: { id: u.id, label, kind: "group",
+      colour: GROUP_COLOUR, members: u.members, paths: u.paths ?? [], unit: u.kind, ...box(label) } };
   }
 
   /** @param {Trace} trace */
@@ -221,15 +285,36 @@ export class GraphPane extends Pane {
       edges.set(id, { group: "edges", data: { id: `${id}:e`, source: from, target: id,
         label: out } });
     }
-    return [...nodes, ...edges.values()];
+    return this.foldKernels(nodes, [...edges.values()]);
   }
 
-  wire(cy, selectionOf) {
-    cy.on("mouseover", "node", (e) => this.ctx.hover(selectionOf(e.target)));
+  // The kernel graph folded by the kernels' modules, as the FX graph is.
+  foldKernels(nodes, edges) {
+    const byId = new Map(nodes.map((n) => [n.data.id, n]));
+    const items = nodes.map((n) => ({ id: n.data.id, io: n.data.kind !== "kernel",
+      module: n.data.kind === "kernel" ? n.data.info.module ?? null : null,
+      op: n.data.kind === "kernel" ? n.data.info.kind : "io" }));
+    const folded = collapse(items, edges.map((e) => [e.data.source, e.data.target]), this.open.kg);
+    const shown = folded.units.map((u) => (u.kind === "node"
+      ? { ...byId.get(u.id), data: { ...byId.get(u.id).data, members: u.members } }
+      : this.groupElement(u, "kernels")));
+    const kept = new Set(folded.units.filter((u) => u.kind === "node").map((u) => u.id));
+    const direct = edges.filter((e) => kept.has(e.data.source) && kept.has(e.data.target));
+    const joined = new Set(direct.map((e) => `${e.data.source}\u0000${e.data.target}`));
+    const between = folded.edges.filter(([a, b]) => !joined.has(`${a}\u0000${b}`))
+      .map(([a, b], i) => ({ group: "edges", data: { id: `f${i}`, source: a, target: b, label: "" } }));
+    return [...shown, ...direct, ...between];
+  }
+
+  wire(cy, which, selectionOf) {
+    const pick = (node) => (node.data("kind") === "group"
+      ? this.groupSelection(which, node.data()) : selectionOf(node));
+    cy.on("mouseover", "node", (e) => this.ctx.hover(pick(e.target)));
     cy.on("mouseout", "node", () => this.ctx.unhover());
     cy.on("tap", "node", (e) => {
+      if (e.target.data("kind") === "group") return this.toggle(which, e.target.id());
       this.showDetails(e.target.data());
-      this.ctx.pin(selectionOf(e.target));
+      this.ctx.pin(pick(e.target));
     });
     cy.on("tap", (e) => { if (e.target === cy) this.ctx.clearPin(); });
   }
@@ -271,7 +356,7 @@ export class GraphPane extends Pane {
   }
 
   // Fit / zoom in / zoom out for one graph (the wheel and drag work too).
-  zoomBar(cyOf) {
+  zoomBar(cyOf, which) {
     const zoom = (factor) => {
       const cy = cyOf();
       if (!cy) return;
@@ -280,7 +365,10 @@ export class GraphPane extends Pane {
     return h("span.zoom",
       h("button.zbtn", { type: "button", title: "Fit the whole graph", onclick: () => cyOf()?.fit(undefined, 16) }, "fit"),
       h("button.zbtn", { type: "button", title: "Zoom in", onclick: () => zoom(1.25) }, "+"),
-      h("button.zbtn", { type: "button", title: "Zoom out", onclick: () => zoom(0.8) }, "−"));
+      h("button.zbtn", { type: "button", title: "Zoom out", onclick: () => zoom(0.8) }, "−"),
+      h("button.zbtn", { type: "button", dataset: { fold: which },
+        title: "Fold every module again (click a folded module to open it)",
+        onclick: () => { this.open[which].clear(); this.showGraph(this.graphId); } }, "fold"));
   }
 
   // Brings highlighted nodes into view: centred if they fit at this zoom, else fitted.
@@ -291,8 +379,12 @@ export class GraphPane extends Pane {
     if (inside) return;
     cy.stop();
     if (box.w > cy.width() * 0.9 || box.h > cy.height() * 0.9) {
+      // Never below a readable zoom: too many to fit, the first of them is centred.
       cy.fit(hit, 30);
-      if (cy.zoom() < 0.3) cy.zoom(0.3);
+      if (cy.zoom() < MIN_READABLE_ZOOM) {
+        cy.zoom(Math.max(MIN_READABLE_ZOOM, Math.min(cy.zoom(), MAX_FIT_ZOOM)));
+        cy.center(hit.first());
+      }
     } else {
       cy.center(hit);
     }
@@ -306,7 +398,7 @@ export class GraphPane extends Pane {
       if (cy.zoom() > MAX_FIT_ZOOM) {
         cy.zoom(MAX_FIT_ZOOM);
         cy.center();
-      } else if (cy.zoom() < MIN_READABLE_ZOOM) {
+      } else if (cy.zoom() < MIN_FIT_ZOOM) {
         // Readable zoom, from the graph's top row (the middle of a wide graph's bounding
         // box may hold no node at all), and from the left edge that shows the most of the
         // rows in view whole: a node's left side that cuts no other node in two.
@@ -328,7 +420,8 @@ export class GraphPane extends Pane {
     this.fx?.batch(() => {
       this.fx.elements().removeClass("hl dim");
       if (!active) return;
-      const hit = this.fx.nodes().filter((n) => sel.nodes.has(`${gid}:${n.id()}`));
+      const hit = this.fx.nodes().filter((n) =>
+        (n.data("members") ?? [n.id()]).some((m) => sel.nodes.has(`${gid}:${m}`)));
       hit.addClass("hl");
       hit.edgesWith(hit).addClass("hl");
       this.fx.elements().not(hit).not(hit.edgesWith(hit)).addClass("dim");
@@ -337,7 +430,8 @@ export class GraphPane extends Pane {
     this.kg?.batch(() => {
       this.kg.elements().removeClass("hl dim");
       if (!active) return;
-      const hit = this.kg.nodes().filter((n) => sel.kernels.has(`${gid}:${n.id()}`));
+      const hit = this.kg.nodes().filter((n) =>
+        (n.data("members") ?? [n.id()]).some((m) => sel.kernels.has(`${gid}:${m}`)));
       hit.addClass("hl");
       this.kg.edges().filter((e) => sel.buffers.has(`${gid}:${e.data("buffer")}`)).addClass("hl");
       this.kg.elements().not(".hl").addClass("dim");
@@ -347,7 +441,7 @@ export class GraphPane extends Pane {
 
   // For tests and the console: which FX nodes are marked now.
   highlighted() {
-    return this.fx ? this.fx.nodes(".hl").map((n) => n.id()) : [];
+    return this.fx ? this.fx.nodes(".hl").flatMap((n) => n.data("members") ?? [n.id()]) : [];
   }
 }
 

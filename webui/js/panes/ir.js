@@ -10,6 +10,10 @@ import { Pane } from "./pane.js";
 /** @typedef {import("../trace.js").Trace} Trace */
 /** @typedef {import("../../types/events").StageName} StageName */
 
+// A model has thousands of buffers: the first EAGER_CARDS cards are drawn whole at once,
+// the others as their head, with the body drawn when the card nears the view.
+const EAGER_CARDS = 60;
+
 export class IrPane extends Pane {
   id = "ir";
   title = "IR";
@@ -36,6 +40,12 @@ export class IrPane extends Pane {
   /** @param {Trace} trace */
   render(trace) {
     this.cards.clear();
+    this.observer?.disconnect();
+    this.observer = typeof IntersectionObserver === "function"
+      ? new IntersectionObserver((entries) => {
+        for (const e of entries) if (e.isIntersecting) /** @type {any} */ (e.target).place?.();
+      }, { rootMargin: "600px 0px" }) : null;
+    this.budget = EAGER_CARDS;
     const kernelOf = new Map(trace.kernels().flatMap((k) =>
       k.buffers.map((b) => [`${k.gid}:${b}`, k.name])));
     const removed = new Set(trace.graphs("scheduling").flatMap((g) =>
@@ -76,6 +86,28 @@ export class IrPane extends Pane {
     head.addEventListener("mouseenter", () => this.ctx.hover(select()));
     head.addEventListener("mouseleave", () => this.ctx.unhover());
     head.addEventListener("click", () => this.ctx.pin(select()));
+    const card = h("article.ir-card", { dataset: { buffer: b.name, graph: gid } }, head);
+    if (b.lines?.length) card.style.setProperty("--pc", lineColour(b.lines[0]));
+    this.cards.set(`${gid}:${b.name}`, card);
+    const place = () => {
+      card.place = null;
+      this.observer?.unobserve(card);
+      card.append(this.cardBody(b, nodeSel));
+      delete card.dataset.lazy;
+      this.selectCard(`${gid}:${b.name}`, card, this.ctx.current());
+    };
+    if (this.budget-- > 0 || !this.observer) {
+      place();
+    } else {
+      card.dataset.lazy = "true";
+      card.place = place;
+      this.observer.observe(card);
+    }
+    return card;
+  }
+
+  /** @param {import("../../types/events").Buffer} b */
+  cardBody(b, nodeSel) {
     const tree = b.tree
       ? h("div.tree-wrap", treeSvg(b.tree,
         (origin) => origin ? this.ctx.hover(nodeSel(origin)) : this.ctx.unhover(),
@@ -94,25 +126,28 @@ export class IrPane extends Pane {
       h("tr", h("th", "writes"), h("td", h("code", b.write_index ?? "–"))),
       (b.reads ?? []).map((r, i) => h("tr", h("th", i ? "" : "reads"),
         h("td", h("code", `${r.buffer}[${r.index}]`)))));
-    const card = h("article.ir-card", { dataset: { buffer: b.name, graph: gid } }, head,
-      h("div.card-body", tree, h("div.card-side", facts, h("pre.ir-text", b.text ?? ""))));
-    if (b.lines?.length) card.style.setProperty("--pc", lineColour(b.lines[0]));
-    this.cards.set(`${gid}:${b.name}`, card);
-    return card;
+    return h("div.card-body", tree, h("div.card-side", facts, h("pre.ir-text", b.text ?? "")));
   }
 
   select(sel) {
-    for (const [key, card] of this.cards) {
-      card.classList.toggle("hl", sel.buffers.has(key));
-      const gid = card.dataset.graph;
-      for (const g of card.querySelectorAll("g.tn")) {
-        g.classList.toggle("hl", !!g.dataset.origin && sel.nodes.has(`${gid}:${g.dataset.origin}`));
-      }
+    for (const [key, card] of this.cards) this.selectCard(key, card, sel);
+  }
+
+  selectCard(key, card, sel) {
+    const on = sel.buffers.has(key);
+    const was = card.classList.contains("hl");
+    card.classList.toggle("hl", on);
+    // A card's tree nodes are marked only while the card is (a model has thousands).
+    if (!on && !was) return;
+    const gid = card.dataset.graph;
+    for (const g of card.querySelectorAll("g.tn")) {
+      g.classList.toggle("hl", on && !!g.dataset.origin && sel.nodes.has(`${gid}:${g.dataset.origin}`));
     }
   }
 
   scrollToSelection() {
-    [...this.cards.values()].find((c) => c.classList.contains("hl"))
-      ?.scrollIntoView({ block: "nearest", behavior: "smooth" });
+    const card = [...this.cards.values()].find((c) => c.classList.contains("hl"));
+    card?.place?.();
+    card?.scrollIntoView({ block: "nearest", behavior: "smooth" });
   }
 }

@@ -13,7 +13,9 @@ import { Pane } from "./pane.js";
 
 const SLOT_HUES = [205, 30, 140, 280, 350, 60, 175, 250, 100, 320];
 const ROW_H = 22;
-const COL_W = 74;
+const MAX_COL_W = 74; // the widest column; a graph of many kernels gets narrower ones to fit
+const MIN_COL_W = 2;
+const LABELLED_COL_W = 22; // narrower columns name their kernel only in the tooltip
 const LABEL_W = 120;
 const HEAD_H = 84;
 
@@ -29,6 +31,8 @@ export class MemoryPane extends Pane {
 
   reset() {
     this.bars.clear();
+    this.trace = null;
+    this.width = 0;
     delete this.el.dataset.filled;
     clear(this.el, empty("The buffer plan appears here after memory planning."));
   }
@@ -40,6 +44,8 @@ export class MemoryPane extends Pane {
 
   /** @param {Trace} trace */
   render(trace) {
+    this.trace = trace;
+    this.width = this.el.clientWidth;
     this.bars.clear();
     clear(this.el, trace.graphs("memory").map((g) => h("section", { dataset: { graph: g.id } },
       h("h3", `${trace.graph("capture", g.id)?.kind ?? "graph"} ${g.id}`,
@@ -104,6 +110,11 @@ export class MemoryPane extends Pane {
     const slot = this.slots(g);
     const lastStep = Math.max(g.steps.length - 1, 0);
     const span = (b) => [Math.min(b.first, lastStep), Math.min(Math.max(b.last, b.first), lastStep)];
+    // Every kernel's column in the pane's width (the chart is its own overview): narrower
+    // columns down to MIN_COL_W, and only then a horizontal scroll.
+    const room = (this.width || this.el.clientWidth || 800) - LABEL_W - 110;
+    const COL_W = Math.max(MIN_COL_W, Math.min(MAX_COL_W, Math.floor(room / Math.max(g.steps.length, 1))));
+    const labelled = COL_W >= LABELLED_COL_W;
     const width = LABEL_W + g.steps.length * COL_W + 80;
     const live = g.steps.map((_, s) => g.buffers
       .filter((b) => span(b)[0] <= s && s <= span(b)[1]).reduce((n, b) => n + b.bytes, 0));
@@ -114,15 +125,16 @@ export class MemoryPane extends Pane {
     const heads = g.steps.map((name, s) => {
       const t = h("g.step", h("title", name),
         h("rect.col", { x: x(s), y: 0, width: COL_W, height: liveTop - 6 }),
-        h("rect.kswatch", { x: x(s) + 6, y: HEAD_H - 14, width: COL_W - 12, height: 5, rx: 2,
+        h("rect.kswatch", { x: x(s) + COL_W / 12, y: HEAD_H - 14, width: COL_W * 5 / 6, height: 5, rx: 2,
           style: `fill: ${this.ctx.kernelColour(g.id, name)}` }),
-        h("text.step-label", { transform: `translate(${x(s) + COL_W / 2 - 4},${HEAD_H - 20}) rotate(-35)` },
-          name.length > 20 ? `${name.slice(0, 19)}…` : name));
+        labelled ? h("text.step-label", { transform: `translate(${x(s) + COL_W / 2 - 4},${HEAD_H - 20}) rotate(-35)` },
+          name.length > 20 ? `${name.slice(0, 19)}…` : name) : null);
       t.addEventListener("mouseenter", () => this.ctx.hover(fromKernel(this.ctx.index(), g.id, name)));
       t.addEventListener("mouseleave", () => this.ctx.unhover());
       return t;
     });
     const saved = new Set((g.saved ?? []).map((s) => s.buffer).filter(Boolean));
+    const inset = Math.min(4, COL_W / 4);
     const rows = g.buffers.map((b, i) => {
       const [first, last] = span(b);
       const y = HEAD_H + i * ROW_H;
@@ -132,7 +144,7 @@ export class MemoryPane extends Pane {
           `${b.reused_from ? `, reuses ${b.reused_from}'s storage` : ""}${b.output ? ", graph output" : ""}`),
         h("text.row-label", { x: 8, y: y + 15 }, b.name,
           saved.has(b.name) ? " (saved)" : b.output ? " (out)" : ""),
-        h("rect", { x: x(first) + 4, y: y + 3, width: (last - first + 1) * COL_W - 8,
+        h("rect", { x: x(first) + inset, y: y + 3, width: Math.max(2, (last - first + 1) * COL_W - 2 * inset),
           height: ROW_H - 6, rx: 4, style: `fill: hsl(${hue} 60% 45%); stroke: hsl(${hue} 70% 65%)` }),
         h("text.bytes", { x: x(last + 1) + 6, y: y + 15 }, fmtBytes(b.bytes)));
       bar.addEventListener("mouseenter", () => this.ctx.hover(fromBuffer(this.ctx.index(), g.id, b.name)));
@@ -154,12 +166,17 @@ export class MemoryPane extends Pane {
     const liveBars = live.map((bytes, s) => {
       const hgt = (40 * bytes) / maxLive;
       return h("g.live", h("title", `${fmtBytes(bytes)} live during ${g.steps[s]}`),
-        h("rect", { x: x(s) + 10, y: liveTop + 44 - hgt, width: COL_W - 20, height: hgt, rx: 2 }),
-        h("text", { x: x(s) + COL_W / 2, y: liveTop + 58, "text-anchor": "middle" }, fmtBytes(bytes)));
+        h("rect", { x: x(s) + COL_W / 7, y: liveTop + 44 - hgt, width: COL_W * 5 / 7, height: hgt, rx: 2 }),
+        COL_W >= MAX_COL_W / 1.3 ? h("text", { x: x(s) + COL_W / 2, y: liveTop + 58, "text-anchor": "middle" }, fmtBytes(bytes)) : null);
     });
     return h("div.chart-wrap", h("svg.lifetimes", { width, height, viewBox: `0 0 ${width} ${height}` },
       heads, rows, links,
       h("text.row-label", { x: 8, y: liveTop + 30 }, "live bytes"), liveBars));
+  }
+
+  // A new width (a resize, a maximised column) fits the columns again.
+  shown() {
+    if (this.trace && Math.abs(this.el.clientWidth - this.width) > 40) this.render(this.trace);
   }
 
   select(sel) {

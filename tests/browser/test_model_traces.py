@@ -1,0 +1,116 @@
+"""Model-sized traces in the web UI, as stored traces the compiler recorded
+(fixtures/record_fixtures.py): the 4-block GPT of user modules (inference), the 6-block
+Llama-style training step and the GPT-2-small-shaped training step (forward, backward,
+AdamW). Each permalink opens with its code pane and kernel index, every tab fills on its
+first show without an error, the graphs open folded by module and fitted, and the memory
+chart fits its pane. How fast is scripts/page_timing.py's business (docs/perf.md): these
+tests time nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from browser_support import LiveServer, page_errors, screenshot
+from playwright.sync_api import Page, expect
+from stub_server import load_fixture
+
+pytestmark = pytest.mark.browser
+
+MODELS = ["modules", "llama6_train", "gpt2_train"]
+# Panes with content for every one of these traces (guards and output may be empty).
+FILLED = ["graph", "ir", "modules", "fusion", "memory", "timings"]
+
+
+def _events(name: str) -> dict[str, Any]:
+    return {e["stage"]: e["data"] for e in load_fixture(name)["events"]}
+
+
+def _open(new_page: Callable[[str], Page], stub: LiveServer, name: str) -> Page:
+    page = new_page(stub.url)
+    page.goto(f"/t/{name}")
+    page.wait_for_selector("[data-pane=code][data-filled=true]", timeout=60_000)
+    return page
+
+
+def test_the_gpt2_fixture_is_a_gpt2_small_training_step() -> None:
+    events = _events("gpt2_train")
+    graphs = events["capture"]["graphs"]
+    assert [g["kind"] for g in graphs] == ["forward", "backward", "inference"]
+    paths = {m["path"] for g in graphs for m in g.get("modules", [])}
+    assert {f"model.h.{i}" for i in range(12)} <= paths and "model.h.12" not in paths
+    weight = next(n for n in graphs[0]["nodes"] if n["op"] == "placeholder"
+                  and n["shape"] == [2304, 768])
+    assert weight  # c_attn of width 768
+    generated = [len(g["kernels"]) for g in events["codegen"]["graphs"]]
+    scheduled = [len(g["kernels"]) for g in events["scheduling"]["graphs"]]
+    # The recorded step's kernels: a change to fusion or to the recording shows here.
+    assert generated == [100, 129, 296] and scheduled == [173, 277, 296]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_a_model_trace_opens_and_every_tab_fills(
+    new_page: Callable[[str], Page], stub: LiveServer, name: str
+) -> None:
+    page = _open(new_page, stub, name)
+    events = _events(name)
+    kernels = sum(len(g["kernels"]) for g in events["codegen"]["graphs"])
+    expect(page.locator(".code-pane .toc .chip")).to_have_count(kernels)
+    # Code is drawn as it nears the view: a section far below has its height, not its lines.
+    assert page.locator(".code-pane section.kernel .code").count() >= 1
+    for tab in FILLED:
+        page.click(f"#tabs .tab[data-tab={tab}]")
+        page.wait_for_selector(f"[data-pane={tab}][data-filled=true]", timeout=60_000)
+    page.click("#tabs .tab[data-tab=graph]")
+    page.wait_for_function(
+        "() => { const p = document.querySelector('[data-pane=graph]');"
+        " return p.dataset.filled === 'true' && !p.dataset.pending; }", timeout=60_000)
+    screenshot(page, f"model-{name}")
+    assert page_errors(page) == []
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_a_model_graph_opens_folded_by_module_and_fitted(
+    new_page: Callable[[str], Page], stub: LiveServer, name: str
+) -> None:
+    page = _open(new_page, stub, name)
+    page.click("#tabs .tab[data-tab=graph]")
+    page.wait_for_function(
+        "() => { const p = document.querySelector('[data-pane=graph]');"
+        " return p.dataset.filled === 'true' && !p.dataset.pending; }", timeout=60_000)
+    shown = page.evaluate("""() => {
+      const g = window.kernelscope.panes.find((p) => p.id === 'graph');
+      const inside = (cy) => { const b = cy.elements().renderedBoundingBox();
+        return b.x1 >= -1 && b.y1 >= -1 && b.x2 <= cy.width() + 1 && b.y2 <= cy.height() + 1; };
+      return { nodes: g.fx.nodes().length, labels: g.fx.nodes('.group').map((n) => n.data('label')),
+               fitted: inside(g.fx), kernelsFitted: inside(g.kg) };
+    }""")
+    graph = _events(name)["capture"]["graphs"][0]
+    assert shown["nodes"] < len(graph["nodes"]) / 4
+    stacked = {"modules": "blocks.0-3 ×4", "llama6_train": "model.layers.0-5 ×6",
+               "gpt2_train": "model.h.0-11 ×12"}[name]
+    assert any(label.startswith(stacked) for label in shown["labels"]), shown["labels"]
+    assert shown["fitted"] and shown["kernelsFitted"]
+    # Opening the stack shows its blocks, and folding again restores it.
+    page.evaluate("""(label) => {
+      const g = window.kernelscope.panes.find((p) => p.id === 'graph');
+      g.fx.nodes('.group').filter((n) => n.data('label').startsWith(label)).emit('tap');
+    }""", stacked)
+    page.wait_for_function("""(label) => {
+      const g = window.kernelscope.panes.find((p) => p.id === 'graph');
+      return !g.el.dataset.pending && g.fx.nodes('.group').some((n) =>
+        n.data('label').split(' ')[0].endsWith('.1'));
+    }""", arg=stacked, timeout=60_000)
+    assert page_errors(page) == []
+
+
+def test_the_memory_chart_fits_its_pane(new_page: Callable[[str], Page], stub: LiveServer) -> None:
+    page = _open(new_page, stub, "llama6_train")
+    page.click("#tabs .tab[data-tab=memory]")
+    page.wait_for_selector("[data-pane=memory][data-filled=true]")
+    sizes = page.evaluate("""() => [...document.querySelectorAll('.chart-wrap')].map((w) =>
+      [w.scrollWidth, w.clientWidth, w.querySelectorAll('g.step').length])""")
+    steps = [len(g["steps"]) for g in _events("llama6_train")["memory"]["graphs"]]
+    assert [s[2] for s in sizes] == steps and min(steps) > 50
+    assert all(scroll <= client + 1 for scroll, client, _ in sizes), sizes
