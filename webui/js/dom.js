@@ -82,3 +82,36 @@ export function empty(text) {
 export function badge(text, kind = "") {
   return h(`span.badge${kind ? "." + kind : ""}`, text);
 }
+
+// A long list drawn as it is read: `make(item)` for the first `chunk` items into `parent`,
+// then a row saying how many are left (`more(n)`), replaced by the next chunk when it
+// comes near the view; `drawn()` runs after each later chunk (a pane marks its selection).
+/**
+ * @template T
+ * @param {Element} parent @param {T[]} items @param {(item: T) => Element} make
+ * @param {(left: number) => Element} more
+ */
+export function growing(parent, items, make, more, { chunk = 150, drawn = () => {} } = {}) {
+  let at = 0;
+  const step = () => {
+    const end = Math.min(items.length, at + chunk);
+    parent.append(...items.slice(at, end).map(make));
+    at = end;
+    if (at >= items.length || typeof IntersectionObserver !== "function") {
+      if (at < items.length) step();
+      return;
+    }
+    const sentinel = more(items.length - at);
+    parent.append(sentinel);
+    const seen = new IntersectionObserver((entries) => {
+      if (!entries.some((e) => e.isIntersecting)) return;
+      seen.disconnect();
+      sentinel.remove();
+      step();
+      drawn();
+    }, { rootMargin: "600px 0px" });
+    seen.observe(sentinel);
+  };
+  step();
+  return parent;
+}

@@ -1,7 +1,7 @@
 // Fusion pane: the kernels the scheduler formed (in execution order, with their buffers)
 // and every fusion decision it tried, accepted or refused, with its reason and score.
 
-import { h, clear, empty, badge, fmtBytes, plural } from "../dom.js";
+import { h, clear, empty, badge, fmtBytes, plural, growing } from "../dom.js";
 import { lineColour, fromBuffer, fromKernel, union } from "../provenance.js";
 import { Pane } from "./pane.js";
 
@@ -58,7 +58,7 @@ export class FusionPane extends Pane {
 
   /** @param {import("../../types/events").SchedulingGraph} g */
   kernelTable(g) {
-    const rows = g.kernels.map((k, i) => {
+    const row = (k, i) => {
       const tr = h("tr", { dataset: { kernel: `${g.id}:${k.name}` } },
         h("td.num", i),
         h("td", h("span.chip", { style: { "--kc": this.ctx.kernelColour(g.id, k.name) } }, k.name),
@@ -69,11 +69,18 @@ export class FusionPane extends Pane {
         h("td", k.lines.map((l) => h("span.line-chip", { style: { "--pc": lineColour(l) } }, l))));
       this.rows.push({ tr, kernel: `${g.id}:${k.name}` });
       return this.hoverable(tr, () => fromKernel(this.ctx.index(), g.id, k.name));
-    });
+    };
     return h("table.grid",
       h("thead", h("tr", ["#", "kernel (FX nodes)", "kind", "numel", "buffers", "lines"]
         .map((c) => h("th", c)))),
-      h("tbody", rows));
+      this.tbody(g.kernels.map((k, i) => [k, i]), ([k, i]) => row(k, i), 6));
+  }
+
+  // A model's tables have hundreds of rows: drawn in chunks as they are scrolled to.
+  tbody(items, make, columns) {
+    return growing(h("tbody"), items, make,
+      (left) => h("tr.more", h("td", { colspan: columns }, `${left} more rows…`)),
+      { drawn: () => this.select(this.ctx.current()) });
   }
 
   /** @param {import("../../types/events").SchedulingGraph} g */
@@ -93,7 +100,7 @@ export class FusionPane extends Pane {
 
   /** @param {import("../../types/events").SchedulingGraph} g @param {{ d: import("../../types/events").FusionDecision, n: number }[]} items @param {string} tag */
   decisionRows(g, items, tag) {
-    const rows = items.map(({ d, n }) => {
+    const row = ({ d, n }) => {
       const tr = h(`tr.${d.fused ? "accepted" : "refused"}`,
         h("td.num", n),
         h("td", h("code", d.node1), " + ", h("code", d.node2)),
@@ -104,11 +111,11 @@ export class FusionPane extends Pane {
       this.rows.push({ tr, buffers: [`${g.id}:${d.node1}`, `${g.id}:${d.node2}`] });
       return this.hoverable(tr, () => union(fromBuffer(this.ctx.index(), g.id, d.node1),
         fromBuffer(this.ctx.index(), g.id, d.node2)));
-    });
+    };
     return h(tag,
       h("thead", h("tr", ["#", "pair", "kind", "result", "reason", "saves"]
         .map((c) => h("th", c)))),
-      h("tbody", rows));
+      this.tbody(items, row, 6));
   }
 
   select(sel) {
