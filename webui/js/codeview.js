@@ -4,6 +4,7 @@
 
 import { h, escapeHtml } from "./dom.js";
 import { highlight as serverHighlight } from "./api.js";
+import { markBidiHtml } from "./bidi.js";
 
 // Splits Pygments HTML (one element per line, ids "L-<n>") into per-line HTML, or returns
 // null when the lines do not match `source` exactly.
@@ -44,7 +45,7 @@ export function codeBlock(source, language, decorate = () => {}, highlight = ser
   const text = source.replace(/\n$/, "").split("\n");
   const lineEls = new Map();
   const rows = text.map((line, i) => {
-    const content = h("span.ct", { html: escapeHtml(line) || " " });
+    const content = h("span.ct", { html: markBidiHtml(escapeHtml(line)) || " " });
     const row = h("div.cl", h("span.ln", String(i + 1)), content);
     row.dataset.line = String(i + 1);
     lineEls.set(i + 1, row);
@@ -64,7 +65,7 @@ export function codeBlock(source, language, decorate = () => {}, highlight = ser
       return;
     }
     lines.forEach((htmlLine, i) => {
-      lineEls.get(i + 1).querySelector(".ct").innerHTML = htmlLine || " ";
+      lineEls.get(i + 1).querySelector(".ct").innerHTML = markBidiHtml(htmlLine) || " ";
     });
     block.dataset.highlight = "pygments";
   });

@@ -9,6 +9,7 @@ import {
   indentOnInput, bracketMatching, tags as t, python,
 } from "../vendor/codemirror.js";
 import { lineColour } from "./provenance.js";
+import { BIDI, BIDI_NAMES } from "./bidi.js";
 
 // Token colours are CSS variables, so the light and dark themes (app.css) both apply.
 const highlightStyle = HighlightStyle.define([
@@ -49,6 +50,24 @@ const marksField = StateField.define({
   provide: (f) => EditorView.decorations.from(f),
 });
 
+// Bidirectional control characters shown as markers (bidi.js), wherever the snippet has them.
+const bidiField = StateField.define({
+  create: (state) => bidiDecos(state),
+  update: (decos, tr) => (tr.docChanged ? bidiDecos(tr.state) : decos),
+  provide: (f) => EditorView.decorations.from(f),
+});
+
+function bidiDecos(state) {
+  const builder = new RangeSetBuilder();
+  for (const m of state.doc.toString().matchAll(BIDI)) {
+    const name = BIDI_NAMES[m[0]];
+    builder.add(m.index, m.index + 1, Decoration.mark({
+      class: "bidi", attributes: { "data-bidi": name, title: `${name}: a bidirectional control character` },
+    }));
+  }
+  return builder.finish();
+}
+
 function buildDecos(state, { lines, selected, error, breaks }) {
   const builder = new RangeSetBuilder();
   for (let n = 1; n <= state.doc.lines; n++) {
@@ -87,7 +106,7 @@ export class Editor {
         extensions: [
           lineNumbers(), highlightActiveLineGutter(), history(), drawSelection(),
           indentOnInput(), bracketMatching(), highlightActiveLine(), python(),
-          syntaxHighlighting(highlightStyle), theme, marksField,
+          syntaxHighlighting(highlightStyle), theme, marksField, bidiField,
           EditorState.tabSize.of(4),
           // Wrapped lines: no sideways scroll that could hide the start of every line.
           EditorView.lineWrapping,
