@@ -190,3 +190,27 @@ def test_timing_slot_takes_the_lock_and_pins(tmp_path: Path,
     with timing_slot(1, cpu=True, wait_s=0.1) as facts:
         assert facts["slot"].startswith("not held")
     os.close(other)
+
+
+def test_the_gpu_variant_runs_each_launch_in_a_profiler_range() -> None:
+    """On a GPU each launch line runs inside `_rf("<graph>:<step>")`, a torch.profiler
+    range whose kernels' device time (CUPTI) is the step's row."""
+    import contextlib
+
+    wrapper = ("def call(args):\n    a, = args\n    b = k0(a)\n    c = k1(b)\n"
+               "    return (c, )\n")
+    source, _ = rows.timed_source(wrapper, {3: "k0", 4: "k1"}, ranges="2:")
+    entered: list[tuple[str, str]] = []
+
+    @contextlib.contextmanager
+    def rf(name: str) -> Any:
+        entered.append(("enter", name))
+        yield
+        entered.append(("exit", name))
+
+    namespace: dict[str, Any] = {"_rf": rf, "k0": lambda a: entered.append(("k0", "")) or a,
+                                 "k1": lambda b: entered.append(("k1", "")) or b}
+    exec(source, namespace)
+    assert namespace["call_timed"]([1], [], None) == (1, )
+    assert entered == [("enter", "2:k0"), ("k0", ""), ("exit", "2:k0"),
+                       ("enter", "2:k1"), ("k1", ""), ("exit", "2:k1")]
