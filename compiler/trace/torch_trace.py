@@ -175,6 +175,8 @@ def _compile_record(run: LoggedRun, one: LoggedCompile, kind: str, meta: Any,
         one.guards = payload
     elif kind in AOT_GRAPHS:
         one.aot[AOT_GRAPHS[kind]] = payload
+    elif kind == "inductor_post_grad_graph":  # a record of its own where a cache filled it
+        one.post_grad.append(payload)
     elif kind == "inductor_output_code":
         one.output_code.append(payload)
     elif kind == "compilation_metrics":

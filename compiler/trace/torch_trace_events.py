@@ -22,6 +22,7 @@ against the schema before it is returned. Torch-free.
 from __future__ import annotations
 
 import dataclasses
+import io
 import re
 from collections import Counter
 from pathlib import Path
@@ -61,6 +62,16 @@ def log_file(path: str | Path) -> Path | None:
         return None
     logs = sorted((q for q in p.glob("*.log") if q.is_file()), key=lambda q: q.stat().st_size)
     return logs[-1] if logs else None
+
+
+def is_log_upload(files: list[tuple[str, bytes]]) -> bool:
+    """An upload of one file that is not a Kernelscope `*.json`: a TORCH_TRACE log."""
+    return len(files) == 1 and not files[0][0].endswith(".json")
+
+
+def open_log_bytes(name: str, raw: bytes) -> Opened:
+    """An uploaded log (no user file beside it), read line by line from its bytes."""
+    return opened(read_log(io.StringIO(raw.decode("utf-8", "replace"))), name)
 
 
 def open_log(path: Path, read_source: bool = True) -> Opened:
@@ -159,7 +170,15 @@ def _compile(one: LoggedCompile, call: int) -> ev.DynamoCompile:
         compile_id=one.compile_id, call=call, recompile=bool(one.reasons),
         reasons=one.reasons, function=str(one.frame.get("function", "")),
         line=one.frame.get("line"), guards=_guards(one.guards), raw=one.guards[:20000],
-        metrics=metrics, cache=one.cache, records=[_record(a) for a in one.artifacts])
+        metrics=metrics, cache=one.cache, records=[*_graph_texts(one),
+                                                   *(_record(a) for a in one.artifacts)])
+
+
+def _graph_texts(one: LoggedCompile) -> list[ev.LoggedRecord]:
+    """The compile's Dynamo graph and post-grad graphs, as the log printed them."""
+    texts = [("Dynamo graph", one.dynamo_graph)] if one.dynamo_graph else []
+    texts += [(f"post-grad graph {i}", t) for i, t in enumerate(one.post_grad)]
+    return [ev.LoggedRecord(name, True, len(t), t) for name, t in texts]
 
 
 def _guards(text: str) -> list[ev.Guard]:

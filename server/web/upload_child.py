@@ -1,6 +1,7 @@
 """The child process that opens an upload (server/web/uploads.py starts it): stdin the raw
 body of `POST /api/traces`, as it arrives, never parsed by the server; stdout the opened and
-conformed trace `{"code", "options", "events", "notices"}` or `{"refused": reason}`.
+conformed trace `{"code", "options", "events", "notices"}` or `{"refused": reason}`. One
+file that is not a `.json` is a TORCH_TRACE log (compiler/trace/torch_trace_events.py).
 
 Everything an upload costs is paid here: decoding and checking the body (its shape
 refused with the same words the route used), opening the files, and the trace limit (an
@@ -17,6 +18,7 @@ import sys
 from typing import Any
 
 from kernelscope.compiler.trace.reader import TraceRefused, open_files
+from kernelscope.compiler.trace.torch_trace_events import is_log_upload, open_log_bytes
 from kernelscope.server.jobs.inputs import BadInput, parse_request
 from kernelscope.server.web.uploads import checked_files, conformed, within_limit
 
@@ -24,7 +26,8 @@ from kernelscope.server.web.uploads import checked_files, conformed, within_limi
 def opened(raw: bytes, limit: int) -> dict[str, Any]:
     try:
         files = checked_files(parse_request(raw))
-        trace = within_limit(conformed(open_files(files)), limit)
+        read = open_log_bytes(*files[0]) if is_log_upload(files) else open_files(files)
+        trace = within_limit(conformed(read), limit)
     except (TraceRefused, BadInput) as e:
         return {"refused": str(e)}
     except (ValueError, KeyError, TypeError, RecursionError) as e:

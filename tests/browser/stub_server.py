@@ -65,7 +65,8 @@ RECORDED = ("training", "recompiles", "add_relu", "add_relu_nofusion", "h200_sof
 # Stored traces served only under their name: h200_server_softmax is what the real server
 # stored on the H200 host (scripts/latency.py --device cuda --backend triton --save-trace).
 # inductor_block: samples/transformer_block.py with Inductor's kernels matched to ours.
-STORED = (*RECORDED, "h200_server_softmax", "inductor_block")
+# torch_trace: a stock-Inductor TORCH_TRACE log as `kernelscope open` stores it.
+STORED = (*RECORDED, "h200_server_softmax", "inductor_block", "torch_trace")
 # The model traces (fixtures/record_fixtures.py, gzipped): stored traces too, read when
 # first asked for (the GPT-2 step is 14 MB of JSON).
 MODELS = ("llama6_train", "gpt2_train")

@@ -127,6 +127,8 @@ def test_a_real_log_opens_with_breaks_recompiles_and_a_training_step(
     assert recompiled and all(c["reasons"] for c in recompiled)
     assert any("rank" in r for c in recompiled for r in c["reasons"])
     assert all(c["guards"] and c["metrics"] for c in compiles.values() if c["raw"])
+    texts = {r["name"]: r["payload"] for r in compiles["0/0"]["records"] if r["known"]}
+    assert "torch.sin" in texts["Dynamo graph"] and "aten.sin" in texts["post-grad graph 0"]
     kinds = [g["kind"] for g in capture["graphs"]]
     assert {"inference", "forward", "backward"} <= set(kinds)
     forward = next(g for g in capture["graphs"] if g["kind"] == "forward")

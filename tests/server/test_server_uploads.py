@@ -211,3 +211,50 @@ def test_an_opened_trace_over_the_trace_limit_is_refused_clearly(
     assert "over this server's trace limit of 1 MiB" in answer.get_json()["error"]
     assert _count(client) == 0
     assert _upload(client, files).status_code == 201
+
+
+def _record(kind: str, meta: Any, payload: str | None = None, cid: int = 0) -> str:
+    head = {kind: meta, "frame_id": 0, "frame_compile_id": cid}
+    if payload is not None:
+        head["has_payload"] = "x"
+    line = "V1206 02:12:58.633000 27343 site-packages/torch/x.py:1] " + json.dumps(head)
+    return line + "".join(f"\n\t{p}" for p in (payload or "").splitlines()) \
+        if payload is not None else line
+
+
+def test_a_torch_trace_log_is_opened_by_the_upload_child(client: FlaskClient) -> None:
+    """One uploaded file that is no .json: a TORCH_TRACE log, read in the child (a small
+    one written here in the log's own format; tests/core/test_torch_trace.py reads real
+    ones)."""
+    graph = ('class GraphModule(torch.nn.Module):\n    def forward(self, arg0_1: "f32[8][1]cpu"):\n'
+             '        # File: /u/m.py:4 in f, code: return x.sin()\n'
+             '        sin: "f32[8][1]cpu" = torch.ops.aten.sin.default(arg0_1)\n'
+             '        return (sin,)')
+    module = ("cpp_fused_sin_0 = async_compile.cpp_pybinding(['const float*', 'float*'], r'''\n"
+              "extern \"C\" void kernel(const float* in_ptr0, float* out_ptr0) {}\n''')\n"
+              "def call(self, args):\n    arg0_1, = args\n"
+              "    buf0 = empty_strided_cpu((8, ), (1, ), torch.float32)\n"
+              "    cpp_fused_sin_0(arg0_1, buf0)\n    return (buf0, )\n"
+              "def get_args():\n"
+              "    arg0_1 = rand_strided((8, ), (1, ), device='cpu', dtype=torch.float32)\n")
+    log = "\n".join([
+        _record("str", ["/u/m.py", 1]),
+        _record("dynamo_start", {"stack": [{"line": 3, "name": "f", "filename": 1}]}),
+        _record("aot_inference_graph", {}, graph),
+        _record("inductor_output_code", {"filename": "/tmp/x.py"}, module),
+        _record("compilation_metrics", {"co_name": "f", "entire_frame_compile_time_s": 1.5}),
+        _record("something_new", {}, "kept, not dropped"),
+    ]) + "\n"
+    answer = _upload(client, [{"name": "dedicated_log_torch_trace_x.log", "text": log}])
+    assert answer.status_code == 201, answer.get_json()
+    trace = client.get(f"/api/traces/{answer.get_json()['id']}").get_json()
+    data = {e["stage"]: e["data"] for e in trace["events"]}
+    assert list(data) == ["source", "capture", "codegen", "inductor", "done"]
+    [compiled] = data["capture"]["compiles"]
+    assert compiled["metrics"]["entire_frame_compile_time_s"] == 1.5
+    assert any(r["name"] == "something_new" and r["payload"] == "kept, not dropped"
+               and not r["known"] for r in compiled["records"])
+    [kernel] = data["inductor"]["kernels"]
+    assert kernel["name"] == "cpp_fused_sin_0" and kernel["bytes"] == 64
+    assert data["capture"]["graphs"][0]["nodes"][1]["line"] == 4
+    assert "the log holds its line numbers" in trace["code"]

@@ -379,7 +379,8 @@ async function openPermalink(id) {
   setShare(trace.id ?? id);
   state.trace.followUps = trace.follow_ups ?? {};
   watchFollowUps();
-  runPanel.show(trace, source, (await getHealth().catch(() => null))?.versions ?? null);
+  runPanel.show(trace, source, (await getHealth().catch(() => null))?.versions ?? null,
+    state.trace.data("capture"));
 }
 
 // `done` came, and the permalink with it, while a follow-up (Inductor) still runs on the

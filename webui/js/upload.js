@@ -4,6 +4,7 @@
 // On any stored trace, the run panel says what was recorded (options.recorded) and, when
 // the versions that made the trace differ from this server's, names both.
 
+import { logSection } from "./logpanel.js";
 import { h, clear } from "./dom.js";
 import { uploadTrace } from "./api.js";
 
@@ -20,7 +21,8 @@ export function mountUpload(before, { onError, onOpened = (url) => location.assi
     id: "open-run",
     type: "button",
     title: "Open a recorded run of your own script: pick its trace folder (kernelscope run " +
-      "script.py, or options={\"trace_dir\": ...}), or drop its .json files here",
+      "script.py, or options={\"trace_dir\": ...}), or drop its .json files here; " +
+      "a TORCH_TRACE folder or log of a stock torch.compile run opens too",
     onclick: () => input.click(),
   }, "Open run…");
   const open = async (picked) => {
@@ -56,8 +58,14 @@ export function mountUpload(before, { onError, onOpened = (url) => location.assi
 async function readFiles(picked) {
   // The folder's own files: not its subfolders' (another run recorded inside it).
   const top = (f) => (f.webkitRelativePath || f.name).split("/").length <= 2;
-  const files = picked.filter((f) => f.name.endsWith(".json") && top(f));
-  if (!files.length) throw new Error("no .json files among those picked: select the files of a trace folder");
+  // One TORCH_TRACE log (a stock torch.compile run's, compiler/trace/torch_trace.py) opens too.
+  const logs = picked.filter((f) => f.name.endsWith(".log") && top(f));
+  const json = picked.filter((f) => f.name.endsWith(".json") && top(f));
+  const files = json.length ? json : logs.slice(-1);
+  if (!files.length) {
+    throw new Error("no .json files among those picked: select the files of a trace folder " +
+      "(or a TORCH_TRACE log)");
+  }
   if (files.length > MAX_FILES) throw new Error(`${files.length} files, more than ${MAX_FILES}`);
   const bytes = files.reduce((n, f) => n + f.size, 0);
   if (bytes > MAX_BYTES) {
@@ -92,12 +100,15 @@ export class RunPanel {
     clear(this.el);
   }
 
-  show(trace, source, serverVersions) {
+  // `capture`: the capture event's data (a TORCH_TRACE log's trace has its `log`).
+  show(trace, source, serverVersions, capture = null) {
     const run = trace?.options?.recorded ?? null;
     const versions = versionNotice(run?.versions ?? source?.versions, serverVersions);
-    if (!run && !versions) return this.reset();
+    const log = logSection(capture);
+    if (!run && !versions && !log) return this.reset();
     this.el.hidden = false;
     clear(this.el,
+      log,
       run ? h("div.run-head", h("span.run-tag", "Recorded run"), summary(run)) : null,
       versions ? h("div.version-notice", { role: "status" }, versions) : null,
       run ? config(run.config ?? {}) : null,

@@ -1,0 +1,45 @@
+"""A trace opened from a stock-Inductor TORCH_TRACE log (fixtures/torch_trace.json, made by
+record_fixtures.py from a real log): the run panel says where it came from and names what a
+log does not hold, each compile id with its recompile reasons, and a record the reader did
+not know opens to its text; Inductor's kernels fill the code pane and the kernel table."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from browser_support import page_errors, screenshot
+from playwright.sync_api import Page, expect
+from ui import open_explorer
+
+pytestmark = pytest.mark.browser
+
+
+def test_a_torch_trace_log_opens_with_its_compiles_and_what_it_lacks(page: Page) -> None:
+    open_explorer(page, "/t/torch_trace")
+    panel = page.locator(".log-panel")
+    expect(panel).to_be_visible()
+    expect(panel.locator(".run-head")).to_contain_text("TORCH_TRACE log")
+    expect(panel.locator(".log-absent")).to_contain_text("fusion decisions")
+    expect(panel.locator(".log-absent")).to_contain_text("buffer plan")
+    panel.locator(".log-compiles > summary").click()
+    again = panel.locator("tr[data-compile='0/1']")
+    expect(again).to_contain_text(re.compile(r"rank mismatch|size mismatch"))
+    first = panel.locator("tr[data-compile='0/0']")
+    first.locator(".log-records > summary").click()
+    unknown = first.locator("details.log-unknown[data-record=a_record_from_the_future]")
+    unknown.locator("summary").click()
+    expect(unknown.locator("pre")).to_have_text("something new")
+    expect(page.locator(".version-notice")).to_have_count(0)
+    expect(page.locator("body")).to_contain_text("cpp_fused_mul_sin_0")
+    screenshot(page, "torch-trace-open")
+    assert page_errors(page) == []
+
+
+def test_its_kernel_table_lists_every_call_of_every_graph(page: Page) -> None:
+    open_explorer(page, "/diff/torch_trace/inductor")
+    rows = page.locator(".compare-table tbody tr")
+    expect(rows.first).to_be_visible()
+    assert rows.count() >= 4  # two graphs per call of f (a break), two calls (a recompile)
+    expect(page.locator(".compare-table")).to_contain_text("cpp_fused_add_relu_0")
+    assert page_errors(page) == []
