@@ -16,11 +16,11 @@ from typing import Any
 
 import torch
 import torch.fx
-from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
+from torch._functorch.aot_autograd import make_boxed_func
 
 from kernelscope.compiler import dynamo_cache, training
+from kernelscope.compiler.capture.aot import through_aot
 from kernelscope.compiler.capture.attention import rewrite_attention
-from kernelscope.compiler.capture.decompositions import decomposition_table
 from kernelscope.compiler.codegen.backend import Backend, BuildResult, GeneratedKernel
 from kernelscope.compiler.codegen.backends import choose_backend, kernel_backends
 from kernelscope.compiler.codegen.wrapper import generate_wrapper
@@ -532,13 +532,12 @@ def make_backend(options: CompileOptions, filename: str | None = None,
                 sink.append(warm)
             return torch._disable_dynamo(warm)
         dynamo = None if key is None else (key, len(example_inputs))
-        return aot_module_simplified(
+        return through_aot(
             gm, example_inputs,
             fw_compiler=functools.partial(compile_aten, kind="forward", dynamo=dynamo,
                                           info=info),
             bw_compiler=functools.partial(compile_aten, kind="backward", info=info),
             inference_compiler=functools.partial(compile_aten, kind="inference",
-                                                 dynamo=dynamo, info=info),
-            decompositions=decomposition_table())
+                                                 dynamo=dynamo, info=info))
 
     return backend

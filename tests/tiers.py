@@ -52,6 +52,7 @@ SLOW: dict[str, str] = {
     "models/test_hf_gradients.py": "Hugging Face GPT-2 and BERT, backward",
     "models/test_small_models.py": "six model stacks, inference and a training step",
     "models/test_training_suite.py": "five models, a training step each",
+    "models/test_ddp.py": "DDP steps on two gloo processes, compiled and eager",
     "bench/test_bench_smoke.py": "every benchmark case at smoke size",
     "bench/test_train_smoke.py": "five architectures, a training step each",
     "bench/test_sweep_variants.py": "a rule sweep under the Triton interpreter",

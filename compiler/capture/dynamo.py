@@ -14,10 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
-from torch._functorch.aot_autograd import aot_module_simplified
 
+from kernelscope.compiler.capture.aot import through_aot
 from kernelscope.compiler.capture.bundle import snapshot
-from kernelscope.compiler.capture.decompositions import decomposition_table
 
 if TYPE_CHECKING:
     from torch._functorch._aot_autograd.schemas import AOTDispatchCompiler
@@ -83,10 +82,8 @@ class Recorder:
 
             return compiler
 
-        return aot_module_simplified(gm, example_inputs, fw_compiler=keep("forward"),
-                                     bw_compiler=keep("backward"),
-                                     inference_compiler=keep("inference"),
-                                     decompositions=decomposition_table())
+        return through_aot(gm, example_inputs, fw_compiler=keep("forward"),
+                           bw_compiler=keep("backward"), inference_compiler=keep("inference"))
 
 
 def _snapshot(a: Any) -> Any:
