@@ -45,13 +45,10 @@ class AppState:
     def devices(self) -> dict[str, Any]:
         """The host's devices, probed once (nvidia-smi can take a moment).
 
-        The probe runs outside the lock. In a gevent worker the probe's subprocesses
-        (`uname -p`, nvidia-smi) yield to other greenlets, and `_lock` is an OS lock (the
-        dataclass took `threading.Lock` at import, before gunicorn's worker patched
-        threading): a second /api/health arriving then blocked the worker's only thread on
-        that lock while the first waited for its subprocess, and the worker hung until
-        gunicorn killed it (the VS Code extension polls health every 1.5 s while a loaded
-        host starts the server). Two racing probes find the same devices; the first kept wins.
+        The probe runs outside the lock: under gevent its subprocesses yield, and a second
+        caller blocked on the OS lock would hang the worker's only thread (docs/perf.md,
+        "Notes behind other comments"). Two racing probes find the same devices; the first
+        kept wins.
         """
         found = self._devices
         if found is None:

@@ -1,12 +1,9 @@
 """The whole-graph layout decision: convolution graphs work channels-last end to end.
 
-cuDNN's fast convolutions work in NHWC. Fed NCHW tensors, each convolution transposes its
-input and weight to NHWC and its result back (ResNet basic block on the H200: 120 of 330
-us per call). Decided per convolution (`channels_last_convs`, H200 2026-12-01 13:01), the
-values between convolutions stayed NCHW and were converted again at every convolution,
-and pointwise kernels read NHWC results across the grain: ResNet-50 went 6.5 -> 10.3 ms.
-So the layout is decided here once for the whole graph, before lowering, as Inductor's
-layout optimization does (`GraphLowering.decide_layout_opt` and
+cuDNN's fast convolutions work in NHWC, and a layout decided per convolution converts
+the values between them at every one (measured in docs/perf.md, "Notes behind other
+comments"). So the layout is decided here once for the whole graph, before lowering, as
+Inductor's layout optimization does (`GraphLowering.decide_layout_opt` and
 `find_nodes_prefer_channels_last` in torch/_inductor/graph.py):
 
 - which graphs: those with 4-D convolutions (forward or backward), on a device whose

@@ -172,10 +172,8 @@ def _check(out: torch.Tensor, ref: torch.Tensor, dtype: torch.dtype) -> None:
                          f"(scale {scale:.3g})")
 
 
-# do_bench flushes L2 before every call (a 256 MB memset, ~80 us on an H100), so a GEMM
-# of tens of microseconds costs ~0.1 ms a sample: warmup 10 + rep 40 ms was ~55 ms a
-# candidate, 1.4 s of a new transformer block's 5.2 s scheduling stage (H100, 2026-12-05).
-# 15 ms still takes ~150 samples, whose median orders configs that differ by a few %.
+# do_bench flushes L2 before every sample, so short windows keep a candidate cheap and
+# still take enough samples to order configs (docs/perf.md, "Notes behind other comments").
 BENCH_WARMUP_MS, BENCH_REP_MS = 5, 15
 
 

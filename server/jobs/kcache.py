@@ -80,8 +80,8 @@ def versions_key() -> str:
 def _version(package: str, module: str) -> str:
     """The package's `__version__` as its own source spells it (what the compiler reads),
     found without importing it. A distribution's metadata can say otherwise (a local
-    version tag, "3.6.0+git..."), and then no key would match: on the H200 host, with the
-    metadata read, every wrapper of every job was rejected (2026-12-01)."""
+    version tag, "3.6.0+git..."), and then no key would match (docs/perf.md, "Notes behind
+    other comments")."""
     try:
         spec = importlib.util.find_spec(package)
     except (ImportError, ValueError):
