@@ -43,6 +43,7 @@ class Recorder:
     graphs: list[CapturedGraph] = field(default_factory=list)
     dynamo_graphs: int = 0
     breaks: list[Any] = field(default_factory=list)  # Dynamo's GraphCompileReason per break
+    ran: list[str | None] = field(default_factory=list)  # compile ids of the graphs run
     # Told of each graph (and its index) as AOTAutograd hands it over, before the snippet's
     # call goes on: the `capture_graph` events stream from here.
     on_graph: Callable[[CapturedGraph, int], None] | None = None
@@ -73,6 +74,7 @@ class Recorder:
 
                 @torch._disable_dynamo  # type: ignore[misc]
                 def run(args: list[Any]) -> Any:
+                    self.ran.append(cid)
                     if captured.inputs is None:
                         captured.inputs = [_snapshot(a) for a in args]
                     return gm(*args)

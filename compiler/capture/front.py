@@ -105,6 +105,7 @@ def capture_stage(run: FrontRun, on_graph: Callable[[ev.CaptureGraph], None] | N
     compiled = torch._dynamo.optimize(recorder.backend, guard_fail_fn=log.fail)(entry.fn)
     for i, call in enumerate(entry.calls or [Call(entry.inputs, entry.kwargs, True)]):
         args = [_copy(a) for a in call.args]
+        recorder.ran.clear()
         try:
             with snippet_importable(entry.module), torch.set_grad_enabled(call.grad_mode):
                 out = compiled(*args, **call.kwargs)
@@ -117,12 +118,13 @@ def capture_stage(run: FrontRun, on_graph: Callable[[ev.CaptureGraph], None] | N
 
             raise StageFailed("capture", "exception", f"{type(e).__name__}: {str(e)[:2000]}",
                               user_line_of(e, run.path), traceback.format_exc(limit=-8)) from e
-        log.after_call(i, call)
+        log.after_call(i, call, [c for c in recorder.ran if c is not None])
     torch._dynamo.reset()
     run.graphs = recorder.graphs
     graphs = [_graph_payload(g, i, run.path, code_lines) for i, g in enumerate(recorder.graphs)]
     return {"graphs": graphs, "graph_breaks": [_break(r, run.path) for r in recorder.breaks],
-            "dynamo_graphs": recorder.dynamo_graphs, "compiles": log.compiles}
+            "dynamo_graphs": recorder.dynamo_graphs, "compiles": log.compiles,
+            "calls": log.calls}
 
 
 def _graph_payload(g: CapturedGraph, i: int, path: Path, code_lines: list[str]

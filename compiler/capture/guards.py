@@ -46,17 +46,20 @@ class GuardLog:
     path: str
     pending: list[str] = field(default_factory=list)
     compiles: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[dict[str, Any]] = field(default_factory=list)  # each call: what ran it
     seen: set[str] = field(default_factory=set)
 
     def fail(self, failure: Any) -> None:
         reason = getattr(failure, "reason", str(failure))
         self.pending.append(str(reason).strip())
 
-    def after_call(self, index: int, call: Any) -> None:
+    def after_call(self, index: int, call: Any, ran: list[str] | None = None) -> None:
         """Every cache entry new since the last call is a compile this call caused; a
         recompile's reasons are the guard failures of the same frame's older entries."""
         entries = cache_entries(self.path)
-        for cid in sorted(set(entries) - self.seen, key=_id_key):
+        new = sorted(set(entries) - self.seen, key=_id_key)
+        self.calls.append(_call_record(index, call, new, self.pending, ran or []))
+        for cid in new:
             frame, _, count = cid.partition("/")
             mine = [r for r in self.pending if r.split("/", 1)[0] == frame]
             self.pending = [r for r in self.pending if r not in mine]
@@ -69,8 +72,20 @@ class GuardLog:
         self.pending = []
 
     def failed(self, index: int, e: BaseException) -> None:
+        self.calls.append({"call": index, "compile_ids": [], "compiled": False})
         self.compiles.append({"compile_id": None, "call": index, "recompile": False,
                               "reasons": [], "error": f"{type(e).__name__}: {e}"[:500]})
+
+
+def _call_record(index: int, call: Any, new: list[str], reasons: list[str],
+                 ran: list[str]) -> dict[str, Any]:
+    """What ran one call: the compiles it caused, or, when it caused none, the compiles
+    whose graphs ran for it (`ran`: the recording backend saw them run)."""
+    failed = list(dict.fromkeys(m.group(0)[:-1] for r in reasons
+                                if (m := re.match(r"\d+/\d+:", r.strip()))))
+    record = {"call": index, "inputs": [input_spec(a) for a in call.args],
+              "grad_mode": call.grad_mode, "failed": failed, "compiled": bool(new)}
+    return {**record, "compile_ids": new or list(dict.fromkeys(ran))}
 
 
 def _strip_id(reason: str) -> str:

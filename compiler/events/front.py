@@ -111,6 +111,21 @@ class CallInput:
 
 
 @dataclass
+class SnippetCall:
+    """One of the snippet's calls of its compiled function, and what Dynamo ran for it:
+    the frame compiles it caused (`compiled`), else the earlier compiles whose graphs ran
+    for it (their guards held)."""
+
+    call: int
+    compile_ids: list[str]  # what it compiled, else the compiles it reused
+    compiled: bool
+    inputs: list[CallInput] = field(default_factory=list)
+    grad_mode: bool = True
+    failed: list[str] = field(default_factory=list)  # compiles whose guards it failed, where
+    # Dynamo reported them (a call that compiled again)
+
+
+@dataclass
 class DynamoCompile:
     """One Dynamo frame compile of the snippet's calls (compiler/capture/guards.py)."""
 
@@ -167,4 +182,5 @@ class Capture:
     stdout: str = ""
     origin: Origin = "snippet"
     compiles: list[DynamoCompile] = field(default_factory=list)
+    calls: list[SnippetCall] = field(default_factory=list)  # every replayed call, in order
     log: LogInfo | None = None  # a trace opened from a TORCH_TRACE log

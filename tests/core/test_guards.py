@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import shared_snippets
 from shared_snippets import recompiles
 
 from kernelscope.compiler.options import CompileOptions
@@ -87,3 +88,21 @@ def test_the_recorder_names_forward_backward_and_inference_graphs() -> None:
             out.backward()
         kinds.append([g.kind for g in recorder.graphs])
     assert kinds == [["forward", "backward"], ["inference"], ["inference"]]
+
+
+def test_every_call_is_listed_with_what_ran_it(tmp_path: Path) -> None:
+    """The third call of a recompiling function (size 64 after 16 and 32) compiles nothing:
+    it runs the dynamic compile 0/1. It used to be mentioned nowhere; now every call is
+    listed, a call that reused a compile says which, and each later recompile its reason."""
+    code = shared_snippets.recompiles("cf(torch.randn(64))", "cf(torch.randn(8, 2))",
+                                      "cf(torch.randn(128))")
+    data = capture(code, tmp_path)
+    calls = data["calls"]
+    assert [c["call"] for c in calls] == [0, 1, 2, 3, 4]
+    assert [(c["compiled"], c["compile_ids"]) for c in calls] == [
+        (True, ["0/0"]), (True, ["0/1"]), (False, ["0/1"]), (True, ["0/2"]), (False, ["0/1"])]
+    assert calls[2]["inputs"][0]["shape"] == [64] and calls[2]["failed"] == []
+    assert calls[3]["failed"] == ["0/1", "0/0"]  # the guards the 2-d call failed
+    compiles = data["compiles"]
+    assert [c["compile_id"] for c in compiles] == ["0/0", "0/1", "0/2"]
+    assert "tensor 'x' rank mismatch. expected 1, actual 2" in compiles[2]["reasons"]

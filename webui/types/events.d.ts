@@ -54,6 +54,7 @@ export interface Capture {
   stdout?: string;
   origin?: "snippet";
   compiles?: DynamoCompile[];
+  calls?: SnippetCall[];
   log?: LogInfo | null;
 }
 
@@ -492,6 +493,15 @@ export interface SchedulingGraph {
   decisions: FusionDecision[];
   removed_buffers: string[];
   templates?: TemplateSelection[];
+}
+
+export interface SnippetCall {
+  call: number;
+  compile_ids: string[];
+  compiled: boolean;
+  inputs?: CallInput[];
+  grad_mode?: boolean;
+  failed?: string[];
 }
 
 export interface Source {

@@ -40,10 +40,28 @@ export class GuardsPane extends Pane {
           : "no recompiles: every call reused the first compile")),
       compiles.length ? compiles.map((c, i) => this.compile(c, i, data.graphs ?? []))
         : h("p.note", "This trace records no guards (it was made before guards were captured)."),
+      this.calls(data.calls ?? []),
       h("h3", plural(breaks.length, "graph break"),
         h("span.hint", breaks.length ? "Dynamo split the function here" : "one graph per frame")),
       breaks.map((b) => h("div.gbreak", this.lineChip(b.line), h("span", b.reason))));
     this.setFilled(true);
+  }
+
+  // Every replayed call and what ran it: a compile it caused, or the earlier compile whose
+  // guards it passed (a call after a recompile often reuses the dynamic compile).
+  /** @param {import("../../types/events").SnippetCall[]} calls */
+  calls(calls) {
+    if (!calls.length) return null;
+    const inputs = (c) => (c.inputs ?? []).map((x) => x.shape ? `${x.dtype}${shape(x.shape)}` : x.value)
+      .join(", ");
+    return h("details.call-list", { open: calls.some((c) => !c.compiled) },
+      h("summary", `${plural(calls.length, "call")} of the compiled function`),
+      h("table.grid.calls", h("tbody", calls.map((c) => h("tr", { dataset: { call: c.call + 1 } },
+        h("td", `call ${c.call + 1}`), h("td.mono", `(${inputs(c)})`),
+        h("td", c.compiled ? `compiled ${c.compile_ids.join(", ")}`
+          : c.compile_ids.length ? `reused ${c.compile_ids[0]}: its guards held`
+            : "did not run (replaying it failed)"),
+        h("td.note", c.failed?.length ? `failed the guards of ${c.failed.join(", ")}` : ""))))));
   }
 
   lineChip(line) {
