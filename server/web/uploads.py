@@ -40,6 +40,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 from kernelscope.compiler.events.read import data_as, envelope
 from kernelscope.compiler.events.types import Capture
 from kernelscope.compiler.trace.reader import MAX_FILES, Opened, TraceRefused, open_files
+from kernelscope.server.jobs.relay import off_loop
 from kernelscope.server.jobs.trust import SNIPPET_STAGES, conform_data
 from kernelscope.server.state import app_state
 from kernelscope.server.store.rows import Store
@@ -146,7 +147,7 @@ def open_in_child(body: IO[bytes], limits: ChildLimits, repo_dir: str) -> Opened
     finally:
         _end(proc)
     try:
-        answer = json.loads(raw)
+        answer = off_loop(json.loads, raw)  # up to TRACE_LIMIT_MB: off the event loop
     except ValueError:
         why = "too large to open" if proc.returncode else "no answer"
         raise ApiError(f"cannot open this trace: {why} (the opener exited with "
