@@ -102,7 +102,8 @@ def opened(run: LoggedRun, name: str, code: str | None = None) -> Opened:
             if kind in one.aot:
                 graphs.append((one, kind, len(graphs)))
     source = _source(run, main, code)
-    events = [source, _capture(run, graphs, main, name), _codegen(graphs), _inductor(graphs),
+    events = [source, _capture(run, graphs, main, name, code), _codegen(graphs),
+              _inductor(graphs),
               {"ok": True, "isolated": True}]
     stages = ["source", "capture", "codegen", "inductor", "done"]
     out: list[dict[str, Any]] = [
@@ -138,9 +139,10 @@ def _source(run: LoggedRun, main: str, code: str | None) -> dict[str, Any]:
 
 
 def _capture(run: LoggedRun, graphs: list[tuple[LoggedCompile, str, int]], main: str,
-             name: str) -> dict[str, Any]:
+             name: str, code: str | None) -> dict[str, Any]:
     dynamo = list(run.compiles)
-    captured = [_graph(one, kind, gid, dynamo.index(one.compile_id), main)
+    source = code.splitlines() if code is not None else None
+    captured = [_graph(one, kind, gid, dynamo.index(one.compile_id), main, source)
                 for one, kind, gid in graphs]
     breaks = [ev.GraphBreak(b["reason"], b["line"] if b["file"] == main else None)
               for one in run.compiles.values() for b in one.breaks]
@@ -191,17 +193,20 @@ def _guards(text: str) -> list[ev.Guard]:
     return out
 
 
-def _graph(one: LoggedCompile, kind: str, gid: int, dynamo: int, main: str) -> ev.CaptureGraph:
+def _graph(one: LoggedCompile, kind: str, gid: int, dynamo: int, main: str,
+           source: list[str] | None) -> ev.CaptureGraph:
     text = one.aot[kind]
-    nodes, edges = fx_nodes(text, main)
+    nodes, edges = fx_nodes(text, main, source)
     return ev.CaptureGraph(id=gid, name=f"{one.compile_id} {kind}", code=text, nodes=nodes,
                            edges=edges, kind=kind,  # type: ignore[arg-type]
                            dynamo_graph=dynamo, compile_id=one.compile_id)
 
 
-def fx_nodes(text: str, main: str) -> tuple[list[ev.FxNode], list[list[str]]]:
+def fx_nodes(text: str, main: str, source: list[str] | None = None
+             ) -> tuple[list[ev.FxNode], list[list[str]]]:
     """The nodes of a graph as torch prints it readable (`name: "f32[8][1]cpu" = op(...)`,
-    each under the `# File: path:line` comment of the user's line it came from)."""
+    each under the `# File: path:line in fn, code: ...` comment of the user's line it came
+    from; `source`: the user's file's lines, where known)."""
     nodes: list[ev.FxNode] = []
     edges: list[list[str]] = []
     known: set[str] = set()
@@ -213,8 +218,8 @@ def fx_nodes(text: str, main: str) -> tuple[list[ev.FxNode], list[list[str]]]:
     code: str | None = None
     for raw in text.splitlines():
         if (f := _FILE.search(raw)) is not None:
-            line, code = (int(f.group(2)), f.group(4)[:300]) if _same_file(f.group(1), main) \
-                else (None, None)
+            line = _user_line(f.group(1), int(f.group(2)), f.group(4), main, source)
+            code = f.group(4)[:300] if line is not None else None
             continue
         m = _CALL.match(raw)
         if m is None:
@@ -232,10 +237,18 @@ def fx_nodes(text: str, main: str) -> tuple[list[ev.FxNode], list[list[str]]]:
     return nodes, edges
 
 
-def _same_file(path: str, main: str) -> bool:
-    """The user's file, also where a graph came from a cache (AOTAutograd's, Inductor's)
-    filled by a run of the same file at another path: the graph keeps that run's path."""
-    return path == main or Path(path).name == Path(main).name
+def _user_line(path: str, line: int, code: str, main: str, source: list[str] | None
+               ) -> int | None:
+    """The user's line a `# File:` comment names. A graph a cache (AOTAutograd's, Inductor's)
+    filled keeps the comments of the run that filled it, maybe another file or an older
+    version of this one: where the user's file is known, the line is the one of it that
+    holds the comment's code (the nearest to the line named), else none; without the file,
+    the named line where the path is the user's file."""
+    if source is None:
+        return line if path == main else None
+    want = code.strip()
+    found = [i + 1 for i, text in enumerate(source) if text.strip() == want]
+    return min(found, key=lambda n: abs(n - line)) if found else None
 
 
 def _node(name: str, op: str, target: str, args: list[str], line: int | None,

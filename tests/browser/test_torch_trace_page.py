@@ -10,7 +10,7 @@ import re
 import pytest
 from browser_support import page_errors, screenshot
 from playwright.sync_api import Page, expect
-from ui import open_explorer
+from ui import open_explorer, show_tab
 
 pytestmark = pytest.mark.browser
 
@@ -33,6 +33,13 @@ def test_a_torch_trace_log_opens_with_its_compiles_and_what_it_lacks(page: Page)
     expect(page.locator(".version-notice")).to_have_count(0)
     expect(page.locator("body")).to_contain_text("cpp_fused_mul_sin_0")
     screenshot(page, "torch-trace-open")
+    # The user's line reaches Inductor's kernel for it, whole (a log has no scheduling),
+    # and every pane opens on a trace without our stages.
+    kernels = page.evaluate(
+        "window.kernelscope.state.trace.kernels().map((k) => [k.name, k.gid, k.lines])")
+    assert ["cpp_fused_mul_sin_0", 0, [5]] in kernels
+    for tab in ("graph", "ir", "fusion", "memory", "timings"):
+        show_tab(page, tab)
     assert page_errors(page) == []
 
 

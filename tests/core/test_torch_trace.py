@@ -89,6 +89,13 @@ def test_a_readable_graph_becomes_nodes_with_shapes_and_user_lines() -> None:
     assert permute.dtype == "torch.float32" and total.shape == [] and total.line is None
     assert addmm.args == ["primals_2", "permute"]
     assert ["addmm", "output"] in edges and ["sum_1", "output"] in edges
+    # A graph a cache filled keeps the comments of the run that filled it: with the user's
+    # file known, a node's line is the one holding the comment's code, else none.
+    source = ["import torch", "", "x = 1", "h()", "loss = gelu(lin(x)).sum()"]
+    nodes, _ = fx_nodes(text, "/other/model.py", source)
+    assert [n.line for n in nodes[2:5]] == [5, 5, 4]
+    nodes, _ = fx_nodes(text, "/other/model.py", ["unrelated"])
+    assert [n.line for n in nodes[2:5]] == [None, None, None]
 
 
 def test_run_inductor_names_its_trace_directory_once(tmp_path: Path) -> None:

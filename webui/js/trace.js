@@ -118,8 +118,24 @@ export class Trace {
   // Kernels across all graphs, in execution order, each with its graph id.
   /** @returns {TraceKernel[]} */
   kernels() {
+    if (!this.graphs("scheduling").length && this.data("capture")?.log) return loggedKernels(this);
     return this.graphs("scheduling").flatMap((g) => g.kernels.map((k) => ({ ...k, gid: g.id })));
   }
+}
+
+// A trace opened from a TORCH_TRACE log has no scheduling (a log holds no fusion
+// decisions): its kernels are Inductor's generated ones, each with the FX nodes it covers
+// (the `inductor` event) and their user lines, so provenance reaches them whole.
+function loggedKernels(trace) {
+  const lines = new Map(trace.graphs("capture").flatMap((g) =>
+    (g.nodes ?? []).map((n) => [`${g.id}:${n.name}`, n.line])));
+  const seen = new Set();
+  return (trace.data("inductor")?.kernels ?? []).filter((k) => k.source && k.graph != null)
+    .filter((k) => !seen.has(`${k.graph}:${k.name}`) && seen.add(`${k.graph}:${k.name}`))
+    .map((k) => ({ name: k.name, gid: k.graph, kind: k.kind || "kernel", origins: k.nodes ?? [],
+      lines: [...new Set((k.nodes ?? []).map((n) => lines.get(`${k.graph}:${n}`))
+        .filter((x) => x != null))].sort((a, b) => a - b),
+      buffers: [], reads: [], writes: [], numel: null, rnumel: null, module: null, modules: [] }));
 }
 
 // TorchInductor on the same graphs: the `inductor` event (after our result), or, in a trace
