@@ -25,9 +25,9 @@ from kernelscope.server.jobs.manager import (
     OverQuota,
     QueueUnavailable,
 )
-from kernelscope.server.state import app_state
 from kernelscope.server.store.rows import StoreUnavailable
 from kernelscope.server.web import highlight as hl
+from kernelscope.server.web.appstate import app_state
 from kernelscope.server.web.errors import ApiError
 from kernelscope.server.web.gates import Refused
 from kernelscope.server.web.hlpool import HighlightRefused

@@ -25,7 +25,7 @@ from flask.blueprints import BlueprintSetupState
 from werkzeug.routing import PathConverter
 from werkzeug.security import safe_join
 
-from kernelscope.server.state import app_state
+from kernelscope.server.web.appstate import app_state
 from kernelscope.server.web.errors import ApiError
 from kernelscope.server.web.headers import page_html
 

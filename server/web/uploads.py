@@ -42,8 +42,8 @@ from kernelscope.compiler.events.types import Capture
 from kernelscope.compiler.trace.reader import MAX_FILES, Opened, TraceRefused, open_files
 from kernelscope.server.jobs.relay import off_loop
 from kernelscope.server.jobs.trust import SNIPPET_STAGES, conform_data
-from kernelscope.server.state import app_state
 from kernelscope.server.store.rows import Store
+from kernelscope.server.web.appstate import app_state
 from kernelscope.server.web.errors import ApiError
 
 bp = Blueprint("uploads", __name__, url_prefix="/api")

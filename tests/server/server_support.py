@@ -27,7 +27,7 @@ if str(REPO) not in sys.path:  # `pytest` run without the package installed
     sys.path.insert(0, str(REPO))
 
 from kernelscope.server import create_app  # noqa: E402 - after the sys.path line above
-from kernelscope.server.state import AppState  # noqa: E402 - after the sys.path line above
+from kernelscope.server.web.appstate import AppState  # noqa: E402 - after the sys.path line above
 from kernelscope.server.web.streams import parse_sse  # noqa: E402 - after the sys.path line above
 
 FAKE_WORKER = [sys.executable, str(HERE / "fake_worker.py")]

@@ -112,7 +112,7 @@ FIXTURES = Path(__file__).resolve().parents[1] / "browser" / "fixtures"
 def _put(app: Any, name: str) -> str:
     import json
 
-    from kernelscope.server.state import app_state
+    from kernelscope.server.web.appstate import app_state
 
     stored = json.loads((FIXTURES / f"{name}.json").read_text())
     with app.app_context():

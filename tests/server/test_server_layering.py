@@ -1,8 +1,13 @@
-"""The server's modules import each other without cycles (lazy imports count too).
+"""The server's modules import each other one way, and without cycles (lazy imports count).
 
-A cycle hidden behind a function-level import (`server/__init__` <-> `queue`, `store` <->
-`pgstore`) means two modules that cannot be read or tested apart; issue 19 item 5 asked
-for them to go. The imports are read with `ast`, so an import inside a function counts.
+The server is four groups, each importing only the groups after it: web (the HTTP tier)
+-> jobs (running compiles) -> sandbox (isolating one) -> store (keeping traces). The
+top-level modules (the app factory in `__init__`, config, runtime, state, cli, open_cmd)
+build the groups and sit above them all: no group imports them. A process's entry module
+(gunicorn's app factory, the RQ worker's main) is top-level too, wherever it lives.
+
+A cycle hidden behind a function-level import means two modules that cannot be read or
+tested apart. The imports are read with `ast`, so an import inside a function counts.
 """
 
 from __future__ import annotations
@@ -58,6 +63,63 @@ def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
         if node not in state:
             visit(node)
     return found
+
+
+GROUPS = ["web", "jobs", "sandbox", "store"]
+# Entry modules: each is a process's own top (they build the app or the runtime).
+ENTRIES = {
+    "server.web.wsgi": "gunicorn's app factory: makes the app (create_app) in each worker",
+    "server.jobs.rqworker": "`kernelscope worker`'s main: builds its runtime, validates as "
+                            "the web tier does",
+}
+
+
+def group(module: str) -> str | None:
+    """The module's group, or None for the top level (and entry modules)."""
+    parts = module.split(".")
+    if module in ENTRIES or len(parts) < 3 or parts[1] not in GROUPS:
+        return None
+    return parts[1]
+
+
+def order_violations(edges: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for module, targets in sorted(edges.items()):
+        src = group(module)
+        if src is None:
+            continue
+        for target in sorted(targets):
+            dst = group(target)
+            if dst is None:
+                bad.append(f"{module} imports {target} (the top level builds the groups; "
+                           "no group imports it)")
+            elif GROUPS.index(dst) < GROUPS.index(src):
+                bad.append(f"{module} imports {target} ({src} must not import {dst})")
+    return bad
+
+
+def test_the_groups_import_one_way() -> None:
+    assert order_violations(graph()) == []
+
+
+def test_the_order_check_sees_planted_violations() -> None:
+    edges = graph()
+    edges["server.store.sqlite"].add("server.jobs.manager")
+    edges["server.sandbox.launch"].add("server.web.api")
+    edges["server.jobs.worker"].add("server.state")
+    found = order_violations(edges)
+    assert found == [
+        "server.jobs.worker imports server.state (the top level builds the groups; no group "
+        "imports it)",
+        "server.sandbox.launch imports server.web.api (sandbox must not import web)",
+        "server.store.sqlite imports server.jobs.manager (store must not import jobs)"]
+
+
+def test_every_module_is_in_a_group_or_the_top_level() -> None:
+    top = {m for m in graph() if group(m) is None and m not in ENTRIES}
+    assert top == {"server", "server.__main__", "server.cli", "server.config",
+                   "server.open_cmd", "server.runtime", "server.state",
+                   *(f"server.{g}" for g in GROUPS)}
 
 
 def test_server_modules_have_no_import_cycle() -> None:
