@@ -4,13 +4,16 @@
                                               [--device cpu|cuda] [--backend cpp|triton]
                                               [--back-to-back] [--server URL] [--log FILE]
                                               [--inductor] [--options JSON]
+                                              [--file SNIPPET.py] [--max-jobs N]
 
 Starts `kernelscope serve` (gunicorn, the real compiler CLI, the sandbox, a temporary
 database) on a free loopback port, waits until its warm workers are ready, then posts the
 sample `--runs` times, one after another, each time reading the SSE stream and timing, from
 the moment the POST is sent: the first event (`source`, the "first stage") and `done`. It
 prints each run, then the medians, next to the `wall_ms` and `stages_ms` the `done` event
-carries. Between runs it waits until the pool is warm again, as a person reading the result
+carries, and `silence_s`: the longest the stream went without an event (the POST
+counts as one), with `waiting` saying whether the server said the job waited. Between
+runs it waits until the pool is warm again, as a person reading the result
 before the next click would; `--back-to-back` posts at once instead. `--pool 0` measures
 cold workers (every job imports torch). `--server URL` measures a server already running.
 The server gets a new, empty shared kernel cache (so run 1 builds its kernel with g++ and
@@ -91,6 +94,7 @@ def one_run(host: str, port: int, code: str, options: dict[str, Any]) -> dict[st
     last: JobDone | None = None
     stages: dict[str, float] = {}
     at: dict[str, float] = {}  # seconds from the POST to the first event of each stage
+    times = [0.0]  # the POST, then every event: the longest silence is the widest gap
     while True:
         line = stream.fp.readline()
         if not line:
@@ -99,6 +103,7 @@ def one_run(host: str, port: int, code: str, options: dict[str, Any]) -> dict[st
             event = envelope(json.loads(line[6:]))
             now = time.perf_counter() - start
             first = now if first is None else first
+            times.append(now)
             stages[event.stage] = round(event.ms, 1)
             at.setdefault(event.stage, round(now, 3))
             if event.stage == "done":
@@ -108,6 +113,8 @@ def one_run(host: str, port: int, code: str, options: dict[str, Any]) -> dict[st
     graphs = [at[s] for s in ("capture_graph", "capture") if s in at]
     return {
         "first_s": first,
+        "silence_s": round(max(b - a for a, b in zip(times, times[1:])), 3),
+        "waiting": stages.get("waiting") is not None,
         "source_s": at.get("source"),
         "first_graph_s": min(graphs) if graphs else None,
         "done_s": done,
@@ -162,6 +169,7 @@ def main() -> int:
     p.add_argument("--options", default="{}",
                    help="more compile options, JSON (e.g. '{\"compile_workers\": 4}')")
     p.add_argument("--server", help="measure this running server instead of starting one")
+    p.add_argument("--max-jobs", type=int, help="the started server's MAX_JOBS")
     p.add_argument(
         "--keep-cache",
         action="store_true",
@@ -185,9 +193,12 @@ def main() -> int:
         cmd = [sys.executable, "-m", "kernelscope.server", "--port", str(port),
                "--db", f"{tmp}/t.sqlite3"]
         cmd += ["--pool", str(args.pool)]
-        if not args.keep_cache:
+        config_json: dict[str, Any] = {} if args.keep_cache else {"KERNEL_CACHE": f"{tmp}/kernels"}
+        if args.max_jobs:
+            config_json["MAX_JOBS"] = args.max_jobs
+        if config_json:
             config = Path(tmp) / "config.json"
-            config.write_text(json.dumps({"KERNEL_CACHE": f"{tmp}/kernels"}))
+            config.write_text(json.dumps(config_json))
             cmd += ["--config", str(config)]
         if shutil.which("bwrap"):
             # Measure the sandbox as deployed; under `auto` a probe that fails on a loaded

@@ -36,7 +36,7 @@ from kernelscope.server.jobs.kcache import KernelCache
 from kernelscope.server.jobs.pool import WarmPool
 
 MAX_FINISHED_JOBS = 200
-WAIT_TICK_S = 1.0  # a waiting job hears how it stands at least this often
+WAIT_TICK_S = 0.8  # a waiting job hears how it stands within a second
 log = logging.getLogger(__name__)
 
 

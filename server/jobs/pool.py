@@ -44,6 +44,10 @@ from kernelscope.server.sandbox.scratch import JobDir
 log = logging.getLogger(__name__)
 WARM_SCRIPT = str(Path(__file__).resolve().with_name("warm.py"))
 WARM_NICE = 10
+# A worker started while another still warms up: it takes what CPU the first leaves, so on
+# a small host the first is ready as soon as it would be alone (on 2 cores, two warm-ups at
+# one nice level each took 24 s, where one alone took 15).
+WARM_NICE_BEHIND = 19
 WARM_TIMEOUT_S = 120.0  # a worker that is not warm by then is replaced
 MAX_BACKOFF_S = 30.0
 
@@ -254,10 +258,11 @@ class WarmPool:
                 if self._closed:
                     return
                 backoff = self._backoff
+                behind = any(w.ready_at is None for w in self.workers)
             if backoff:  # the last warm-up failed: do not start them in a tight loop
                 time.sleep(backoff)
             try:
-                worker = self._spawn()
+                worker = self._spawn(WARM_NICE_BEHIND if behind else WARM_NICE)
             except Exception:
                 log.exception("warm pool: could not start a worker")
                 self._failed()
@@ -317,7 +322,7 @@ class WarmPool:
         self._discard(worker)
         return False
 
-    def _spawn(self) -> WarmWorker:
+    def _spawn(self, nice: int = WARM_NICE) -> WarmWorker:
         s = self.settings
         iso = s.isolation
         # The job's own directory and cgroups, made now: the warm worker is its front half,
@@ -332,7 +337,7 @@ class WarmPool:
                                   s.limits.processes, s.limits.tcp_mb)
             if self.kcache is not None:
                 self.kcache.link_into(jobdir.phase("front"))  # the warm-up finds its kernel
-            front = self._start(jobdir, "front", group)
+            front = self._start(jobdir, "front", group, nice)
             if getattr(s, "back_command", None) is not None:
                 # A cgroup of its own: the front's is killed when the front ends, and the
                 # back half waits through that.
@@ -341,7 +346,7 @@ class WarmPool:
                     back_group = JobCgroup(iso.cgroups, jobdir.path.name + "-back",
                                            s.limits.memory_mb, s.limits.processes,
                                            s.limits.tcp_mb)
-                front.back = self._start(jobdir, "back", back_group)
+                front.back = self._start(jobdir, "back", back_group, nice)
                 front.back.owns_dir = False
         except BaseException:
             if front is not None:
@@ -353,7 +358,8 @@ class WarmPool:
             raise
         return front
 
-    def _start(self, jobdir: JobDir, phase: str, group: JobCgroup | None) -> WarmWorker:
+    def _start(self, jobdir: JobDir, phase: str, group: JobCgroup | None,
+               nice: int = WARM_NICE) -> WarmWorker:
         """One warm process in `phase` of the job directory (front, or back half)."""
         assert self.prefix is not None
         python, _rest = self.prefix
@@ -377,7 +383,7 @@ class WarmPool:
             view = INNER_SCRATCH if iso.mode == "bubblewrap" else str(scratch)
             stderr = tempfile.TemporaryFile()
             proc = launch.start(subprocess.PIPE, stderr, events_w,
-                                _niced(launch.preexec, os.geteuid() == 0))
+                                _niced(launch.preexec, os.geteuid() == 0, nice))
             with self._cond:
                 self._groups.add(proc.pid)
         return WarmWorker(proc, jobdir, group, view, stderr, events_r)
@@ -399,7 +405,8 @@ def renice_group(pgid: int) -> None:
             continue
 
 
-def _niced(preexec: Callable[[], None], host_renices: bool) -> Callable[[], None]:
+def _niced(preexec: Callable[[], None], host_renices: bool, nice: int = WARM_NICE
+           ) -> Callable[[], None]:
     """Run the sandbox's preexec, then nice the worker, but only where it can get back to
     nice 0 for its job: the server (as root) renices it, or RLIMIT_NICE lets it do so."""
 
@@ -411,6 +418,6 @@ def _niced(preexec: Callable[[], None], host_renices: bool) -> Callable[[], None
         except (OSError, ValueError):
             can_return = host_renices
         if can_return:
-            os.nice(WARM_NICE)
+            os.nice(nice)
 
     return apply
