@@ -124,6 +124,11 @@ class Backend:
         """Wrapper lines after the common imports: the kernels' definitions or loaders."""
         raise NotImplementedError
 
+    def launch_facts(self, aligned: dict[str, tuple[int, ...]]) -> list[str]:
+        """Wrapper lines that tell the launch path, once, what it need not check per
+        launch (`aligned`: per kernel, the arguments the wrapper allocates itself)."""
+        return []
+
     def build_source(self, kernels: list[GeneratedKernel]) -> str:
         """What `build` compiles ahead of the first launch ("" when nothing is)."""
         return ""

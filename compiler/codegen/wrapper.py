@@ -58,8 +58,12 @@ def generate_wrapper(inputs: Sequence[str], outputs: Sequence[Any], sched: Sched
     out.write("import torch")
     out.write("from kernelscope.compiler.runtime.support import conform, cpp_kernel, device, "
               "empty_strided, ptr, reinterpret")
+    own = _own_allocations(memory)
     for backend, kernels, artifact in parts:
         for line in backend.wrapper_prelude(kernels, artifact):
+            out.write(line)
+        aligned = {k.name: tuple(i for i, a in enumerate(k.args) if a in own) for k in kernels}
+        for line in backend.launch_facts(aligned) if kernels else []:
             out.write(line)
     launches = {k.name: k.launch for _, kernels, _ in parts for k in kernels}
     out.write("")
@@ -82,6 +86,13 @@ def generate_wrapper(inputs: Sequence[str], outputs: Sequence[Any], sched: Sched
     line_map = [{"line": i + 1, "kernel": ln.buffers[0]}
                 for i, ln in enumerate(out.lines) if ln.buffers]
     return source, line_map
+
+
+def _own_allocations(memory: MemoryPlan) -> set[str]:
+    """Buffers in memory the wrapper allocates (`empty_strided`, or a reuse of such a
+    buffer at offset 0): aligned as the allocator aligns, whatever the call's inputs."""
+    mine = {p.name for p in memory.buffers if p.allocated_by == "wrapper" and not p.reused_from}
+    return {p.name for p in memory.buffers if p.allocated_by == "wrapper" and p.storage in mine}
 
 
 def _write_allocations(out: Lines, sched: Schedule, memory: MemoryPlan, writes: list[str],

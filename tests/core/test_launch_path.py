@@ -130,3 +130,57 @@ def test_install_wraps_and_the_jit_switch_unwraps(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("KERNELSCOPE_LAUNCH", "jit")
     native.after_import(module, ["k"])
     assert module.k is jit  # type: ignore[attr-defined]
+
+
+def test_after_the_first_direct_launch_the_site_is_one_closure(fake_device: None) -> None:
+    jit = FakeJit()
+    kernel = launch.FastKernel(jit)
+    x, y = torch.zeros(64), torch.zeros(64)
+    for _ in range(2):
+        kernel[(4,)](x, y, 64, XBLOCK=16, num_warps=4)
+    site = kernel[(4,)]
+    assert not isinstance(site, launch._Launch) and site.site.nargs == 3  # type: ignore
+    site(x, y, 64, XBLOCK=16, num_warps=4)
+    assert jit.jit_calls == 1 and len(jit.compiled.launches) == 2
+
+
+def test_arguments_the_wrapper_allocates_are_not_checked_per_launch(fake_device: None
+                                                                    ) -> None:
+    jit = FakeJit()
+    kernel = launch.FastKernel(jit, aligned=[1])  # out_ptr0 is the wrapper's own buffer
+    x, y = torch.zeros(65), torch.zeros(65)
+    for _ in range(2):
+        kernel[(4,)](x, y, 64, XBLOCK=16, num_warps=4)
+    assert kernel[(4,)].site.aligned == (0,)  # type: ignore[union-attr]
+    kernel[(4,)](x[1:], y, 64, XBLOCK=16, num_warps=4)  # an input 4 bytes off: checked
+    assert jit.jit_calls == 2 and len(jit.compiled.launches) == 1
+
+
+def test_a_launch_hook_takes_the_jit_path(fake_device: None,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from triton import knobs
+
+    jit = FakeJit()
+    kernel = launch.FastKernel(jit)
+    x = torch.zeros(64)
+    for _ in range(2):
+        kernel[(4,)](x, x, 64, XBLOCK=16, num_warps=4)
+    monkeypatch.setattr(knobs.runtime, "launch_enter_hook", lambda *a: None)
+    kernel[(4,)](x, x, 64, XBLOCK=16, num_warps=4)
+    assert jit.jit_calls == 2 and len(jit.compiled.launches) == 1
+
+
+def test_only_the_wrappers_own_allocations_are_declared_aligned() -> None:
+    from kernelscope.compiler.codegen.wrapper import _own_allocations
+    from kernelscope.compiler.schedule.memory import BufferPlan, MemoryPlan
+
+    plans = [BufferPlan("buf0", 64, 0, 1, False, "wrapper", storage="buf0"),
+             BufferPlan("buf1", 64, 2, 3, False, "wrapper", "buf0", storage="buf0"),
+             BufferPlan("buf2", 64, 0, 1, False, "extern", storage="buf2"),  # ATen's: a view?
+             BufferPlan("buf3", 64, 2, 3, False, "wrapper", "buf2", storage="buf2"),
+             BufferPlan("buf4", 0, 0, 3, True, "input", storage="arg0_1")]
+    assert _own_allocations(MemoryPlan(plans)) == {"buf0", "buf1"}
+    lines = TritonBackend("cuda", CompileOptions()).launch_facts({"k": (1, 2)})
+    namespace: dict[str, object] = {}
+    exec("\n".join(lines), namespace)  # noqa: S102 - our own generated lines
+    assert namespace["ALIGNED"] == {"k": (1, 2)}

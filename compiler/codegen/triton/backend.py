@@ -265,6 +265,14 @@ class TritonBackend(Backend):
                 lines += ["", "", *k.source.rstrip().splitlines()]
         return lines
 
+    def launch_facts(self, aligned: dict[str, tuple[int, ...]]) -> list[str]:
+        # codegen/triton/launch.py: these arguments are never checked for alignment
+        lines = ["", "# Arguments each kernel gets from the wrapper's own allocations (16-byte",
+                 "# aligned: the launch path checks only the others, per launch).",
+                 "ALIGNED = {"]
+        lines += [f"    {name!r}: {positions!r}," for name, positions in aligned.items()]
+        return [*lines, "}"]
+
     def build(self, source_path: Path | None) -> BuildResult:
         # Triton compiles each kernel at its first launch; on the CPU the interpreter runs
         # it, which the process must have started with.

@@ -4,12 +4,15 @@ kernel's launcher directly instead of the JIT's per-call path.
 `kernel[grid](*args, XBLOCK=..., num_warps=...)` through `triton.JITFunction` binds the
 arguments, computes the specialization key and looks the kernel up on every call (tens of
 microseconds of Python). A wrapper's grid, block sizes and warps are fixed when it is
-generated, so after the first (JIT) launch `FastKernel` keeps the `CompiledKernel` and
-launches it with one call into Triton's C launcher: grid, function handle, metadata and
-constexpr values are looked up once. Each call still checks what the compiled kernel was
-specialized on that can change between calls (16-byte alignment of tensor arguments) and
-takes the JIT path when it differs; the JIT path is also taken when a launch hook is set
-(a profiler wants launch metadata) and under the Triton interpreter.
+generated, so after the first (JIT) launch the call site becomes a closure over the
+`CompiledKernel`'s C launcher, its grid, function handle, metadata and constexpr values:
+one dict lookup (`kernel[grid]`) and one Python call per launch. What is done once: the
+lookups, the decision to launch directly, and which tensor arguments need their 16-byte
+alignment checked per launch. The wrapper declares, per kernel, the arguments it
+allocates itself (`ALIGNED`: always aligned, never checked); the others (graph inputs,
+ATen results, which may be views) are checked, and a misaligned one takes the JIT path,
+as does any launch while a launch hook is set (a profiler wants launch metadata). The
+interpreter keeps the JIT path (it implements it).
 
 In: the module globals the wrapper launches through. Out: the same globals, wrapped.
 """
@@ -27,44 +30,38 @@ OPTION_NAMES = {"num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fus
 
 
 class _Launch:
-    """One call site: a kernel at a fixed grid."""
+    """One call site: a kernel at a fixed grid, until its first direct launch works; then
+    `FastKernel.sites` holds the site's closure (`direct`) instead."""
 
-    def __init__(self, fn: Any, grid: Sequence[int]) -> None:
+    def __init__(self, fn: Any, grid: Sequence[int], sites: dict[Any, Any],
+                 aligned: frozenset[int] | None = None) -> None:
         self.fn = fn
-        self.grid = tuple(grid) + (1,) * (3 - len(grid))
+        self.key = tuple(grid)
+        self.grid = self.key + (1,) * (3 - len(self.key))
+        self.sites = sites
+        self.known_aligned = aligned  # argument positions the wrapper allocated itself
         self.run: Any = None  # the C launcher, once the first launch compiled the kernel
         self.function: Any = None
         self.packed: Any = None
         self.constexprs: tuple[Any, ...] = ()
-        self.aligned: tuple[int, ...] = ()  # tensor arguments specialized as 16-aligned
+        self.aligned: tuple[int, ...] = ()  # tensor arguments checked as 16-aligned
         self.device = 0
-        self.knobs: Any = None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # Every check is inline and loops without a generator: this runs once per kernel
-        # launch (hundreds per training step, where the host bounds the step).
-        run = self.run
-        if run is None or len(args) != self.nargs:
-            return self._slow(args, kwargs)
-        hook = self.knobs.launch_enter_hook
-        if hook is not None and _hooked(hook):
+        if self.run is None or len(args) != self.nargs or _hooked(_runtime().launch_enter_hook):
             return self._slow(args, kwargs)
         for i in self.aligned:
             if args[i].data_ptr() & 15:
                 return self._slow(args, kwargs)
         g0, g1, g2 = self.grid
-        if not self.proven:  # the first direct launch: a mismatch here means this Triton's
-            try:             # launcher wants other arguments; keep the JIT path then
-                run(g0, g1, g2, _stream(self.device), self.function, self.packed, None, None,
-                    None, *args, *self.constexprs)
-            except TypeError:
-                self.run = None
-                self.nargs = -2  # never prepared again
-                return self.fn[self.grid](*args, **kwargs)
-            self.proven = True
-            return None
-        run(g0, g1, g2, _stream(self.device), self.function, self.packed, None, None, None,
-            *args, *self.constexprs)
+        try:  # the first direct launch: a mismatch here means this Triton's launcher
+            self.run(g0, g1, g2, _stream(self.device), self.function, self.packed, None,
+                     None, None, *args, *self.constexprs)  # wants other arguments
+        except TypeError:
+            self.run = None
+            self.nargs = -2  # never prepared again
+            return self.fn[self.grid](*args, **kwargs)
+        self.sites[self.key] = direct(self)
         return None
 
     def _slow(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -77,8 +74,6 @@ class _Launch:
         """Keep the compiled kernel the JIT just launched, if this Triton allows it."""
         self.nargs = -2  # until it is known to work
         try:
-            from triton import knobs
-
             kernel = self.fn.warmup(*args, grid=self.grid, **kwargs)
             if hasattr(kernel, "result"):
                 kernel = kernel.result()
@@ -93,19 +88,49 @@ class _Launch:
             if any(not _on_device(args[i]) for i in tensors):
                 return
             self.constexprs = tuple(kwargs[n] for n in rest)
-            self.aligned = tuple(i for i in tensors if args[i].data_ptr() % 16 == 0)
+            known = self.known_aligned or frozenset()
+            self.aligned = tuple(i for i in tensors
+                                 if args[i].data_ptr() % 16 == 0 and i not in known)
             self.device = args[tensors[0]].device.index if tensors else \
                 torch.cuda.current_device()
             self.nargs = len(args)
             self.function, self.packed = kernel.function, kernel.packed_metadata
-            self.knobs = knobs.runtime
             self.run = kernel.run
         except Exception:  # noqa: BLE001 - an older or newer Triton: keep the JIT path
             self.run = None
             self.nargs = -2
 
     nargs = -1  # -1: not prepared yet; -2: this Triton cannot launch directly
-    proven = False
+
+
+def direct(site: _Launch) -> Any:
+    """The call site's launch once its first direct launch worked: everything it needs in
+    the closure's cells, the checks that must run per launch inline (no generator, no
+    attribute lookups: this runs hundreds of times per training step)."""
+    run, function, packed, constexprs = site.run, site.function, site.packed, site.constexprs
+    g0, g1, g2 = site.grid
+    nargs, checked, device, slow = site.nargs, site.aligned, site.device, site._slow
+    runtime, stream = _runtime(), _stream
+
+    def launch(*args: Any, **kwargs: Any) -> Any:
+        hook = runtime.launch_enter_hook  # None, or a HookChain whose `calls` may be empty
+        if len(args) != nargs or (hook is not None and getattr(hook, "calls", True)):
+            return slow(args, kwargs)
+        for i in checked:
+            if args[i].data_ptr() & 15:
+                return slow(args, kwargs)
+        run(g0, g1, g2, stream(device), function, packed, None, None, None, *args,
+            *constexprs)
+        return None
+
+    launch.site = site  # type: ignore[attr-defined]
+    return launch
+
+
+def _runtime() -> Any:
+    from triton import knobs
+
+    return knobs.runtime
 
 
 def _hooked(hook: Any) -> bool:
@@ -123,20 +148,22 @@ def _on_device(t: torch.Tensor) -> bool:
 
 
 class FastKernel:
-    """Stands in for a `@triton.jit` function in a wrapper module's globals."""
+    """Stands in for a `@triton.jit` function in a wrapper module's globals. `aligned`:
+    the argument positions the wrapper always passes its own (aligned) allocations in."""
 
-    def __init__(self, fn: Any) -> None:
+    def __init__(self, fn: Any, aligned: Sequence[int] | None = None) -> None:
         self.fn = fn
-        self.sites: dict[tuple[int, ...], _Launch] = {}
+        self.aligned = frozenset(aligned) if aligned is not None else None
+        self.sites: dict[Any, Any] = {}
 
-    def __getitem__(self, grid: Sequence[int]) -> _Launch:
+    def __getitem__(self, grid: Sequence[int]) -> Any:
         try:  # the wrapper's grids are tuples: one dict lookup per launch
-            return self.sites[grid]  # type: ignore[index]
+            return self.sites[grid]
         except (KeyError, TypeError):  # new, or a list (unhashable)
             key = tuple(grid)
             site = self.sites.get(key)
             if site is None:
-                site = self.sites[key] = _Launch(self.fn, key)
+                site = self.sites[key] = _Launch(self.fn, key, self.sites, self.aligned)
             return site
 
     def __getattr__(self, name: str) -> Any:  # device_caches, arg_names, ... for reports
@@ -146,13 +173,15 @@ class FastKernel:
 def install(module: ModuleType, kernels: list[str]) -> None:
     """Wrap the module's Triton kernels (once; TritonBackend.after_import calls it where
     the kernels run natively: the interpreter keeps the JIT path, which it implements).
-    KERNELSCOPE_LAUNCH=jit keeps the JIT path everywhere (to compare the two, as
-    benchmarks' call_us probe does)."""
+    The module's `ALIGNED` (kernel -> argument positions the wrapper allocates) says which
+    arguments need no alignment check per launch. KERNELSCOPE_LAUNCH=jit keeps the JIT
+    path everywhere (to compare the two, as benchmarks' call_us probe does)."""
     jit = os.environ.get("KERNELSCOPE_LAUNCH") == "jit"
+    aligned = getattr(module, "ALIGNED", {})
     for name in kernels:  # modules are shared by identical graphs: (un)wrap every load
         fn = getattr(module, name, None)
         if isinstance(fn, FastKernel) and jit:
             setattr(module, name, fn.fn)
         elif fn is not None and not isinstance(fn, FastKernel) and hasattr(fn, "warmup") \
                 and not jit:
-            setattr(module, name, FastKernel(fn))
+            setattr(module, name, FastKernel(fn, aligned.get(name)))
