@@ -147,7 +147,9 @@ def _add_nodes(kernels: list[Kernel], mapping: dict[str, Any]) -> None:
 def _calls(module: str, defined: set[str]
            ) -> list[tuple[str, str | None, str, list[str]]]:
     """(kernel, provenance handle or None, the call's argument text, the nodes of the
-    `# Source Nodes` comment above it) for each call in the wrapper's `call`, in order."""
+    `# Source Nodes` comment above it) for each call in the wrapper's `call`, in order. The
+    comments hold until the next call (a Triton launch has `stream0 = get_raw_stream(0)`
+    between them and it); a handle counts only for the kernel it names."""
     body = module[module.find("def call("):] if "def call(" in module else module
     out = []
     handle: tuple[str, str] | None = None
@@ -164,7 +166,7 @@ def _calls(module: str, defined: set[str]
             name = m.group(1)
             mine = handle[1] if handle is not None and handle[0] == name else None
             out.append((name, mine, m.group(2), commented))
-        handle, commented = None, []
+            handle, commented = None, []
     return out
 
 

@@ -188,3 +188,38 @@ def test_kernelscope_open_stores_a_log_as_a_trace(logged: tuple[Path, Path], tmp
     stages = [e["stage"] for e in stored["events"]]
     assert stages == ["source", "capture", "codegen", "inductor", "done"]
     assert stored["events"][-1]["data"]["trace_id"] == url.rsplit("/", 1)[-1]
+
+
+CUDA_LOG = Path(__file__).parent / "data" / "torch_trace_cuda.log.gz"
+# Made on an H100 (torch 2.11.0+cu130, Triton 3.6.0) with TORCH_TRACE=DIR INDUCTOR_PROVENANCE=1:
+#   lin = torch.nn.Linear(64, 32).cuda()
+#   @torch.compile
+#   def step(x):
+#       h = torch.nn.functional.gelu(lin(x))
+#       return torch.softmax(h, dim=-1).sum()
+#   step(torch.randn(16, 64, device="cuda")).backward()
+
+
+def test_a_cuda_log_reads_triton_kernels_with_their_provenance() -> None:
+    """The checked-in GPU log: Triton kernels launched with `.run(` after a stream line,
+    each with its provenance handle, so the forward's kernels carry the FX nodes of the
+    forward graph; the backward's (no node mapping in the log) keep their comments'."""
+    import gzip
+    import io
+
+    with gzip.open(CUDA_LOG) as raw:
+        run = read_log(io.TextIOWrapper(raw, encoding="utf-8"))
+    data = {e["stage"]: e["data"] for e in opened(run, CUDA_LOG.name).events}
+    assert data["source"]["device"] == "cuda"
+    graphs = {g["kind"]: g for g in data["capture"]["graphs"]}
+    assert set(graphs) == {"forward", "backward"}
+    assert {g["backend"] for g in data["codegen"]["graphs"]} == {"triton"}
+    table = data["inductor"]["kernels"]
+    triton = [k for k in table if k["language"] == "python"]
+    assert len(triton) == 4 and all("@triton.jit" in k["source"] for k in triton)
+    forward = [k for k in triton if k["graph"] == graphs["forward"]["id"]]
+    assert all(":" in k["call"] for k in forward)  # the provenance handle, read
+    names = {n["name"] for n in graphs["forward"]["nodes"]}
+    assert all({"erf", "mul_1"} <= set(k["nodes"]) for k in forward)
+    assert {"erf", "mul_1", "addmm"} <= names
+    assert all(k["bytes"] for k in table)
