@@ -49,4 +49,8 @@ def test_its_kernel_table_lists_every_call_of_every_graph(page: Page) -> None:
     expect(rows.first).to_be_visible()
     assert rows.count() >= 4  # two graphs per call of f (a break), two calls (a recompile)
     expect(page.locator(".compare-table")).to_contain_text("cpp_fused_add_relu_0")
+    # Every kernel with its compile id and the user's lines of the nodes it covers.
+    sin = page.locator(".compare-table tbody tr[data-b^='cpp_fused_mul_sin_0']").first
+    expect(sin.locator("td").nth(0)).to_have_text("0/0 inference")
+    expect(sin.locator("td").nth(2)).to_have_text("5")
     assert page_errors(page) == []

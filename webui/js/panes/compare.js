@@ -23,26 +23,45 @@ export function compareSection(groups, ours, inductor, trace) {
   const theirs = new Map((inductor.kernels ?? []).map((k) => [`${k.graph}:${k.call || k.name}`, k]));
   const counts = {};
   for (const g of groups) counts[g.how] = (counts[g.how] ?? 0) + 1;
+  const where = graphPlaces(trace);
   return h("section.compare",
     h("h3", "Kernels by the FX nodes they cover",
       h("span.hint", `${plural(groups.length, "group")}: ` +
         Object.entries(counts).map(([how, n]) => `${n} ${HOW[how] ?? how}`).join(", "))),
     h("table.grid.compare-table",
-      h("thead", h("tr", ["FX nodes", "ours", "Inductor", "", "ours bytes", "Inductor bytes",
-        "ours time", "Inductor time", "Δ"].map((c) => h("th", c)))),
-      h("tbody", groups.map((g, i) => groupRow(g, i, groupTimes(g, ours, calls))))),
+      h("thead", h("tr", ["graph", "FX nodes", "lines", "ours", "Inductor", "", "ours bytes",
+        "Inductor bytes", "ours time", "Inductor time", "Δ"].map((c) => h("th", c)))),
+      h("tbody", groups.map((g, i) => groupRow(g, i, groupTimes(g, ours, calls), where)))),
     groups.map((g, i) => groupCode(g, i, g.a.map((n) => mine.get(`${g.graph}:${n}`) ?? { name: n }),
       g.b.map((c) => theirs.get(`${g.graph}:${c}`) ?? { name: c, call: c }))));
 }
 
+// Each captured graph's label (its Dynamo compile id and kind) and its nodes' user lines.
+function graphPlaces(trace) {
+  const graphs = new Map(trace.graphs("capture").map((g) => [g.id, g]));
+  const lineOf = new Map([...graphs.values()].flatMap((g) =>
+    (g.nodes ?? []).map((n) => [`${g.id}:${n.name}`, n.line])));
+  return {
+    label: (id) => {
+      const g = graphs.get(id);
+      return g ? [g.compile_id, g.kind].filter(Boolean).join(" ") || `graph ${id}` : `graph ${id ?? "?"}`;
+    },
+    lines: (g) => [...new Set(g.nodes.map((n) => lineOf.get(`${g.graph}:${n}`))
+      .filter((x) => x != null))].sort((a, b) => a - b),
+  };
+}
+
 // A change is coloured only where both sides' spreads say so (spread.js changeClass).
-function groupRow(g, i, { timeA, timeB }) {
+function groupRow(g, i, { timeA, timeB }, where) {
+  const lines = where.lines(g);
   const names = (xs) => (xs.length ? xs.map((x) => h("div", h("code", x))) : h("span.hint", "none"));
   const delta = g.a_ms != null && g.b_ms != null ? g.b_ms - g.a_ms : null;
   const change = delta === null ? "" : changeClass(timeA, timeB);
   const cls = change ? `.${change}` : "";
   return h("tr", { dataset: { group: String(i), how: g.how, a: g.a.join(","), b: g.b.join(",") } },
+    h("td", where.label(g.graph)),
     h("td.wrap", g.nodes.length ? g.nodes.join(", ") : h("span.hint", "no FX nodes")),
+    h("td", lines.length ? lines.join(", ") : "–"),
     h("td", names(g.a)), h("td", names(g.b)),
     h("td", h("a", { href: `#compare-group-${i}` }, badge(HOW[g.how] ?? g.how))),
     h("td.num", g.a_bytes != null ? fmtBytes(g.a_bytes) : "–"),
