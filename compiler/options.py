@@ -48,10 +48,13 @@ class CompileOptions:
     # convolutions, inference and training), "channels_last" wherever a convolution can,
     # "contiguous" never.
     conv_layout: str = "auto"  # convolution graphs' layout: auto, channels_last or contiguous
-    # mm/addmm/bmm on Triton: "auto" measures the extern call against the GEMM template's
-    # configs on the real shapes (a GPU; cached on disk) and keeps the fastest; "extern"
-    # never offers the template; "template" takes its first config unmeasured (tests).
-    matmul: str = "auto"  # matrix products: auto (measured), extern or template
+    # mm/addmm/bmm on Triton: "heuristic" (as Inductor without max-autotune) times
+    # nothing: a choice measured before for the product (cached on disk, shared by the
+    # server across jobs) or else the extern call; "measure" ("auto", its old name) times
+    # the extern call against the GEMM template's configs on the real shapes (a GPU) and
+    # keeps the fastest; "extern" never offers the template; "template" takes its first
+    # config unmeasured (tests).
+    matmul: str = "heuristic"  # matrix products: heuristic, measure, extern or template
     # threads building a graph's Triton kernels ahead of its first launch (0: one per
     # CPU core, at most 16); set to 2 or more, as many spawned processes (at most 4)
     # compile them first (codegen/triton/procpool.py: off by default until a GPU has

@@ -1,8 +1,13 @@
 """Choosing what each matrix product runs as: the extern call or a GEMM template config.
 
 After lowering, every `MatmulTemplate` (ir/template.py) is decided here, before the
-scheduler sees it (a chosen template becomes a kernel its consumers fuse into). With the
-`matmul` option at "auto" and real kernels (a GPU), the extern call and each template
+scheduler sees it (a chosen template becomes a kernel its consumers fuse into). By
+default (`matmul="heuristic"`, as Inductor without max-autotune) nothing is timed: a
+choice measured before for the same product (this machine's cache, or the server's,
+which every measuring job fills: server/jobs/kcache.py) is taken as it was measured, and
+otherwise the extern call (cuBLAS), which a cold explorer job would spend seconds of GPU
+time to beat. With `matmul="measure"` ("auto" is its old name) and real kernels (a GPU),
+the extern call and each template
 config the backend offers are run once on random operands of the product's real shapes,
 strides and dtype (as Inductor's max-autotune does); a config whose values are not the
 extern call's (at the dtype's tolerance) or that fails to build is dropped, with why;
@@ -36,6 +41,7 @@ from kernelscope.compiler.runtime.results import read_result, result_path
 
 EXTERN = "extern"
 CACHE_VERSION = "1"  # bump when what a cached entry means changes
+MEASURE = ("measure", "auto")  # the matmul option's values that time the candidates
 
 
 def select_templates(lowered: LoweredGraph, backend: Backend, options: CompileOptions
@@ -46,7 +52,7 @@ def select_templates(lowered: LoweredGraph, backend: Backend, options: CompileOp
         buf.configs = tuple(backend.template_configs(m, n, k, buf.dtype))
     # The products to measure (no cached times): their candidates build in parallel
     # first, then each is timed alone.
-    pending = [b for b in bufs if b.configs and options.matmul == "auto"
+    pending = [b for b in bufs if b.configs and options.matmul in MEASURE
                and not backend.emulated and read_result(cache_path(b, backend, options)) is None]
     modules: template_bench.Modules = {}
     if pending:
@@ -65,11 +71,13 @@ def _select(buf: MatmulTemplate, backend: Backend, options: CompileOptions,
     elif options.matmul == "template":
         _choose(buf, sel, buf.configs[0], "the matmul option asks for the template "
                                           "(its first config, unmeasured)")
-    elif options.matmul != "auto":
+    elif options.matmul not in (*MEASURE, "heuristic"):
         sel.reason = f"the matmul option is {options.matmul!r}: the extern call"
     elif backend.emulated:
         sel.reason = ("kernels run emulated here, so nothing is measured: the extern call "
                       "(matmul='template' forces the template)")
+    elif options.matmul == "heuristic":
+        _heuristic(buf, sel, backend, options)
     else:
         _measured(buf, sel, backend, options, modules)
     buf.choice_reason = sel.reason
@@ -80,6 +88,19 @@ def _choose(buf: MatmulTemplate, sel: TemplateSelection, config: TemplateConfig,
             reason: str) -> None:
     buf.chosen = config
     sel.chosen, sel.reason = config.name, reason
+
+
+def _heuristic(buf: MatmulTemplate, sel: TemplateSelection, backend: Backend,
+               options: CompileOptions) -> None:
+    """No timing: a choice measured before for this product, else the extern call."""
+    entry = read_result(cache_path(buf, backend, options))
+    sel.cache_hit = entry is not None
+    if entry is None:
+        sel.reason = ("not measured (matmul='heuristic'): the extern call; "
+                      "matmul='measure' times the template's configs, as max-autotune does")
+        return
+    _take(buf, sel, entry)
+    sel.reason = f"measured before, cached: {sel.reason}"
 
 
 def _measured(buf: MatmulTemplate, sel: TemplateSelection, backend: Backend,
@@ -94,6 +115,11 @@ def _measured(buf: MatmulTemplate, sel: TemplateSelection, backend: Backend,
             sel.reason = f"measuring failed ({type(e).__name__}: {str(e)[:300]}): the extern call"
             return
         write_atomic(path, json.dumps(entry, sort_keys=True))
+    _take(buf, sel, entry)
+
+
+def _take(buf: MatmulTemplate, sel: TemplateSelection, entry: dict[str, Any]) -> None:
+    """The fastest of a measurement's choices (the extern call wins ties)."""
     times: dict[str, float] = entry.get("ms", {})
     errors: dict[str, str] = entry.get("errors", {})
     for c in sel.choices:

@@ -251,3 +251,41 @@ def test_measured_times_reach_a_later_job_through_the_server(
     other = KernelCache(tmp_path / "shared2", settings)
     assert other.promote(forged_job).results == 0
     assert not list(other.results.iterdir())
+
+
+def test_by_default_nothing_is_timed_and_a_measured_choice_is_reused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """matmul="heuristic" (the default, as Inductor without max-autotune): no candidate is
+    built or timed; the extern call, unless a measuring job cached a choice for the same
+    product, which is then taken as it was measured."""
+    from kernelscope.compiler.codegen.triton.template import configs_for
+
+    assert CompileOptions().matmul == "heuristic"
+    timed: list[str] = []
+
+    def fail(*args: Any, **kwargs: Any) -> Any:
+        timed.append("called")
+        raise AssertionError("the heuristic times nothing")
+
+    def select(matmul: str) -> Any:
+        options = CompileOptions(backend="triton", matmul=matmul, cache_dir=str(tmp_path))
+        (work,) = _works(_addmm_gelu, _inputs(), backend="triton")
+        lower(work)
+        assert work.lowered is not None
+        return autotune.select_templates(work.lowered, TritonBackend("cuda", options),
+                                         options)[0]
+
+    monkeypatch.setattr(template_bench, "precompile", fail)
+    monkeypatch.setattr(template_bench, "measure", fail)
+    cold = select("heuristic")
+    assert cold.chosen == "extern" and not cold.cache_hit and "not measured" in cold.reason
+    best = configs_for(37, 70, 50)[1].name
+    monkeypatch.setattr(template_bench, "precompile", lambda bufs, *a: ({}, {}))
+    monkeypatch.setattr(template_bench, "measure", lambda buf, backend, modules=None: {
+        "ms": {"extern": 0.02, best: 0.01}, "errors": {}})
+    assert select("measure").chosen == best
+    monkeypatch.setattr(template_bench, "precompile", fail)
+    monkeypatch.setattr(template_bench, "measure", fail)
+    warm = select("heuristic")
+    assert warm.chosen == best and warm.cache_hit and "measured before" in warm.reason
+    assert not timed
