@@ -99,7 +99,8 @@ def build_settings(cfg: dict[str, Any]) -> WorkerSettings:
     repo = Path(cfg["REPO_DIR"])
     groups = (
         cgroups.probe(cfg["CGROUP_PARENT"]) if cfg["CGROUPS"] != "off"
-        else cgroups.CgroupSupport("none", note="per-job cgroups are off (CGROUPS='off')")
+        else cgroups.CgroupSupport(cgroups.CgroupVersion.NONE,
+                                   note="per-job cgroups are off (CGROUPS='off')")
     )
     isolation = probe_isolation(
         cfg["ISOLATION"], spec, limits, repo, int(cfg["SANDBOX_UID"]), int(cfg["SANDBOX_GID"]),
@@ -107,9 +108,9 @@ def build_settings(cfg: dict[str, Any]) -> WorkerSettings:
     )
     if cfg.get("STRICT_LIMITS"):
         missing = []
-        if groups.version == "none":
+        if not groups.present:
             missing.append(f"per-job cgroups ({groups.note})")
-        if isolation.mode != "bubblewrap":
+        if not isolation.bubblewrap:
             missing.append("the bubblewrap sandbox")
         if missing:
             raise LimitsUnavailable(

@@ -131,7 +131,7 @@ class KernelCache:
         self.results.mkdir(exist_ok=True)
         os.chmod(self.results, 0o755)
         # Only bubblewrap keeps a job's front half out of its back half's folder.
-        self.results_shared = settings.isolation.mode == "bubblewrap"
+        self.results_shared = settings.isolation.bubblewrap
         self._lock = threading.Lock()
         self.stats = {"linked": 0, "wrappers": 0, "libraries": 0, "triton": 0, "results": 0,
                       "rejected": 0}
@@ -291,7 +291,7 @@ class KernelCache:
         def run(argv: Callable[[str], list[str]], timeout: float) -> bool:
             if not ready:
                 return False
-            view = INNER_SCRATCH if iso.mode == "bubblewrap" else str(scratch)
+            view = INNER_SCRATCH if iso.bubblewrap else str(scratch)
             command = argv(view)
             launch = make_launch(iso, lambda _v: command, scratch, s.spec, s.limits, s.repo_dir)
             try:
@@ -404,7 +404,7 @@ def shared_kernel_cache(root: str | None, settings: Any) -> KernelCache | None:
     if not root:
         return None
     iso = settings.isolation
-    if iso.mode != "bubblewrap" and iso.uid is None:
+    if not iso.bubblewrap and iso.uid is None:
         return None
     return KernelCache(root, settings)
 

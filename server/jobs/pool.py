@@ -332,7 +332,7 @@ class WarmPool:
         group: JobCgroup | None = None
         front: WarmWorker | None = None
         try:
-            if iso.cgroups.version != "none":
+            if iso.cgroups.present:
                 group = JobCgroup(iso.cgroups, jobdir.path.name, s.limits.memory_mb,
                                   s.limits.processes, s.limits.tcp_mb)
             if self.kcache is not None:
@@ -342,7 +342,7 @@ class WarmPool:
                 # A cgroup of its own: the front's is killed when the front ends, and the
                 # back half waits through that.
                 back_group = None
-                if iso.cgroups.version != "none":
+                if iso.cgroups.present:
                     back_group = JobCgroup(iso.cgroups, jobdir.path.name + "-back",
                                            s.limits.memory_mb, s.limits.processes,
                                            s.limits.tcp_mb)
@@ -380,7 +380,7 @@ class WarmPool:
                 spec = replace(spec, env={**self.env, **spec.env})
             launch = make_launch(iso, lambda _view: argv, scratch, spec, s.limits, s.repo_dir,
                                  group.procs if group is not None else [], seccomp_fd)
-            view = INNER_SCRATCH if iso.mode == "bubblewrap" else str(scratch)
+            view = INNER_SCRATCH if iso.bubblewrap else str(scratch)
             stderr = tempfile.TemporaryFile()
             proc = launch.start(subprocess.PIPE, stderr, events_w,
                                 _niced(launch.preexec, os.geteuid() == 0, nice))

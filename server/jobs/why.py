@@ -54,7 +54,7 @@ def exit_signal(returncode: int | None, iso: Isolation) -> int | None:
         return None
     if returncode < 0:
         return -returncode
-    if iso.mode == "bubblewrap" and 128 < returncode < 128 + 65:
+    if iso.bubblewrap and 128 < returncode < 128 + 65:
         return returncode - 128
     return None
 

@@ -241,7 +241,7 @@ def new_job_dir(settings: WorkerSettings) -> tuple[JobDir, JobCgroup | None]:
                     limits.scratch_mb if iso.tmpfs else None)
     try:
         group = (JobCgroup(iso.cgroups, jobdir.path.name, limits.memory_mb, limits.processes,
-                           limits.tcp_mb) if iso.cgroups.version != "none" else None)
+                           limits.tcp_mb) if iso.cgroups.present else None)
     except OSError:
         jobdir.remove()
         raise
@@ -331,7 +331,7 @@ def run_phase(
             stop(proc, settings.grace_s if outcome.reason is None else 0.0)
             if group is not None:
                 group.kill()
-            if iso.mode != "bubblewrap":
+            if not iso.bubblewrap:
                 kill_strays(scratch)
         assert deadline is not None
         return Phase(outcome, proc.returncode, _tail(stderr), relay.stdout_tail, stages, trusted,

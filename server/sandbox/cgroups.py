@@ -24,18 +24,36 @@ import os
 import signal
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 
 CONTROLLERS = ("memory", "pids")
+
+
+class CgroupVersion(StrEnum):
+    """Which cgroups a host gives its jobs: v2 (one parent), v1 (a parent per controller)
+    or none (per-process rlimits only)."""
+
+    V2 = "v2"
+    V1 = "v1"
+    NONE = "none"
 
 
 @dataclass(frozen=True)
 class CgroupSupport:
     """Where job groups are made: v2 (one parent) or v1 (a parent per controller)."""
 
-    version: str  # "v2", "v1" or "none"
+    version: CgroupVersion
     parents: dict[str, Path] = field(default_factory=dict)  # controller -> parent directory
     note: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "version", CgroupVersion(self.version))
+
+    @property
+    def present(self) -> bool:
+        """Jobs get a cgroup of their own here."""
+        return self.version is not CgroupVersion.NONE
 
     def to_json(self) -> dict[str, object]:
         return {"version": self.version, "controllers": sorted(self.parents), "note": self.note}
@@ -98,7 +116,7 @@ def _v2(mount: str, own: str, parent: str | None) -> CgroupSupport | None:
         return None
     if not _writable_dir(base):
         return None
-    return CgroupSupport("v2", {c: base for c in CONTROLLERS})
+    return CgroupSupport(CgroupVersion.V2, {c: base for c in CONTROLLERS})
 
 
 def _v1(mounts: list[tuple[str, str, str]], own: dict[str, str]) -> CgroupSupport | None:
@@ -111,7 +129,7 @@ def _v1(mounts: list[tuple[str, str, str]], own: dict[str, str]) -> CgroupSuppor
                 parents[controller] = Path(point) / own.get(controller, "/").lstrip("/")
     if set(parents) != set(CONTROLLERS) or not all(_writable_dir(p) for p in parents.values()):
         return None
-    return CgroupSupport("v1", parents)
+    return CgroupSupport(CgroupVersion.V1, parents)
 
 
 def probe(parent: str | None = None) -> CgroupSupport:
@@ -125,7 +143,8 @@ def probe(parent: str | None = None) -> CgroupSupport:
     why = "no writable cgroup with the memory and pids controllers"
     if any(fstype == "cgroup2" for _, fstype, _ in mounts):
         why += " (cgroup v2: delegate them, e.g. systemd Delegate=yes, and set CGROUP_PARENT)"
-    return CgroupSupport("none", note=why + ": memory and process limits are per-process rlimits")
+    return CgroupSupport(CgroupVersion.NONE,
+                         note=why + ": memory and process limits are per-process rlimits")
 
 
 class JobCgroup:
@@ -146,7 +165,7 @@ class JobCgroup:
             path.mkdir()
             self.dirs.append(path)
         for path in self.dirs:
-            if support.version == "v2":
+            if support.version is CgroupVersion.V2:
                 _write(path / "memory.max", limit)
                 _write(path / "memory.swap.max", "0", optional=True)
                 _write(path / "pids.max", str(pids))
@@ -180,7 +199,8 @@ class JobCgroup:
     def kill(self) -> None:
         """SIGKILL every process still in the job's groups."""
         for path in self.dirs:
-            if self.support.version == "v2" and _write(path / "cgroup.kill", "1", optional=True):
+            if self.support.version is CgroupVersion.V2 and \
+                    _write(path / "cgroup.kill", "1", optional=True):
                 continue
             for _ in range(20):
                 pids = _pids(path)

@@ -35,10 +35,11 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from kernelscope.server.sandbox.cgroups import CgroupSupport, join
+from kernelscope.server.sandbox.cgroups import CgroupSupport, CgroupVersion, join
 from kernelscope.server.sandbox.scratch import JobDir, remove_tree
 from kernelscope.server.sandbox.seccomp import build_filter, filter_fd
 
@@ -81,19 +82,35 @@ class Limits:
         )
 
 
+class IsolationMode(StrEnum):
+    """How a job is isolated: bubblewrap (namespaces, seccomp, its own mounts) and the
+    rlimits, or the rlimits only."""
+
+    BUBBLEWRAP = "bubblewrap"
+    RLIMITS_ONLY = "rlimits-only"
+
+
 @dataclass(frozen=True)
 class Isolation:
     """Which isolation the host allows, decided once when the app starts."""
 
-    mode: str  # "bubblewrap" or "rlimits-only"
+    mode: IsolationMode
     bwrap: str | None = None
     setpriv: str | None = None
     uid: int | None = None  # drop to this uid/gid (only when the server runs as root)
     gid: int | None = None
     notes: tuple[str, ...] = ()
-    cgroups: CgroupSupport = field(default_factory=lambda: CgroupSupport("none"))
+    cgroups: CgroupSupport = field(default_factory=lambda: CgroupSupport(CgroupVersion.NONE))
     seccomp: bytes | None = None  # the BPF program bubblewrap loads (server/sandbox/seccomp.py)
     tmpfs: bool = False  # each job's scratch is a tmpfs of the scratch budget (root only)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", IsolationMode(self.mode))
+
+    @property
+    def bubblewrap(self) -> bool:
+        """Jobs run inside bubblewrap (their own mounts, namespaces and seccomp)."""
+        return self.mode is IsolationMode.BUBBLEWRAP
 
     def to_json(self) -> dict[str, Any]:
         user = "unchanged" if self.uid is None else f"uid {self.uid}"
@@ -369,7 +386,7 @@ def make_launch(
     the seccomp program readable from `seccomp_fd`."""
     drop = iso.uid is not None
     fds = () if seccomp_fd is None else (seccomp_fd,)
-    if iso.mode == "bubblewrap":
+    if iso.bubblewrap:
         assert iso.bwrap is not None
         env = worker_env(INNER_SCRATCH, spec, repo_dir)
         argv = bwrap_args(iso.bwrap, scratch, spec, os.geteuid() == 0, seccomp_fd)
@@ -503,7 +520,7 @@ def probe_isolation(
     what is active and, in `notes`, why anything is missing.
     """
     as_root = os.geteuid() == 0
-    groups = cgroups or CgroupSupport("none")
+    groups = cgroups or CgroupSupport(CgroupVersion.NONE)
     notes: list[str] = [groups.note] if groups.note else []
     tmpfs = _tmpfs_works(as_root)
     if not tmpfs:
@@ -511,7 +528,8 @@ def probe_isolation(
                      "files deleted while open are not counted")
     bwrap = shutil.which("bwrap")
     setpriv = shutil.which("setpriv")
-    if preference in ("auto", "bubblewrap") and bwrap:
+    wants_bwrap = preference in ("auto", IsolationMode.BUBBLEWRAP)
+    if wants_bwrap and bwrap:
         drop = as_root and setpriv is not None
         try:
             program: bytes | None = build_filter()
@@ -519,12 +537,13 @@ def probe_isolation(
             program = None
             notes.append(f"no seccomp filter: libseccomp unusable ({exc}; apt-get install "
                          "libseccomp2)")
-        iso = Isolation("bubblewrap", bwrap, setpriv, uid if drop else None,
+        iso = Isolation(IsolationMode.BUBBLEWRAP, bwrap, setpriv, uid if drop else None,
                         gid if drop else None, (), groups, program, tmpfs)
         why = _probe(iso, spec, limits, repo_dir)
         if why is not None and program is not None:
             notes.append(f"seccomp filter refused, running without it: {why}")
-            iso = Isolation("bubblewrap", bwrap, setpriv, iso.uid, iso.gid, (), groups, None,
+            iso = Isolation(IsolationMode.BUBBLEWRAP, bwrap, setpriv, iso.uid, iso.gid, (), groups,
+                            None,
                             tmpfs)
             why = _probe(iso, spec, limits, repo_dir)
         if why is None:
@@ -533,19 +552,21 @@ def probe_isolation(
             return Isolation(iso.mode, bwrap, setpriv, iso.uid, iso.gid, tuple(notes), groups,
                              iso.seccomp, tmpfs)
         notes.append(f"bubblewrap probe failed: {why}")
-    elif preference in ("auto", "bubblewrap"):
+    elif wants_bwrap:
         notes.append("bwrap not installed (apt-get install bubblewrap)")
-    if preference == "bubblewrap":
+    if preference == IsolationMode.BUBBLEWRAP:
         raise RuntimeError("ISOLATION='bubblewrap' but it does not work here: " + "; ".join(notes))
     notes.append("no seccomp filter without bubblewrap")
     if as_root:
-        dropped = Isolation("rlimits-only", None, None, uid, gid, (), groups, None, tmpfs)
+        dropped = Isolation(IsolationMode.RLIMITS_ONLY, None, None, uid, gid, (), groups, None,
+                            tmpfs)
         if _probe(dropped, spec, limits, repo_dir) is None:
-            return Isolation("rlimits-only", None, None, uid, gid, tuple(notes), groups, None,
-                             tmpfs)
+            return Isolation(IsolationMode.RLIMITS_ONLY, None, None, uid, gid, tuple(notes),
+                             groups, None, tmpfs)
         notes.append("the worker runs as root: Python is not readable by the sandbox uid")
     notes.append("no namespaces: the worker can see the host's files and network")
-    return Isolation("rlimits-only", notes=tuple(notes), cgroups=groups, tmpfs=tmpfs)
+    return Isolation(IsolationMode.RLIMITS_ONLY, notes=tuple(notes), cgroups=groups,
+                     tmpfs=tmpfs)
 
 
 def make_scratch(root: str | None, iso: Isolation) -> Path:

@@ -13,7 +13,10 @@ tested apart. The imports are read with `ast`, so an import inside a function co
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2] / "server"
 
@@ -134,3 +137,31 @@ def test_the_check_sees_a_planted_cycle() -> None:
 
 def test_the_worker_builds_its_parts_without_the_flask_app() -> None:
     assert "server" not in graph()["server.jobs.remote"]
+
+
+# A mode compared as a string: the sandbox's modes are Enums (IsolationMode, CgroupVersion).
+MODE_STRING = re.compile(
+    r"""(?:[!=]=|\bin\b)\s*\(?["'](?:bubblewrap|rlimits-only|v1|v2|none)["']""")
+
+
+def mode_strings(text: str) -> list[int]:
+    return [n for n, line in enumerate(text.splitlines(), 1)
+            if MODE_STRING.search(line.split("#", 1)[0])]
+
+
+def test_modes_are_types_not_strings() -> None:
+    from kernelscope.server.sandbox.cgroups import CgroupSupport, CgroupVersion
+    from kernelscope.server.sandbox.launch import Isolation, IsolationMode
+
+    found = {str(p.relative_to(ROOT.parent)): lines for p in sorted(ROOT.rglob("*.py"))
+             if (lines := mode_strings(p.read_text()))}
+    assert found == {}
+    assert Isolation("rlimits-only").mode is IsolationMode.RLIMITS_ONLY
+    assert not Isolation("rlimits-only").bubblewrap and not CgroupSupport("none").present
+    assert CgroupSupport("v2").version is CgroupVersion.V2
+    with pytest.raises(ValueError):
+        Isolation("chroot")
+    assert mode_strings('    if iso.mode == "bubblewrap":\n') == [1]
+    assert mode_strings('        if support.version != "none":\n') == [1]
+    assert mode_strings('    if preference in ("auto", "bubblewrap"):\n') == []
+    assert not mode_strings('    if iso.bubblewrap:  # mode == "bubblewrap"\n')
