@@ -110,14 +110,14 @@ def _open_log(log: Any, db: str | None, serve: bool, browser: bool) -> tuple[int
 
 def _store_locally(files: list[tuple[str, bytes]] | Opened, db: str | None, serve: bool,
                    browser: bool) -> tuple[int, str | None]:
-    from kernelscope.server.config import default_database
+    from kernelscope.server.config import default_config, default_database
     from kernelscope.server.store.sqlite import open_store
-    from kernelscope.server.web.uploads import conformed, store_files
+    from kernelscope.server.web.uploads import conformed, store_files, within_limit
 
     database = db or default_database()
     try:
-        if isinstance(files, Opened):
-            done = conformed(files)
+        if isinstance(files, Opened):  # a log: the trace limit a served trace has
+            done = within_limit(conformed(files), int(default_config()["TRACE_LIMIT_MB"]) << 20)
             ident = open_store(database).put(done.code, done.options, done.events, True)
         else:
             ident, _ = store_files(open_store(database), files)

@@ -223,3 +223,26 @@ def test_a_cuda_log_reads_triton_kernels_with_their_provenance() -> None:
     assert all({"erf", "mul_1"} <= set(k["nodes"]) for k in forward)
     assert {"erf", "mul_1", "addmm"} <= names
     assert all(k["bytes"] for k in table)
+
+
+def test_kernelscope_open_refuses_a_log_over_the_trace_limit(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A log whose trace would pass TRACE_LIMIT_MB (8 MiB; here 150 unknown records of
+    64 KiB each, all kept) is refused before it is stored, saying so."""
+    from kernelscope.server.open_cmd import open_dir
+
+    graph = ('class GraphModule(torch.nn.Module):\n'
+             '    def forward(self, arg0_1: "f32[8][1]cpu"):\n'
+             '        sin: "f32[8][1]cpu" = torch.ops.aten.sin.default(arg0_1)\n'
+             '        return (sin,)')
+    ids = {"frame_id": 0, "frame_compile_id": 0}
+    lines = [HEAD + json.dumps({"aot_inference_graph": {}, **ids, "has_payload": "g"}),
+             *("\t" + ln for ln in graph.splitlines())]
+    for i in range(150):
+        lines += [HEAD + json.dumps({f"new_kind_{i}": {}, **ids, "has_payload": "p"}),
+                  "\t" + "x" * MAX_UNKNOWN]
+    log = tmp_path / "big.log"
+    log.write_text("\n".join(lines) + "\n")
+    db = tmp_path / "traces.sqlite3"
+    code, _ = open_dir(str(log), db=str(db), serve=False, browser=False)
+    assert code == 2 and "TRACE_LIMIT_MB" in capsys.readouterr().err
