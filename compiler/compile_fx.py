@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -45,7 +46,7 @@ from kernelscope.compiler.lowering.graph import GraphLowering, LoweredGraph
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.runtime import graph_cache, loader
 from kernelscope.compiler.runtime.autotune import select_templates
-from kernelscope.compiler.runtime.graphs import CudaGraphed, static_input_indices
+from kernelscope.compiler.runtime.graphs import CudaGraphed, GraphPair, static_input_indices
 from kernelscope.compiler.schedule.inplace import in_place_outputs
 from kernelscope.compiler.schedule.kinds import KernelKind
 from kernelscope.compiler.schedule.memory import plan_memory
@@ -463,7 +464,8 @@ def _eager(gm: torch.fx.GraphModule) -> Callable[..., Any]:
 
 
 def _compiled_runner(gm: torch.fx.GraphModule, compiled: Any, kind: str,
-                     options: CompileOptions, dynamo: tuple[str, int] | None) -> Any:
+                     options: CompileOptions, dynamo: tuple[str, int] | None,
+                     pair: GraphPair | None = None) -> Any:
     """What AOTAutograd calls for a compiled graph: the wrapper (under CUDA graphs where
     asked), boxed; the graph's cache entry linked to its Dynamo graph where the Dynamo
     graph's runtime does nothing of its own (a later compile may skip AOTAutograd)."""
@@ -474,12 +476,24 @@ def _compiled_runner(gm: torch.fx.GraphModule, compiled: Any, kind: str,
     run: Callable[..., Any] = compiled
     if options.cuda_graphs and getattr(compiled, "backend", None) is not None \
             and is_gpu(compiled.backend.device):
-        run = CudaGraphed(compiled, static_input_indices())
+        run = CudaGraphed(compiled, static_input_indices(), list(input_mutations().values()),
+                          pair if kind in ("forward", "backward") else None, kind)
     # Run the wrapper (ctypes calls on data pointers) as plain Python, never traced:
     # a backward graph runs inside `loss.backward()`, where Dynamo may be watching. A
     # forward runs inside AOTAutograd's disabled runtime wrapper: a second disable
     # there cost a few microseconds per call for nothing.
     return make_boxed_func(run if kind != "backward" else torch._disable_dynamo(run))
+
+
+def _graph_pair(pairs: weakref.WeakKeyDictionary[Any, GraphPair], kind: str
+                ) -> GraphPair | None:
+    """A forward's new pair, or the pair of the forward a backward belongs to."""
+    ctx = torch._guards.TracingContext.try_get()
+    if ctx is None:
+        return None
+    if kind == "forward":
+        pairs[ctx] = GraphPair()
+    return pairs.get(ctx)
 
 
 def make_backend(options: CompileOptions, filename: str | None = None,
@@ -490,6 +504,9 @@ def make_backend(options: CompileOptions, filename: str | None = None,
     `sink`, if given, collects each CompiledGraph (the profiler times their kernels).
     """
     counter = [0]
+    # One forward and its backward share CUDA graph memory (runtime/graphs.py): the
+    # backward is compiled later, under the forward's tracing context.
+    pairs: weakref.WeakKeyDictionary[Any, GraphPair] = weakref.WeakKeyDictionary()
     tracer = None
     if options.trace_dir:
         tracer = TraceDir.open(options.trace_dir, options.to_json())
@@ -519,7 +536,8 @@ def make_backend(options: CompileOptions, filename: str | None = None,
         training.report_output_strides(compiled)
         if sink is not None:
             sink.append(compiled)
-        return _compiled_runner(gm, compiled, kind, options, dynamo)
+        return _compiled_runner(gm, compiled, kind, options, dynamo,
+                                _graph_pair(pairs, kind) if options.cuda_graphs else None)
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         if options.attention_to_sdpa:
