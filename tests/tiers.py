@@ -38,6 +38,10 @@ SLOW: dict[str, str] = {
     "core/test_samples.py::test_variety_under_the_triton_interpreter":
         "every variety case under the Triton interpreter",
     "core/test_events_snapshot.py": "every sample's events on both backends",
+    # Two subprocesses that compile AdamW steps (C++, Triton interpreter): about 60 s; the
+    # combo grouping's schedule tests stay in the fast tier.
+    "core/test_combo_kernels.py::test_compiled_adamw_step_in_combo_kernels_matches_eager":
+        "AdamW steps in combo kernels, C++ and the Triton interpreter, in subprocesses",
     # A real TORCH_TRACE log made by stock torch.compile (about 40 s of Inductor builds):
     # the record reader, the graph text and the run command stay in the fast tier.
     "core/test_torch_trace.py::test_a_real_log_opens_with_breaks_recompiles_and_a_training_step":
