@@ -192,6 +192,7 @@ def run_job(
                           lambda v: front_argv(settings, job, v, split=split), None, group,
                           publish=not split, warm=warm, live=LIVE_FRONT if split else (),
                           follow=None if split else follow)
+        taken: bool | None = False  # the hand-over to the back half (_hand_over)
         if not split:
             conclude(job, store, front, settings, group, stdout=front.stdout, follow=follow)
         elif front.outcome.reason is None and "error" in front.stages:
