@@ -62,12 +62,14 @@ from kernelscope.compiler.compile_fx import (
     memory_stage,
     schedule_stage,
 )
+from kernelscope.compiler.devices import is_gpu
 from kernelscope.compiler.events import types as ev
 from kernelscope.compiler.events.stage import StageEvent
 from kernelscope.compiler.graph_work import GraphWork
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.profiling import each, profile_works
 from kernelscope.compiler.runtime.cache import cache_root
+from kernelscope.compiler.runtime.graphs import CudaGraphed
 from kernelscope.compiler.runtime.inductor import Graphs
 from kernelscope.compiler.runtime.loader import later_reports
 from kernelscope.compiler.runtime.profile import inductor_profile
@@ -403,7 +405,8 @@ def _run_stage(run: _BackRun) -> ev.Run:
         how.add(reference_text)
         out = _compiled(w)(*_fresh(w.example_inputs))
         result = check.compare_outputs(out, ref, run.options)
-        graphs.append(ev.RunGraph(w.gid, result["ok"], result["outputs"], reference_text))
+        graphs.append(ev.RunGraph(w.gid, result["ok"], result["outputs"], reference_text,
+                                  _cuda_graph(w, run.options)))
         outputs += [dataclasses.replace(o, graph=w.gid, index=len(outputs) + i)
                     for i, o in enumerate(result["outputs"])]
     # Training: each backward graph again, on the activations the compiled forward saved.
@@ -414,6 +417,18 @@ def _run_stage(run: _BackRun) -> ev.Run:
     return ev.Run(ok=run.ok, outputs=outputs, atol=run.options.atol, rtol=run.options.rtol,
                   graphs=graphs, chained=chained,
                   reference="; ".join(sorted(how)) + ", on the captured inputs")
+
+
+def _cuda_graph(w: GraphWork, options: CompileOptions) -> ev.CudaGraphStatus | None:
+    """With cuda_graphs on a GPU: the graph called as a training loop calls it (the first
+    call builds, the second records, the third replays), and what that showed."""
+    if not options.cuda_graphs or w.backend is None or not is_gpu(w.backend.device):
+        return None
+    graphed = CudaGraphed(_compiled(w), (), list(w.mutations.values()), None, "inference")
+    for _ in range(3):
+        graphed(*_fresh(w.example_inputs))
+    s = graphed.status()
+    return ev.CudaGraphStatus(s["recorded"], s["replays"], s["why_not"], s["plain_runs"])
 
 
 def _each(fns: list[Callable[..., Any]], run: _BackRun) -> Callable[[], None]:

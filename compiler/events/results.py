@@ -30,11 +30,23 @@ class OutputCheck:
 
 
 @dataclass
+class CudaGraphStatus:
+    """A graph run under CUDA graphs (the cuda_graphs option, runtime/graphs.py): whether
+    it was recorded and replays, and why the calls that did not replay ran plainly."""
+
+    recorded: bool
+    replays: int
+    why_not: str | None = None  # why it is never recorded (None: it is, or may be)
+    plain_runs: dict[str, int] = field(default_factory=dict)  # reason -> calls
+
+
+@dataclass
 class RunGraph:
     id: int
     ok: bool
     outputs: list[OutputCheck]
     reference: str = ""
+    cuda_graph: CudaGraphStatus | None = None  # with cuda_graphs on a GPU: how it replays
 
 
 @dataclass

@@ -67,6 +67,7 @@ from kernelscope.compiler.events.plan import (  # noqa: F401
 )
 from kernelscope.compiler.events.results import (  # noqa: F401
     ChainedCheck,
+    CudaGraphStatus,
     Done,
     Error,
     Inductor,

@@ -117,3 +117,29 @@ def test_a_mutated_input_that_is_not_static_is_never_recorded(fake: FakeCuda) ->
         g(state)
     assert g.graph is None and "mutated in place" in (g.why_not or "")
     assert torch.equal(state, torch.full((2,), 3.0))  # every call wrote the caller's tensor
+
+
+def test_the_run_event_says_whether_each_graph_replays_and_why_not(
+        fake: FakeCuda, monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from kernelscope.compiler import pipeline
+    from kernelscope.compiler.options import CompileOptions
+
+    monkeypatch.setattr(pipeline, "is_gpu", lambda device: True)
+
+    def plain(x: torch.Tensor) -> list[Any]:
+        return [x + 1]
+
+    def mutating(x: torch.Tensor) -> list[Any]:
+        return [x.add_(1)]
+
+    on = CompileOptions(cuda_graphs=True)
+    works = [SimpleNamespace(compiled=fn, mutations=muts, example_inputs=[torch.ones(2)],
+                             backend=SimpleNamespace(device="cuda"))
+             for fn, muts in ((plain, {}), (mutating, {0: 0}))]
+    replays, never = (pipeline._cuda_graph(w, on) for w in works)  # type: ignore[arg-type]
+    assert replays is not None and replays.recorded and replays.replays == 2
+    assert replays.plain_runs == {"first call (kernels build)": 1}
+    assert never is not None and not never.recorded and "mutated" in (never.why_not or "")
+    assert pipeline._cuda_graph(works[0], CompileOptions()) is None  # type: ignore[arg-type]

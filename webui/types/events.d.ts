@@ -112,6 +112,13 @@ export interface CompileGraph {
   prebuild?: Record<string, unknown>;
 }
 
+export interface CudaGraphStatus {
+  recorded: boolean;
+  replays: number;
+  why_not?: string | null;
+  plain_runs?: Record<string, number>;
+}
+
 export interface DynamoCompile {
   compile_id: string | null;
   call: number;
@@ -459,6 +466,7 @@ export interface RunGraph {
   ok: boolean;
   outputs: OutputCheck[];
   reference?: string;
+  cuda_graph?: CudaGraphStatus | null;
 }
 
 export interface SavedActivation {
