@@ -91,7 +91,7 @@ export function badge(text, kind = "") {
  * @param {Element} parent @param {T[]} items @param {(item: T) => Element} make
  * @param {(left: number) => Element} more
  */
-export function growing(parent, items, make, more, { chunk = 150, drawn = () => {} } = {}) {
+export function growing(parent, items, make, more, { chunk = 60, drawn = () => {} } = {}) {
   let at = 0;
   const step = () => {
     const end = Math.min(items.length, at + chunk);

@@ -28,6 +28,10 @@ import { OutputPane } from "./panes/output.js";
 import { ModulesPane } from "./panes/modules.js";
 import { RunPanel, mountUpload } from "./upload.js";
 
+// A permalink's trace is asked for at once, beside the schema, samples and options.
+const PERMALINK = location.pathname.match(/^\/t\/([^/]+)\/?$/);
+const fetching = PERMALINK ? getTrace(decodeURIComponent(PERMALINK[1])) : null;
+fetching?.catch(() => {}); // its error is read where it is awaited
 await loadStages(getSchema); // before any pane is built: they lay out one chip per stage
 // The page's own elements (index.html), by id: inputs, selects, buttons, links.
 /** @type {(id: string) => any} */
@@ -355,14 +359,14 @@ function setReadOnly(flag) {
   $("edit-copy").hidden = !flag;
 }
 
-async function openPermalink(id) {
+async function openPermalink(id, fetched = null) {
   state.permalink = id;
   document.body.classList.add("permalink");
   setReadOnly(true);
   reset();
   let trace;
   try {
-    trace = await getTrace(id);
+    trace = await (fetched ?? getTrace(id));
   } catch (err) {
     if (err.status === 404) return notFound(`No stored trace has the id “${id}”.`);
     banner.show({ kind: err.kind ?? "client", message: err.message });
@@ -483,7 +487,7 @@ async function boot() {
   const [samples, specs] = await Promise.all([loadSamples(), optionControls.load()]);
   fillChoices($("opt-backend"), specs.find((s) => s.name === "backend"));
   if (match) {
-    await openPermalink(decodeURIComponent(match[1]));
+    await openPermalink(decodeURIComponent(match[1]), fetching);
   } else if (location.pathname !== "/" && location.pathname !== "/index.html") {
     notFound(`There is no page at ${location.pathname}.`);
   } else if (samples.length) {

@@ -12,7 +12,7 @@ import { Pane } from "./pane.js";
 
 // A model has thousands of buffers: the first EAGER_CARDS cards are drawn whole at once,
 // the others as their head, with the body drawn when the card nears the view.
-const EAGER_CARDS = 60;
+const EAGER_CARDS = 12;
 
 export class IrPane extends Pane {
   id = "ir";
