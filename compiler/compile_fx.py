@@ -217,7 +217,8 @@ def codegen_stage(work: GraphWork) -> ev.CodegenGraph:
              for b in dict.fromkeys([backend, *work.backends.values()])]
     work.wrapper, work.wrapper_line_map = generate_wrapper(
         [b.name for b in work.lowered.inputs], work.lowered.outputs, work.sched, work.memory,
-        [p for p in parts if p[1] or p[0] is backend])
+        [p for p in parts if p[1] or p[0] is backend],
+        input_dtypes=[dtype_name(b.dtype) for b in work.lowered.inputs])
     work.wrapper += training.output_strides_line(work)
     return ev.CodegenGraph(
         id=work.gid, backend=backend.name, backend_label=backend.label,

@@ -48,13 +48,20 @@ WrapperPart = tuple[Backend, list[GeneratedKernel], Path | None]
 
 
 def generate_wrapper(inputs: Sequence[str], outputs: Sequence[Any], sched: Schedule,
-                     memory: MemoryPlan, parts: Sequence[WrapperPart]
-                     ) -> tuple[str, list[dict[str, Any]]]:
+                     memory: MemoryPlan, parts: Sequence[WrapperPart],
+                     input_dtypes: Sequence[str] = ()) -> tuple[str, list[dict[str, Any]]]:
     """The wrapper of a graph whose kernels come from `parts` (one backend per device
-    its kernels run on: codegen/backends.py kernel_backends)."""
+    its kernels run on: codegen/backends.py kernel_backends).
+
+    The first line names the inputs' dtypes. A wrapper's text is its cache key, and Triton
+    specializes a compiled kernel on the dtype its pointers point to, which the kernel's own
+    text may not say (`tl.load(in_ptr0 + x0).to(tl.float32)` reads int32 and int64 alike):
+    two graphs whose wrappers differed only there shared one module, and the second ran the
+    first's compiled kernels on its own data."""
     out = Lines()
     names = " + ".join(b.name for b, _, _ in parts)
-    out.write(f"# Kernelscope wrapper ({names}): {len(sched.steps)} steps")
+    dtypes = f"; inputs {', '.join(input_dtypes)}" if input_dtypes else ""
+    out.write(f"# Kernelscope wrapper ({names}): {len(sched.steps)} steps{dtypes}")
     out.write("import torch")
     out.write("from kernelscope.compiler.runtime.support import conform, cpp_kernel, device, "
               "empty_strided, ptr, reinterpret")
