@@ -176,7 +176,12 @@ def columns(settings: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         if settings.get("max_autotune"):
             cols.append(("inductor_max", {"backend": "inductor",
                                           "mode": "max-autotune-no-cudagraphs"}))
+        if settings.get("reduce_overhead"):  # against Kernelscope's cuda_graphs
+            cols.append(("inductor_ro", {"backend": "inductor", "mode": "reduce-overhead"}))
     cols.append(("kernelscope", {"backend": kernelscope(settings.get("ks_options"))}))
+    if settings.get("reduce_overhead"):
+        graphed = {**(settings.get("ks_options") or {}), "cuda_graphs": True}
+        cols.append(("kernelscope_cg", {"backend": kernelscope(graphed)}))
     return cols
 
 

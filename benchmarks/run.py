@@ -51,6 +51,7 @@ OVERHEADS = ["call_us", "graphs_chain10", "graphs_gpt2_block"]
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     return {"device": args.device, "size": args.size, "warmup": args.warmup, "rep": args.rep,
             "inductor": args.inductor, "max_autotune": args.max_autotune,
+            "reduce_overhead": args.reduce_overhead,
             "ks_options": json.loads(args.ks_options)}
 
 
@@ -156,6 +157,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-inductor", dest="inductor", action="store_false")
     p.add_argument("--max-autotune", action="store_true",
                    help="also Inductor with mode='max-autotune-no-cudagraphs'")
+    p.add_argument("--reduce-overhead", action="store_true",
+                   help="also Inductor's mode='reduce-overhead' and Kernelscope with "
+                        "cuda_graphs (CUDA graphs against CUDA graphs)")
     p.add_argument("--ks-options", default="{}",
                    help='Kernelscope compile options as JSON, e.g. \'{"conv_layout": '
                         '"contiguous"}\' (an A/B against the defaults)')
