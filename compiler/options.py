@@ -82,20 +82,6 @@ class CompileOptions:
             raise ValueError(f"unknown compile option(s): {', '.join(unknown)}")
         return cls(**dict(values))
 
-    def follow_ups(self) -> list[str]:
-        """The stages that come after our own result (docs/events.md): `inductor` when
-        asked for; `gpu_stages` where Triton runs under its interpreter here and a
-        gpu_target is set (compiling its kernels for that GPU offline takes seconds, so it
-        never holds back `done`)."""
-        from kernelscope.compiler.codegen import targets  # torch-free
-
-        out = ["inductor"] if self.inductor else []
-        try:
-            emulated = targets.resolve(self.backend, self.device).emulated_on(self.device)
-        except ValueError:
-            emulated = False
-        return out + (["gpu_stages"] if emulated and self.gpu_target else [])
-
     def workers(self) -> int:
         """Threads that build or report a graph's kernels in parallel: compile_workers,
         where 0 means one per CPU core, at most 16."""

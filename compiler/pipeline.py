@@ -65,6 +65,7 @@ from kernelscope.compiler.compile_fx import (
 from kernelscope.compiler.devices import is_gpu
 from kernelscope.compiler.events import types as ev
 from kernelscope.compiler.events.stage import StageEvent
+from kernelscope.compiler.follow_ups import follow_ups
 from kernelscope.compiler.graph_work import GraphWork
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.profiling import each, profile_works
@@ -263,7 +264,7 @@ def run_back(bundle_path: str | Path, options: CompileOptions, replay: bool = Tr
              "kind": g.kind, "dynamo_graph": g.dynamo_graph, "compile_id": g.compile_id}
             for g, gm, _ in run.graphs]
         yield seq.event("capture", events["capture"]["ms"], capture)
-    asked = options.follow_ups()
+    asked = follow_ups(options)
     later = [(name, fn) for name, fn in FOLLOW_UP_STAGES if name in asked]
     for name, fn in (*BACK_STAGES, *later):
         start = time.perf_counter()
@@ -499,7 +500,7 @@ def _gpu_stages(run: _BackRun) -> ev.GpuStages:
     return ev.GpuStages(graphs=graphs)
 
 
-# After our own result, only where the options ask for them (CompileOptions.follow_ups):
+# After our own result, only where the options ask for them (compiler/follow_ups.py):
 # docs/events.md. The offline stages first: seconds, where Inductor takes tens.
 FOLLOW_UP_STAGES: tuple[tuple[str, Callable[[_BackRun], Any]], ...] = (
     ("gpu_stages", _gpu_stages), ("inductor", _inductor),

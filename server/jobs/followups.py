@@ -28,6 +28,7 @@ from typing import Any
 from kernelscope.compiler.events.read import data_as, envelope, field_of
 from kernelscope.compiler.events.stage import FOLLOW_UPS, PARTS, SCHEMA_VERSION, STAGES, TERMINAL
 from kernelscope.compiler.events.types import Error, JobDone, Run
+from kernelscope.compiler.follow_ups import follow_ups
 from kernelscope.compiler.options import CompileOptions
 
 log = logging.getLogger(__name__)
@@ -40,10 +41,10 @@ Finish = Callable[[dict[str, Any], str, str, list[str], float], None]
 
 def asked(options: dict[str, Any]) -> list[str]:
     """The follow-up stages a job's options ask for, in the compiler's own rule
-    (CompileOptions.follow_ups: `inductor` by its option, `gpu_stages` where Triton runs
+    (compiler/follow_ups.py: `inductor` by its option, `gpu_stages` where Triton runs
     under its interpreter with a gpu_target)."""
     try:
-        return CompileOptions.from_mapping(options).follow_ups()
+        return follow_ups(CompileOptions.from_mapping(options))
     except (TypeError, ValueError):  # options the API did not check: what they name
         return [stage for stage in FOLLOW_UPS if options.get(stage)]
 

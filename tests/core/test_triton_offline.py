@@ -78,16 +78,17 @@ def test_a_cpu_host_shows_a_triton_kernels_ptx_compiled_for_sm_90() -> None:
 
 
 def test_the_offline_stages_are_a_follow_up_where_triton_is_interpreted() -> None:
+    from kernelscope.compiler.follow_ups import follow_ups
     from kernelscope.compiler.options import CompileOptions
 
     def asked(**kw: Any) -> list[str]:
-        return CompileOptions.from_mapping({"device": "cpu", **kw}).follow_ups()
+        return follow_ups(CompileOptions.from_mapping({"device": "cpu", **kw}))
 
     assert asked(backend="triton") == ["gpu_stages"]
     assert asked(backend="triton", inductor=True) == ["inductor", "gpu_stages"]
     assert asked(backend="triton", gpu_target="") == []
     assert asked(backend="cpp") == [] and asked(backend="auto") == []
-    assert CompileOptions.from_mapping({"device": "cuda", "backend": "triton"}).follow_ups() == []
+    assert follow_ups(CompileOptions.from_mapping({"device": "cuda", "backend": "triton"})) == []
 
 
 def test_gpu_target_off_says_why_there_are_no_stages() -> None:
