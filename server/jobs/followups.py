@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from typing import Any
 
 from kernelscope.compiler.events.read import data_as, envelope, field_of
@@ -30,14 +29,14 @@ from kernelscope.compiler.events.stage import FOLLOW_UPS, PARTS, SCHEMA_VERSION,
 from kernelscope.compiler.events.types import Error, JobDone, Run
 from kernelscope.compiler.follow_ups import follow_ups
 from kernelscope.compiler.options import CompileOptions
+from kernelscope.server.jobs.finish import finish
+from kernelscope.server.jobs.manager import Job
+from kernelscope.server.store.rows import Store
 
 log = logging.getLogger(__name__)
 # Our own result is complete once this stage is published (profile).
 OWN_LAST = [s for s in STAGES if s not in (*FOLLOW_UPS, *PARTS, *TERMINAL)][-1]
 GRACE_S = 30.0  # past the job's wall clock: stopping the worker and storing the event
-
-Finish = Callable[[dict[str, Any], str, str, list[str], float], None]
-
 
 def asked(options: dict[str, Any]) -> list[str]:
     """The follow-up stages a job's options ask for, in the compiler's own rule
@@ -78,12 +77,12 @@ def states(trace: dict[str, Any], now: float | None = None) -> dict[str, str]:
 class FollowUps:
     """One job's follow-ups: when to close the job early, and where their events go.
 
-    `finish(done, stdout, origin, follow_ups, until)` publishes the job's `done` (it is
-    server/jobs/worker.py's `finish`, given the follow-ups to list).
+    Closing publishes the job's `done` through server/jobs/finish.py, with the follow-ups
+    to list: nothing is handed down to be called back.
     """
 
-    def __init__(self, job: Any, store: Any, stages: list[str], finish: Finish) -> None:
-        self.job, self.store, self.stages, self._finish = job, store, stages, finish
+    def __init__(self, job: Job, store: Store, stages: list[str]) -> None:
+        self.job, self.store, self.stages = job, store, stages
         self.closed = False  # `done` went out; what follows is stored, never published
         self.stored: list[str] = []
 
@@ -101,7 +100,8 @@ class FollowUps:
         until = round(time.time() + max(0.0, deadline - time.monotonic()) + GRACE_S, 1)
         self.job.following = True
         self.closed = True
-        self._finish({"ok": ok, "isolated": isolated}, stdout, origin, self.stages, until)
+        finish(self.job, self.store, {"ok": ok, "isolated": isolated}, stdout, origin,
+               self.stages, until)
 
     def take(self, stage: str, data: dict[str, Any], ms: float, origin: str) -> None:
         """An event after `done`: a follow-up's own is stored; an `error` (the compiler

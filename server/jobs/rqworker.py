@@ -153,7 +153,8 @@ def _request(meta: dict[bytes, bytes], max_code: int) -> JobRequest:
 
 def execute(ns: str, job_id: str) -> dict[str, Any]:
     """The RQ task: run one job with the worker's runtime."""
-    from kernelscope.server.jobs.worker import cancelled, finish, run_job
+    from kernelscope.server.jobs.finish import finish
+    from kernelscope.server.jobs.worker import cancelled, run_job
 
     rt, conn = _RUNTIME, _CONN
     if rt is None:

@@ -30,14 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from kernelscope.compiler.events.read import envelope, read_data
-from kernelscope.compiler.events.stage import PARTS
-from kernelscope.compiler.events.types import JobDone
+from kernelscope.compiler.events.read import envelope
 from kernelscope.server.jobs.early import FILENAME as SNIPPET
 from kernelscope.server.jobs.early import early_source
+from kernelscope.server.jobs.finish import finish
 from kernelscope.server.jobs.followups import FollowUps, asked
 from kernelscope.server.jobs.kcache import KernelCache
-from kernelscope.server.jobs.manager import SCHEMA_VERSION, WAIT_TICK_S, Job
+from kernelscope.server.jobs.manager import WAIT_TICK_S, Job
 from kernelscope.server.jobs.pool import WARM_TIMEOUT_S, WarmPool, WarmWorker
 from kernelscope.server.jobs.relay import Outcome, Relay, parse_event
 from kernelscope.server.jobs.trust import StageOrigin, conform_payload
@@ -179,8 +178,7 @@ def run_job(
     split = settings.back_command is not None
     compiles = "back" if split else "front"
     stages = asked(job.request.options)
-    follow = FollowUps(job, store, stages, lambda done, out, origin, later, until: finish(
-        job, store, done, out, origin, later, until)) if stages else None
+    follow = FollowUps(job, store, stages) if stages else None
     try:
         if (warm is None or warm.ready_at is None) and settings.early_source:
             # A cold worker imports torch first; a warm one still warming up finishes that.
@@ -517,44 +515,6 @@ def stop(proc: subprocess.Popen[bytes], grace_s: float) -> None:
         log.error("worker %d did not die after SIGKILL", proc.pid)
     if proc.stdout is not None:
         proc.stdout.close()
-
-
-def finish(
-    job: Job, store: Store, done: dict[str, Any], stdout: str = "", origin: str = "server",
-    follow_ups: list[str] | None = None, until: float | None = None,
-) -> None:
-    """Store the trace, then publish `done` with its trace_id.
-
-    `stdout` is what the snippet wrote to fd 1 (its tail): shown as data, never parsed.
-    `origin`: who said the job was done ("compiler", "snippet", or the "server" itself).
-    `follow_ups`: the stages still to come, appended to the stored trace by `until`.
-    """
-    said = read_data(JobDone, done)
-    ok = said is not None and bool(said.ok) and \
-        not any(envelope(e).stage == "error" for e in job.events)
-    data = {**done, "ok": ok, **timing(job)}
-    data.pop("trace_id", None)
-    if stdout:
-        data["snippet_stdout"] = stdout
-    if follow_ups:
-        data["follow_ups"], data["follow_ups_until"] = follow_ups, until
-    closing = {"schema": SCHEMA_VERSION, "seq": len(job.events), "stage": "done", "ms": 0.0,
-               "data": data, "origin": origin}
-    try:
-        opts = job.request.trace_options()
-        data["trace_id"] = store.put(job.request.code, opts, [*job.events, closing], ok)
-    except Exception:
-        log.exception("job %s: could not store the trace", job.id)
-        data["store_error"] = "the trace could not be stored"
-    job.publish("done", data, origin=origin)
-
-
-def timing(job: Job) -> dict[str, float]:
-    """Wall time from the request to `done` (what the user waited) next to the sum of the
-    stage times the compiler reported (what it spent compiling)."""
-    # A captured graph's `ms` is time within `capture`, already counted there.
-    stages = sum(e.ms for e in map(envelope, job.events) if e.stage not in PARTS)
-    return {"wall_ms": round((time.time() - job.created) * 1000, 1), "stages_ms": round(stages, 1)}
 
 
 def _tail(stderr: IO[bytes]) -> str:
