@@ -15,7 +15,8 @@ Inductor comparison is its own `inductor` event, a follow-up as the real server 
 (server/jobs/followups.py): the stream ends at `done`, which lists it, and the event is then
 appended to the stored trace (GET /api/traces/<id>/follow-ups). Each captured graph
 streams as a `capture_graph` event ahead of `capture`, as the compiler's front half sends
-them. After POST /stub/hold/<stage> a job's first event of
+them. After POST /stub/queued/on a job's first event is `waiting` (a job queued behind
+busy slots, as the real server says it). After POST /stub/hold/<stage> a job's first event of
 that stage waits for POST /stub/release (so a test sees the state before it without
 timing anything).
 
@@ -336,6 +337,14 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
         evs = with_parts(events_for(job["code"], job["options"]))
         later = [e for e in evs if e["stage"] in FOLLOW_UPS]
         evs = [e for e in evs if e["stage"] not in FOLLOW_UPS]
+        if gate.get("queued"):  # as the real server for a job behind busy slots
+            waiting = {**event(0, "waiting", {"on": "slot", "busy": 2, "position": 1,
+                                              "waited_s": 0.0, "message":
+                                              "waiting for a worker: 2 busy, you are 1st"}),
+                       "origin": "server"}
+            evs = [waiting, *evs]
+            for i, e in enumerate(evs):
+                e["seq"] = i
         cold = gate["cold"]
         if cold:  # as the real server for a cold worker: its own `source` first
             request = JobRequest(job["code"], parse_options(job["options"]))
@@ -409,6 +418,12 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
         """Later jobs start "cold": the server's early `source` comes first (on/off)."""
         gate["cold"] = flag == "on"
         return jsonify({"cold": gate["cold"]})
+
+    @app.post("/stub/queued/<flag>")
+    def queued(flag: str) -> Response:
+        """Later jobs start queued: a `waiting` event comes first (on/off)."""
+        gate["queued"] = flag == "on"
+        return jsonify({"queued": gate["queued"]})
 
     @app.post("/stub/release")
     def release() -> Response:

@@ -296,3 +296,20 @@ def test_a_refused_compile_stops_the_clock(page: Page, status: int) -> None:
     page.wait_for_timeout(400)  # four ticks of a running clock
     assert total.text_content() == shown
     expect(page.locator("#compile")).to_be_enabled()
+
+
+def test_a_queued_job_shows_what_it_waits_on(page: Page) -> None:
+    """A job queued behind busy slots: the status strip showed a bare running clock; now
+    the server's `waiting` event names what it waits on, until the job's first stage."""
+    page.request.post("/stub/queued/on")
+    page.request.post("/stub/hold/source")
+    try:
+        open_explorer(page)
+        page.click("#compile")
+        expect(page.locator(".total")).to_contain_text(
+            "waiting for a worker: 2 busy, you are 1st")
+    finally:
+        page.request.post("/stub/queued/off")
+        page.request.post("/stub/release")
+    wait_done(page)
+    expect(page.locator(".total")).not_to_contain_text("waiting")
