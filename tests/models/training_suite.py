@@ -155,7 +155,12 @@ def judge(eager: dict[str, torch.Tensor], ours: dict[str, torch.Tensor],
         amb = _ambiguous(eager, ref, key)
         if amb is not None and bool(amb.any()):
             row["ambiguous"] = int(amb.sum())
-            row["ambiguous_ok"] = bool(((o - r)[amb].abs() <= 2 * LR * (1 + 1e-6)).all())
+            # 2 * lr, plus the rounding of a float32 parameter near r: a full flip of a
+            # parameter of magnitude 0.1 is 2e-3 + 7e-9, past a purely relative slack
+            # (ResNet-50's early layers, whose every gradient is within eager's error of
+            # zero, failed so for Inductor as for us).
+            slack = 2 * LR * (1 + 1e-6) + 4 * torch.finfo(torch.float32).eps * r[amb].abs()
+            row["ambiguous_ok"] = bool(((o - r)[amb].abs() <= slack).all())
             keep = ~amb
             e, o, r = e[keep], o[keep], r[keep]
         err_e, err_o = _rms(e - r), _rms(o - r)
