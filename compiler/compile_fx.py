@@ -497,6 +497,16 @@ def _graph_pair(pairs: weakref.WeakKeyDictionary[Any, GraphPair], kind: str
     return pairs.get(ctx)
 
 
+def _aot_compilers(compile_aten: Callable[..., Any], dynamo: tuple[str, int] | None,
+                   info: Any) -> dict[str, Any]:
+    """AOTAutograd's three compilers, each `compile_aten` told which it is."""
+    return {"fw_compiler": functools.partial(compile_aten, kind="forward", dynamo=dynamo,
+                                             info=info),
+            "bw_compiler": functools.partial(compile_aten, kind="backward", info=info),
+            "inference_compiler": functools.partial(compile_aten, kind="inference",
+                                                    dynamo=dynamo, info=info)}
+
+
 def make_backend(options: CompileOptions, filename: str | None = None,
                  sink: list[Any] | None = None
                  ) -> Callable[[torch.fx.GraphModule, list[Any]], Any]:
@@ -508,9 +518,7 @@ def make_backend(options: CompileOptions, filename: str | None = None,
     # One forward and its backward share CUDA graph memory (runtime/graphs.py): the
     # backward is compiled later, under the forward's tracing context.
     pairs: weakref.WeakKeyDictionary[Any, GraphPair] = weakref.WeakKeyDictionary()
-    tracer = None
-    if options.trace_dir:
-        tracer = TraceDir.open(options.trace_dir, options.to_json())
+    tracer = TraceDir.open(options.trace_dir, options.to_json()) if options.trace_dir else None
 
     # The backward graph is compiled lazily, inside `loss.backward()`; when that call sits in
     # a torch.compile'd function Dynamo is still watching frames, and would trace our own
@@ -551,12 +559,6 @@ def make_backend(options: CompileOptions, filename: str | None = None,
                 sink.append(warm)
             return torch._disable_dynamo(warm)
         dynamo = None if key is None else (key, len(example_inputs))
-        return through_aot(
-            gm, example_inputs,
-            fw_compiler=functools.partial(compile_aten, kind="forward", dynamo=dynamo,
-                                          info=info),
-            bw_compiler=functools.partial(compile_aten, kind="backward", info=info),
-            inference_compiler=functools.partial(compile_aten, kind="inference",
-                                                 dynamo=dynamo, info=info))
+        return through_aot(gm, example_inputs, **_aot_compilers(compile_aten, dynamo, info))
 
     return backend

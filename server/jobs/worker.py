@@ -37,9 +37,10 @@ from kernelscope.server.jobs.finish import finish
 from kernelscope.server.jobs.followups import FollowUps, asked
 from kernelscope.server.jobs.kcache import KernelCache
 from kernelscope.server.jobs.manager import WAIT_TICK_S, Job
+from kernelscope.server.jobs.phase import LIVE_FRONT, PhasePolicy
 from kernelscope.server.jobs.pool import WARM_TIMEOUT_S, WarmPool, WarmWorker
 from kernelscope.server.jobs.relay import Outcome, Relay, parse_event
-from kernelscope.server.jobs.trust import StageOrigin, conform_payload
+from kernelscope.server.jobs.trust import conform_payload
 from kernelscope.server.jobs.warm import READY
 from kernelscope.server.jobs.why import (
     MAX_SCRATCH_FILES,
@@ -85,11 +86,6 @@ class WorkerSettings:
 
 
 BUNDLE = "capture.ksb"
-FRONT_STAGES = ("source", "capture_graph", "capture", "error")
-# What a split front says that is published the moment it arrives (the snippet's words,
-# conformed): `source`, and each graph as Dynamo captures it. The back half then replays
-# only `capture` (the graphs re-rendered from the bundle it compiles).
-LIVE_FRONT = ("source", "capture_graph")
 
 
 def _option_flags(job: Job) -> list[str]:
@@ -186,10 +182,10 @@ def run_job(
         _write_snippet(job, jobdir.phase("front"), iso)
         if kcache is not None:
             kcache.link_into(jobdir.phase(compiles))
-        front = run_phase(job, settings, jobdir, "front",
+        front = run_phase(settings, jobdir, PhasePolicy.front(job) if split else
+                          PhasePolicy.whole(job, follow),
                           lambda v: front_argv(settings, job, v, split=split), None, group,
-                          publish=not split, warm=warm, live=LIVE_FRONT if split else (),
-                          follow=None if split else follow)
+                          warm=warm)
         taken: bool | None = False  # the hand-over to the back half (_hand_over)
         if not split:
             conclude(job, store, front, settings, group, stdout=front.stdout, follow=follow)
@@ -205,11 +201,10 @@ def run_job(
             finish(job, store, {"ok": False}, front.stdout, "snippet")
         elif front.outcome.reason is None and (taken := _hand_over(job, jobdir, iso, limits)):
             streamed = "source" in front.stages
-            back = run_phase(job, settings, jobdir, "back",
+            back = run_phase(settings, jobdir, PhasePolicy.back(job, follow, front.stdout),
                              lambda v: back_argv(settings, job, v, not streamed),
-                             front.deadline, group, publish=True,
-                             warm=warm.back if warm is not None else None,
-                             follow=follow, stdout=front.stdout)
+                             front.deadline, group,
+                             warm=warm.back if warm is not None else None)
             conclude(job, store, back, settings, group, stdout=front.stdout, follow=follow)
         elif taken is None:  # the scratch was full: the job's error, with its permalink
             job.publish("error", explain("scratch", None, "", job, limits), origin="server")
@@ -248,59 +243,22 @@ def new_job_dir(settings: WorkerSettings) -> tuple[JobDir, JobCgroup | None]:
 
 
 def run_phase(
-    job: Job,
     settings: WorkerSettings,
     jobdir: JobDir,
-    name: str,
+    policy: PhasePolicy,
     argv: Callable[[str], list[str]],
     deadline: float | None,
     group: JobCgroup | None,
-    publish: bool,
     warm: WarmWorker | None = None,
-    live: tuple[str, ...] = (),
-    follow: FollowUps | None = None,
-    stdout: str | None = None,
 ) -> Phase:
     """Run one sandboxed process (started now, or the warm one given), relay its event
     channel, stop it, and say how it ended. `deadline` None: the wall clock starts when the
-    process is ready.
-
-    `publish`: its events go into the job, with the origin their stage gives them
-    (server/jobs/trust.py): everything from the front or a whole pipeline is the snippet's;
-    the back half's own stages are the compiler's, what it replays from the bundle is the
-    snippet's, conformed to the event types. `live`: stages of a process that does not
-    publish that are published all the same, as they arrive (a split front's LIVE_FRONT).
-
-    `follow`: the job's follow-ups (server/jobs/followups.py): `done` goes out once our own
-    result is published (with `stdout`, the snippet's fd 1, else this process's), and
-    the follow-up stages after it are stored, never published.
+    process is ready. What its events become is the `policy`'s (server/jobs/phase.py):
+    which are published into the job, with what origin, and when `done` goes out ahead of
+    the follow-ups.
     """
-    iso, limits = settings.isolation, settings.limits
-    scratch = jobdir.phase(name)
-    stages: list[str] = []
-    said: list[tuple[str, dict[str, Any], float]] = []
-    trusted = name == "back"
-    by_stage = StageOrigin()
-
-    def sink(stage: str, data: dict[str, Any], ms: float) -> None:
-        if follow is not None and follow.closed:
-            follow.take(stage, data, ms, by_stage.origin(stage, data) if trusted else "snippet")
-            return
-        # A front's one `source`, then its graphs: a second source (or a graph before the
-        # first) is a line the snippet wrote itself, and stays out of the stream.
-        streams = stage in live and ("source" in stages) == (stage != "source")
-        if publish or stage in FRONT_STAGES:  # what else a front says is the snippet's
-            stages.append(stage)
-            said.append((stage, data, ms))
-        if publish or streams:
-            origin = by_stage.origin(stage, data) if trusted else "snippet"
-            if stage in FRONT_STAGES:
-                data = conform_payload(stage, data, job.request)
-            job.publish(stage, data, ms, origin=origin)
-        if publish and follow is not None and follow.complete(stage):
-            assert deadline is not None
-            follow.close(relay.stdout_tail if stdout is None else stdout,
-                         "compiler" if trusted else "snippet", trusted, deadline)
+    job, iso, limits = policy.job, settings.isolation, settings.limits
+    scratch = jobdir.phase(policy.name)
 
     with contextlib.ExitStack() as stack:
         if warm is not None:
@@ -311,8 +269,9 @@ def run_phase(
             stderr = stack.enter_context(tempfile.TemporaryFile())
             proc, events_r = _start_cold(settings, scratch, argv, group, stderr)
         walk = not iso.tmpfs  # a tmpfs enforces the budget itself
-        relay = Relay(job, limits, normalize, sink, lambda: walk and scratch_exceeded(
-            jobdir.path, limits.scratch_mb * MiB), until_done=publish)
+        relay = Relay(job, limits, normalize, policy.take, lambda: walk and scratch_exceeded(
+            jobdir.path, limits.scratch_mb * MiB), until_done=policy.publish)
+        policy.own_stdout = lambda: relay.stdout_tail
         outcome = Outcome()
         try:
             assert proc.stdout is not None
@@ -321,6 +280,7 @@ def run_phase(
                 outcome = _await_ready(warm, job)
             if deadline is None:
                 deadline = time.monotonic() + limits.wall_s
+            policy.deadline = deadline
             if outcome.reason is None:
                 outcome = relay.run(events_r, proc.stdout.fileno(), deadline)
         finally:
@@ -333,8 +293,8 @@ def run_phase(
             if not iso.bubblewrap:
                 kill_strays(scratch)
         assert deadline is not None
-        return Phase(outcome, proc.returncode, _tail(stderr), relay.stdout_tail, stages, trusted,
-                     said, deadline)
+        return Phase(outcome, proc.returncode, _tail(stderr), relay.stdout_tail, policy.stages,
+                     policy.trusted, policy.said, deadline)
 
 
 def _start_cold(

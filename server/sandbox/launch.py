@@ -557,16 +557,14 @@ def probe_isolation(
     if preference == IsolationMode.BUBBLEWRAP:
         raise RuntimeError("ISOLATION='bubblewrap' but it does not work here: " + "; ".join(notes))
     notes.append("no seccomp filter without bubblewrap")
+    rlimits = IsolationMode.RLIMITS_ONLY
     if as_root:
-        dropped = Isolation(IsolationMode.RLIMITS_ONLY, None, None, uid, gid, (), groups, None,
-                            tmpfs)
+        dropped = Isolation(rlimits, None, None, uid, gid, (), groups, None, tmpfs)
         if _probe(dropped, spec, limits, repo_dir) is None:
-            return Isolation(IsolationMode.RLIMITS_ONLY, None, None, uid, gid, tuple(notes),
-                             groups, None, tmpfs)
+            return Isolation(rlimits, None, None, uid, gid, tuple(notes), groups, None, tmpfs)
         notes.append("the worker runs as root: Python is not readable by the sandbox uid")
     notes.append("no namespaces: the worker can see the host's files and network")
-    return Isolation(IsolationMode.RLIMITS_ONLY, notes=tuple(notes), cgroups=groups,
-                     tmpfs=tmpfs)
+    return Isolation(rlimits, notes=tuple(notes), cgroups=groups, tmpfs=tmpfs)
 
 
 def make_scratch(root: str | None, iso: Isolation) -> Path:

@@ -24,11 +24,9 @@ PRODUCT = (("compiler", "*.py"), ("server", "*.py"), ("webui/js", "*.js"),
 ALLOWED = {
     "server/config.py::default_config":
         "the table of every configuration key, each with its comment: one dict literal",
-    "server/jobs/worker.py::run_phase":
-        "a phase's sink closure steered by mode flags: replaced by the job-phase policy "
-        "object (issue 29, the server in rooms)",
     "server/jobs/worker.py::run_job":
-        "the job's phases in order around run_phase; goes with the job-phase policy",
+        "the job's phases in order, with the cleanup every path needs; to be split into "
+        "its split and one-process paths",
     "compiler/lowering/scatter.py::_gathered":
         "the dense scatter's one body: last-wins and the reductions share its closures over "
         "the candidates' loaders",
