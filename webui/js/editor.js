@@ -162,11 +162,20 @@ export class Editor {
   /** @param {{ lines?: Set<number>, selected?: Set<number>, error?: number | null,
    *   breaks?: Set<number> }} [marks] */
   mark({ lines, selected, error, breaks } = {}) {
-    if (lines !== undefined) this.marks.lines = lines;
-    if (breaks !== undefined) this.marks.breaks = breaks;
-    if (selected !== undefined) this.marks.selected = selected;
-    if (error !== undefined) this.marks.error = error;
+    const next = { ...this.marks };
+    if (lines !== undefined) next.lines = lines;
+    if (breaks !== undefined) next.breaks = breaks;
+    if (selected !== undefined) next.selected = selected;
+    if (error !== undefined) next.error = error;
+    // An update is a dispatch, which can make the page lay out: none when nothing changed
+    // (the same marks on the same text; a new text is a new `doc`).
+    const same = (a, b) => a === b || (a.size === b.size && [...a].every((x) => b.has(x)));
+    if (this.markedDoc === this.view.state.doc && next.error === this.marks.error
+      && same(next.lines, this.marks.lines) && same(next.breaks, this.marks.breaks)
+      && same(next.selected, this.marks.selected)) return;
+    this.marks = next;
     this.view.dispatch({ effects: setMarks.of(this.marks) });
+    this.markedDoc = this.view.state.doc;
   }
 
   revealLine(n) {

@@ -161,20 +161,22 @@ function handleAll(events, isLive) {
   const added = events.filter((event) => trace.add(event));
   if (!added.length) return;
   state.index = buildIndex(trace);
+  const marks = { lines: state.index.sourceLines };
   for (const event of added) {
     status.update(trace, event, isLive);
     if (event.stage === "error") {
       banner.show(event.data, event.origin ?? null);
-      editor.mark({ error: event.data.line ?? null });
+      marks.error = event.data.line ?? null;
     }
     if (event.stage === "done") setShare(event.data.trace_id ?? null);
     if (event.stage === "capture") {
-      editor.mark({ breaks: new Set((event.data.graph_breaks ?? []).map((b) => b.line)) });
+      marks.breaks = new Set((event.data.graph_breaks ?? []).map((b) => b.line));
     }
   }
+  // The editor's marks before the panes grow the page: one update, one small layout.
+  editor.mark(marks);
   if (added.some((e) => e.stage === "capture" || e.stage === "capture_graph")) renderGraphTabs();
   updatePanes(added.map((e) => e.stage));
-  editor.mark({ lines: state.index.sourceLines });
   bus.emit();
   tabs.refresh();
 }
