@@ -164,7 +164,6 @@ def run_job(
     cache (server/jobs/kcache.py) the process that compiles sees its entries and, once it is
     over, what it built is verified or rebuilt and shared.
     """
-    iso, limits = settings.isolation, settings.limits
     if job.cancel_requested():
         job.publish("error", cancelled(job), origin="server")
         finish(job, store, {"ok": False})
@@ -179,38 +178,18 @@ def run_job(
         if (warm is None or warm.ready_at is None) and settings.early_source:
             # A cold worker imports torch first; a warm one still warming up finishes that.
             job.publish("source", early_source(job.request), origin="server")
-        _write_snippet(job, jobdir.phase("front"), iso)
+        _write_snippet(job, jobdir.phase("front"), settings.isolation)
         if kcache is not None:
             kcache.link_into(jobdir.phase(compiles))
         front = run_phase(settings, jobdir, PhasePolicy.front(job) if split else
                           PhasePolicy.whole(job, follow),
                           lambda v: front_argv(settings, job, v, split=split), None, group,
                           warm=warm)
-        taken: bool | None = False  # the hand-over to the back half (_hand_over)
         if not split:
             conclude(job, store, front, settings, group, stdout=front.stdout, follow=follow)
-        elif front.outcome.reason is None and "error" in front.stages:
-            # The snippet's own failure (a syntax error, an exception): nothing to compile,
-            # and a failure is all the front can claim, labelled as the snippet's words.
-            for stage, data, ms in front.said:
-                if stage not in LIVE_FRONT:  # those were published as they came
-                    job.publish(stage, conform_payload(stage, data, job.request), ms,
-                                origin="snippet")
-                if stage == "error":
-                    break
-            finish(job, store, {"ok": False}, front.stdout, "snippet")
-        elif front.outcome.reason is None and (taken := _hand_over(job, jobdir, iso, limits)):
-            streamed = "source" in front.stages
-            back = run_phase(settings, jobdir, PhasePolicy.back(job, follow, front.stdout),
-                             lambda v: back_argv(settings, job, v, not streamed),
-                             front.deadline, group,
-                             warm=warm.back if warm is not None else None)
-            conclude(job, store, back, settings, group, stdout=front.stdout, follow=follow)
-        elif taken is None:  # the scratch was full: the job's error, with its permalink
-            job.publish("error", explain("scratch", None, "", job, limits), origin="server")
-            finish(job, store, {"ok": False}, front.stdout)
         else:
-            conclude(job, store, front, settings, group, stdout=front.stdout)
+            _after_front(job, store, settings, jobdir, group, front, follow,
+                         warm.back if warm is not None else None)
         if group is not None:
             group.kill()
         if kcache is not None:
@@ -225,6 +204,36 @@ def run_job(
             warm.back.group.kill()
             warm.back.group.remove()
         jobdir.remove()
+
+
+def _after_front(job: Job, store: Store, settings: WorkerSettings, jobdir: JobDir,
+                 group: JobCgroup | None, front: Phase, follow: FollowUps | None,
+                 back_warm: WarmWorker | None) -> None:
+    """A split job after its front half: the snippet's own failure, or the back half on
+    the bundle handed over, or the reason there is none."""
+    iso, limits = settings.isolation, settings.limits
+    taken: bool | None = False  # the hand-over to the back half (_hand_over)
+    if front.outcome.reason is None and "error" in front.stages:
+        # The snippet's own failure (a syntax error, an exception): nothing to compile,
+        # and a failure is all the front can claim, labelled as the snippet's words.
+        for stage, data, ms in front.said:
+            if stage not in LIVE_FRONT:  # those were published as they came
+                job.publish(stage, conform_payload(stage, data, job.request), ms,
+                            origin="snippet")
+            if stage == "error":
+                break
+        finish(job, store, {"ok": False}, front.stdout, "snippet")
+    elif front.outcome.reason is None and (taken := _hand_over(job, jobdir, iso, limits)):
+        streamed = "source" in front.stages
+        back = run_phase(settings, jobdir, PhasePolicy.back(job, follow, front.stdout),
+                         lambda v: back_argv(settings, job, v, not streamed),
+                         front.deadline, group, warm=back_warm)
+        conclude(job, store, back, settings, group, stdout=front.stdout, follow=follow)
+    elif taken is None:  # the scratch was full: the job's error, with its permalink
+        job.publish("error", explain("scratch", None, "", job, limits), origin="server")
+        finish(job, store, {"ok": False}, front.stdout)
+    else:
+        conclude(job, store, front, settings, group, stdout=front.stdout)
 
 
 def new_job_dir(settings: WorkerSettings) -> tuple[JobDir, JobCgroup | None]:

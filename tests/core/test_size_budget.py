@@ -24,9 +24,6 @@ PRODUCT = (("compiler", "*.py"), ("server", "*.py"), ("webui/js", "*.js"),
 ALLOWED = {
     "server/config.py::default_config":
         "the table of every configuration key, each with its comment: one dict literal",
-    "server/jobs/worker.py::run_job":
-        "the job's phases in order, with the cleanup every path needs; to be split into "
-        "its split and one-process paths",
     "compiler/lowering/scatter.py::_gathered":
         "the dense scatter's one body: last-wins and the reductions share its closures over "
         "the candidates' loaders",
