@@ -206,12 +206,22 @@ def drive(page: Page, ws: Path, url: str, shots: Path, summary: dict[str, Any],
 
     frame = panel_frame(page, 120)
     summary["panel_frame"] = frame.url.split("?")[0]
-    for pane in PANES:  # the first compile: server start, worker, C++ build, profiling
+    # The first compile: server start, worker, C++ build, profiling. A tab's pane renders
+    # when the tab is first shown, so each is shown in turn once the code pane has filled,
+    # and the tab showing before is shown again.
+    active = None
+    for pane in PANES:
         try:
+            if pane != "code":
+                active = active or frame.evaluate(
+                    "document.querySelector('#tabs .tab.active')?.dataset.tab ?? null")
+                frame.click(f"button.tab[data-tab={pane}]")
             frame.wait_for_selector(f"[data-pane={pane}][data-filled=true]", state="attached",
                                     timeout=360_000)
         except Exception as e:
             raise SmokeFailure(f"pane {pane} did not fill: {e}") from e
+    if active:
+        frame.click(f"button.tab[data-tab={active}]")
     check(frame.locator(".error-banner:visible").count() == 0,
           f"the panel shows an error: {frame.locator('.error-banner').all_inner_texts()}")
     kernels = frame.eval_on_selector_all("[data-pane=code] section[data-kernel]",
