@@ -1,6 +1,8 @@
 """The training suite's judgement (training_suite.judge) on planted results: a gradient
-inside the accepted error that flips Adam's step on a near-zero element passes; a wrong
-gradient, a wrong step on a decided element, and a step beyond 2 * lr all fail."""
+inside the accepted error that flips Adam's step on a near-zero element (a float32
+parameter's rounding included), or moves the step of one near Adam's eps, passes; a wrong
+gradient, a wrong step on a decided element, a
+step beyond 2 * lr and a near-eps step beyond what the gradient's error allows all fail."""
 
 from __future__ import annotations
 
@@ -74,3 +76,33 @@ def test_a_flip_on_a_float32_parameter_passes_with_its_rounding() -> None:
     assert _ok(judge(e, o, r), "param:b")
     o["param:b"][5] = full + 1e-6
     assert not _ok(judge(e, o, r), "param:b")
+
+
+def _near_eps() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Gradients of 1e-4 with errors of 1e-13; element 5 a little above Adam's eps (1e-8),
+    where a compiled gradient 6e-11 off (inside the accepted error) moves the step by
+    about lr * eps * 6e-11 / (2.2e-8)^2 = 1.2e-6: far beyond the tensor's rms bound."""
+    torch.manual_seed(0)
+    ref = 1e-4 * torch.randn(64, dtype=torch.float64)
+    ref[5] = 1.2e-8
+    eager = ref + 1e-13 * torch.randn(64, dtype=torch.float64)
+    ours = ref + 1e-13 * torch.randn(64, dtype=torch.float64)
+    ours[5] += 6e-11
+    return ref, eager, ours
+
+
+def test_a_step_near_eps_moved_by_an_accepted_gradient_error_passes() -> None:
+    ref, eager, ours = _near_eps()
+    rows = judge(_results(eager), _results(ours), _results(ref))
+    row = next(r for r in rows if r["key"] == "param:b")
+    assert row["ok"] and row["ambiguous"] >= 1, row
+    assert _ok(rows, "grad:b")
+
+
+def test_a_step_near_eps_moved_beyond_its_allowance_fails() -> None:
+    ref, eager, ours = _near_eps()
+    o = _results(ours)
+    o["param:b"] = o["param:b"].clone()
+    # The accepted gradient error (3 x eager's largest + 1e-5 x rms: 1e-9) allows 2.2e-5.
+    o["param:b"][5] += 2e-4
+    assert not _ok(judge(_results(eager), o, _results(ref)), "param:b")
