@@ -97,6 +97,9 @@ def _command_summary(command: str) -> str:
     return re.sub(r"--ops (\S+)", short, command)
 
 
+ZOO_SECTION = "zoo.md"  # the model zoo's section (tests/models/zoo_table.py), appended
+
+
 def write_report(directory: Path, out: Path) -> Path:
     targets = _load(directory)
     lines = [
@@ -145,6 +148,9 @@ def write_report(directory: Path, out: Path) -> Path:
         "",
         "The CI tier runs a fixed slice of it: `tests/opinfo/test_opinfo_slice.py`.",
         "",
+        "Whole models, a training step each, ours beside Inductor: [Model zoo](#model-zoo)",
+        "at the end of this page.",
+        "",
     ]
     forward = {t: v for t, v in targets.items() if not t.startswith("grad-")}
     grad = {t.removeprefix("grad-"): v for t, v in targets.items() if t.startswith("grad-")}
@@ -152,6 +158,9 @@ def write_report(directory: Path, out: Path) -> Path:
     if grad:
         lines += ["", "# Gradient sweep", "", *GRAD_INTRO, ""]
         lines += _tables(grad, "Gradient sweep: ")
+    zoo = directory / ZOO_SECTION
+    if zoo.is_file():  # tests/models/zoo_table.py --write writes it
+        lines += ["", *zoo.read_text().rstrip("\n").splitlines()]
     out.write_text("\n".join(lines) + "\n")
     return out
 
