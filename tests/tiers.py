@@ -58,7 +58,7 @@ SLOW: dict[str, str] = {
     "models/test_training_suite.py": "five models, a training step each",
     "models/test_ddp.py": "DDP steps on two gloo processes, compiled and eager",
     "models/test_zoo.py::test_step_within_the_rule_no_new_fallbacks":
-        "41 Hugging Face architectures, a training step each (about 30 s each)",
+        "42 Hugging Face architectures, a training step each (about 30 s each)",
     "bench/test_bench_smoke.py": "every benchmark case at smoke size",
     "bench/test_train_smoke.py": "five architectures, a training step each",
     "bench/test_sweep_variants.py": "a rule sweep under the Triton interpreter",

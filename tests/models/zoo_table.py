@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -28,6 +29,8 @@ import torch
 
 HERE = Path(__file__).resolve().parent
 DOCS = HERE.parents[1] / "docs" / "coverage"
+if not os.environ.get("PYTHONPATH"):  # this checkout's compiler, not an installed one
+    sys.path.insert(0, str(HERE.parents[1]))
 ZOO_SECTION = "zoo.md"  # tests/opinfo/coverage_report.py appends it to docs/coverage.md
 sys.path.insert(0, str(HERE))
 from zoo import BASELINE, row  # noqa: E402
