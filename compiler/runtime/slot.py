@@ -25,6 +25,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from kernelscope.compiler.devices import CPU
+
 # torch is imported where threads are set: the server reads LOCK_ENV without importing it
 LOCK_ENV = "KERNELSCOPE_TIMING_LOCK"
 WAIT_S = 60.0
@@ -72,7 +74,7 @@ def _idle_ticks() -> dict[int, int]:
         with open("/proc/stat") as f:
             for line in f:
                 name, *fields = line.split()
-                if name.startswith("cpu") and name != "cpu":
+                if name.startswith(CPU) and name != CPU:
                     out[int(name[3:])] = int(fields[3]) + int(fields[4])
     except (OSError, ValueError, IndexError):
         return {}

@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from kernelscope.compiler.devices import CPU, CUDA
+
 CALL = "kernelscope_call"
 STEP = "ks:"  # the prefix of a wrapper step's range (the GPU's timed wrapper)
 HOST = "host"  # eager: the graph module's Python between ops
@@ -124,7 +126,7 @@ def peak_bytes(call: Callable[[], Any], cuda: bool) -> int | None:
         fields = node.extra_fields
         device = getattr(fields, "device", None)
         if type(fields).__name__ == "_ExtraFields_Allocation" and \
-                getattr(device, "type", "cuda" if cuda else "cpu") == ("cuda" if cuda else "cpu"):
+                getattr(device, "type", CUDA if cuda else CPU) == (CUDA if cuda else CPU):
             allocs.append((node.start_time_ns, fields.alloc_size, fields.total_allocated))
     if not allocs:
         return 0

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelscope.compiler.compare.inductor_code import read_output
+from kernelscope.compiler.devices import CPU, CUDA
 from kernelscope.compiler.events import types as ev
 from kernelscope.compiler.events.check import event_errors
 from kernelscope.compiler.events.stage import SCHEMA_VERSION
@@ -126,8 +127,8 @@ def _main_file(run: LoggedRun) -> str:
 def _source(run: LoggedRun, main: str, code: str | None) -> dict[str, Any]:
     first = next((c.frame for c in run.compiles.values() if c.frame), {})
     text = code if code is not None else f"# {main}: the log holds its line numbers, not its text\n"
-    device = "cuda" if any("triton" in t for c in run.compiles.values()
-                           for t in c.output_code) else "cpu"
+    device = CUDA if any("triton" in t for c in run.compiles.values()
+                         for t in c.output_code) else CPU
     source = ev.Source(code=text, filename=main, entry=str(first.get("function", "")),
                        entry_line=first.get("line"), inputs=[], device=device,
                        backend="inductor", triton_interpret=False,

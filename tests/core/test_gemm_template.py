@@ -231,7 +231,8 @@ def test_measured_times_reach_a_later_job_through_the_server(
         return autotune.select_templates(work.lowered, TritonBackend("cuda", options),
                                          options)[0]
 
-    settings = SimpleNamespace(isolation=SimpleNamespace(mode="bubblewrap", uid=None))
+    settings = SimpleNamespace(isolation=SimpleNamespace(mode="bubblewrap", uid=None,
+                                                         bubblewrap=True))
     kcache = KernelCache(tmp_path / "shared", settings)
     first = job(tmp_path / "job1")
     assert first.chosen == best and not first.cache_hit and measured == ["built", "buf0"]

@@ -20,7 +20,6 @@ import pytest
 import torch
 from ks_helpers import REPO
 
-from kernelscope.compiler import compile_fx
 from kernelscope.compiler.compile_fx import make_backend
 from kernelscope.compiler.lowering.graph import GraphLowering
 from kernelscope.compiler.options import CompileOptions
@@ -82,13 +81,15 @@ def compile_run(fn: Callable[..., Any], args: tuple[Any, ...], cache: Path,
 def aot_traces(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Counts AOTAutograd traces (a warm inference compile of a plain graph runs none)."""
     count = [0]
-    aot = compile_fx.aot_module_simplified
+    from kernelscope.compiler.capture import aot as aot_module
+
+    aot = aot_module.aot_module_simplified
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         count[0] += 1
         return aot(*args, **kwargs)
 
-    monkeypatch.setattr(compile_fx, "aot_module_simplified", counted)
+    monkeypatch.setattr(aot_module, "aot_module_simplified", counted)
     return count
 
 

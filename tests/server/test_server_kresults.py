@@ -29,7 +29,8 @@ TIMES = {"ms": {"extern": 0.04, "64x64x32_g8_s3_w4": 0.03}, "errors": {}}
 
 
 def _kcache(root: Path, mode: str = "bubblewrap") -> KernelCache:
-    settings = SimpleNamespace(isolation=SimpleNamespace(mode=mode, uid=None, gid=None))
+    settings = SimpleNamespace(isolation=SimpleNamespace(mode=mode, uid=None, gid=None,
+                                                         bubblewrap=mode == "bubblewrap"))
     return KernelCache(root, settings)
 
 
