@@ -234,8 +234,6 @@ def test_cancel_kills_a_running_compile_and_keeps_its_partial_trace(
     expect(page.locator("#share")).to_be_enabled()
 
 
-@pytest.mark.xfail(strict=False, reason="known failure since the graph pane folds by module "
-                   "(cc60c0d): this test reads FX node ids the folded graph no longer shows")
 def test_the_training_sample_shows_its_backward_graph_and_kernels(
     new_page: Callable[[str], Page], real_server: LiveServer
 ) -> None:
@@ -268,17 +266,20 @@ def test_the_training_sample_shows_its_backward_graph_and_kernels(
     assert page_errors(page) == []
 
 
-@pytest.mark.xfail(strict=False, reason="known failure since Triton's offline stages became a "
-                   "follow-up after done (f3fe902): the test reads them from the compile event")
 def test_a_cpu_host_shows_a_triton_kernels_ptx_through_the_real_server(
     new_page: Callable[[str], Page], real_server: LiveServer
 ) -> None:
     """samples/softmax.py on the Triton backend on this CPU host (the interpreter runs the
-    kernel): the kernel is also compiled offline for sm_90, and its PTX is one click away,
-    labelled as compiled for sm_90 and not run here."""
+    kernel): after `done`, the kernel is also compiled offline for sm_90 (the `gpu_stages`
+    follow-up), and the open page gains its PTX one click away, labelled as compiled for
+    sm_90 and not run here."""
     page = new_page(real_server.url)
     page.set_viewport_size({"width": 1440, "height": 900})
     compile_on_cpu(page, "softmax", "triton")
+    page.wait_for_function("window.kernelscope.state.trace.has('gpu_stages')",
+                           timeout=COMPILE_TIMEOUT_S * 1000)
+    stages = page.evaluate("window.kernelscope.state.trace.events.map(e => e.stage)")
+    assert stages.index("gpu_stages") > stages.index("done"), stages
     kernel = page.evaluate("window.kernelscope.state.trace.data('compile').graphs[0]"
                            ".kernels.find(k => k.gpu_target).name")
     bar = page.locator(f"section.kernel[data-kernel={kernel}] .stage-bar")

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from kernelscope.compiler.compare.traces import diff_json
 from kernelscope.server.web import highlight as hl
 
 pytestmark = pytest.mark.browser
@@ -227,22 +228,31 @@ def test_webview_shows_failures(open_panel: Any) -> None:
     assert page.evaluate("window.__errors") == []
 
 
-@pytest.mark.xfail(strict=False, reason="known failure: the webview's diff pane does not fill "
-                   "from the server-side structural diff (2316dd5); to be fixed")
 def test_webview_compares_two_traces_in_the_diff_pane(open_panel: Any) -> None:
+    """The host posts both traces and the server's structural diff (GET /api/diff's
+    groups, made here by the same function): the panel shows the diff pane with the
+    groups matched by the FX nodes they cover."""
     page = open_panel()
     stream_trace(page)
     cpu = json.loads(FIXTURE.read_text())
     gpu = json.loads((FIXTURE.parent / "h200_softmax.json").read_text())
+    groups = diff_json(cpu["events"], gpu["events"])
+    assert groups
+
     def side(trace_id: str, trace: dict[str, Any]) -> dict[str, Any]:
         href = f"http://127.0.0.1:8765/t/{trace_id}"
         return {"id": trace_id, "href": href, "events": trace["events"]}
 
-    post(page, {"type": "diff", "a": side("CPU1", cpu), "b": side("GPU1", gpu)})
+    message = {"type": "diff", "a": side("CPU1", cpu), "b": side("GPU1", gpu), "groups": groups}
+    post(page, message)
     diff = page.locator("[data-pane=diff][data-filled=true]")
     assert diff.is_visible()
     assert "CPU1" in diff.inner_text() and "GPU1" in diff.inner_text()
     assert "triton_per_fused_amax_sub_exp_sum_div_0" in diff.inner_text()
+    rows = diff.locator(".diff-group-table tbody tr")
+    assert rows.evaluate_all("rs => rs.map(r => r.dataset.how)") == [g["how"] for g in groups]
+    fused = diff.locator(".diff-group-table tr[data-how='B fuses more']")
+    assert fused.get_attribute("data-nodes") == ",".join(groups[-1]["nodes"])
     assert not page.locator(".ks-workspace").is_visible()
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "extension-webview-diff.png"))
@@ -250,7 +260,7 @@ def test_webview_compares_two_traces_in_the_diff_pane(open_panel: Any) -> None:
     assert page.locator(".ks-workspace").is_visible()
     assert page.locator("[data-pane=code][data-filled=true]").count() == 1
     # A new compile while the diff shows goes back to the trace view.
-    post(page, {"type": "diff", "a": side("CPU1", cpu), "b": side("GPU1", gpu)})
+    post(page, message)
     stream_trace(page)
     assert page.locator(".ks-workspace").is_visible()
     assert page.evaluate("window.__errors") == []

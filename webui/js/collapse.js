@@ -15,6 +15,17 @@
 
 const LOOSE_LIMIT = 120;
 
+// A graph of at most this many nodes opens whole: folding is for a model's graph, and a
+// snippet's few dozen nodes read better as themselves ("fold" still folds them).
+export const WHOLE_UP_TO = 100;
+// In `open`: every unit opened, the graph shown node by node.
+export const ALL = "*";
+
+// The units opened when a graph is first shown: all of a small graph, none of a large one.
+export function firstOpen(count) {
+  return new Set(count <= WHOLE_UP_TO ? [ALL] : []);
+}
+
 const isIndex = (part) => /^\d+$/.test(part);
 
 // "h.3" of "model.h.3.attn": the shortest prefix that ends in a numeric part, or null.
@@ -74,6 +85,7 @@ export function ranges(indices) {
  * @param {Set<string>} open units the user opened
  */
 export function collapse(items, edges, open = new Set()) {
+  if (open.has(ALL)) return whole(items, edges);
   const blocks = [...new Set(items.map((n) => blockOf(n.module)).filter(Boolean))];
   const depth = blocks.length ? Math.max(1, blocks[0].split(".").length - 1) : 1;
   const signature = new Map();
@@ -108,17 +120,29 @@ export function collapse(items, edges, open = new Set()) {
     unitOf.set(n.id, unit.id);
   }
   placeInputs(items, edges, unitOf, units, open);
+  return { units: [...units.values()], edges: between(edges, unitOf), unitOf };
+}
+
+// The edges between units, once each.
+function between(edges, unitOf) {
   const seen = new Set();
-  const between = [];
+  const out = [];
   for (const [a, b] of edges) {
     const ua = unitOf.get(a), ub = unitOf.get(b);
     if (ua === undefined || ub === undefined || ua === ub) continue;
     const key = `${ua}\u0000${ub}`;
     if (seen.has(key)) continue;
     seen.add(key);
-    between.push([ua, ub]);
+    out.push([ua, ub]);
   }
-  return { units: [...units.values()], edges: between, unitOf };
+  return out;
+}
+
+// Every item its own unit.
+function whole(items, edges) {
+  const units = items.map((n) => ({ id: n.id, members: [n.id], kind: "node", item: n }));
+  const unitOf = new Map(items.map((n) => [n.id, n.id]));
+  return { units, edges: between(edges, unitOf), unitOf };
 }
 
 // Inputs and outputs join the one unit every neighbour of theirs lies in; those joined only

@@ -3,7 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 
-import { collapse, blockOf, ranges } from "../../../webui/js/collapse.js";
+import { collapse, blockOf, ranges, firstOpen, ALL, WHOLE_UP_TO } from "../../../webui/js/collapse.js";
 
 // A stack of `n` like blocks under `model.h`, each two ops, then a head; one input per block.
 function stack(n) {
@@ -69,4 +69,18 @@ test("blocks with different ops are not folded together", () => {
   const runs = units.filter((u) => u.kind === "run");
   assert.deepEqual(runs.map((u) => u.label), ["model.h.0-1 ×2"]);
   assert.ok(units.some((u) => u.id === "model.h.2" && u.kind === "block"));
+});
+
+test("a small graph opens whole, a model's folded; ALL opens every unit", () => {
+  const small = stack(2);
+  const large = stack(60);
+  assert.ok(small.items.length <= WHOLE_UP_TO && large.items.length > WHOLE_UP_TO);
+  assert.deepEqual([...firstOpen(small.items.length)], [ALL]);
+  assert.deepEqual([...firstOpen(large.items.length)], []);
+  const { units, edges } = collapse(small.items, small.edges, new Set([ALL]));
+  assert.deepEqual(units.map((u) => u.id), small.items.map((n) => n.id));
+  assert.ok(units.every((u) => u.kind === "node" && u.members.length === 1));
+  assert.deepEqual(edges, small.edges);
+  const folded = collapse(small.items, small.edges, new Set());
+  assert.ok(folded.units.some((u) => u.kind !== "node"));
 });

@@ -1,14 +1,15 @@
 // Graph pane: the FX graph of each captured graph (capture.graphs[].nodes/edges) and the
 // fused-kernel graph (scheduling kernels, edges from the buffers each kernel reads), both
 // laid out top-down by dagre, off the main thread where the page gives a `ctx.layout`
-// (graphlayout.js). Both open folded by module (collapse.js): a block is one node, a stack
-// of like blocks one node ("h.0-11 ×12"); clicking a folded node opens it. FX nodes are
+// (graphlayout.js). A model's graphs open folded by module (collapse.js; a graph of at
+// most WHOLE_UP_TO nodes opens whole): a block is one node, a stack of like blocks one
+// node ("h.0-11 ×12"); clicking a folded node opens it. FX nodes are
 // coloured by the kernel that computes them; clicking a node shows its details and pins
 // its provenance.
 
 import { h, clear, empty, shape } from "../dom.js";
 import { fromNode, fromKernel, fromBuffer, fromModule, union, emptySelection } from "../provenance.js";
-import { collapse } from "../collapse.js";
+import { collapse, firstOpen } from "../collapse.js";
 import { Pane } from "./pane.js";
 
 /** @typedef {import("../trace.js").Trace} Trace */
@@ -92,7 +93,7 @@ export class GraphPane extends Pane {
     super(ctx, "div.pane-body.graph-pane");
     this.graphId = 0;
     this.generation = 0;
-    this.open = { fx: new Set(), kg: new Set() };
+    this.open = { fx: null, kg: null };
     this.pick = h("select.graph-pick", { onchange: () => this.showGraph(Number(this.pick.value)) });
     this.fxEl = h("div.cy");
     this.kEl = h("div.cy");
@@ -108,7 +109,7 @@ export class GraphPane extends Pane {
     this.trace = null;
     this.graphId = 0;
     this.generation += 1;
-    this.open = { fx: new Set(), kg: new Set() };
+    this.open = { fx: null, kg: null };
     delete this.el.dataset.filled;
     delete this.el.dataset.pending;
     clear(this.el, empty("The FX graph appears here after capture."));
@@ -151,7 +152,7 @@ export class GraphPane extends Pane {
   // Builds both graphs of graph `id`; a newer call (another event, a graph picked, a
   // module opened) supersedes this one at each wait. `data-pending` marks the wait.
   async showGraph(id) {
-    if (id !== this.graphId) this.open = { fx: new Set(), kg: new Set() };
+    if (id !== this.graphId) this.open = { fx: null, kg: null };
     this.graphId = id;
     const run = ++this.generation;
     const trace = this.trace;
@@ -220,6 +221,7 @@ export class GraphPane extends Pane {
     }
     const items = g.nodes.map((n) => ({ id: n.name, module: n.module ?? null, node: n,
       io: n.op !== "call_function", op: short(n.target), kernel: nodeKernel.get(n.name) ?? null }));
+    this.open.fx ??= firstOpen(items.length);
     const folded = collapse(items, /** @type {[string, string][]} */ (g.edges), this.open.fx);
     const nodes = folded.units.map((u) => {
       if (u.kind !== "node") return this.groupElement(u, "nodes");
@@ -294,6 +296,7 @@ export class GraphPane extends Pane {
     const items = nodes.map((n) => ({ id: n.data.id, io: n.data.kind !== "kernel",
       module: n.data.kind === "kernel" ? n.data.info.module ?? null : null,
       op: n.data.kind === "kernel" ? n.data.info.kind : "io" }));
+    this.open.kg ??= firstOpen(items.length);
     const folded = collapse(items, edges.map((e) => [e.data.source, e.data.target]), this.open.kg);
     const shown = folded.units.map((u) => (u.kind === "node"
       ? { ...byId.get(u.id), data: { ...byId.get(u.id).data, members: u.members } }
@@ -368,7 +371,7 @@ export class GraphPane extends Pane {
       h("button.zbtn", { type: "button", title: "Zoom out", onclick: () => zoom(0.8) }, "−"),
       h("button.zbtn", { type: "button", dataset: { fold: which },
         title: "Fold every module again (click a folded module to open it)",
-        onclick: () => { this.open[which].clear(); this.showGraph(this.graphId); } }, "fold"));
+        onclick: () => { this.open[which] = new Set(); this.showGraph(this.graphId); } }, "fold"));
   }
 
   // Brings highlighted nodes into view: centred if they fit at this zoom, else fitted.
