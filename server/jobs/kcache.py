@@ -175,33 +175,7 @@ class KernelCache:
             return result
         if results and self.results_shared:
             self._take_results(folder / kept.FOLDER, result)
-        taken = 0
-        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
-            if taken >= MAX_PER_JOB:
-                break
-            wrapper, source = WRAPPER_NAME.match(entry.name), SOURCE_NAME.match(entry.name)
-            if not (wrapper or source) or not entry.is_file(follow_symlinks=False):
-                continue
-            name = entry.name if wrapper else entry.name[: -len(".cpp")] + ".so"
-            target = self.root / name
-            if target.exists():
-                continue
-            text = _read_small(Path(entry.path))
-            if text is None:
-                result.rejected += 1
-                continue
-            if wrapper and self._wrapper_ok(text, wrapper[1]):
-                _install(target, text.encode())
-                result.wrappers += 1
-                taken += 1
-            elif source and content_key(self.versions, text) == source[1]:
-                if self._build(text, target):
-                    result.libraries += 1
-                    taken += 1
-                else:
-                    result.rejected += 1
-            else:
-                result.rejected += 1
+        taken = self._take_built(folder, result)
         result.triton = self._prebuild_triton(folder)
         with self._lock:
             for key in ("wrappers", "libraries", "triton", "results", "rejected"):
@@ -211,6 +185,39 @@ class KernelCache:
         if result.results:
             _prune(self.results, kept.NAME)
         return result
+
+    def _take_built(self, folder: Path, result: Promotion) -> int:
+        """The job's new wrappers and C++ sources, by name order, at most MAX_PER_JOB of
+        them taken; returns how many were."""
+        taken = 0
+        for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+            if taken >= MAX_PER_JOB:
+                break
+            wrapper, source = WRAPPER_NAME.match(entry.name), SOURCE_NAME.match(entry.name)
+            if not (wrapper or source) or not entry.is_file(follow_symlinks=False):
+                continue
+            name = entry.name if wrapper else entry.name[: -len(".cpp")] + ".so"
+            target = self.root / name
+            if not target.exists() and self._take_one(Path(entry.path), wrapper, source,
+                                                      target, result):
+                taken += 1
+        return taken
+
+    def _take_one(self, path: Path, wrapper: re.Match[str] | None,
+                  source: re.Match[str] | None, target: Path, result: Promotion) -> bool:
+        """A wrapper whose content is its name, installed; a source whose content is its
+        name, built here: True. Anything else counts as rejected."""
+        text = _read_small(path)
+        if text is not None and wrapper and self._wrapper_ok(text, wrapper[1]):
+            _install(target, text.encode())
+            result.wrappers += 1
+            return True
+        if (text is not None and source and content_key(self.versions, text) == source[1]
+                and self._build(text, target)):
+            result.libraries += 1
+            return True
+        result.rejected += 1
+        return False
 
     def _take_results(self, folder: Path, result: Promotion) -> None:
         """The back half's new results (regular files of a result's name and shape)."""
@@ -275,46 +282,25 @@ class KernelCache:
         """A fresh scratch (no snippet ever ran in it) holding `files`, and a function that
         runs `argv(scratch as the process sees it)` sandboxed there and says whether it
         succeeded. The scratch is removed after the block."""
-        from kernelscope.server.sandbox.launch import (
-            INNER_SCRATCH,
-            make_launch,
-            make_scratch,
-            remove_scratch,
-        )
+        from kernelscope.server.sandbox.launch import make_scratch, remove_scratch
 
-        s = self.settings
-        iso = s.isolation
-        scratch = make_scratch(s.scratch_root, iso)
-
-        ready = True
+        scratch = make_scratch(self.settings.scratch_root, self.settings.isolation)
+        ready = self._place(scratch, files)
 
         def run(argv: Callable[[str], list[str]], timeout: float) -> bool:
-            if not ready:
-                return False
-            view = INNER_SCRATCH if iso.bubblewrap else str(scratch)
-            command = argv(view)
-            launch = make_launch(iso, lambda _v: command, scratch, s.spec, s.limits, s.repo_dir)
-            try:
-                done = subprocess.run(
-                    launch.argv,
-                    env=launch.env or None,
-                    cwd=launch.cwd,
-                    preexec_fn=launch.preexec,  # noqa: PLW1509 - setrlimit only
-                    user=launch.user,
-                    group=launch.group,
-                    extra_groups=[] if launch.user is not None else None,
-                    start_new_session=True,
-                    capture_output=True,
-                    timeout=timeout,
-                    check=False,
-                )
-            except (OSError, subprocess.SubprocessError) as exc:
-                log.warning("kernel cache: rebuild failed: %s", exc)
-                return False
-            if done.returncode != 0:
-                log.info("kernel cache: rebuild failed: %s", done.stderr[-500:])
-            return done.returncode == 0
+            return ready and _run_sandboxed(self.settings, scratch, argv, timeout)
 
+        try:
+            yield scratch, run
+        except OSError as exc:  # reading what the sandbox made
+            log.warning("kernel cache: rebuild failed: %s", exc)
+        finally:
+            remove_scratch(scratch)
+
+    def _place(self, scratch: Path, files: dict[str, str]) -> bool:
+        """`files` written into the scratch, owned by the sandbox's uid; False if they
+        could not be."""
+        iso = self.settings.isolation
         try:
             for name, text in files.items():
                 path = scratch / name
@@ -323,13 +309,8 @@ class KernelCache:
                     os.chown(path, iso.uid, iso.gid if iso.gid is not None else -1)
         except OSError as exc:
             log.warning("kernel cache: rebuild failed: %s", exc)
-            ready = False
-        try:
-            yield scratch, run
-        except OSError as exc:  # reading what the sandbox made
-            log.warning("kernel cache: rebuild failed: %s", exc)
-        finally:
-            remove_scratch(scratch)
+            return False
+        return True
 
     def _prune(self) -> None:
         _prune(self.root, SHARED_NAME)
@@ -412,6 +393,37 @@ def shared_kernel_cache(root: str | None, settings: Any) -> KernelCache | None:
 def job_cache(scratch: Path) -> Path:
     """Where a job's compiler caches (KERNELSCOPE_CACHE in server/sandbox/launch.py)."""
     return scratch / "cache" / "kernelscope"
+
+
+def _run_sandboxed(settings: Any, scratch: Path, argv: Callable[[str], list[str]],
+                   timeout: float) -> bool:
+    """`argv(scratch as the process sees it)` run sandboxed in `scratch`: did it succeed?"""
+    from kernelscope.server.sandbox.launch import INNER_SCRATCH, make_launch
+
+    iso = settings.isolation
+    command = argv(INNER_SCRATCH if iso.bubblewrap else str(scratch))
+    launch = make_launch(iso, lambda _v: command, scratch, settings.spec, settings.limits,
+                         settings.repo_dir)
+    try:
+        done = subprocess.run(
+            launch.argv,
+            env=launch.env or None,
+            cwd=launch.cwd,
+            preexec_fn=launch.preexec,  # noqa: PLW1509 - setrlimit only
+            user=launch.user,
+            group=launch.group,
+            extra_groups=[] if launch.user is not None else None,
+            start_new_session=True,
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        log.warning("kernel cache: rebuild failed: %s", exc)
+        return False
+    if done.returncode != 0:
+        log.info("kernel cache: rebuild failed: %s", done.stderr[-500:])
+    return done.returncode == 0
 
 
 def _read_small(path: Path) -> str | None:

@@ -136,6 +136,23 @@ def append(
 
 
 # -- the web tier -------------------------------------------------------------------------
+class _Quiet:
+    """Seconds of silence since the last event or heartbeat."""
+
+    def __init__(self, heartbeat_s: float) -> None:
+        self.heartbeat_s = heartbeat_s
+        self.seconds = 0.0
+
+    def add(self, seconds: float) -> bool:
+        """Count `seconds` more of silence: True when a heartbeat is due (the count
+        starts again)."""
+        self.seconds += seconds
+        if self.seconds < self.heartbeat_s:
+            return False
+        self.seconds = 0.0
+        return True
+
+
 class RemoteJob:
     """A job whose events live in Redis (any web process can serve any job)."""
 
@@ -194,14 +211,12 @@ class RemoteJob:
 
         last = f"0-{start}"
         block_ms = max(1, int(min(heartbeat_s, 1.0) * 1000))
-        quiet = 0.0
+        quiet = _Quiet(heartbeat_s)
         sent: list[dict[str, Any]] = []
         away_since: float | None = None
         while True:
             try:
-                reply = self.conn.xread({self.keys.events: last}, block=block_ms, count=100)
-                if not reply and not self.conn.exists(self.keys.meta):
-                    raise redis.ConnectionError("the job is not in Redis (it restarted?)")
+                reply = self._read(last, block_ms)
                 away_since = None
             except (redis.ConnectionError, redis.TimeoutError) as exc:
                 now = time.monotonic()
@@ -210,9 +225,7 @@ class RemoteJob:
                     yield from self.manager.lost(self, sent, str(exc))
                     return
                 time.sleep(min(1.0, block_ms / 1000))
-                quiet += 1.0
-                if quiet >= heartbeat_s:
-                    quiet = 0.0
+                if quiet.add(1.0):
                     yield None
                 continue
             batch = [_decode(i, f) for _key, entries in reply or [] for i, f in entries]
@@ -223,13 +236,21 @@ class RemoteJob:
                     return
             if batch:
                 last = f"0-{envelope(batch[-1]).seq + 1}"
-                quiet = 0.0
+                quiet.seconds = 0.0
                 continue
-            quiet += block_ms / 1000
-            if quiet >= heartbeat_s:
-                quiet = 0.0
+            if quiet.add(block_ms / 1000):
                 yield None
             self.watch()
+
+    def _read(self, last: str, block_ms: int) -> Any:
+        """The job's events after `last`, waiting up to `block_ms`; a job gone from Redis
+        is an outage."""
+        import redis
+
+        reply = self.conn.xread({self.keys.events: last}, block=block_ms, count=100)
+        if not reply and not self.conn.exists(self.keys.meta):
+            raise redis.ConnectionError("the job is not in Redis (it restarted?)")
+        return reply
 
     def watch(self) -> None:
         """Fail the job if its worker stopped beating (kill -9, a host gone)."""

@@ -160,18 +160,10 @@ def execute(ns: str, job_id: str) -> dict[str, Any]:
     if rt is None:
         raise RuntimeError(
             "kernelscope.server.jobs.rqworker.execute runs only inside `kernelscope worker`")
-    own = str(rt.config.get("QUEUE_NAME") or "kernelscope")
-    if ns != own or not isinstance(job_id, str) or not JOB_ID.match(job_id):
-        raise PermissionError("refused: a job for another queue, or a malformed id")
-    keys = Keys(ns, job_id)
-    conn.decr(waiting_key(ns))  # taken off the queue: room for one more
-    meta = conn.hgetall(keys.meta)
-    if not meta or meta.get(b"finished") == b"1":
+    job = _claim(rt, conn, ns, job_id)
+    if job is None:
         return {"skipped": True}  # expired, or cancelled while it was queued
-    request = _request(meta, int(rt.config["MAX_CODE_BYTES"]))
-    job = RedisJob(conn, ns, job_id, request, float(meta[b"created"]),
-                   float(rt.config["JOB_RETENTION_S"]), meta)
-    conn.hset(keys.meta, "state", "running")
+    keys = Keys(ns, job_id)
     stop = threading.Event()
     beat = threading.Thread(target=_beat, args=(conn, keys, stop), daemon=True)
     conn.set(keys.alive, b"1", px=ALIVE_TTL_MS)
@@ -188,14 +180,38 @@ def execute(ns: str, job_id: str) -> dict[str, Any]:
     finally:
         stop.set()
         beat.join(5)
-        end = time.monotonic() + SYNC_RETRY_S
-        while not job.sync() and time.monotonic() < end:
-            time.sleep(1.0)
-        try:
-            conn.delete(keys.alive)
-        except Exception:  # noqa: BLE001 - the key expires by itself
-            pass
+        _settle(conn, job, keys)
     return {"ok": bool(job.finished and job.status()["ok"])}
+
+
+def _claim(rt: Runtime, conn: Any, ns: str, job_id: str) -> RedisJob | None:
+    """The queued job `job_id` of queue `ns`, marked running; None when it expired or was
+    cancelled while queued. A job of another queue or a malformed id is refused."""
+    own = str(rt.config.get("QUEUE_NAME") or "kernelscope")
+    if ns != own or not isinstance(job_id, str) or not JOB_ID.match(job_id):
+        raise PermissionError("refused: a job for another queue, or a malformed id")
+    keys = Keys(ns, job_id)
+    conn.decr(waiting_key(ns))  # taken off the queue: room for one more
+    meta = conn.hgetall(keys.meta)
+    if not meta or meta.get(b"finished") == b"1":
+        return None
+    request = _request(meta, int(rt.config["MAX_CODE_BYTES"]))
+    job = RedisJob(conn, ns, job_id, request, float(meta[b"created"]),
+                   float(rt.config["JOB_RETENTION_S"]), meta)
+    conn.hset(keys.meta, "state", "running")
+    return job
+
+
+def _settle(conn: Any, job: RedisJob, keys: Keys) -> None:
+    """After the job: its events written back to Redis (retried for SYNC_RETRY_S through an
+    outage), its `alive` key gone."""
+    end = time.monotonic() + SYNC_RETRY_S
+    while not job.sync() and time.monotonic() < end:
+        time.sleep(1.0)
+    try:
+        conn.delete(keys.alive)
+    except Exception:  # noqa: BLE001 - the key expires by itself
+        pass
 
 
 def _beat(conn: Any, keys: Keys, stop: threading.Event) -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Callable
 from functools import cache
 from typing import Any, Literal
 
@@ -90,6 +91,15 @@ def _fields(cls: type) -> dict[str, tuple[Any, bool]]:
             for f in dataclasses.fields(cls)}
 
 
+# Scalar types -> does a value conform (bool is not an int here, an int is a float).
+_SCALARS: dict[type, Callable[[Any], bool]] = {
+    type(None): lambda v: v is None,
+    bool: lambda v: isinstance(v, bool),
+    int: lambda v: isinstance(v, int) and not isinstance(v, bool),
+    float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+}
+
+
 def _conform(value: Any, tp: Any, depth: int, item: bool = False) -> Any:
     """`value` as type `tp`, or _DROP when it cannot be. `item`: an object in a list, which
     is dropped whole when a required field is missing or mistyped (a payload's top level
@@ -99,54 +109,56 @@ def _conform(value: Any, tp: Any, depth: int, item: bool = False) -> Any:
     origin = typing.get_origin(tp)
     if tp is Any:
         return _plain(value, depth)
-    if tp is type(None):
-        return None if value is None else _DROP
-    if tp is bool:
-        return value if isinstance(value, bool) else _DROP
-    if tp is int:
-        return value if isinstance(value, int) and not isinstance(value, bool) else _DROP
-    if tp is float:
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        return value if ok else _DROP
+    if isinstance(tp, type) and tp in _SCALARS:
+        return value if _SCALARS[tp](value) else _DROP
     if tp is str:
         return value[:STRING_CAP] if isinstance(value, str) else _DROP
     if origin is Literal:
         return value if value in typing.get_args(tp) else _DROP
     if origin in (typing.Union, types.UnionType):
-        for option in typing.get_args(tp):
-            out = _conform(value, option, depth)
-            if out is not _DROP:
-                return out
-        return _DROP
+        outs = (_conform(value, option, depth) for option in typing.get_args(tp))
+        return next((out for out in outs if out is not _DROP), _DROP)
     if origin is list:
-        if not isinstance(value, list):
-            return _DROP
-        (of,) = typing.get_args(tp)
-        items = (_conform(v, of, depth + 1, item=True) for v in value[:LIST_CAP])
-        return [v for v in items if v is not _DROP]
+        return _conform_list(value, tp, depth)
     if origin is dict:
-        if not isinstance(value, dict):
-            return _DROP
-        _, of = typing.get_args(tp)
-        pairs = ((str(k)[:200], _conform(v, of, depth + 1, item=True))
-                 for k, v in list(value.items())[:LIST_CAP])
-        return {k: v for k, v in pairs if v is not _DROP}
+        return _conform_dict(value, tp, depth)
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            return _DROP
-        # Listed keys of the listed types only; a missing or mistyped one is left out
-        # (readers treat it as absent), the rest of the object stays.
-        fields: dict[str, Any] = {}
-        for name, (ftype, required) in _fields(tp).items():
-            conformed = _conform(value[name], ftype, depth + 1) if name in value else _DROP
-            if name == "code" and isinstance(value.get(name), str):
-                conformed = value[name][:CODE_CAP]
-            if conformed is not _DROP:
-                fields[name] = conformed
-            elif required and item:
-                return _DROP
-        return fields
+        return _conform_object(value, tp, depth, item)
     return _DROP
+
+
+def _conform_list(value: Any, tp: Any, depth: int) -> Any:
+    if not isinstance(value, list):
+        return _DROP
+    (of,) = typing.get_args(tp)
+    items = (_conform(v, of, depth + 1, item=True) for v in value[:LIST_CAP])
+    return [v for v in items if v is not _DROP]
+
+
+def _conform_dict(value: Any, tp: Any, depth: int) -> Any:
+    if not isinstance(value, dict):
+        return _DROP
+    _, of = typing.get_args(tp)
+    pairs = ((str(k)[:200], _conform(v, of, depth + 1, item=True))
+             for k, v in list(value.items())[:LIST_CAP])
+    return {k: v for k, v in pairs if v is not _DROP}
+
+
+def _conform_object(value: Any, tp: type, depth: int, item: bool) -> Any:
+    """A payload dataclass: listed keys of the listed types only; a missing or mistyped one
+    is left out (readers treat it as absent), the rest of the object stays."""
+    if not isinstance(value, dict):
+        return _DROP
+    fields: dict[str, Any] = {}
+    for name, (ftype, required) in _fields(tp).items():
+        conformed = _conform(value[name], ftype, depth + 1) if name in value else _DROP
+        if name == "code" and isinstance(value.get(name), str):
+            conformed = value[name][:CODE_CAP]
+        if conformed is not _DROP:
+            fields[name] = conformed
+        elif required and item:
+            return _DROP
+    return fields
 
 
 def _plain(value: Any, depth: int) -> Any:

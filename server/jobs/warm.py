@@ -103,11 +103,7 @@ def main() -> int:
     # would find server/web/errors.py.
     if sys.path and os.path.realpath(sys.path[0]) == os.path.dirname(os.path.realpath(__file__)):
         del sys.path[0]
-    p = argparse.ArgumentParser(prog="server/jobs/warm.py")
-    p.add_argument("--events-fd", type=int, required=True)
-    p.add_argument("--import", dest="imports", action="append", default=[])
-    p.add_argument("--warmup", action="store_true", help="compile a built-in snippet first")
-    args = p.parse_args()
+    args = _arguments()
     os.set_inheritable(args.events_fd, False)  # nothing the warm-up starts gets it
     for name in args.imports:
         importlib.import_module(name)
@@ -126,14 +122,7 @@ def main() -> int:
     os.dup2(null, 0)
     os.close(null)
     full_priority()
-    status = 0
-    try:
-        run(args.events_fd, [str(a) for a in request["argv"]])
-    except SystemExit as exc:
-        status = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-    except BaseException:  # noqa: BLE001 - reported like an uncaught exception would be
-        traceback.print_exc()
-        status = 1
+    status = run_status(args.events_fd, [str(a) for a in request["argv"]])
     # The job's output is complete: exit now. Interpreter teardown (torch's atexit hooks,
     # thread pools) takes seconds on a loaded host, and the server waits for the exit.
     for stream in (sys.stdout, sys.stderr):
@@ -142,6 +131,27 @@ def main() -> int:
         except (OSError, ValueError):
             pass
     os._exit(status)
+
+
+def _arguments() -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="server/jobs/warm.py")
+    p.add_argument("--events-fd", type=int, required=True)
+    p.add_argument("--import", dest="imports", action="append", default=[])
+    p.add_argument("--warmup", action="store_true", help="compile a built-in snippet first")
+    return p.parse_args()
+
+
+def run_status(events_fd: int, argv: list[str]) -> int:
+    """run(), and the exit status the job's command asked for (1 for an uncaught
+    exception, printed as the interpreter would)."""
+    try:
+        run(events_fd, argv)
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001 - reported like an uncaught exception would be
+        traceback.print_exc()
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

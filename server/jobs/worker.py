@@ -158,11 +158,6 @@ def run_job(
     fresh directory, and the back half, our code alone, replays source and capture from it
     and runs every stage after capture: its events are the trace. Without one (a custom
     WORKER_CMD), one sandbox runs the whole pipeline and every event is the snippet's.
-
-    With a pool, the front (or the one process) is a warm worker (server/jobs/pool.py) when one
-    is there, in the job directory and cgroup the pool made for it. With a shared kernel
-    cache (server/jobs/kcache.py) the process that compiles sees its entries and, once it is
-    over, what it built is verified or rebuilt and shared.
     """
     if job.cancel_requested():
         job.publish("error", cancelled(job), origin="server")
@@ -171,16 +166,10 @@ def run_job(
     warm = pool.take(job.request.options) if pool is not None else None
     jobdir, group = (warm.jobdir, warm.group) if warm is not None else new_job_dir(settings)
     split = settings.back_command is not None
-    compiles = "back" if split else "front"
     stages = asked(job.request.options)
     follow = FollowUps(job, store, stages) if stages else None
     try:
-        if (warm is None or warm.ready_at is None) and settings.early_source:
-            # A cold worker imports torch first; a warm one still warming up finishes that.
-            job.publish("source", early_source(job.request), origin="server")
-        _write_snippet(job, jobdir.phase("front"), settings.isolation)
-        if kcache is not None:
-            kcache.link_into(jobdir.phase(compiles))
+        compiling = _prepare(job, settings, jobdir, warm, kcache)
         front = run_phase(settings, jobdir, PhasePolicy.front(job) if split else
                           PhasePolicy.whole(job, follow),
                           lambda v: front_argv(settings, job, v, split=split), None, group,
@@ -190,20 +179,53 @@ def run_job(
         else:
             _after_front(job, store, settings, jobdir, group, front, follow,
                          warm.back if warm is not None else None)
-        if group is not None:
-            group.kill()
-        if kcache is not None:
-            # Its process is dead: files are data now; results only from our own back half.
-            kcache.promote(jobdir.phase(compiles), results=split)
+        _promote(kcache, group, compiling, split)
     finally:
-        if follow is not None and job.following:  # never left waiting for an event
-            follow.end("the job supervisor failed; see the server log")
-        if group is not None:
-            group.remove()
-        if warm is not None and warm.back is not None and warm.back.group is not None:
-            warm.back.group.kill()
-            warm.back.group.remove()
-        jobdir.remove()
+        _release(job, jobdir, group, warm, follow)
+
+
+def _promote(kcache: KernelCache | None, group: JobCgroup | None, compiling: Path,
+             split: bool) -> None:
+    """With every process of the job dead (its cgroup killed), what it compiled is data:
+    into the shared cache, results only from our own back half."""
+    if group is not None:
+        group.kill()
+    if kcache is not None:
+        kcache.promote(compiling, results=split)
+
+
+def _prepare(job: Job, settings: WorkerSettings, jobdir: JobDir, warm: WarmWorker | None,
+             kcache: KernelCache | None) -> Path:
+    """The job's directory made ready for its first process; returns the scratch of the
+    process that compiles (the back half's, or the one process's).
+
+    With a pool, the front (or the one process) is a warm worker (server/jobs/pool.py) when one
+    is there, in the job directory and cgroup the pool made for it. With a shared kernel
+    cache (server/jobs/kcache.py) the process that compiles sees its entries and, once it is
+    over, what it built is verified or rebuilt and shared.
+    """
+    compiling = jobdir.phase("back" if settings.back_command is not None else "front")
+    if (warm is None or warm.ready_at is None) and settings.early_source:
+        # A cold worker imports torch first; a warm one still warming up finishes that.
+        job.publish("source", early_source(job.request), origin="server")
+    _write_snippet(job, jobdir.phase("front"), settings.isolation)
+    if kcache is not None:
+        kcache.link_into(compiling)
+    return compiling
+
+
+def _release(job: Job, jobdir: JobDir, group: JobCgroup | None, warm: WarmWorker | None,
+             follow: FollowUps | None) -> None:
+    """Whatever became of the job: no follow-up left waiting, its cgroups and directory
+    gone (the warm back half's too)."""
+    if follow is not None and job.following:  # never left waiting for an event
+        follow.end("the job supervisor failed; see the server log")
+    if group is not None:
+        group.remove()
+    if warm is not None and warm.back is not None and warm.back.group is not None:
+        warm.back.group.kill()
+        warm.back.group.remove()
+    jobdir.remove()
 
 
 def _after_front(job: Job, store: Store, settings: WorkerSettings, jobdir: JobDir,
@@ -266,44 +288,58 @@ def run_phase(
     which are published into the job, with what origin, and when `done` goes out ahead of
     the follow-ups.
     """
-    job, iso, limits = policy.job, settings.isolation, settings.limits
+    job, limits = policy.job, settings.limits
     scratch = jobdir.phase(policy.name)
 
     with contextlib.ExitStack() as stack:
-        if warm is not None:
-            proc, stderr, events_r = warm.proc, warm.stderr, warm.events_r
-            stack.callback(stderr.close)
-            warm.hand(argv(warm.view)[1:])
-        else:
-            stderr = stack.enter_context(tempfile.TemporaryFile())
-            proc, events_r = _start_cold(settings, scratch, argv, group, stderr)
-        walk = not iso.tmpfs  # a tmpfs enforces the budget itself
+        proc, stderr, events_r = _start(stack, settings, scratch, argv, group, warm)
+        walk = not settings.isolation.tmpfs  # a tmpfs enforces the budget itself
         relay = Relay(job, limits, normalize, policy.take, lambda: walk and scratch_exceeded(
             jobdir.path, limits.scratch_mb * MiB), until_done=policy.publish)
         policy.own_stdout = lambda: relay.stdout_tail
         outcome = Outcome()
         try:
             assert proc.stdout is not None
-            if warm is not None and warm.ready_at is None:
-                # Still warming up: the job's wall clock starts once it is ready.
-                outcome = _await_ready(warm, job)
-            if deadline is None:
-                deadline = time.monotonic() + limits.wall_s
+            outcome, deadline = _await_start(warm, job, deadline, limits.wall_s)
             policy.deadline = deadline
             if outcome.reason is None:
                 outcome = relay.run(events_r, proc.stdout.fileno(), deadline)
         finally:
             os.close(events_r)
-            # After `done` or EOF the worker is exiting on its own: give it a moment (so
-            # its exit status, e.g. a signal, is its own); after a limit, kill at once.
-            stop(proc, settings.grace_s if outcome.reason is None else 0.0)
-            if group is not None:
-                group.kill()
-            if not iso.bubblewrap:
-                kill_strays(scratch)
-        assert deadline is not None
+            _stop_phase(settings, proc, outcome, group, scratch)
         return Phase(outcome, proc.returncode, _tail(stderr), relay.stdout_tail, policy.stages,
                      policy.trusted, policy.said, deadline)
+
+
+def _start(
+    stack: contextlib.ExitStack,
+    settings: WorkerSettings,
+    scratch: Path,
+    argv: Callable[[str], list[str]],
+    group: JobCgroup | None,
+    warm: WarmWorker | None,
+) -> tuple[subprocess.Popen[bytes], IO[bytes], int]:
+    """The phase's process (the warm one handed its command, or a cold one started now), the
+    file of its stderr (closed with `stack`) and the read end of its event channel."""
+    if warm is not None:
+        stack.callback(warm.stderr.close)
+        warm.hand(argv(warm.view)[1:])
+        return warm.proc, warm.stderr, warm.events_r
+    stderr = stack.enter_context(tempfile.TemporaryFile())
+    proc, events_r = _start_cold(settings, scratch, argv, group, stderr)
+    return proc, stderr, events_r
+
+
+def _stop_phase(settings: WorkerSettings, proc: subprocess.Popen[bytes], outcome: Outcome,
+                group: JobCgroup | None, scratch: Path) -> None:
+    """After `done` or EOF the worker is exiting on its own: give it a moment (so its exit
+    status, e.g. a signal, is its own); after a limit, kill at once. Then whatever it
+    started."""
+    stop(proc, settings.grace_s if outcome.reason is None else 0.0)
+    if group is not None:
+        group.kill()
+    if not settings.isolation.bubblewrap:
+        kill_strays(scratch)
 
 
 def _start_cold(
@@ -322,6 +358,14 @@ def _start_cold(
                              seccomp_fd)
         proc = launch.start(subprocess.DEVNULL, stderr, events_w)
     return proc, events_r
+
+
+def _await_start(warm: WarmWorker | None, job: Job, deadline: float | None,
+                 wall_s: float) -> tuple[Outcome, float]:
+    """A worker still warming up waited for, and the phase's deadline: `deadline`, or
+    `wall_s` from when the worker is ready."""
+    outcome = _await_ready(warm, job) if warm is not None and warm.ready_at is None else Outcome()
+    return outcome, deadline if deadline is not None else time.monotonic() + wall_s
 
 
 def _await_ready(warm: WarmWorker, job: Job) -> Outcome:
