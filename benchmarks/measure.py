@@ -24,6 +24,7 @@ import torch.utils._pytree as pytree
 
 from benchmarks import cases as case_table
 from benchmarks import models as model_table
+from benchmarks.inference import measure_inference
 from benchmarks.stages import measure_stages
 from benchmarks.timing import count_kernels, median_ms, sync
 from benchmarks.training import measure_training
@@ -355,5 +356,6 @@ def measure_overhead(name: str, settings: dict[str, Any]) -> dict[str, Any]:
 def measure(item: str, settings: dict[str, Any]) -> dict[str, Any]:
     kind, name = item.split(":", 1)
     fn = {"case": measure_case, "model": measure_model, "overhead": measure_overhead,
-          "stages": measure_stages, "train": measure_training}[kind]
+          "stages": measure_stages, "train": measure_training,
+          "infer": measure_inference}[kind]
     return fn(name, settings)

@@ -87,9 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
     names = args.models.split(",") if args.models else None
-    rows = [measure(m, args.device, args.size == "smoke") for m in train_table.by_name(names)]
-    if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=1))
+    rows: list[dict[str, Any]] = []
+    for m in train_table.by_name(names):
+        rows.append(measure(m, args.device, args.size == "smoke"))
+        if args.json:  # after every model: a run cut short keeps what it measured
+            Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
 
 

@@ -8,6 +8,7 @@
     python -m benchmarks --device cpu --size smoke --cases gelu_tanh,softmax --out -  # CI
     python -m benchmarks --only suite --cases softmax,cross_entropy --json OUT/bench.json
     python -m benchmarks --device cpu --only stages --out -   # compile stages per sample
+    python -m benchmarks --only infer --infer-models zoo --jobs 6   # GPU: bf16 inference
 
 Every item (a suite case, a model, an overhead probe) runs in its own process with a
 time limit, so a crash, a faulting kernel or a hang costs one row. `--jobs N` runs N items
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,7 @@ from typing import Any
 import torch
 
 from benchmarks import cases as case_table
+from benchmarks import inference as infer_table
 from benchmarks import models as model_table
 from benchmarks import training as train_table
 from benchmarks.measure import LOCK_ENV, measure
@@ -51,7 +54,7 @@ OVERHEADS = ["call_us", "graphs_chain10", "graphs_gpt2_block"]
 def _settings(args: argparse.Namespace) -> dict[str, Any]:
     return {"device": args.device, "size": args.size, "warmup": args.warmup, "rep": args.rep,
             "inductor": args.inductor, "max_autotune": args.max_autotune,
-            "reduce_overhead": args.reduce_overhead,
+            "reduce_overhead": args.reduce_overhead, "rounds": args.rounds,
             "ks_options": json.loads(args.ks_options)}
 
 
@@ -73,10 +76,14 @@ def items(args: argparse.Namespace) -> list[str]:
         out += [f"train:{m.name}" for m in train_table.by_name(wanted_train)]
     if "overhead" in only:
         out += [f"overhead:{n}" for n in OVERHEADS]
+    if "infer" in only:  # not in the default run: the zoo and timm in bf16 inference
+        wanted_infer = [n for n in args.infer_models.split(",") if n]
+        out += [f"infer:{m.name}" for m in infer_table.by_name(wanted_infer)]
     if "stages" in only:  # not in the default run: one process per sample
         out += [f"stages:{n}" for n in sample_names()]
     # Longest first, so that with --jobs N the models' compiles overlap the rest.
-    return sorted(out, key=lambda i: 0 if i.startswith(("model:", "train:")) else 1)
+    return sorted(out, key=lambda i: 0 if i.startswith(("model:", "train:", "infer:timm"))
+                  else 1)
 
 
 def _child_env(lock: str, scratch: str) -> dict[str, str]:
@@ -90,17 +97,20 @@ def _child_env(lock: str, scratch: str) -> dict[str, str]:
     return env
 
 
-def run_isolated(item: str, args: argparse.Namespace, lock: str) -> dict[str, Any]:
+def run_isolated(item: str, args: argparse.Namespace, lock: str, limit: float | None = None
+                 ) -> dict[str, Any]:
+    """One item in its own process, killed after `limit` s (default: --item-timeout)."""
     name = item.split(":", 1)[1]
+    limit = args.item_timeout if limit is None else limit
     with tempfile.TemporaryDirectory(prefix="ksbench-") as scratch:
         cmd = [sys.executable, "-m", "benchmarks.run", "--child", item,
                "--settings", json.dumps(_settings(args))]
         try:
             proc = subprocess.run(cmd, cwd=ROOT, env=_child_env(lock, scratch),
                                   stdout=subprocess.PIPE, text=True,
-                                  timeout=args.item_timeout, check=False)
+                                  timeout=limit, check=False)
         except subprocess.TimeoutExpired:
-            return {"item": item, "case": name, "failed": f"timed out after {args.item_timeout} s"}
+            return {"item": item, "case": name, "failed": f"timed out after {limit:.0f} s"}
     for line in proc.stdout.splitlines():
         if line.startswith(RESULT_TAG):
             return json.loads(line[len(RESULT_TAG):])
@@ -146,10 +156,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--size", choices=case_table.SIZES, default=None,
                    help="input sizes (default: gpu on cuda, cpu on the CPU)")
     p.add_argument("--only", default="",
-                   help="comma-separated: suite, models, train, overhead, stages")
+                   help="comma-separated: suite, models, train, overhead, stages, infer")
     p.add_argument("--cases", default="", help="suite cases (default: the device's suite)")
     p.add_argument("--models", default="", help="models (default: all six)")
     p.add_argument("--train-models", default="", help="training steps (default: all five)")
+    p.add_argument("--infer-models", default="",
+                   help="bf16 inference (--only infer): zoo and timm models, or the words "
+                        "zoo / timm (default: all)")
+    p.add_argument("--rounds", type=int, default=5,
+                   help="--only infer: interleaved timing rounds per column")
     p.add_argument("--out", default=str(ROOT / "docs" / "perf.md"),
                    help="Markdown file to append the dated section to; '-' for none")
     p.add_argument("--json", default=None, help="raw results, rewritten after every item")
@@ -167,8 +182,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--rep", type=int, default=100, help="ms of timed calls per timing")
     p.add_argument("--jobs", type=int, default=1, help="items compiling at once")
     p.add_argument("--item-timeout", type=int, default=300, help="seconds per item")
+    p.add_argument("--budget-s", type=int, default=0,
+                   help="seconds for the whole run: an item past it is killed, one not "
+                        "started is not run (rows say so); 0: no limit")
     p.add_argument("--no-isolate", dest="isolate", action="store_false",
                    help="run every item in this process (faster, less robust)")
+    p.add_argument("--render", default=None, metavar="JSON",
+                   help="print the Markdown section of a --json file (a run cut short) and "
+                        "exit")
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--settings", default=None, help=argparse.SUPPRESS)
     return p
@@ -179,6 +200,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.child:
         print(RESULT_TAG + json.dumps(measure(args.child, json.loads(args.settings))),
               flush=True)
+        return 0
+    if args.render:
+        data = json.loads(Path(args.render).read_text())
+        print(section(data["rows"], data["env"], data["peak_gbps"], data["settings"],
+                      f"rendered from {args.render}", args.title))
         return 0
     cuda = args.device.startswith("cuda")
     args.size = args.size or ("gpu" if cuda else "cpu")
@@ -196,10 +222,19 @@ def main(argv: list[str] | None = None) -> int:
     lock_file = tempfile.NamedTemporaryFile(prefix="ksbench-lock-", delete=False)
     lock_file.close()
 
+    deadline = time.monotonic() + args.budget_s if args.budget_s else None
+
     def one(item: str) -> None:
         print(f"-- {item}", file=sys.stderr, flush=True)
-        row = run_isolated(item, args, lock_file.name) if args.isolate \
-            else measure(item, _settings(args))
+        left = None if deadline is None else deadline - time.monotonic()
+        if left is not None and left < 10:
+            row = {"item": item, "case": item.split(":", 1)[1],
+                   "failed": f"not run: the run's --budget-s {args.budget_s} s was spent"}
+        elif args.isolate:
+            row = run_isolated(item, args, lock_file.name,
+                               None if left is None else min(args.item_timeout, left))
+        else:
+            row = measure(item, _settings(args))
         with done:
             rows[item] = row
             print(f"-- {item}: {'ok' if is_ok(row) else 'PROBLEM'}", file=sys.stderr,

@@ -187,6 +187,26 @@ def grad_check(loss: torch.Tensor, params: list[tuple[str, nn.Parameter]],
     return res
 
 
+def cuda_graphed() -> list[Any]:
+    """Kernelscope's CUDA-graphed runners alive in this process (runtime/graphs.py)."""
+    import gc
+
+    from kernelscope.compiler.runtime.graphs import CudaGraphed
+
+    # type(), not isinstance: a dead weak proxy among the objects raises on isinstance
+    return [o for o in gc.get_objects() if type(o) is CudaGraphed]
+
+
+def graph_summary(before: set[int]) -> dict[str, Any]:
+    """What the CUDA graphs made since `before` (ids of older ones) did: how many compiled
+    graphs were wrapped, recorded and replayed, and why the others ran plainly."""
+    graphs = [o.status() for o in cuda_graphed() if id(o) not in before]
+    why = sorted({w for g in graphs for w in [g["why_not"], *g["plain_runs"]]
+                  if w and not w.startswith("first call")})
+    return {"graphs": len(graphs), "recorded": sum(g["recorded"] for g in graphs),
+            "replays": sum(g["replays"] for g in graphs), "why_not": why[:6]}
+
+
 def measure_training(name: str, settings: dict[str, Any]) -> dict[str, Any]:
     from benchmarks.measure import columns, compiling, timing_lock
     from benchmarks.models import available
@@ -217,6 +237,7 @@ def measure_training(name: str, settings: dict[str, Any]) -> dict[str, Any]:
         cell: dict[str, Any] = {}
         try:
             torch._dynamo.reset()
+            before = {id(o) for o in cuda_graphed()}
             model = copy.deepcopy(base)
             params = list(model.parameters())
             step = step_fn(torch.compile(model, **kw), batch, loss_fn, device, params)
@@ -229,6 +250,8 @@ def measure_training(name: str, settings: dict[str, Any]) -> dict[str, Any]:
                                            ref_grads)
             with timing_lock():
                 cell["ms"] = median_ms(step, device, settings["warmup"], settings["rep"])
+            if label == "kernelscope_cg":
+                cell["cuda_graphs"] = graph_summary(before)
         except Exception as e:  # noqa: BLE001 - a failing backend is a cell, not a crash
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             cell["error"] = f"{type(e).__name__}: {first}"[:300]

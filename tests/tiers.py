@@ -61,6 +61,10 @@ SLOW: dict[str, str] = {
         "42 Hugging Face architectures, a training step each (about 30 s each)",
     "bench/test_bench_smoke.py": "every benchmark case at smoke size",
     "bench/test_train_smoke.py": "five architectures, a training step each",
+    "bench/test_infer_smoke.py::test_a_zoo_model_in_bf16_is_judged_timed_and_tabled":
+        "a zoo model compiled and timed in bf16 inference",
+    "bench/test_infer_smoke.py::test_a_wrong_output_fails_the_rule":
+        "a zoo model compiled and timed in bf16 inference",
     "bench/test_sweep_variants.py": "a rule sweep under the Triton interpreter",
     # The broad op-by-op checks against eager: the fast tier keeps core/test_native_lowerings.py.
     "core/test_correctness_semantics.py": "every semantics case on both backends",

@@ -64,3 +64,31 @@ def test_a_wrong_gradient_is_reported(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setattr(measure, "kernelscope", wrong)
     rc, rows = _run(tmp_path, "gpt2_small")
     assert rc == 1 and not rows[0]["kernelscope"]["check"]["ok"]
+
+
+def test_reduce_overhead_columns_are_written_and_shown(tmp_path: Path) -> None:
+    """--reduce-overhead adds Kernelscope with cuda_graphs (and Inductor's reduce-overhead):
+    its cell is checked and timed, carries what the CUDA graphs did (none off the GPU), and
+    the section's table shows the columns, from the run and from its --json file."""
+    pytest.importorskip("transformers")
+    out = tmp_path / "bench.json"
+    argv = ["--device", "cpu", "--size", "smoke", "--only", "train", "--train-models",
+            "gpt2_small", "--no-inductor", "--no-isolate", "--warmup", "1", "--rep", "3",
+            "--reduce-overhead", "--json", str(out)]
+    assert main([*argv, "--out", str(tmp_path / "perf.md")]) == 0
+    row, = json.loads(out.read_text())["rows"]
+    cell = row["kernelscope_cg"]
+    assert cell["check"]["ok"] and cell["ms"] > 0, cell
+    assert cell["cuda_graphs"] == {"graphs": 0, "recorded": 0, "replays": 0, "why_not": []}
+    for text in ((tmp_path / "perf.md").read_text(), _render(out)):
+        assert "| KS CUDA graphs ms |" in text and "0 of 0 recorded" in text, text
+
+
+def _render(path: Path) -> str:
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert main(["--render", str(path)]) == 0
+    return buf.getvalue()

@@ -90,6 +90,7 @@ def test_dependent_kernels_are_not_combined() -> None:
 
 
 SCRIPT = """import json, sys, torch
+from kernelscope.compiler import backend as kernelscope
 torch.manual_seed(0)
 def make():
     torch.manual_seed(0)
@@ -98,7 +99,7 @@ def make():
     return m, torch.optim.AdamW(m.parameters(), lr=1e-2)
 eager, opt_e = make()
 ours, opt_o = make()
-step = torch.compile(lambda: opt_o.step(), backend="kernelscope",
+step = torch.compile(lambda: opt_o.step(), backend=kernelscope,
                      options={{"backend": {backend!r}, "trace_dir": {trace!r}}})
 worst = 0.0
 for i in range(3):
@@ -119,8 +120,10 @@ def test_compiled_adamw_step_in_combo_kernels_matches_eager(backend: str, tmp_pa
     trace = tmp_path / "trace"
     script = tmp_path / "step.py"
     script.write_text(SCRIPT.format(backend=backend, trace=str(trace)))
-    env = {"PYTHONPATH": str(REPO), "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-           "HOME": os.environ.get("HOME", "/root"), "TRITON_INTERPRET": "1"}
+    # The caller's environment (a device host's PYTHONPATH names its wheels), this tree
+    # first; the backend is passed as the function, so no entry point need be installed.
+    path = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "TRITON_INTERPRET": "1"}
     proc = subprocess.run([sys.executable, str(script)], cwd=REPO, capture_output=True,
                           text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
