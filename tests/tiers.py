@@ -48,6 +48,8 @@ SLOW: dict[str, str] = {
         "a TORCH_TRACE log made by stock Inductor (C++ builds)",
     "core/test_torch_trace.py::test_an_unknown_record_of_a_real_log_is_shown_not_dropped":
         "the same log, with a record planted",
+    "core/test_torch_trace.py::test_the_logs_training_graphs_rebuild_as_they_run_eagerly":
+        "the fixture's log made by stock Inductor, then two graphs compiled by ours",
     "core/test_torch_trace.py::test_kernelscope_open_stores_a_log_as_a_trace":
         "the same log through kernelscope open",
     "core/test_backend.py::test_every_sample_through_the_named_backend":
@@ -114,6 +116,7 @@ SLOW: dict[str, str] = {
         "a run recorded by the real compiler, uploaded to the real server, in the browser "
         "(core/test_own_run.py and server/test_server_uploads.py keep the upload)",
     "server/test_server_e2e.py": "the server through the real compiler CLI",
+    "server/test_torch_trace_rebuild_api.py": "a logged graph compiled by the real compiler CLI",
     "server/test_server_kresults.py::test_a_repeated_job_reports_every_kernel_as_a_cache_hit":
         "two jobs through the real server and compiler (the in-process promotion tests stay)",
     "server/test_server_kcache.py::test_a_snippet_cannot_poison_what_a_later_job_loads":

@@ -172,6 +172,16 @@ class LogInfo:
     counted: dict[str, int] = field(default_factory=dict)  # timing events, tensor records
     unknown: list[LoggedRecord] = field(default_factory=list)  # records of no compile
     skipped_lines: int = 0
+    rebuild: list[Rebuildable] = field(default_factory=list)  # one per graph, in order
+
+
+@dataclass
+class Rebuildable:
+    """Whether Kernelscope can rebuild a logged graph and compile it (compiler/trace/
+    rebuild.py): `why_not` None, or the reason it cannot."""
+
+    graph: int
+    why_not: str | None = None
 
 
 @dataclass

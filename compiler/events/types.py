@@ -40,6 +40,7 @@ from kernelscope.compiler.events.front import (  # noqa: F401
     LoggedRecord,
     LogInfo,
     ModuleInfo,
+    Rebuildable,
     SnippetCall,
     Source,
     Versions,

@@ -34,6 +34,7 @@ from kernelscope.compiler.events import types as ev
 from kernelscope.compiler.events.check import event_errors
 from kernelscope.compiler.events.stage import SCHEMA_VERSION
 from kernelscope.compiler.trace.reader import Opened, TraceRefused
+from kernelscope.compiler.trace.rebuild import why_not
 from kernelscope.compiler.trace.torch_trace import LoggedCompile, LoggedRun, read_log
 
 ABSENT = ["lowering: our IR trees", "scheduling: fusion decisions", "memory: the buffer plan",
@@ -152,7 +153,9 @@ def _capture(run: LoggedRun, graphs: list[tuple[LoggedCompile, str, int]], main:
     log = ev.LogInfo(format="TORCH_TRACE", file=name, records=run.records,
                      torch=run.torch_version, absent=list(ABSENT), counted=dict(run.counted),
                      unknown=[_record(a) for a in run.unknown],
-                     skipped_lines=run.skipped_lines)
+                     skipped_lines=run.skipped_lines,
+                     rebuild=[ev.Rebuildable(g.id, why_not(dataclasses.asdict(g)))
+                              for g in captured])
     capture = ev.Capture(graphs=captured, graph_breaks=unique,
                          dynamo_graphs=sum(1 for c in run.compiles.values() if c.dynamo_graph),
                          compiles=compiles, log=log)

@@ -15,6 +15,13 @@ from kernelscope.compiler.compare.traces import diff_json
 from kernelscope.compiler.events.read import envelope
 from kernelscope.compiler.events.schema import json_schema
 from kernelscope.compiler.events.stage import FOLLOW_UPS, PARTS, SCHEMA_VERSION, STAGES, TERMINAL
+from kernelscope.compiler.trace.rebuild import (
+    against_log,
+    is_log_trace,
+    logged_graph,
+    snippet,
+    why_not,
+)
 from kernelscope.server.jobs import info
 from kernelscope.server.jobs.followups import states as follow_up_states
 from kernelscope.server.jobs.inputs import BadInput, entry_name_ok, parse_request
@@ -200,7 +207,29 @@ def trace_diff(a: str, b: str) -> Response:
     missing = a if left is None else b if right is None and b != "inductor" else None
     if missing is not None or left is None:
         raise ApiError(f"no trace {missing!r}", 404)
+    if right is not None and is_log_trace(right["events"]):
+        try:  # a rebuilt graph against Inductor's kernels for it, as the log holds them
+            return jsonify(against_log(left["events"], right["events"], b))
+        except ValueError as exc:
+            raise ApiError(str(exc)) from None
     return jsonify({"groups": diff_json(left["events"], right["events"] if right else None)})
+
+
+@bp.get("/traces/<trace_id>/graphs/<int:graph>/rebuild")
+def trace_graph_rebuild(trace_id: str, graph: int) -> Response:
+    """A logged graph of a TORCH_TRACE log's trace as a snippet Kernelscope compiles (the
+    page then compiles it as any snippet: POST /api/compile), or why it cannot be."""
+    found = app_state().store.get(trace_id)
+    if found is None:
+        raise ApiError(f"no trace {trace_id!r}", 404)
+    logged = logged_graph(found["events"], graph)
+    if logged is None:
+        raise ApiError(f"trace {trace_id!r} has no logged graph {graph}", 404)
+    reason = why_not(logged)
+    if reason is not None:
+        raise ApiError(f"graph {graph} cannot be rebuilt: {reason}", 422)
+    return jsonify({"code": snippet(logged, trace_id), "graph": graph,
+                    "name": logged.get("name", "")})
 
 
 @bp.get("/schema")

@@ -4,7 +4,8 @@ It serves webui/ exactly where the real server does and answers the same API fro
 traces, so the UI can be tested without the compiler: the hand-written
 fixtures/softmax_block.json for any snippet, and the traces the compiler recorded
 (fixtures/record_fixtures.py: training, recompiles, add_relu, add_relu_nofusion, modules) for
-their own snippets, and GET /api/diff from the server's matcher (compiler/compare); those
+their own snippets, and GET /api/diff from the server's matcher (compiler/compare), and a
+TORCH_TRACE log's graph as a snippet from compiler/trace/rebuild.py; those
 are also stored traces under their names (`/t/training`), and
 `/t/inductor_lost` is add_relu with an Inductor follow-up that never came. A snippet
 that does not parse streams a `syntax` error; one containing `raise` streams its `source`
@@ -44,6 +45,7 @@ from pygments.lexers import CppLexer, PythonLexer
 from kernelscope.compiler.compare.traces import diff_json
 from kernelscope.compiler.events.schema import json_schema
 from kernelscope.compiler.events.stage import FOLLOW_UPS, PARTS, SCHEMA_VERSION, STAGES, TERMINAL
+from kernelscope.compiler.trace.rebuild import logged_graph, snippet, why_not
 from kernelscope.server.jobs.early import early_source
 from kernelscope.server.jobs.followups import states as follow_up_states
 from kernelscope.server.jobs.manager import JobRequest
@@ -444,6 +446,15 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
         right = None if b == "inductor" else traces.get(b) or abort(404)
         return jsonify({"groups": diff_json(left["events"],
                                             right["events"] if right else None)})
+
+    @app.get("/api/traces/<trace_id>/graphs/<int:graph>/rebuild")
+    def trace_graph_rebuild(trace_id: str, graph: int) -> Response:
+        found = traces.get(trace_id) or abort(404)
+        logged = logged_graph(found["events"], graph) or abort(404)
+        if why_not(logged) is not None:
+            return jsonify({"error": why_not(logged)}), 422  # type: ignore[return-value]
+        return jsonify({"code": snippet(logged, trace_id), "graph": graph,
+                        "name": logged.get("name", "")})
 
     @app.get("/api/traces/<trace_id>/follow-ups")
     def trace_follow_ups(trace_id: str) -> Response:

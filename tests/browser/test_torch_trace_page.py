@@ -54,3 +54,27 @@ def test_its_kernel_table_lists_every_call_of_every_graph(page: Page) -> None:
     expect(sin.locator("td").nth(0)).to_have_text("0/0 inference")
     expect(sin.locator("td").nth(2)).to_have_text("5")
     assert page_errors(page) == []
+
+
+def test_a_logged_graph_is_rebuilt_by_kernelscope_on_one_click(page: Page) -> None:
+    """The run panel says how many logged graphs Kernelscope can rebuild; a graph's button
+    puts its snippet (compiler/trace/rebuild.py, from the server) in the editor and compiles
+    it as any snippet is compiled (POST /api/compile, the job's stream), and the finished
+    trace links to its comparison with Inductor's kernels for that graph in the log."""
+    open_explorer(page, "/t/torch_trace")
+    rebuild = page.locator(".log-panel .log-rebuild")
+    expect(rebuild.locator("summary")).to_contain_text("4 of 4 logged graphs rebuildable")
+    row = rebuild.locator("tr[data-graph='0']")
+    expect(row).to_contain_text("0/0 inference")
+    with page.expect_request("**/api/compile") as posted:
+        row.locator("button.rebuild").click()
+    code = posted.value.post_data_json["code"]
+    assert code.startswith("# Rebuilt by Kernelscope from the TORCH_TRACE log of trace "
+                           "torch_trace, graph 0")
+    assert "torch.ops.aten.sin.default(arg0_1)" in code
+    expect(page.locator("body")).to_have_attribute("class", re.compile(r"^(?!.*running)"))
+    link = page.locator("#diff-inductor")
+    expect(link).to_be_visible()
+    expect(link).to_have_attribute("href", re.compile(r"^/diff/[^/]+/torch_trace$"))
+    assert page.evaluate("window.kernelscope.editor.code").startswith("# Rebuilt by")
+    assert page_errors(page) == []

@@ -45,6 +45,8 @@ export const getFollowUps = (id) =>
 // own Inductor follow-up): {groups: [{graph, nodes, a, b, how, a_ms, b_ms, a_bytes, b_bytes}]}.
 export const getDiff = (a, b) =>
   request("GET", `/api/diff/${encodeURIComponent(a)}/${encodeURIComponent(b)}`);
+export const getRebuild = (id, graph) =>
+  request("GET", `/api/traces/${encodeURIComponent(id)}/graphs/${graph}/rebuild`);
 export const startCompile = (code, options) => request("POST", "/api/compile", { code, options });
 export const uploadTrace = (files) => request("POST", "/api/traces", { files });
 

@@ -1,16 +1,20 @@
 // A trace opened from a TORCH_TRACE log of stock Inductor (compiler/trace/torch_trace_events.py):
 // where it came from, what a log does not hold (named, never made up), and each compile id
 // with its recompile reasons, cache hits and misses, compile-time metrics and every other
-// record of the log, an unknown one with its text. Pure rendering of `capture.log` and
-// `capture.compiles`.
+// record of the log, an unknown one with its text; and each logged graph (AOT forward,
+// backward or inference) with whether Kernelscope can rebuild it (`capture.log.rebuild`,
+// decided in compiler/trace/rebuild.py) and, where it can, the button that compiles it as a
+// snippet job (`onRebuild(graphId)`). Pure rendering of `capture.log`, `capture.compiles` and
+// `capture.graphs`.
 
 import { h, plural } from "./dom.js";
 
 const METRICS = [["entire_frame_compile_time_s", "frame"], ["backend_compile_time_s", "backend"],
   ["inductor_compile_time_s", "Inductor"], ["code_gen_time_s", "codegen"]];
 
-/** @param {any} capture the `capture` event's data */
-export function logSection(capture) {
+/** @param {any} capture the `capture` event's data
+ * @param {((graph: number) => void) | null} onRebuild compiles a logged graph with Kernelscope */
+export function logSection(capture, onRebuild = null) {
   const log = capture?.log;
   if (!log) return null;
   const compiles = capture.compiles ?? [];
@@ -26,7 +30,34 @@ export function logSection(capture) {
         h("tr", ["compile", "frame", "recompile reasons", "cache", "compile time", "other records"]
           .map((c) => h("th", c))),
         compiles.map(compileRow))),
+    rebuildSection(capture, onRebuild),
     (log.unknown ?? []).length ? records("records of no compile id", log.unknown) : null);
+}
+
+// How many logged graphs Kernelscope can rebuild, why not the others, and a button for each
+// one it can: the graph compiled by Kernelscope on inputs of its logged shapes and dtypes.
+function rebuildSection(capture, onRebuild) {
+  const verdicts = new Map((capture.log.rebuild ?? []).map((r) => [r.graph, r]));
+  const graphs = capture.graphs ?? [];
+  const able = graphs.filter((g) => verdicts.has(g.id) && !verdicts.get(g.id).why_not);
+  return h("details.log-rebuild", { open: true },
+    h("summary", `${able.length} of ${plural(graphs.length, "logged graph")} rebuildable by ` +
+      "Kernelscope", h("span.hint", " (static shapes, ATen ops: compiled by Kernelscope on " +
+      "inputs of the logged shapes and dtypes, then compared with Inductor's kernels for it)")),
+    h("table",
+      h("tr", ["graph", "nodes", "Kernelscope"].map((c) => h("th", c))),
+      graphs.map((g) => {
+        const v = verdicts.get(g.id);
+        const why = v ? v.why_not : "reopen the log: this trace predates rebuilds";
+        return h("tr", { dataset: { graph: String(g.id) } },
+          h("td", h("code", g.name)),
+          h("td.num", String((g.nodes ?? []).filter((n) => n.op === "call_function").length)),
+          h("td.wrap", why ? h("span.hint.rebuild-why", `not rebuildable: ${why}`)
+            : h("button.rebuild", { type: "button", disabled: !onRebuild,
+              title: "Compile this graph with Kernelscope: our IR, fusion decisions and buffer " +
+                "plan, then a comparison with Inductor's kernels for it",
+              onclick: () => onRebuild?.(g.id) }, "Rebuild with Kernelscope")));
+      })));
 }
 
 function compileRow(c) {

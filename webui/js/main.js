@@ -5,11 +5,12 @@
 // selections travel through one SelectionBus.
 
 import { getSamples, getHealth, getTrace, startCompile, jobEvents, cancelJob, highlight,
-  getSchema, getFollowUps } from "./api.js";
+  getSchema, getFollowUps, getRebuild } from "./api.js";
 import { Editor } from "./editor.js";
 import { loadCytoscape, libInfo } from "./libs.js";
 import { layoutOffThread } from "./graphlayout.js";
-import { Trace, graphView, graphLabels, loadStages, inductorOf, followUpsPending } from "./trace.js";
+import { Trace, graphView, graphLabels, loadStages, inductorOf, followUpsPending, rebuiltFrom }
+  from "./trace.js";
 /** @typedef {import("../types/events").StageEvent} StageEvent */
 import { SelectionBus, buildIndex, fromSourceLine, isEmpty } from "./provenance.js";
 import { makeTabs, makeSplitter, makeMaximise, toast, initTheme, notFound } from "./layout.js";
@@ -84,7 +85,7 @@ const banner = new ErrorBanner({ onLine: (line) => editor.revealLine(line) });
 const graphTabs = document.createElement("nav");
 graphTabs.className = "graph-tabs";
 graphTabs.hidden = true;
-const runPanel = new RunPanel();
+const runPanel = new RunPanel((traceId, graph) => rebuildGraph(traceId, graph));
 $("status-host").append(status.el, graphTabs, banner.el, runPanel.el);
 mountUpload($("share"), { onError: (err) => banner.show(err) });
 
@@ -325,8 +326,10 @@ function setShare(traceId) {
   link.hidden = !traceId || !state.permalink;
   link.value = traceId ? permalinkUrl(traceId) : "";
   const inductor = $("diff-inductor");
-  inductor.hidden = !traceId || !inductorOf(state.trace);
-  inductor.href = traceId ? `/diff/${traceId}/inductor` : "#";
+  const logged = rebuiltFrom(state.trace);  // a rebuilt graph: against the log's Inductor
+  inductor.hidden = !traceId || !(inductorOf(state.trace) || logged);
+  inductor.href = traceId ? `/diff/${traceId}/${logged ? encodeURIComponent(logged.trace)
+    : "inductor"}` : "#";
   const previous = $("diff-previous");
   previous.hidden = !traceId || !state.before || state.before === traceId;
   previous.href = previous.hidden ? "#" : `/diff/${state.before}/${traceId}`;
@@ -418,6 +421,21 @@ async function watchFollowUps() {
     show();
   }
   setShare(state.traceId);  // the Inductor diff link, once its event is here
+}
+
+// A logged graph of a TORCH_TRACE log's trace, rebuilt as a snippet by the server
+// (compiler/trace/rebuild.py) and compiled as any pasted snippet is: a sandboxed job.
+async function rebuildGraph(traceId, graph) {
+  let answer;
+  try {
+    answer = await getRebuild(traceId, graph);
+  } catch (err) {
+    toast(`Graph ${graph} cannot be rebuilt: ${err.message}`);
+    return;
+  }
+  editCopy();
+  editor.code = answer.code;
+  await compile();
 }
 
 function editCopy() {

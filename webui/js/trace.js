@@ -168,6 +168,14 @@ export function followUpsPending(trace) {
 }
 
 // Was Inductor asked for (the compile's options)?
+// The TORCH_TRACE log's trace and graph a rebuilt graph's snippet names on its first line
+// (the header compiler/trace/rebuild.py writes), or null.
+const REBUILT = /^# Rebuilt by Kernelscope from the TORCH_TRACE log of trace ([\w-]+), graph (\d+)$/m;
+export function rebuiltFrom(trace) {
+  const m = (trace.data("source")?.code ?? "").split("\n", 1)[0].match(REBUILT);
+  return m ? { trace: m[1], graph: Number(m[2]) } : null;
+}
+
 export function inductorAsked(trace) {
   return Boolean(trace.data("source")?.options?.inductor) || Boolean(inductorOf(trace));
 }

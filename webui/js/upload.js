@@ -91,8 +91,10 @@ export function versionNotice(recorded, server) {
 // The run panel under the status strip: what an opened run holds, its notices, and the
 // version notice (for any stored trace whose versions are not this server's).
 export class RunPanel {
-  constructor() {
+  // `onRebuild(traceId, graphId)`: compiles a logged graph of a TORCH_TRACE log's trace.
+  constructor(onRebuild = null) {
     this.el = h("div.run-panel", { hidden: true });
+    this.onRebuild = onRebuild;
   }
 
   reset() {
@@ -104,7 +106,8 @@ export class RunPanel {
   show(trace, source, serverVersions, capture = null) {
     const run = trace?.options?.recorded ?? null;
     const versions = versionNotice(run?.versions ?? source?.versions, serverVersions);
-    const log = logSection(capture);
+    const rebuild = this.onRebuild && trace?.id ? (g) => this.onRebuild(trace.id, g) : null;
+    const log = logSection(capture, rebuild);
     if (!run && !versions && !log) return this.reset();
     this.el.hidden = false;
     clear(this.el,

@@ -299,6 +299,7 @@ export interface LogInfo {
   counted?: Record<string, number>;
   unknown?: LoggedRecord[];
   skipped_lines?: number;
+  rebuild?: Rebuildable[];
 }
 
 export interface LoggedRecord {
@@ -430,6 +431,11 @@ export interface ProfileRow {
 export interface Read {
   buffer: string;
   index: string;
+}
+
+export interface Rebuildable {
+  graph: number;
+  why_not?: string | null;
 }
 
 export interface Rollup {
