@@ -53,7 +53,7 @@ def default_config() -> dict[str, Any]:
         "OUTPUT_LIMIT_MB": 16,  # worker stdout (the event stream)
         "EVENT_LIMIT_KB": 4096,  # one event
         "EVENT_COUNT_LIMIT": 1000,  # events per job
-        "TRACE_LIMIT_MB": 8,  # a job's events together: the stored trace
+        "TRACE_LIMIT_MB": 8,  # a stored trace's head, and each of its parts (a graph)
         "MAX_CODE_BYTES": 64 * 1024,
         "MAX_CONTENT_LENGTH": 1 << 20,
         "UPLOAD_LIMIT_MB": 32,  # POST /api/traces: a recorded run's files together

@@ -117,8 +117,9 @@ def _store_locally(files: list[tuple[str, bytes]] | Opened, db: str | None, serv
     database = db or default_database()
     try:
         if isinstance(files, Opened):  # a log: the trace limit a served trace has
-            done = within_limit(conformed(files), int(default_config()["TRACE_LIMIT_MB"]) << 20)
-            ident = open_store(database).put(done.code, done.options, done.events, True)
+            read = conformed(files)
+            done = within_limit(read, int(default_config()["TRACE_LIMIT_MB"]) << 20)
+            ident = open_store(database).put(read.code, read.options, done, True)
         else:
             ident, _ = store_files(open_store(database), files)
     except TraceRefused as e:

@@ -117,6 +117,10 @@ SLOW: dict[str, str] = {
         "(core/test_own_run.py and server/test_server_uploads.py keep the upload)",
     "server/test_server_e2e.py": "the server through the real compiler CLI",
     "server/test_torch_trace_rebuild_api.py": "a logged graph compiled by the real compiler CLI",
+    # The 14.2 MB GPT-2 step stored, served part by part and diffed on each store (13-18 s
+    # a case on a loaded host); the job path, upload and refusal tests stay fast.
+    "server/test_server_parts.py::test_a_big_trace_is_served_as_its_head_and_one_part_per_graph":
+        "the GPT-2 step through SQLite and PostgreSQL, read back whole and diffed",
     "server/test_server_kresults.py::test_a_repeated_job_reports_every_kernel_as_a_cache_hit":
         "two jobs through the real server and compiler (the in-process promotion tests stay)",
     "server/test_server_kcache.py::test_a_snippet_cannot_poison_what_a_later_job_loads":

@@ -6,8 +6,9 @@ the snippet writes to fd 1: data, never events). Out: events published on the `J
 they arrive, and an `Outcome` saying why reading stopped (`done`, a limit, or EOF).
 
 Limits enforced here: the wall clock, the scratch budget (polled), the worker's output
-(both pipes together), the size of one event, the number of events and the size of the
-whole trace, so one job can never make the server hold more than a few MiB for it.
+(both pipes together), the size of one event, the number of events and the trace as it
+will be stored (its head, and each graph's part: server/store/parts.py `Tally`), so one
+job can never make the server hold more than OUTPUT_LIMIT_MB for it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from kernelscope.compiler.events.read import Event, envelope
 from kernelscope.server.jobs.inputs import parse_event_line
 from kernelscope.server.jobs.manager import Job
 from kernelscope.server.sandbox.launch import Limits
+from kernelscope.server.store.parts import Tally, graph_bytes
 
 MiB = 1 << 20
 STDOUT_TAIL = 8000  # characters of the snippet's fd-1 output kept for the trace
@@ -51,7 +53,8 @@ class Outcome:
     """Why reading stopped: `done` arrived (its data), or a limit/EOF (reason)."""
 
     done: dict[str, Any] | None = None
-    # "timeout", "output", "scratch", "event", "events", "trace", or None for EOF
+    # "timeout", "output", "scratch", "event", "events", "trace" (its head), "part" (a
+    # graph's), or None for EOF
     reason: str | None = None
 
 
@@ -79,6 +82,12 @@ def parse_event(line: bytes) -> Event[dict[str, Any]] | None:
                  data if isinstance(data, dict) else {"value": data})
 
 
+def parse_sized(line: bytes) -> tuple[Event[dict[str, Any]] | None, dict[tuple[Any, str], int]]:
+    """`parse_event`, and what the event adds to each graph's part (`graph_bytes`)."""
+    event = parse_event(line)
+    return event, ({} if event is None else graph_bytes(event.stage, event.data))
+
+
 class Relay:
     """Moves one worker's events onto its Job, enforcing the limits above."""
 
@@ -101,7 +110,10 @@ class Relay:
         self.scratch_over = scratch_over
         self.read_bytes = 0
         self.count = len(job.events)
-        self.trace_bytes = sum(len(json.dumps(e)) for e in job.events)
+        self.tally = Tally(limits.trace_mb * MiB)
+        for e in job.events:
+            self.tally.line(len(json.dumps(e)))
+            self.tally.event(graph_bytes(envelope(e).stage, envelope(e).data))
         self.stdout_tail = ""
 
     def run(self, events_fd: int, stdout_fd: int | None, deadline: float) -> Outcome:
@@ -169,12 +181,14 @@ class Relay:
             # Every line counts toward the caps before it is parsed: one a process may only
             # say to be ignored (a second `done`, from a channel the snippet can write) is
             # parsed all the same, and cost the web tier seconds uncounted.
-            self.trace_bytes += len(line)
-            if self.trace_bytes > self.limits.trace_mb * MiB:
+            if not self.tally.line(len(line)):
                 return Outcome(reason="trace")
-            event = parse_event(line) if len(line) < OFF_LOOP_BYTES else off_loop(parse_event, line)
+            event, sizes = parse_sized(line) if len(line) < OFF_LOOP_BYTES \
+                else off_loop(parse_sized, line)
             if event is None:
                 continue
+            if self.tally.event(sizes) is not None:
+                return Outcome(reason="part")
             if event.stage == "done" and self.until_done:
                 return Outcome(done=event.data)
             if self.count >= self.limits.events:

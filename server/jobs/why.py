@@ -73,11 +73,14 @@ def _stopped_by_us(reason: str | None, limits: Limits, during: str) -> tuple[str
         )
     if reason == "output":
         return "sandbox", f"Stopped: the job printed more than {limits.output_mb} MiB of output"
-    if reason in ("event", "events", "trace"):
+    if reason in ("event", "events", "trace", "part"):
         what = {
             "event": f"an event larger than {limits.event_kb} KiB",
             "events": f"more than {limits.events} events",
-            "trace": f"a trace larger than {limits.trace_mb} MiB",
+            "trace": f"a trace whose head (its events but its graphs) is larger than "
+                     f"{limits.trace_mb} MiB (TRACE_LIMIT_MB)",
+            "part": f"a graph larger than {limits.trace_mb} MiB (TRACE_LIMIT_MB: a big "
+                    "trace is stored one graph at a time, each within it)",
         }[reason]
         return "sandbox", f"Stopped: the worker sent {what} ({during})"
     if reason == "scratch":

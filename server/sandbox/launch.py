@@ -62,7 +62,7 @@ class Limits:
     output_mb: int = 16
     event_kb: int = 4096  # one event (one NDJSON line)
     events: int = 1000  # events per job
-    trace_mb: int = 8  # all of a job's events together, as stored
+    trace_mb: int = 8  # a stored trace's head, and each of its parts (a graph)
     tcp_mb: int = 256  # socket buffers (cgroup v1 kmem.tcp; v2 counts them in memory)
 
     @classmethod

@@ -7,6 +7,7 @@ queue worker can share one database. One table:
     traces(id text primary key, created timestamptz, ok boolean,
            code text, options jsonb, events text)
     follow_ups(trace_id text, stage text, seq integer, event text)  -- after `done`
+    trace_parts(trace_id text, key text, body text)  -- a big trace's parts (parts.py)
 
 `events` is stored as the JSON text that streamed (jsonb would reorder keys and reject
 NaN), `options` as jsonb so it can be queried. Rows are only inserted, with `ON CONFLICT
@@ -28,7 +29,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from kernelscope.compiler.events.read import envelope
-from kernelscope.server.store.rows import StoreUnavailable, TraceRows, stamped
+from kernelscope.server.store.parts import Split
+from kernelscope.server.store.rows import StoreUnavailable, TraceRows, prepared
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS traces (
@@ -45,6 +47,12 @@ CREATE TABLE IF NOT EXISTS follow_ups (
     seq      integer NOT NULL,
     event    text NOT NULL,
     PRIMARY KEY (trace_id, stage)
+);
+CREATE TABLE IF NOT EXISTS trace_parts (
+    trace_id text NOT NULL,
+    key      text NOT NULL,
+    body     text NOT NULL,
+    PRIMARY KEY (trace_id, key)
 )
 """
 MIGRATION_LOCK = 0x6B73_7472  # pg_advisory_xact_lock key: "kstr"
@@ -84,11 +92,16 @@ class PostgresTraceStore(TraceRows):
             raise StoreUnavailable(f"PostgreSQL: {str(exc).strip()[:200]}") from exc
 
     def put(
-        self, code: str, options: dict[str, Any], events: list[dict[str, Any]], ok: bool
+        self, code: str, options: dict[str, Any], events: list[dict[str, Any]] | Split,
+        ok: bool,
     ) -> str:
-        ident, stored = stamped(code, options, events)
+        ident, stored, parts = prepared(code, options, events)
         try:
-            with self._connect() as conn:
+            with self._connect() as conn, conn.transaction():
+                conn.cursor().executemany(
+                    "INSERT INTO trace_parts (trace_id, key, body) VALUES (%s, %s, %s)"
+                    " ON CONFLICT (trace_id, key) DO NOTHING",
+                    [(ident, key, body) for key, body in parts.items()])
                 conn.execute(
                     "INSERT INTO traces (id, created, ok, code, options, events)"
                     " VALUES (%s, %s, %s, %s, %s::jsonb, %s) ON CONFLICT (id) DO NOTHING",

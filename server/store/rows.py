@@ -2,7 +2,9 @@
 
 A trace is its row (the events through `done`, never updated) and the events of its
 follow-ups (server/jobs/followups.py), rows of their own appended after `done`; its id is
-derived from the trace as it was at `done`.
+derived from the trace as it was at `done`. A big trace's row holds its head and each of
+its parts is a row of `trace_parts` (server/store/parts.py), written before the trace's
+row in the same transaction: a trace that exists has all its parts.
 
 In: a finished trace (code, options, events). Out: its id (`trace_id`, the same on every
 host and store) and, for a SQL store, the queries that read it back (`TraceRows`). The
@@ -20,6 +22,7 @@ import string
 from typing import Any, Protocol
 
 from kernelscope.compiler.events.read import envelope
+from kernelscope.server.store.parts import Split, assemble, digests, split_if_big, valid_key
 
 ALPHABET = string.digits + string.ascii_letters
 ID_LENGTH = 12
@@ -46,15 +49,36 @@ def trace_id(code: str, options: dict[str, Any], events: list[dict[str, Any]]) -
     return base62(hashlib.sha256(blob.encode()).digest())[:ID_LENGTH]
 
 
-def stamped(code: str, options: dict[str, Any], events: list[dict[str, Any]]
-            ) -> tuple[str, list[dict[str, Any]]]:
+def split_id(code: str, options: dict[str, Any], parted: Split) -> str:
+    """A split trace's id: base62(sha256(code, options, the head's events and each part's
+    sha256)), as `trace_id` is of a whole one."""
+    return trace_id(code, options, [*parted.head, {"parts": digests(parted)}])
+
+
+def stamped(code: str, options: dict[str, Any], events: list[dict[str, Any]],
+            ident: str | None = None) -> tuple[str, list[dict[str, Any]]]:
     """A finished trace's id, and its events as stored: `done` carries the id."""
-    ident = trace_id(code, options, events)
+    ident = ident or trace_id(code, options, events)
     stored = [dict(e) for e in events]
     last = envelope(stored[-1]) if stored else None
     if last is not None and last.stage == "done":
         stored[-1] = {**stored[-1], "data": {**last.data, "trace_id": ident}}
     return ident, stored
+
+
+def prepared(code: str, options: dict[str, Any], events: list[dict[str, Any]] | Split
+             ) -> tuple[str, list[dict[str, Any]], dict[str, str]]:
+    """What a store writes for a finished trace: its id, its row's events (`done` stamped)
+    and its parts' texts (none for a trace stored whole)."""
+    parted = events if isinstance(events, Split) else split_if_big(events)
+    if parted is None:
+        assert isinstance(events, list)
+        return (*stamped(code, options, events), {})
+    bad = [k for k in parted.parts if not valid_key(k)]
+    if bad:
+        raise ValueError(f"not a part key: {bad[0][:80]!r}")
+    ident, head = stamped(code, options, parted.head, split_id(code, options, parted))
+    return ident, head, parted.parts
 
 
 class TraceRows:
@@ -80,6 +104,18 @@ class TraceRows:
             return list(conn.execute(sql.replace("?", self.marker), params).fetchall())
 
     def get(self, ident: str) -> dict[str, Any] | None:
+        """The whole trace, a split one's parts put back in place of their stubs."""
+        found = self.head(ident)
+        if found is None or not found.pop("parts"):
+            return found
+        texts = [r[0] for r in self._all("SELECT body FROM trace_parts WHERE trace_id = ?"
+                                         " ORDER BY key", (ident,))]
+        found["events"] = assemble(found["events"], {str(i): t for i, t in enumerate(texts)})
+        return found
+
+    def head(self, ident: str) -> dict[str, Any] | None:
+        """The trace as stored in its row: a split trace's head, `parts` its part keys with
+        their sizes in bytes (empty for a trace stored whole)."""
         if not ID_PATTERN.match(ident):
             return None
         row = self._row(f"SELECT id, created, ok, code, {self.options_column}, events "
@@ -95,7 +131,18 @@ class TraceRows:
             "code": row[3],
             "options": json.loads(row[4]),
             "events": [*json.loads(row[5]), *(json.loads(r[0]) for r in later)],
+            "parts": {str(r[0]): int(r[1]) for r in self._all(
+                "SELECT key, length(body) FROM trace_parts WHERE trace_id = ? ORDER BY key",
+                (ident,))},
         }
+
+    def part(self, ident: str, key: str) -> str | None:
+        """One part's JSON text, as stored."""
+        if not ID_PATTERN.match(ident) or not valid_key(key):
+            return None
+        row = self._row("SELECT body FROM trace_parts WHERE trace_id = ? AND key = ?",
+                        (ident, key))
+        return None if row is None else str(row[0])
 
     def exists(self, ident: str) -> bool:
         if not ID_PATTERN.match(ident):
@@ -112,15 +159,29 @@ class Store(Protocol):
     server/store/postgres.py)."""
 
     def put(
-        self, code: str, options: dict[str, Any], events: list[dict[str, Any]], ok: bool
-    ) -> str: ...
+        self, code: str, options: dict[str, Any], events: list[dict[str, Any]] | Split,
+        ok: bool,
+    ) -> str:
+        """Store a finished trace: whole, or in parts when it is big (server/store/parts.py),
+        or in the parts a `Split` already holds (an upload child's, never decoded here)."""
+        ...
 
     def add_follow_up(self, ident: str, event: dict[str, Any]) -> None:
         """Append a follow-up's event (one per stage: a second one is ignored) to a stored
         trace; `get` returns it after `done`."""
         ...
 
-    def get(self, ident: str) -> dict[str, Any] | None: ...
+    def get(self, ident: str) -> dict[str, Any] | None:
+        """The whole trace `{id, created, ok, code, options, events}`."""
+        ...
+
+    def head(self, ident: str) -> dict[str, Any] | None:
+        """The trace's row: `get`'s answer with a split trace's stubs, and `parts`."""
+        ...
+
+    def part(self, ident: str, key: str) -> str | None:
+        """A split trace's part (JSON text)."""
+        ...
 
     def exists(self, ident: str) -> bool: ...
 

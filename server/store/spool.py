@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from kernelscope.compiler.events.read import envelope
-from kernelscope.server.store.rows import ID_PATTERN, Store, StoreUnavailable, stamped
+from kernelscope.server.store.parts import Split, assemble, valid_key
+from kernelscope.server.store.rows import ID_PATTERN, Store, StoreUnavailable, prepared
 
 log = logging.getLogger(__name__)
 RETRY_S = 2.0
@@ -43,16 +44,19 @@ class SpoolingStore:
         return sorted(p.stem for p in self.folder.glob("*.json"))
 
     def put(
-        self, code: str, options: dict[str, Any], events: list[dict[str, Any]], ok: bool
+        self, code: str, options: dict[str, Any], events: list[dict[str, Any]] | Split,
+        ok: bool,
     ) -> str:
         self.flush()
         try:
             return self.inner.put(code, options, events, ok)
         except StoreUnavailable as exc:
-            ident, stored = stamped(code, options, events)
+            ident, stored, parts = prepared(code, options, events)
+            raw = events if isinstance(events, list) else \
+                {"head": events.head, "parts": events.parts}
             record = {"id": ident, "created": datetime.now(UTC).isoformat(timespec="seconds"),
                       "ok": ok, "code": code, "options": options, "events": stored,
-                      "raw_events": events}  # fmt: skip
+                      "parts": parts, "raw_events": raw}  # fmt: skip
             tmp = self.folder / f".{ident}.tmp"
             tmp.write_text(json.dumps(record))
             os.replace(tmp, self.folder / f"{ident}.json")
@@ -81,19 +85,41 @@ class SpoolingStore:
                 continue
         return out
 
-    def get(self, ident: str) -> dict[str, Any] | None:
-        self.flush()
+    def _spooled(self, ident: str) -> dict[str, Any] | None:
         if not ID_PATTERN.match(ident):
-            return self.inner.get(ident)
-        path = self.folder / f"{ident}.json"
+            return None
         try:
-            record: dict[str, Any] | None = json.loads(path.read_text())
+            record: dict[str, Any] = json.loads((self.folder / f"{ident}.json").read_text())
         except (OSError, ValueError):
-            record = None
-        if record is not None:
-            record.pop("raw_events", None)
+            return None
+        record.pop("raw_events", None)
+        record.setdefault("parts", {})
+        return record
+
+    def get(self, ident: str) -> dict[str, Any] | None:
+        return self._read(ident, whole=True)
+
+    def head(self, ident: str) -> dict[str, Any] | None:
+        return self._read(ident, whole=False)
+
+    def part(self, ident: str, key: str) -> str | None:
+        self.flush()
+        record = self._spooled(ident)
+        if record is None:
+            return self.inner.part(ident, key)
+        text = record["parts"].get(key) if valid_key(key) else None
+        return text if isinstance(text, str) else None
+
+    def _read(self, ident: str, whole: bool) -> dict[str, Any] | None:
+        """A trace spooled or stored, its spooled follow-ups added: whole, or its head."""
+        self.flush()
+        record = self._spooled(ident)
+        if record is not None and whole:
+            record["events"] = assemble(record["events"], record.pop("parts"))
+        elif record is not None:
+            record["parts"] = {k: len(v) for k, v in record["parts"].items()}
         else:
-            record = self.inner.get(ident)
+            record = self.inner.get(ident) if whole else self.inner.head(ident)
         if record is not None:
             have = {envelope(e).stage for e in record["events"]}
             later = [e for e in self._spooled_follow_ups(ident) if envelope(e).stage not in have]
@@ -135,7 +161,7 @@ class SpoolingStore:
             self._next_try = now + RETRY_S
             written = self._drain(
                 self.folder.glob("*.json"), "trace",
-                lambda r: self.inner.put(r["code"], r["options"], r["raw_events"],
+                lambda r: self.inner.put(r["code"], r["options"], _raw(r["raw_events"]),
                                          bool(r["ok"])))
             # A follow-up once its trace is in the database (one whose trace is still
             # spooled waits with it).
@@ -148,3 +174,8 @@ class SpoolingStore:
         if written:
             log.info("wrote %d spooled traces to the database", written)
         return written
+
+
+def _raw(raw: Any) -> list[dict[str, Any]] | Split:
+    """What `put` was given: the events, or a Split as {"head", "parts"}."""
+    return Split(raw["head"], raw["parts"]) if isinstance(raw, dict) else list(raw)

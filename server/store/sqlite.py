@@ -1,7 +1,8 @@
 """The permalink store: finished traces in SQLite, under content-derived ids.
 
 In: a finished job (code, options, every event). Out: its trace id, and later the trace
-JSON `{id, created, code, options, events}` for `/api/traces/<id>` and `/t/<id>`.
+JSON `{id, created, code, options, events}` for `/api/traces/<id>` and `/t/<id>`; a big
+trace as its head and parts (server/store/parts.py), each part a row of `trace_parts`.
 
 One connection per call (SQLite connections must not cross threads), WAL mode so readers
 never block the writer, `synchronous=FULL` so a stored trace survives a crash. Rows are
@@ -21,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from kernelscope.compiler.events.read import envelope
+from kernelscope.server.store.parts import Split
 from kernelscope.server.store.postgres import PostgresTraceStore
-from kernelscope.server.store.rows import ID_PATTERN, Store, TraceRows, stamped, trace_id
+from kernelscope.server.store.rows import ID_PATTERN, Store, TraceRows, prepared, trace_id
 
 __all__ = ["ID_PATTERN", "Store", "TraceStore", "is_url", "open_store", "trace_id"]
 
@@ -41,6 +43,12 @@ CREATE TABLE IF NOT EXISTS follow_ups (
     seq      INTEGER NOT NULL,
     event    TEXT NOT NULL,
     PRIMARY KEY (trace_id, stage)
+);
+CREATE TABLE IF NOT EXISTS trace_parts (
+    trace_id TEXT NOT NULL,
+    key      TEXT NOT NULL,
+    body     TEXT NOT NULL,
+    PRIMARY KEY (trace_id, key)
 );
 """
 
@@ -69,17 +77,24 @@ class TraceStore(TraceRows):
             conn.close()
 
     def put(
-        self, code: str, options: dict[str, Any], events: list[dict[str, Any]], ok: bool
+        self, code: str, options: dict[str, Any], events: list[dict[str, Any]] | Split,
+        ok: bool,
     ) -> str:
-        """Store a finished trace. `events` ends with `done`, whose trace_id is filled in."""
-        ident, stored = stamped(code, options, events)
+        """Store a finished trace. `events` ends with `done`, whose trace_id is filled in;
+        a big one's parts are written first, in the same transaction."""
+        ident, stored, parts = prepared(code, options, events)
         created = datetime.now(UTC).isoformat(timespec="seconds")
         with self._connect() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(
+                "INSERT OR IGNORE INTO trace_parts (trace_id, key, body) VALUES (?, ?, ?)",
+                [(ident, key, body) for key, body in parts.items()])
             conn.execute(
                 "INSERT OR IGNORE INTO traces (id, created, ok, code, options, events)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (ident, created, int(ok), code, json.dumps(options), json.dumps(stored)),
             )
+            conn.execute("COMMIT")
         return ident
 
     def add_follow_up(self, ident: str, event: dict[str, Any]) -> None:

@@ -32,6 +32,7 @@ from kernelscope.server.jobs.manager import (
     OverQuota,
     QueueUnavailable,
 )
+from kernelscope.server.store.parts import is_stub
 from kernelscope.server.store.rows import StoreUnavailable
 from kernelscope.server.web import highlight as hl
 from kernelscope.server.web.appstate import app_state
@@ -179,17 +180,45 @@ def job_events_ndjson(job_id: str) -> Response:
 
 @bp.get("/traces/<trace_id>")
 def trace(trace_id: str) -> Response:
-    found = app_state().store.get(trace_id)
+    """The trace as stored in its row: whole, or a big trace's head with `parts` (each part's
+    key and size; its graphs' entries are stubs naming their part)."""
+    found = app_state().store.head(trace_id)
     if found is None:
         raise ApiError(f"no trace {trace_id!r}", 404)
     return jsonify({**found, "follow_ups": follow_up_states(found)})
+
+
+@bp.get("/traces/<trace_id>/parts/<key>")
+def trace_part(trace_id: str, key: str) -> Response:
+    """One part of a big trace, `{"graphs": {stage: [entry, ...]}}`, as stored (never
+    decoded here); content-addressed, so it may be cached for good."""
+    text = app_state().store.part(trace_id, key)
+    if text is None:
+        raise ApiError(f"trace {trace_id!r} has no part {key[:80]!r}", 404)
+    return Response(text, mimetype="application/json",
+                    headers={"Cache-Control": "public, max-age=31536000, immutable"})
+
+
+@bp.get("/traces/<trace_id>/graphs/<int:gid>")
+def trace_graph(trace_id: str, gid: int) -> Response:
+    """The part that holds graph `gid` of a big trace (its capture stub names it)."""
+    found = app_state().store.head(trace_id)
+    if found is None:
+        raise ApiError(f"no trace {trace_id!r}", 404)
+    capture: dict[str, Any] = next((envelope(e).data for e in found["events"]
+                                    if envelope(e).stage == "capture"), {})
+    key = next((g.get("part") for g in capture.get("graphs") or []
+                if is_stub(g) and g.get("id") == gid), None)
+    if key is None:
+        raise ApiError(f"trace {trace_id!r} has no graph {gid} stored apart", 404)
+    return trace_part(trace_id, str(key))
 
 
 @bp.get("/traces/<trace_id>/follow-ups")
 def trace_follow_ups(trace_id: str) -> Response:
     """What a page polls after `done`: each follow-up's state and the events stored after
     `done` (small, where the whole trace can be megabytes)."""
-    found = app_state().store.get(trace_id)
+    found = app_state().store.head(trace_id)
     if found is None:
         raise ApiError(f"no trace {trace_id!r}", 404)
     events = found["events"]

@@ -15,8 +15,10 @@ are read. Checking takes about a second of CPU per MiB, so the server pays none 
 upload first takes one of `UPLOAD_SLOTS` (503 beyond), then its raw body is streamed, never
 parsed here, to a child process (`python -m kernelscope.server.web.upload_child`) with a
 wall clock, CPU and memory limit, which decodes it, opens the files, caps the notices and
-refuses a trace over `TRACE_LIMIT_MB`; the web tier, whose streams share one process,
-only waits. Nothing stored before is touched: the store only ever inserts.
+splits a big trace into its head and one part per graph (server/store/parts.py), refusing
+a head or a part over `TRACE_LIMIT_MB`; the web tier, whose streams share one process,
+only waits, decodes the head and stores the parts' text as the child wrote it. Nothing
+stored before is touched: the store only ever inserts.
 """
 
 from __future__ import annotations
@@ -37,11 +39,11 @@ from flask import Blueprint, Response, current_app, jsonify, request
 from flask.blueprints import BlueprintSetupState
 from werkzeug.exceptions import RequestEntityTooLarge
 
-from kernelscope.compiler.events.read import data_as, envelope
-from kernelscope.compiler.events.types import Capture
+from kernelscope.compiler.events.read import envelope
 from kernelscope.compiler.trace.reader import MAX_FILES, Opened, TraceRefused, open_files
 from kernelscope.server.jobs.relay import off_loop
 from kernelscope.server.jobs.trust import SNIPPET_STAGES, conform_data
+from kernelscope.server.store.parts import Split, split_if_big, valid_key
 from kernelscope.server.store.rows import Store
 from kernelscope.server.web.appstate import app_state
 from kernelscope.server.web.errors import ApiError
@@ -80,16 +82,20 @@ def conformed(opened: Opened) -> Opened:
     return Opened(opened.code, opened.options, events, opened.notices)
 
 
-def within_limit(opened: Opened, limit: int) -> Opened:
-    """The trace, if its events fit in `limit` bytes (the server's TRACE_LIMIT_MB, the same
-    cap a job's trace has); TraceRefused says by how much not."""
-    size = len(json.dumps(opened.events))
+def within_limit(opened: Opened, limit: int) -> list[dict[str, Any]] | Split:
+    """The trace as the store takes it (whole, or a big one in parts, one per graph) if it
+    and each of its parts fit in `limit` bytes (the server's TRACE_LIMIT_MB, the same cap a
+    job's trace has); TraceRefused names what does not, and by how much."""
+    parted = split_if_big(opened.events)
+    what, size = parted.largest() if parted else ("head", len(json.dumps(opened.events)))
     if size > limit:
+        name = "the opened trace" if parted is None else \
+            "its head (the events but the graphs)" if what == "head" else f"its part {what}"
         raise TraceRefused(
-            f"the opened trace is {size / (1 << 20):.1f} MiB, over this server's trace limit "
-            f"of {limit / (1 << 20):.0f} MiB (TRACE_LIMIT_MB): a trace is not stored in parts "
-            "here; record fewer compiles (a smaller model or fewer steps)")
-    return opened
+            f"{name} is {size / (1 << 20):.1f} MiB, over this server's trace limit of "
+            f"{limit / (1 << 20):.0f} MiB (TRACE_LIMIT_MB; a big trace is stored one graph "
+            "at a time, each within it): record fewer compiles or a smaller model")
+    return parted if parted is not None else opened.events
 
 
 def checked_files(body: Any) -> list[tuple[str, bytes]]:
@@ -125,19 +131,28 @@ def _limits(cpu_s: int, memory_mb: int) -> Callable[[], None]:
 class ChildLimits:
     timeout_s: float
     memory_mb: int
-    trace_bytes: int  # the largest opened trace (TRACE_LIMIT_MB)
+    trace_bytes: int  # the largest head or part of an opened trace (TRACE_LIMIT_MB)
+
+    @property
+    def answer_bytes(self) -> int:
+        """The child's whole answer: a head and parts, at most ANSWER_PARTS limits' worth."""
+        return ANSWER_PARTS * self.trace_bytes + (4 << 20)
 
 
-def open_in_child(body: IO[bytes], limits: ChildLimits, repo_dir: str) -> Opened:
+ANSWER_PARTS = 4  # an upload's trace: at most this many TRACE_LIMIT_MB in all
+
+
+def open_in_child(body: IO[bytes], limits: ChildLimits, repo_dir: str
+                  ) -> tuple[Opened, list[dict[str, Any]] | Split]:
     """server/web/upload_child.py on the request body, streamed to it as it arrives (in a
     child process started in the checkout, whose kernelscope/ comes first on its path:
-    nothing else can shadow it)."""
+    nothing else can shadow it): the opened trace, and what the store takes of it."""
     proc = subprocess.Popen([*OPENER, str(limits.trace_bytes)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=repo_dir,
                             preexec_fn=_limits(int(limits.timeout_s) + 1, limits.memory_mb))
     deadline = time.monotonic() + limits.timeout_s
     try:
-        raw = _pump(proc, body, deadline, limits.trace_bytes + (4 << 20))
+        raw = _pump(proc, body, deadline, limits.answer_bytes)
     except _TooLong:
         raise ApiError(f"opening the trace took longer than {limits.timeout_s:.0f} s",
                        413) from None
@@ -146,15 +161,19 @@ def open_in_child(body: IO[bytes], limits: ChildLimits, repo_dir: str) -> Opened
                        413) from None
     finally:
         _end(proc)
+    lines = raw.split(b"\n")
     try:
-        answer = off_loop(json.loads, raw)  # up to TRACE_LIMIT_MB: off the event loop
-    except ValueError:
+        answer = off_loop(json.loads, lines[0])  # up to TRACE_LIMIT_MB: off the event loop
+        keys = [str(k) for k in answer.get("parts", []) if valid_key(str(k))]
+        parts = {k: lines[i + 1].decode() for i, k in enumerate(keys)}
+    except (ValueError, IndexError, AttributeError):
         why = "too large to open" if proc.returncode else "no answer"
         raise ApiError(f"cannot open this trace: {why} (the opener exited with "
                        f"{proc.returncode})", 413 if proc.returncode else 500) from None
     if "refused" in answer:
         raise TraceRefused(str(answer["refused"]))
-    return Opened(answer["code"], answer["options"], answer["events"], answer["notices"])
+    opened = Opened(answer["code"], answer["options"], answer["events"], answer["notices"])
+    return opened, Split(opened.events, parts) if parts else opened.events
 
 
 class _TooLong(Exception):
@@ -229,16 +248,16 @@ def upload() -> tuple[Response, int]:
     if not slot.acquire(blocking=False):
         raise ApiError("busy opening another trace, try again", 503, retry_after_s=5)
     try:
-        opened = open_in_child(request.stream, ChildLimits(
+        opened, stored = open_in_child(request.stream, ChildLimits(
             float(cfg["UPLOAD_TIMEOUT_S"]), int(cfg["UPLOAD_MEMORY_MB"]),
             int(cfg["TRACE_LIMIT_MB"]) << 20), str(cfg["REPO_DIR"]))
         store = app_state().store
-        ident = store.put(opened.code, opened.options, opened.events, True)
+        ident = store.put(opened.code, opened.options, stored, True)
     except TraceRefused as exc:
         raise ApiError(f"cannot open this trace: {exc}") from None
     finally:
         slot.release()
-    capture = data_as(envelope(opened.events[1]), Capture)  # trace_open checked its schema
-    graphs = len(capture.graphs) if capture is not None else 0
+    capture = envelope(opened.events[1]).data  # trace_open checked its schema
+    graphs = len(capture.get("graphs") or [])
     return jsonify({"id": ident, "url": f"/t/{ident}", "graphs": graphs,
                     "notices": opened.notices}), 201

@@ -1,6 +1,8 @@
 // The server's HTTP API as the UI uses it. The event stream is read with fetch (not
 // EventSource) so a dropped connection ends the stream instead of silently replaying it.
 
+import { mergePart } from "./trace.js";
+
 export class ApiError extends Error {
   constructor(message, status, kind = "server") {
     super(message);
@@ -36,7 +38,18 @@ export const getHealth = () => request("GET", "/api/health");
 export const getOptions = () => request("GET", "/api/options");
 export const getSchema = () => request("GET", "/api/schema");
 export const cancelJob = (id) => request("POST", `/api/jobs/${encodeURIComponent(id)}/cancel`);
+// A stored trace as its row holds it: whole, or a big trace's head, whose `parts` names
+// the parts getPart fetches (docs/server.md, "A model's trace and TRACE_LIMIT_MB").
 export const getTrace = (id) => request("GET", `/api/traces/${encodeURIComponent(id)}`);
+export const getPart = (id, key) =>
+  request("GET", `/api/traces/${encodeURIComponent(id)}/parts/${encodeURIComponent(key)}`);
+// The whole trace: its head with every part put back (the diff page reads every graph).
+export async function getWholeTrace(id) {
+  const stored = await getTrace(id);
+  const parts = await Promise.all(Object.keys(stored?.parts ?? {}).map((k) => getPart(id, k)));
+  for (const part of parts) mergePart(stored.events ?? [], part);
+  return stored;
+}
 // After `done`: each follow-up's state ("running", "done", "lost") and the events stored
 // after `done` (docs/server.md, "Follow-ups").
 export const getFollowUps = (id) =>

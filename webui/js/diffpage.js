@@ -2,14 +2,14 @@
 // `inductor`: then B is TorchInductor's own output code and times from trace a (its
 // `inductor` event).
 
-import { getDiff, getTrace } from "./api.js";
+import { getDiff, getWholeTrace } from "./api.js";
 import { Trace, inductorOf } from "./trace.js";
 import { inductorKernels, oursKernels } from "./diff.js";
 import { notFound } from "./layout.js";
 import { DiffPane } from "./panes/diff.js";
 
 async function load(id) {
-  const stored = await getTrace(id);
+  const stored = await getWholeTrace(id);
   const trace = new Trace();
   for (const event of stored.events ?? []) trace.add(event);
   return trace;

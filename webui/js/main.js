@@ -5,12 +5,12 @@
 // selections travel through one SelectionBus.
 
 import { getSamples, getHealth, getTrace, startCompile, jobEvents, cancelJob, highlight,
-  getSchema, getFollowUps, getRebuild } from "./api.js";
+  getSchema, getFollowUps, getRebuild, getPart } from "./api.js";
 import { Editor } from "./editor.js";
 import { loadCytoscape, libInfo } from "./libs.js";
 import { layoutOffThread } from "./graphlayout.js";
-import { Trace, graphView, graphLabels, loadStages, inductorOf, followUpsPending, rebuiltFrom }
-  from "./trace.js";
+import { Trace, graphView, graphLabels, loadStages, inductorOf, followUpsPending, rebuiltFrom,
+  isStub, mergePart } from "./trace.js";
 /** @typedef {import("../types/events").StageEvent} StageEvent */
 import { SelectionBus, buildIndex, fromSourceLine, isEmpty } from "./provenance.js";
 import { makeTabs, makeSplitter, makeMaximise, toast, initTheme, notFound } from "./layout.js";
@@ -215,7 +215,26 @@ function renderGraphTabs() {
     ...labels.map((g) => button([g.id], g.label, g.title)));
 }
 
-function showGraphs(ids) {
+// A big stored trace holds each graph apart (docs/server.md, "A model's trace"): the
+// graphs a tab shows are asked for before it is drawn, once each.
+async function showGraphs(ids) {
+  const trace = state.trace;
+  const keys = trace.stored ? trace.missingParts(ids) : [];
+  if (keys.length) {
+    document.body.dataset.loadingParts = keys.join(",");
+    try {
+      const parts = await Promise.all(keys.map((k) => getPart(trace.stored, k)));
+      if (trace !== state.trace) return;
+      for (const part of parts) trace.addPart(part);
+    } catch (err) {
+      banner.show({ kind: err.kind ?? "client", message: `cannot load the graph: ${err.message}` });
+      return;
+    } finally {
+      delete document.body.dataset.loadingParts;
+    }
+    state.index = buildIndex(trace);
+    editor.mark({ lines: state.index.sourceLines });
+  }
   state.graphs = ids;
   code.reset();
   tabs.reset();
@@ -382,6 +401,7 @@ async function openPermalink(id, fetched = null) {
   $("permalink-info").textContent = `Read-only trace ${trace.id ?? id}` +
     `${trace.ok === false ? " (failed compile)" : ""}` +
     `${trace.created ? ` · created ${new Date(trace.created).toLocaleString()}` : ""}`;
+  await openFirstGraph(id, trace);
   handleAll(trace.events ?? [], false);
   const source = state.trace.data("source");
   if (source) setOptions({ device: source.device, backend: source.backend, ...source.options });
@@ -390,6 +410,22 @@ async function openPermalink(id, fetched = null) {
   watchFollowUps();
   runPanel.show(trace, source, (await getHealth().catch(() => null))?.versions ?? null,
     state.trace.data("capture"));
+}
+
+// A big stored trace (its head, each graph a part): it opens on its first graph, whose part
+// is asked for before the panes draw; another graph's part comes when its tab is shown.
+async function openFirstGraph(id, stored) {
+  if (!Object.keys(stored.parts ?? {}).length) return;
+  state.trace.stored = id;
+  const first = (stored.events ?? []).find((e) => e.stage === "capture")?.data?.graphs?.[0];
+  if (!first) return;
+  state.graphs = [first.id];
+  if (!isStub(first)) return;
+  try {
+    mergePart(stored.events, await getPart(id, first.part));
+  } catch (err) {
+    banner.show({ kind: err.kind ?? "client", message: `cannot load the graph: ${err.message}` });
+  }
 }
 
 // `done` came, and the permalink with it, while a follow-up (Inductor) still runs on the

@@ -23,6 +23,31 @@ export async function loadStages(getSchema) {
   FOLLOW_UPS.splice(0, FOLLOW_UPS.length, ...(schema.follow_ups ?? []));
 }
 
+// A big stored trace is served as its head, each graph's entries in `capture` .. `compile`
+// a stub naming the part that holds them ({id, part, name, kind, ..., lengths}), and one
+// part per graph: {graphs: {stage: [entry]}} (docs/server.md, "A model's trace").
+/** @param {any} entry */
+export const isStub = (entry) => typeof entry?.part === "string";
+
+// A part's entries in place of their stubs, in the events (changed in place): the same
+// merge the server makes when it reads a trace whole (server/store/parts.py `merge`).
+/** @param {StageEvent[]} events @param {{graphs?: Record<string, any[]>}} part */
+export function mergePart(events, part) {
+  const graphs = part?.graphs ?? {};
+  const captured = new Map((graphs.capture ?? []).map((g) => [g.id, g]));
+  for (const event of events) {
+    const data = /** @type {any} */ (event.data);
+    if (event.stage === "capture_graph" && isStub(data)) {
+      /** @type {any} */ (event).data = captured.get(data.id) ?? data;
+      continue;
+    }
+    const entries = graphs[event.stage];
+    if (!entries || !Array.isArray(data?.graphs)) continue;
+    const byId = new Map(entries.map((g) => [g.id, g]));
+    data.graphs = data.graphs.map((g) => (isStub(g) ? byId.get(g.id) ?? g : g));
+  }
+}
+
 export class Trace {
   constructor() {
     /** @type {StageEvent[]} */
@@ -37,6 +62,26 @@ export class Trace {
     this.done = null;
     /** @type {Record<string, string>} each follow-up's state, as the server last said */
     this.followUps = {};
+    /** @type {string | null} the stored trace whose parts are still to ask for */
+    this.stored = null;
+  }
+
+  // The parts that hold graphs `ids` (every graph: null) and are not here yet.
+  /** @param {number[] | null} ids @returns {string[]} */
+  missingParts(ids) {
+    const keep = ids ? new Set(ids) : null;
+    const keys = new Set();
+    for (const event of this.events) {
+      for (const g of /** @type {any} */ (event.data)?.graphs ?? []) {
+        if (isStub(g) && (!keep || keep.has(g.id))) keys.add(g.part);
+      }
+    }
+    return [...keys];
+  }
+
+  /** @param {{graphs?: Record<string, any[]>}} part */
+  addPart(part) {
+    mergePart(this.events, part);
   }
 
   // Adds one event; returns false for a duplicate (same seq seen before).
@@ -96,6 +141,17 @@ export class Trace {
    * @returns {Payloads[S]["graphs"]}
    */
   graphs(stage) {
+    const data = this.data(stage);
+    if (!data && stage === "capture") return this.parts;
+    const graphs = data?.graphs ?? [];
+    return graphs.some(isStub)
+      ? /** @type {Payloads[S]["graphs"]} */ (/** @type {any[]} */ (graphs).filter((g) => !isStub(g)))
+      : graphs;
+  }
+
+  // Every graph of a stage, a stub for one whose part has not been asked for yet.
+  /** @param {GraphStage} stage @returns {any[]} */
+  graphsOrStubs(stage) {
     const data = this.data(stage);
     if (!data && stage === "capture") return this.parts;
     return data?.graphs ?? [];
@@ -209,13 +265,13 @@ export function graphLabels(trace) {
     const resume = /^torch_dynamo_resume_in_(\w+)_at_(\d+)$/.exec(c.function);
     return resume ? `${resume[1]} after line ${resume[2]}` : c.function;
   };
-  return trace.graphs("capture").map((g) => ({
+  return trace.graphsOrStubs("capture").map((g) => ({
     id: g.id,
     kind: g.kind ?? null,
     label: `${g.kind ?? "graph"} ${g.id}`,
     title: [g.kind && `${g.kind} graph`,
       g.compile_id && [`Dynamo compile ${g.compile_id}`, what(compiles.get(g.compile_id))]
         .filter(Boolean).join(": "),
-      `${g.nodes?.length ?? 0} nodes`].filter(Boolean).join(" · "),
+      `${g.nodes?.length ?? g.lengths?.nodes ?? 0} nodes`].filter(Boolean).join(" · "),
   }));
 }
