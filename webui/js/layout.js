@@ -15,7 +15,7 @@ export function makeTabs(nav, host, panes, onShow) {
   const refresh = () => {
     for (const pane of panes) {
       buttons.get(pane.id).classList.toggle("filled",
-        pane.el.dataset.filled === "true" || waiting.has(pane));
+        pane.filled || waiting.has(pane));
     }
   };
   const flush = (pane) => {

@@ -70,12 +70,20 @@ interface VsCodeApi {
 }
 declare function acquireVsCodeApi(): VsCodeApi;
 
-function start(paneClasses: PaneClass[]): void {
-  const vscode = acquireVsCodeApi();
-  const post = (m: WebviewToHost) => vscode.postMessage(m);
-  connectHighlight(post);
+type Ctx = ReturnType<typeof makeContext>;
+type DiffMessage = Extract<HostToWebview, { type: "diff" }>;
 
-  // makeTabs remembers the last tab in localStorage; a webview may have none.
+interface PanelState {
+  trace: InstanceType<typeof Trace>;
+  index: ReturnType<typeof buildIndex>;
+  title: TraceTitle | null;
+  tab?: string;
+}
+
+const byId = (id: string) => document.getElementById(id) as HTMLElement;
+
+/** makeTabs remembers the last tab in localStorage; a webview may have none. */
+function provideLocalStorage(): void {
   try {
     void window.localStorage.length;
   } catch {
@@ -85,26 +93,23 @@ function start(paneClasses: PaneClass[]): void {
       removeItem: (k: string) => memory.delete(k),
     } });
   }
+}
 
-  let cytoscapeReady: Promise<unknown> | null = null;
-  const loadCytoscape = () => {
-    cytoscapeReady ??= Promise.resolve().then(() => {
+/** cytoscape with dagre, set up once on first use (the graph pane's `ctx.cytoscape`). */
+function cytoscapeLoader(): () => Promise<unknown> {
+  let ready: Promise<unknown> | null = null;
+  return () => {
+    ready ??= Promise.resolve().then(() => {
       cytoscapeModule.use(dagre);
       return cytoscapeModule;
     });
-    return cytoscapeReady;
+    return ready;
   };
+}
 
-  const $ = (id: string) => document.getElementById(id) as HTMLElement;
-  const saved = vscode.getState();
-  const state: { trace: InstanceType<typeof Trace>; index: ReturnType<typeof buildIndex>; title: TraceTitle | null; tab?: string } =
-    { trace: new Trace(), index: buildIndex(new Trace()), title: null, tab: saved?.tab };
-  const bus = new SelectionBus();
-
-  const sameLines = (a: number[], b: number[]) => a.length === b.length && a.every((x, i) => x === b[i]);
-  let lastHover: number[] = [];
-
-  const ctx = {
+/** The panes' `ctx` (docs/webui.md): selection through `bus`, the editor through `post`. */
+function makeContext(state: PanelState, bus: InstanceType<typeof SelectionBus>, post: (m: WebviewToHost) => void) {
+  return {
     index: () => state.index,
     current: () => bus.current,
     hover: (sel: Selection) => bus.hover(sel),
@@ -117,193 +122,262 @@ function start(paneClasses: PaneClass[]): void {
     },
     clearPin: () => bus.clear(),
     kernelColour: (gid: number, name: string) => state.index.kernelColour.get(`${gid}:${name}`) ?? "#3a4256",
-    cytoscape: loadCytoscape,
+    cytoscape: cytoscapeLoader(),
     highlight,
     revealLine: (line: number) => post({ type: "reveal", lines: [line] }),
   };
+}
 
-  // Newer status strips take an onCancel (a Cancel button); older ones ignore the argument.
-  const Strip = StatusStrip as unknown as new (opts?: { onCancel?: () => void }) => InstanceType<typeof StatusStrip>;
-  const status = new Strip({ onCancel: () => post({ type: "cancel" }) });
-  const banner = new ErrorBanner({ onLine: (line: number) => post({ type: "reveal", lines: [line] }) });
-  $("status-host").append(status.el, banner.el);
+/**
+ * The panel: the status strip, the code pane and the tabs over one Trace, fed by the host's
+ * messages; like webui/js/main.js, without an editor or a network.
+ */
+class Panel {
+  readonly state: PanelState;
+  readonly bus = new SelectionBus();
+  readonly status: InstanceType<typeof StatusStrip>;
+  readonly banner: InstanceType<typeof ErrorBanner>;
+  readonly code: Pane;
+  readonly tabPanes: Pane[];
+  readonly tabs: ReturnType<typeof makeTabs>;
+  readonly diff: Pane & { show(a: unknown, b: unknown, groups: unknown[]): void };
+  private lastHover: number[] = [];
 
-  const code = new CodePane(ctx) as unknown as Pane;
-  const tabPanes = paneClasses.map((Cls) => new Cls(ctx));
-  const panes = [code, ...tabPanes];
-  code.el.dataset.pane = "code";
-  $("code-host").append(code.el);
-  const tabs = makeTabs($("tabs"), $("tab-host"), tabPanes, (pane: { shown?: () => void }) => pane.shown?.());
-  if (state.tab) tabs.show(state.tab);
-  $("tabs").addEventListener("click", (e) => {
-    const tab = (e.target as HTMLElement).closest<HTMLElement>("[data-tab]")?.dataset.tab;
-    if (tab) { state.tab = tab; save(); }
-  });
-  window.addEventListener("resize", () => tabPanes.forEach((p) => !p.el.hidden && p.shown?.()));
+  constructor(private readonly vscode: VsCodeApi, paneClasses: PaneClass[], saved: WebviewState | undefined) {
+    this.state = { trace: new Trace(), index: buildIndex(new Trace()), title: null, tab: saved?.tab };
+    const ctx = makeContext(this.state, this.bus, (m) => this.post(m));
+    // Newer status strips take an onCancel (a Cancel button); older ones ignore the argument.
+    const Strip = StatusStrip as unknown as new (opts?: { onCancel?: () => void }) => InstanceType<typeof StatusStrip>;
+    this.status = new Strip({ onCancel: () => this.post({ type: "cancel" }) });
+    this.banner = new ErrorBanner({ onLine: (line: number) => this.post({ type: "reveal", lines: [line] }) });
+    byId("status-host").append(this.status.el, this.banner.el);
+    this.code = new CodePane(ctx) as unknown as Pane;
+    this.code.el.dataset.pane = "code";
+    byId("code-host").append(this.code.el);
+    this.tabPanes = paneClasses.map((Cls) => new Cls(ctx));
+    this.tabs = makeTabs(byId("tabs"), byId("tab-host"), this.tabPanes, (pane: { shown?: () => void }) => pane.shown?.());
+    this.diff = this.makeDiff(ctx);
+    this.wireTabs();
+    this.wireSelection();
+  }
 
-  bus.subscribe((sel: Selection) => {
-    code.select(sel);
-    tabs.select(sel);
-    document.body.classList.toggle("selecting", !isEmpty(sel));
-    const lines = [...sel.lines].sort((a, b) => a - b);
-    if (!sameLines(lines, lastHover)) {
-      lastHover = lines;
-      post({ type: "hover", lines });
-    }
-  });
-  document.addEventListener("keydown", (e) => { if (e.key === "Escape") bus.clear(); });
+  get panes(): Pane[] {
+    return [this.code, ...this.tabPanes];
+  }
 
-  // Double-click a kernel's header (or a wrapper's) to open its code as a read-only document.
-  $("code-host").addEventListener("dblclick", (e) => {
-    const section = (e.target as HTMLElement).closest<HTMLElement>("section.kernel");
-    if (!section || !(e.target as HTMLElement).closest(".kernel-head")) return;
+  post(m: WebviewToHost): void {
+    this.vscode.postMessage(m);
+  }
+
+  /** The saved tab shown, a clicked tab saved, the shown pane laid out again on a resize. */
+  private wireTabs(): void {
+    if (this.state.tab) this.tabs.show(this.state.tab);
+    byId("tabs").addEventListener("click", (e) => {
+      const tab = (e.target as HTMLElement).closest<HTMLElement>("[data-tab]")?.dataset.tab;
+      if (tab) { this.state.tab = tab; this.save(); }
+    });
+    window.addEventListener("resize", () => this.tabPanes.forEach((p) => !p.el.hidden && p.shown?.()));
+  }
+
+  /** A selection marks every pane and goes to the editor as hovered lines; Escape clears
+   * it; a double-click on a kernel's header (or a wrapper's) opens its code as a document. */
+  private wireSelection(): void {
+    this.bus.subscribe((sel: Selection) => {
+      this.code.select(sel);
+      this.tabs.select(sel);
+      document.body.classList.toggle("selecting", !isEmpty(sel));
+      const lines = [...sel.lines].sort((a, b) => a - b);
+      if (!sameLines(lines, this.lastHover)) {
+        this.lastHover = lines;
+        this.post({ type: "hover", lines });
+      }
+    });
+    document.addEventListener("keydown", (e) => { if (e.key === "Escape") this.bus.clear(); });
+    byId("code-host").addEventListener("dblclick", (e) => this.openKernel(e.target as HTMLElement));
+  }
+
+  private openKernel(target: HTMLElement): void {
+    const section = target.closest<HTMLElement>("section.kernel");
+    if (!section || !target.closest(".kernel-head")) return;
     const gid = Number(section.dataset.graph ?? 0);
     const kernel = section.classList.contains("wrapper") ? "wrapper" : section.dataset.kernel;
-    if (kernel && !section.classList.contains("extern")) post({ type: "openKernel", gid, kernel });
-  });
-
-  function save(): void {
-    vscode.setState({ title: state.title, events: state.trace.events, followUps: state.trace.followUps, tab: state.tab });
+    if (kernel && !section.classList.contains("extern")) this.post({ type: "openKernel", gid, kernel });
   }
 
-  function setTitle(title: TraceTitle | null): void {
-    state.title = title;
-    $("ks-title").textContent = title ? `${title.file} · ${title.region}` : "Kernelscope";
-    $("ks-hint").textContent = title?.traceId ? `trace ${title.traceId}` : title ? "" : $("ks-hint").textContent;
+  save(): void {
+    const { title, trace, tab } = this.state;
+    this.vscode.setState({ title, events: trace.events, followUps: trace.followUps, tab });
   }
 
-  function reset(title: TraceTitle | null): void {
-    document.body.classList.remove("ks-diffing"); // a new trace leaves the diff
-    $("ks-diff").hidden = true;
-    state.trace = new Trace();
-    state.index = buildIndex(state.trace);
-    bus.clear();
-    banner.reset();
-    status.reset();
-    code.reset();
-    tabs.reset();
-    tabs.refresh();
-    setTitle(title);
+  setTitle(title: TraceTitle | null): void {
+    this.state.title = title;
+    byId("ks-title").textContent = title ? `${title.file} · ${title.region}` : "Kernelscope";
+    byId("ks-hint").textContent = title?.traceId ? `trace ${title.traceId}` : title ? "" : byId("ks-hint").textContent;
   }
 
-  function handle(event: StageEvent, live: boolean): void {
-    handleAll([event], live);
+  reset(title: TraceTitle | null): void {
+    this.closeDiff(); // a new trace leaves the diff
+    this.state.trace = new Trace();
+    this.state.index = buildIndex(this.state.trace);
+    this.bus.clear();
+    this.banner.reset();
+    this.status.reset();
+    this.code.reset();
+    this.tabs.reset();
+    this.tabs.refresh();
+    this.setTitle(title);
   }
 
-  // As webui/js/main.js: the index once for all the events, each stage once to each pane
-  // (the code pane now, a tab's pane when it is first shown).
-  function handleAll(events: StageEvent[], live: boolean): void {
-    const trace = state.trace;
+  /** As webui/js/main.js: the index once for all the events, each stage once to each pane
+   * (the code pane now, a tab's pane when it is first shown). */
+  handleAll(events: StageEvent[], live: boolean): void {
+    const trace = this.state.trace;
     const added = events.filter((event) => trace.add(event));
     if (!added.length) return;
-    state.index = buildIndex(trace);
-    for (const event of added) {
-      status.update(trace, event, live);
-      if (event.stage === "error") banner.show(event.data as never);
-      if (event.stage === "done" && state.title) {
-        setTitle({ ...state.title, traceId: (event.data.trace_id as string | undefined) ?? null });
-      }
-    }
+    this.state.index = buildIndex(trace);
+    for (const event of added) this.announce(event, live);
     for (const stage of new Set(added.map((e) => e.stage))) {
-      code.update(trace, stage);
-      tabs.update(trace, stage);
+      this.code.update(trace, stage);
+      this.tabs.update(trace, stage);
     }
-    bus.emit();
-    tabs.refresh();
+    this.bus.emit();
+    this.tabs.refresh();
   }
 
-  // After `done` the host polls the server for the follow-ups (Inductor) and posts what it
-  // says: the status strip and the Timings pane show each one running, filled in, or lost,
-  // as webui/js/main.js shows them.
-  function followUps(states: Record<string, string>, events: StageEvent[]): void {
-    const trace = state.trace;
+  /** One event in the status strip, the error banner and the title (the trace's id). */
+  private announce(event: StageEvent, live: boolean): void {
+    this.status.update(this.state.trace, event, live);
+    if (event.stage === "error") this.banner.show(event.data as never);
+    if (event.stage === "done" && this.state.title) {
+      this.setTitle({ ...this.state.title, traceId: (event.data.trace_id as string | undefined) ?? null });
+    }
+  }
+
+  /** After `done` the host polls the server for the follow-ups (Inductor) and posts what it
+   * says: the status strip and the Timings pane show each one running, filled in, or lost,
+   * as webui/js/main.js shows them. */
+  followUps(states: Record<string, string>, events: StageEvent[]): void {
+    const trace = this.state.trace;
     trace.followUps = { ...states };
-    handleAll(events, false);
-    status.followUps(trace);
-    for (const stage of Object.keys(states)) tabs.update(trace, stage);
+    this.handleAll(events, false);
+    this.status.followUps(trace);
+    for (const stage of Object.keys(states)) this.tabs.update(trace, stage);
   }
 
-  // Compare With Previous: the web UI's Diff pane over the whole panel, until "back".
-  const diff = new DiffPane(ctx) as unknown as Pane & { show(a: unknown, b: unknown, groups: unknown[]): void };
-  diff.el.dataset.pane = "diff";
-  $("ks-diff-host").append(diff.el);
-  $("ks-diff-close").addEventListener("click", (e) => {
-    e.preventDefault();
-    document.body.classList.remove("ks-diffing");
-    $("ks-diff").hidden = true;
-  });
-  function showDiff(m: Extract<HostToWebview, { type: "diff" }>): void {
-    const side = (s: typeof m.a, tag: string) => {
+  /** The pinned (or hovered) selection of the editor's lines that have provenance. */
+  selectLines(m: Extract<HostToWebview, { type: "selectLines" }>): void {
+    const lines = m.lines.filter((l) => this.state.index.sourceLines.has(l));
+    if (!lines.length) {
+      if (m.pin) this.bus.clear();
+      else this.bus.unhover();
+      return;
+    }
+    const sel = lines.map((l) => fromSourceLine(this.state.index, l)).reduce((a, b) => union(a, b));
+    if (m.pin) {
+      this.bus.pin(sel);
+      this.code.scrollToSelection?.();
+    } else {
+      this.bus.hover(sel);
+    }
+  }
+
+  /** Compare With Previous: the web UI's Diff pane over the whole panel, until "back". */
+  private makeDiff(ctx: Ctx): Panel["diff"] {
+    const diff = new DiffPane(ctx) as unknown as Panel["diff"];
+    diff.el.dataset.pane = "diff";
+    byId("ks-diff-host").append(diff.el);
+    byId("ks-diff-close").addEventListener("click", (e) => {
+      e.preventDefault();
+      this.closeDiff();
+    });
+    return diff;
+  }
+
+  showDiff(m: DiffMessage): void {
+    const side = (s: DiffMessage["a"], tag: string) => {
       const trace = new Trace();
       for (const e of s.events) trace.add(e);
       return { label: `${tag} · trace ${s.id}`, href: s.href, trace, kernels: oursKernels(trace) };
     };
-    diff.show(side(m.a, "A"), side(m.b, "B"), m.groups);
-    $("ks-diff-title").textContent = `${m.a.id} → ${m.b.id}`;
-    $("ks-diff").hidden = false;
+    this.diff.show(side(m.a, "A"), side(m.b, "B"), m.groups);
+    byId("ks-diff-title").textContent = `${m.a.id} → ${m.b.id}`;
+    byId("ks-diff").hidden = false;
     document.body.classList.add("ks-diffing");
   }
 
-  function onMessage(m: HostToWebview): void {
+  private closeDiff(): void {
+    document.body.classList.remove("ks-diffing");
+    byId("ks-diff").hidden = true;
+  }
+
+  /** A host message; every one but a highlight answer and a diff is saved with the state. */
+  onMessage(m: HostToWebview): void {
     switch (m.type) {
       case "reset":
-        reset(m.title);
-        status.start();
+        this.reset(m.title);
+        this.status.start();
         break;
       case "event":
-        handle(m.event, true);
+        this.handleAll([m.event], true);
         break;
       case "trace":
-        reset(m.title);
-        handleAll(m.events, false);
+        this.reset(m.title);
+        this.handleAll(m.events, false);
         break;
       case "followUps":
-        followUps(m.states, m.events);
+        this.followUps(m.states, m.events);
         break;
-      case "selectLines": {
-        const lines = m.lines.filter((l) => state.index.sourceLines.has(l));
-        if (!lines.length) { if (m.pin) bus.clear(); else bus.unhover(); break; }
-        const sel = lines.map((l) => fromSourceLine(state.index, l)).reduce((a, b) => union(a, b));
-        if (m.pin) {
-          bus.pin(sel);
-          code.scrollToSelection?.();
-        } else {
-          bus.hover(sel);
-        }
+      case "selectLines":
+        this.selectLines(m);
         break;
-      }
       case "highlighted":
         answerHighlight(m);
         return;
       case "diff":
-        showDiff(m);
+        this.showDiff(m);
         return;
       case "failure":
         // No event came: the strip only needs to stop as a failure would stop it.
-        status.update(state.trace, { stage: "error", data: { stage: null } } as never, false);
-        banner.show({ kind: m.kind, message: m.message } as never);
+        this.status.update(this.state.trace, { stage: "error", data: { stage: null } } as never, false);
+        this.banner.show({ kind: m.kind, message: m.message } as never);
         break;
     }
-    save();
+    this.save();
   }
 
+  /** A restored panel shows its saved trace, and tells the host what it restored. */
+  restore(saved: WebviewState | undefined): void {
+    const restored = !!saved?.events?.length;
+    if (saved?.events?.length) {
+      this.onMessage({ type: "trace", title: saved.title ?? { file: "", region: "" }, events: saved.events });
+      if (saved.followUps) this.onMessage({ type: "followUps", states: saved.followUps, events: [] });
+    } else if (saved?.title) {
+      this.setTitle(saved.title);
+    }
+    document.body.dataset.ready = "true";
+    this.post({ type: "ready", restored });
+    if (saved?.events?.length && saved.title) {
+      this.post({ type: "restore", title: saved.title, events: saved.events,
+        ...(saved.followUps ? { followUps: saved.followUps } : {}) });
+    }
+  }
+}
+
+const sameLines = (a: number[], b: number[]) => a.length === b.length && a.every((x, i) => x === b[i]);
+
+function start(paneClasses: PaneClass[]): void {
+  const vscode = acquireVsCodeApi();
+  connectHighlight((m) => vscode.postMessage(m));
+  provideLocalStorage();
+  const saved = vscode.getState();
+  const panel = new Panel(vscode, paneClasses, saved);
   window.addEventListener("message", (e: MessageEvent) => {
-    if (isHostToWebview(e.data)) onMessage(e.data);
+    if (isHostToWebview(e.data)) panel.onMessage(e.data);
   });
-
-  if (saved?.events?.length) {
-    onMessage({ type: "trace", title: saved.title ?? { file: "", region: "" }, events: saved.events });
-    if (saved.followUps) onMessage({ type: "followUps", states: saved.followUps, events: [] });
-  }
-  else if (saved?.title) setTitle(saved.title);
-  document.body.dataset.ready = "true";
-  post({ type: "ready", restored: !!saved?.events?.length });
-  if (saved?.events?.length && saved.title) {
-    post({ type: "restore", title: saved.title, events: saved.events, ...(saved.followUps ? { followUps: saved.followUps } : {}) });
-  }
-
+  panel.restore(saved);
   // For tests and debugging in the webview's developer tools.
-  (window as unknown as { kernelscope: unknown }).kernelscope = { state, bus, panes };
+  (window as unknown as { kernelscope: unknown }).kernelscope =
+    { state: panel.state, bus: panel.bus, panes: panel.panes };
 }
 
 void (async () => {

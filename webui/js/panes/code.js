@@ -8,7 +8,7 @@
 // with the stage's `line_maps`, its lines carry their kernel line's colour, and hovering
 // (or walking with the keys) a line of either side marks the lines of the other.
 
-import { h, clear, empty, badge, fmtMs } from "../dom.js";
+import { h, clear, badge, fmtMs } from "../dom.js";
 import { codeBlock } from "../codeview.js";
 import {
   lineColour, fromKernelLine, fromWrapperLine, fromKernel, fromStageLine, fromModule,
@@ -36,6 +36,9 @@ const NEAR = "800px 0px";
 export class CodePane extends Pane {
   id = "code";
   title = "Code";
+  // The kernels with codegen; then their builds, times and offline GPU stages.
+  stages = ["codegen", "compile", "profile", "gpu_stages"];
+  placeholder = "Generated kernels appear here after codegen.";
 
   constructor(ctx) {
     super(ctx, "div.pane-body.code-pane");
@@ -73,7 +76,7 @@ export class CodePane extends Pane {
     row.addEventListener("click", () => this.ctx.pin(pick()));
   }
 
-  reset() {
+  forget() {
     this.lines.clear();
     this.headers.clear();
     this.lazy = new Map(); // "gid:kernel" / "gid:wrapper" -> draws that section's code
@@ -84,22 +87,25 @@ export class CodePane extends Pane {
     this.stageRows = new Map(); // "gid:kernel:stage:line" -> element of a shown stage
     this.marked = [];
     this.cursor = -1;
-    delete this.el.dataset.filled;
-    clear(this.el, empty("Generated kernels appear here after codegen."));
   }
 
   /** @param {Trace} trace @param {StageName} stage */
-  update(trace, stage) {
-    if (stage === "codegen") this.render(trace);
-    if ((stage === "compile" || stage === "profile") && trace.has("codegen")) {
-      this.badges(trace);
-      if (stage === "compile") this.lowerStages(trace);
+  handles(trace, stage) {
+    return stage === "codegen" || (this.stages.includes(stage) && trace.has("codegen"));
+  }
+
+  /** @param {Trace} trace @param {StageName} stage */
+  render(trace, stage) {
+    if (stage === "codegen") this.drawKernels(trace);
+    if (stage === "compile" || stage === "profile") this.badges(trace);
+    if (stage === "compile" || (stage === "gpu_stages" && trace.has("compile"))) {
+      this.lowerStages(trace);
     }
-    if (stage === "gpu_stages" && trace.has("compile")) this.lowerStages(trace);
+    return true;
   }
 
   /** @param {Trace} trace */
-  render(trace) {
+  drawKernels(trace) {
     this.lines.clear();
     this.headers.clear();
     this.stageRows.clear();
@@ -131,7 +137,6 @@ export class CodePane extends Pane {
       if (g.wrapper) sections.push(this.wrapperSection(g.id, g.wrapper));
     }
     clear(this.el, this.toc(trace), sections);
-    this.el.dataset.filled = "true";
     this.badges(trace);
   }
 

@@ -4,7 +4,7 @@
 // side-by-side line diff of the two sources. `show(left, right)` takes two sides:
 // {label, href, trace, kernels} (kernels from diff.js: oursKernels / inductorKernels).
 
-import { h, clear, empty, badge, fmtMs } from "../dom.js";
+import { h, clear, badge, fmtMs } from "../dom.js";
 import { PARTIAL, groupTimes, lineDiff, matchKernels, optionChanges, sideBySide, structure } from "../diff.js";
 import { inductorOf } from "../trace.js";
 import { changeClass, fmtSpread } from "../spread.js";
@@ -14,15 +14,11 @@ import { Pane } from "./pane.js";
 export class DiffPane extends Pane {
   id = "diff";
   title = "Diff";
+  placeholder = "Pick two traces to compare.";
 
   constructor(ctx) {
     super(ctx, "div.pane-body.diff-pane");
     this.reset();
-  }
-
-  reset() {
-    this.setFilled(false);
-    clear(this.el, empty("Pick two traces to compare."));
   }
 
   // `groups`: both sides' kernels grouped by the FX nodes they cover (GET /api/diff).

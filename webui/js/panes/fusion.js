@@ -1,7 +1,7 @@
 // Fusion pane: the kernels the scheduler formed (in execution order, with their buffers)
 // and every fusion decision it tried, accepted or refused, with its reason and score.
 
-import { h, clear, empty, badge, fmtBytes, plural, growing } from "../dom.js";
+import { h, clear, badge, fmtBytes, plural, growing } from "../dom.js";
 import { lineColour, fromBuffer, fromKernel, union } from "../provenance.js";
 import { Pane } from "./pane.js";
 
@@ -11,6 +11,8 @@ import { Pane } from "./pane.js";
 export class FusionPane extends Pane {
   id = "fusion";
   title = "Fusion";
+  stages = ["scheduling"];
+  placeholder = "Kernels and fusion decisions appear here after scheduling.";
 
   constructor(ctx) {
     super(ctx, "div.pane-body.fusion-pane");
@@ -18,15 +20,8 @@ export class FusionPane extends Pane {
     this.reset();
   }
 
-  reset() {
+  forget() {
     this.rows = [];
-    delete this.el.dataset.filled;
-    clear(this.el, empty("Kernels and fusion decisions appear here after scheduling."));
-  }
-
-  /** @param {Trace} trace @param {StageName} stage */
-  update(trace, stage) {
-    if (stage === "scheduling") this.render(trace);
   }
 
   hoverable(row, selectionOf) {
@@ -52,8 +47,8 @@ export class FusionPane extends Pane {
           : null);
     });
     clear(this.el, sections);
-    this.el.dataset.filled = "true";
     this.select(this.ctx.current());
+    return true;
   }
 
   /** @param {import("../../types/events").SchedulingGraph} g */

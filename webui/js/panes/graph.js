@@ -88,6 +88,10 @@ function box(label) {
 export class GraphPane extends Pane {
   id = "graph";
   title = "Graph";
+  // Each graph as Dynamo captures it (capture_graph), then capture's complete list; the
+  // kernel graph and colours with lowering and scheduling.
+  stages = ["capture_graph", "capture", "lowering", "scheduling"];
+  placeholder = "The FX graph appears here after capture.";
 
   constructor(ctx) {
     super(ctx, "div.pane-body.graph-pane");
@@ -102,7 +106,7 @@ export class GraphPane extends Pane {
     this.reset();
   }
 
-  reset() {
+  forget() {
     this.fx?.destroy();
     this.kg?.destroy();
     this.fx = this.kg = null;
@@ -110,19 +114,27 @@ export class GraphPane extends Pane {
     this.graphId = 0;
     this.generation += 1;
     this.open = { fx: null, kg: null };
-    delete this.el.dataset.filled;
-    delete this.el.dataset.pending;
-    clear(this.el, empty("The FX graph appears here after capture."));
+    this.setPending(false);
   }
 
   /** @param {Trace} trace @param {StageName} stage */
-  update(trace, stage) {
+  handles(trace, stage) {
+    return stage === "capture" || stage === "capture_graph"
+      || (this.stages.includes(stage) && trace.has("capture"));
+  }
+
+  /** @param {Trace} trace @param {StageName} stage */
+  render(trace, stage) {
     this.trace = trace;
-    // Each graph as Dynamo captures it (capture_graph), then capture's complete list.
     if (stage === "capture" || stage === "capture_graph") this.build(trace);
-    if ((stage === "lowering" || stage === "scheduling") && trace.has("capture")) {
-      this.showGraph(this.graphId);
-    }
+    else this.showGraph(this.graphId);
+    return true;
+  }
+
+  // `data-pending` marks the wait for a layout (tests wait for it to go).
+  setPending(flag) {
+    if (flag) this.el.dataset.pending = "true";
+    else delete this.el.dataset.pending;
   }
 
   /** @param {Trace} trace */
@@ -146,7 +158,6 @@ export class GraphPane extends Pane {
     const id = graphs.some((g) => g.id === this.graphId) ? this.graphId : graphs[0]?.id ?? 0;
     this.pick.value = String(id);
     this.showGraph(id);
-    this.el.dataset.filled = "true";
   }
 
   // Builds both graphs of graph `id`; a newer call (another event, a graph picked, a
@@ -156,11 +167,11 @@ export class GraphPane extends Pane {
     this.graphId = id;
     const run = ++this.generation;
     const trace = this.trace;
-    this.el.dataset.pending = "true";
+    this.setPending(true);
     const cytoscape = await this.ctx.cytoscape();
     if (run !== this.generation) return;
     const g = trace.graph("capture", id);
-    if (!g) return void delete this.el.dataset.pending;
+    if (!g) return void this.setPending(false);
     const fxEls = this.fxElements(trace, g);
     const kEls = trace.graph("scheduling", id) ? this.kernelElements(trace, id) : null;
     const [fxAt, kAt] = await Promise.all([this.place(fxEls), kEls ? this.place(kEls) : null]);
@@ -179,7 +190,7 @@ export class GraphPane extends Pane {
         ? fromKernel(this.ctx.index(), id, node.id())
         : fromBuffer(this.ctx.index(), id, node.id()));
     }
-    delete this.el.dataset.pending;
+    this.setPending(false);
     this.select(this.ctx.current());
     this.shown();
   }

@@ -2,7 +2,7 @@
 // checks (guards) Dynamo runs before it reuses each one, in words, and for every
 // recompile the guard failure that caused it; then the graph breaks with their reasons.
 
-import { h, clear, empty, badge, plural, shape } from "../dom.js";
+import { h, clear, badge, plural, shape } from "../dom.js";
 import { fromSourceLine, lineColour } from "../provenance.js";
 import { Pane } from "./pane.js";
 
@@ -12,24 +12,17 @@ import { Pane } from "./pane.js";
 export class GuardsPane extends Pane {
   id = "guards";
   title = "Guards";
+  stages = ["capture"];
+  placeholder = "Dynamo's guards and recompiles appear here after capture.";
 
   constructor(ctx) {
     super(ctx, "div.pane-body.guards-pane");
     this.reset();
   }
 
-  reset() {
-    this.setFilled(false);
-    clear(this.el, empty("Dynamo's guards and recompiles appear here after capture."));
-  }
-
-  /** @param {Trace} trace @param {StageName} stage */
-  update(trace, stage) {
-    if (stage === "capture") this.render(trace.data("capture"));
-  }
-
-  /** @param {import("../../types/events").Capture} data */
-  render(data) {
+  /** @param {Trace} trace */
+  render(trace) {
+    const data = /** @type {import("../../types/events").Capture} */ (trace.data("capture"));
     const compiles = data.compiles ?? [];
     const breaks = data.graph_breaks ?? [];
     const recompiles = compiles.filter((c) => c.recompile).length;
@@ -44,7 +37,7 @@ export class GuardsPane extends Pane {
       h("h3", plural(breaks.length, "graph break"),
         h("span.hint", breaks.length ? "Dynamo split the function here" : "one graph per frame")),
       breaks.map((b) => h("div.gbreak", this.lineChip(b.line), h("span", b.reason))));
-    this.setFilled(true);
+    return true;
   }
 
   // Every replayed call and what ran it: a compile it caused, or the earlier compile whose

@@ -2,7 +2,7 @@
 // expression tree drawn as a tree, its text form, the indices it reads and writes, and why
 // it was realized; plus the ops that fell back to ATen.
 
-import { h, clear, empty, badge, shape } from "../dom.js";
+import { h, clear, badge, shape } from "../dom.js";
 import { treeSvg } from "./irtree.js";
 import { lineColour, fromBuffer, fromNode } from "../provenance.js";
 import { Pane } from "./pane.js";
@@ -17,6 +17,8 @@ const EAGER_CARDS = 12;
 export class IrPane extends Pane {
   id = "ir";
   title = "IR";
+  stages = ["lowering", "scheduling"];
+  placeholder = "IR buffers appear here after lowering.";
 
   constructor(ctx) {
     super(ctx, "div.pane-body.ir-pane");
@@ -24,17 +26,14 @@ export class IrPane extends Pane {
     this.reset();
   }
 
-  reset() {
+  forget() {
     this.cards.clear();
-    delete this.el.dataset.filled;
-    clear(this.el, empty("IR buffers appear here after lowering."));
   }
 
+  // Scheduling marks the cards' kernels once lowering has drawn them.
   /** @param {Trace} trace @param {StageName} stage */
-  update(trace, stage) {
-    if (stage === "lowering" || (stage === "scheduling" && trace.has("lowering"))) {
-      this.render(trace);
-    }
+  handles(trace, stage) {
+    return stage === "lowering" || (stage === "scheduling" && trace.has("lowering"));
   }
 
   /** @param {Trace} trace */
@@ -59,8 +58,8 @@ export class IrPane extends Pane {
       g.buffers.map((b) => this.card(g.id, b, kernelOf.get(`${g.id}:${b.name}`),
         removed.has(`${g.id}:${b.name}`)))));
     clear(this.el, sections);
-    this.el.dataset.filled = "true";
     this.select(this.ctx.current());
+    return true;
   }
 
   /** @param {import("../../types/events").LoweringGraph} g */

@@ -4,7 +4,7 @@
 // is joined to it by a dashed link. Below: live bytes per step and the peak with and
 // without reuse.
 
-import { h, clear, empty, fmtBytes, plural } from "../dom.js";
+import { h, clear, fmtBytes, plural } from "../dom.js";
 import { fromBuffer, fromKernel } from "../provenance.js";
 import { Pane } from "./pane.js";
 
@@ -22,6 +22,8 @@ const HEAD_H = 84;
 export class MemoryPane extends Pane {
   id = "memory";
   title = "Memory";
+  stages = ["memory"];
+  placeholder = "The buffer plan appears here after memory planning.";
 
   constructor(ctx) {
     super(ctx, "div.pane-body.memory-pane");
@@ -29,17 +31,10 @@ export class MemoryPane extends Pane {
     this.reset();
   }
 
-  reset() {
+  forget() {
     this.bars.clear();
     this.trace = null;
     this.width = 0;
-    delete this.el.dataset.filled;
-    clear(this.el, empty("The buffer plan appears here after memory planning."));
-  }
-
-  /** @param {Trace} trace @param {StageName} stage */
-  update(trace, stage) {
-    if (stage === "memory") this.render(trace);
   }
 
   /** @param {Trace} trace */
@@ -53,8 +48,8 @@ export class MemoryPane extends Pane {
       this.peaks(g), this.saved(g), this.chart(g),
       h("details.plan", h("summary", "Allocation plan"),
         h("pre.code-plain", (g.lines ?? []).join("\n"))))));
-    this.el.dataset.filled = "true";
     this.select(this.ctx.current());
+    return true;
   }
 
   /** @param {import("../../types/events").MemoryGraph} g */

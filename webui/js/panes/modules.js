@@ -16,6 +16,8 @@ const ROOT = "";
 export class ModulesPane extends Pane {
   id = "modules";
   title = "Modules";
+  stages = ["capture", "lowering", "scheduling"];
+  placeholder = "The model's modules appear here after capture.";
 
   constructor(ctx) {
     super(ctx, "div.pane-body.modules-pane");
@@ -23,16 +25,9 @@ export class ModulesPane extends Pane {
     this.reset();
   }
 
-  reset() {
+  forget() {
     this.rows.clear();
     this.chosen = null;
-    this.setFilled(false);
-    clear(this.el, empty("The model's modules appear here after capture."));
-  }
-
-  /** @param {Trace} trace @param {StageName} stage */
-  update(trace, stage) {
-    if (["capture", "lowering", "scheduling"].includes(stage)) this.render(trace);
   }
 
   /** @param {Trace} trace */
@@ -40,11 +35,10 @@ export class ModulesPane extends Pane {
     const index = this.ctx.index();
     this.rows.clear();
     if (!index.modules.size) {
-      this.setFilled(false);
       const graphs = trace.graphs("capture").length;
       clear(this.el, empty(graphs ? "No nn.Module ran in the captured graphs: a plain function."
-        : "The model's modules appear here after capture."));
-      return;
+        : this.placeholder));
+      return false;
     }
     const entries = [[ROOT, trace.data("source")?.entry ?? "model"], ...index.modules];
     this.tree = h("div.module-tree", { role: "tree" },
@@ -53,9 +47,9 @@ export class ModulesPane extends Pane {
     clear(this.el, h("div.module-head", h("b", `${index.modules.size} modules`),
       h("span.hint", "click a module to list its nodes, buffers and kernels")),
     this.tree, this.details);
-    this.setFilled(true);
     if (this.chosen !== null && this.rows.has(this.chosen)) this.showDetails(this.chosen);
     this.select(this.ctx.current());
+    return true;
   }
 
   row(index, path, type) {

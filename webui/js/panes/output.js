@@ -10,29 +10,31 @@ import { Pane } from "./pane.js";
 export class OutputPane extends Pane {
   id = "output";
   title = "Output";
+  // The stages whose payload carries the snippet's `stdout`, and `done` (nothing printed).
+  stages = ["source", "capture", "done"];
+  placeholder = "What the snippet prints appears here.";
 
   constructor(ctx) {
     super(ctx, "div.pane-body.output-pane");
     this.reset();
   }
 
-  reset() {
-    this.setFilled(false);
-    clear(this.el, empty("What the snippet prints appears here."));
+  /** @param {Trace} trace @param {StageName} stage */
+  handles(trace, stage) {
+    return stage === "done" || (this.stages.includes(stage) && !!stdoutOf(trace.data(stage)));
   }
 
-  /** @param {Trace} trace @param {StageName} stage */
-  update(trace, stage) {
-    if (stage !== "done" && !stdoutOf(trace.data(stage))) return;
+  /** @param {Trace} trace */
+  render(trace) {
     const printed = trace.events.filter((e) => stdoutOf(e.data));
     if (!printed.length) {
-      if (stage === "done") clear(this.el, empty("The snippet printed nothing."));
-      return;
+      clear(this.el, empty("The snippet printed nothing."));
+      return false;
     }
     clear(this.el, printed.map((e) => h("section",
       h("h3", `while ${e.stage} ran`),
       h("pre.stdout", stdoutOf(e.data)))));
-    this.setFilled(true);
+    return true;
   }
 }
 

@@ -12,20 +12,53 @@
 //   ctx.cytoscape()            a promise of the cytoscape function (graph pane only)
 //   ctx.highlight(code, lang)  a promise of Pygments HTML or null (optional)
 
-import { h } from "../dom.js";
+import { h, clear, empty } from "../dom.js";
+
+/** @typedef {import("../trace.js").Trace} Trace */
+/** @typedef {import("../../types/events").StageName} StageName */
 
 export class Pane {
-  // `id` and `title` name the pane (tab id and label); subclasses set them as fields.
+  // `id` and `title` name the pane (tab id and label); subclasses set them as fields, with
+  // `stages` (the events it renders) and `placeholder` (what it says while empty).
+  /** @type {string} */ id = "";
+  /** @type {string} */ title = "";
+  /** @type {readonly string[]} */ stages = [];
+  placeholder = "";
+
   constructor(ctx, tag = "div.pane-body") {
     this.ctx = ctx;
     this.el = h(tag);
   }
 
-  // Back to the empty state (a new compile starts).
-  reset() {}
+  // Back to the empty state (a new compile starts): what the pane keeps of the last trace
+  // is dropped (`forget`), then it shows its placeholder, unfilled.
+  reset() {
+    this.forget();
+    this.setFilled(false);
+    clear(this.el, empty(this.placeholder));
+  }
 
-  // Called for every event, in order; a pane re-renders only for the stages it shows.
-  update(_trace, _stage) {}
+  // Drops the pane's own state of the last trace (subclasses that keep any).
+  forget() {}
+
+  // Whether the pane renders this event: one of its `stages`, unless a subclass says more.
+  /** @param {Trace} _trace @param {StageName} stage */
+  handles(_trace, stage) {
+    return this.stages.includes(stage);
+  }
+
+  // Called for every event, in order; the pane renders the events it handles, and is
+  // filled when its rendering says it has content.
+  /** @param {Trace} trace @param {StageName} stage */
+  update(trace, stage) {
+    if (this.handles(trace, stage)) this.setFilled(this.render(trace, stage));
+  }
+
+  // Draws the pane for one of its events; returns whether the pane now has content.
+  /** @param {Trace} _trace @param {StageName} _stage @returns {boolean} */
+  render(_trace, _stage) {
+    return false;
+  }
 
   // Marks this pane's elements for a selection (provenance.js).
   select(_selection) {}
@@ -33,7 +66,11 @@ export class Pane {
   // The pane became visible (a tab switch, a resize): lay out what needs a size.
   shown() {}
 
-  // `data-filled` tells tabs (and tests) that the pane has content.
+  // `data-filled` tells tabs (and tests) that the pane has content; only the base writes it.
+  get filled() {
+    return this.el.dataset.filled === "true";
+  }
+
   setFilled(flag = true) {
     if (flag) this.el.dataset.filled = "true";
     else delete this.el.dataset.filled;

@@ -5,7 +5,7 @@
 // after our result (the `inductor` event): "Inductor: running…" until it does, then its
 // total and each of its kernels' times.
 
-import { h, clear, empty, badge, fmtMs, fmtBytes, fmtNum, shape } from "../dom.js";
+import { h, clear, badge, fmtMs, fmtBytes, fmtNum, shape } from "../dom.js";
 import { fromKernel } from "../provenance.js";
 import { STAGES, FOLLOW_UPS, inductorAsked, inductorOf, followUpState } from "../trace.js";
 import { Pane } from "./pane.js";
@@ -18,6 +18,8 @@ import { changeClass, fmtSpread, shortSpread } from "../spread.js";
 export class TimingsPane extends Pane {
   id = "timings";
   title = "Timings";
+  stages = ["compile", "run", "profile", "inductor", "done"];
+  placeholder = "Correctness and timings appear here after the kernels run.";
 
   constructor(ctx) {
     super(ctx, "div.pane-body.timings-pane");
@@ -25,15 +27,8 @@ export class TimingsPane extends Pane {
     this.reset();
   }
 
-  reset() {
+  forget() {
     this.rows.clear();
-    delete this.el.dataset.filled;
-    clear(this.el, empty("Correctness and timings appear here after the kernels run."));
-  }
-
-  /** @param {Trace} trace @param {StageName} stage */
-  update(trace, stage) {
-    if (["compile", "run", "profile", "inductor", "done"].includes(stage)) this.render(trace);
   }
 
   /** @param {Trace} trace */
@@ -45,9 +40,9 @@ export class TimingsPane extends Pane {
       trace.has("profile") ? this.profile(trace.data("profile"), ind, trace) : null,
       trace.has("profile") && inductorAsked(trace) ? this.inductor(trace, ind) : null,
       trace.has("compile") ? this.compile(trace) : null,
-      this.stages(trace));
-    if (trace.has("run") || trace.has("profile")) this.el.dataset.filled = "true";
+      this.stageTimes(trace));
     this.select(this.ctx.current());
+    return trace.has("run") || trace.has("profile");
   }
 
   /** @param {import("../../types/events").Run} run */
@@ -196,7 +191,7 @@ export class TimingsPane extends Pane {
   }
 
   /** @param {Trace} trace */
-  stages(trace) {
+  stageTimes(trace) {
     const done = [...STAGES, ...FOLLOW_UPS].filter((s) => trace.has(s));
     if (!done.length) return null;
     const max = Math.max(...done.map((s) => trace.ms(s) ?? 0), 1e-9);
