@@ -209,3 +209,32 @@ def test_split_keys_and_ids(gpt2: dict[str, Any]) -> None:
     assert split(gpt2["events"]).parts == split(gpt2["events"]).parts
     with pytest.raises(ValueError, match="part key"):
         split(gpt2["events"], key=lambda g: "a/b")
+
+
+def test_a_big_trace_spooled_while_the_database_is_down_is_served_and_written_later(
+        tmp_path: Path, gpt2: dict[str, Any]) -> None:
+    from kernelscope.server.store.rows import StoreUnavailable
+    from kernelscope.server.store.spool import SpoolingStore
+    from kernelscope.server.store.sqlite import TraceStore
+
+    class Down(TraceStore):
+        down = True
+
+        def put(self, *args: Any, **kwargs: Any) -> str:
+            if self.down:
+                raise StoreUnavailable("down")
+            return super().put(*args, **kwargs)
+
+    inner = Down(tmp_path / "traces.sqlite3")
+    store = SpoolingStore(inner, tmp_path / "spool")
+    ident = store.put(gpt2["code"], gpt2["options"], gpt2["events"], True)
+    assert store.spooled() == [ident] and not inner.exists(ident)
+    head = store.head(ident)
+    assert head is not None and sorted(head["parts"]) == ["g0", "g1", "g2"]
+    assert json.loads(store.part(ident, "g1") or "{}")["graphs"]["capture"][0]["id"] == 1
+    whole = store.get(ident)
+    assert whole is not None and len(json.dumps(whole["events"])) > LIMIT
+    inner.down = False
+    assert store.flush(force=True) == 1 and store.spooled() == []
+    assert inner.head(ident)["parts"] == head["parts"]  # type: ignore[index]
+    assert inner.part(ident, "g1") == store.part(ident, "g1")

@@ -33,6 +33,10 @@ import { RunPanel, mountUpload } from "./upload.js";
 const PERMALINK = location.pathname.match(/^\/t\/([^/]+)\/?$/);
 const fetching = PERMALINK ? getTrace(decodeURIComponent(PERMALINK[1])) : null;
 fetching?.catch(() => {}); // its error is read where it is awaited
+// A big trace's first graph is its part `g0` (docs/server.md, "A model's trace"): asked for
+// beside the head, not after it; a trace stored whole has none (404, ignored).
+const firstPart = PERMALINK
+  ? getPart(decodeURIComponent(PERMALINK[1]), "g0").catch(() => null) : null;
 await loadStages(getSchema); // before any pane is built: they lay out one chip per stage
 // The page's own elements (index.html), by id: inputs, selects, buttons, links.
 /** @type {(id: string) => any} */
@@ -401,7 +405,7 @@ async function openPermalink(id, fetched = null) {
   $("permalink-info").textContent = `Read-only trace ${trace.id ?? id}` +
     `${trace.ok === false ? " (failed compile)" : ""}` +
     `${trace.created ? ` · created ${new Date(trace.created).toLocaleString()}` : ""}`;
-  await openFirstGraph(id, trace);
+  await openFirstGraph(id, trace, fetched ? firstPart : null);
   handleAll(trace.events ?? [], false);
   const source = state.trace.data("source");
   if (source) setOptions({ device: source.device, backend: source.backend, ...source.options });
@@ -414,7 +418,7 @@ async function openPermalink(id, fetched = null) {
 
 // A big stored trace (its head, each graph a part): it opens on its first graph, whose part
 // is asked for before the panes draw; another graph's part comes when its tab is shown.
-async function openFirstGraph(id, stored) {
+async function openFirstGraph(id, stored, early = null) {
   if (!Object.keys(stored.parts ?? {}).length) return;
   state.trace.stored = id;
   const first = (stored.events ?? []).find((e) => e.stage === "capture")?.data?.graphs?.[0];
@@ -422,7 +426,8 @@ async function openFirstGraph(id, stored) {
   state.graphs = [first.id];
   if (!isStub(first)) return;
   try {
-    mergePart(stored.events, await getPart(id, first.part));
+    const part = (first.part === "g0" ? await early : null) ?? await getPart(id, first.part);
+    mergePart(stored.events, part);
   } catch (err) {
     banner.show({ kind: err.kind ?? "client", message: `cannot load the graph: ${err.message}` });
   }
