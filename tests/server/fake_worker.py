@@ -9,6 +9,10 @@
   the remaining stages with tiny payloads and `done`;
 - without `--front-only`, both in one process (the server's BACK_CMD=None mode).
 
+`# fake-trace: NAME` makes the job's events those of tests/browser/fixtures/NAME.json.gz
+(its `capture_graph`s from the front half, every later stage from the back half): a
+model-sized trace through the real job path.
+
 Used where 20 real compiles on 2 cores would take minutes. `# fake-sleep: 0.3` in a
 snippet makes every stage take that long; with `--inductor` an `inductor` event follows
 `profile` (`# fake-inductor: ...` in the snippet: see fake_inductor); `# fake-import: wait`
@@ -18,6 +22,7 @@ holds the front half before its first event until a test lets it go.
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import os
 import re
@@ -27,6 +32,19 @@ import traceback
 from typing import Any
 
 STAGES = ("lowering", "scheduling", "memory", "codegen", "compile", "run", "profile")
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "browser", "fixtures")
+
+
+def fixture_stages(code: str) -> dict[str, Any] | None:
+    """`# fake-trace: NAME`: the fixture's payloads by stage (its capture_graphs as a list)."""
+    match = re.search(r"#\s*fake-trace:\s*(\w+)", code)
+    if not match:
+        return None
+    with gzip.open(os.path.join(FIXTURES, f"{match.group(1)}.json.gz")) as f:
+        events = json.load(f)["events"]
+    stages: dict[str, Any] = {e["stage"]: e["data"] for e in events}
+    stages["capture_graph"] = [e["data"] for e in events if e["stage"] == "capture_graph"]
+    return stages
 
 
 def emit(seq: int, stage: str, data: dict, ms: float = 0.0) -> int:
@@ -77,6 +95,11 @@ def front(args: argparse.Namespace) -> dict[str, Any]:
             "traceback": traceback.format_exc(),
         }
         return {"source": source, "error": error}
+    fixture = fixture_stages(code)
+    if fixture is not None:
+        for seq, graph in enumerate(fixture["capture_graph"], 1):
+            emit(seq, "capture_graph", graph)
+        return {"source": source, "capture": fixture["capture"]}
     return {"source": source, "capture": {"graphs": []}}
 
 
@@ -96,9 +119,11 @@ def back(bundle: dict[str, Any], replay: bool, isolated: bool, seq: int = 0,
         return
     if replay:
         seq = emit(seq, "capture", bundle["capture"])
+    fixture = fixture_stages(str(bundle.get("source", {}).get("code", "")))
     for stage in STAGES:
         time.sleep(pause)
-        seq = emit(seq, stage, {"graphs": []} if stage != "run" else {"ok": True}, pause * 1000)
+        data = {"graphs": []} if stage != "run" else {"ok": True}
+        seq = emit(seq, stage, fixture[stage] if fixture else data, pause * 1000)
     if inductor:
         seq = fake_inductor(seq, str(bundle.get("source", {}).get("code", "")))
     emit(seq, "done", {"ok": True, "isolated": isolated})

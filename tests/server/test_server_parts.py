@@ -148,6 +148,25 @@ def test_the_job_path_stores_a_big_trace_in_parts(make_app: Any, gpt2: dict[str,
         [e["stage"] for e in gpt2["events"]]
 
 
+def test_a_job_of_a_model_sized_trace_is_stored_in_parts(make_app: Any,
+                                                         gpt2: dict[str, Any]) -> None:
+    """The whole job path: a sandboxed worker (tests/server/fake_worker.py) writes the GPT-2
+    step's events, front half and back half, and the permalink `done` names is the trace
+    in parts."""
+    from server_support import compile_events
+
+    app = make_app(JOB_TIMEOUT_S=120)
+    events = compile_events(app.test_client(), "x = 1  # fake-trace: gpt2_train\n")
+    done = events[-1]
+    assert done["stage"] == "done" and done["data"]["ok"], [e["stage"] for e in events]
+    ident = done["data"]["trace_id"]
+    head = app.test_client().get(f"/api/traces/{ident}").get_json()
+    assert sorted(head["parts"]) == ["g0", "g1", "g2"]
+    stored = _store(app).get(ident)["events"]
+    codegen = next(e["data"] for e in stored if e["stage"] == "codegen")
+    assert [len(g["kernels"]) for g in codegen["graphs"]] == [100, 129, 296]
+
+
 def test_a_graph_over_the_limit_stops_the_job_naming_the_limit(gpt2: dict[str, Any]) -> None:
     """Parts are counted per graph: with TRACE_LIMIT_MB 5, graph 2 (the AdamW step, 5.3 MiB
     in its part) stops the job, though every other graph and the head fit."""
@@ -238,3 +257,17 @@ def test_a_big_trace_spooled_while_the_database_is_down_is_served_and_written_la
     assert store.flush(force=True) == 1 and store.spooled() == []
     assert inner.head(ident)["parts"] == head["parts"]  # type: ignore[index]
     assert inner.part(ident, "g1") == store.part(ident, "g1")
+
+
+def test_kernelscope_open_stores_a_big_run_in_parts(tmp_path: Path, gpt2: dict[str, Any],
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """`kernelscope open DIR` with no server running stores the run in its own database."""
+    from kernelscope.server.open_cmd import _store_locally
+    from kernelscope.server.store.sqlite import TraceStore
+
+    files = [(f["name"], f["text"].encode()) for f in _files(gpt2)]
+    database = str(tmp_path / "traces.sqlite3")
+    code, _ = _store_locally(files, database, serve=False, browser=False)
+    assert code == 0
+    ident = capsys.readouterr().out.strip().rsplit("/t/", 1)[1]
+    assert sorted(TraceStore(database).head(ident)["parts"]) == ["g0", "g1", "g2"]  # type: ignore[index]
