@@ -63,6 +63,10 @@ SLOW: dict[str, str] = {
         "42 Hugging Face architectures, a training step each (about 30 s each)",
     "bench/test_bench_smoke.py": "every benchmark case at smoke size",
     "bench/test_train_smoke.py": "five architectures, a training step each",
+    "core/test_eager_formulas.py::test_cpp_follows_eager":
+        "Bessel and addbmm cases, a g++ build per case, in a subprocess",
+    "core/test_eager_formulas.py::test_triton_interpreted_follows_eager":
+        "Bessel and addbmm cases under the Triton interpreter, in a subprocess",
     "bench/test_infer_smoke.py::test_a_zoo_model_in_bf16_is_judged_timed_and_tabled":
         "a zoo model compiled and timed in bf16 inference",
     "bench/test_infer_smoke.py::test_a_wrong_output_fails_the_rule":

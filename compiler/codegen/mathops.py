@@ -75,8 +75,10 @@ TRITON_MATH: dict[str, Rule | dict[str, Rule]] = {
     **calls("libdevice.{}({{0}}, {{1}})", "hypot copysign nextafter"),
     **{op: float_only(f"libdevice.{fn}({{0}})") for op, fn in (
         ("i0", "cyl_bessel_i0"), ("i1", "cyl_bessel_i1"), ("modified_bessel_i0", "cyl_bessel_i0"),
-        ("modified_bessel_i1", "cyl_bessel_i1"), ("ndtri", "normcdfinv"), ("bessel_j0", "j0"),
-        ("bessel_j1", "j1"), ("bessel_y0", "y0"), ("bessel_y1", "y1"))},
+        ("modified_bessel_i1", "cyl_bessel_i1"), ("ndtri", "normcdfinv"))},
+    # Eager's own polynomials (codegen/bessel.py), not libdevice's j0/y1: those differ from
+    # eager's by up to 6e-7 on float64. They run under the interpreter too (tl primitives).
+    **{f"bessel_{k}": float_only(f"_ks_bessel_{k}({{0}})") for k in ("j0", "j1", "y0", "y1")},
     "fmin": float_only(_FMIN), "fmax": float_only(_FMAX),
     "signbit": {"float": "(libdevice.signbit({0}) != 0)", **_NOT_FLOAT_SIGNBIT},
 }
@@ -98,8 +100,7 @@ TRITON_INTERPRET_MATH: dict[str, Rule | dict[str, Rule]] = {
 # Not in the interpreter's table: what only libdevice computes (the inverse trigonometric
 # functions too: under the interpreter a libdevice call raises).
 TRITON_INTERPRET_DROPS = ("erfinv lgamma erfcx nextafter i0 i1 modified_bessel_i0 "
-                          "modified_bessel_i1 ndtri bessel_j0 bessel_j1 bessel_y0 "
-                          "bessel_y1 asin acos atan atan2").split()
+                          "modified_bessel_i1 ndtri asin acos atan atan2").split()
 
 TRITON_MATH_HELPERS = """
 

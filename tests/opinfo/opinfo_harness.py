@@ -17,7 +17,9 @@ to check that the fallback path is right.
 float16/bfloat16 are compared as Inductor's `check_model` does: against eager at the same
 precision, and where that fails against a float32 reference, passing if the compiled error
 is no worse than eager's own. Random ops and ops returning uninitialized memory compare by
-shape, dtype and (random ops) statistics only.
+shape, dtype and (random ops) statistics only. The indices of topk, kthvalue, median and
+mode, which eager leaves open among equal values, compare by the values they select
+(tied_indices.py).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
+from tied_indices import INDICES_OUTPUT, Checker, checker
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 DTYPES: dict[str, torch.dtype] = {
@@ -161,8 +164,11 @@ def _leaves(x: Any) -> list[Any]:
 
 
 def compare(actual: Any, expected: Any, ref32: Any | None, kind: str,
-            rng_state: frozenset[int] | set[int] = frozenset()) -> None:
-    """Raise Mismatch with a short reason when `actual` is not eager's `expected`."""
+            rng_state: frozenset[int] | set[int] = frozenset(),
+            indices: Checker | None = None) -> None:
+    """Raise Mismatch with a short reason when `actual` is not eager's `expected`.
+    `indices`: how an indices output whose choice among ties eager leaves open is
+    compared (tied_indices.py)."""
     a, e = _leaves(actual), _leaves(expected)
     r = _leaves(ref32) if ref32 is not None else [None] * len(e)
     if len(a) != len(e):
@@ -181,6 +187,11 @@ def compare(actual: Any, expected: Any, ref32: Any | None, kind: str,
             continue
         if kind == "random":
             _compare_stats(k, x, y)
+            continue
+        if indices is not None and k == INDICES_OUTPUT and not x.dtype.is_floating_point:
+            why = indices(x, y)
+            if why:
+                raise Mismatch(f"output {k}: {why}")
             continue
         _compare_values(k, x, y, z)
 
@@ -303,7 +314,8 @@ def run_case(op: Any, dtype_name: str, index: int, sample: Any, options: dict[st
         except Exception as e:  # noqa: BLE001 - any failure of ours is the result
             return result("error", f"{type(e).__name__}: {_first_line(e)}")
         try:
-            compare(actual, expected, ref32, kind, RNG_STATE_OUTPUTS.get(key, set()))
+            compare(actual, expected, ref32, kind, RNG_STATE_OUTPUTS.get(key, set()),
+                    checker(op.name, sample))
         except Mismatch as e:
             return result("mismatch", str(e))
         except Exception as e:  # noqa: BLE001 - comparing itself failed

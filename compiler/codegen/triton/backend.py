@@ -20,6 +20,7 @@ import torch
 
 from kernelscope.compiler.codegen import targets
 from kernelscope.compiler.codegen.backend import Backend, BuildResult, GeneratedKernel, Launch
+from kernelscope.compiler.codegen.bessel import TRITON_BESSEL_CALL, TRITON_BESSEL_HELPERS
 from kernelscope.compiler.codegen.mathops import INTERPRET_BF16_HELPER, TRITON_MATH_HELPERS
 from kernelscope.compiler.codegen.optable import OpTable
 from kernelscope.compiler.codegen.tiling import choose_tile, fits_grid, tile_config
@@ -256,6 +257,8 @@ class TritonBackend(Backend):
         lines = TRITON_IMPORTS.splitlines()
         if any("_ks_bf16(" in k.source for k in kernels):
             lines += INTERPRET_BF16_HELPER.splitlines()
+        if any(TRITON_BESSEL_CALL in k.source for k in kernels):
+            lines += TRITON_BESSEL_HELPERS.splitlines()
         first: dict[str, str] = {}
         for k in kernels:
             same = first.setdefault(kernel_body(k), k.name)
