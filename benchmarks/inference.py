@@ -82,6 +82,8 @@ def build(entry: InferModel, device: str) -> tuple[torch.nn.Module, dict[str, An
         model = case.model
         keep = "encoder-decoder" in entry.family
         inputs = {k: v for k, v in case.inputs.items() if keep or k != "labels"}
+    if getattr(model, "config", None) is not None and hasattr(model.config, "use_cache"):
+        model.config.use_cache = False  # no key/value cache: one forward, as timed
     model = model.to(device).eval().requires_grad_(False)
     return model, {k: v.to(device) for k, v in inputs.items()}
 
