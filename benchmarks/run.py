@@ -162,7 +162,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--train-models", default="", help="training steps (default: all five)")
     p.add_argument("--infer-models", default="",
                    help="bf16 inference (--only infer): zoo and timm models, or the words "
-                        "zoo / timm (default: all)")
+                        "zoo / zoo1 / zoo2 (its halves) / timm (default: all)")
     p.add_argument("--rounds", type=int, default=5,
                    help="--only infer: interleaved timing rounds per column")
     p.add_argument("--out", default=str(ROOT / "docs" / "perf.md"),

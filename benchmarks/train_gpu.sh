@@ -9,7 +9,8 @@
 #          (default: check optimizer host graphs gemm; each part is bounded by PART_S)
 #
 # MODELS: the training models (default gpt2_small,resnet50: the two host-bound ones).
-# INFER: the inference part's models (default zoo: the model zoo's 42; timm: timm's).
+# INFER: the inference part's models (default zoo: the model zoo's 42; zoo1 and zoo2 are
+#   its halves, for a call each; or names, comma-separated). Part timm: timm's models.
 # JOBS: items compiling at once in infer/timm (they time one at a time).
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -31,10 +31,11 @@ def test_judge_is_the_3x_rule_on_every_floating_output() -> None:
     assert not judge((ref["logits"], ref["logits"]), eager, ref)["ok"]  # output count
 
 
-def test_the_words_zoo_and_timm_name_the_lists() -> None:
+def test_the_words_zoo_zoo1_zoo2_and_timm_name_the_lists() -> None:
     zoo, timm = by_name(["zoo"]), by_name(["timm"])
     assert len(zoo) >= 40 and {m.needs for m in zoo} == {"transformers"}
     assert timm and all(m.name.startswith("timm_") for m in timm)
+    assert by_name(["zoo1"]) + by_name(["zoo2"]) == zoo
 
 
 def _run(tmp_path: Path, *extra: str) -> tuple[int, dict, str]:  # type: ignore[type-arg]
