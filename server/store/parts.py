@@ -116,12 +116,13 @@ def split(events: list[dict[str, Any]],
     return Split(head, {k: dumps({"graphs": v}) for k, v in parts.items()})
 
 
-def split_if_big(events: list[dict[str, Any]]) -> Split | None:
+def split_if_big(events: list[dict[str, Any]],
+                 key: Callable[[Mapping[str, Any]], str] = by_graph) -> Split | None:
     """The trace in parts when its events take more than WHOLE_BYTES and it has graphs to
     part; None: stored whole."""
     if len(json.dumps(events)) <= WHOLE_BYTES:
         return None
-    parted = split(events)
+    parted = split(events, key)
     return parted if parted.parts else None
 
 
