@@ -8,12 +8,13 @@ across all graphs so each stage can be reported as it finishes.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 import warnings
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 import torch.fx
@@ -40,6 +41,7 @@ from kernelscope.compiler.ir.nodes import (
     Stored,
 )
 from kernelscope.compiler.ir.opnames import op_name
+from kernelscope.compiler.kernel_numbers import KernelNumbers
 from kernelscope.compiler.lowering import layout
 from kernelscope.compiler.lowering.common import Unsupported
 from kernelscope.compiler.lowering.graph import GraphLowering, LoweredGraph
@@ -369,7 +371,7 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                options: CompileOptions, filename: str | None = None, gid: int = 0,
                notes: Sequence[str] = (), mutations: dict[int, int] | None = None,
                kind: str | None = None,
-               trace: Callable[[GraphWork, dict[str, Any], dict[str, float]], Any] | None = None,
+               trace: GraphTrace | None = None,
                free_outputs: frozenset[int] = frozenset()) -> loader.CompiledGraph:
     """Everything at once: the backend's path. Returns fn(*args) -> list of outputs.
 
@@ -385,7 +387,7 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
     if cached is not None:
         return cached
     stages: tuple[tuple[str, Callable[[GraphWork], Any]], ...] = (
-        ("lowering", lower), ("scheduling", schedule_stage), ("memory", memory_stage),
+        ("lowering", lower), ("scheduling", _numbered(trace)), ("memory", memory_stage),
         ("codegen", codegen_stage), ("compile", functools.partial(build_stage, warmup=False)))
     payloads: dict[str, Any] = {}
     ms: dict[str, float] = {}
@@ -397,6 +399,28 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
         trace(work, payloads, ms)
     assert work.compiled is not None
     return work.compiled
+
+
+class GraphTrace(Protocol):
+    """A trace directory's recorder of one graph (compiler/trace/writer.py)."""
+
+    def __call__(self, work: GraphWork, payloads: dict[str, Any], ms: dict[str, float]
+                 ) -> Any:
+        """Write the graph's file, once every stage has run."""
+
+    def numbers(self) -> contextlib.AbstractContextManager[KernelNumbers]:
+        """The trace's kernel numbers, held while the graph is scheduled."""
+
+
+def _numbered(trace: GraphTrace | None) -> Callable[[GraphWork], ev.SchedulingGraph]:
+    """Scheduling, the kernels numbered on from the trace's earlier graphs (a trace
+    directory's; without one the graph is a trace of its own)."""
+    def stage(work: GraphWork) -> ev.SchedulingGraph:
+        with trace.numbers() if trace is not None else \
+                contextlib.nullcontext(KernelNumbers()) as numbers:
+            return numbers.schedule(work, schedule_stage)
+
+    return stage
 
 
 def _is_dynamic(example_inputs: Sequence[Any]) -> bool:
@@ -411,7 +435,7 @@ def _is_dynamic(example_inputs: Sequence[Any]) -> bool:
 
 def _specialising(gm: torch.fx.GraphModule, options: CompileOptions, filename: str | None,
                   gid: int, kind: str | None,
-                  trace: Callable[[GraphWork, dict[str, Any], dict[str, float]], Any] | None = None
+                  trace: GraphTrace | None = None
                   ) -> Callable[..., Any]:
     """A graph with symbolic sizes, compiled once per concrete shape it is called with.
 

@@ -67,6 +67,7 @@ from kernelscope.compiler.events import types as ev
 from kernelscope.compiler.events.stage import StageEvent
 from kernelscope.compiler.follow_ups import follow_ups
 from kernelscope.compiler.graph_work import GraphWork
+from kernelscope.compiler.kernel_numbers import KernelNumbers
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.profiling import each, profile_works
 from kernelscope.compiler.runtime.cache import cache_root
@@ -347,12 +348,8 @@ def _per_graph(fn: Callable[[GraphWork], Any], payload: Callable[..., Any]
 def _schedule(run: _BackRun) -> ev.Scheduling:
     """Each graph's schedule; its kernels are numbered on from the graph before it, so the
     names are unique across the trace (a forward's and a backward's `_0` were one name)."""
-    graphs, first = [], 0
-    for w in run.works:
-        w.first_step = first
-        graphs.append(schedule_stage(w))
-        first += len(w.sched.steps) if w.sched is not None else 0
-    return ev.Scheduling(graphs=graphs)
+    numbers = KernelNumbers()
+    return ev.Scheduling(graphs=[numbers.schedule(w, schedule_stage) for w in run.works])
 
 
 def _training_pairs(run: _BackRun) -> list[tuple[int, int]]:

@@ -35,6 +35,7 @@ import torch
 from kernelscope.compiler.devices import CPU
 from kernelscope.compiler.events import types as ev
 from kernelscope.compiler.events.stage import SCHEMA_VERSION
+from kernelscope.compiler.kernel_numbers import KernelNumbers, numbered_in
 from kernelscope.compiler.trace.reader import FORMAT, VERSION
 from kernelscope.compiler.versions import versions
 
@@ -178,6 +179,28 @@ class DynamoInfo:
 
 
 @dataclass
+class GraphRecorder:
+    """One graph's recorder (compile_fx's `trace`): its kernels numbered on from the
+    directory's earlier graphs, its file written once every stage has run."""
+
+    folder: TraceDir
+    info: DynamoInfo | None
+    kind: str | None
+
+    def numbers(self) -> contextlib.AbstractContextManager[KernelNumbers]:
+        return numbered_in(self.folder.root)
+
+    def __call__(self, work: Any, payloads: dict[str, Any], ms: dict[str, float]) -> None:
+        from kernelscope.compiler.capture.fxgraph import graph_json
+
+        info, kind = self.info, self.kind
+        capture = graph_json(work.gm, 0, work.lines, work.code_lines)
+        capture.update(kind=kind or "inference", compile_id=info.compile_id if info
+                       else None, dynamo_graph=info.dynamo_graph if info else 0)
+        self.folder.write(info, kind, work.gm, {"capture": capture, **payloads}, ms)
+
+
+@dataclass
 class TraceDir:
     """Writes one file per compiled ATen graph into `root` (created if missing)."""
 
@@ -211,17 +234,9 @@ class TraceDir:
                           _break_site(reason) if broke else None, _COMPILE_CALL.get(),
                           recompile=attempt.isdigit() and int(attempt) > 0, reasons=reasons)
 
-    def recorder(self, info: DynamoInfo | None, kind: str | None) -> Any:
+    def recorder(self, info: DynamoInfo | None, kind: str | None) -> GraphRecorder:
         """compile_fx's `trace`: writes the graph's file once every stage has run."""
-        def trace(work: Any, payloads: dict[str, Any], ms: dict[str, float]) -> None:
-            from kernelscope.compiler.capture.fxgraph import graph_json
-
-            capture = graph_json(work.gm, 0, work.lines, work.code_lines)
-            capture.update(kind=kind or "inference", compile_id=info.compile_id if info
-                           else None, dynamo_graph=info.dynamo_graph if info else 0)
-            self.write(info, kind, work.gm, {"capture": capture, **payloads}, ms)
-
-        return trace
+        return GraphRecorder(self, info, kind)
 
     def write(self, info: DynamoInfo | None, kind: str | None, gm: torch.fx.GraphModule,
               payloads: dict[str, Any], ms: dict[str, float] | None = None) -> Path:

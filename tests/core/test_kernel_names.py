@@ -4,7 +4,12 @@ backward, each had a `..._0`, and a name then pointed at two kernels)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
+
+from ks_helpers import REPO
 
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.pipeline import run_pipeline
@@ -62,3 +67,39 @@ def test_a_forward_and_its_backward_share_no_kernel_name(tmp_path: Path) -> None
     assert len(names) == 2 and all(names)
     flat = [n for g in names for n in g]
     assert len(flat) == len(set(flat)), names
+
+
+OWN_RUN = """import torch
+
+x = torch.randn(64, requires_grad=True)
+
+
+def twice(x):
+    y = torch.relu(x) + 1.0
+    print("the graph breaks here")
+    return torch.relu(y) + 1.0
+
+
+out = torch.compile(twice, backend="kernelscope", options={{"trace_dir": {d!r}}})(x)
+out.sum().backward()
+"""
+
+
+def test_your_own_runs_graphs_share_no_kernel_name(tmp_path: Path) -> None:
+    """A trace directory's graphs (your own run: `kernelscope run`, or options={"trace_dir":
+    ...}) compile one at a time; each numbered its kernels from 0, so a graph break's two
+    forwards and their backwards had one `..._0` each."""
+    out = tmp_path / "trace"
+    script = tmp_path / "mine.py"
+    script.write_text(OWN_RUN.format(d=str(out)))
+    proc = subprocess.run([sys.executable, str(script)], cwd=REPO, capture_output=True,
+                          text=True, timeout=600, env={"PYTHONPATH": str(REPO),
+                                                       "PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [json.loads(p.read_text()) for p in sorted(out.glob("*.json"))]
+    assert sorted(r["kind"] for r in records) == ["backward"] * 2 + ["forward"] * 2
+    names = [[k["name"] for k in r["stages"]["scheduling"]["kernels"]] for r in records]
+    flat = [n for g in names for n in g]
+    assert all(names) and len(flat) == len(set(flat)), names
+    made = [k["name"] for r in records for k in r["stages"]["codegen"]["kernels"]]
+    assert set(made) <= set(flat)
