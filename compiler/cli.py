@@ -28,6 +28,7 @@ import io
 import json
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -172,7 +173,8 @@ def _compile(args: argparse.Namespace) -> int:
     from kernelscope.compiler.pipeline import run_front, run_pipeline
 
     path = str(Path(args.file).resolve())
-    # Each captured graph is printed the moment Dynamo hands it over, mid-capture.
+    # Each captured graph is printed the moment Dynamo hands it over, mid-capture, and a
+    # `progress` event whenever a stage has been quiet for a while.
     parts = _Printer(args)
     if not args.bundle:
         return _print(run_pipeline(code, options, path, parts=parts), args, parts)
@@ -190,8 +192,10 @@ def _stages(args: argparse.Namespace) -> int:
     options = _options(args)  # first: it sets the emulator's environment before torch loads
     from kernelscope.compiler.pipeline import run_back
 
+    parts = _Printer(args)  # `progress` while a stage runs
     return _print(run_back(args.bundle, options, replay=not args.no_replay,
-                           replay_source=not args.no_replay_source, code=code), args)
+                           replay_source=not args.no_replay_source, code=code, parts=parts),
+                  args, parts)
 
 
 def _options(args: argparse.Namespace, entry: str | None = None) -> Any:
@@ -218,6 +222,7 @@ class _Printer:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.shown: set[int] = set()  # graphs printed as captured (`capture_graph`)
+        self.lock = threading.Lock()  # `progress` comes from a thread of its own
         self.out: Any = sys.stdout
         sys.stdout.flush()
         try:
@@ -236,8 +241,9 @@ class _Printer:
             text = _text(event, frozenset(self.shown))
             if event.stage == "capture_graph":
                 self.shown.add(int(event.data["id"]))
-        self.out.write(text + "\n")
-        self.out.flush()
+        with self.lock:
+            self.out.write(text + "\n")
+            self.out.flush()
 
 
 def _print(events: Iterator[Any], args: argparse.Namespace,

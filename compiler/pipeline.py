@@ -21,12 +21,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
+import itertools
 import sys
 import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -70,6 +72,7 @@ from kernelscope.compiler.graph_work import GraphWork
 from kernelscope.compiler.kernel_numbers import KernelNumbers
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.profiling import each, profile_works
+from kernelscope.compiler.progress import Heartbeat
 from kernelscope.compiler.runtime.cache import cache_root
 from kernelscope.compiler.runtime.graphs import CudaGraphed
 from kernelscope.compiler.runtime.inductor import Graphs
@@ -151,7 +154,9 @@ def run_front(code: str, options: CompileOptions, bundle_path: str | Path,
     holds the error, so the back half can report it. `filename` is where the snippet is
     (or is written) for line numbers. `parts`, if given, receives each `capture_graph`
     event the moment its graph is captured (in the middle of the snippet's call, so a
-    stream can show it while Dynamo goes on); without it they are yielded before `capture`.
+    stream can show it while Dynamo goes on), and a `progress` event whenever a stage has
+    been quiet for a while (compiler/progress.py); without it the graphs are yielded
+    before `capture`, and no `progress` is made.
     Call it from the main thread of a process of its own (a worker): while the snippet
     runs, file descriptor 1 is a pipe, and a flood of output interrupts the main thread.
     """
@@ -163,21 +168,24 @@ def run_front(code: str, options: CompileOptions, bundle_path: str | Path,
     seq = _Seq() if _seq is None else _seq
     held: list[StageEvent] = []  # the parts, when nobody takes them as they come
     start = time.perf_counter()
+    beat = _heartbeat(seq, parts)
 
     def part(graph: ev.CaptureGraph) -> None:
-        event = seq.event("capture_graph", (time.perf_counter() - start) * 1000, graph)
+        def make() -> StageEvent:
+            return seq.event("capture_graph", (time.perf_counter() - start) * 1000, graph)
+
         if parts is None:
-            held.append(event)
+            held.append(make())
         else:
-            parts(event)
+            beat.send(lambda: parts(make()))
 
     stages: tuple[tuple[str, Callable[[FrontRun], dict[str, Any]]], ...] = (
-        ("source", source_stage), ("capture", lambda r: capture_stage(r, part)))
+        ("source", source_stage), ("capture", lambda r: capture_stage(r, part, beat.doing)))
     for name, fn in stages:
         start = time.perf_counter()
         try:
             # The snippet's prints (Python or fd 1) are data: they never reach our output.
-            with captured_stdout(STDOUT_LIMIT) as printed:
+            with captured_stdout(STDOUT_LIMIT) as printed, beat.stage(name):
                 data = fn(run)
         except Exception as e:  # StageFailed, or a compiler bug / unsupported construct
             err = _error_data(name, e, path)
@@ -193,9 +201,17 @@ def run_front(code: str, options: CompileOptions, bundle_path: str | Path,
         held.clear()
         yield seq.event(name, ms, payload)
     try:
-        write_front_bundle(run, bundle_path)
+        with beat.stage("capture", "writes the capture bundle"):
+            write_front_bundle(run, bundle_path)
     except Exception as e:  # a value the bundle cannot carry: say which
         yield from _fail(seq, _error_data("capture", e, path))
+
+
+def _heartbeat(seq: _Seq, parts: Callable[[StageEvent], None] | None) -> Heartbeat:
+    """The stream's heartbeat: `progress` events into `parts`, or none without it."""
+    if parts is None:
+        return Heartbeat(None)
+    return Heartbeat(lambda p: parts(seq.event("progress", 0.0, p)))
 
 
 def _front_payload(name: str, data: dict[str, Any], options: CompileOptions, stdout: str
@@ -220,11 +236,13 @@ class _BackRun:
     works: list[GraphWork] = field(default_factory=list)
     ok: bool = True  # false once `run` finds an output that differs from eager
     profile: ev.Profile | None = None  # our kernels' times, for the Inductor comparison
+    beat: Heartbeat = field(default_factory=lambda: Heartbeat(None))  # says what runs
 
 
 def run_back(bundle_path: str | Path, options: CompileOptions, replay: bool = True,
              isolated: bool = True, _seq: _Seq | None = None, replay_source: bool = True,
-             code: str | None = None) -> Iterator[StageEvent]:
+             code: str | None = None, parts: Callable[[StageEvent], None] | None = None
+             ) -> Iterator[StageEvent]:
     """Read a capture bundle and run every stage after capture on its graphs.
 
     With `replay`, first yields the front half's `source` (unless not `replay_source`: a
@@ -233,7 +251,8 @@ def run_back(bundle_path: str | Path, options: CompileOptions, replay: bool = Tr
     `isolated` goes into `done`: true when this process never ran the snippet (the caller
     knows; run_pipeline says false). `code`: the submitted snippet, the only source text
     kernel comments quote (never the bundle's copy, which the snippet could rewrite);
-    without it they quote none.
+    without it they quote none. `parts`, if given, receives a `progress` event whenever a
+    stage has been quiet for a while (compiler/progress.py).
     """
     seq = _Seq() if _seq is None else _seq
     try:
@@ -247,10 +266,12 @@ def run_back(bundle_path: str | Path, options: CompileOptions, replay: bool = Tr
             yield seq.event("source", events["source"]["ms"], _replayed_source(events, options))
         yield from _fail(seq, events["error"]["data"], isolated=isolated)
         return
-    run = _BackRun(bundle, options, (code or "").splitlines())
-    for stage, prepare in (("capture", _rebuild), ("lowering", _make_works)):
+    run = _BackRun(bundle, options, (code or "").splitlines(), beat=_heartbeat(seq, parts))
+    for stage, prepare, doing in (("capture", _rebuild, "rebuilds the bundle's graphs"),
+                                  ("lowering", _make_works, "specialises the graphs")):
         try:
-            prepare(run)
+            with run.beat.stage(stage, doing):
+                prepare(run)
         except Exception as e:
             yield from _fail(seq, _error_data(stage, e, None), isolated=isolated)
             return
@@ -271,7 +292,7 @@ def run_back(bundle_path: str | Path, options: CompileOptions, replay: bool = Tr
         start = time.perf_counter()
         try:
             # Our own code only: anything it prints goes to stderr, never into the stream.
-            with torch.no_grad(), contextlib.redirect_stdout(sys.stderr):
+            with torch.no_grad(), contextlib.redirect_stdout(sys.stderr), run.beat.stage(name):
                 data = fn(run)
         except Exception as e:
             yield from _fail(seq, _back_error(name, e, run), isolated=isolated)
@@ -297,7 +318,7 @@ def run_pipeline(code: str, options: CompileOptions, filename: str | None = None
             yield ev
         if not failed:
             yield from run_back(bundle, options, replay=False, isolated=False, _seq=seq,
-                                code=code)
+                                code=code, parts=parts)
 
 
 def _rebuild(run: _BackRun) -> None:
@@ -340,16 +361,23 @@ def _per_graph(fn: Callable[[GraphWork], Any], payload: Callable[..., Any]
                ) -> Callable[[_BackRun], Any]:
     """A stage that runs `fn` on each graph; `payload` is its event type (one of graphs)."""
     def stage(run: _BackRun) -> Any:
-        return payload(graphs=[fn(w) for w in run.works])
+        return payload(graphs=[fn(w) for w in _each_graph(run)])
 
     return stage
+
+
+def _each_graph(run: _BackRun, doing: str = "") -> Iterator[GraphWork]:
+    """The graphs in order, each said in the `progress` events as it begins."""
+    for i, w in enumerate(run.works):
+        run.beat.doing(f"graph {w.gid}{doing}", i, len(run.works))
+        yield w
 
 
 def _schedule(run: _BackRun) -> ev.Scheduling:
     """Each graph's schedule; its kernels are numbered on from the graph before it, so the
     names are unique across the trace (a forward's and a backward's `_0` were one name)."""
     numbers = KernelNumbers()
-    return ev.Scheduling(graphs=[numbers.schedule(w, schedule_stage) for w in run.works])
+    return ev.Scheduling(graphs=[numbers.schedule(w, schedule_stage) for w in _each_graph(run)])
 
 
 def _training_pairs(run: _BackRun) -> list[tuple[int, int]]:
@@ -358,7 +386,7 @@ def _training_pairs(run: _BackRun) -> list[tuple[int, int]]:
 
 def _memory(run: _BackRun) -> ev.Memory:
     """Each graph's memory plan; a forward graph's also lists what it saves for backward."""
-    graphs = [memory_stage(w) for w in run.works]
+    graphs = [memory_stage(w) for w in _each_graph(run)]
     for fw, bw in _training_pairs(run):
         graphs[fw].saved = [ev.SavedActivation(**s) for s in
                             training.saved_activations(run.works[fw], run.works[bw])]
@@ -368,10 +396,12 @@ def _memory(run: _BackRun) -> ev.Memory:
 def _compile(run: _BackRun) -> ev.Compile:
     # Every graph's library builds at once (a forward and a backward graph: two g++ runs
     # side by side); each graph is then loaded and first launched in order.
-    graphs = []
+    graphs, n = [], len(run.works)
+    run.beat.doing(f"builds {n} graph{'s' if n > 1 else ''} at once", 0, n)
     with ThreadPoolExecutor(max_workers=max(1, min(len(run.works), run.options.workers()))
                             ) as pool:
         builds = [pool.submit(build_library, w) for w in run.works]
+        _say_each_built(run, builds)
         for w, built in zip(run.works, builds, strict=True):
             try:
                 graphs.append(build_stage(w, built=built.result()))
@@ -382,6 +412,19 @@ def _compile(run: _BackRun) -> ev.Compile:
                 raise StageFailed("compile", "build", str(e)[:4000], None,
                                   traceback.format_exc(limit=-6), kernel=e.kernel) from e
     return ev.Compile(graphs=graphs)
+
+
+def _say_each_built(run: _BackRun, builds: list[Future[Any]]) -> None:
+    """Each build, as it ends, is said in the `progress` events (by the thread that ran
+    it): "graph 1 built [1/2]"."""
+    ended = itertools.count(1)
+
+    def said(_: Future[Any], gid: int) -> None:
+        run.beat.doing(f"graph {gid} built; then each graph is loaded and first launched",
+                       next(ended), len(builds))
+
+    for w, build in zip(run.works, builds, strict=True):
+        build.add_done_callback(functools.partial(said, gid=w.gid))
 
 
 def _fresh(inputs: list[Any]) -> list[Any]:
@@ -398,7 +441,7 @@ def _run_stage(run: _BackRun) -> ev.Run:
     graphs: list[ev.RunGraph] = []
     outputs: list[ev.OutputCheck] = []
     how = set()
-    for w in run.works:
+    for w in _each_graph(run, ": eager, then compiled"):
         ref, reference_text = check.reference(w.gm, _fresh(w.example_inputs))
         how.add(reference_text)
         out = _compiled(w)(*_fresh(w.example_inputs))
@@ -408,6 +451,7 @@ def _run_stage(run: _BackRun) -> ev.Run:
         outputs += [dataclasses.replace(o, graph=w.gid, index=len(outputs) + i)
                     for i, o in enumerate(result["outputs"])]
     # Training: each backward graph again, on the activations the compiled forward saved.
+    run.beat.doing("each backward graph on what the compiled forward saved")
     chained = [ev.ChainedCheck(**training.chained_check(run.works[fw], run.works[bw], _fresh,
                                                        run.options))
                for fw, bw in _training_pairs(run)]
@@ -435,7 +479,7 @@ def _each(fns: list[Callable[..., Any]], run: _BackRun) -> Callable[[], None]:
 
 def _profile(run: _BackRun) -> ev.Profile:
     run.profile = profile_works(run.works, [_fresh(w.example_inputs) for w in run.works],
-                                run.options)
+                                run.options, run.beat.doing)
     return run.profile
 
 

@@ -48,8 +48,10 @@ def each(fns: Sequence[Callable[..., Any]], inputs: Inputs) -> Callable[[], None
     return call
 
 
-def profile_works(works: list[GraphWork], inputs: Inputs, options: CompileOptions
-                  ) -> ev.Profile:
+def profile_works(works: list[GraphWork], inputs: Inputs, options: CompileOptions,
+                  doing: Callable[[str], None] = lambda _: None) -> ev.Profile:
+    """Our compiled call and eager's, timed with spreads, in rows (docs/profile.md);
+    `doing` is told which part runs (the `progress` events)."""
     if not options.profile:
         return ev.Profile(measured=False, reason="profiling is off")
     emulated = next((w.backend for w in works if w.backend and w.backend.emulated), None)
@@ -62,13 +64,19 @@ def profile_works(works: list[GraphWork], inputs: Inputs, options: CompileOption
     assert all(c is not None for c in compiled), "compile stage did not run"
     eager_call = each([w.gm for w in works], inputs)
     ours_call = each(compiled, inputs)  # type: ignore[arg-type]
+    doing("waiting for the host's timing slot")
     with timing_slot(options.threads, cpu=not cuda) as facts:
         clock, facts["clock"] = stats.clock_for(facts["threads"]) if not cuda else \
             (time.perf_counter_ns, "CUDA events and CUPTI")
+        doing("eager's call, repeated")
         eager_t = ev.Spread(**stats.spread(bench_samples(eager_call, cuda, clock)))
+        doing("our compiled call, repeated")
         ours_t = ev.Spread(**stats.spread(bench_samples(ours_call, cuda, clock)))
+        doing("our call's rows (kernels, extern calls, wrapper)")
         ours = _ours_rows(works, inputs, ours_t, cuda, clock)
+        doing("eager's rows (one per ATen op)")
         eager = _eager_rows(works, inputs, eager_t, cuda, clock)
+        doing("peak memory, ours and eager")
         memory = ev.PeakMemory(
             method=("torch.profiler's allocator records (profile_memory): bytes in use at "
                     "one call's peak above those in use when it began"),

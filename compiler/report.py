@@ -161,6 +161,10 @@ def _waiting(d: ev.Waiting) -> list[str]:
     return [d.message]
 
 
+def _progress(d: ev.Progress) -> list[str]:
+    return [f"  ... {d.message}"]
+
+
 def _error(d: ev.Error) -> list[str]:
     where = f" at line {d.line}" if d.line else ""
     return [f"{d.kind} error in stage {d.stage}{where}: {d.message}"]
@@ -177,6 +181,7 @@ RENDER: dict[type, Callable[[Any], list[str]]] = {
     ev.Codegen: _per_graph(_codegen_graph), ev.Compile: _per_graph(_compile_graph),
     ev.Run: _run, ev.Profile: _profile, ev.Error: _error, ev.JobDone: _done,
     ev.CaptureGraph: _capture_graph, ev.Inductor: _inductor, ev.Waiting: _waiting,
+    ev.Progress: _progress,
     ev.GpuStages: _per_graph(_gpu_stages_graph),
 }
 

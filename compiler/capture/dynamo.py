@@ -47,6 +47,8 @@ class Recorder:
     # Told of each graph (and its index) as AOTAutograd hands it over, before the snippet's
     # call goes on: the `capture_graph` events stream from here.
     on_graph: Callable[[CapturedGraph, int], None] | None = None
+    # Told what runs now, in words (the `progress` events: compiler/progress.py).
+    doing: Callable[[str], None] = lambda _: None
 
     def backend(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         dynamo_graph = self.dynamo_graphs
@@ -56,6 +58,8 @@ class Recorder:
         reason = getattr(gm, "compile_subgraph_reason", None)
         if reason is not None and getattr(reason, "graph_break", False):
             self.breaks.append(reason)
+        nodes = len(gm.graph.nodes)
+        self.doing(f"AOTAutograd traces Dynamo graph {dynamo_graph} ({nodes} nodes) to ATen")
 
         def keep(kind: str) -> AOTDispatchCompiler:
             # A backward graph is compiled and run inside `loss.backward()`; when that call
@@ -71,13 +75,20 @@ class Recorder:
                 self.graphs.append(captured)
                 if self.on_graph is not None:
                     self.on_graph(captured, len(self.graphs) - 1)
+                self.doing(f"AOTAutograd wraps Dynamo graph {dynamo_graph}'s {kind} graph")
 
                 @torch._disable_dynamo  # type: ignore[misc]
                 def run(args: list[Any]) -> Any:
                     self.ran.append(cid)
+                    what = f"Dynamo graph {dynamo_graph}'s {kind} graph"
+                    self.doing(f"{what} runs eagerly")
                     if captured.inputs is None:
                         captured.inputs = [_snapshot(a) for a in args]
-                    return gm(*args)
+                    out = gm(*args)
+                    self.doing(f"{what} ran; the snippet's call goes on" + (
+                        " (AOTAutograd traces its backward when backward runs)"
+                        if kind == "forward" else ""))
+                    return out
 
                 run._boxed_call = True  # type: ignore[attr-defined]
                 return run

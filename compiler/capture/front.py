@@ -86,24 +86,27 @@ def source_stage(run: FrontRun) -> dict[str, Any]:
             "device": opts.device, "options": opts.to_json()}
 
 
-def capture_stage(run: FrontRun, on_graph: Callable[[ev.CaptureGraph], None] | None = None
-                  ) -> dict[str, Any]:
+def capture_stage(run: FrontRun, on_graph: Callable[[ev.CaptureGraph], None] | None = None,
+                  doing: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
     """Each of the snippet's calls of its compiled function again, through Dynamo with the
     recording backend, under the grad mode the snippet called it with; where the snippet
     ran backward through a call's result, the same backward (with the gradients it
     brought) runs here too, so AOTAutograd compiles the backward graph.
 
-    `on_graph` is handed each graph as soon as it is captured (while Dynamo goes on)."""
+    `on_graph` is handed each graph as soon as it is captured (while Dynamo goes on);
+    `doing` is told what runs now (the `progress` events say it)."""
     entry = run.entry
     assert entry is not None
     torch._dynamo.reset()
     code_lines = run.code.splitlines()
-    recorder = Recorder()
+    recorder = Recorder(doing=doing)
     if on_graph is not None:
         recorder.on_graph = lambda g, i: on_graph(_graph_payload(g, i, run.path, code_lines))
     log = GuardLog(str(run.path))
     compiled = torch._dynamo.optimize(recorder.backend, guard_fail_fn=log.fail)(entry.fn)
-    for i, call in enumerate(entry.calls or [Call(entry.inputs, entry.kwargs, True)]):
+    calls = entry.calls or [Call(entry.inputs, entry.kwargs, True)]
+    for i, call in enumerate(calls):
+        doing(f"Dynamo traces {entry.name} (call {i + 1} of {len(calls)})")
         args = [_copy(a) for a in call.args]
         recorder.ran.clear()
         try:

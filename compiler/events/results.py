@@ -299,6 +299,20 @@ class Waiting:
 
 
 @dataclass
+class Progress:
+    """What a long stage is doing, said whenever the stream has been quiet for about half
+    a second while it runs (compiler/progress.py): the graph Dynamo or AOTAutograd is
+    on, the library g++ builds, the graph being timed."""
+
+    stage: str  # the stage running ("capture", "compile", ...)
+    doing: str  # "AOTAutograd traces Dynamo graph 1 (forward and backward)"
+    message: str  # the line to show: "capture: AOTAutograd traces ... (4.2 s)"
+    stage_s: float = 0.0  # since the stage began
+    done: int | None = None  # of `total` steps (graphs, libraries) finished, where counted
+    total: int | None = None
+
+
+@dataclass
 class JobDone(Done):
     """`done` as a reader sees it (ok: every stage ran and `run` found no output that
     differs from eager): the compiler's Done, plus what the server adds when it closes a

@@ -23,10 +23,11 @@ STAGES = (
 # Events that are not a stage of their own (docs/events.md): a part of a stage streamed
 # ahead of it (`capture_graph`: one captured graph, as Dynamo hands it over, before the
 # whole `capture`; `waiting`: the server says what a job waits on before its worker
-# runs), and what follows our own result (`inductor`: TorchInductor on the same graphs,
-# timed, after `profile`, only when asked for; `gpu_stages`: Triton's TTIR..SASS of kernels
-# the interpreter ran, compiled offline for a GPU target, after `profile`).
-PARTS = ("capture_graph", "waiting")
+# runs; `progress`: what a long stage is doing, while it runs), and what follows our own
+# result (`inductor`: TorchInductor on the same graphs, timed, after `profile`, only when
+# asked for; `gpu_stages`: Triton's TTIR..SASS of kernels the interpreter ran, compiled
+# offline for a GPU target, after `profile`).
+PARTS = ("capture_graph", "waiting", "progress")
 FOLLOW_UPS = ("inductor", "gpu_stages")
 TERMINAL = ("error", "done")
 

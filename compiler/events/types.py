@@ -81,6 +81,7 @@ from kernelscope.compiler.events.results import (  # noqa: F401
     PeakMemory,
     Profile,
     ProfileRow,
+    Progress,
     Rollup,
     RowSet,
     Run,
@@ -109,6 +110,7 @@ PAYLOADS: dict[str, type] = {
     "source": Source, "capture": Capture, "lowering": Lowering, "scheduling": Scheduling,
     "memory": Memory, "codegen": Codegen, "compile": Compile, "run": Run,
     "profile": Profile, "capture_graph": CaptureGraph, "waiting": Waiting,
+    "progress": Progress,
     "inductor": Inductor, "gpu_stages": GpuStages,
     "error": Error, "done": JobDone,
 }

@@ -169,13 +169,16 @@ export class CompileResult {
   }
 
   /** The stage the job is in: the one after the last event that arrived. A captured graph
-   * (`capture_graph`) streams while capture goes on; after `profile`, TorchInductor runs
+   * (`capture_graph`) streams while capture goes on, and a long stage says what it is doing
+   * (`progress`: its message is the answer); after `profile`, TorchInductor runs
    * when the compile asked for it (the `inductor` event, docs/events.md). */
   stage(): string {
     const last = this.events[this.events.length - 1]?.stage;
     if (!last) return "starting";
     if (last === "done" || last === "error") return last;
     if (last === "capture_graph") return "capture";
+    const event = this.events[this.events.length - 1];
+    if (event.stage === "progress") return event.data.message;
     const next = this.stageOrder[this.stageOrder.indexOf(last) + 1];
     if (next === undefined && last === "profile" && this.trace.data("source")?.options?.inductor) {
       return "inductor";

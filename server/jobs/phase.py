@@ -26,9 +26,10 @@ from kernelscope.server.jobs.trust import StageOrigin, conform_payload
 
 FRONT_STAGES = ("source", "capture_graph", "capture", "error")
 # What a split front says that is published the moment it arrives (the snippet's words,
-# conformed): `source`, and each graph as Dynamo captures it. The back half then replays
-# only `capture` (the graphs re-rendered from the bundle it compiles).
-LIVE_FRONT = ("source", "capture_graph")
+# conformed): `source`, each graph as Dynamo captures it, and what capture is doing
+# (`progress`). The back half then replays only `capture` (the graphs re-rendered from
+# the bundle it compiles).
+LIVE_FRONT = ("source", "capture_graph", "progress")
 
 
 @dataclass
@@ -73,14 +74,17 @@ class PhasePolicy:
             follow.take(stage, data, ms, self.origin(stage, data))
             return
         # A front's one `source`, then its graphs: a second source (or a graph before the
-        # first) is a line the snippet wrote itself, and stays out of the stream.
-        streams = stage in self.live and ("source" in self.stages) == (stage != "source")
-        if self.publish or stage in FRONT_STAGES:  # what else a front says is the snippet's
+        # first) is a line the snippet wrote itself, and stays out of the stream. What a
+        # stage is doing (`progress`) may come before `source` (the snippet runs in it).
+        streams = stage in self.live and (
+            stage == "progress" or ("source" in self.stages) == (stage != "source"))
+        # What else a front says is the snippet's; a heartbeat (`progress`) is no report.
+        if (self.publish or stage in FRONT_STAGES) and stage != "progress":
             self.stages.append(stage)
             self.said.append((stage, data, ms))
         if self.publish or streams:
             origin = self.origin(stage, data)
-            if stage in FRONT_STAGES:
+            if stage in FRONT_STAGES or stage in self.live:
                 data = conform_payload(stage, data, self.job.request)
             self.job.publish(stage, data, ms, origin=origin)
         if self.publish and follow is not None and follow.complete(stage):

@@ -59,7 +59,7 @@ class StageOrigin:
         if stage == "error":
             graph = isinstance(data, dict) and data.get("kind") == SNIPPET_GRAPH
             return "compiler" if self.own_stage_seen and not graph else "snippet"
-        if stage != "done":
+        if stage not in ("done", "progress"):  # a heartbeat is no stage's report
             self.own_stage_seen = True
         return "compiler"
 

@@ -17,8 +17,9 @@ Inductor comparison is its own `inductor` event, a follow-up as the real server 
 appended to the stored trace (GET /api/traces/<id>/follow-ups). Each captured graph
 streams as a `capture_graph` event ahead of `capture`, as the compiler's front half sends
 them. After POST /stub/queued/on a job's first event is `waiting` (a job queued behind
-busy slots, as the real server says it). After POST /stub/hold/<stage> a job's first event of
-that stage waits for POST /stub/release (so a test sees the state before it without
+busy slots, as the real server says it); after POST /stub/progress/on a `progress` event
+comes before `lowering` (what a long stage is doing). After POST /stub/hold/<stage> a job's
+first event of that stage waits for POST /stub/release (so a test sees the state before it without
 timing anything).
 
     python tests/browser/stub_server.py   # http://127.0.0.1:8766
@@ -73,6 +74,8 @@ STORED = (*RECORDED, "h200_server_softmax", "inductor_block", "torch_trace")
 # The model traces (fixtures/record_fixtures.py, gzipped): stored traces too, read when
 # first asked for (the GPT-2 step is 14 MB of JSON).
 MODELS = ("llama6_train", "gpt2_train")
+PROGRESS = {"stage": "lowering", "doing": "graph 0", "done": 0, "total": 1,
+            "stage_s": 0.5, "message": "lowering: graph 0 [0/1] (0.5 s)"}
 SLEEPY = "import time\n\n\ndef f(x):\n    return x\n\n\ntime.sleep(60)\n"
 
 
@@ -347,6 +350,11 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
             evs = [waiting, *evs]
             for i, e in enumerate(evs):
                 e["seq"] = i
+        if gate.get("progress"):  # a long lowering says what it does before its event
+            at = next(i for i, e in enumerate(evs) if e["stage"] == "lowering")
+            evs.insert(at, {**event(0, "progress", PROGRESS), "origin": "compiler"})
+            for i, e in enumerate(evs):
+                e["seq"] = i
         cold = gate["cold"]
         if cold:  # as the real server for a cold worker: its own `source` first
             request = JobRequest(job["code"], parse_options(job["options"]))
@@ -420,6 +428,12 @@ def create_stub_app(delay: float = 0.03, highlight_fails: bool = False) -> Flask
         """Later jobs start "cold": the server's early `source` comes first (on/off)."""
         gate["cold"] = flag == "on"
         return jsonify({"cold": gate["cold"]})
+
+    @app.post("/stub/progress/<flag>")
+    def progress(flag: str) -> Response:
+        """Later jobs say what lowering does (a `progress` event) before it ends (on/off)."""
+        gate["progress"] = flag == "on"
+        return jsonify({"progress": gate["progress"]})
 
     @app.post("/stub/queued/<flag>")
     def queued(flag: str) -> Response:

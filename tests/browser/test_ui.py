@@ -298,6 +298,22 @@ def test_a_refused_compile_stops_the_clock(page: Page, status: int) -> None:
     expect(page.locator("#compile")).to_be_enabled()
 
 
+def test_a_long_stage_shows_what_it_does(page: Page) -> None:
+    """A stage that runs long (a model's capture, a g++ build) left the strip a bare
+    clock; its `progress` event now says what it does, until the stage's own event."""
+    page.request.post("/stub/progress/on")
+    page.request.post("/stub/hold/lowering")
+    try:
+        open_explorer(page)
+        page.click("#compile")
+        expect(page.locator(".total")).to_contain_text("lowering: graph 0 [0/1] (0.5 s)")
+    finally:
+        page.request.post("/stub/progress/off")
+        page.request.post("/stub/release")
+    wait_done(page)
+    expect(page.locator(".total")).not_to_contain_text("lowering: graph 0")
+
+
 def test_a_queued_job_shows_what_it_waits_on(page: Page) -> None:
     """A job queued behind busy slots: the status strip showed a bare running clock; now
     the server's `waiting` event names what it waits on, until the job's first stage."""

@@ -10,7 +10,7 @@ from typing import Any
 import jsonschema
 
 from kernelscope.compiler.events.schema import SCHEMA_PATH
-from kernelscope.compiler.events.stage import STAGES
+from kernelscope.compiler.events.stage import FOLLOW_UPS, STAGES
 
 
 @functools.lru_cache(maxsize=1)
@@ -55,7 +55,8 @@ def check_stream(events: list[dict[str, Any]]) -> None:
 
 def check_parts(events: list[dict[str, Any]]) -> None:
     """`capture_graph`: after `source`, before `capture`, one per graph in order, each the
-    graph `capture` then lists; `inductor`: after `profile` (our whole result), at most once."""
+    graph `capture` then lists; `progress`: names a stage, before `done`; `inductor`: after
+    `profile` (our whole result), at most once."""
     stages = [e["stage"] for e in events]
     parts = [i for i, s in enumerate(stages) if s == "capture_graph"]
     if parts:
@@ -65,6 +66,10 @@ def check_parts(events: list[dict[str, Any]]) -> None:
         at = stages.index("capture")
         assert parts[-1] < at, stages
         assert [events[i]["data"] for i in parts] == events[at]["data"]["graphs"]
+    for e in events:  # what a stage is doing, while one runs, before the end
+        if e["stage"] == "progress":
+            assert e["data"]["stage"] in (*STAGES, *FOLLOW_UPS), e
+            assert stages.index("done") > events.index(e), stages
     if "inductor" in stages:
         assert stages.count("inductor") == 1 and "profile" in stages
         assert stages.index("profile") < stages.index("inductor"), stages

@@ -49,8 +49,9 @@ def test_each_graph_streams_as_dynamo_captures_it(tmp_path: Path,
     parts: list[StageEvent] = []
 
     def part(event: StageEvent) -> None:
-        seen.append((event.stage, event.data["id"], os.environ.get(MARK)))
         parts.append(event)
+        if event.stage != "progress":  # a stage that ran long says what it does (not here)
+            seen.append((event.stage, event.data["id"], os.environ.get(MARK)))
 
     events = []
     for event in run_pipeline(BROKEN, OPTS, _write(tmp_path, BROKEN), parts=part):

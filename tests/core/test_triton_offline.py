@@ -41,7 +41,7 @@ def _kernels(events: list[dict[str, Any]], stage: str = "compile") -> list[dict[
 def test_a_cpu_host_shows_a_triton_kernels_ptx_compiled_for_sm_90() -> None:
     events = _compile_events("softmax.py", {})
     assert events[-1]["data"]["ok"], events[-1]
-    stages = [e["stage"] for e in events]
+    stages = [e["stage"] for e in events if e["stage"] != "progress"]  # less heartbeats
     assert stages[-3:] == ["profile", "gpu_stages", "done"], stages  # after our result
     (built,) = _kernels(events)  # the compile stage waits for none of it
     assert not built.get("ir") and "gpu_stages follow-up" in built["stages_note"]

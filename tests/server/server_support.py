@@ -231,6 +231,12 @@ def stream(client: FlaskClient, job_id: str, fmt: str = "sse") -> list[dict[str,
     return parse_sse(text)
 
 
+def stage_names(events: list[dict[str, Any]]) -> list[str]:
+    """The events' stages, without the heartbeats a long stage sends (`progress`: how many
+    come depends on how loaded the host is, not on what was compiled)."""
+    return [e["stage"] for e in events if e["stage"] != "progress"]
+
+
 def compile_events(client: FlaskClient, code: str, **options: Any) -> list[dict[str, Any]]:
     return stream(client, submit(client, code, **options))
 

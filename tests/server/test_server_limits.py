@@ -37,6 +37,7 @@ from server_support import (
     add_relu_code,
     compile_events,
     first_error,
+    stage_names,
     state,
 )
 
@@ -113,7 +114,8 @@ def test_forged_events_cannot_change_stages_run_or_profile(make_app: AppFactory)
     app = make_app(WORKER_CMD=REAL_WORKER, BACK_CMD=REAL_BACK, JOB_TIMEOUT_S=240)
     code = add_relu_code().replace("import torch", "import torch\n" + FORGE, 1)
     events = compile_events(app.test_client(), code, device="cpu", backend="cpp")
-    assert [e["stage"] for e in events] == REAL_STAGES, [e["stage"] for e in events]
+    assert stage_names(events) == REAL_STAGES, stage_names(events)
+    events = [e for e in events if e["stage"] != "progress"]  # a long stage's heartbeats
     assert not any("forged" in e["data"] for e in events)
     by_stage = {e["stage"]: e for e in events}
     assert by_stage["run"]["data"]["ok"] is True and by_stage["run"]["origin"] == "compiler"
@@ -122,7 +124,7 @@ def test_forged_events_cannot_change_stages_run_or_profile(make_app: AppFactory)
     assert [e["origin"] for e in events[:3]] == ["snippet", "snippet", "snippet"]
     assert by_stage["done"]["data"]["isolated"] is True
     trace = app.test_client().get(f"/api/traces/{events[-1]['data']['trace_id']}").get_json()
-    assert [e["stage"] for e in trace["events"]] == REAL_STAGES
+    assert stage_names(trace["events"]) == REAL_STAGES
 
 
 def test_a_forged_done_on_the_front_channel_ends_nothing(client: Any) -> None:

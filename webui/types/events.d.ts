@@ -428,6 +428,15 @@ export interface ProfileRow {
   pct?: number | null;
 }
 
+export interface Progress {
+  stage: string;
+  doing: string;
+  message: string;
+  stage_s?: number;
+  done?: number | null;
+  total?: number | null;
+}
+
 export interface Read {
   buffer: string;
   index: string;
@@ -622,6 +631,7 @@ export interface Payloads {
   profile: Profile;
   capture_graph: CaptureGraph;
   waiting: Waiting;
+  progress: Progress;
   inductor: Inductor;
   gpu_stages: GpuStages;
   error: Error;

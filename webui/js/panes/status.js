@@ -66,7 +66,8 @@ export class StatusStrip {
   }
 
   // The clock, and while the server says the job waits (a `waiting` event: no free slot,
-  // or its worker still warming up), what it waits on.
+  // or its worker still warming up), what it waits on; while a long stage runs (a
+  // `progress` event), what it is doing.
   tick() {
     this.total.textContent = `${this.waitingFor ?? "running"} · ${fmtSeconds(performance.now() - this.t0)}`;
   }
@@ -107,7 +108,8 @@ export class StatusStrip {
   /** @param {Trace} trace @param {StageEvent} event */
   update(trace, event, live) {
     const chip = this.chips.get(event.stage);
-    this.waitingFor = event.stage === "waiting" ? event.data.message : null;
+    this.waitingFor = event.stage === "waiting" || event.stage === "progress"
+      ? event.data.message : null;
     if (live && this.timer !== null) this.tick();
     if (event.stage === "source") {
       for (const s of FOLLOW_UPS) this.chips.get(s).hidden = !event.data.options?.[s];
