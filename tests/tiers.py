@@ -126,7 +126,7 @@ SLOW: dict[str, str] = {
     "server/test_server_parts.py::test_a_big_trace_is_served_as_its_head_and_one_part_per_graph":
         "the GPT-2 step through SQLite and PostgreSQL, read back whole and diffed",
     "server/test_server_parts.py::test_a_job_of_a_model_sized_trace_is_stored_in_parts":
-        "14.2 MB of events through a sandboxed worker's two halves (about 20 s)",
+        "14.2 MB of events through a sandboxed worker's two halves, local and on RQ (20 s)",
     "server/test_server_kresults.py::test_a_repeated_job_reports_every_kernel_as_a_cache_hit":
         "two jobs through the real server and compiler (the in-process promotion tests stay)",
     "server/test_server_kcache.py::test_a_snippet_cannot_poison_what_a_later_job_loads":

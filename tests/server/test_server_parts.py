@@ -148,11 +148,12 @@ def test_the_job_path_stores_a_big_trace_in_parts(make_app: Any, gpt2: dict[str,
         [e["stage"] for e in gpt2["events"]]
 
 
-def test_a_job_of_a_model_sized_trace_is_stored_in_parts(make_app: Any,
+@pytest.mark.parametrize("backend", ["embedded", "redis"], indirect=True)
+def test_a_job_of_a_model_sized_trace_is_stored_in_parts(make_app: Any, backend: str,
                                                          gpt2: dict[str, Any]) -> None:
     """The whole job path: a sandboxed worker (tests/server/fake_worker.py) writes the GPT-2
     step's events, front half and back half, and the permalink `done` names is the trace
-    in parts."""
+    in parts; on the RQ tier too (an RQ worker through Redis, the trace in PostgreSQL)."""
     from server_support import compile_events
 
     app = make_app(JOB_TIMEOUT_S=120)
