@@ -195,14 +195,22 @@ def trace_part(trace_id: str, key: str) -> Response:
     text = app_state().store.part(trace_id, key)
     if text is None:
         raise ApiError(f"trace {trace_id!r} has no part {key[:80]!r}", 404)
+    return _part(text)
+
+
+def _part(text: str) -> Response:
     return Response(text, mimetype="application/json",
                     headers={"Cache-Control": "public, max-age=31536000, immutable"})
 
 
 @bp.get("/traces/<trace_id>/graphs/<int:gid>")
 def trace_graph(trace_id: str, gid: int) -> Response:
-    """The part that holds graph `gid` of a big trace (its capture stub names it)."""
-    found = app_state().store.head(trace_id)
+    """The part that holds graph `gid` of a big trace: its own (`g<gid>`, read without the
+    head), or the one its capture stub names."""
+    store = app_state().store
+    if (text := store.part(trace_id, f"g{gid}")) is not None:
+        return _part(text)
+    found = store.head(trace_id)
     if found is None:
         raise ApiError(f"no trace {trace_id!r}", 404)
     capture: dict[str, Any] = next((envelope(e).data for e in found["events"]

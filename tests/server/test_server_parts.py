@@ -221,14 +221,22 @@ def test_an_upload_whose_graph_is_over_the_limit_is_refused(
     assert client.get("/api/health").get_json()["traces"] == 0
 
 
-def test_split_keys_and_ids(gpt2: dict[str, Any]) -> None:
-    """A writer may key parts its own way (a TORCH_TRACE log: by compile id); the same
-    content always splits the same way."""
+def test_split_keys_and_ids(make_app: Any, gpt2: dict[str, Any]) -> None:
+    """A writer may key parts its own way (a TORCH_TRACE log: by compile id) and store the
+    Split; the same content always splits the same way."""
     by_compile = split(gpt2["events"], key=lambda g: f"c{g['compile_id'].replace('/', '-')}")
     assert sorted(by_compile.parts) == ["c1-0", "c4-0"]
     assert split(gpt2["events"]).parts == split(gpt2["events"]).parts
     with pytest.raises(ValueError, match="part key"):
         split(gpt2["events"], key=lambda g: "a/b")
+    app = make_app()
+    ident = _store(app).put(gpt2["code"], gpt2["options"], by_compile, True)
+    client = app.test_client()
+    assert sorted(client.get(f"/api/traces/{ident}").get_json()["parts"]) == ["c1-0", "c4-0"]
+    forward = client.get(f"/api/traces/{ident}/graphs/1").get_json()  # in compile 1/0
+    assert [g["id"] for g in forward["graphs"]["lowering"]] == [0, 1]
+    assert client.get(f"/api/traces/{ident}/graphs/2").data == \
+        client.get(f"/api/traces/{ident}/parts/c4-0").data
 
 
 def test_a_big_trace_spooled_while_the_database_is_down_is_served_and_written_later(
