@@ -86,10 +86,14 @@ def nonce() -> str:
     return value
 
 
-def page_html(index: str, cdn: CdnScript | None) -> str:
-    """index.html with this request's nonce on every `<script>`, and the CDN import map."""
+def page_html(index: str, cdn: CdnScript | None, links: str = "") -> str:
+    """index.html with this request's nonce on every `<script>`, the CDN import map, and
+    `links` (server/web/preload.py) at the end of its head."""
     n = html.escape(nonce(), quote=True)
     page = index.replace("<script", f'<script nonce="{n}"')
+    if links:
+        at = page.find("</head>")
+        page = page[:at] + f"  {links}\n" + page[at:] if at >= 0 else page
     if cdn is None:
         return page
     imports = json.dumps({"integrity": {cdn.url: cdn.integrity}})

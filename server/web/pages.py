@@ -28,6 +28,7 @@ from werkzeug.security import safe_join
 from kernelscope.server.web.appstate import app_state
 from kernelscope.server.web.errors import ApiError
 from kernelscope.server.web.headers import page_html
+from kernelscope.server.web.preload import preload_links
 
 bp = Blueprint("pages", __name__)
 
@@ -79,14 +80,16 @@ def _send(path: Path, cache_control: str, status: int = 200) -> Response:
     return Response(body, status=status, mimetype=_mimetype(str(path)), headers=headers)
 
 
-def _index(status: int = 200) -> Response:
+def _index(status: int = 200, trace_id: str | None = None) -> Response:
+    """The page; `trace_id`: a stored trace the page will read (its download is preloaded)."""
     state = app_state()
     index = state.webui_dir / "index.html"
     if not index.is_file():
         raise ApiError(f"the web UI is missing: no index.html in {state.webui_dir}", 404)
     # Every answer carries its own CSP nonce (server/web/headers.py), so the page is rendered
     # per request and never cached (it is compressed all the same).
-    page = page_html(index.read_text(encoding="utf-8"), state.cdn).encode()
+    links = preload_links(state.webui_dir, trace_id)
+    page = page_html(index.read_text(encoding="utf-8"), state.cdn, links).encode()
     headers = {"Cache-Control": "no-store", "Vary": "Accept-Encoding"}
     if "gzip" in request.headers.get("Accept-Encoding", "") and len(page) >= MIN_GZIP_BYTES:
         page = gzip.compress(page, compresslevel=6, mtime=0)
@@ -101,7 +104,8 @@ def index() -> Response:
 
 @bp.get("/t/<trace_id>")
 def permalink(trace_id: str) -> Response:
-    return _index(200 if app_state().store.exists(trace_id) else 404)
+    found = app_state().store.exists(trace_id)
+    return _index(200, trace_id) if found else _index(404)
 
 
 @bp.get("/diff/<a>/<b>")

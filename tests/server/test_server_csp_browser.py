@@ -39,7 +39,7 @@ class LiveServer:
         self.thread.join(timeout=5)
 
 
-def open_page(chromium: Any, url: str, cdn_body: bytes | None) -> Any:
+def open_page(chromium: Any, url: str, cdn_body: bytes | None, path: str = "/") -> Any:
     context = chromium.new_context()
     context.add_init_script(WATCH)
 
@@ -54,7 +54,7 @@ def open_page(chromium: Any, url: str, cdn_body: bytes | None) -> Any:
 
     context.route("**/*", route)
     page = context.new_page()
-    page.goto(url + "/")
+    page.goto(url + path)
     return page
 
 
@@ -81,6 +81,40 @@ def test_the_page_runs_under_its_csp(make_app: AppFactory, browser: Any, cdn: st
         assert page.evaluate("typeof window.kernelscope") == "object", "main.js did not run"
         source = lib_source(page)
         assert source == ("cdn" if cdn == "genuine" else "vendor"), source
+        assert page.evaluate("window.__csp") == []
+        page.context.close()
+    finally:
+        server.close()
+
+
+def test_a_permalink_fetches_its_modules_and_trace_from_the_page_head(
+    make_app: AppFactory, browser: Any
+) -> None:
+    """Every module main.js loads, and the permalink's trace, are asked for by the page's
+    `<link>` preloads (server/web/preload.py), under the CSP; the page's own fetch of the
+    trace takes the preloaded answer instead of asking again."""
+    import json
+
+    from kernelscope.server.state import of
+    from kernelscope.server.web.preload import module_closure
+
+    app = make_app()
+    trace = json.loads((REPO / "tests" / "browser" / "fixtures" / "softmax_block.json").read_text())
+    trace_id = of(app).store.put(trace["code"], trace.get("options", {}), trace["events"], True)
+    server = LiveServer(app)
+    try:
+        page = open_page(browser, server.url, None, f"/t/{trace_id}")
+        page.wait_for_selector("[data-pane=code][data-filled=true]", timeout=30_000)
+        entries = page.evaluate("""performance.getEntriesByType('resource').map((e) =>
+          [new URL(e.name).pathname, e.initiatorType, e.startTime, e.responseEnd])""")
+        traces = [kind for path, kind, _, _ in entries if path == f"/api/traces/{trace_id}"]
+        assert traces == ["link"], entries
+        # Without the preloads a module is asked for only once the one importing it has
+        # arrived: every module asked for before main.js arrived came from the head.
+        started = {path: start for path, _, start, _ in entries if path.startswith("/webui/")}
+        main_end = next(end for path, _, _, end in entries if path == "/webui/js/main.js")
+        for module in module_closure(REPO / "webui"):
+            assert started[f"/webui/{module}"] <= main_end, (module, started, main_end)
         assert page.evaluate("window.__csp") == []
         page.context.close()
     finally:

@@ -29,7 +29,7 @@ const LOWER_STAGES = [
 // A model's code is tens of thousands of lines: the first EAGER_LINES are drawn at once,
 // each later kernel's code when it scrolls near the view (an IntersectionObserver), in a
 // placeholder as tall as its lines (LINE_PX, css/code.css: 12.5px x 1.55).
-const EAGER_LINES = 800;
+const EAGER_LINES = 200;
 const LINE_PX = 19.375;
 const NEAR = "800px 0px";
 
