@@ -28,7 +28,7 @@ from werkzeug.security import safe_join
 from kernelscope.server.web.appstate import app_state
 from kernelscope.server.web.errors import ApiError
 from kernelscope.server.web.headers import page_html
-from kernelscope.server.web.preload import preload_links
+from kernelscope.server.web.preload import page_fetches, preload_links
 
 bp = Blueprint("pages", __name__)
 
@@ -80,15 +80,15 @@ def _send(path: Path, cache_control: str, status: int = 200) -> Response:
     return Response(body, status=status, mimetype=_mimetype(str(path)), headers=headers)
 
 
-def _index(status: int = 200, trace_id: str | None = None) -> Response:
-    """The page; `trace_id`: a stored trace the page will read (its download is preloaded)."""
+def _index(status: int = 200, fetches: list[str] | None = None) -> Response:
+    """The page; `fetches`: the API answers it reads first, preloaded (server/web/preload.py)."""
     state = app_state()
     index = state.webui_dir / "index.html"
     if not index.is_file():
         raise ApiError(f"the web UI is missing: no index.html in {state.webui_dir}", 404)
     # Every answer carries its own CSP nonce (server/web/headers.py), so the page is rendered
     # per request and never cached (it is compressed all the same).
-    links = preload_links(state.webui_dir, trace_id)
+    links = preload_links(state.webui_dir, fetches or [])
     page = page_html(index.read_text(encoding="utf-8"), state.cdn, links).encode()
     headers = {"Cache-Control": "no-store", "Vary": "Accept-Encoding"}
     if "gzip" in request.headers.get("Accept-Encoding", "") and len(page) >= MIN_GZIP_BYTES:
@@ -99,13 +99,13 @@ def _index(status: int = 200, trace_id: str | None = None) -> Response:
 
 @bp.get("/")
 def index() -> Response:
-    return _index()
+    return _index(fetches=page_fetches(None))
 
 
 @bp.get("/t/<trace_id>")
 def permalink(trace_id: str) -> Response:
     found = app_state().store.exists(trace_id)
-    return _index(200, trace_id) if found else _index(404)
+    return _index(200, page_fetches(trace_id)) if found else _index(404)
 
 
 @bp.get("/diff/<a>/<b>")

@@ -4,9 +4,10 @@
   through another module: the browser fetches them all at once instead of one level of
   imports at a time (36 modules, four levels deep: four round trips before the first line
   of the page's code runs).
-- On a permalink, `<link rel="preload" as="fetch">` of its trace, so the download starts
-  while the modules load; the page's own `fetch` of the same URL takes the preloaded
-  answer.
+- `<link rel="preload" as="fetch">` of what main.js asks the API for before it can draw
+  (the schema, samples and options; on a permalink its trace and the trace's first part),
+  so those downloads run while the modules load; the page's own `fetch` of the same URL
+  takes the preloaded answer. The list mirrors the first requests of webui/js/main.js.
 
 In: the web UI's folder and, for a permalink, the trace id. Out: the tags, for
 headers.page_html to put in the page's head. The module list is read from the files'
@@ -47,12 +48,24 @@ def _closure(root: str, _stamp: tuple[tuple[str, int], ...]) -> tuple[str, ...]:
     return tuple(p.relative_to(base).as_posix() for p in seen)
 
 
-def preload_links(webui_dir: Path, trace_id: str | None = None) -> str:
-    """The `<link>` tags for the page's head: its modules, and a permalink's trace."""
+# What main.js fetches before the explorer can show anything (its top-level `await` of the
+# schema, boot's samples and options), and on a permalink its trace's head and first part
+# (a trace stored whole answers the part with a 404, which the page ignores).
+EXPLORER_FETCHES = ("/api/schema", "/api/samples", "/api/options")
+PERMALINK_FETCHES = ("/api/traces/{id}", "/api/traces/{id}/parts/g0")
+
+
+def page_fetches(trace_id: str | None) -> list[str]:
+    """What the explorer (`/`, or the permalink of `trace_id`) asks the API for first."""
+    quoted = quote(trace_id, safe="") if trace_id is not None else None
+    permalink = [u.format(id=quoted) for u in PERMALINK_FETCHES] if quoted else []
+    return [*EXPLORER_FETCHES, *permalink]
+
+
+def preload_links(webui_dir: Path, fetches: list[str] | tuple[str, ...] = ()) -> str:
+    """The `<link>` tags for the page's head: its modules, and the API answers `fetches`."""
     links = [f'<link rel="modulepreload" href="/webui/{html.escape(m, quote=True)}">'
              for m in module_closure(webui_dir)]
-    if trace_id is not None:
-        url = f"/api/traces/{quote(trace_id, safe='')}"
-        links.append(f'<link rel="preload" as="fetch" crossorigin="anonymous" '
-                     f'href="{html.escape(url, quote=True)}">')
+    links += [f'<link rel="preload" as="fetch" crossorigin="anonymous" '
+              f'href="{html.escape(url, quote=True)}">' for url in fetches]
     return "\n  ".join(links)

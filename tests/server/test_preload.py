@@ -62,10 +62,14 @@ def test_a_permalink_page_preloads_its_trace(make_app: AppFactory) -> None:
     trace_id = store_fixture(app)
     page = client.get(f"/t/{trace_id}").data.decode()
     head = page[:page.index("</head>")]
-    assert (f'<link rel="preload" as="fetch" crossorigin="anonymous" '
-            f'href="/api/traces/{trace_id}">') in head
+    fetch = '<link rel="preload" as="fetch" crossorigin="anonymous" href="{}">'
+    for url in (f"/api/traces/{trace_id}", f"/api/traces/{trace_id}/parts/g0", "/api/schema",
+                "/api/samples", "/api/options"):
+        assert fetch.format(url) in head, url
     assert '<link rel="modulepreload" href="/webui/js/main.js">' in head
-    for url in ("/", "/t/AAAAAAAAAAAA"):
+    explorer = client.get("/").data.decode()
+    assert fetch.format("/api/schema") in explorer and "/api/traces/" not in explorer
+    for url in ("/t/AAAAAAAAAAAA", f"/diff/{trace_id}/inductor", "/typo"):
         other = client.get(url).data.decode()
         assert '<link rel="modulepreload" href="/webui/js/main.js">' in other, url
         assert 'as="fetch"' not in other, url
