@@ -194,9 +194,9 @@ def run_front(code: str, options: CompileOptions, bundle_path: str | Path,
             yield from held
             yield from _fail(seq, err)
             return
-        payload = _front_payload(name, data, options, printed())
+        payload = ev.to_json(_front_payload(name, data, options, printed()))  # once: big
         ms = (time.perf_counter() - start) * 1000
-        run.events[name] = {"ms": ms, "data": ev.to_json(payload)}
+        run.events[name] = {"ms": ms, "data": payload}
         yield from held
         held.clear()
         yield seq.event(name, ms, payload)

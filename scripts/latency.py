@@ -12,7 +12,8 @@ sample `--runs` times, one after another, each time reading the SSE stream and t
 the moment the POST is sent: the first event (`source`, the "first stage") and `done`. It
 prints each run, then the medians, next to the `wall_ms` and `stages_ms` the `done` event
 carries, and `silence_s`: the longest the stream went without an event (the POST
-counts as one), with `waiting` saying whether the server said the job waited. Between
+counts as one), `silences` the three longest (seconds, when, the event before), `progress`
+how many heartbeats came, with `waiting` saying whether the server said the job waited. Between
 runs it waits until the pool is warm again, as a person reading the result
 before the next click would; `--back-to-back` posts at once instead. `--pool 0` measures
 cold workers (every job imports torch). `--server URL` measures a server already running.
@@ -95,6 +96,7 @@ def one_run(host: str, port: int, code: str, options: dict[str, Any]) -> dict[st
     stages: dict[str, float] = {}
     at: dict[str, float] = {}  # seconds from the POST to the first event of each stage
     times = [0.0]  # the POST, then every event: the longest silence is the widest gap
+    names = ["POST"]  # what each of `times` was
     while True:
         line = stream.fp.readline()
         if not line:
@@ -104,6 +106,8 @@ def one_run(host: str, port: int, code: str, options: dict[str, Any]) -> dict[st
             now = time.perf_counter() - start
             first = now if first is None else first
             times.append(now)
+            names.append(event.stage if event.stage != "progress"
+                         else f"progress {str(event.data.get('message'))[:70]}")
             stages[event.stage] = round(event.ms, 1)
             at.setdefault(event.stage, round(now, 3))
             if event.stage == "done":
@@ -114,6 +118,9 @@ def one_run(host: str, port: int, code: str, options: dict[str, Any]) -> dict[st
     return {
         "first_s": first,
         "silence_s": round(max(b - a for a, b in zip(times, times[1:])), 3),
+        "silences": sorted(((round(b - a, 3), round(a, 2), what) for a, b, what
+                            in zip(times, times[1:], names)), reverse=True)[:3],
+        "progress": sum(n.startswith("progress") for n in names),
         "waiting": stages.get("waiting") is not None,
         "source_s": at.get("source"),
         "first_graph_s": min(graphs) if graphs else None,

@@ -100,8 +100,13 @@ def capture_stage(run: FrontRun, on_graph: Callable[[ev.CaptureGraph], None] | N
     torch._dynamo.reset()
     code_lines = run.code.splitlines()
     recorder = Recorder(doing=doing)
+    made: dict[int, ev.CaptureGraph] = {}  # each graph's payload, made once
     if on_graph is not None:
-        recorder.on_graph = lambda g, i: on_graph(_graph_payload(g, i, run.path, code_lines))
+        def hand_over(g: CapturedGraph, i: int) -> None:
+            made[i] = _graph_payload(g, i, run.path, code_lines)
+            on_graph(made[i])
+
+        recorder.on_graph = hand_over
     log = GuardLog(str(run.path))
     compiled = torch._dynamo.optimize(recorder.backend, guard_fail_fn=log.fail)(entry.fn)
     calls = entry.calls or [Call(entry.inputs, entry.kwargs, True)]
@@ -124,7 +129,8 @@ def capture_stage(run: FrontRun, on_graph: Callable[[ev.CaptureGraph], None] | N
         log.after_call(i, call, [c for c in recorder.ran if c is not None])
     torch._dynamo.reset()
     run.graphs = recorder.graphs
-    graphs = [_graph_payload(g, i, run.path, code_lines) for i, g in enumerate(recorder.graphs)]
+    graphs = [made[i] if i in made else _graph_payload(g, i, run.path, code_lines)
+              for i, g in enumerate(recorder.graphs)]
     return {"graphs": graphs, "graph_breaks": [_break(r, run.path) for r in recorder.breaks],
             "dynamo_graphs": recorder.dynamo_graphs, "compiles": log.compiles,
             "calls": log.calls}
