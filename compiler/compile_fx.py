@@ -30,6 +30,7 @@ from kernelscope.compiler.devices import is_gpu
 from kernelscope.compiler.events import types as ev
 from kernelscope.compiler.features import Feature
 from kernelscope.compiler.graph_work import GraphWork, graph_device
+from kernelscope.compiler.ir.collectives import describe_collective, waited_buffer
 from kernelscope.compiler.ir.handlers import describe, dtype_name
 from kernelscope.compiler.ir.index_print import pexpr
 from kernelscope.compiler.ir.indexing import index_vars
@@ -49,6 +50,7 @@ from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.runtime import graph_cache, loader
 from kernelscope.compiler.runtime.autotune import select_templates
 from kernelscope.compiler.runtime.graphs import CudaGraphed, GraphPair, static_input_indices
+from kernelscope.compiler.schedule.collectives import collective_holds
 from kernelscope.compiler.schedule.inplace import in_place_outputs
 from kernelscope.compiler.schedule.kinds import KernelKind
 from kernelscope.compiler.schedule.memory import plan_memory
@@ -110,6 +112,11 @@ def _buffer_json(work: GraphWork, b: Any) -> ev.Buffer:
     elif isinstance(b, ExternKernel):
         out.extern = {"op": op_name(b.op), "fallback": b.fallback,
                       "args": [_arg_text(a) for a in b.args]}
+        call, waited = describe_collective(b), waited_buffer(b)
+        if call is not None:
+            out.extern["collective"] = call.as_json()
+        if waited is not None:
+            out.extern["waits_on"] = waited
         out.realized = "extern call" if not b.fallback else "fallback to ATen"
     elif isinstance(b, ExternOutput):
         out.extern_output = {"parent": b.parent, "item": b.item}
@@ -151,12 +158,15 @@ def memory_stage(work: GraphWork) -> ev.MemoryGraph:
     for s in sched.steps:  # ATen fallbacks may return views of their inputs: keep them
         if s.extern is not None and s.extern.fallback:
             keep |= s.reads() | set(s.writes())
+    held = collective_holds([s.name for s in sched.steps], [s.extern for s in sched.steps])
     in_place = {}
     if work.backend is not None and Feature.WRITES_OVER_INPUTS in work.backend.features:
-        in_place = in_place_outputs(_mutation_buffers(work), steps,
-                                    [s.plan for s in sched.steps], sched.buffers)
+        # Never over an input a collective may still be reading.
+        candidates = {o: i for o, i in _mutation_buffers(work).items() if i not in held.until}
+        in_place = in_place_outputs(candidates, steps, [s.plan for s in sched.steps],
+                                    sched.buffers)
     work.memory = mem = plan_memory(steps, sched.buffers, keep, sched.removed,
-                                    work.options.memory_reuse, in_place)
+                                    work.options.memory_reuse, in_place, held)
     for p in mem.buffers:
         p.output = p.name in lowered.output_names()
     return ev.MemoryGraph(
@@ -164,7 +174,9 @@ def memory_stage(work: GraphWork) -> ev.MemoryGraph:
         buffers=[ev.PlannedBuffer(p.name, p.bytes, p.first, p.last, p.reused_from, p.output,
                                   p.allocated_by, p.storage) for p in mem.buffers],
         peak_bytes=mem.peak_bytes, peak_bytes_no_reuse=mem.peak_bytes_no_reuse,
-        frees={str(k): v for k, v in mem.frees.items()})
+        frees={str(k): v for k, v in mem.frees.items()},
+        holds=[ev.HeldBuffer(h.buffer, h.collective, h.wait, h.why)  # type: ignore[arg-type]
+               for h in held.holds])
 
 
 def _mutation_buffers(work: GraphWork) -> dict[str, str]:
@@ -218,7 +230,8 @@ def codegen_stage(work: GraphWork) -> ev.CodegenGraph:
     parts = [(b, [k for kb, k in made if kb is b], artifact if b is builder else None)
              for b in dict.fromkeys([backend, *work.backends.values()])]
     work.wrapper, work.wrapper_line_map = generate_wrapper(
-        [b.name for b in work.lowered.inputs], work.lowered.outputs, work.sched, work.memory,
+        work.lowered.arg_names or [b.name for b in work.lowered.inputs], work.lowered.outputs,
+        work.sched, work.memory,
         [p for p in parts if p[1] or p[0] is backend],
         input_dtypes=[dtype_name(b.dtype) for b in work.lowered.inputs])
     work.wrapper += training.output_strides_line(work)

@@ -16,7 +16,7 @@ import torch
 
 from kernelscope.compiler.codegen.backend import Backend, GeneratedKernel
 from kernelscope.compiler.codegen.common import Lines
-from kernelscope.compiler.ir.nodes import ExternKernel, ExternOutput, Stored, TensorArg
+from kernelscope.compiler.ir.nodes import ExternKernel, ExternOutput, OpaqueArg, Stored, TensorArg
 from kernelscope.compiler.ir.opnames import op_call
 from kernelscope.compiler.schedule.memory import MemoryPlan
 from kernelscope.compiler.schedule.scheduler import Schedule
@@ -25,6 +25,8 @@ from kernelscope.compiler.schedule.scheduler import Schedule
 def _pyval(v: Any) -> str:
     if isinstance(v, torch._ops.OpOverload):  # an op as an argument (with_effects)
         return op_call(v)
+    if isinstance(v, OpaqueArg):
+        return v.name
     if isinstance(v, TensorArg):
         if v.is_plain():
             return v.name

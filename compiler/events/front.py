@@ -84,6 +84,21 @@ class CaptureGraph:
     dynamo_graph: int
     compile_id: str | None = None  # Dynamo's frame compile that made it ("0/1")
     modules: list[ModuleInfo] = field(default_factory=list)  # every node's module, first seen
+    split: GraphSplit | None = None  # why Dynamo's graph was split here (a DDP bucket)
+
+
+@dataclass
+class GraphSplit:
+    """A graph one piece of a Dynamo graph that a backend wrapper cut, not a graph break:
+    DDPOptimizer ends a graph at each DDP gradient bucket (compiler/capture/ddp_split.py)."""
+
+    by: str
+    index: int  # this piece, in forward order
+    count: int  # pieces the Dynamo graph was cut into
+    bucket_bytes: int
+    bucket_cap: int
+    params: list[str]
+    reason: str
 
 
 @dataclass

@@ -173,6 +173,17 @@ class PlannedBuffer:
 
 
 @dataclass
+class HeldBuffer:
+    """A buffer a functional collective holds until its wait_tensor: its input (the
+    collective may still read it) or its result (the collective writes it)."""
+
+    buffer: str
+    collective: str  # the step that starts the collective
+    wait: str  # the step that waits on it ("" if the graph never does)
+    why: Literal["input", "result"]
+
+
+@dataclass
 class MemoryGraph:
     id: int
     steps: list[str]
@@ -182,6 +193,7 @@ class MemoryGraph:
     frees: dict[str, list[str]] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
     saved: list[SavedActivation] = field(default_factory=list)
+    holds: list[HeldBuffer] = field(default_factory=list)
 
 
 @dataclass

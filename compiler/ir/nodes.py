@@ -174,6 +174,14 @@ class ExternOutput(Buffer):
 
 
 @dataclass(frozen=True)
+class OpaqueArg:
+    """A graph input that is an opaque object (a process group a DTensor's backward needs):
+    passed through by name, never looked into."""
+
+    name: str
+
+
+@dataclass(frozen=True)
 class TensorArg:
     """A tensor argument of an extern call: `name` through a strided view."""
 

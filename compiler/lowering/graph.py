@@ -18,6 +18,7 @@ from typing import Any
 import sympy
 import torch
 import torch.fx
+from torch._library.fake_class_registry import FakeScriptObject
 
 from kernelscope.compiler.devices import CPU
 from kernelscope.compiler.events.types import Fallback
@@ -32,6 +33,7 @@ from kernelscope.compiler.ir.nodes import (
     InputBuffer,
     Layout,
     Lazy,
+    OpaqueArg,
     Pointwise,
     Reduction,
     Stored,
@@ -68,6 +70,9 @@ class LoweredGraph:
     # Graph constants (get_attr tensors), in the order they follow the placeholders among
     # `inputs`: the compiled graph passes them to the wrapper after the caller's arguments.
     constants: list[torch.Tensor] = field(default_factory=list)
+    # Every placeholder's name in order (tensors and others), then the constants': what
+    # the wrapper unpacks its arguments into.
+    arg_names: list[str] = field(default_factory=list)
 
     def output_names(self) -> set[str]:
         return {o.buffer.name for o in self.outputs if isinstance(o, Stored)}
@@ -143,12 +148,15 @@ class GraphLowering:
                 self.env[node] = self._constant(node)
         return LoweredGraph(self.inputs + [b for b, _ in self.constants], self.buffers, outputs,
                             self.fallbacks, self.device, self.lines, self.notes,
-                            [t for _, t in self.constants])
+                            [t for _, t in self.constants],
+                            [n.name for n in placeholders] + [b.name for b, _ in self.constants])
 
     def _input(self, node: torch.fx.Node, example: Any) -> Any:
         if not isinstance(example, torch.Tensor):
             if isinstance(example, torch.SymInt):
                 raise Unsupported("dynamic shapes (symbolic sizes) are not supported")
+            if isinstance(example, (torch.ScriptObject, FakeScriptObject)):
+                return OpaqueArg(node.name)
             return example
         if any(isinstance(s, torch.SymInt) for s in example.shape):
             raise Unsupported("dynamic shapes (symbolic sizes) are not supported")

@@ -70,6 +70,7 @@ def find_lowering(target: Any) -> LoweringFn | None:
 def load_all() -> None:
     """Import the modules whose decorators fill the table."""
     from kernelscope.compiler.lowering import (  # noqa: F401
+        collectives,
         conv,
         distances,
         indexing,

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kernelscope.compiler.ir.nodes import Buffer, ExternKernel, ExternOutput
+from kernelscope.compiler.schedule.collectives import CollectiveHolds
 
 
 @dataclass
@@ -24,6 +25,7 @@ class BufferPlan:
     allocated_by: str  # "wrapper", "extern" (ATen allocates its own result) or "input"
     reused_from: str | None = None
     storage: str = ""  # the buffer whose allocation this one ends up using
+    held_by: str = ""  # the collective (its step) that holds it until its wait
 
 
 @dataclass
@@ -44,6 +46,7 @@ def plan_memory(
     removed: set[str],
     reuse: bool = True,
     in_place: Mapping[str, str] | None = None,  # output -> the input it is written over
+    collectives: CollectiveHolds | None = None,  # what each collective holds until its wait
 ) -> MemoryPlan:
     last_use: dict[str, int] = {}
     first: dict[str, int] = {}
@@ -54,6 +57,9 @@ def plan_memory(
         for r in reads:
             last_use[r] = i
     end = len(steps)
+    held = collectives or CollectiveHolds()
+    _hold(last_use, held, outputs, end)
+    held_by = {h.buffer: h.collective for h in held.holds}
     plans: list[BufferPlan] = []
     # A buffer that dies at step i may be taken over by an allocation at step i + 1;
     # otherwise it is freed right away, so reuse never holds memory longer than needed.
@@ -66,8 +72,11 @@ def plan_memory(
             buf = buffers[w]
             extern = isinstance(buf, (ExternKernel, ExternOutput)) and buf.allocates_result
             plan = BufferPlan(w, buf.layout.nbytes(), i, end - 1 if w in outputs else last_use[w],
-                              w in outputs, "extern" if extern else "wrapper", storage=w)
-            if in_place and w in in_place:  # inplace.py: the input's storage, not a new one
+                              w in outputs, "extern" if extern else "wrapper", storage=w,
+                              held_by=held_by.get(w, ""))
+            if w in held.aliases:  # a wait's result: the collective's buffer itself
+                plan.storage, plan.bytes = held.aliases[w], 0
+            elif in_place and w in in_place:  # inplace.py: the input's storage, not a new one
                 plan.allocated_by, plan.storage, plan.bytes = "input", in_place[w], 0
             elif reuse and not extern:
                 match = next((p for p in pool if _same_storage(buffers[p.name], buf)), None)
@@ -78,11 +87,24 @@ def plan_memory(
             plans.append(plan)
         if i > 0 and pool:
             frees.setdefault(i - 1, []).extend(p.name for p in pool)
-        pool = [p for p in plans if p.last == i and not p.output]
+        pool = [p for p in plans if p.last == i and not p.output and p.name not in held.aliases]
     if pool:
         frees.setdefault(end - 1, []).extend(p.name for p in pool)
     peak, peak_no_reuse = _peaks(plans, end)
     return MemoryPlan(plans, frees, peak, peak_no_reuse)
+
+
+def _hold(last_use: dict[str, int], held: CollectiveHolds, outputs: set[str], end: int
+          ) -> None:
+    """Lifetimes a collective extends: what it holds lives to its wait, and its result as
+    long as the wait's result (the same tensor) is used."""
+    for name, until in held.until.items():
+        if name in last_use:
+            last_use[name] = max(last_use[name], until)
+    for alias, result in held.aliases.items():
+        alias_last = end - 1 if alias in outputs else last_use.get(alias, end - 1)
+        if result in last_use:
+            last_use[result] = max(last_use[result], alias_last)
 
 
 def _same_storage(old: Buffer, new: Buffer) -> bool:

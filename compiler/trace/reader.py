@@ -199,7 +199,8 @@ def assemble(records: list[tuple[str, dict[str, Any]]], run: dict[str, Any] | No
                                                              main)
             breaks += [graph_break] if graph_break else []
             dynamo.append(entry)
-        graphs["capture"][-1].update(compile_id=cid, dynamo_graph=list(compiles).index(cid))
+        graphs["capture"][-1].update(compile_id=cid, dynamo_graph=list(compiles).index(cid),
+                                     split=_split(record.get("split")))
     notices += _version_notices(records)
     if any(_config(r) != _config(first) for _, r in records):
         notices.append("the torch config changed during the run: the first compile's is shown")
@@ -221,6 +222,17 @@ def assemble(records: list[tuple[str, dict[str, Any]]], run: dict[str, Any] | No
                 "notices": notices,
                 **_run_summary(run)}
     return Opened(code, {**options, "recorded": recorded}, events, notices)
+
+
+def _split(value: Any) -> dict[str, Any] | None:
+    """A DDP bucket's split as recorded (writer.py), its fields checked."""
+    split = _dict(value)
+    ints = ("index", "count", "bucket_bytes", "bucket_cap")
+    if not split or not all(isinstance(split.get(k), int) for k in ints):
+        return None
+    params = [_text(p, 300) for p in split.get("params") or [] if isinstance(p, str)]
+    return {"by": _text(split.get("by"), 40) or "", **{k: split[k] for k in ints},
+            "params": params[:64], "reason": _text(split.get("reason"), 500) or ""}
 
 
 def capped_notices(notices: list[str]) -> list[str]:

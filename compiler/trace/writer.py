@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from kernelscope.compiler.capture.ddp_split import ddp_bucket
 from kernelscope.compiler.devices import CPU
 from kernelscope.compiler.events import types as ev
 from kernelscope.compiler.events.stage import SCHEMA_VERSION
@@ -176,6 +177,7 @@ class DynamoInfo:
     compile_call: dict[str, Any] | None = None  # the torch.compile call (kernelscope run)
     recompile: bool = False
     reasons: list[str] = field(default_factory=list)
+    split: dict[str, Any] | None = None  # a DDP bucket's graph (capture/ddp_split.py)
 
 
 @dataclass
@@ -230,9 +232,11 @@ class TraceDir:
             n = self.dynamo_graphs
             self.dynamo_graphs += 1
         attempt = (compile_id or "0/0").split("/")[-1]
+        bucket = ddp_bucket(gm)
         return DynamoInfo(compile_id, n, text[0][:500] if text else None, call_site(),
                           _break_site(reason) if broke else None, _COMPILE_CALL.get(),
-                          recompile=attempt.isdigit() and int(attempt) > 0, reasons=reasons)
+                          recompile=attempt.isdigit() and int(attempt) > 0, reasons=reasons,
+                          split=bucket.as_json() if bucket is not None else None)
 
     def recorder(self, info: DynamoInfo | None, kind: str | None) -> GraphRecorder:
         """compile_fx's `trace`: writes the graph's file once every stage has run."""
@@ -262,6 +266,7 @@ class TraceDir:
             "recompile": info.recompile, "reasons": info.reasons,
             "graph_break": info.graph_break, "graph_break_site": info.graph_break_site,
             "call_site": info.call_site, "compile_call": info.compile_call,
+            "split": info.split,
             "config": changed_config(),
             "filename": filename, "code": code,
             "stages": {k: ev.to_json(v) for k, v in payloads.items()},

@@ -68,6 +68,7 @@ export interface CaptureGraph {
   dynamo_graph: number;
   compile_id?: string | null;
   modules?: ModuleInfo[];
+  split?: GraphSplit | null;
 }
 
 export interface ChainedCheck {
@@ -196,6 +197,16 @@ export interface GraphBreak {
   line: number | null;
 }
 
+export interface GraphSplit {
+  by: string;
+  index: number;
+  count: number;
+  bucket_bytes: number;
+  bucket_cap: number;
+  params: string[];
+  reason: string;
+}
+
 export interface Group {
   graph: number | null;
   nodes: string[];
@@ -212,6 +223,13 @@ export interface Guard {
   kind: string;
   text: string;
   line?: number | null;
+}
+
+export interface HeldBuffer {
+  buffer: string;
+  collective: string;
+  wait: string;
+  why: "input" | "result";
 }
 
 export interface Inductor {
@@ -343,6 +361,7 @@ export interface MemoryGraph {
   frees?: Record<string, string[]>;
   lines?: string[];
   saved?: SavedActivation[];
+  holds?: HeldBuffer[];
 }
 
 export interface ModuleInfo {
