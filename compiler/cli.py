@@ -7,7 +7,8 @@ command where it belongs.
                                 [--stage NAME] [--json] [--no-fusion] [--inductor]
                                 [--bundle B [--front-only]]
     kernelscope stages B [--device cpu|cuda] [--backend cpp|triton] [--json] [--no-replay] ...
-    kernelscope run [--trace-dir DIR] [--all-backends | --inductor] SCRIPT.py|-m MODULE [ARGS ...]
+    kernelscope run [--trace-dir DIR] [--all-backends | --inductor] [--nproc N]
+                    SCRIPT.py|-m MODULE [ARGS ...]
 
 `compile` runs both halves of the pipeline in this process. With `--front-only --bundle B`
 it runs only the front half (the snippet, `source` and `capture`) and writes the capture
@@ -70,6 +71,9 @@ def _parser() -> argparse.ArgumentParser:
                         "Inductor's provenance on, then open the log in the explorer")
     r.add_argument("-m", dest="module", action="store_true",
                    help="SCRIPT is a module name, run as python -m would")
+    r.add_argument("--nproc", type=int, default=1, metavar="N",
+                   help="run N processes of the script as torchrun does on one host "
+                        "(RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set), one trace per rank")
     r.add_argument("script")
     r.add_argument("args", nargs=argparse.REMAINDER, help="the script's own arguments")
     return p
@@ -130,6 +134,11 @@ def _run(args: argparse.Namespace) -> int:
         from kernelscope.compiler.trace.torch_trace_run import run_traced
 
         return run_traced(args.script, args.args, trace_dir, module=args.module)
+    if args.nproc > 1:
+        from kernelscope.compiler.trace.launch import run_ranks
+
+        return run_ranks(args.nproc, args.script, args.args, trace_dir, module=args.module,
+                         all_backends=args.all_backends)
     return own_run.run(args.script, args.args, trace_dir, module=args.module,
                        all_backends=args.all_backends)
 

@@ -9,6 +9,8 @@ a permalink, printed, and the explorer on it.
 - A server that answers (`--server URL`, else the local `kernelscope serve` default,
   http://127.0.0.1:8765) gets them through `POST /api/traces`, the same endpoint the web
   UI's upload uses, and the browser opens its permalink.
+- A directory of a multi-process run (`rank0/`, `rank1/`, ...: compiler/trace/ranks.py)
+  stores every other rank first, then rank 0 with a link to each, and opens rank 0.
 - With none answering, the trace goes straight into the database `kernelscope serve` reads
   (`--db`, else its default) through the same store glue (server/web/uploads.py), and then
   `kernelscope serve` starts on it with the browser on the permalink (`--no-serve`: only
@@ -23,8 +25,10 @@ import threading
 import urllib.error
 import urllib.request
 import webbrowser
+from pathlib import Path
 from typing import Any
 
+from kernelscope.compiler.trace.ranks import rank_dirs, rank_zero_files
 from kernelscope.compiler.trace.reader import Opened, TraceRefused, open_files, read_dir
 from kernelscope.compiler.trace.torch_trace_events import log_file, open_log
 
@@ -68,19 +72,22 @@ def open_dir(directory: str, server: str | None = None, db: str | None = None,
     log = log_file(directory)
     if log is not None:
         return _open_log(log, db, serve, browser)
+    target = (server or LOCAL).rstrip("/")
+    remote = server is not None or _answers(target)
+    if remote and not _answers(target):
+        _say(f"no Kernelscope server answers at {target}")
+        return 2, None
     try:
-        files = read_dir(directory)
+        ranks = rank_dirs(Path(directory))
+        files = rank_zero_files(Path(directory), ranks, lambda fs: _put(
+            fs, target if remote else None, db)) if ranks else read_dir(directory)
         opened = open_files(files)
-    except TraceRefused as e:
+    except (TraceRefused, RuntimeError, OSError) as e:
         _say(f"cannot open {directory}: {e}")
         return 2, None
     for notice in opened.notices:
         _say(f"note: {notice}")
-    target = (server or LOCAL).rstrip("/")
-    if server is not None or _answers(target):
-        if not _answers(target):
-            _say(f"no Kernelscope server answers at {target}")
-            return 2, None
+    if remote:
         try:
             answer = upload(target, files)
         except (RuntimeError, OSError) as e:
@@ -92,6 +99,19 @@ def open_dir(directory: str, server: str | None = None, db: str | None = None,
             webbrowser.open(url)
         return 0, None
     return _store_locally(files, db, serve, browser)
+
+
+def _put(files: list[tuple[str, bytes]], server: str | None, db: str | None) -> str:
+    """One rank's trace stored (uploaded to `server`, else into the database): its path."""
+    if server is not None:
+        return str(upload(server, files)["url"])
+    from kernelscope.server.config import default_database
+    from kernelscope.server.store.sqlite import open_store
+    from kernelscope.server.web.uploads import store_files
+
+    ident, _ = store_files(open_store(db or default_database()), files)
+    _say(f"stored as trace {ident}")
+    return f"/t/{ident}"
 
 
 def _open_log(log: Any, db: str | None, serve: bool, browser: bool) -> tuple[int, str | None]:

@@ -3,7 +3,9 @@
 In: a script (or `-m module`) and its arguments. Out: a trace directory (compiler/
 trace_dir.py) with one file per compiled graph and `run.json` (the command, the exit status
 and every torch.compile call the script made: where, which backend, mode, fullgraph,
-dynamic), and the script's own exit status.
+dynamic), and the script's own exit status. One rank of a multi-process run (torchrun,
+`kernelscope run --nproc`: compiler/trace/launch.py) writes into `rank<R>/` of the
+directory (compiler/trace/ranks.py).
 
 The script runs in this process as `python script.py` runs it (`__main__`, `sys.argv`,
 `sys.path[0]` its folder). For the run, `torch.compile` is wrapped (restored afterwards):
@@ -32,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelscope.compiler.options import TRACE_DIR_ENV
+from kernelscope.compiler.trace.ranks import process_rank, rank_dir
 from kernelscope.compiler.trace.reader import RUN_FILE, RUN_FORMAT, VERSION
 from kernelscope.compiler.versions import __version__
 
@@ -185,14 +188,19 @@ def _write_run(trace_dir: Path, argv: list[str], status: int, started: float,
               "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
               "seconds": round(time.time() - started, 3),
               "calls": [asdict(c) for c in recorder.calls]}
-    tmp = trace_dir / (RUN_FILE + ".tmp")
+    found = process_rank()
+    if found is not None:
+        record.update(rank=found[0], world_size=found[1])
+    folder = rank_dir(trace_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / (RUN_FILE + ".tmp")
     tmp.write_text(json.dumps(record))
-    os.replace(tmp, trace_dir / RUN_FILE)
+    os.replace(tmp, folder / RUN_FILE)
 
 
 def _summary(trace_dir: Path, recorder: Recorder) -> None:
     """What was recorded, on stderr (the script owns stdout)."""
-    graphs = [p for p in trace_dir.glob("*.json") if p.name != RUN_FILE]
+    graphs = [p for p in rank_dir(trace_dir).glob("*.json") if p.name != RUN_FILE]
     compiles = set()
     for p in graphs:
         try:

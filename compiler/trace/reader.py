@@ -369,7 +369,13 @@ def _run_summary(run: dict[str, Any] | None) -> dict[str, Any]:
     if run is None:
         return {}
     argv = [a[:500] for a in run.get("argv") or [] if isinstance(a, str)][:100]
-    return {"argv": argv, "exit": _line(run.get("exit")), "calls": _calls(run)}
+    ranks = [{"rank": r["rank"], "url": r["url"][:200]} for r in run.get("ranks") or []
+             if isinstance(r, dict) and _line(r.get("rank")) is not None
+             and isinstance(r.get("url"), str) and r["url"].startswith("/t/")][:1024]
+    out = {"argv": argv, "exit": _line(run.get("exit")), "calls": _calls(run)}
+    if _line(run.get("rank")) is not None:
+        out.update(rank=run["rank"], world_size=_line(run.get("world_size")), ranks=ranks)
+    return out
 
 
 def _run_notices(run: dict[str, Any] | None) -> list[str]:

@@ -37,6 +37,7 @@ from kernelscope.compiler.devices import CPU
 from kernelscope.compiler.events import types as ev
 from kernelscope.compiler.events.stage import SCHEMA_VERSION
 from kernelscope.compiler.kernel_numbers import KernelNumbers, numbered_in
+from kernelscope.compiler.trace.ranks import rank_dir
 from kernelscope.compiler.trace.reader import FORMAT, VERSION
 from kernelscope.compiler.versions import versions
 
@@ -213,7 +214,7 @@ class TraceDir:
 
     @classmethod
     def open(cls, directory: str, options_json: dict[str, Any]) -> TraceDir:
-        root = Path(directory).expanduser()
+        root = rank_dir(Path(directory).expanduser())
         root.mkdir(parents=True, exist_ok=True)
         _structured_log()
         return cls(root, options_json)

@@ -210,7 +210,7 @@ def counting(backend_name: str, trace_dir: str) -> tuple[Any, list[int]]:
 
 def trace_summary(trace_dir: str) -> dict[str, Any]:
     """What Kernelscope wrote: each graph's kind, and the collectives its graphs hold."""
-    records = [json.loads(p.read_text()) for p in sorted(Path(trace_dir).glob("*.json"))]
+    records = [json.loads(p.read_text()) for p in sorted(Path(trace_dir).rglob("*.json"))]
     collectives = []
     for r in records:
         for b in r.get("stages", {}).get("lowering", {}).get("buffers", []):
