@@ -60,6 +60,8 @@ SLOW: dict[str, str] = {
     "models/test_training_suite.py": "five models, a training step each",
     "models/test_ddp.py": "DDP steps on two gloo processes, compiled and eager",
     "models/test_fsdp.py": "FSDP2 and DTensor steps on two gloo processes, compiled and eager",
+    "browser/test_distributed_run.py":
+        "two graphs recorded in subprocesses (torch imported, compiled), then the page",
     "core/test_rank_traces.py::test_run_nproc_records_each_rank_and_open_links_them":
         "kernelscope run --nproc 2 (two processes compile) and kernelscope open",
     "models/test_zoo.py::test_step_within_the_rule_no_new_fallbacks":

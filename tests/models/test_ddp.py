@@ -35,7 +35,7 @@ def test_a_ddp_step_compiled_by_kernelscope_matches_eager(model: str, tmp_path: 
         assert s["by"] == "DDPOptimizer" and "bucket" in s["reason"], s
         assert s["bucket_bytes"] > 0 and s["params"], s
         by_compile.setdefault(s["compile_id"], []).append(s["index"])
-    assert by_compile and sum(map(len, by_compile.values())) >= 4, ours["splits"]
+    assert by_compile and sum(map(len, by_compile.values())) >= 3, ours["splits"]
     for cid, indices in by_compile.items():
         count = next(s["count"] for s in splits if s["compile_id"] == cid)
         assert sorted(indices) == list(range(count)), (cid, indices)

@@ -413,7 +413,7 @@ async function openPermalink(id, fetched = null) {
   state.trace.followUps = trace.follow_ups ?? {};
   watchFollowUps();
   runPanel.show(trace, source, (await getHealth().catch(() => null))?.versions ?? null,
-    state.trace.data("capture"));
+    state.trace.data("capture"), state.trace);
 }
 
 // A big stored trace (its head, each graph a part): it opens on its first graph, whose part

@@ -5,6 +5,7 @@
 // the versions that made the trace differ from this server's, names both.
 
 import { logSection } from "./logpanel.js";
+import { distributedSection, ranksLine } from "./distributed.js";
 import { h, clear } from "./dom.js";
 import { uploadTrace } from "./api.js";
 
@@ -102,8 +103,9 @@ export class RunPanel {
     clear(this.el);
   }
 
-  // `capture`: the capture event's data (a TORCH_TRACE log's trace has its `log`).
-  show(trace, source, serverVersions, capture = null) {
+  // `capture`: the capture event's data (a TORCH_TRACE log's trace has its `log`);
+  // `model`: the Trace its events were read into (the distributed step's graphs).
+  show(trace, source, serverVersions, capture = null, model = null) {
     const run = trace?.options?.recorded ?? null;
     const versions = versionNotice(run?.versions ?? source?.versions, serverVersions);
     const rebuild = this.onRebuild && trace?.id ? (g) => this.onRebuild(trace.id, g) : null;
@@ -113,10 +115,12 @@ export class RunPanel {
     clear(this.el,
       log,
       run ? h("div.run-head", h("span.run-tag", "Recorded run"), summary(run)) : null,
+      ranksLine(run),
       versions ? h("div.version-notice", { role: "status" }, versions) : null,
       run ? config(run.config ?? {}) : null,
       ...(run?.notices ?? []).map((n) => h("div.run-notice", n)),
-      run?.dynamo?.length ? compiles(run.dynamo, run.calls ?? []) : null);
+      run?.dynamo?.length ? compiles(run.dynamo, run.calls ?? []) : null,
+      run && model ? distributedSection(model) : null);
   }
 }
 

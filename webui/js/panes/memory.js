@@ -129,16 +129,20 @@ export class MemoryPane extends Pane {
       return t;
     });
     const saved = new Set((g.saved ?? []).map((s) => s.buffer).filter(Boolean));
+    // Buffers a collective holds until its wait_tensor (its input, its result).
+    const held = new Map((g.holds ?? []).map((x) => [x.buffer, x]));
     const inset = Math.min(4, COL_W / 4);
     const rows = g.buffers.map((b, i) => {
       const [first, last] = span(b);
       const y = HEAD_H + i * ROW_H;
       const hue = SLOT_HUES[slot.get(b.name) % SLOT_HUES.length];
-      const bar = h(saved.has(b.name) ? "g.mbar.saved" : "g.mbar", { dataset: { buffer: b.name } },
+      const hold = held.get(b.name);
+      const bar = h(`g.mbar${saved.has(b.name) ? ".saved" : ""}${hold ? ".held" : ""}`, { dataset: { buffer: b.name } },
         h("title", `${b.name}: ${fmtBytes(b.bytes)}, live ${g.steps[first]} → ${g.steps[last]}` +
-          `${b.reused_from ? `, reuses ${b.reused_from}'s storage` : ""}${b.output ? ", graph output" : ""}`),
+          `${b.reused_from ? `, reuses ${b.reused_from}'s storage` : ""}${b.output ? ", graph output" : ""}` +
+          `${hold ? `, held by ${hold.collective} (its ${hold.why}) until ${hold.wait || "the graph returns"}` : ""}`),
         h("text.row-label", { x: 8, y: y + 15 }, b.name,
-          saved.has(b.name) ? " (saved)" : b.output ? " (out)" : ""),
+          saved.has(b.name) ? " (saved)" : hold ? " (held)" : b.output ? " (out)" : ""),
         h("rect", { x: x(first) + inset, y: y + 3, width: Math.max(2, (last - first + 1) * COL_W - 2 * inset),
           height: ROW_H - 6, rx: 4, style: `fill: hsl(${hue} 60% 45%); stroke: hsl(${hue} 70% 65%)` }),
         h("text.bytes", { x: x(last + 1) + 6, y: y + 15 }, fmtBytes(b.bytes)));
