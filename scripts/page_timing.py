@@ -1,7 +1,7 @@
 """How fast a stored model trace opens in the explorer, measured in headless Chromium.
 
     PYTHONPATH=$PWD python scripts/page_timing.py [--runs 3] [--fixture NAME ...]
-                                                  [--json FILE] [--webui DIR]
+                                                  [--json FILE] [--webui DIR] [--log LOG]
 
 Stores each fixture trace (tests/browser/fixtures/NAME.json or NAME.json.gz) in a temporary
 database of the real server (the app `kernelscope serve` runs, no workers started), opens
@@ -16,8 +16,11 @@ its permalink `/t/<id>` in a fresh Chromium context and measures, in the page:
 
 Each figure is the median over `--runs` fresh page loads; the largest over runs is
 printed beside it. `--webui DIR` serves another checkout's webui/ (an earlier commit's,
-for a before-and-after on the same host). This is a benchmark: it prints numbers and asserts nothing
-(tests/browser/test_model_traces.py checks the same pages' structure).
+for a before-and-after on the same host). `--log LOG` opens a TORCH_TRACE log as `kernelscope
+open` does (read, split into its head and one part per compile id, stored; the seconds each
+takes printed) and measures its page instead of the fixtures. This is a benchmark: it prints
+numbers and asserts nothing (tests/browser/test_model_traces.py checks the same pages'
+structure).
 """
 
 from __future__ import annotations
@@ -48,6 +51,11 @@ window.__long = [];
 new PerformanceObserver((list) => {
   for (const e of list.getEntries()) window.__long.push([e.startTime, e.duration]);
 }).observe({ type: "longtask", buffered: true });
+new MutationObserver((_, seen) => {
+  if (!document.querySelector(".log-panel")) return;
+  window.__indexAt = performance.now();
+  seen.disconnect();
+}).observe(document, { childList: true, subtree: true });
 """
 # True on the first frame where the pane is filled and nothing in it is pending.
 SETTLED = """(sel) => {
@@ -90,6 +98,28 @@ def store_fixtures(app: Any, names: list[str]) -> dict[str, str]:
     return ids
 
 
+def store_log(app: Any, path: Path) -> str:
+    """A TORCH_TRACE log stored as `kernelscope open` stores it (server/open_cmd.py), with
+    how long reading and storing it took."""
+    from kernelscope.compiler.trace.torch_trace_events import open_log
+    from kernelscope.server.state import of
+    from kernelscope.server.web.uploads import conformed, within_limit
+
+    start = time.perf_counter()
+    read = conformed(open_log(path, read_source=False))
+    read_s = time.perf_counter() - start
+    stored = within_limit(read, int(app.config["TRACE_LIMIT_MB"]) << 20)
+    ident: str = of(app).store.put(read.code, read.options, stored, True)
+    print(f"{path.name}: {path.stat().st_size / 1e6:.1f} MB read in {read_s:.1f} s, split and "
+          f"stored in {time.perf_counter() - start - read_s:.1f} s", flush=True)
+    return ident
+
+
+# When the run panel of a log's trace (its index: compile ids, recompiles, graphs) was first
+# in the page (OBSERVE's MutationObserver notes it).
+INDEX = "() => window.__indexAt ?? null"
+
+
 class Server:
     """The real app on a loopback port, from a background thread."""
 
@@ -119,6 +149,9 @@ def measure(browser: Any, url: str) -> dict[str, Any]:
         page.wait_for_function(SETTLED, arg='[data-pane="code"]', polling="raf",
                                timeout=SETTLE_TIMEOUT_MS)
         opened = page.evaluate("window.__at")
+        index = None
+        if page.locator(".log-panel").count():  # a TORCH_TRACE log: its run panel, the index
+            index = page.evaluate(INDEX)
         first = page.evaluate("document.querySelector('#tabs .tab.active').dataset.tab")
         page.wait_for_function(SETTLED, arg=f'[data-pane="{first}"]', polling="raf",
                                timeout=SETTLE_TIMEOUT_MS)
@@ -126,6 +159,9 @@ def measure(browser: Any, url: str) -> dict[str, Any]:
         page.wait_for_timeout(300)
         row: dict[str, Any] = {"open": opened, "ready": ready,
                                "open_task": page.evaluate(LONGEST, [0, ready]), "tabs": {}}
+        if index is not None:
+            row["index"] = index
+            row["index_task"] = page.evaluate(LONGEST, [0, index])
         tabs = page.evaluate("[...document.querySelectorAll('#tabs [data-tab]')]"
                              ".map((b) => b.dataset.tab)")
         for tab in tabs:
@@ -167,6 +203,10 @@ def report(name: str, size: int, runs: list[dict[str, Any]]) -> list[str]:
     lines.append(f"{'what':28} {'time':>16} {'longest task':>16}")
     lines.append(f"{'open (code pane filled)':28} {fmt(median([r['open'] for r in runs])):>16} "
                  f"{fmt(median([r['open_task'] for r in runs])):>16}")
+    if "index" in runs[0]:
+        lines.append(f"{'index (run panel drawn)':28} "
+                     f"{fmt(median([r['index'] for r in runs])):>16} "
+                     f"{fmt(median([r['index_task'] for r in runs])):>16}")
     lines.append(f"{'ready (first tab settled)':28} "
                  f"{fmt(median([r['ready'] for r in runs])):>16} {'':>16}")
     for tab in runs[0]["tabs"]:
@@ -185,8 +225,9 @@ def main() -> None:
     parser.add_argument("--fixture", action="append", dest="fixtures")
     parser.add_argument("--json", type=Path, help="also write every run's numbers here")
     parser.add_argument("--webui", type=Path, help="serve this webui/ folder instead")
+    parser.add_argument("--log", type=Path, help="a TORCH_TRACE log to open instead")
     args = parser.parse_args()
-    names = args.fixtures or DEFAULT
+    names = [args.log.name] if args.log else args.fixtures or DEFAULT
     from playwright.sync_api import sync_playwright
 
     from kernelscope.server import create_app
@@ -197,7 +238,8 @@ def main() -> None:
         if args.webui:
             config["WEBUI_DIR"] = str(args.webui.resolve())
         app = create_app(config)
-        ids = store_fixtures(app, names)
+        ids = {args.log.name: store_log(app, args.log)} if args.log else \
+            store_fixtures(app, names)
         server = Server(app)
         results: dict[str, Any] = {}
         try:

@@ -70,7 +70,9 @@ def why_not(graph: dict[str, Any]) -> str | None:
         if n.get("shape") is None or any(not isinstance(d, int) for d in dims):
             return f"input {n.get('name')} has a dynamic shape ({_shape(n)})"
     signature = _SIGNATURE.search(code)
-    if signature is None or re.search(r"\bself\.", code[signature.end():]):
+    body = [ln for ln in code[signature.end():].splitlines() if not ln.lstrip().startswith("#")] \
+        if signature else []
+    if signature is None or any(re.search(r"\bself\.", ln) for ln in body):
         return "it calls a submodule or a higher-order op (a subgraph)"
     for line in code.splitlines():
         m = _CALL.match(line)
@@ -157,13 +159,15 @@ def against_log(events: Sequence[dict[str, Any]], log_events: Sequence[dict[str,
     for n in mine.get("nodes") or []:
         if n.get("line") in names:
             ours_of.setdefault(names[n["line"]], []).append(str(n["name"]))
+    generated: dict[str, Any] = next((g for g in _data(log_events, "codegen").get("graphs") or []
+                      if g.get("id") == named[1]), {})
+    sources = {k.get("name"): k.get("source", "") for k in generated.get("kernels") or []}
     kernels = [{**k, "graph": mine["id"],
+                "source": k.get("source") or sources.get(k.get("name"), ""),
                 "nodes": [o for name in k.get("nodes") or [] for o in ours_of.get(name, [])]}
                for k in _data(log_events, "inductor").get("kernels") or []
                if isinstance(k, dict) and k.get("graph") == named[1]]
-    wrapper = next((g.get("wrapper", {}).get("source", "") for g in
-                    _data(log_events, "codegen").get("graphs") or [] if g.get("id") == named[1]),
-                   "")
+    wrapper = (generated.get("wrapper") or {}).get("source", "")
     event = {"measured": False, "code": [wrapper] if wrapper else [], "kernels": kernels,
              "reason": f"Inductor's kernels for {graph.get('name', '')} as the log of trace "
                        f"{log_id} holds them (untimed)"}

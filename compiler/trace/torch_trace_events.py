@@ -166,12 +166,21 @@ def _record(a: Any) -> ev.LoggedRecord:
     return ev.LoggedRecord(a.name, a.known, a.chars, a.payload)
 
 
+MAX_METRIC = 2000  # characters kept of one metric's text (provenance runs to megabytes)
+
+
+def _metric(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > MAX_METRIC:
+        return f"{value[:MAX_METRIC]}… (cut: {len(value)} characters in the log)"
+    return value
+
+
 def _compile(one: LoggedCompile, call: int) -> ev.DynamoCompile:
-    metrics = {k: v for k, v in one.metrics.items()
+    metrics = {k: _metric(v) for k, v in one.metrics.items()
                if isinstance(v, (int, float, str, bool)) or v is None}
     for k, v in one.bwd_metrics.items():
         if isinstance(v, (int, float, str)):
-            metrics[f"backward {k}"] = v
+            metrics[f"backward {k}"] = _metric(v)
     return ev.DynamoCompile(
         compile_id=one.compile_id, call=call, recompile=bool(one.reasons),
         reasons=one.reasons, function=str(one.frame.get("function", "")),
@@ -307,12 +316,16 @@ def _codegen(graphs: list[tuple[LoggedCompile, str, int]]) -> dict[str, Any]:
 
 
 def _inductor(graphs: list[tuple[LoggedCompile, str, int]]) -> dict[str, Any]:
-    kernels, modules = [], []
+    """The kernel table over the whole run: each call with its graph, nodes and bytes. Its
+    code is kept once, per graph, in `codegen` (each kernel's source, the wrapper), so the
+    table stays small in the trace's head however large the log (a big trace is stored in
+    parts, one per compile id: server/store/parts.py)."""
+    kernels = []
     for gid, text, mapping in _outputs(graphs):
-        modules.append(text)
-        kernels += [ev.InductorKernel(name=k.name, language=k.language, source=k.source,
+        kernels += [ev.InductorKernel(name=k.name, language=k.language, source="",
                                       call=k.call, graph=gid, nodes=k.post_nodes or k.nodes,
                                       bytes=k.bytes, kind=k.kind)
                     for k in read_output(text, mapping).kernels]
-    return dataclasses.asdict(ev.Inductor(measured=False, code=modules, kernels=kernels,
-                                          reason="a TORCH_TRACE log holds no timings"))
+    return dataclasses.asdict(ev.Inductor(
+        measured=False, code=[], kernels=kernels,
+        reason="a TORCH_TRACE log holds no timings; its code is in codegen, per graph"))

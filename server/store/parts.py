@@ -9,8 +9,10 @@ A *part* is `{"graphs": {stage: [entry, ...]}}`: for each graph-carrying stage (
 `compile`), the entries of `data.graphs` that belong to it. In the head each such entry is
 a stub `{"id", "part": key, <its short scalar fields>, "lengths": {list field: length}}`, so
 the page can label a graph and ask for `/api/traces/<id>/parts/<key>` when it is shown.
-By default a graph is its own part (`g<id>`); a TORCH_TRACE log may key its parts by
-compile id instead (`split(events, key=...)`). A `capture_graph` event (the same graph,
+By default a graph is its own part (`g<id>`); a TORCH_TRACE log's trace is keyed by Dynamo
+compile id (`by_compile`: `c0.1` holds compile 0/1's graphs), and its part also holds that
+compile's entry of `capture.compiles` whole (its guards, raw guard tree and records), a stub
+of the rest staying in the head (`split_if_big` chooses). A `capture_graph` event (the same graph,
 streamed ahead of `capture`) keeps only a stub in the head, and is stored once, as its
 `capture` entry.
 
@@ -60,6 +62,18 @@ def by_graph(graph: Mapping[str, Any]) -> str:
     return f"g{graph['id']}"
 
 
+def by_compile(graph: Mapping[str, Any]) -> str:
+    """A TORCH_TRACE log's part: a Dynamo compile id's (`0/1` is `c0.1`, compiled autograd's
+    `!0/0/1` is `ca0.0.1`); a graph of no compile id, its own."""
+    cid = graph.get("compile_id")
+    if not isinstance(cid, str) or not cid:
+        return by_graph(graph)
+    return "c" + cid.replace("!", "a").replace("/", ".")
+
+
+COMPILE_HEAVY = ("guards", "raw", "records")  # what a compile's stub leaves to its part
+
+
 def valid_key(key: str) -> bool:
     return 0 < len(key) <= KEY_CHARS and all(c.isalnum() or c in "-_.:" for c in key)
 
@@ -104,6 +118,8 @@ def split(events: list[dict[str, Any]],
         if stage not in GRAPH_STAGES or not isinstance(graphs, list):
             head.append(event)
             continue
+        if stage == "capture" and key is by_compile:
+            event = _part_compiles(event, parts)
         kept = []
         for g in graphs:
             part = keys.get(g.get("id")) if isinstance(g, dict) else None
@@ -113,17 +129,44 @@ def split(events: list[dict[str, Any]],
             parts.setdefault(part, {}).setdefault(stage, []).append(g)
             kept.append(_stub(g, part))
         head.append({**event, "data": {**event["data"], "graphs": kept}})
-    return Split(head, {k: dumps({"graphs": v}) for k, v in parts.items()})
+    return Split(head, {k: dumps(_part(v)) for k, v in parts.items()})
+
+
+def _part(entries: dict[str, list[Any]]) -> dict[str, Any]:
+    compiles = entries.pop("compiles", None)
+    return {"graphs": entries, **({"compiles": compiles} if compiles else {})}
+
+
+def _part_compiles(event: dict[str, Any], parts: dict[str, dict[str, list[Any]]]
+                   ) -> dict[str, Any]:
+    """A log's capture event with each compile's heavy fields moved to its compile's part."""
+    kept = []
+    for c in event["data"].get("compiles") or []:
+        if not isinstance(c, dict) or not isinstance(c.get("compile_id"), str):
+            kept.append(c)
+            continue
+        part = by_compile(c)
+        parts.setdefault(part, {}).setdefault("compiles", []).append(c)
+        kept.append({**{k: v for k, v in c.items() if k not in COMPILE_HEAVY}, "part": part,
+                     "lengths": {k: len(c[k]) for k in COMPILE_HEAVY if k in c}})
+    return {**event, "data": {**event["data"], "compiles": kept}}
 
 
 def split_if_big(events: list[dict[str, Any]],
-                 key: Callable[[Mapping[str, Any]], str] = by_graph) -> Split | None:
+                 key: Callable[[Mapping[str, Any]], str] | None = None) -> Split | None:
     """The trace in parts when its events take more than WHOLE_BYTES and it has graphs to
-    part; None: stored whole."""
+    part (by `key`; by default a TORCH_TRACE log's by compile id, any other by graph);
+    None: stored whole."""
     if len(json.dumps(events)) <= WHOLE_BYTES:
         return None
-    parted = split(events, key)
+    parted = split(events, key or (by_compile if _is_log(events) else by_graph))
     return parted if parted.parts else None
+
+
+def _is_log(events: list[dict[str, Any]]) -> bool:
+    """A TORCH_TRACE log's trace (its capture says where it came from)."""
+    return any(envelope(e).stage == "capture" and bool(envelope(e).data.get("log"))
+               for e in events)
 
 
 def digests(parted: Split) -> dict[str, str]:
@@ -134,6 +177,8 @@ def digests(parted: Split) -> dict[str, str]:
 def merge(events: list[dict[str, Any]], part: Mapping[str, Any]) -> None:
     """A part's entries in place of their stubs in `events` (in place)."""
     graphs = part.get("graphs") or {}
+    compiles = {c.get("compile_id"): c for c in part.get("compiles") or []
+                if isinstance(c, dict)}
     captured = {g.get("id"): g for g in graphs.get("capture") or [] if isinstance(g, dict)}
     for event in events:
         if envelope(event).stage == "capture_graph" and is_stub(event.get("data")):
@@ -141,6 +186,9 @@ def merge(events: list[dict[str, Any]], part: Mapping[str, Any]) -> None:
             continue
         entries = graphs.get(envelope(event).stage)
         data = event.get("data")
+        if compiles and envelope(event).stage == "capture" and isinstance(data, dict):
+            data["compiles"] = [compiles.get(c.get("compile_id"), c) if is_stub(c) else c
+                                for c in data.get("compiles") or []]
         if not entries or not isinstance(data, dict) or not isinstance(data.get("graphs"), list):
             continue
         by_id = {g.get("id"): g for g in entries if isinstance(g, dict)}

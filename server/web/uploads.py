@@ -43,7 +43,7 @@ from kernelscope.compiler.events.read import envelope
 from kernelscope.compiler.trace.reader import MAX_FILES, Opened, TraceRefused, open_files
 from kernelscope.server.jobs.relay import off_loop
 from kernelscope.server.jobs.trust import SNIPPET_STAGES, conform_data
-from kernelscope.server.store.parts import Split, by_graph, split_if_big, valid_key
+from kernelscope.server.store.parts import Split, split_if_big, valid_key
 from kernelscope.server.store.rows import Store
 from kernelscope.server.web.appstate import app_state
 from kernelscope.server.web.errors import ApiError
@@ -82,10 +82,11 @@ def conformed(opened: Opened) -> Opened:
     return Opened(opened.code, opened.options, events, opened.notices)
 
 
-def within_limit(opened: Opened, limit: int, key: Callable[[Mapping[str, Any]], str] = by_graph
+def within_limit(opened: Opened, limit: int,
+                 key: Callable[[Mapping[str, Any]], str] | None = None
                  ) -> list[dict[str, Any]] | Split:
-    """The trace as the store takes it (whole, or a big one in parts: one per graph, or per
-    `key` of a graph's capture entry) if it and each of its parts fit in `limit` bytes (the
+    """The trace as the store takes it (whole, or a big one in parts: one per graph, one
+    per compile id for a TORCH_TRACE log's, or per `key` of a graph's capture entry) if it and each of its parts fit in `limit` bytes (the
     server's TRACE_LIMIT_MB, the same cap a job's trace has); TraceRefused names what does
     not, and by how much."""
     parted = split_if_big(opened.events, key)

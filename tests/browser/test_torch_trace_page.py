@@ -53,6 +53,10 @@ def test_its_kernel_table_lists_every_call_of_every_graph(page: Page) -> None:
     sin = page.locator(".compare-table tbody tr[data-b^='cpp_fused_mul_sin_0']").first
     expect(sin.locator("td").nth(0)).to_have_text("0/0 inference")
     expect(sin.locator("td").nth(2)).to_have_text("5")
+    # Its code, kept once per graph in the log's codegen (the table carries none).
+    code = page.locator(".compare-kernel[data-side='b'][data-kernel^='cpp_fused_mul_sin_0'] "
+                        "pre.compare-source").first
+    expect(code).to_contain_text("sin")
     assert page_errors(page) == []
 
 

@@ -104,6 +104,14 @@ def test_a_graph_that_cannot_be_rebuilt_says_why(change: tuple[str, str], reason
     assert reason in str(rebuild.why_not(graph_event(BACKWARD.replace(*change))))
 
 
+def test_a_user_line_naming_a_submodule_is_no_subgraph() -> None:
+    """The `# File:` comments quote the user's code (`self.wte(input_ids)` in GPT-2's): only
+    the graph's own code can call a submodule."""
+    quoted = BACKWARD.replace("code: loss = gelu(lin(x)).sum()",
+                              "code: inputs_embeds = self.wte(input_ids)")
+    assert rebuild.why_not(graph_event(quoted)) is None
+
+
 def test_our_kernels_meet_the_logged_ones_by_the_logged_node_names() -> None:
     """against_log renames Inductor's logged nodes to ours through the snippet's lines: a
     rebuilt node keeps its line even where our capture names it otherwise."""

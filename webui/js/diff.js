@@ -27,9 +27,13 @@ export function oursKernels(trace) {
 // where the `inductor` event timed it (older traces: none).
 /** @param {Trace} trace */
 export function inductorKernels(trace) {
+  // A TORCH_TRACE log's trace keeps each kernel's source once, in its graph's `codegen`.
+  const logged = new Map(trace.graphs("codegen").flatMap((g) =>
+    g.kernels.map((k) => [`${g.id}:${k.name}`, k.source])));
   return (inductorOf(trace)?.kernels ?? []).map((k) => ({
     name: k.name, call: k.call ?? null, gid: k.graph ?? 0, kind: k.kind || kindOf(k.name),
-    origins: k.nodes ?? [], lines: [], source: k.source, language: k.language,
+    origins: k.nodes ?? [], lines: [],
+    source: k.source || logged.get(`${k.graph ?? 0}:${k.name}`) || "", language: k.language,
     ms: k.ms ?? null, bytes: k.bytes ?? null, first_launch_ms: null }));
 }
 

@@ -70,7 +70,9 @@ function compileRow(c) {
     h("td.wrap", c.reasons?.length ? c.reasons.map((r) => h("div", r)) : "–"),
     h("td", (c.cache ?? []).join(", ") || "–"),
     h("td", times || "–"),
-    h("td", (c.records ?? []).length ? records(`${c.records.length}`, c.records) : "–"));
+    h("td", c.part ? h("span.hint.log-later", `${c.lengths?.records ?? 0} records, with its ` +
+      "graphs (shown when one of them is)")  // a big log's compile: in its part
+      : (c.records ?? []).length ? records(`${c.records.length}`, c.records) : "–"));
 }
 
 // Records listed by name; one with its text kept (the Dynamo and post-grad graphs, and

@@ -238,6 +238,7 @@ async function showGraphs(ids) {
     }
     state.index = buildIndex(trace);
     editor.mark({ lines: state.index.sourceLines });
+    runPanel.refresh();
   }
   state.graphs = ids;
   code.reset();

@@ -35,11 +35,16 @@ export const isStub = (entry) => typeof entry?.part === "string";
 export function mergePart(events, part) {
   const graphs = part?.graphs ?? {};
   const captured = new Map((graphs.capture ?? []).map((g) => [g.id, g]));
+  // A TORCH_TRACE log's part also holds its Dynamo compile's entry of `capture.compiles`.
+  const compiles = new Map((/** @type {any} */ (part)?.compiles ?? []).map((c) => [c.compile_id, c]));
   for (const event of events) {
     const data = /** @type {any} */ (event.data);
     if (event.stage === "capture_graph" && isStub(data)) {
       /** @type {any} */ (event).data = captured.get(data.id) ?? data;
       continue;
+    }
+    if (compiles.size && event.stage === "capture" && Array.isArray(data?.compiles)) {
+      data.compiles = data.compiles.map((c) => (isStub(c) ? compiles.get(c.compile_id) ?? c : c));
     }
     const entries = graphs[event.stage];
     if (!entries || !Array.isArray(data?.graphs)) continue;
@@ -186,7 +191,7 @@ function loggedKernels(trace) {
   const lines = new Map(trace.graphs("capture").flatMap((g) =>
     (g.nodes ?? []).map((n) => [`${g.id}:${n.name}`, n.line])));
   const seen = new Set();
-  return (trace.data("inductor")?.kernels ?? []).filter((k) => k.source && k.graph != null)
+  return (trace.data("inductor")?.kernels ?? []).filter((k) => k.language && k.graph != null)
     .filter((k) => !seen.has(`${k.graph}:${k.name}`) && seen.add(`${k.graph}:${k.name}`))
     .map((k) => ({ name: k.name, gid: k.graph, kind: k.kind || "kernel", origins: k.nodes ?? [],
       lines: [...new Set((k.nodes ?? []).map((n) => lines.get(`${k.graph}:${n}`))

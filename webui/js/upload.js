@@ -100,12 +100,19 @@ export class RunPanel {
 
   reset() {
     this.el.hidden = true;
+    this.last = null;
     clear(this.el);
+  }
+
+  // Drawn again once a big log's part (a compile's records) has come.
+  refresh() {
+    if (this.last && this.last[3]?.log) this.show(...this.last);
   }
 
   // `capture`: the capture event's data (a TORCH_TRACE log's trace has its `log`);
   // `model`: the Trace its events were read into (the distributed step's graphs).
   show(trace, source, serverVersions, capture = null, model = null) {
+    this.last = [trace, source, serverVersions, capture, model];
     const run = trace?.options?.recorded ?? null;
     const versions = versionNotice(run?.versions ?? source?.versions, serverVersions);
     const rebuild = this.onRebuild && trace?.id ? (g) => this.onRebuild(trace.id, g) : null;

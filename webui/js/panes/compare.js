@@ -20,7 +20,7 @@ const HOW = {
 export function compareSection(groups, ours, inductor, trace) {
   const calls = inductorKernels(trace);
   const mine = new Map(ours.map((k) => [`${k.gid}:${k.name}`, k]));
-  const theirs = new Map((inductor.kernels ?? []).map((k) => [`${k.graph}:${k.call || k.name}`, k]));
+  const theirs = new Map(calls.map((k) => [`${k.gid}:${k.call || k.name}`, k]));
   const counts = {};
   for (const g of groups) counts[g.how] = (counts[g.how] ?? 0) + 1;
   const where = graphPlaces(trace);
