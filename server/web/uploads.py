@@ -86,9 +86,9 @@ def within_limit(opened: Opened, limit: int,
                  key: Callable[[Mapping[str, Any]], str] | None = None
                  ) -> list[dict[str, Any]] | Split:
     """The trace as the store takes it (whole, or a big one in parts: one per graph, one
-    per compile id for a TORCH_TRACE log's, or per `key` of a graph's capture entry) if it and each of its parts fit in `limit` bytes (the
-    server's TRACE_LIMIT_MB, the same cap a job's trace has); TraceRefused names what does
-    not, and by how much."""
+    per compile id for a TORCH_TRACE log's, or per `key` of a graph's capture entry) if it
+    and each of its parts fit in `limit` bytes (the server's TRACE_LIMIT_MB, the same cap a
+    job's trace has); TraceRefused names what does not, and by how much."""
     parted = split_if_big(opened.events, key)
     what, size = parted.largest() if parted else ("head", len(json.dumps(opened.events)))
     if size > limit:
