@@ -1,9 +1,13 @@
 """Cases where the compiled result must follow eager's own formula, not another correct
 one: the Bessel functions J0, J1, Y0, Y1 (eager's Cephes polynomials, codegen/bessel.py)
-and addbmm in bfloat16/float16 (float32 throughout, one rounding). Run as
-`python eager_formula_cases.py BACKEND [CASE...]` (Triton under TRITON_INTERPRET=1, in a
-process of its own): prints `name ok` or `name <what differs>` per case, the fallback off,
-so an op left to ATen shows as "ran eagerly".
+and addbmm in bfloat16/float16 (float32 throughout, one rounding); and ops that order
+values (topk, sort, max, relu, ...) on negatives, NaN and -0.0, bfloat16 and float32.
+
+    python eager_formula_cases.py BACKEND [--device=cuda] [CASE...]
+
+prints `name ok` or `name <what differs>` per case, with the ATen fallback off, so an op
+left to ATen shows as "ran eagerly". Triton on the CPU runs under TRITON_INTERPRET=1, in
+a process of its own.
 """
 
 from __future__ import annotations
@@ -36,10 +40,10 @@ def _compiled(fn: Callable[..., Any], backend: str, *args: Any) -> tuple[Any, li
     return out, [str(w.message) for w in caught if "running graph" in str(w.message)]
 
 
-def bessel(name: str, dtype: torch.dtype, backend: str) -> str:
+def bessel(name: str, dtype: torch.dtype, backend: str, device: str) -> str:
     """Eager's values to a few ulps, NaN, infinities and signed zeros exactly."""
     fn = getattr(torch.special, name)
-    x = _points(dtype)
+    x = _points(dtype).to(device)
     got, eager_graphs = _compiled(fn, backend, x)
     if eager_graphs:
         return "ran eagerly: " + eager_graphs[0][:120]
@@ -55,7 +59,7 @@ def bessel(name: str, dtype: torch.dtype, backend: str) -> str:
     return "ok" if err <= 8 * ulp else f"max error {err:.3g} (eager's own formula: <= 8 ulp)"
 
 
-def addbmm(dtype: torch.dtype, backend: str) -> str:
+def addbmm(dtype: torch.dtype, backend: str, device: str) -> str:
     """One rounding of the float32 result: within half an ulp of the exact value, and
     never further from it than eager (which rounds after every batch)."""
     g = torch.Generator().manual_seed(0)
@@ -66,6 +70,7 @@ def addbmm(dtype: torch.dtype, backend: str) -> str:
     def f(m: torch.Tensor, b1: torch.Tensor, b2: torch.Tensor) -> torch.Tensor:
         return torch.addbmm(m, b1, b2, beta=0.5, alpha=0.7)
 
+    m, b1, b2 = m.to(device), b1.to(device), b2.to(device)
     got, eager_graphs = _compiled(f, backend, m, b1, b2)
     if eager_graphs:
         return "ran eagerly: " + eager_graphs[0][:120]
@@ -83,21 +88,59 @@ def addbmm(dtype: torch.dtype, backend: str) -> str:
     return "ok"
 
 
-CASES: dict[str, Callable[[str], str]] = {
-    **{f"{n}_{d}": (lambda b, n=n, dt=dt: bessel(f"bessel_{n}", dt, b))
+def _equal(got: Any, want: Any) -> bool:
+    gs = got if isinstance(got, (tuple, list)) else [got]
+    ws = want if isinstance(want, (tuple, list)) else [want]
+    return len(gs) == len(ws) and all(
+        g.dtype == w.dtype and torch.equal(g.nan_to_num(7.0), w.nan_to_num(7.0))
+        and torch.equal(g.isnan(), w.isnan()) if w.is_floating_point() else torch.equal(g, w)
+        for g, w in zip(gs, ws))
+
+
+ORDERING: dict[str, Callable[[torch.Tensor], Any]] = {
+    "topk": lambda x: torch.topk(x, 3), "kthvalue": lambda x: torch.kthvalue(x, 4),
+    "sort": lambda x: torch.sort(x[:, :8], stable=True), "max": lambda x: x.max(1),
+    "amin": lambda x: x.amin(1), "argmax": lambda x: x.argmax(1), "gt": lambda x: x > -1.5,
+    "maximum": lambda x: torch.maximum(x, x.flip(1)), "relu": torch.relu,
+    "clamp": lambda x: x.clamp(-2, 3),
+}
+
+
+def ordering(dtype: torch.dtype, backend: str, device: str) -> str:
+    """Ops that order values, on negatives, a NaN and a -0.0: eager's results exactly (the
+    interpreter holds bfloat16 as uint16 bits, which order as unsigned integers; relu of
+    NaN is NaN)."""
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(6, 33, generator=g) * 5).to(dtype)
+    x[0, 3], x[1, 4] = -0.0, float("nan")
+    x = x.to(device)
+    bad = []
+    for name, fn in ORDERING.items():
+        got, eager_graphs = _compiled(fn, backend, x)
+        if eager_graphs or not _equal(got, fn(x)):
+            bad.append(name + (" (ran eagerly)" if eager_graphs else ""))
+    return "ok" if not bad else "differ: " + ", ".join(bad)
+
+
+CASES: dict[str, Callable[[str, str], str]] = {  # name -> f(backend, device)
+    "ordering_bf16": lambda b, d: ordering(torch.bfloat16, b, d),
+    "ordering_f32": lambda b, d: ordering(torch.float32, b, d),
+    **{f"{n}_{dn}": (lambda b, d, n=n, dt=dt: bessel(f"bessel_{n}", dt, b, d))
        for n in ("j0", "j1", "y0", "y1")
-       for d, dt in (("f64", torch.float64), ("f32", torch.float32))},
-    "addbmm_bf16": lambda b: addbmm(torch.bfloat16, b),
-    "addbmm_f16": lambda b: addbmm(torch.float16, b),
+       for dn, dt in (("f64", torch.float64), ("f32", torch.float32))},
+    "addbmm_bf16": lambda b, d: addbmm(torch.bfloat16, b, d),
+    "addbmm_f16": lambda b, d: addbmm(torch.float16, b, d),
 }
 
 if __name__ == "__main__":
-    backend, wanted = sys.argv[1], sys.argv[2:]
+    backend, rest = sys.argv[1], sys.argv[2:]
+    device = next((a.split("=", 1)[1] for a in rest if a.startswith("--device=")), "cpu")
+    wanted = [a for a in rest if not a.startswith("--")]
     for case, run in CASES.items():
         if wanted and case not in wanted:
             continue
         try:
-            result = run(backend)
+            result = run(backend, device)
         except Exception as e:  # noqa: BLE001 - reported per case
             result = f"raised {type(e).__name__}: {str(e).splitlines()[0][:200]}"
         print(f"{case} {result}", flush=True)

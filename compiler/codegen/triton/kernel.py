@@ -106,7 +106,9 @@ OPS = OpTable("Triton", merged(merged(C_LIKE, {
     "reciprocal": float_only("1.0 / {0}"),
     "sign": numeric("(({0} > 0).to({0}.dtype) - ({0} < 0).to({0}.dtype))"),
     "isnan": "{0} != {0}", "isinf": "tl.abs({0}) == float('inf')",
-    "relu": numeric("tl.maximum({0}, 0)"),
+    # NaN stays NaN, as eager's relu (tl.maximum alone returns the other operand, 0).
+    "relu": {**numeric("tl.maximum({0}, 0)"),
+             "float": "tl.maximum({0}, 0.0, tl.PropagateNan.ALL)"},
     "where": "tl.where({0}, {1}, {2})",
 }), TRITON_MATH))
 
@@ -298,6 +300,9 @@ class TritonKernelCodegen(KernelCodegen):
 
     def op(self, name: str, args: Sequence[Var], dtype: torch.dtype,
            operands: Sequence[Var] | None = None) -> Var:
+        if self.table is INTERPRET_OPS and name != "where" and \
+                any(a.dtype == torch.bfloat16 for a in args):
+            return self._in_float32(name, args, dtype)
         # Literals alone would be folded by Python, not in the dtype: `1.0 / 0.0` raises,
         # integers do not wrap. The first becomes a typed 0-d value; the op runs in Triton.
         if name != "where" and args and all(a.is_literal for a in args):
@@ -306,6 +311,18 @@ class TritonKernelCodegen(KernelCodegen):
                               first.dtype, first.domain)
             return super().op(name, [typed, *args[1:]], dtype, operands or args)
         return super().op(name, args, dtype, operands)
+
+    def _in_float32(self, name: str, args: Sequence[Var], dtype: torch.dtype) -> Var:
+        """Under the interpreter a bfloat16 value is its bits in a uint16 array (numpy has
+        no bfloat16): compared, negated or tested for NaN as such, every negative orders
+        above every positive and NaN equals itself. The op runs on the float32 values
+        (widening is exact) and a bfloat16 result is rounded back (to nearest even, as a
+        GPU computes bfloat16 ops)."""
+        wide = [self.to_dtype(a, torch.float32) if a.dtype == torch.bfloat16 else a
+                for a in args]
+        if dtype != torch.bfloat16:
+            return self.op(name, wide, dtype)
+        return self.to_dtype(self.op(name, wide, torch.float32), dtype)
 
     def _shape(self, domain: str) -> str:
         if self.tile is not None:
@@ -333,6 +350,8 @@ class TritonKernelCodegen(KernelCodegen):
 
     def reduce(self, node: SchedNode, value: Var) -> Var:
         data = node.buffer.data  # type: ignore[attr-defined]
+        if self.table is INTERPRET_OPS and value.dtype == torch.bfloat16:
+            value = self.to_dtype(value, torch.float32)  # its bits as uint16: see _in_float32
         rtype, src = data.reduction_type, value.dtype
         ident = literal(reduction_identity(rtype, src), src)
         if value.is_literal or value.domain == "x":
