@@ -5,7 +5,7 @@
 # --json of python -m benchmarks renders with `python -m benchmarks --render FILE`).
 #
 #   . benchmarks/device_env.sh && OUT=/tmp/out bash benchmarks/train_gpu.sh [parts...]
-#   parts: check optimizer host graphs gemm infer timm
+#   parts: check optimizer host graphs gemm infer timm dtype
 #          (default: check optimizer host graphs gemm; each part is bounded by PART_S)
 #
 # MODELS: the training models (default gpt2_small,resnet50: the two host-bound ones).
@@ -19,6 +19,7 @@ mkdir -p "$OUT"
 MODELS="${MODELS:-gpt2_small,resnet50}"
 INFER="${INFER:-zoo}"
 JOBS="${JOBS:-6}"
+DTYPE_OPS="topk,kthvalue,median,nanmedian,mode,special.bessel_j0,special.bessel_j1,special.bessel_y0,special.bessel_y1,addbmm,nn.functional.relu"
 PART_S="${PART_S:-540}"  # seconds per part: none outlives one device call's 10 minutes
 export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version --format=csv > "$OUT/gpu.txt" 2>&1 || true
@@ -63,6 +64,15 @@ for part in ${parts[*]}; do
              --jobs "$JOBS" --item-timeout 240 --warmup 10 --rep 40 \
              --json "$OUT/$part.json" --out "$OUT/$part.md" \
              --title "bf16 inference, $what" > "$OUT/$part.txt" 2>&1 ;;
+    # The all-dtype sweep's last mismatches, fixed on the CPU: eager's Bessel polynomials,
+    # addbmm rounded once, tie-aware indices, relu of NaN; the cases on CUDA, then the
+    # OpInfo sweep on those ops (more samples than the full sweep's one).
+    dtype) timeout $((PART_S / 3)) python tests/core/eager_formula_cases.py triton \
+             --device=cuda > "$OUT/dtype_cases.txt" 2>&1
+          timeout $((PART_S * 2 / 3)) python tests/opinfo/sweep.py --target cuda \
+             --mode forward --dtypes f32,f16,bf16,f64 --samples 4 --jobs 6 --timeout 60 \
+             --ops "$DTYPE_OPS" --output "$OUT/dtype_sweep.jsonl" --work-dir "$OUT/dtype_work" \
+             --no-report > "$OUT/dtype_sweep.txt" 2>&1 ;;
     *) echo "unknown part: $part" >&2 ;;
   esac
   echo "done: $part"
