@@ -41,6 +41,7 @@ from werkzeug.exceptions import RequestEntityTooLarge
 
 from kernelscope.compiler.events.read import envelope
 from kernelscope.compiler.trace.reader import MAX_FILES, Opened, TraceRefused, open_files
+from kernelscope.server.jobs.inputs import loads_stepwise
 from kernelscope.server.jobs.relay import off_loop
 from kernelscope.server.jobs.trust import SNIPPET_STAGES, conform_data
 from kernelscope.server.store.parts import Split, split_if_big, valid_key
@@ -166,7 +167,7 @@ def open_in_child(body: IO[bytes], limits: ChildLimits, repo_dir: str
         _end(proc)
     lines = raw.split(b"\n")
     try:
-        answer = off_loop(json.loads, lines[0])  # up to TRACE_LIMIT_MB: off the event loop
+        answer = off_loop(loads_stepwise, lines[0])  # up to TRACE_LIMIT_MB: off the event loop
         keys = [str(k) for k in answer.get("parts", []) if valid_key(str(k))]
         parts = {k: lines[i + 1].decode() for i, k in enumerate(keys)}
     except (ValueError, IndexError, AttributeError):

@@ -1,11 +1,12 @@
 """Issue 30, a weak row: a front process wrote 4 x 4 MiB `done` lines; each was parsed in the
 web tier (2.1-2.4 s each) and none counted toward the trace cap. Every line now counts
-before it is parsed."""
+before it is parsed, and a long one is decoded in short steps."""
 
 from __future__ import annotations
 
 import json
 import os
+import random
 import threading
 import time
 from typing import Any
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from kernelscope.server.config import default_config
+from kernelscope.server.jobs import inputs
 from kernelscope.server.jobs import relay as relay_mod
 from kernelscope.server.jobs.manager import Job, JobRequest
 from kernelscope.server.jobs.relay import Relay
@@ -76,3 +78,70 @@ def test_a_full_scratch_is_the_jobs_error_with_a_permalink(
     done = events[-1]
     assert done["stage"] == "done" and done["data"]["trace_id"], done
     assert client.get(f"/api/traces/{done['data']['trace_id']}").status_code == 200
+
+
+class _Reads:
+    """A JSON decoder that records how much text each of its C calls read (a `raw_decode`
+    reads up to the value's end)."""
+
+    def __init__(self) -> None:
+        self.real = json.JSONDecoder(parse_constant=lambda _c: None)
+        self.sizes: list[int] = []
+
+    def decode(self, text: str) -> Any:
+        self.sizes.append(len(text))
+        return self.real.decode(text)
+
+    def raw_decode(self, text: str, at: int = 0) -> Any:
+        value, end = self.real.raw_decode(text, at)
+        self.sizes.append(end - at)
+        return value, end
+
+
+@pytest.mark.parametrize("pad", ["0", "{}", '{"a": [1, "x,y"]}', '"s"'])
+def test_a_long_line_is_decoded_in_short_steps(monkeypatch: pytest.MonkeyPatch,
+                                               pad: str) -> None:
+    """json.loads of a crafted 4 MiB line keeps the interpreter lock for its whole run
+    (0.3-0.7 s on a loaded host, /api/health waiting); the relay decodes a long line in C
+    calls that each read at most STEP_CHARS, with the same result."""
+    reads = _Reads()
+    monkeypatch.setattr(inputs, "_DECODER", reads)
+    count = (1 << 20) // (len(pad) + 1)
+    line = ('{"schema": 1, "seq": 0, "stage": "done", "ms": 0, "data": {"ok": true, '
+            f'"pad": [{",".join([pad] * count)}]}}}}').encode()
+    event = relay_mod.parse_event(line)
+    assert event is not None and event.stage == "done"
+    assert event.data["pad"] == json.loads(f"[{pad}]") * count
+    assert max(reads.sizes) <= inputs.STEP_CHARS + 2, max(reads.sizes)
+
+
+def test_stepwise_decoding_equals_json_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs cut at a comma inside a string or a nested value, members longer than a step,
+    duplicate keys, NaN, white space: all as json.loads has them (short steps, so every
+    path runs); what json.loads refuses is refused."""
+    monkeypatch.setattr(inputs, "STEP_CHARS", 96)
+    monkeypatch.setattr(inputs, "_WINDOWS", (8, 32, 96))
+    rnd = random.Random(0)
+
+    def value(depth: int = 0) -> Any:
+        if depth > 3 or rnd.random() < 0.3:
+            return rnd.choice([0, 12345678901234, 1.5e-7, -3, "a,b", 'x"y,', True, None, "",
+                               "[1,2]", '{"a":1}', "é,😀", "a" * 200])
+        if rnd.random() < 0.5:
+            return [value(depth + 1) for _ in range(rnd.randint(0, 12))]
+        return {f"{rnd.choice(['k', 'a,b', 'x'])}{rnd.randint(0, 5)}": value(depth + 1)
+                for _ in range(rnd.randint(0, 8))}
+
+    texts = [json.dumps(value(), separators=rnd.choice([(",", ":"), (", ", ": ")]),
+                        indent=rnd.choice([None, 1])) for _ in range(600)]
+    texts += ['{"a": 1, "b": 2, "a": 3, ' + ", ".join(f'"k{i}": {i}' for i in range(60)) + "}",
+              "[NaN, Infinity, -Infinity, " + ", ".join(["123456789"] * 40) + "]",
+              "  [ 1 , 2 ] " + " " * 200]
+    for text in texts:
+        expected = json.loads(text, parse_constant=lambda _c: None)
+        assert json.dumps(inputs.loads_stepwise(text)) == json.dumps(expected)
+    for bad in ["[1, 2, " * 40 + "3", '{"a": 1,, ' + '"b": 2, ' * 30 + "}",
+                "[" + "1, " * 60 + "]", "[1]x" + " " * 200, '{1: 2, ' + '"b": 2, ' * 30 + "}",
+                '"abc' + "d" * 200]:
+        with pytest.raises(ValueError):
+            inputs.loads_stepwise(bad)
