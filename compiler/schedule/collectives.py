@@ -50,6 +50,10 @@ def collective_holds(names: Sequence[str], externs: Sequence[ExternKernel | None
     out = CollectiveHolds()
     waits = {waited_buffer(e): (i, e.name) for i, e in enumerate(externs)
              if e is not None and waited_buffer(e) is not None}
+    # Every wait's result is the tensor it waits on, whatever made it (a coalesced
+    # collective is an ATen fallback: the wait still returns its output itself).
+    out.aliases = {result: waited for waited, (_i, result) in waits.items()
+                   if waited is not None}
     end = len(names) - 1
     for i, ext in enumerate(externs):
         if ext is None or collective_kind(ext.op) is None:
@@ -61,6 +65,4 @@ def collective_holds(names: Sequence[str], externs: Sequence[ExternKernel | None
             out.until[name] = max(out.until.get(name, w), w)
         out.holds.append(Hold(ext.name, names[i], wait, "result"))
         out.until[ext.name] = max(out.until.get(ext.name, w), w)
-        if result is not None:
-            out.aliases[result] = ext.name
     return out

@@ -118,6 +118,26 @@ def test_no_buffer_a_collective_holds_is_reused_before_its_wait() -> None:
     assert by["out"].storage not in ("c", "w")
 
 
+def test_a_wait_on_a_fallback_result_is_that_buffer() -> None:
+    """A coalesced collective falls back to ATen (no hold), but its wait still returns the
+    output itself: the wait's result takes that storage and is never handed on for reuse."""
+    n = 64
+    buffers: dict[str, Any] = {
+        "o": _extern("o", torch.ops.aten.sin.default, "x", n),
+        "w": _extern("w", c10d.wait_tensor.default, "o", n),
+        "z": ComputedBuffer("z", Layout.contiguous("cpu", torch.float32, [n])),
+        "out": ComputedBuffer("out", Layout.contiguous("cpu", torch.float32, [n])),
+    }
+    steps = [(["o"], {"x"}), (["w"], {"o"}), (["z"], {"w"}), (["out"], {"z"})]
+    held = collective_holds(["e0", "e1", "k2", "k3"],
+                            [buffers["o"], buffers["w"], None, None])
+    assert held.aliases == {"w": "o"} and not held.holds
+    plan = plan_memory(steps, buffers, {"out"}, set(), collectives=held)
+    by = {p.name: p for p in plan.buffers}
+    assert by["w"].storage == "o" and by["w"].bytes == 0
+    assert by["out"].reused_from != "w" and by["o"].last >= by["w"].last
+
+
 def test_a_wait_result_is_the_collective_buffer_in_the_plan(group: Any, tmp_path: Path
                                                             ) -> None:
     x = torch.randn(16, 16)
