@@ -12,7 +12,9 @@ matched with ours by FX node (compiler/compare/traces.py, `logged_inductor`).
 
 A graph is rebuildable when every input has a static shape and a known dtype, and every call
 is an ATen or prims op that is neither random (its values would differ from the log's run)
-nor one that holds state or a subgraph (higher-order ops, custom ops). Torch-free, string
+nor one that holds state or a subgraph (higher-order ops, custom ops), nor one ATen runs on
+CUDA only (a CUDA run's attention kernels; the snippet runs on the CPU where the server has
+no GPU). Torch-free, string
 work only: the web tier makes the snippet from a stored trace.
 """
 
@@ -35,6 +37,9 @@ _NAMESPACES = ("aten.", "prims.")
 _RANDOM = re.compile(r"\b(rand\w*|bernoulli|native_dropout|normal|uniform|exponential|"
                      r"inductor_random|inductor_seeds?|inductor_lookup_seed|multinomial|"
                      r"poisson|geometric|cauchy|log_normal|random_)\b")
+# ATen ops with no CPU kernel (the memory-efficient, flash and cuDNN attention of a CUDA run)
+_CUDA_ONLY = re.compile(
+    r"\b_?(scaled_dot_product_)?(efficient|flash|cudnn)_attention(?!\w*for_cpu)")
 _SIGNATURE = re.compile(r"def forward\((.*?)\):\s*$", re.S | re.M)
 _DEVICE = re.compile(r"device\(type='(\w+)'(?:, index=\d+)?\)")
 _DEVICE_LINE = {"cpu": 'DEVICE = "cpu"',
@@ -85,6 +90,9 @@ def why_not(graph: dict[str, Any]) -> str | None:
             return f"it calls {target}, not an ATen op"
         if _RANDOM.search(target.split(".")[1] if "." in target else target):
             return f"it calls the random op {target} (its values would differ from the run's)"
+        if _CUDA_ONLY.search(target):
+            return (f"it calls {target}, which ATen runs on CUDA only (a rebuild falls back to "
+                    "the CPU where the server has no GPU)")
     return None
 
 

@@ -99,6 +99,9 @@ def test_a_static_backward_graph_is_rebuilt_and_matches_it_run_eagerly() -> None
      "not an ATen op"),
     (("torch.ops.aten.erf.default(mul_1)", "torch.ops.higher_order.wrap(self.sub, mul_1)"),
      "subgraph"),
+    (("torch.ops.aten.erf.default(mul_1)",
+      "torch.ops.aten._scaled_dot_product_efficient_attention_backward.default(mul_1)"),
+     "CUDA only"),
 ])
 def test_a_graph_that_cannot_be_rebuilt_says_why(change: tuple[str, str], reason: str) -> None:
     assert reason in str(rebuild.why_not(graph_event(BACKWARD.replace(*change))))
