@@ -5,7 +5,7 @@
 // after our result (the `inductor` event): "Inductor: running…" until it does, then its
 // total and each of its kernels' times.
 
-import { h, clear, badge, fmtMs, fmtBytes, fmtNum, shape } from "../dom.js";
+import { h, clear, badge, fmtMs, fmtBytes, fmtNum, shape, growing } from "../dom.js";
 import { fromKernel } from "../provenance.js";
 import { STAGES, FOLLOW_UPS, inductorAsked, inductorOf, followUpState } from "../trace.js";
 import { Pane } from "./pane.js";
@@ -52,10 +52,10 @@ export class TimingsPane extends Pane {
         h("span.hint", `against eager, atol ${run.atol} rtol ${run.rtol}`)),
       h("table.grid", h("thead", h("tr", ["output", "shape", "dtype", "max abs err",
         "max rel err", ""].map((c) => h("th", c)))),
-      h("tbody", run.outputs.map((o) => h("tr",
+      rowsAsRead(run.outputs, (o) => h("tr",
         h("td.num", o.index), h("td", shape(o.shape)), h("td", o.dtype),
         h("td.num", fmtNum(o.max_abs_err)), h("td.num", fmtNum(o.max_rel_err)),
-        h("td", o.ok ? badge("pass", "ok") : badge("fail", "bad")))))),
+        h("td", o.ok ? badge("pass", "ok") : badge("fail", "bad"))), 6)),
       (run.chained ?? []).map((c) => this.chained(c)));
   }
 
@@ -184,10 +184,10 @@ export class TimingsPane extends Pane {
       h("p.note", `graph ${g.id}: ${buildText(g)}`),
       h("table.grid", h("thead", h("tr", ["kernel", "first launch", "cache", "registers", "spills", "shared"]
         .map((c) => h("th", c)))),
-      h("tbody", g.kernels.map((k) => h("tr",
+      rowsAsRead(g.kernels, (k) => h("tr",
         h("td", k.name), h("td.num", fmtMs(k.ms)), h("td", k.cache_hit ? "hit" : "miss"),
         h("td.num", k.registers ?? "–"), h("td.num", k.spills ?? "–"),
-        h("td.num", k.shared_bytes !== undefined && k.shared_bytes !== null ? fmtBytes(k.shared_bytes) : "–"))))))));
+        h("td.num", k.shared_bytes !== undefined && k.shared_bytes !== null ? fmtBytes(k.shared_bytes) : "–")), 6)))));
   }
 
   /** @param {Trace} trace */
@@ -205,4 +205,11 @@ export class TimingsPane extends Pane {
   select(sel) {
     for (const [key, tr] of this.rows) tr.classList.toggle("hl", sel.kernels.has(key));
   }
+}
+
+// A model's step checks a thousand outputs and builds hundreds of kernels: their rows are
+// drawn in chunks as they are scrolled to.
+function rowsAsRead(items, make, columns) {
+  return growing(h("tbody"), items, make,
+    (left) => h("tr.more", h("td", { colspan: columns }, `${left} more rows…`)));
 }
