@@ -11,7 +11,8 @@
 # MODELS: the training models (default gpt2_small,resnet50: the two host-bound ones).
 # INFER: the inference part's models (default zoo: the model zoo's 42; zoo1 and zoo2 are
 #   its halves, for a call each; or names, comma-separated). Part timm: timm's models.
-# JOBS: items compiling at once in infer/timm (they time one at a time).
+# JOBS: items compiling at once in infer/timm (they time one at a time); ITEM_S: seconds
+#   per model there (default 300).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/kstrain}"
@@ -61,7 +62,7 @@ for part in ${parts[*]}; do
     # eager float32 by the 3x rule; one process per model, rows in infer.json as they come.
     infer|timm) what="$INFER"; [ "$part" = timm ] && what=timm
           python -m benchmarks --budget-s "$PART_S" --only infer --infer-models "$what" \
-             --jobs "$JOBS" --item-timeout 240 --warmup 10 --rep 40 \
+             --jobs "$JOBS" --item-timeout "${ITEM_S:-300}" --warmup 10 --rep 40 \
              --json "$OUT/$part.json" --out "$OUT/$part.md" \
              --title "bf16 inference, $what" > "$OUT/$part.txt" 2>&1 ;;
     # The all-dtype sweep's last mismatches, fixed on the CPU: eager's Bessel polynomials,
