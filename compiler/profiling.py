@@ -73,9 +73,9 @@ def profile_works(works: list[GraphWork], inputs: Inputs, options: CompileOption
         doing("our compiled call, repeated")
         ours_t = ev.Spread(**stats.spread(bench_samples(ours_call, cuda, clock)))
         doing("our call's rows (kernels, extern calls, wrapper)")
-        ours = _ours_rows(works, inputs, ours_t, cuda, clock)
+        ours = _ours_rows(works, inputs, ours_t, cuda, clock, ours_call)
         doing("eager's rows (one per ATen op)")
-        eager = _eager_rows(works, inputs, eager_t, cuda, clock)
+        eager = _eager_rows(works, inputs, eager_t, cuda, clock, eager_call)
         doing("peak memory, ours and eager")
         memory = ev.PeakMemory(
             method=("torch.profiler's allocator records (profile_memory): bytes in use at "
@@ -97,18 +97,25 @@ def _launches(w: GraphWork) -> dict[int, str]:
 
 
 def _ours_rows(works: list[GraphWork], inputs: Inputs, call: ev.Spread, cuda: bool,
-               clock: stats.Clock) -> ev.RowSet:
+               clock: stats.Clock, plain: Callable[[], None]) -> ev.RowSet:
     graphs = [timed.timed_graph(w.gid, w.wrapper, w.compiled.module, _launches(w),
                                 w.compiled.constants, list(args),
                                 ranges=f"{w.gid}:" if cuda else None)
               for w, args in zip(works, inputs) if w.compiled is not None]
     if cuda:
         return _device_rows(works, graphs, call)
-    measured = timed.measure_rows(graphs, clock=_row_clock(clock))
+    measured = timed.measure_rows(graphs, clock=_row_clock(clock), plain=plain,
+                                  plain_clock=clock)
     rows = [r for w in works for r in step_rows(w, measured.samples, cuda=False)]
     method = ("per-launch clock reads in an instrumented copy of the wrapper (the cost "
-              f"of one read, {measured.stamp_ns:.0f} ns, taken off each segment)")
-    return _row_set(method, call, rows, works, measured.timeline)
+              f"of one read, {measured.stamp_ns:.0f} ns, taken off each segment), against "
+              "the call without them, timed between the rows' batches")
+    return _row_set(method, _alongside(measured), rows, works, measured.timeline)
+
+
+def _alongside(measured: timed.RowSamples) -> ev.Spread:
+    """The call without timers, as timed between the rows' batches (rows/coverage)."""
+    return ev.Spread(**stats.spread(measured.plain))
 
 
 def _device_rows(works: list[GraphWork], graphs: list[timed.TimedGraph], call: ev.Spread
@@ -144,16 +151,19 @@ def _repeat_medians(values: list[float], repeats: int = stats.MIN_REPEATS + 2) -
 
 
 def _eager_rows(works: list[GraphWork], inputs: Inputs, call: ev.Spread, cuda: bool,
-                clock: stats.Clock) -> ev.RowSet:
+                clock: stats.Clock, plain: Callable[[], None]) -> ev.RowSet:
     """Eager's rows: on the CPU each ATen op's line of the graph module's forward between
     clock reads (as ours); on a GPU each op's kernels' device time (CUPTI)."""
     if not cuda:
         graphs = [timed.eager_timed_graph(w.gid, w.gm, list(a)) for w, a in zip(works, inputs)]
-        measured = timed.measure_rows(graphs, clock=_row_clock(clock))
+        measured = timed.measure_rows(graphs, clock=_row_clock(clock), plain=plain,
+                                      plain_clock=clock)
         rows = [_eager_row(w, label, v) for w in works for (gid, label), v
                 in measured.samples.items() if gid == w.gid]
         return _row_set("per-op clock reads in an instrumented copy of the graph module's "
-                        "forward", call, rows, works, measured.timeline)
+                        "forward, against the call without them, timed between the rows' "
+                        "batches", _alongside(measured), rows, works,
+                        measured.timeline)
     n = max(stats.MIN_REPEATS * 3, min(60, int(40 / max(call.ms or 1.0, 0.05))))
     rows = []
     for w, args in zip(works, inputs):

@@ -57,6 +57,9 @@ class RowSamples:
     timeline: list[dict[str, Any]]
     stamp_ns: float  # what one clock read costs, taken off every segment
     batch: int
+    # The same call without the timers, one sample per repeat, each batch right after the
+    # timed one and read by the same clock: what the rows' coverage is measured against.
+    plain: list[float] = field(default_factory=list)
 
 
 def timed_source(source: str, launches: dict[int, str], ranges: str | None = None,
@@ -171,19 +174,30 @@ def _timeline(graphs: list[TimedGraph], stamps: list[list[int]], stamp_ns: float
 
 
 def measure_rows(graphs: list[TimedGraph], budget_s: float = 1.0, min_repeat_ms: float = 2.0,
-                 clock: Clock = time.perf_counter_ns) -> RowSamples:
+                 clock: Clock = time.perf_counter_ns,
+                 plain: Callable[[], Any] | None = None,
+                 plain_clock: Clock = time.perf_counter_ns) -> RowSamples:
     """Row samples over repeats of the timed call (each repeat the per-row median of a
-    batch of calls), repeating until the rows' sum has settled or the budget is spent."""
+    batch of calls), repeating until the rows' sum has settled or the budget is spent.
+    With `plain` (the same call without timers), each repeat also times a batch of it
+    (by `plain_clock`, the one the call's own figure reads), so the rows and the call they
+    should add up to are read at the same moments (on a loaded host two sessions a second
+    apart differ by more than the rows miss)."""
+    plain_ns = read_cost_ns(plain_clock)
     stamp_ns = read_cost_ns(clock)
     one_call(graphs, clock)  # warm
     first = one_call(graphs, clock)
     batch = batch_size((first[-1][-1] - first[0][0]) / 1e6, min_repeat_ms)
     samples: dict[tuple[int, str], list[float]] = {}
     totals: list[float] = []
+    plains: list[float] = []
     timeline: list[dict[str, Any]] = []
     deadline = time.perf_counter() + budget_s
     while len(totals) < MAX_REPEATS:
         calls = [one_call(graphs, clock) for _ in range(batch)]
+        if plain is not None:
+            plains.append(statistics.median(_plain_ms(plain, plain_clock, plain_ns)
+                                            for _ in range(batch)))
         per_call = [{(g.gid, k): v for g, ts in zip(graphs, call)
                      for k, v in _segments(g, ts, stamp_ns).items()} for call in calls]
         for key in per_call[0]:
@@ -194,4 +208,10 @@ def measure_rows(graphs: list[TimedGraph], budget_s: float = 1.0, min_repeat_ms:
         settled = percentile(totals, 90) <= SETTLED_RATIO * percentile(totals, 10)
         if len(totals) >= MIN_REPEATS and (settled or time.perf_counter() > deadline):
             break
-    return RowSamples(samples, timeline, stamp_ns, batch)
+    return RowSamples(samples, timeline, stamp_ns, batch, plains)
+
+
+def _plain_ms(call: Callable[[], Any], clock: Clock, stamp_ns: float) -> float:
+    start = clock()
+    call()
+    return max(0.0, clock() - start - stamp_ns) / 1e6
