@@ -31,8 +31,10 @@ from kernelscope.compiler.compare.traces import inductor, ours
 HEADER = "# Rebuilt by Kernelscope from the TORCH_TRACE log of trace {trace}, graph {graph}"
 _HEADER = re.compile(r"^# Rebuilt by Kernelscope from the TORCH_TRACE log of trace "
                      r"([\w-]+), graph (\d+)$", re.M)
-_CALL = re.compile(r'^\s+(\w+): "[^"]*" = (?:torch\.ops\.)?([\w.]+)\(')
-_ASSIGN = re.compile(r'^\s+(\w+): "[^"]*" = ')
+# A node's line: `name: "f32[4][1]cpu" = torch.ops...(`; one of several outputs (a tuple) is
+# printed without its type: `var_mean = torch.ops.aten.var_mean.correction(`.
+_CALL = re.compile(r'^\s+(\w+)(?:: "[^"]*")? = (?:torch\.ops\.)?([\w.]+)\(')
+_ASSIGN = re.compile(r'^\s+(\w+)(?:: "[^"]*")? = (?!None\b)')
 _NAMESPACES = ("aten.", "prims.")
 _RANDOM = re.compile(r"\b(rand\w*|bernoulli|native_dropout|normal|uniform|exponential|"
                      r"inductor_random|inductor_seeds?|inductor_lookup_seed|multinomial|"
@@ -136,9 +138,13 @@ def rebuilt_from(code: str) -> tuple[str, int] | None:
 
 
 def logged_names(code: str) -> dict[int, str]:
-    """The snippet's line -> the logged node defined on it (each line is one logged node)."""
-    return {i + 1: m.group(1) for i, line in enumerate(code.splitlines())
-            if (m := _ASSIGN.match(line)) is not None}
+    """The snippet's line -> the logged node defined on it (each line of the logged graph's
+    forward is one logged node)."""
+    lines = code.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith("class LoggedGraph")), 0)
+    end = next((i for i, ln in enumerate(lines) if ln.startswith("def _input")), len(lines))
+    return {i + 1: m.group(1) for i in range(start, end)
+            if (m := _ASSIGN.match(lines[i])) is not None}
 
 
 def _data(events: Sequence[dict[str, Any]], stage: str) -> dict[str, Any]:

@@ -44,7 +44,8 @@ _DTYPES = {"f32": "torch.float32", "f64": "torch.float64", "f16": "torch.float16
            "bf16": "torch.bfloat16", "i64": "torch.int64", "i32": "torch.int32",
            "i16": "torch.int16", "i8": "torch.int8", "u8": "torch.uint8", "b8": "torch.bool"}
 _TYPE = re.compile(r"^(\w+)\[([^\]]*)\](?:\[([^\]]*)\])?")
-_CALL = re.compile(r'^\s+(\w+): "([^"]*)" = ([\w.]+)\((.*)$')
+_CALL = re.compile(r'^\s+(\w+)(?:: "([^"]*)")? = ([\w.]+)\((.*)$')  # a tuple: no type
+_GETITEM = re.compile(r'^\s+(\w+)(?:: "([^"]*)")? = (?=\w+\[\d+\])()(.*)$')  # one of a tuple
 _PARAM = re.compile(r'(\w+): "([^"]*)"')
 _SIGNATURE = re.compile(r"def forward\((.*?)\):\s*$", re.S | re.M)
 _FILE = re.compile(r"# File: (.+?):(\d+) in (\S+), code: (.*)$")
@@ -234,10 +235,11 @@ def fx_nodes(text: str, main: str, source: list[str] | None = None
             line = _user_line(f.group(1), int(f.group(2)), f.group(4), main, source)
             code = f.group(4)[:300] if line is not None else None
             continue
-        m = _CALL.match(raw)
+        m = _CALL.match(raw) or _GETITEM.match(raw)
         if m is None:
             continue
         name, typ, target, rest = m.groups()
+        typ, target = typ or "", target or "operator.getitem"
         args = [w for w in dict.fromkeys(_WORD.findall(rest.split(";")[0])) if w in known]
         nodes.append(_node(name, "call_function", target.removeprefix("torch.ops."), args,
                            line, code, typ))

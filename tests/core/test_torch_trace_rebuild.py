@@ -146,3 +146,33 @@ def test_our_kernels_meet_the_logged_ones_by_the_logged_node_names() -> None:
     assert {k["graph"] for k in answer["inductor"]["kernels"]} == {0}
     with pytest.raises(ValueError, match="no rebuild"):
         rebuild.against_log(events, log, "OTHER")
+
+
+# A layer norm's forward as torch prints it: var_mean's two outputs are a tuple, printed
+# without a type, and read by getitem.
+LAYER_NORM = '''class GraphModule(torch.nn.Module):
+    def forward(self, primals_1: "f32[4, 8][8, 1]cpu"):
+        var_mean = torch.ops.aten.var_mean.correction(primals_1, [1], correction = 0, keepdim = True)
+        getitem: "f32[4, 1][1, 1]cpu" = var_mean[0]
+        getitem_1: "f32[4, 1][1, 1]cpu" = var_mean[1];  var_mean = None
+        add: "f32[4, 1][1, 1]cpu" = torch.ops.aten.add.Tensor(getitem, 1e-05);  getitem = None
+        rsqrt: "f32[4, 1][1, 1]cpu" = torch.ops.aten.rsqrt.default(add);  add = None
+        sub: "f32[4, 8][8, 1]cpu" = torch.ops.aten.sub.Tensor(primals_1, getitem_1);  primals_1 = None
+        mul: "f32[4, 8][8, 1]cpu" = torch.ops.aten.mul.Tensor(sub, rsqrt);  sub = None
+        return (mul, rsqrt, getitem_1)
+'''
+
+
+def test_a_node_of_several_outputs_is_read_checked_and_rebuilt() -> None:
+    """A tuple-valued node (var_mean, native_dropout) has no type on its line: it is still a
+    node (with its getitems), still checked (a random one refuses the graph), and rebuilt."""
+    graph = graph_event(LAYER_NORM)
+    assert [n["name"] for n in graph["nodes"]][:4] == ["primals_1", "var_mean", "getitem",
+                                                       "getitem_1"]
+    assert ["var_mean", "getitem_1"] in graph["edges"]
+    assert rebuild.why_not(graph) is None
+    code = rebuild.snippet(graph, "t")
+    assert {"var_mean", "getitem", "getitem_1"} <= set(rebuild.logged_names(code).values())
+    assert_same(*run_rebuilt(code))
+    dropout = LAYER_NORM.replace("aten.var_mean.correction", "aten.native_dropout.default")
+    assert "random op" in str(rebuild.why_not(graph_event(dropout)))
