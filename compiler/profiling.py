@@ -37,6 +37,11 @@ from kernelscope.compiler.runtime.profile import bench_samples, copy_bandwidth_g
 from kernelscope.compiler.runtime.slot import timing_slot
 
 Inputs = list[list[Any]]
+# Seconds each side's rows may repeat for when their sum does not settle (a loaded host):
+# half the headline figures' budget. Rows are at least MIN_REPEATS repeats whatever this
+# is; at load 10-13 the 6-block training step's profile stage took 4.4-5.3 s, four
+# one-second budgets of it spent in full.
+ROWS_BUDGET_S = 0.5
 
 
 def each(fns: Sequence[Callable[..., Any]], inputs: Inputs) -> Callable[[], None]:
@@ -104,8 +109,8 @@ def _ours_rows(works: list[GraphWork], inputs: Inputs, call: ev.Spread, cuda: bo
               for w, args in zip(works, inputs) if w.compiled is not None]
     if cuda:
         return _device_rows(works, graphs, call)
-    measured = timed.measure_rows(graphs, clock=_row_clock(clock), plain=plain,
-                                  plain_clock=clock)
+    measured = timed.measure_rows(graphs, ROWS_BUDGET_S, clock=_row_clock(clock),
+                                  plain=plain, plain_clock=clock)
     rows = [r for w in works for r in step_rows(w, measured.samples, cuda=False)]
     method = ("per-launch clock reads in an instrumented copy of the wrapper (the cost "
               f"of one read, {measured.stamp_ns:.0f} ns, taken off each segment), against "
@@ -156,8 +161,8 @@ def _eager_rows(works: list[GraphWork], inputs: Inputs, call: ev.Spread, cuda: b
     clock reads (as ours); on a GPU each op's kernels' device time (CUPTI)."""
     if not cuda:
         graphs = [timed.eager_timed_graph(w.gid, w.gm, list(a)) for w, a in zip(works, inputs)]
-        measured = timed.measure_rows(graphs, clock=_row_clock(clock), plain=plain,
-                                      plain_clock=clock)
+        measured = timed.measure_rows(graphs, ROWS_BUDGET_S, clock=_row_clock(clock),
+                                      plain=plain, plain_clock=clock)
         rows = [_eager_row(w, label, v) for w in works for (gid, label), v
                 in measured.samples.items() if gid == w.gid]
         return _row_set("per-op clock reads in an instrumented copy of the graph module's "
