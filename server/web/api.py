@@ -19,6 +19,7 @@ from kernelscope.compiler.trace.rebuild import (
     against_log,
     is_log_trace,
     logged_graph,
+    rebuilt_from,
     snippet,
     why_not,
 )
@@ -39,6 +40,7 @@ from kernelscope.server.web.appstate import app_state
 from kernelscope.server.web.errors import ApiError
 from kernelscope.server.web.gates import Refused
 from kernelscope.server.web.hlpool import HighlightRefused
+from kernelscope.server.web.logged import with_graph
 from kernelscope.server.web.options import option_fields, parse_options
 from kernelscope.server.web.streams import SSE_HEADERS, ndjson, sse
 
@@ -240,26 +242,37 @@ def trace_diff(a: str, b: str) -> Response:
     a's against its own Inductor follow-up), by the one matcher, compiler/compare."""
     store = app_state().store
     left = store.get(a)
+    if left is not None and b != "inductor" and (log := store.head(b)) is not None \
+            and is_log_trace(log["events"]):
+        return _against_log(left, b)
     right = None if b == "inductor" else store.get(b)
     missing = a if left is None else b if right is None and b != "inductor" else None
     if missing is not None or left is None:
         raise ApiError(f"no trace {missing!r}", 404)
-    if right is not None and is_log_trace(right["events"]):
-        try:  # a rebuilt graph against Inductor's kernels for it, as the log holds them
-            return jsonify(against_log(left["events"], right["events"], b))
-        except ValueError as exc:
-            raise ApiError(str(exc)) from None
     return jsonify({"groups": diff_json(left["events"], right["events"] if right else None)})
+
+
+def _against_log(left: dict[str, Any], log: str) -> Response:
+    """A rebuilt graph (trace `left`) against Inductor's kernels for it as the log's trace
+    holds them: the log's head and that graph's part only."""
+    named = rebuilt_from(str(left.get("code") or ""))
+    events = with_graph(log, named[1]) if named is not None and named[0] == log else None
+    try:
+        if events is None:
+            raise ValueError(f"this trace is no rebuild of a graph of trace {log!r}")
+        return jsonify(against_log(left["events"], events, log))
+    except ValueError as exc:
+        raise ApiError(str(exc)) from None
 
 
 @bp.get("/traces/<trace_id>/graphs/<int:graph>/rebuild")
 def trace_graph_rebuild(trace_id: str, graph: int) -> Response:
     """A logged graph of a TORCH_TRACE log's trace as a snippet Kernelscope compiles (the
     page then compiles it as any snippet: POST /api/compile), or why it cannot be."""
-    found = app_state().store.get(trace_id)
-    if found is None:
+    events = with_graph(trace_id, graph)
+    if events is None:
         raise ApiError(f"no trace {trace_id!r}", 404)
-    logged = logged_graph(found["events"], graph)
+    logged = logged_graph(events, graph)
     if logged is None:
         raise ApiError(f"trace {trace_id!r} has no logged graph {graph}", 404)
     reason = why_not(logged)

@@ -60,3 +60,35 @@ def test_a_trace_of_our_own_is_still_parted_by_graph() -> None:
     assert parted is not None and sorted(parted.parts) == ["g0", "g1", "g2"]
     assert all("part" not in c for e in parted.head if e["stage"] == "capture"
                for c in e["data"]["compiles"])
+
+
+GRAPH = '''class GraphModule(torch.nn.Module):
+    def forward(self, arg0_1: "f32[8][1]cpu"):
+        mul_1: "f32[8][1]cpu" = torch.ops.aten.mul.Tensor(arg0_1, 0.5);  arg0_1 = None
+        erf: "f32[8][1]cpu" = torch.ops.aten.erf.default(mul_1);  mul_1 = None
+        return (erf,)
+'''
+
+
+def test_a_graph_of_a_big_log_is_rebuilt_from_the_head_and_its_part_alone(
+        make_app: Any) -> None:
+    """GET /api/traces/<id>/graphs/<g>/rebuild on a log's trace stored in parts: the graph's
+    code comes from its compile's part (the head holds only its stub)."""
+    from kernelscope.compiler.trace.torch_trace_events import fx_nodes
+    from kernelscope.server.web.appstate import app_state
+
+    events = log_events()
+    nodes, edges = fx_nodes(GRAPH, "")
+    events[1]["data"]["graphs"][1].update(code=GRAPH, nodes=[vars(n) for n in nodes],
+                                          edges=edges)
+    app = make_app()
+    with app.app_context():
+        ident = app_state().store.put("", {}, copy.deepcopy(events), True)
+        head = app_state().store.head(ident)
+    assert head is not None and "c0.1" in head["parts"]
+    answer = app.test_client().get(f"/api/traces/{ident}/graphs/1/rebuild")
+    assert answer.status_code == 200, answer.get_json()
+    code = answer.get_json()["code"]
+    assert "torch.ops.aten.erf.default(mul_1)" in code and answer.get_json()["name"] == \
+        "0/1 forward"
+    assert app.test_client().get(f"/api/traces/{ident}/graphs/7/rebuild").status_code == 404
