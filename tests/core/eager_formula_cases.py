@@ -93,7 +93,9 @@ def _equal(got: Any, want: Any) -> bool:
     ws = want if isinstance(want, (tuple, list)) else [want]
     return len(gs) == len(ws) and all(
         g.dtype == w.dtype and torch.equal(g.nan_to_num(7.0), w.nan_to_num(7.0))
-        and torch.equal(g.isnan(), w.isnan()) if w.is_floating_point() else torch.equal(g, w)
+        and torch.equal(g.isnan(), w.isnan())
+        and torch.equal(g[w == 0].signbit(), w[w == 0].signbit())  # -0.0 is kept
+        if w.is_floating_point() else torch.equal(g, w)
         for g, w in zip(gs, ws))
 
 

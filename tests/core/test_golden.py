@@ -73,7 +73,7 @@ def test_fused_kernel_names_its_origins_and_lines() -> None:
     text = generated(_add_relu, (torch.randn(64), torch.randn(64)), "triton")
     assert "def triton_poi_fused_add_relu_0(in_ptr0, in_ptr1, out_ptr0, xnumel, XBLOCK" in text
     assert "# fuses: add (line 8: z = x + y); relu (line 9: return z.relu())" in text
-    assert "tmp2 = tmp0 + tmp1" in text and "tl.maximum(tmp2, 0.0, tl.PropagateNan.ALL)" in text
+    assert "tmp2 = tmp0 + tmp1" in text and "tl.where(tmp2 < 0, 0.0, tmp2)" in text
 
 
 def test_transposed_operand_gets_2d_tiles_and_a_reason() -> None:

@@ -52,7 +52,9 @@ OPS = OpTable("C++", merged(merged(C_LIKE, {
     "sign": numeric("static_cast<{t}>(({0} > 0) - ({0} < 0))"),
     "isnan": {"float": "std::isnan({0})", "*": "false"},
     "isinf": {"float": "std::isinf({0})", "*": "false"},
-    "relu": numeric("ks_max({0}, decltype({0})(0))"),
+    # -0.0 and NaN stay themselves, as in eager's relu (a max gives +0.0 for -0.0).
+    "relu": {**numeric("ks_max({0}, decltype({0})(0))"),
+             "float": "({0} < 0 ? decltype({0})(0) : {0})"},
     "where": "{0} ? {1} : {2}",
 }), CPP_MATH))
 # Arithmetic on 8- and 16-bit integers happens in int in C++; the result wraps like torch's

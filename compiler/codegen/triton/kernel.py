@@ -106,9 +106,8 @@ OPS = OpTable("Triton", merged(merged(C_LIKE, {
     "reciprocal": float_only("1.0 / {0}"),
     "sign": numeric("(({0} > 0).to({0}.dtype) - ({0} < 0).to({0}.dtype))"),
     "isnan": "{0} != {0}", "isinf": "tl.abs({0}) == float('inf')",
-    # NaN stays NaN, as eager's relu (tl.maximum alone returns the other operand, 0).
-    "relu": {**numeric("tl.maximum({0}, 0)"),
-             "float": "tl.maximum({0}, 0.0, tl.PropagateNan.ALL)"},
+    # NaN and -0.0 stay themselves, as in eager's relu (tl.maximum(x, 0) gave 0 for NaN).
+    "relu": {**numeric("tl.maximum({0}, 0)"), "float": "tl.where({0} < 0, 0.0, {0})"},
     "where": "tl.where({0}, {1}, {2})",
 }), TRITON_MATH))
 
