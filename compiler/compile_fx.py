@@ -596,6 +596,7 @@ def make_backend(options: CompileOptions, filename: str | None = None,
                 sink.append(warm)
             return torch._disable_dynamo(warm)
         dynamo = None if key is None else (key, len(example_inputs))
-        return through_aot(gm, example_inputs, **_aot_compilers(compile_aten, dynamo, info))
+        return through_aot(gm, example_inputs, options.partition,
+                           **_aot_compilers(compile_aten, dynamo, info))
 
     return backend

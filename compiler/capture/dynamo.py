@@ -49,6 +49,7 @@ class Recorder:
     on_graph: Callable[[CapturedGraph, int], None] | None = None
     # Told what runs now, in words (the `progress` events: compiler/progress.py).
     doing: Callable[[str], None] = lambda _: None
+    partition: str = "min_cut"  # what a forward saves for its backward (capture/aot.py)
 
     def backend(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         dynamo_graph = self.dynamo_graphs
@@ -95,7 +96,7 @@ class Recorder:
 
             return compiler
 
-        return through_aot(gm, example_inputs, fw_compiler=keep("forward"),
+        return through_aot(gm, example_inputs, self.partition, fw_compiler=keep("forward"),
                            bw_compiler=keep("backward"), inference_compiler=keep("inference"))
 
 

@@ -99,7 +99,7 @@ def capture_stage(run: FrontRun, on_graph: Callable[[ev.CaptureGraph], None] | N
     assert entry is not None
     torch._dynamo.reset()
     code_lines = run.code.splitlines()
-    recorder = Recorder(doing=doing)
+    recorder = Recorder(doing=doing, partition=run.options.partition)
     made: dict[int, ev.CaptureGraph] = {}  # each graph's payload, made once
     if on_graph is not None:
         def hand_over(g: CapturedGraph, i: int) -> None:
