@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kernelscope.compiler.compare.match import node_groups
 from kernelscope.compiler.devices import is_gpu
 from kernelscope.compiler.events import types as ev
 from kernelscope.compiler.graph_work import GraphWork
@@ -138,23 +139,9 @@ def compare_rows(ours: Sequence[ev.ProfileRow], eager: Sequence[ev.ProfileRow]
     graph) form a group, so a fused kernel faces the eager ops it replaced. Each side's
     time is its rows' sum (None: no row of that side). Slowest first."""
     items = [(r, "ours") for r in ours if r.origins] + [(r, "eager") for r in eager if r.origins]
-    parent = list(range(len(items)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    owner: dict[tuple[int, str], int] = {}
-    for i, (r, _) in enumerate(items):
-        for node in r.origins:
-            j = owner.setdefault((r.graph, node), i)
-            parent[find(i)] = find(j)
-    groups: dict[int, list[tuple[ev.ProfileRow, str]]] = {}
-    for i, item in enumerate(items):
-        groups.setdefault(find(i), []).append(item)
-    return sorted((_comparison(g) for g in groups.values()),
+    groups = [[items[i] for i in idx] for idx in node_groups([(r.graph, r.origins)
+                                                                for r, _ in items])]
+    return sorted((_comparison(g) for g in groups),
                   key=lambda c: -max(c.ours_ms or 0.0, c.eager_ms or 0.0))
 
 

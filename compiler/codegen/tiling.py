@@ -13,6 +13,7 @@ a bias gradient): such a kernel takes column tiles (triton_rules.column_config).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -74,18 +75,11 @@ def choose_tile(plan: KernelPlan) -> Tile | None:
                 outer, split = name, strides.index(1) + 1  # a walk down the columns
     if shape is None or inner is None or outer is None:
         return None
-    y, x = _prod(shape[:split]), _prod(shape[split:])
+    y, x = math.prod(map(int, shape[:split])), math.prod(map(int, shape[split:]))
     if y < 16 or x < 16:
         return None
     return Tile(y, x, f"2-D tiles over {y} x {x}: {outer} runs along the rows, "
                       f"{inner} along the columns")
-
-
-def _prod(xs: tuple[int, ...]) -> int:
-    n = 1
-    for v in xs:
-        n *= int(v)
-    return n
 
 
 def tile_config(tile: Tile) -> dict[str, int]:

@@ -65,7 +65,15 @@ def match(a: Sequence[KernelRef], b: Sequence[KernelRef]) -> list[Group]:
     """Both sides' kernels in groups by shared FX nodes, in the order the groups first
     appear (A's kernels first, then B's)."""
     items = [("a", k) for k in a] + [("b", k) for k in b]
-    parent = list(range(len(items)))
+    keys = [(k.graph, k.nodes if k.graph is not None else ()) for _, k in items]
+    return [_group([items[i] for i in idx]) for idx in node_groups(keys)]
+
+
+def node_groups(keys: Sequence[tuple[object, Iterable[str]]]) -> list[list[int]]:
+    """The indices of items that share an FX node of one graph (`keys[i]`: item i's graph
+    and FX nodes), grouped through any chain of shared nodes, each group in the order its
+    items appear and the groups in the order of their first items."""
+    parent = list(range(len(keys)))
 
     def find(i: int) -> int:
         while parent[i] != i:
@@ -73,18 +81,14 @@ def match(a: Sequence[KernelRef], b: Sequence[KernelRef]) -> list[Group]:
             i = parent[i]
         return i
 
-    owner: dict[tuple[int, str], int] = {}
-    for i, (_, k) in enumerate(items):
-        if k.graph is None:
-            continue
-        for node in k.nodes:
-            j = owner.setdefault((k.graph, node), i)
-            if j != i:
-                parent[find(i)] = find(j)
+    owner: dict[tuple[object, str], int] = {}
+    for i, (graph, nodes) in enumerate(keys):
+        for node in nodes:
+            parent[find(i)] = find(owner.setdefault((graph, node), i))
     members: dict[int, list[int]] = {}
-    for i in range(len(items)):
+    for i in range(len(keys)):
         members.setdefault(find(i), []).append(i)
-    return [_group([items[i] for i in idx]) for idx in members.values()]
+    return list(members.values())
 
 
 def _group(items: list[tuple[str, KernelRef]]) -> Group:

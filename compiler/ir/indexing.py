@@ -12,7 +12,8 @@ into `j` over (1024,), so contiguous kernels stay one-dimensional.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Sequence
+import math
+from collections.abc import Callable, Sequence
 from typing import Any, TypeAlias
 
 import sympy
@@ -302,7 +303,7 @@ def merge_loops(
                 del groups[g]
                 merged = True
                 break
-    new_sizes = [_prod(sizes[k] for k in grp) for grp in groups]
+    new_sizes = [math.prod(int(sizes[k]) for k in grp) for grp in groups]
     dropped = {var_names[k]: sympy.Integer(0) for k in range(len(sizes)) if sizes[k] == 1}
 
     def rewrite(expr: Expr, new_vars: Sequence[Expr]) -> Expr:
@@ -331,20 +332,13 @@ def _mergeable(
     inner_first: int,
     inner_group: list[int],
 ) -> bool:
-    inner_size = _prod(sizes[k] for k in inner_group)
+    inner_size = math.prod(int(sizes[k]) for k in inner_group)
     for e in exprs:
         so = linear_stride(e, var_names[outer])
         si = linear_stride(e, var_names[inner_first])
         if so is None or si is None or sympy.simplify(so - si * inner_size) != 0:
             return False
     return True
-
-
-def _prod(values: Iterable[int]) -> int:
-    out = 1
-    for v in values:
-        out *= int(v)
-    return out
 
 
 def decompose(flat: Expr, sizes: Sequence[int]) -> list[Expr]:
@@ -355,7 +349,7 @@ def decompose(flat: Expr, sizes: Sequence[int]) -> list[Expr]:
 @functools.lru_cache(maxsize=1 << 14)  # views and codegen decompose the same positions
 def _decompose(flat: Expr, sizes: tuple[int, ...]) -> tuple[Expr, ...]:
     out: list[Expr] = []
-    inner = _prod(sizes)
+    inner = math.prod(map(int, sizes))
     for k, s in enumerate(sizes):
         inner //= int(s)
         if k == 0:

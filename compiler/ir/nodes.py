@@ -14,6 +14,7 @@ strided view: size, stride, offset; views cost nothing).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,7 +76,7 @@ class Pointwise:
     reads_memo: list[Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def numel(self) -> int:
-        return _prod(self.ranges)
+        return math.prod(map(int, self.ranges))
 
 
 @dataclass
@@ -91,17 +92,10 @@ class Reduction:
     reads_memo: list[Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     def numel(self) -> int:
-        return _prod(self.ranges)
+        return math.prod(map(int, self.ranges))
 
     def rnumel(self) -> int:
-        return _prod(self.reduction_ranges)
-
-
-def _prod(xs: Sequence[int]) -> int:
-    n = 1
-    for x in xs:
-        n *= int(x)
-    return n
+        return math.prod(map(int, self.reduction_ranges))
 
 
 @dataclass
@@ -211,7 +205,7 @@ class TensorValue:
         raise NotImplementedError
 
     def numel(self) -> int:
-        return _prod(self.size)
+        return math.prod(map(int, self.size))
 
 
 @dataclass

@@ -19,6 +19,7 @@ plane a candidate) is left for dilated and wide-overlap windows.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -213,7 +214,7 @@ def adaptive_avg_pool(g: LoweringContext, node: Node, x: TensorValue, output_siz
 def _max_pool(g: LoweringContext, node: Node, x: TensorValue, w: Windows) -> tuple[Any, Any]:
     """(values, flat input indices over the spatial dims), as eager computes them."""
     dtype = x.dtype
-    if dtype != torch.bool and w.end is None and _prod(w.kernel) <= UNROLLED_WINDOW:
+    if dtype != torch.bool and w.end is None and math.prod(w.kernel) <= UNROLLED_WINDOW:
         return _max_pool_unrolled(g, node, x, w)
     floating = dtype.is_floating_point
     fill = float("-inf") if floating else (False if dtype == torch.bool
@@ -232,7 +233,7 @@ def _max_pool(g: LoweringContext, node: Node, x: TensorValue, w: Windows) -> tup
         """NaN at flat window position k: kn + k (the last wins); the maximum:
         kn - 1 - k (the first wins); neither, or outside the input: -1."""
         v, m, ok = lwin(idx), lbest(idx[:nb + n]), valid(idx)
-        k = sum((idx[nb + n + d] * _prod(w.kernel[d + 1:]) for d in range(n)),
+        k = sum((idx[nb + n + d] * math.prod(w.kernel[d + 1:]) for d in range(n)),
                 sympy.Integer(0))
         kv = ops.index_expr(k, I64)
         top = ops.where(ops.logical_and(ok, ops.eq(v, m)),
@@ -258,7 +259,7 @@ def _max_pool(g: LoweringContext, node: Node, x: TensorValue, w: Windows) -> tup
                       ops.sub(ops.constant(kn - 1, I64), kk))
         flat = ops.constant(0, I64)
         for d in range(n):
-            kd = ops.mod(ops.floordiv(k, ops.constant(_prod(w.kernel[d + 1:]), I64)),
+            kd = ops.mod(ops.floordiv(k, ops.constant(math.prod(w.kernel[d + 1:]), I64)),
                          ops.constant(w.kernel[d], I64))
             c = ops.add(ops.index_expr(w.start(d, idx[nb + d]), I64),
                         ops.mul(kd, ops.constant(w.dilation[d], I64)))
@@ -303,20 +304,13 @@ def _max_pool_unrolled(g: LoweringContext, node: Node, x: TensorValue, w: Window
             take = take if ok is None else ops.logical_and(ok, take)
             best = ops.where(take, v, best)
             if indices:
-                flat = sum((at[d] * _prod(w.inputs[d + 1:]) for d in range(n)),
+                flat = sum((at[d] * math.prod(w.inputs[d + 1:]) for d in range(n)),
                            sympy.Integer(0))
                 where = ops.where(take, ops.index_expr(flat, I64), where)
         return where if indices else best
 
     return (g.lazy(node, lambda idx: chain(idx, False), size, dtype, [x]),
             g.lazy(node, lambda idx: chain(idx, True), size, I64, [x]))
-
-
-def _prod(xs: Sequence[int]) -> int:
-    p = 1
-    for v in xs:
-        p *= v
-    return p
 
 
 @register_lowering(aten.max_pool2d_with_indices, aten.max_pool3d_with_indices)
@@ -346,7 +340,7 @@ def max_pool_backward(g: LoweringContext, node: Node, grad: TensorValue, x: Tens
                                   dilation)
     if windowed is not None:
         return windowed
-    plane_out = _prod(grad.size[-n:])
+    plane_out = math.prod(grad.size[-n:])
     big = too_costly(g, node, x.numel(), plane_out, args, {})
     if big is not None:
         return big
@@ -387,7 +381,7 @@ def _windowed_backward(g: LoweringContext, node: Node, grad: TensorValue, x: Ten
     ks, st = _expand(kernel_size, n), _expand(stride, n, _expand(kernel_size, n))
     pa, di = _expand(padding, n), _expand(dilation, n)
     reach = [-(-k // s) for k, s in zip(ks, st)]
-    if any(d != 1 for d in di) or _prod(reach) > WINDOWED_CANDIDATES:
+    if any(d != 1 for d in di) or math.prod(reach) > WINDOWED_CANDIDATES:
         return None
     out = out_meta(node).dtype
     cd = upcast(out)

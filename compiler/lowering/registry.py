@@ -32,14 +32,19 @@ def _check_signature(fn: LoweringFn) -> None:
                         "a lowering is fn(g, node, *args, **kwargs)")
 
 
-def register_lowering(*ops: Any) -> Callable[[LoweringFn], LoweringFn]:
+def _registrar(table: dict[Any, LoweringFn], keys: tuple[Any, ...]
+               ) -> Callable[[LoweringFn], LoweringFn]:
     def decorator(fn: LoweringFn) -> LoweringFn:
         _check_signature(fn)
-        for op in ops:
-            LOWERINGS[op] = fn
+        for key in keys:
+            table[key] = fn
         return fn
 
     return decorator
+
+
+def register_lowering(*ops: Any) -> Callable[[LoweringFn], LoweringFn]:
+    return _registrar(LOWERINGS, ops)
 
 
 # Lowerings of ops that exist only once another library defines them (prims.fma is
@@ -48,13 +53,7 @@ LOWERINGS_BY_NAME: dict[str, LoweringFn] = {}
 
 
 def register_lowering_by_name(*names: str) -> Callable[[LoweringFn], LoweringFn]:
-    def decorator(fn: LoweringFn) -> LoweringFn:
-        _check_signature(fn)
-        for name in names:
-            LOWERINGS_BY_NAME[name] = fn
-        return fn
-
-    return decorator
+    return _registrar(LOWERINGS_BY_NAME, names)
 
 
 def find_lowering(target: Any) -> LoweringFn | None:
