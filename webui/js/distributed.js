@@ -27,10 +27,14 @@ export function distributedSection(trace) {
       h("th", "held until their wait")), rows));
 }
 
+// A functional collective's call as the lowering event names it (extern.collective).
+/** @typedef {{kind: string, op: string, input: string, group: string, group_size: number | null,
+ *   reduce_op: string | null, bytes_in: number, bytes_out: number}} CollectiveCall */
+
 /** @param {Trace} trace */
 function graphRow(trace, g) {
-  const calls = (trace.graph("lowering", g.id)?.buffers ?? [])
-    .filter((b) => b.extern?.collective).map((b) => ({ buffer: b.name, ...b.extern.collective }));
+  const calls = (trace.graph("lowering", g.id)?.buffers ?? []).filter((b) => b.extern?.collective)
+    .map((b) => ({ buffer: b.name, .../** @type {CollectiveCall} */ (b.extern.collective) }));
   const holds = trace.graph("memory", g.id)?.holds ?? [];
   if (!g.split && !calls.length) return null;
   const split = g.split;
