@@ -1,37 +1,78 @@
 """Issue 30's attacks on a real `kernelscope serve` (gunicorn, gevent) on loopback.
 
 Each test runs one attack while `HealthWatch` asks /api/health every 0.1 s from another
-loopback address, and checks every answer came within 0.5 s. Every loop is bounded.
+loopback address, and checks every answer came within 0.5 s. Every loop is bounded. The
+attacks on what a job or an upload makes the web tier do run on both deployments
+(`deployed`): the embedded one, and the RQ tier with Redis and PostgreSQL.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from attack_support import HealthWatch, many_graphs
 from own_run_support import files_of, record_run
-from test_server_fairness import LiveServer, live  # noqa: F401  (the fixture)
+from server_support import (
+    POSTGRES_URL,
+    REDIS_URL,
+    drop_postgres_schema,
+    postgres_schema_url,
+    start_rq_workers,
+    stop_rq_workers,
+)
+from test_server_fairness import LiveServer, live, serve  # noqa: F401  (the fixture)
 
 TRICKLERS = 1100
 
 
-def test_a_crafted_llvm_highlight_never_stalls_health(live: LiveServer) -> None:  # noqa: F811
+@pytest.fixture(params=["embedded", "rq"])
+def deployed(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[LiveServer]:
+    """The server on one deployment: `embedded` (jobs supervised in the web process, traces
+    in SQLite) or `rq` (jobs on a `kernelscope worker` through Redis, traces in PostgreSQL,
+    as a team deploys it: docs/deploy.md)."""
+    if request.param == "embedded":
+        with serve(tmp_path) as server:
+            yield server
+        return
+    if not (REDIS_URL and POSTGRES_URL):
+        why = ("KERNELSCOPE_TEST_REDIS and KERNELSCOPE_TEST_POSTGRES not set "
+               '(eval "$(bash scripts/services.sh start)")')
+        if os.environ.get("KERNELSCOPE_REQUIRE_SERVICES") == "1":  # CI: never skip these
+            pytest.fail(why)
+        pytest.skip(why)
+    tag = f"attack{os.getpid()}_{time.monotonic_ns()}"
+    workers: list[Any] = []
+    try:
+        with serve(tmp_path, QUEUE_URL=REDIS_URL, QUEUE_NAME=tag,
+                   DATABASE=postgres_schema_url(tag)) as server:
+            config = json.loads((tmp_path / "config.json").read_text())
+            workers = start_rq_workers(config, 1, tmp_path / "workers")
+            yield server
+    finally:
+        stop_rq_workers(workers)
+        drop_postgres_schema(tag)
+
+
+def test_a_crafted_llvm_highlight_never_stalls_health(deployed: LiveServer) -> None:
     """Attack 1: 48 KiB of `a.a.a` as LLVM took the web tier 33 s."""
     answer: dict[str, Any] = {}
 
     def attack() -> None:
         start = time.monotonic()
-        status, _, body = live.request("POST", "/api/highlight",
+        status, _, body = deployed.request("POST", "/api/highlight",
                                        {"language": "llvm", "code": "a." * 24000}, timeout=90)
         answer.update(status=status, body=json.loads(body), took=time.monotonic() - start)
 
-    with HealthWatch(live.port) as watch:
+    with HealthWatch(deployed.port) as watch:
         time.sleep(0.5)
         thread = threading.Thread(target=attack)
         thread.start()
@@ -39,7 +80,7 @@ def test_a_crafted_llvm_highlight_never_stalls_health(live: LiveServer) -> None:
         time.sleep(0.5)
     assert watch.held(), watch.summary()
     assert answer["status"] == 422 and "too long" in answer["body"]["error"], answer
-    status, _, body = live.request("POST", "/api/highlight",
+    status, _, body = deployed.request("POST", "/api/highlight",
                                    {"language": "llvm", "code": "%x = add i32 1, 2\n"})
     assert status == 200 and 'id="L-1"' in json.loads(body)["html"]
 
@@ -114,7 +155,7 @@ def _post(port: int, body: bytes, timeout: float = 120) -> tuple[int | None, byt
         conn.close()
 
 
-def test_big_uploads_cost_the_child_not_the_web_tier(live: LiveServer) -> None:  # noqa: F811
+def test_big_uploads_cost_the_child_not_the_web_tier(deployed: LiveServer) -> None:
     """Attack 2: a 32 MiB JSON body was parsed and walked in the web tier before the
     one-upload slot was looked at: health stalled 20 s, and with three at once ~75 s, the
     other two answered 503 after 54 and 75 s."""
@@ -123,9 +164,9 @@ def test_big_uploads_cost_the_child_not_the_web_tier(live: LiveServer) -> None: 
     answers: list[tuple[int | None, bytes, float]] = []
 
     def one() -> None:
-        answers.append(_post(live.port, body))
+        answers.append(_post(deployed.port, body))
 
-    with HealthWatch(live.port) as watch:
+    with HealthWatch(deployed.port) as watch:
         threads = [threading.Thread(target=one) for _ in range(3)]
         for thread in threads:
             thread.start()
@@ -140,17 +181,17 @@ def test_big_uploads_cost_the_child_not_the_web_tier(live: LiveServer) -> None: 
 
 
 def test_an_upload_of_many_graphs_quoting_a_long_name_stays_small(
-        live: LiveServer, recorded: list[dict[str, str]]) -> None:  # noqa: F811
+        deployed: LiveServer, recorded: list[dict[str, str]]) -> None:
     """Attack 3: 300 graph files, the first named with 1 MiB: the name was quoted in a
     notice per graph, the answer was 299 MiB and the stored trace 54.8 MB, past
     TRACE_LIMIT_MB."""
     body = json.dumps({"files": many_graphs(recorded, 300, 1 << 20)}).encode()
-    with HealthWatch(live.port) as watch:
-        status, answer, _ = _post(live.port, body)
+    with HealthWatch(deployed.port) as watch:
+        status, answer, _ = _post(deployed.port, body)
         time.sleep(0.5)
     assert watch.held(), watch.summary()
     assert status == 201 and len(answer) < 64 * 1024, (status, len(answer))
-    status, _, stored = live.request("GET", json.loads(answer)["url"].replace("/t/",
+    status, _, stored = deployed.request("GET", json.loads(answer)["url"].replace("/t/",
                                                                               "/api/traces/"))
     assert status == 200 and len(stored) < 8 << 20, len(stored)  # TRACE_LIMIT_MB
 
@@ -165,18 +206,18 @@ DONE_FLOOD = (
 )
 
 
-def test_a_front_writing_big_done_lines_never_stalls_health(live: LiveServer) -> None:  # noqa: F811
+def test_a_front_writing_big_done_lines_never_stalls_health(deployed: LiveServer) -> None:
     """Weak row: a front wrote 4 x 4 MiB `done` lines, each parsed in the web tier (2.1-2.4 s
     each) and none counted toward the trace cap."""
-    with HealthWatch(live.port) as watch:
-        status, _, body = live.request("POST", "/api/compile", {"code": DONE_FLOOD})
+    with HealthWatch(deployed.port) as watch:
+        status, _, body = deployed.request("POST", "/api/compile", {"code": DONE_FLOOD})
         assert status == 202, body
         job = json.loads(body)["job_id"]
         end = time.monotonic() + 60
         state = ""
         while time.monotonic() < end and state != "finished":
             time.sleep(0.5)
-            state = json.loads(live.request("GET", f"/api/jobs/{job}", source="127.0.0.3")[2]
+            state = json.loads(deployed.request("GET", f"/api/jobs/{job}", source="127.0.0.3")[2]
                                )["state"]
         time.sleep(0.5)
     assert watch.held(), watch.summary()

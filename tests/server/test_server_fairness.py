@@ -6,6 +6,7 @@ the fake worker; every socket here goes to loopback, and each attack is bounded.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -52,6 +53,14 @@ class LiveServer:
 
 @pytest.fixture
 def live(tmp_path: Path) -> Iterator[LiveServer]:
+    with serve(tmp_path) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def serve(tmp_path: Path, **overrides: Any) -> Iterator[LiveServer]:
+    """`kernelscope serve` on a free loopback port with the fake worker, the configuration's
+    keys replaced by `overrides` (the RQ tier's QUEUE_URL and DATABASE, say)."""
     port = free_port()
     scratch = tmp_path / "scratch"
     scratch.mkdir()
@@ -60,7 +69,7 @@ def live(tmp_path: Path) -> Iterator[LiveServer]:
         "BACK_CMD": FAKE_BACK, "WARM_POOL": 0, "WARM_IMPORTS": [], "WARM_UP": False,
         "KERNEL_CACHE": "", "SCRATCH_ROOT": str(scratch), "JOB_TIMEOUT_S": 30,
         "HEARTBEAT_S": 0.5, "WORKER_THREADS": 1, "MAX_JOBS": 2, "JOB_STREAMS": 8,
-        "CLIENT_STREAMS": 16, "CLIENT_JOBS": 2,
+        "CLIENT_STREAMS": 16, "CLIENT_JOBS": 2, **overrides,
     }
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))

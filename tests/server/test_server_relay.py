@@ -56,11 +56,13 @@ def test_ignored_done_lines_count_toward_the_trace_cap(monkeypatch: pytest.Monke
     assert len(parsed) <= 2 and sunk == []
 
 
+# The RQ tier's workers are other processes, out of this test's monkeypatch.
+@pytest.mark.parametrize("backend", ["embedded", "postgres"], indirect=True)
 def test_a_full_scratch_is_the_jobs_error_with_a_permalink(
         make_app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 30, a weak row: a snippet that filled its scratch (one tmpfs for both halves)
     before the server took its bundle made the copy raise ENOSPC: 'the job supervisor
-    failed', no permalink."""
+    failed', no permalink. The permalink is stored in SQLite and in PostgreSQL."""
     import errno
 
     from server_support import compile_events, first_error
