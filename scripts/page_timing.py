@@ -82,8 +82,9 @@ def load_fixture(name: str) -> dict[str, Any]:
     return trace
 
 
-def store_fixtures(app: Any, names: list[str]) -> dict[str, str]:
-    """Puts each fixture in the app's store as a finished trace; name -> trace id."""
+def store_fixtures(app: Any, names: list[str], tag: str = "") -> dict[str, str]:
+    """Puts each fixture in the app's store as a finished trace; name -> trace id. `tag`,
+    added at the end of the code, makes another copy (another id) of the same trace."""
     from kernelscope.server.state import of
 
     store = of(app).store
@@ -94,7 +95,7 @@ def store_fixtures(app: Any, names: list[str]) -> dict[str, str]:
         done = {"schema": 1, "seq": len(events), "stage": "done", "ms": 0,
                 "data": {"ok": True}}
         events = [{**e, "seq": i} for i, e in enumerate(events)] + [done]
-        ids[name] = store.put(trace["code"], trace.get("options", {}), events, True)
+        ids[name] = store.put(trace["code"] + tag, trace.get("options", {}), events, True)
     return ids
 
 
