@@ -15,6 +15,7 @@ reads is saved.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch.fx
@@ -24,7 +25,8 @@ from torch._functorch.partitioners import default_partition, min_cut_remateriali
 
 from kernelscope.compiler.capture.decompositions import decomposition_table
 
-PARTITIONS = {"min_cut": min_cut_rematerialization_partition, "default": default_partition}
+PARTITIONS: dict[str, Callable[..., Any]] = {
+    "min_cut": min_cut_rematerialization_partition, "default": default_partition}
 
 
 def through_aot(gm: torch.fx.GraphModule, example_inputs: list[Any], partition: str,
