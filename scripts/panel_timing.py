@@ -92,12 +92,12 @@ def visit(page: Page, link: str, frame: Frame | None) -> tuple[dict[str, Any], F
         before = len(frame.evaluate(LONG))
     t0 = open_permalink(page, link)
     frame = frame or panel_frame(page, 120)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300  # the host reads a big trace whole: minutes when loaded
     while frame.evaluate("window.kernelscope.state.trace === window.__last"):
         if time.monotonic() > deadline:
             raise TimeoutError(f"the panel never showed {link}")
         time.sleep(0.02)
-    filled = wait_filled(frame, "code")
+    filled = wait_filled(frame, "code", 300)
     row: dict[str, Any] = {"open": 1000 * (filled - t0), "tabs": {}}
     for tab in TABS:
         if not frame.locator(f"button.tab[data-tab={tab}]").count():
