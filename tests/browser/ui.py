@@ -76,12 +76,17 @@ def highlighted_kernel_lines(page: Page) -> list[str]:
 
 
 def kernel_sources(page: Page) -> dict[str, str]:
-    """Kernel name -> the source text shown in the Code pane."""
-    return page.evaluate("""() => Object.fromEntries(
+    """Kernel name -> the source text shown in the Code pane. A kernel whose code the pane
+    draws only when it nears the view (a placeholder until then) is drawn first."""
+    return page.evaluate("""() => {
+      const code = window.kernelscope.panes.find((p) => p.id === 'code');
+      for (const place of [...(code.lazy?.values() ?? [])]) place();
+      return Object.fromEntries(
         [...document.querySelectorAll('.code-pane section.kernel[data-kernel]')]
           .filter(s => s.querySelector('.code'))
           .map(s => [s.dataset.kernel,
-                     [...s.querySelectorAll('.cl .ct')].map(c => c.textContent).join('\\n')]))""")
+                     [...s.querySelectorAll('.cl .ct')].map(c => c.textContent).join('\\n')]));
+    }""")
 
 
 def trace_stages(page: Page) -> list[str]:
