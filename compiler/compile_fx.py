@@ -1,9 +1,8 @@
 """One FX graph down the pipeline: lower, schedule, plan memory, generate, build.
 
-`GraphWork` carries one graph's artifacts from stage to stage; each stage function fills
-in its part and returns the JSON its event carries for this graph. `compile_fx` runs
-them all (the torch.compile backend path); `pipeline.py` runs them one stage at a time
-across all graphs so each stage can be reported as it finishes.
+`GraphWork` carries one graph's artifacts from stage to stage; each stage function fills in
+its part and returns its event's JSON for this graph. `compile_fx` runs them all (the
+torch.compile backend); `pipeline.py` runs each stage across all graphs, reported as it ends.
 """
 
 from __future__ import annotations
@@ -516,10 +515,9 @@ def _compiled_runner(gm: torch.fx.GraphModule, compiled: Any, kind: str,
             and is_gpu(compiled.backend.device):
         run = CudaGraphed(compiled, static_input_indices(), list(input_mutations().values()),
                           pair if kind in ("forward", "backward") else None, kind)
-    # Run the wrapper (ctypes calls on data pointers) as plain Python, never traced:
-    # a backward graph runs inside `loss.backward()`, where Dynamo may be watching. A
-    # forward runs inside AOTAutograd's disabled runtime wrapper: a second disable
-    # there cost a few microseconds per call for nothing.
+    # Run the wrapper (ctypes calls on data pointers) as plain Python, never traced: a
+    # backward graph runs inside `loss.backward()`, where Dynamo may be watching. A forward
+    # runs inside AOTAutograd's disabled runtime wrapper (a second disable costs us/call).
     return make_boxed_func(run if kind != "backward" else torch._disable_dynamo(run))
 
 

@@ -156,9 +156,8 @@ def run_front(code: str, options: CompileOptions, bundle_path: str | Path,
     event the moment its graph is captured (in the middle of the snippet's call, so a
     stream can show it while Dynamo goes on), and a `progress` event whenever a stage has
     been quiet for a while (compiler/progress.py); without it the graphs are yielded
-    before `capture`, and no `progress` is made.
-    Call it from the main thread of a process of its own (a worker): while the snippet
-    runs, file descriptor 1 is a pipe, and a flood of output interrupts the main thread.
+    before `capture`, and no `progress` is made. Call it from the main thread of a worker
+    process: while the snippet runs, fd 1 is a pipe, and a flood of output interrupts it.
     """
     path = Path(filename) if filename else write_snippet(code, cache_root(options.cache_dir)
                                                          / "snippets")

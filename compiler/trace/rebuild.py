@@ -27,6 +27,7 @@ from typing import Any
 
 from kernelscope.compiler.compare.match import match
 from kernelscope.compiler.compare.traces import inductor, ours
+from kernelscope.compiler.devices import CPU, CUDA
 
 HEADER = "# Rebuilt by Kernelscope from the TORCH_TRACE log of trace {trace}, graph {graph}"
 _HEADER = re.compile(r"^# Rebuilt by Kernelscope from the TORCH_TRACE log of trace "
@@ -44,8 +45,9 @@ _CUDA_ONLY = re.compile(
     r"\b_?(scaled_dot_product_)?(efficient|flash|cudnn)_attention(?!\w*for_cpu)")
 _SIGNATURE = re.compile(r"def forward\((.*?)\):\s*$", re.S | re.M)
 _DEVICE = re.compile(r"device\(type='(\w+)'(?:, index=\d+)?\)")
-_DEVICE_LINE = {"cpu": 'DEVICE = "cpu"',
-                "cuda": 'DEVICE = "cuda" if torch.cuda.is_available() else "cpu"  # logged on CUDA'}
+_DEVICE_LINE = {
+    CPU: f'DEVICE = "{CPU}"',
+    CUDA: f'DEVICE = "{CUDA}" if torch.cuda.is_available() else "{CPU}"  # logged on CUDA'}
 _INPUT = """def _input(size, stride, dtype):
     # values on a storage of the logged size, viewed with the logged strides
     n = 1 + sum((d - 1) * s for d, s in zip(size, stride)) if all(size) else 0
@@ -109,8 +111,8 @@ def snippet(graph: dict[str, Any], trace_id: str) -> str:
     body = code[code.index("def forward("):].rstrip()
     inputs = [n for n in graph.get("nodes") or [] if n.get("op") == "placeholder"]
     signature = _SIGNATURE.search(code)
-    device = "cuda" if signature and re.search(r'\]cuda(:\d+)?"', signature.group(1)) \
-        else "cpu"
+    device = CUDA if signature and re.search(rf'\]{CUDA}(:\d+)?"', signature.group(1)) \
+        else CPU
     made = ",\n    ".join(f"_input({tuple(n['shape'])!r}, {tuple(n['stride'] or ())!r}, "
                           f"{n['dtype']})" for n in inputs)
     forward = _DEVICE.sub("device(DEVICE)", body)

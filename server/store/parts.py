@@ -128,7 +128,7 @@ def split(events: list[dict[str, Any]],
                 continue
             parts.setdefault(part, {}).setdefault(stage, []).append(g)
             kept.append(_stub(g, part))
-        head.append({**event, "data": {**event["data"], "graphs": kept}})
+        head.append({**event, "data": {**envelope(event).data, "graphs": kept}})
     return Split(head, {k: dumps(_part(v)) for k, v in parts.items()})
 
 
@@ -141,7 +141,7 @@ def _part_compiles(event: dict[str, Any], parts: dict[str, dict[str, list[Any]]]
                    ) -> dict[str, Any]:
     """A log's capture event with each compile's heavy fields moved to its compile's part."""
     kept = []
-    for c in event["data"].get("compiles") or []:
+    for c in envelope(event).data.get("compiles") or []:
         if not isinstance(c, dict) or not isinstance(c.get("compile_id"), str):
             kept.append(c)
             continue
@@ -149,7 +149,7 @@ def _part_compiles(event: dict[str, Any], parts: dict[str, dict[str, list[Any]]]
         parts.setdefault(part, {}).setdefault("compiles", []).append(c)
         kept.append({**{k: v for k, v in c.items() if k not in COMPILE_HEAVY}, "part": part,
                      "lengths": {k: len(c[k]) for k in COMPILE_HEAVY if k in c}})
-    return {**event, "data": {**event["data"], "compiles": kept}}
+    return {**event, "data": {**envelope(event).data, "compiles": kept}}
 
 
 def split_if_big(events: list[dict[str, Any]],
@@ -181,11 +181,11 @@ def merge(events: list[dict[str, Any]], part: Mapping[str, Any]) -> None:
                 if isinstance(c, dict)}
     captured = {g.get("id"): g for g in graphs.get("capture") or [] if isinstance(g, dict)}
     for event in events:
-        if envelope(event).stage == "capture_graph" and is_stub(event.get("data")):
-            event["data"] = captured.get(event["data"].get("id"), event["data"])
+        data = envelope(event).data
+        if envelope(event).stage == "capture_graph" and is_stub(data):
+            event["data"] = captured.get(data.get("id"), data)
             continue
         entries = graphs.get(envelope(event).stage)
-        data = event.get("data")
         if compiles and envelope(event).stage == "capture" and isinstance(data, dict):
             data["compiles"] = [compiles.get(c.get("compile_id"), c) if is_stub(c) else c
                                 for c in data.get("compiles") or []]
