@@ -43,9 +43,9 @@ class CompileOptions:
     # On: the GPT-2 block error (4.5% off eager) was flash attention's output strides, now
     # conformed to the planned layout (codegen/wrapper.py LAYOUT_AT_RUNTIME).
     attention_to_sdpa: bool = True  # naive attention -> scaled_dot_product_attention (CUDA)
-    # what a training forward saves for its backward (capture/aot.py): "min_cut" recomputes
-    # cheap pointwise work in the backward (Inductor's rule), "default" saves every input
-    partition: str = "min_cut"
+    # "min_cut" recomputes cheap pointwise work in the backward (Inductor's rule), "default"
+    # saves every intermediate the backward reads (capture/aot.py)
+    partition: str = "min_cut"  # what a training forward saves for its backward
     cuda_graphs: bool = False  # replay each compiled graph from a CUDA graph (runtime/graphs.py)
     # "auto" works channels-last where lowering/layout.py's rule says (CUDA graphs with
     # convolutions, inference and training), "channels_last" wherever a convolution can,

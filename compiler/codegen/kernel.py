@@ -246,9 +246,9 @@ class KernelCodegen(Handler):
         index = self.name_subterms(index)
         domain = "r" if value.domain == "r" or self.domain_of(index) == "r" else "x"
         block = self.block
-        # A per-row value stored from a loop block is stored once, after the loop.
-        lines = block.post if block.post is not None and value.domain == "x" else \
-            block.scope.lines
+        # A per-row value stored at a per-row index from a loop block is stored once, after
+        # the loop (one stored at an index over rindex, an expand's, is stored in it).
+        lines = block.post if block.post is not None and domain == "x" else block.scope.lines
         if lines is not block.post:
             block.row_stores.add(name)
         lines.write(self.store_line(name, index, value, domain),
