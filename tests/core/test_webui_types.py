@@ -45,7 +45,8 @@ def _errors(out: str) -> set[tuple[str, str]]:
 # (file, text the web UI has, the same read of a field the schema does not have)
 PLANTS = [
     ("js/main.js", "event.data.graph_breaks", "event.data.graph_break"),  # where events arrive
-    ("js/trace.js", "c.compile_id", "c.compileid"),
+    ("js/trace.js", 'trace.data("capture")?.compiles ?? []).map((c) => [c.compile_id',
+     'trace.data("capture")?.compiles ?? []).map((c) => [c.compileid'),
     ("js/provenance.js", "origins: b.origins", "origins: b.origin_names"),
     ("js/panes/fusion.js", "(g.decisions", "(g.decision_list"),
     ("js/panes/timings.js", "run.ok ?", "run.passed ?"),
