@@ -120,7 +120,7 @@ def build_settings(cfg: dict[str, Any]) -> WorkerSettings:
     # Whatever their age: a job is dead when its lock is free (server/sandbox/scratch.py).
     swept = scratch.sweep(cfg["SCRATCH_ROOT"])
     jobs_root = Path(cfg["SCRATCH_ROOT"] or tempfile.gettempdir())
-    swept += cgroups.sweep(groups, scratch.PREFIX, jobs_root)
+    swept += cgroups.sweep(groups, scratch.root_prefix(jobs_root), jobs_root)
     if swept:
         log.warning("removed %d job directories and cgroups left by a stopped server", swept)
     for note in isolation.notes:

@@ -22,6 +22,7 @@ import ctypes
 import ctypes.util
 import errno
 import fcntl
+import hashlib
 import logging
 import os
 import secrets
@@ -30,6 +31,15 @@ import tempfile
 from pathlib import Path
 
 PREFIX = "kernelscope-job-"
+
+
+def root_prefix(root: Path) -> str:
+    """The name prefix of the job directories (and so the cgroups) made under `root`: two
+    servers on one host share the cgroup parent but not their scratch roots, and a sweep
+    must see only its own root's groups (another's, without a process for the moment
+    between its making and its worker's join, looked dead and went)."""
+    tag = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:8]
+    return f"{PREFIX}{tag}-"
 LOCK = ".lock"  # beside each job directory: its lock file
 PHASES = ("front", "back")
 SUBDIRS = ("tmp", "shm", "cache")
@@ -106,7 +116,7 @@ def lock_path(path: Path) -> Path:
 def _locked_name(root: Path) -> tuple[Path, int]:
     """A new job directory under `root`, and its lock file's descriptor, locked."""
     while True:
-        path = root / (PREFIX + secrets.token_hex(6))
+        path = root / (root_prefix(root) + secrets.token_hex(6))
         try:
             fd = os.open(lock_path(path), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
                          0o600)

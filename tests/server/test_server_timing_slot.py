@@ -3,8 +3,8 @@ flocks it while it times, so one job times at a time across the server's workers
 
 from __future__ import annotations
 
-import fcntl
-import os
+import subprocess
+import sys
 from pathlib import Path
 
 from server_support import AppFactory, compile_events, first_error
@@ -33,12 +33,20 @@ def test_a_worker_sees_the_lock_another_process_holds(make_app: AppFactory,
     app = make_app(TIMING_DIR=str(folder), JOB_TIMEOUT_S=60)
     lock = folder / "timing.lock"
     assert lock.is_file() and app.config["WORKER_ENV"][LOCK_ENV] == str(lock)
-    fd = os.open(lock, os.O_RDONLY)
+    # A timing in progress elsewhere: another process holds the lock. (Held from this
+    # process, a child forked meanwhile, one of the server's, would keep holding it after
+    # its close: a flock belongs to the open file, which a fork shares.)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys, time; "
+         "fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_EX); "
+         "print('locked', flush=True); time.sleep(600)", str(lock)],
+        stdout=subprocess.PIPE, text=True)
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)  # a timing in progress elsewhere
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
         held = first_error(compile_events(app.test_client(), PROBE))
     finally:
-        os.close(fd)
+        holder.kill()
+        holder.wait()
     assert f"held by another process: {lock}" in held["message"]
     free = first_error(compile_events(app.test_client(), PROBE))
     assert f"took the lock at {lock}" in free["message"]
