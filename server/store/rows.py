@@ -23,6 +23,7 @@ from typing import Any, Protocol
 
 from kernelscope.compiler.events.read import envelope
 from kernelscope.server.store.parts import Split, assemble, digests, split_if_big, valid_key
+from kernelscope.server.store.raw import StoredHead
 
 ALPHABET = string.digits + string.ascii_letters
 ID_LENGTH = 12
@@ -136,6 +137,24 @@ class TraceRows:
                 (ident,))},
         }
 
+    def stored_head(self, ident: str) -> StoredHead | None:
+        """`head`'s answer with the row's options and events as the text stored, not
+        decoded (server/store/raw.py)."""
+        if not ID_PATTERN.match(ident):
+            return None
+        row = self._row(f"SELECT id, created, ok, code, {self.options_column}, events "
+                        "FROM traces WHERE id = ?", (ident,))
+        if row is None:
+            return None
+        later = self._all("SELECT event FROM follow_ups WHERE trace_id = ? ORDER BY seq",
+                          (ident,))
+        parts = {str(r[0]): int(r[1]) for r in self._all(
+            "SELECT key, length(body) FROM trace_parts WHERE trace_id = ? ORDER BY key",
+            (ident,))}
+        fields = {"id": row[0], "created": self._created(row[1]), "ok": bool(row[2]),
+                  "code": row[3], "parts": parts}
+        return StoredHead(fields, str(row[4]), str(row[5]), tuple(str(r[0]) for r in later))
+
     def part(self, ident: str, key: str) -> str | None:
         """One part's JSON text, as stored."""
         if not ID_PATTERN.match(ident) or not valid_key(key):
@@ -177,6 +196,10 @@ class Store(Protocol):
 
     def head(self, ident: str) -> dict[str, Any] | None:
         """The trace's row: `get`'s answer with a split trace's stubs, and `parts`."""
+        ...
+
+    def stored_head(self, ident: str) -> StoredHead | None:
+        """`head`, its events the JSON text stored (server/store/raw.py)."""
         ...
 
     def part(self, ident: str, key: str) -> str | None:

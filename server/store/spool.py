@@ -24,6 +24,7 @@ from typing import Any
 
 from kernelscope.compiler.events.read import envelope
 from kernelscope.server.store.parts import Split, assemble, valid_key
+from kernelscope.server.store.raw import StoredHead
 from kernelscope.server.store.rows import ID_PATTERN, Store, StoreUnavailable, prepared
 
 log = logging.getLogger(__name__)
@@ -101,6 +102,15 @@ class SpoolingStore:
 
     def head(self, ident: str) -> dict[str, Any] | None:
         return self._read(ident, whole=False)
+
+    def stored_head(self, ident: str) -> StoredHead | None:
+        """The database's row as stored; a spooled trace, or one with spooled follow-ups,
+        read as `head` reads it."""
+        self.flush()
+        if self._spooled(ident) is None and not self._spooled_follow_ups(ident):
+            return self.inner.stored_head(ident)
+        record = self.head(ident)
+        return None if record is None else StoredHead.of(record)
 
     def part(self, ident: str, key: str) -> str | None:
         self.flush()

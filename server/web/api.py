@@ -183,11 +183,13 @@ def job_events_ndjson(job_id: str) -> Response:
 @bp.get("/traces/<trace_id>")
 def trace(trace_id: str) -> Response:
     """The trace as stored in its row: whole, or a big trace's head with `parts` (each part's
-    key and size; its graphs' entries are stubs naming their part)."""
-    found = app_state().store.head(trace_id)
+    key and size; its graphs' entries are stubs naming their part), its events sent as the
+    text stored (server/store/raw.py)."""
+    found = app_state().store.stored_head(trace_id)
     if found is None:
         raise ApiError(f"no trace {trace_id!r}", 404)
-    return jsonify({**found, "follow_ups": follow_up_states(found)})
+    states = follow_up_states({"events": found.from_done()})
+    return Response(found.text(follow_ups=states), mimetype="application/json")
 
 
 @bp.get("/traces/<trace_id>/parts/<key>")
@@ -228,12 +230,11 @@ def trace_graph(trace_id: str, gid: int) -> Response:
 def trace_follow_ups(trace_id: str) -> Response:
     """What a page polls after `done`: each follow-up's state and the events stored after
     `done` (small, where the whole trace can be megabytes)."""
-    found = app_state().store.head(trace_id)
+    found = app_state().store.stored_head(trace_id)
     if found is None:
         raise ApiError(f"no trace {trace_id!r}", 404)
-    events = found["events"]
-    at = next((i for i, e in enumerate(events) if envelope(e).stage == "done"), len(events))
-    return jsonify({"follow_ups": follow_up_states(found), "events": events[at + 1:]})
+    events = found.from_done()
+    return jsonify({"follow_ups": follow_up_states({"events": events}), "events": events[1:]})
 
 
 @bp.get("/diff/<a>/<b>")
