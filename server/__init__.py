@@ -65,6 +65,6 @@ def serve(host: str = "127.0.0.1", port: int = 8765, config: dict[str, Any] | No
     app = create_app(config)
     parts = state.of(app)
     mode = parts.settings.isolation.mode
-    parts.jobs.warm()
+    parts.warm()
     print(f"Kernelscope on http://{host}:{port}/  (sandbox: {mode})", flush=True)
     run_simple(host, port, app, threaded=True, use_reloader=False, use_debugger=False)

@@ -41,6 +41,13 @@ class AppState:
     _devices: dict[str, Any] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
+    def warm(self) -> None:
+        """Start what a server keeps started (warm workers, highlighting children), so its
+        first requests do not wait for them."""
+        self.jobs.warm()
+        if self.highlighter is not None:
+            self.highlighter.warm()
+
     def devices(self) -> dict[str, Any]:
         """The host's devices, probed once (nvidia-smi can take a moment).
 

@@ -7,10 +7,17 @@ Pygments is pure Python, and its LLVM lexer is super-linear on crafted input (16
 `a.a.a` took 4 s, 90 KiB past a minute): run in the web tier, one request stalled every
 stream beside it. A thread cannot be stopped and holds the interpreter lock inside the
 lexer's regular expressions; a child process can be killed. So each request is handed to
-an idle child (started on first use, `size` at most; it says when it is ready), waits for
-its answer with the child's pipes polled (cooperative under gevent), and past `deadline_s`
-the child is killed and a fresh one takes its place on the next request. One request per
-client address at a time, so one client cannot hold every child.
+an idle child (`size` at most: all started by `warm()` when the server starts, else on
+first use; a child says when it is ready), waits for its answer with the child's pipes
+polled (cooperative under gevent), and past `deadline_s` the child is killed and a fresh
+one takes its place on the next request. One request per client address at a time, so
+one client cannot hold every child.
+
+A request that finds every child busy waits its turn, and is refused (503) at once only
+when `waiting` requests wait already. Its wait is not on a clock of its own: each child
+it waits for answers or is killed within its start-up and deadline, so the wait is
+bounded by them, and a host too loaded to start children quickly makes requests slow, not
+refused (a 5 s wait for an idle child ran out while two children were still starting).
 """
 
 from __future__ import annotations
@@ -69,21 +76,48 @@ class _Child:
 
 @dataclass
 class HighlightPool:
-    """Up to `size` highlighting children; a request waits `wait_s` for an idle one."""
+    """Up to `size` highlighting children; at most `waiting` requests wait for one."""
 
     size: int
     deadline_s: float
     memory_mb: int
     repo_dir: str
-    wait_s: float = 5.0
+    waiting: int = 0  # 0: twice `size`
+    started: int = 0  # children started so far (the warm-up's and replacements)
     _idle: queue.LifoQueue[_Child | None] = field(default_factory=queue.LifoQueue)
     _clients: dict[str, int] = field(default_factory=dict)
+    _waiters: int = 0
     # Made when the pool is (after gevent patched threading, in a gunicorn worker).
     _lock: threading.Lock = field(default_factory=lambda: threading.Lock())
 
     def __post_init__(self) -> None:
-        for _ in range(max(1, self.size)):
-            self._idle.put(None)  # a slot; its child starts when first used
+        self.size = max(1, self.size)
+        self.waiting = self.waiting or 2 * self.size
+        for _ in range(self.size):
+            self._idle.put(None)  # a slot; its child starts at warm-up or when first used
+
+    def warm(self) -> threading.Thread:
+        """Start every child now, in the background (a greenlet under gevent), so a
+        server's first highlights find them ready; the thread, to join."""
+        thread = threading.Thread(target=self._warm_all, name="highlight-warm", daemon=True)
+        thread.start()
+        return thread
+
+    def _warm_all(self) -> None:
+        slots = []
+        for _ in range(self.size):
+            try:
+                slots.append(self._idle.get_nowait())
+            except queue.Empty:  # requests took the rest: they start their own
+                break
+        for slot in slots:
+            child = None
+            try:
+                child = slot if slot is not None and slot.alive() else self._ready_child()
+            except (OSError, HighlightRefused):
+                child = None  # the next request tries again
+            finally:
+                self._idle.put(child)
 
     def highlight(self, code: str, language: str, client: str) -> str:
         with self._lock:
@@ -105,15 +139,29 @@ class HighlightPool:
             if child is not None:
                 child.kill()
 
-    def _in_child(self, ask: bytes) -> str:
+    def _take(self) -> _Child | None:
+        """An idle child (None: a slot whose child is to start), after the requests
+        waiting before this one; 503 when `waiting` requests wait already."""
+        with self._lock:
+            if self._waiters >= self.waiting:
+                raise HighlightRefused("busy highlighting, try again", 503)
+            self._waiters += 1
+        # Each child ahead is free within its start and deadline; the bound only guards
+        # against a slot never given back.
+        bound = (self.waiting // self.size + 1) * (START_S + self.deadline_s)
         try:
-            child = self._idle.get(timeout=self.wait_s)
+            return self._idle.get(timeout=bound)
         except queue.Empty:
             raise HighlightRefused("busy highlighting, try again", 503) from None
+        finally:
+            with self._lock:
+                self._waiters -= 1
+
+    def _in_child(self, ask: bytes) -> str:
+        child = self._take()
         try:
             if child is None or not child.alive():
-                child = self._start()
-                _exchange(child.proc, b"", time.monotonic() + START_S, send=False)  # ready
+                child = self._ready_child()
             raw = _exchange(child.proc, ask, time.monotonic() + self.deadline_s)
         except BaseException:
             if child is not None:
@@ -126,11 +174,20 @@ class HighlightPool:
             raise HighlightRefused(f"cannot highlight this: {answer.get('error')}", 400)
         return str(answer["html"])
 
-    def _start(self) -> _Child:
+    def _ready_child(self) -> _Child:
+        """A child started now, once it has said it is ready."""
         proc = subprocess.Popen(CHILD, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, cwd=self.repo_dir,
                                 preexec_fn=_limits(self.memory_mb))
-        return _Child(proc)
+        child = _Child(proc)
+        with self._lock:
+            self.started += 1
+        try:
+            _exchange(proc, b"", time.monotonic() + START_S, send=False)
+        except BaseException:
+            child.kill()
+            raise
+        return child
 
 
 def _exchange(proc: subprocess.Popen[bytes], ask: bytes, deadline: float, send: bool = True

@@ -39,8 +39,9 @@ def make_app(config: dict[str, Any]) -> Flask:
     app = create_app(config)
     Worker.per_address = int(app.config["CLIENT_CONNECTIONS"])
     Worker.proxy_hops = int(app.config["PROXY_HOPS"])
-    jobs = state.of(app).jobs
-    jobs.warm()  # warm workers start now, not on the first click
+    parts = state.of(app)
+    parts.warm()  # warm workers and highlighters start now, not on the first click
+    jobs = parts.jobs
     Worker.on_term.append(lambda: jobs.stop(STOPPING))
     return app
 

@@ -17,11 +17,16 @@ import threading
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from server_support import REPO, AppFactory, compile_events, first_error, submit
+from server_support import REPO, AppFactory, compile_events, first_error, state, submit, wait_until
 
 from kernelscope.server.jobs.inputs import sanitize
+from kernelscope.server.web import hlpool
 
 DATA = REPO / "tests" / "server" / "data"
+# Highlighting children that start slowly (as on a loaded host), or never answer.
+SLOW_START = ("import runpy, time; time.sleep(8); "
+              "runpy.run_module('kernelscope.server.web.highlight_child', run_name='__main__')")
+HANGS = "import sys, time; sys.stdout.buffer.write(bytes(8)); sys.stdout.flush(); time.sleep(600)"
 
 # The fake worker runs the snippet with sys.stdout on the event channel (the real compiler
 # redirects it): these snippets write straight to that channel, as a forger who found it
@@ -162,21 +167,83 @@ def test_highlight_runs_in_a_child_process_with_a_deadline(make_app: AppFactory)
     assert fine.status_code == 200 and 'id="L-1"' in fine.get_json()["html"]
 
 
-def test_highlights_from_several_clients_run_beside_each_other(app: Flask) -> None:
-    results: list[int] = []
+def _highlight_from(app: Flask, clients: int, code: str) -> list[int]:
+    """POST /api/highlight from `clients` addresses at once; the statuses, in order."""
+    results: dict[int, int] = {}
 
-    def one(address: str) -> None:
-        body = {"code": "def f(x):\n    return x\n" * 2000, "language": "python"}
+    def one(i: int) -> None:
         client = app.test_client()
-        client.environ_base["REMOTE_ADDR"] = address
-        results.append(client.post("/api/highlight", json=body).status_code)
+        client.environ_base["REMOTE_ADDR"] = f"10.0.0.{i}"
+        body = {"code": code, "language": "python"}
+        results[i] = client.post("/api/highlight", json=body).status_code
 
-    threads = [threading.Thread(target=one, args=(f"10.0.0.{i}",)) for i in range(4)]
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(clients)]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join()
-    assert results == [200] * 4
+        thread.join(300)
+    return [results.get(i, 0) for i in range(clients)]
+
+
+def test_highlights_from_several_clients_run_beside_each_other(make_app: AppFactory) -> None:
+    """Four clients, two children: each is answered (two wait their turn), by the two."""
+    app = make_app(HIGHLIGHT_PROCS=2)
+    assert _highlight_from(app, 4, "def f(x):\n    return x\n" * 1000) == [200] * 4
+    assert _pool(app).started == 2
+
+
+def test_a_request_waits_for_children_still_starting(
+        make_app: AppFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A request waited 5 s for an idle child, and two children starting on a loaded host
+    took longer: [503, 503, 200, 200] from four clients. Now it waits its turn, however long
+    the children take to start (a child here takes 8 s)."""
+    monkeypatch.setattr(hlpool, "CHILD", [sys.executable, "-c", SLOW_START])
+    app = make_app(HIGHLIGHT_PROCS=1)
+    assert _highlight_from(app, 2, "x = 1\n") == [200, 200]
+    assert _pool(app).started == 1
+
+
+def test_the_server_starts_its_highlighting_children_ahead(make_app: AppFactory) -> None:
+    """`kernelscope serve` warms the pool: the first highlights start no child."""
+    app = make_app(HIGHLIGHT_PROCS=2)
+    _pool(app).warm().join(120)
+    assert _pool(app).started == 2
+    assert _highlight_from(app, 2, "x = 1\n") == [200, 200]
+    assert _pool(app).started == 2
+
+
+def test_only_so_many_highlights_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past `waiting` requests waiting for a child, the next is refused at once (503); the
+    child that does not answer is killed at its deadline (422)."""
+    monkeypatch.setattr(hlpool, "CHILD", [sys.executable, "-c", HANGS])
+    pool = hlpool.HighlightPool(1, 2.0, 1024, str(REPO), waiting=1)
+    answers: dict[str, int] = {}
+
+    def one(client: str) -> None:
+        try:
+            pool.highlight("x = 1\n", "python", client)
+            answers[client] = 200
+        except hlpool.HighlightRefused as exc:
+            answers[client] = exc.status
+
+    first = threading.Thread(target=one, args=("a",))
+    first.start()
+    assert wait_until(lambda: pool.started == 1, 60)
+    second = threading.Thread(target=one, args=("b",))
+    second.start()
+    assert wait_until(lambda: pool._waiters == 1, 60)
+    one("c")
+    assert answers == {"c": 503}
+    first.join(120)
+    second.join(120)
+    pool.close()
+    assert answers == {"a": 422, "b": 422, "c": 503}
+
+
+def _pool(app: Flask) -> hlpool.HighlightPool:
+    pool = state(app).highlighter
+    assert pool is not None
+    return pool
 
 
 def test_the_lower_stages_of_a_large_kernel_still_highlight(client: FlaskClient) -> None:
