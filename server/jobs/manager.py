@@ -235,6 +235,13 @@ class Job:
 Runner = Callable[[Job], None]
 
 
+def supervisor_failed(job: Job) -> dict[str, Any]:
+    """The error of a job whose supervisor (this server's thread, or an RQ worker's task)
+    raised: the job's events end with it and `done`, whichever tier ran it."""
+    return {"stage": job.last_stage or "source", "kind": "sandbox",
+            "message": "the job supervisor failed; see the server log"}
+
+
 class JobView(Protocol):
     """What the API needs of a job: a local `Job`, or a `RemoteJob` (server/jobs/remote.py)."""
 
@@ -452,15 +459,7 @@ class JobManager:
                 with self._lock:
                     self.running -= 1
                 if not job.finished:
-                    job.publish(
-                        "error",
-                        {
-                            "stage": job.last_stage or "source",
-                            "kind": "sandbox",
-                            "message": "the job supervisor failed; see the server log",
-                        },
-                        origin="server",
-                    )
+                    job.publish("error", supervisor_failed(job), origin="server")
                     job.publish("done", {"ok": False}, origin="server")
                 if self.store is not None:
                     job.archive(self.store)

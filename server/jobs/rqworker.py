@@ -37,7 +37,7 @@ from rq.job import Job as RqJob
 
 from kernelscope.compiler.events.read import envelope
 from kernelscope.server.jobs.inputs import entry_name_ok
-from kernelscope.server.jobs.manager import Job, JobRequest
+from kernelscope.server.jobs.manager import Job, JobRequest, supervisor_failed
 from kernelscope.server.jobs.remote import (
     ALIVE_EVERY_S,
     ALIVE_TTL_MS,
@@ -174,8 +174,8 @@ def execute(ns: str, job_id: str) -> dict[str, Any]:
     except Exception:
         log.exception("job %s failed in the worker", job_id)
         if not job.finished:
-            if job.cancel_requested():
-                job.publish("error", cancelled(job))
+            failed = cancelled(job) if job.cancel_requested() else supervisor_failed(job)
+            job.publish("error", failed, origin="server")
             finish(job, rt.store, {"ok": False})
     finally:
         stop.set()

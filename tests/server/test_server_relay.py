@@ -1,6 +1,7 @@
 """Issue 30, a weak row: a front process wrote 4 x 4 MiB `done` lines; each was parsed in the
 web tier (2.1-2.4 s each) and none counted toward the trace cap. Every line now counts
-before it is parsed, and a long one is decoded in short steps."""
+before it is parsed, and a long one is decoded in short steps. Also the weak row of a full
+scratch, and a supervisor's failure, on both tiers."""
 
 from __future__ import annotations
 
@@ -80,6 +81,54 @@ def test_a_full_scratch_is_the_jobs_error_with_a_permalink(
     done = events[-1]
     assert done["stage"] == "done" and done["data"]["trace_id"], done
     assert client.get(f"/api/traces/{done['data']['trace_id']}").status_code == 200
+
+
+# Fills the job's scratch but one page: the front's bundle (under a page) still fits, the
+# server's copy of it into back/ does not.
+FILL_BUT_A_PAGE = """import os
+fd = os.open('fill', os.O_WRONLY | os.O_CREAT)
+size = 0
+try:
+    while True:
+        size += os.write(fd, bytes(4096))
+except OSError:
+    pass
+os.ftruncate(fd, size - 4096)
+os.close(fd)
+"""
+
+
+@pytest.mark.parametrize("backend", ["embedded", "postgres", "redis"], indirect=True)
+def test_a_scratch_filled_for_real_is_the_jobs_error_with_a_permalink(make_app: Any) -> None:
+    """The case above, with no fake: the snippet fills its job's tmpfs (SCRATCH_LIMIT_MB)
+    itself, so the copy that fails is the worker's own, on the RQ tier a `kernelscope
+    worker` process's (which a monkeypatch in this process never reached)."""
+    from server_support import compile_events, first_error, state
+
+    app = make_app(SCRATCH_LIMIT_MB=2)
+    if not state(app).settings.isolation.tmpfs:
+        pytest.skip("a job's scratch is a tmpfs only when the server runs as root")
+    client = app.test_client()
+    events = compile_events(client, FILL_BUT_A_PAGE)
+    error = first_error(events)
+    assert error["kind"] == "sandbox" and "scratch" in error["message"], error
+    done = events[-1]
+    assert done["stage"] == "done" and done["data"]["trace_id"], done
+    assert client.get(f"/api/traces/{done['data']['trace_id']}").status_code == 200
+
+
+@pytest.mark.parametrize("backend", ["embedded", "redis"], indirect=True)
+def test_a_failed_supervisor_says_so_on_either_tier(make_app: Any) -> None:
+    """A job whose supervisor raised (here: its scratch root cannot be made) ends with an
+    error saying so before `done`. An RQ worker's task ended it with `done` alone, an
+    unexplained failure (found with the ENOSPC handling above undone)."""
+    from server_support import compile_events, first_error
+
+    client = make_app(SCRATCH_ROOT="/proc/self/no-such-dir", WARM_POOL=0).test_client()
+    events = compile_events(client, "x = 1\n")
+    error = first_error(events)
+    assert error["kind"] == "sandbox" and "supervisor failed" in error["message"], error
+    assert events[-1]["stage"] == "done" and events[-1]["data"]["ok"] is False
 
 
 class _Reads:
