@@ -29,6 +29,9 @@ def main(argv: list[str] | None = None) -> int:
         from kernelscope.server.cli import main as server_main
 
         return server_main(argv)
+    from kernelscope.compiler.runtime.openmp import wait_passively
+
+    wait_passively()  # before the compiler loads torch (and OpenMP with it)
     from kernelscope.compiler.cli import main as compiler_main
     from kernelscope.compiler.cli import traced_run
 

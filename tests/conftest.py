@@ -15,6 +15,10 @@ from typing import Any
 import pytest
 import tiers  # tests/tiers.py: tests/ is on the path of every test
 
+from kernelscope.compiler.runtime.openmp import wait_passively
+
+wait_passively()  # as the command line and every job: before a test loads torch
+
 CHROMIUM = os.environ.get("KERNELSCOPE_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",

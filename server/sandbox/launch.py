@@ -39,6 +39,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from kernelscope.compiler.runtime import openmp
 from kernelscope.server.sandbox.cgroups import CgroupSupport, CgroupVersion, join
 from kernelscope.server.sandbox.scratch import JobDir, remove_tree
 from kernelscope.server.sandbox.seccomp import build_filter, filter_fd
@@ -322,7 +323,7 @@ def worker_env(scratch: str, spec: SandboxSpec, repo_dir: Path) -> dict[str, str
         "OMP_NUM_THREADS": str(spec.threads),
         # Jobs run side by side on shared cores: OpenMP threads that spin between parallel
         # regions would take those cores from the other job and skew its CPU timings.
-        "OMP_WAIT_POLICY": "PASSIVE",
+        **openmp.WAIT,
     }
     env |= {k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ}
     env |= spec.env
