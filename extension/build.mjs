@@ -1,6 +1,7 @@
 // Builds the extension with esbuild:
 //   dist/extension.js   the extension host (CommonJS, Node; `vscode` left to VS Code)
-//   dist/webview.js     the panel script: webui/js's panes bundled with src/webview/main.ts
+//   dist/webview.js     the panel script: webui/js's panes bundled with src/webview/main.ts,
+//                       and the graph layout's worker (src/webview/layout.worker.ts) as text
 //   dist/webview.css    webui/css plus media/webview.css
 //   out/html.cjs        the panel's HTML renderer, for the browser test
 //   out/test/*.cjs      with --tests: the unit tests, `vscode` replaced by test/vscode-stub.ts
@@ -29,12 +30,30 @@ const webuiApi = {
   },
 };
 
+// `import source from "layout-worker-source"`: the layout worker bundled on its own (a
+// classic script: the panel starts it from a Blob URL, where it can import nothing), as text.
+const layoutWorker = {
+  name: "layout-worker-source",
+  setup(build) {
+    build.onResolve({ filter: /^layout-worker-source$/ }, () => ({ path: "layout-worker", namespace: "worker" }));
+    build.onLoad({ filter: /.*/, namespace: "worker" }, async () => {
+      const out = await esbuild.build({ ...common, entryPoints: ["src/webview/layout.worker.ts"],
+        write: false, platform: "browser", format: "iife", target: "chrome120", minify: true,
+        metafile: true });
+      return { contents: out.outputFiles[0].text, loader: "text",
+        watchFiles: Object.keys(out.metafile.inputs).map((f) => path.resolve(here, f)) };
+    });
+  },
+};
+
 const common = { bundle: true, logLevel: "warning", sourcemap: false, legalComments: "none" };
 const builds = [
   { ...common, entryPoints: ["src/extension.ts"], outfile: "dist/extension.js", platform: "node",
     format: "cjs", target: "node20", external: ["vscode"] },
   { ...common, entryPoints: ["src/webview/main.ts"], outfile: "dist/webview.js", platform: "browser",
-    format: "iife", target: "chrome120", plugins: [webuiApi], minify: true },
+    format: "iife", target: "chrome120", plugins: [webuiApi, layoutWorker], minify: true,
+    // graphlayout.js's page worker (a module beside it) is never started in the webview.
+    define: { "import.meta.url": "undefined" } },
   { ...common, entryPoints: ["src/webview/style.css"], outfile: "dist/webview.css", minify: true },
   { ...common, entryPoints: ["src/html.ts"], outfile: "out/html.cjs", platform: "node", format: "cjs",
     target: "node20" },

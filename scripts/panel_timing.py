@@ -10,7 +10,7 @@ the outside, by Playwright's clock (polling every 20 ms, so each figure carries 
 much more):
 
 - `open`: Enter in the permalink box to the panel's code pane filled (the host reads the
-  trace whole and posts it to the webview);
+  trace, a big one's head and first graph, and posts it to the webview);
 - each tab's first show: its click to its pane filled;
 - the longest main-thread task in the panel's webview during the visit (a buffered
   PerformanceObserver for `longtask` in its frame; the first visit's includes the panel's
@@ -106,6 +106,8 @@ def visit(page: Page, link: str, frame: Frame | None) -> tuple[dict[str, Any], F
         frame.click(f"button.tab[data-tab={tab}]")
         row["tabs"][tab] = 1000 * (wait_filled(frame, tab, 60) - t1)
     row["longest"] = max([0, *frame.evaluate(LONG)[before:]])
+    # Where the graph was laid out: "worker", or "main" when the panel's worker failed.
+    row["layout"] = frame.evaluate("document.body.dataset.layout ?? null")
     return row, frame
 
 
@@ -178,7 +180,8 @@ def main() -> int:
         print(f"{'open (code pane filled)':28} {med([r['open'] for r in runs])}")
         for tab in runs[0]["tabs"]:
             print(f"{'first show: ' + tab:28} {med([r['tabs'][tab] for r in runs])}")
-        print(f"{'longest task, whole visit':28} {med([r['longest'] for r in runs])}\n")
+        print(f"{'longest task, whole visit':28} {med([r['longest'] for r in runs])}")
+        print(f"{'graph laid out in':28} {sorted({str(r['layout']) for r in runs})}\n")
     stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     print(f"{stamp} · host {os.uname().nodename} · {os.cpu_count()} cores · "
           f"load {os.getloadavg()[0]:.1f}")

@@ -5,7 +5,8 @@
  * URL. Goes out: parsed JSON and StageEvents.
  */
 
-import type { StageEvent } from "./protocol";
+import type { StageEvent, TracePart } from "./protocol";
+import { mergePart } from "../../webui/js/trace.js";
 
 export class ApiError extends Error {
   constructor(message: string, readonly status: number, readonly kind = "server") {
@@ -31,32 +32,6 @@ export interface StoredTrace {
   follow_ups?: Record<string, string>;
   /** A big trace's parts: key -> size (its graphs' entries in `events` are stubs). */
   parts?: Record<string, number>;
-}
-
-/** One part of a big trace: each stage's graph entries whose stubs name it. */
-export interface TracePart {
-  graphs?: Record<string, Array<{ id: number }>>;
-}
-
-type Entry = { id?: number; part?: unknown };
-const isStub = (entry: unknown): boolean => typeof (entry as Entry | null)?.part === "string";
-
-/** A part's entries in place of their stubs (server/store/parts.py `merge`), in place. */
-export function mergePart(events: StageEvent[], part: TracePart): void {
-  const graphs = part.graphs ?? {};
-  const captured = new Map((graphs.capture ?? []).map((g) => [g.id, g]));
-  for (const event of events) {
-    const holder = event as { stage: string; data: unknown };
-    const data = holder.data as { graphs?: Entry[] } & Entry;
-    if (holder.stage === "capture_graph" && isStub(data)) {
-      holder.data = captured.get(data.id as number) ?? data;
-      continue;
-    }
-    const entries = graphs[holder.stage];
-    if (!entries || !Array.isArray(data?.graphs)) continue;
-    const byId = new Map(entries.map((g) => [g.id, g]));
-    data.graphs = data.graphs.map((g) => (isStub(g) ? byId.get(g.id as number) ?? g : g));
-  }
 }
 
 /** `GET /api/traces/<id>/follow-ups`: the states, and every event stored after `done`. */
@@ -139,16 +114,23 @@ export class KernelscopeClient {
   }
 
   /**
-   * A stored trace, whole: a big one is served as its head and one part per graph
-   * (docs/server.md, "A model's trace and TRACE_LIMIT_MB"); every part is fetched and put
-   * back in place of its stubs, so the webview gets the trace as a job streamed it.
+   * A stored trace as the server answers it: a big one is its head, each graph's entries a
+   * stub naming its part, and `parts` (docs/server.md, "A model's trace and TRACE_LIMIT_MB").
    */
+  head(id: string): Promise<StoredTrace> {
+    return request<StoredTrace>(this.base, "GET", `/api/traces/${encodeURIComponent(id)}`);
+  }
+
+  /** One part of a big stored trace. */
+  part(id: string, key: string): Promise<TracePart> {
+    return request<TracePart>(this.base, "GET",
+      `/api/traces/${encodeURIComponent(id)}/parts/${encodeURIComponent(key)}`, undefined, 120_000);
+  }
+
+  /** A stored trace, whole: every part put back in place of its stubs (a diff reads every graph). */
   async trace(id: string): Promise<StoredTrace> {
-    const path = `/api/traces/${encodeURIComponent(id)}`;
-    const stored = await request<StoredTrace>(this.base, "GET", path);
-    const keys = Object.keys(stored.parts ?? {});
-    const parts = await Promise.all(keys.map((k) =>
-      request<TracePart>(this.base, "GET", `${path}/parts/${encodeURIComponent(k)}`, undefined, 120_000)));
+    const stored = await this.head(id);
+    const parts = await Promise.all(Object.keys(stored.parts ?? {}).map((k) => this.part(id, k)));
     for (const part of parts) mergePart(stored.events, part);
     delete stored.parts;
     return stored;

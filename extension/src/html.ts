@@ -2,7 +2,7 @@
  * The webview's HTML: the panel skeleton the panes mount into, with a strict Content
  * Security Policy (`default-src 'none'`; scripts only with this load's nonce; styles,
  * fonts and images only from the extension's own folder via `webview.cspSource`, plus
- * inline styles).
+ * inline styles; workers only from `blob:`, the graph layout's bundled worker).
  * Pure, so the browser test renders exactly what the panel shows.
  */
 
@@ -28,6 +28,9 @@ export function renderHtml({ cspSource, scriptUri, styleUri, nonce = makeNonce()
     `style-src ${cspSource} 'unsafe-inline'`,
     `img-src ${cspSource} data:`,
     `font-src ${cspSource}`,
+    // The graph layout's worker: its script is bundled in webview.js and started from a Blob
+    // URL (a worker script must be same-origin, and the extension's files are not).
+    "worker-src blob:",
   ].join("; ");
   return `<!doctype html>
 <html lang="en">

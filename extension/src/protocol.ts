@@ -11,6 +11,12 @@
 import type { StageEvent } from "../../webui/types/events";
 export type { StageEvent };
 
+/** One part of a big stored trace: each stage's entries of its graphs, in place of their
+ * stubs (server/store/parts.py). */
+export interface TracePart {
+  graphs?: Record<string, Array<{ id: number }>>;
+}
+
 /** What the panel shows above the panes: which file and region a trace came from. */
 export interface TraceTitle {
   file: string;
@@ -33,8 +39,12 @@ export type HostToWebview =
   | { type: "reset"; title: TraceTitle }
   /** One StageEvent of the running job, as the server streamed it. */
   | { type: "event"; event: StageEvent }
-  /** A whole stored trace (a permalink, or a panel restored after a reload). */
-  | { type: "trace"; title: TraceTitle; events: StageEvent[] }
+  /** A stored trace (a permalink, or a panel restored after a reload). A big one comes as
+   * its head (docs/server.md, "A model's trace"): `stored` names it, and the webview asks
+   * for each graph's part (`part`) when that graph is shown. */
+  | { type: "trace"; title: TraceTitle; events: StageEvent[]; stored?: string }
+  /** The answer to a `part` request: the part, or why it could not be read. */
+  | { type: "part"; trace: string; key: string; part: TracePart | null; error?: string }
   /** After `done`: each follow-up's state (running, done, lost) and the events the server
    * stored after `done` since the last such message (docs/server.md, "Follow-ups"). */
   | { type: "followUps"; states: Record<string, string>; events: StageEvent[] }
@@ -60,13 +70,18 @@ export type WebviewToHost =
   | { type: "highlight"; id: number; code: string; language: string }
   /** The status strip's Cancel button: stop the running job. */
   | { type: "cancel" }
+  /** One part of the big stored trace `trace` (`GET /api/traces/<trace>/parts/<key>`). */
+  | { type: "part"; trace: string; key: string }
   /** A panel restored after a reload hands its trace back, so the editor is decorated again. */
-  | { type: "restore"; title: TraceTitle; events: StageEvent[]; followUps?: Record<string, string> };
+  | { type: "restore"; title: TraceTitle; events: StageEvent[]; followUps?: Record<string, string>;
+      stored?: string };
 
 const isObject = (x: unknown): x is Record<string, unknown> =>
   typeof x === "object" && x !== null && !Array.isArray(x);
 const isStates = (x: unknown): x is Record<string, string> =>
   isObject(x) && Object.values(x).every((v) => typeof v === "string");
+/** A trace id or a part key: short, and safe in a URL path segment once encoded. */
+const isName = (x: unknown): x is string => typeof x === "string" && /^[\w.-]{1,128}$/.test(x);
 const isLines = (x: unknown): x is number[] =>
   Array.isArray(x) && x.length <= 100_000 && x.every((n) => Number.isInteger(n) && n > 0);
 
@@ -78,6 +93,8 @@ export function isWebviewToHost(m: unknown): m is WebviewToHost {
       return typeof m.restored === "boolean";
     case "cancel":
       return true;
+    case "part":
+      return isName(m.trace) && isName(m.key);
     case "reveal":
     case "hover":
       return isLines(m.lines);
@@ -88,7 +105,7 @@ export function isWebviewToHost(m: unknown): m is WebviewToHost {
     case "restore":
       return isObject(m.title) && Array.isArray(m.events) && m.events.length < 10_000 &&
         m.events.every((e) => isObject(e) && typeof e.stage === "string" && typeof e.seq === "number") &&
-        (m.followUps === undefined || isStates(m.followUps));
+        (m.followUps === undefined || isStates(m.followUps)) && (m.stored === undefined || isName(m.stored));
     default:
       return false;
   }
@@ -103,7 +120,9 @@ export function isHostToWebview(m: unknown): m is HostToWebview {
     case "event":
       return isObject(m.event) && typeof m.event.stage === "string";
     case "trace":
-      return isObject(m.title) && Array.isArray(m.events);
+      return isObject(m.title) && Array.isArray(m.events) && (m.stored === undefined || typeof m.stored === "string");
+    case "part":
+      return typeof m.trace === "string" && typeof m.key === "string" && (m.part === null || isObject(m.part));
     case "followUps":
       return isStates(m.states) && Array.isArray(m.events) && m.events.every((e) => isObject(e) && typeof e.stage === "string");
     case "selectLines":
@@ -127,4 +146,8 @@ export interface WebviewState {
   /** Each follow-up's state as the host last said (a lost one has no event to show it). */
   followUps?: Record<string, string>;
   tab?: string;
+  /** A big stored trace's id: `events` is its head, and its graphs' parts are asked for again. */
+  stored?: string;
+  /** The graphs shown (null: all). */
+  graphs?: number[] | null;
 }

@@ -6,7 +6,7 @@
  * panel agree on every line. No vscode here.
  */
 
-import type { StageEvent, TraceTitle } from "./protocol";
+import type { StageEvent, TraceTitle, TracePart } from "./protocol";
 import type { Payloads, StageName } from "../../webui/types/events";
 import { Trace, followUpState, followUpsPending, inductorOf } from "../../webui/js/trace.js";
 import { buildIndex } from "../../webui/js/provenance.js";
@@ -48,6 +48,12 @@ export class CompileResult {
   index = buildIndex(this.trace);
 
   private stageOrder: string[] = BUILT_STAGES;
+  /** A big stored trace's id (its events are the head; docs/server.md, "A model's trace"):
+   * each graph's part is read when the panel shows that graph. Null: the trace is whole. */
+  stored: string | null = null;
+  /** Each part asked for (or read ahead), by key; merged into the trace when first asked for. */
+  private parts = new Map<string, Promise<TracePart>>();
+  private merged = new Map<string, Promise<TracePart>>();
 
   constructor(
     /** Identifies this result in kernelscope: URIs. */
@@ -58,9 +64,43 @@ export class CompileResult {
   ) {}
 
   add(event: StageEvent): boolean {
-    if (!this.trace.add(event)) return false;
-    this.index = buildIndex(this.trace);
-    return true;
+    return this.addAll([event]) > 0;
+  }
+
+  /** Events in order (a stored trace): the provenance index built once; how many were new. */
+  addAll(events: StageEvent[]): number {
+    const added = events.filter((e) => this.trace.add(e)).length;
+    if (added) this.index = buildIndex(this.trace);
+    return added;
+  }
+
+  /** A part read ahead of its first ask (the first graph's, beside the head). */
+  readAhead(key: string, part: Promise<TracePart>): void {
+    part.catch(() => this.parts.delete(key));
+    this.parts.set(key, part);
+  }
+
+  /**
+   * One part of the stored trace, read once (`read`) and merged into this result's trace when
+   * first asked for (after the panel has the head: the head it was sent stays as it was).
+   * A failed read is tried again on the next ask.
+   */
+  part(key: string, read: (key: string) => Promise<TracePart>): Promise<TracePart> {
+    const done = this.merged.get(key);
+    if (done) return done;
+    let reading = this.parts.get(key);
+    if (!reading) {
+      reading = read(key);
+      this.readAhead(key, reading);
+    }
+    const merging = reading.then((part) => {
+      this.trace.addPart(part);
+      this.index = buildIndex(this.trace);
+      return part;
+    });
+    merging.catch(() => this.merged.delete(key));
+    this.merged.set(key, merging);
+    return merging;
   }
 
   /** Each follow-up's state as the server last said it (`GET /api/traces/<id>/follow-ups`). */

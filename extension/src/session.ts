@@ -13,7 +13,7 @@ import { KernelDocuments } from "./documents";
 import { watchFollowUps } from "./followups";
 import { askInputs } from "./inputs";
 import { KernelscopePanel } from "./panel";
-import type { StageEvent, TraceTitle, WebviewToHost } from "./protocol";
+import type { HostToWebview, StageEvent, TraceTitle, TracePart, WebviewToHost } from "./protocol";
 import { CompileResult } from "./result";
 import { ServerManager, ServerSettings, SetupError, chooseDevice } from "./server";
 import { Plan, buildSnippet, planFile, planSelection, remapLines } from "./snippet";
@@ -244,21 +244,53 @@ export class Session implements vscode.Disposable {
     this.decorations.show(result);
   }
 
-  /** Shows a stored trace (a permalink): its code in a new editor, its events in the panel. */
+  /**
+   * Shows a stored trace (a permalink): its code in a new editor, its events in the panel. A
+   * big one comes as its head; the panel asks for each graph's part when it shows that graph
+   * (`sendPart`), the first graph's read ahead beside the head, as the web UI reads it.
+   */
   async openTrace(client: KernelscopeClient, id: string): Promise<void> {
-    const trace = await client.trace(id);
+    const first = client.part(id, "g0"); // a trace stored whole has none: 404, ignored
+    first.catch(() => {});
+    const trace = await client.head(id);
     const doc = await vscode.workspace.openTextDocument({ content: trace.code, language: "python" });
     await vscode.window.showTextDocument(doc, vscode.ViewColumn.One);
     const title: TraceTitle = { file: `trace ${trace.id}`, region: String(trace.options?.entry ?? "permalink"), traceId: trace.id,
       server: client.base, document: doc.uri.toString() };
     const result = new CompileResult(`r${++this.counter}`, doc.uri.toString(), title);
-    for (const e of trace.events) result.add(e);
+    result.addAll(trace.events);
     result.setFollowUps(trace.follow_ups ?? {});
+    if (Object.keys(trace.parts ?? {}).length) {
+      result.stored = trace.id;
+      result.readAhead("g0", first);
+    }
     this.setResult(result);
-    KernelscopePanel.createOrShow(this.context.extensionUri).post({ type: "trace", title, events: result.events });
+    KernelscopePanel.createOrShow(this.context.extensionUri).post(this.traceMessage(result));
     this.status.finished(result.ok !== false, result.summary());
     this.client = client;
     this.follow(client, result);
+  }
+
+  private traceMessage(result: CompileResult): Extract<HostToWebview, { type: "trace" }> {
+    return { type: "trace", title: result.title, events: result.events, ...(result.stored ? { stored: result.stored } : {}) };
+  }
+
+  /** A part of the current (big, stored) trace, for the panel; the editor's marks grow with it. */
+  private async sendPart(trace: string, key: string): Promise<void> {
+    const answer = (part: TracePart | null, error?: string) =>
+      KernelscopePanel.current?.post({ type: "part", trace, key, part, ...(error ? { error } : {}) });
+    const result = this.result;
+    if (!result || result.stored !== trace) return answer(null, "this trace is no longer the panel's");
+    try {
+      const client = this.client ?? await this.attachOnly();
+      if (!client) throw new Error("no Kernelscope server answers");
+      const part = await result.part(key, (k) => client.part(trace, k));
+      answer(part);
+      if (this.result === result) this.decorations.show(result);
+    } catch (err) {
+      this.log.appendLine(`part ${key} of trace ${trace}: ${(err as Error).message}`);
+      answer(null, (err as Error).message);
+    }
   }
 
   /** The trace ids compiled from a document, oldest first (the last 20). */
@@ -326,7 +358,7 @@ export class Session implements vscode.Disposable {
         // A panel restored by the serializer (or shown again) has its own state; a panel
         // that has none gets the current result.
         if (!m.restored && this.result?.events.length) {
-          KernelscopePanel.current?.post({ type: "trace", title: this.result.title, events: this.result.events });
+          KernelscopePanel.current?.post(this.traceMessage(this.result));
           if (this.result.trace.done?.follow_ups?.length) {
             KernelscopePanel.current?.post({ type: "followUps", states: this.result.followUpStates(), events: [] });
           }
@@ -337,6 +369,9 @@ export class Session implements vscode.Disposable {
         break;
       case "cancel":
         void this.cancel();
+        break;
+      case "part":
+        void this.sendPart(m.trace, m.key);
         break;
       case "hover":
         this.decorations.mark(m.lines);
@@ -349,8 +384,9 @@ export class Session implements vscode.Disposable {
         if (!this.result && m.title.document) {
           try {
             const result = new CompileResult(`r${++this.counter}`, m.title.document, m.title);
-            for (const e of m.events) result.add(e);
+            result.addAll(m.events);
             result.setFollowUps(m.followUps ?? {});
+            result.stored = m.stored ?? null;
             this.setResult(result);
             // A follow-up still running when VS Code reloaded: ask the configured server.
             if (result.followUpsPending()) {

@@ -166,6 +166,8 @@ def test_webview_shows_every_pane_and_provenance(open_panel: Any) -> None:
         page.screenshot(path=str(SCREENSHOTS / f"extension-webview-{tab}.png"))
     page.click("button.tab[data-tab=graph]")
     page.wait_for_selector("[data-pane=graph] canvas")
+    # Laid out by dagre in the panel's worker (a Blob URL its CSP allows), not on its page.
+    page.wait_for_selector("body[data-layout=worker]", state="attached")
 
     # The editor's cursor on a source line marks what it became, in every pane.
     fused = next(k for k in kernels if k["kind"] == "reduction")
@@ -214,6 +216,62 @@ def test_webview_restores_its_state(open_panel: Any) -> None:
     assert again.locator("[data-pane=memory]").is_visible()
     assert again.locator("#ks-title").inner_text() == "block.py · function block"
     assert again.evaluate("window.__errors") == []
+
+
+def _answer_part(page: Any, parts: dict[str, str], key: str) -> None:
+    page.wait_for_function(
+        "(k) => window.__posted.some((m) => m.type === 'part' && m.key === k)", arg=key)
+    post(page, {"type": "part", "trace": "t1", "key": key, "part": json.loads(parts[key])})
+
+
+def _code_graphs(page: Any) -> set[int]:
+    """The graphs whose kernels the code pane shows."""
+    return {int(g) for g in page.eval_on_selector_all(
+        "[data-pane=code] section.kernel", "els => els.map((e) => e.dataset.graph)")}
+
+
+def test_webview_opens_a_big_stored_trace_one_graph_at_a_time(open_panel: Any) -> None:
+    """A big stored trace comes as its head (each graph's entries stubs naming its part,
+    server/store/parts.py): the panel opens on the first graph, asking the host for that
+    graph's part only, and asks for another when its graph tab is shown, as the page does."""
+    from kernelscope.server.store.parts import split
+
+    trace = json.loads((FIXTURE.parent / "training.json").read_text())
+    parted = split(trace["events"])
+    page = open_panel()
+    post(page, {"type": "trace", "title": {"file": "trace t1", "region": "permalink"},
+                "events": parted.head, "stored": "t1"})
+    _answer_part(page, parted.parts, "g0")
+    page.wait_for_selector("[data-pane=code][data-filled=true]")
+    assert _code_graphs(page) == {0}
+    assert [m["key"] for m in posted(page, "part")] == ["g0"]
+    assert page.locator(".graph-tabs .gtab.active").get_attribute("data-graphs") == "0"
+    assert page.locator(".graph-tabs .gtab").count() == 3  # all, forward, backward
+    wait_filled(page, ["graph", "ir", "memory"])
+
+    page.click(".graph-tabs .gtab[data-graphs='1']")
+    _answer_part(page, parted.parts, "g1")
+    page.wait_for_function(
+        "() => document.querySelector('.graph-tabs .gtab.active')?.dataset.graphs === '1'")
+    assert _code_graphs(page) == {1}
+    page.click(".graph-tabs .gtab[data-graphs='all']")  # both here: asked for no more
+    page.wait_for_function(
+        "() => document.querySelector('.graph-tabs .gtab.active')?.dataset.graphs === 'all'")
+    assert _code_graphs(page) == {0, 1}
+    assert [m["key"] for m in posted(page, "part")] == ["g0", "g1"]
+
+    # What is saved is the head (its parts are asked for again), and the graphs shown.
+    state = page.evaluate("window.__state")
+    assert state["stored"] == "t1" and state["graphs"] is None
+    assert state["events"] == parted.head
+    page.click(".graph-tabs .gtab[data-graphs='1']")
+    again = open_panel(page.evaluate("window.__state"))
+    assert posted(again, "restore")[0]["stored"] == "t1"
+    _answer_part(again, parted.parts, "g1")
+    again.wait_for_selector("[data-pane=code][data-filled=true]")
+    assert _code_graphs(again) == {1}
+    assert [m["key"] for m in posted(again, "part")] == ["g1"]
+    assert page.evaluate("window.__errors") == [] and again.evaluate("window.__errors") == []
 
 
 def test_webview_shows_failures(open_panel: Any) -> None:

@@ -7,9 +7,12 @@
  * restored panel shows the same trace without retainContextWhenHidden.
  */
 
-import type { HostToWebview, TraceTitle, WebviewState, WebviewToHost, StageEvent } from "../protocol";
+import type { HostToWebview, TraceTitle, TracePart, WebviewState, WebviewToHost, StageEvent } from "../protocol";
 import { isHostToWebview } from "../protocol";
 import { answerHighlight, connectHighlight, highlight } from "./highlight";
+import { GraphTabs, PartRequests } from "./graphs";
+import WORKER_SOURCE from "layout-worker-source";
+import { layoutWith } from "../../../webui/js/graphlayout.js";
 import * as traceModule from "../../../webui/js/trace.js";
 import { SelectionBus, buildIndex, fromSourceLine, isEmpty, union } from "../../../webui/js/provenance.js";
 import { makeTabs } from "../../../webui/js/layout.js";
@@ -34,7 +37,7 @@ interface Pane {
   scrollToSelection?(): void;
 }
 type Selection = ReturnType<typeof fromSourceLine>;
-const { Trace } = traceModule;
+const { Trace, graphView, mergePart } = traceModule;
 
 /**
  * The analysis tabs, in order: webui/js/panes/<name>.js, class <Name>Pane. They are bundled
@@ -72,12 +75,17 @@ declare function acquireVsCodeApi(): VsCodeApi;
 
 type Ctx = ReturnType<typeof makeContext>;
 type DiffMessage = Extract<HostToWebview, { type: "diff" }>;
+type TraceMessage = Extract<HostToWebview, { type: "trace" }>;
 
 interface PanelState {
   trace: InstanceType<typeof Trace>;
   index: ReturnType<typeof buildIndex>;
   title: TraceTitle | null;
   tab?: string;
+  /** A big stored trace's id: its graphs' parts are asked for when shown. */
+  stored: string | null;
+  /** The graphs the panes show (null: all), as the web UI's graph tabs choose them. */
+  graphs: number[] | null;
 }
 
 const byId = (id: string) => document.getElementById(id) as HTMLElement;
@@ -107,6 +115,25 @@ function cytoscapeLoader(): () => Promise<unknown> {
   };
 }
 
+/**
+ * The graph pane's `ctx.layout`: dagre in a worker, its script bundled into this one as text
+ * (src/webview/layout.worker.ts) and started from a Blob URL, which the panel's CSP allows.
+ * Where none starts, the graph pane lays out on the main thread, and says so on the console
+ * and in `body[data-layout]` ("worker" once the worker has answered, "main" after a failure).
+ */
+function layoutWorker(): (elements: unknown[], options: unknown) => Promise<unknown> {
+  const layout = layoutWith(
+    () => new Worker(URL.createObjectURL(new Blob([WORKER_SOURCE], { type: "text/javascript" }))),
+    (reason: string) => {
+      document.body.dataset.layout = "main";
+      console.warn(`Kernelscope: graph layout on the main thread (${reason})`);
+    });
+  return (elements, options) => layout(elements as never[], options).then((positions: unknown) => {
+    document.body.dataset.layout = "worker";
+    return positions;
+  });
+}
+
 /** The panes' `ctx` (docs/webui.md): selection through `bus`, the editor through `post`. */
 function makeContext(state: PanelState, bus: InstanceType<typeof SelectionBus>, post: (m: WebviewToHost) => void) {
   return {
@@ -123,6 +150,7 @@ function makeContext(state: PanelState, bus: InstanceType<typeof SelectionBus>, 
     clearPin: () => bus.clear(),
     kernelColour: (gid: number, name: string) => state.index.kernelColour.get(`${gid}:${name}`) ?? "#3a4256",
     cytoscape: cytoscapeLoader(),
+    layout: layoutWorker(),
     highlight,
     revealLine: (line: number) => post({ type: "reveal", lines: [line] }),
   };
@@ -141,16 +169,21 @@ class Panel {
   readonly tabPanes: Pane[];
   readonly tabs: ReturnType<typeof makeTabs>;
   readonly diff: Pane & { show(a: unknown, b: unknown, groups: unknown[]): void };
+  readonly graphTabs = new GraphTabs((ids) => void this.showGraphs(ids));
+  readonly parts = new PartRequests((m) => this.post(m));
   private lastHover: number[] = [];
+  /** A big stored trace's head as it came, by seq: what is saved (its parts are asked again). */
+  private head: Map<number, StageEvent> | null = null;
 
   constructor(private readonly vscode: VsCodeApi, paneClasses: PaneClass[], saved: WebviewState | undefined) {
-    this.state = { trace: new Trace(), index: buildIndex(new Trace()), title: null, tab: saved?.tab };
+    this.state = { trace: new Trace(), index: buildIndex(new Trace()), title: null, tab: saved?.tab,
+      stored: null, graphs: null };
     const ctx = makeContext(this.state, this.bus, (m) => this.post(m));
     // Newer status strips take an onCancel (a Cancel button); older ones ignore the argument.
     const Strip = StatusStrip as unknown as new (opts?: { onCancel?: () => void }) => InstanceType<typeof StatusStrip>;
     this.status = new Strip({ onCancel: () => this.post({ type: "cancel" }) });
     this.banner = new ErrorBanner({ onLine: (line: number) => this.post({ type: "reveal", lines: [line] }) });
-    byId("status-host").append(this.status.el, this.banner.el);
+    byId("status-host").append(this.status.el, this.graphTabs.el, this.banner.el);
     this.code = new CodePane(ctx) as unknown as Pane;
     this.code.el.dataset.pane = "code";
     byId("code-host").append(this.code.el);
@@ -204,9 +237,12 @@ class Panel {
     if (kernel && !section.classList.contains("extern")) this.post({ type: "openKernel", gid, kernel });
   }
 
+  /** The state a hidden or restored panel comes back to; a big stored trace as its head. */
   save(): void {
-    const { title, trace, tab } = this.state;
-    this.vscode.setState({ title, events: trace.events, followUps: trace.followUps, tab });
+    const { title, trace, tab, stored, graphs } = this.state;
+    const head = this.head;
+    const events = head ? trace.events.map((e) => head.get(e.seq) ?? e) : trace.events;
+    this.vscode.setState({ title, events, followUps: trace.followUps, tab, ...(stored ? { stored, graphs } : {}) });
   }
 
   setTitle(title: TraceTitle | null): void {
@@ -219,6 +255,10 @@ class Panel {
     this.closeDiff(); // a new trace leaves the diff
     this.state.trace = new Trace();
     this.state.index = buildIndex(this.state.trace);
+    this.state.stored = null;
+    this.state.graphs = null;
+    this.head = null;
+    this.graphTabs.render(this.state.trace, null);
     this.bus.clear();
     this.banner.reset();
     this.status.reset();
@@ -236,12 +276,81 @@ class Panel {
     if (!added.length) return;
     this.state.index = buildIndex(trace);
     for (const event of added) this.announce(event, live);
-    for (const stage of new Set(added.map((e) => e.stage))) {
-      this.code.update(trace, stage);
-      this.tabs.update(trace, stage);
+    if (added.some((e) => e.stage === "capture" || e.stage === "capture_graph")) {
+      this.graphTabs.render(trace, this.state.graphs);
     }
+    this.updatePanes(added.map((e) => e.stage));
     this.bus.emit();
     this.tabs.refresh();
+  }
+
+  /** Each stage once to the code pane now and to a tab's pane when it is shown, through the
+   * graphs chosen. */
+  private updatePanes(stages: string[]): void {
+    const view = graphView(this.state.trace, this.state.graphs);
+    for (const stage of new Set(stages)) {
+      this.code.update(view, stage);
+      this.tabs.update(view, stage);
+    }
+  }
+
+  /** A stored trace; a big one (`stored`: its head) opens on its first graph (or the graphs
+   * `graphs` names), whose parts are asked for before the panes draw, as webui/js/main.js
+   * opens one. Saved once drawn. */
+  async showTrace(m: TraceMessage, graphs?: number[] | null): Promise<void> {
+    this.reset(m.title);
+    const trace = this.state.trace;
+    if (m.stored) {
+      trace.stored = m.stored;
+      this.state.stored = m.stored;
+      this.head = new Map(m.events.map((e) => [e.seq, shallow(e)]));
+      const first = (m.events.find((e) => e.stage === "capture")?.data as { graphs?: Array<{ id: number }> })?.graphs?.[0];
+      this.state.graphs = graphs !== undefined ? graphs : first ? [first.id] : null;
+      const head = new Trace();
+      for (const e of m.events) head.add(e);
+      const parts = await this.askParts(head.missingParts(this.state.graphs));
+      if (trace !== this.state.trace) return; // a newer trace came meanwhile
+      for (const part of parts ?? []) mergePart(m.events, part);
+    }
+    this.handleAll(m.events, false);
+    this.save();
+  }
+
+  /** The graph tabs: the panes show graphs `ids` (null: all), their parts asked for first. */
+  async showGraphs(ids: number[] | null): Promise<void> {
+    const trace = this.state.trace;
+    const keys = this.state.stored ? trace.missingParts(ids) : [];
+    if (keys.length) {
+      const parts = await this.askParts(keys);
+      if (trace !== this.state.trace || !parts) return;
+      for (const part of parts) trace.addPart(part);
+      this.state.index = buildIndex(trace);
+    }
+    this.state.graphs = ids;
+    this.code.reset();
+    this.tabs.reset();
+    this.updatePanes(trace.events.map((e) => e.stage));
+    this.graphTabs.render(trace, ids);
+    this.bus.emit();
+    this.tabs.refresh();
+    this.tabPanes.forEach((p) => !p.el.hidden && p.shown?.());
+    this.save();
+  }
+
+  /** The stored trace's parts `keys`, from the host; null (the banner says why) when one
+   * cannot be read. */
+  private async askParts(keys: string[]): Promise<TracePart[] | null> {
+    const stored = this.state.stored;
+    if (!keys.length || !stored) return [];
+    document.body.dataset.loadingParts = keys.join(",");
+    try {
+      return await Promise.all(keys.map((k) => this.parts.ask(stored, k)));
+    } catch (err) {
+      this.banner.show({ kind: "client", message: `cannot load the graph: ${(err as Error).message}` } as never);
+      return null;
+    } finally {
+      delete document.body.dataset.loadingParts;
+    }
   }
 
   /** One event in the status strip, the error banner and the title (the trace's id). */
@@ -261,7 +370,8 @@ class Panel {
     trace.followUps = { ...states };
     this.handleAll(events, false);
     this.status.followUps(trace);
-    for (const stage of Object.keys(states)) this.tabs.update(trace, stage);
+    const view = graphView(trace, this.state.graphs);
+    for (const stage of Object.keys(states)) this.tabs.update(view, stage);
   }
 
   /** The pinned (or hovered) selection of the editor's lines that have provenance. */
@@ -321,9 +431,11 @@ class Panel {
         this.handleAll([m.event], true);
         break;
       case "trace":
-        this.reset(m.title);
-        this.handleAll(m.events, false);
-        break;
+        void this.showTrace(m); // saves itself once drawn
+        return;
+      case "part":
+        this.parts.answer(m);
+        return;
       case "followUps":
         this.followUps(m.states, m.events);
         break;
@@ -345,25 +457,35 @@ class Panel {
     this.save();
   }
 
-  /** A restored panel shows its saved trace, and tells the host what it restored. */
+  /** A restored panel tells the host what it restored (first: a big stored trace's parts are
+   * asked of the host, which must know the trace), and shows its saved trace. */
   restore(saved: WebviewState | undefined): void {
     const restored = !!saved?.events?.length;
+    this.post({ type: "ready", restored });
+    if (saved?.events?.length && saved.title) {
+      this.post({ type: "restore", title: saved.title, events: saved.events,
+        ...(saved.followUps ? { followUps: saved.followUps } : {}), ...(saved.stored ? { stored: saved.stored } : {}) });
+    }
     if (saved?.events?.length) {
-      this.onMessage({ type: "trace", title: saved.title ?? { file: "", region: "" }, events: saved.events });
-      if (saved.followUps) this.onMessage({ type: "followUps", states: saved.followUps, events: [] });
+      const title = saved.title ?? { file: "", region: "" };
+      const shown = this.showTrace({ type: "trace", title, events: saved.events, ...(saved.stored ? { stored: saved.stored } : {}) },
+        saved.stored ? saved.graphs ?? null : undefined);
+      const followUps = saved.followUps;
+      if (followUps) void shown.then(() => this.onMessage({ type: "followUps", states: followUps, events: [] }));
     } else if (saved?.title) {
       this.setTitle(saved.title);
     }
     document.body.dataset.ready = "true";
-    this.post({ type: "ready", restored });
-    if (saved?.events?.length && saved.title) {
-      this.post({ type: "restore", title: saved.title, events: saved.events,
-        ...(saved.followUps ? { followUps: saved.followUps } : {}) });
-    }
   }
 }
 
 const sameLines = (a: number[], b: number[]) => a.length === b.length && a.every((x, i) => x === b[i]);
+/** A copy of an event that a part's merge leaves as it was (the merge sets `data` and
+ * `data.graphs`). */
+const shallow = (e: StageEvent): StageEvent => {
+  const data = e.data as unknown;
+  return (data && typeof data === "object" ? { ...e, data: { ...data } } : { ...e }) as StageEvent;
+};
 
 function start(paneClasses: PaneClass[]): void {
   const vscode = acquireVsCodeApi();

@@ -1,0 +1,75 @@
+/**
+ * The panel's graph tabs and a big stored trace's parts, as webui/js/main.js has them: a
+ * trace of several graphs (forward and backward, graph breaks) shows one graph or all, and a
+ * big stored trace (docs/server.md, "A model's trace") holds each graph in a part that the
+ * webview asks the host for (the `part` messages of protocol.ts) when the graph is shown.
+ */
+
+import type { HostToWebview, TracePart, WebviewToHost } from "../protocol";
+import { graphLabels } from "../../../webui/js/trace.js";
+
+type PartAnswer = Extract<HostToWebview, { type: "part" }>;
+type Waiter = { resolve: (part: TracePart) => void; reject: (err: Error) => void };
+
+/** Parts asked of the host, each once while it is on its way. */
+export class PartRequests {
+  private waiting = new Map<string, Waiter[]>();
+
+  constructor(private readonly post: (m: WebviewToHost) => void) {}
+
+  ask(trace: string, key: string): Promise<TracePart> {
+    return new Promise((resolve, reject) => {
+      const id = `${trace}/${key}`;
+      const waiters = this.waiting.get(id);
+      if (waiters) {
+        waiters.push({ resolve, reject });
+        return;
+      }
+      this.waiting.set(id, [{ resolve, reject }]);
+      this.post({ type: "part", trace, key });
+    });
+  }
+
+  answer(m: PartAnswer): void {
+    const id = `${m.trace}/${m.key}`;
+    const waiters = this.waiting.get(id) ?? [];
+    this.waiting.delete(id);
+    for (const w of waiters) {
+      if (m.part) w.resolve(m.part);
+      else w.reject(new Error(m.error ?? `part ${m.key} could not be read`));
+    }
+  }
+}
+
+/** "graphs: all, forward 0, backward 1": shown when a trace has more than one graph. */
+export class GraphTabs {
+  readonly el = document.createElement("nav");
+
+  constructor(private readonly choose: (ids: number[] | null) => void) {
+    this.el.className = "graph-tabs";
+    this.el.hidden = true;
+  }
+
+  render(trace: unknown, shown: number[] | null): void {
+    const labels = graphLabels(trace as never) as Array<{ id: number; label: string; title: string }>;
+    this.el.replaceChildren();
+    this.el.hidden = labels.length < 2;
+    if (this.el.hidden) return;
+    const head = document.createElement("span");
+    head.className = "hint";
+    head.textContent = "graphs:";
+    this.el.append(head, this.button(null, "all", "every graph", shown),
+      ...labels.map((g) => this.button([g.id], g.label, g.title, shown)));
+  }
+
+  private button(ids: number[] | null, text: string, title: string, shown: number[] | null): HTMLButtonElement {
+    const b = document.createElement("button");
+    b.className = "gtab";
+    b.textContent = text;
+    b.title = title;
+    b.dataset.graphs = ids ? ids.join(",") : "all";
+    b.classList.toggle("active", JSON.stringify(ids) === JSON.stringify(shown));
+    b.addEventListener("click", () => this.choose(ids));
+    return b;
+  }
+}
