@@ -11,6 +11,7 @@ and the hold rule the memory plan obeys (schedule/memory.py).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,9 +79,7 @@ def describe_collective(ext: ExternKernel) -> CollectiveCall | None:
     args = _named_args(ext)
     inp = args.get("input")
     itemsize = ext.layout.dtype.itemsize
-    numel_in = 1
-    for s in getattr(inp, "size", ()):
-        numel_in *= int(s)
+    numel_in = math.prod(int(s) for s in getattr(inp, "size", ()))
     return CollectiveCall(
         kind=kind, op=_schema_name(ext.op)[1],
         input=inp.name if isinstance(inp, TensorArg) else "",

@@ -100,12 +100,8 @@ class FloorDiv(_IndexFunction):
             b, d, m = base.args
             return ModularIndexing(b, d * divisor, m // divisor)
         if isinstance(base, sympy.Add) and divisor.is_Integer:
-            # Terms that are multiples of the divisor come out of the division whole,
-            # provided the rest stays within [0, divisor).
-            # The rest need not stay below the divisor: (k*d*p + r) // d is k*p + r // d
-            # for any r >= 0. A split reduction's part of whole images then reads
-            # `2*p + r // 784` where the modulo beside it already dropped the part
-            # (`r % 784`), and the two join back into the contiguous `r`.
+            # Terms that are multiples of the divisor come out of the division whole:
+            # (k*d*p + r) // d is k*p + r // d for any r >= 0.
             whole, rest = _split_multiples(base, int(divisor))
             low = _min_value(rest)
             if whole != 0 and low is not None and low >= 0:

@@ -42,10 +42,7 @@ class Layout:
         return Layout(device, dtype, size, tuple(contiguous_strides(size)))
 
     def numel(self) -> int:
-        n = 1
-        for s in self.size:
-            n *= s
-        return n
+        return math.prod(self.size)
 
     def storage_numel(self) -> int:
         """Elements the underlying storage must hold for this view."""

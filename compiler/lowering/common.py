@@ -16,7 +16,6 @@ from typing import Any, Protocol
 
 import torch
 
-from kernelscope.compiler.devices import device_type
 from kernelscope.compiler.features import Features
 from kernelscope.compiler.ir.nodes import (
     Buffer,
@@ -108,10 +107,6 @@ def compared(g: LoweringContext, x: TensorValue) -> TensorValue:
     if isinstance(buf, ComputedBuffer):
         buf.compared = True
     return stored
-
-
-def device_of(t: Any) -> str:
-    return device_type(t)
 
 
 def dense_permutation(size: Sequence[int], stride: Sequence[int]) -> bool:

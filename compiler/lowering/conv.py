@@ -1,6 +1,6 @@
 """Convolutions: cuDNN, fed channels-last where the graph's layout says so.
 
-cuDNN's fast convolutions on the H200 work in NHWC; given NCHW tensors it transposes the
+cuDNN's fast convolutions work in NHWC; given NCHW tensors it transposes the
 input and weight to NHWC and the output back, in three extra kernels per convolution.
 Where the whole-graph layout (lowering/layout.py) chose channels-last, the values
 between convolutions are already stored NHWC and go in as they are; any other input (a

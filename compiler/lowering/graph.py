@@ -20,7 +20,7 @@ import torch
 import torch.fx
 from torch._library.fake_class_registry import FakeScriptObject
 
-from kernelscope.compiler.devices import CPU
+from kernelscope.compiler.devices import CPU, device_type
 from kernelscope.compiler.events.types import Fallback
 from kernelscope.compiler.features import REFERENCE, Feature, enabled
 from kernelscope.compiler.ir.handlers import OpUseMemo, PrintHandler, call_body, op_uses
@@ -45,7 +45,6 @@ from kernelscope.compiler.lowering.common import (
     LoweringBackend,
     Unsupported,
     dense_permutation,
-    device_of,
     out_meta,
 )
 from kernelscope.compiler.lowering.devices import on_device
@@ -160,7 +159,7 @@ class GraphLowering:
             return example
         if any(isinstance(s, torch.SymInt) for s in example.shape):
             raise Unsupported("dynamic shapes (symbolic sizes) are not supported")
-        self.device = device_of(example)
+        self.device = device_type(example)
         layout = Layout(self.device, example.dtype, tuple(example.shape),
                         tuple(example.stride()), 0)
         buf = InputBuffer(node.name, layout)
@@ -171,15 +170,13 @@ class GraphLowering:
     def _constant(self, node: torch.fx.Node) -> Any:
         """A tensor the graph holds (`_tensor_constant0`): one more input of the wrapper,
         passed by the compiled graph itself after the caller's arguments."""
-        value: Any = self.gm
-        for part in str(node.target).split("."):
-            value = getattr(value, part)
+        value = operator.attrgetter(str(node.target))(self.gm)
         if not isinstance(value, torch.Tensor):
             raise Unsupported(f"graph constant {node.target!r} (get_attr) is not a tensor")
-        if self.inputs and device_of(value) != self.device:
+        if self.inputs and device_type(value) != self.device:
             raise Unsupported(f"graph constant {node.target!r} is on {value.device}, the "
                               f"graph on {self.device}")
-        layout = Layout(device_of(value), value.dtype, tuple(value.shape),
+        layout = Layout(device_type(value), value.dtype, tuple(value.shape),
                         tuple(value.stride()), 0)
         buf = InputBuffer(node.name, layout)
         self.constants.append((buf, value))
@@ -334,7 +331,7 @@ class GraphLowering:
         if device is not None:
             return device
         meta = out_meta(node)
-        return device_of(meta) if isinstance(meta, torch.Tensor) else self.device
+        return device_type(meta) if isinstance(meta, torch.Tensor) else self.device
 
     def lazy(
         self,
@@ -521,7 +518,7 @@ def _layout_of(t: torch.Tensor, stride: Sequence[int] | None = None) -> Layout:
     element (its storage offset is ATen's business)."""
     if any(isinstance(s, torch.SymInt) for s in t.shape):
         raise Unsupported("dynamic shapes (symbolic sizes) are not supported")
-    return Layout(device_of(t), t.dtype, tuple(t.shape),
+    return Layout(device_type(t), t.dtype, tuple(t.shape),
                   tuple(t.stride()) if stride is None else tuple(stride), 0)
 
 

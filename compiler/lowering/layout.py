@@ -6,17 +6,11 @@ comments"). So the layout is decided here once for the whole graph, before lower
 Inductor's layout optimization does (`GraphLowering.decide_layout_opt` and
 `find_nodes_prefer_channels_last` in torch/_inductor/graph.py):
 
-- which graphs: those with 4-D convolutions (forward or backward), on a device whose
-  target prefers NHWC convolutions (codegen/targets.py), not a big graph with few
-  convolutions (ViT's patch embedding), and not where grouped convolutions dominate
-  (Inductor's measured channels-last speedups, weighted by FLOPs; in a training graph any
-  grouped convolution with more than one input channel per group, as Inductor decides:
-  cuDNN's NHWC grouped kernels can be many times slower). Training graphs too:
-  a training forward keeps the activations it saves for backward in NHWC, and reports
-  their strides to AOTAutograd, which compiles the backward for them (Inductor does the
-  same); where nothing compiles the backward for them (the explorer's pipeline captures
-  the backward for eager's strides first), the forward stays in eager's layout, and a
-  backward follows its forward: channels-last where its saved activations arrive NHWC;
+- which graphs: those with 4-D convolutions (forward or backward) on a device whose
+  target prefers NHWC convolutions (codegen/targets.py), unless they are few in a big
+  graph or grouped convolutions dominate (Inductor's rule, weighted by FLOPs); a training
+  forward only where its backward is compiled for the strides it reports (its saved
+  activations stay NHWC), a backward only where they arrive NHWC (`_why_not` says why not);
 - which values: the convolutions, every node whose value flows into one, and every node
   downstream of those. Their 4-D results are stored channels-last wherever lowering stores
   them, so pointwise kernels read and write NHWC and the next convolution gets NHWC as is.

@@ -1,10 +1,8 @@
 """Matrix products: cuBLAS, with the operands padded where its fast kernels need alignment.
 
-cuBLAS's tensor-core kernels want every leading dimension a multiple of 16 bytes. A
-product whose output has, say, 50257 columns (GPT-2's vocabulary) gets an unaligned
-kernel instead: on the H200, GPT-2 small's LM head took 3.34 ms in
-`cutlass_75_tensorop_bf16_s1688gemm_bf16_128x128_tn_align1`, against Inductor's 0.44 ms
-(which pads the weight, as here). So on CUDA, for products large enough to pay for the
+cuBLAS's tensor-core kernels want every leading dimension a multiple of 16 bytes; a
+product with, say, 50257 output columns (GPT-2's vocabulary) gets a much slower unaligned
+kernel (Inductor pads too). So on CUDA, for products large enough to pay for the
 copy, the misaligned inner (K) and output (N) sizes are padded with zeros to the next
 multiple: the weight is copied once per call into an aligned buffer (its dim order
 kept, so a transposed weight stays transposed), the product runs on aligned sizes, and

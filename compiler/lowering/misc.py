@@ -21,13 +21,9 @@ from kernelscope.compiler.lowering.reductions import reduce
 from kernelscope.compiler.lowering.registry import aten, prims, register_lowering
 
 
-def _meta(node: Node) -> torch.Tensor:
-    return out_meta(node)
-
-
 def _filled(g: LoweringContext, node: Node, value: Any) -> Any:
     """A tensor of the node's shape and dtype, every element `value`."""
-    meta = _meta(node)
+    meta = out_meta(node)
     dtype = meta.dtype
     return g.lazy(node, lambda idx: ops.constant(value, dtype), tuple(meta.shape), dtype)
 
@@ -85,7 +81,7 @@ def arange(g: LoweringContext, node: Node, *args: Any, **kwargs: Any) -> Any:
 
 
 def _range(g: LoweringContext, node: Node, start: Any, step: Any) -> Any:
-    meta = _meta(node)
+    meta = out_meta(node)
     dtype = meta.dtype
 
     def inner(idx: Index) -> Any:
@@ -99,7 +95,7 @@ def _range(g: LoweringContext, node: Node, start: Any, step: Any) -> Any:
 
 @register_lowering(aten.cat)
 def cat(g: LoweringContext, node: Node, tensors: Sequence[Any], dim: int = 0) -> Any:
-    meta = _meta(node)
+    meta = out_meta(node)
     size = tuple(meta.shape)
     dim = dim + len(size) if dim < 0 else dim
     dtype = meta.dtype
@@ -142,7 +138,7 @@ def cat(g: LoweringContext, node: Node, tensors: Sequence[Any], dim: int = 0) ->
 @register_lowering(aten.constant_pad_nd)
 def constant_pad_nd(g: LoweringContext, node: Node, x: TensorValue, pad: Sequence[int],
                     value: float = 0.0) -> Any:
-    meta = _meta(node)
+    meta = out_meta(node)
     size = tuple(meta.shape)
     nd = len(size)
     load = x.loader()
@@ -197,7 +193,7 @@ def trilinear(g: LoweringContext, node: Node, i1: Any, i2: Any, i3: Any, expand1
               expand2: Sequence[int], expand3: Sequence[int], sumdim: Sequence[int],
               unroll_dim: int = 1) -> Any:
     """sum over sumdim of i1 * i2 * i3, each unsqueezed at its expand dims (bilinear)."""
-    meta = _meta(node)
+    meta = out_meta(node)
     ndim = len(i1.size) + len(expand1)
     full = [1] * ndim
     loaders = []
@@ -218,5 +214,4 @@ def trilinear(g: LoweringContext, node: Node, i1: Any, i2: Any, i3: Any, expand1
         return acc
 
     lazy = g.lazy(node, product, full, cd, [i1, i2, i3])
-    total = reduce(g, node, lazy, list(sumdim), len(meta.shape) == ndim, "sum", dtype, cd)
-    return total
+    return reduce(g, node, lazy, list(sumdim), len(meta.shape) == ndim, "sum", dtype, cd)

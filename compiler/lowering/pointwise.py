@@ -89,14 +89,13 @@ def _register_simple(op_name: str, *targets: Any) -> None:
 
 
 for _name in ("exp exp2 expm1 log log1p log2 sqrt rsqrt sin cos tan tanh sigmoid erf floor "
-              "ceil trunc reciprocal sign neg abs asin acos atan sinh cosh").split():
+              "ceil trunc reciprocal sign neg abs asin acos atan sinh cosh maximum minimum "
+              "atan2 eq ne lt le gt ge bitwise_and bitwise_or bitwise_xor isnan isinf fmod "
+              "relu").split():
     _register_simple(_name, getattr(aten, _name))
-for _name in ("maximum minimum atan2").split():
-    _register_simple(_name, getattr(aten, _name))
-for _name in ("eq ne lt le gt ge").split():
-    _register_simple(_name, getattr(aten, _name))
-for _name in ("bitwise_and bitwise_or bitwise_xor").split():
-    _register_simple(_name, getattr(aten, _name))
+_register_simple("round", aten.round.default)
+_register_simple("mul", aten.mul, prims.mul)
+_register_simple("truediv", aten.div.Tensor, aten.div.Scalar, aten.true_divide, prims.div)
 
 
 def _logical(name: str) -> LoweringFn:
@@ -124,14 +123,6 @@ def bitwise_not(g: LoweringContext, node: Node, a: Any) -> Any:
     if a.dtype == torch.bool:  # ~ on a C++ bool promotes to int: ~true == -2, still true
         return _logical("logical_not")(g, node, a)
     return pointwise(g, node, ops.bitwise_not, a)
-_register_simple("isnan", aten.isnan)
-_register_simple("isinf", aten.isinf)
-_register_simple("round", aten.round.default)
-
-
-@register_lowering(aten.fmod)
-def fmod(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
-    return pointwise(g, node, ops.fmod, a, b)
 
 
 @register_lowering(aten.add, prims.add)
@@ -159,16 +150,6 @@ def sub(g: LoweringContext, node: Node, a: Any, b: Any, alpha: Any = 1) -> Any:
 @register_lowering(aten.rsub)
 def rsub(g: LoweringContext, node: Node, a: Any, b: Any, alpha: Any = 1) -> Any:
     return sub(g, node, b, a, alpha)
-
-
-@register_lowering(aten.mul, prims.mul)
-def mul(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
-    return pointwise(g, node, ops.mul, a, b)
-
-
-@register_lowering(aten.div.Tensor, aten.div.Scalar, aten.true_divide, prims.div)
-def div(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
-    return pointwise(g, node, ops.truediv, a, b)
 
 
 @register_lowering(aten.div.Tensor_mode, aten.div.Scalar_mode)
@@ -249,11 +230,6 @@ def _int_pow(g: LoweringContext, node: Node, a: Any, b: Any) -> Any:
 
         return pointwise(g, node, fn, a)
     return pointwise(g, node, ops.pow, a, b)
-
-
-@register_lowering(aten.relu)
-def relu(g: LoweringContext, node: Node, a: Any) -> Any:
-    return pointwise(g, node, ops.relu, a)
 
 
 @register_lowering(aten.clamp)

@@ -31,15 +31,12 @@ SPLIT_MAX_OUTPUTS = 64  # split only when a reduction has at most this many outp
 SPLIT_MIN_RNUMEL = 16384  # ... and at least this many elements per output
 SPLIT_CHUNK = 4096  # elements per row of the first pass: short enough to stay persistent
 SPLIT_MAX = 4096  # rows of the first pass (= elements the second pass reduces)
-# Column reductions (the loads step along the outputs: x.sum(0), a bias or norm-weight
-# gradient over the tokens): a column kernel runs COLUMN_OUTPUTS outputs a program
-# (codegen/triton/rules.py column_config), so 2304 outputs are 144 programs, one per SM
-# of a long loop each (latency bound: ViT's in-projection bias gradient ran at 100
-# GB/s). Split so the first pass has about COLUMN_PROGRAMS programs (8 of 256 threads
-# per SM fill an H200's 132), each reducing at least COLUMN_MIN_CHUNK rows; the number of
-# splits nearest that which divides the rows exactly (from half to twice it, chunks of at
-# least half the minimum) is preferred: the first pass then needs no mask, and a producer
-# over the rows fuses into it.
+# Column reductions (the loads step along the outputs: x.sum(0), a bias gradient) run
+# COLUMN_OUTPUTS outputs a program (codegen/triton/rules.py column_config): few outputs
+# are a few long, latency-bound programs. Split so the first pass has about
+# COLUMN_PROGRAMS programs (8 of 256 threads per SM fill an H200's 132), each reducing at
+# least COLUMN_MIN_CHUNK rows; a split count that divides the rows exactly is preferred
+# (no mask in the first pass, and a producer over the rows fuses into it).
 # Row sums with more outputs than SPLIT_MAX_OUTPUTS but at most ROW_SPLIT_MAX_OUTPUTS
 # (one row a program of 16 warps: 4 per SM, 132 SMs, codegen/triton/rules.py FEW_ROWS)
 # run as less than one wave; split them toward ROW_SPLIT_PROGRAMS programs, in whole
@@ -87,12 +84,7 @@ def reduce(g: LoweringContext, node: Node, x: TensorValue, dims: Any, keepdim: b
         v = load(full)
         return ops.to_dtype(v, src) if x.dtype != src else v
 
-    rnumel = 1
-    for r in rranges:
-        rnumel *= r
-    numel = 1
-    for s in out_size:
-        numel *= s
+    rnumel, numel = math.prod(rranges), math.prod(out_size)
     if rnumel == 0 or not rranges:
         # Over nothing: the identity (sum 0, prod 1, any False, all True). Over a single
         # element per output (0-d input, dims of size one only): that element itself.
@@ -409,10 +401,7 @@ def _inv(n: float) -> float:
 
 
 def _count(x: TensorValue, dims: Any) -> int:
-    n = 1
-    for k in _dims(dims, len(x.size)):
-        n *= x.size[k]
-    return n
+    return math.prod(x.size[k] for k in _dims(dims, len(x.size)))
 
 
 def _scale(g: LoweringContext, node: Node, total: Stored, factor: float, out: torch.dtype) -> Any:

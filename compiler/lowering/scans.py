@@ -40,9 +40,7 @@ def _prefix(g: LoweringContext, node: Node, x: TensorValue, dim: int, cd: torch.
         other = MASKED[rtype]
 
     def inner(idx: Index) -> Any:
-        p, j = list(idx[:n]), idx[n]
-        src = list(p)
-        src[dim] = j
+        p, src, j = row_pair(idx, n, dim)
         keep = ops.le(ops.index_expr(j, I64), ops.index_expr(p[dim], I64))
         v = lx(src)
         v = ops.to_dtype(v, cd) if x.dtype != cd else v
@@ -106,9 +104,7 @@ def logcumsumexp(g: LoweringContext, node: Node, x: TensorValue, dim: int) -> An
         return ops.where(finite, m, ops.constant(0.0, cd))
 
     def terms(idx: Index) -> Any:
-        p, j = list(idx[:n]), idx[n]
-        src = list(p)
-        src[dim] = j
+        p, src, j = row_pair(idx, n, dim)
         v = lx(src)
         v = ops.to_dtype(v, cd) if x.dtype != cd else v
         keep = ops.le(ops.index_expr(j, I64), ops.index_expr(p[dim], I64))

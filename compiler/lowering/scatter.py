@@ -19,6 +19,7 @@ and negative indices wrap as in eager.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -174,9 +175,7 @@ def index_put(g: LoweringContext, node: Node, x: TensorValue, indices: Sequence[
     if why:
         return g.extern(node, node.target, args, {}, fallback=True, reason=why)
     bshape = list(torch.broadcast_shapes(*[tuple(t.size) for t in tensors]))
-    k = 1
-    for s in bshape:
-        k *= s
+    k = math.prod(bshape)
     big = too_costly(g, node, x.numel(), k, args, {})
     if big is not None:
         return big
@@ -290,9 +289,7 @@ def masked_scatter(g: LoweringContext, node: Node, x: TensorValue, mask: TensorV
     """out[p] = source.flatten()[number of True in mask before p] where mask[p], else x:
     the count is a reduction over the flat positions up to p."""
     size = list(out_meta(node).shape)
-    numel = 1
-    for s in size:
-        numel *= s
+    numel = math.prod(size)
     big = too_costly(g, node, numel, numel, (x, mask, source), {})
     if big is not None:
         return big

@@ -1,17 +1,13 @@
 """softmax and log_softmax, lowered whole (they are kept out of the decomposition table).
 
 Where the backend has the one-pass `logsumexp` reduction (Triton) and the row is longer
-than a persistent reduction holds in registers, the row is read once for its
-logsumexp L and once more for the result: softmax = exp(x - L), log_softmax = x - L.
-The decomposed form (max, then sum of exp(x - max)) reads a long row three times, and
-F.cross_entropy's log_softmax, read back through the target's gather, used to be written
-out in full. Rows a persistent reduction holds take max and sum in registers instead (the
-same work), and log_softmax there is eager's (x - max) - log(sum): x - L rounds L, and
-with logits of magnitude ~5e3 that is 15x the 1e-5 tolerance near the row's max (a row
-too long for registers still has that error: the fix is the reduction's max and log(sum)
-as two values). Otherwise softmax is torch's own decomposition:
-exp(x - max) / sum(exp(x - max)), in float32 for 16-bit inputs; where the backend says
-so (C++), exp(x - max) * (1 / sum), the way eager's CPU kernel computes it.
+than a persistent reduction holds in registers, the row is read once for its logsumexp L
+and once more for the result (softmax = exp(x - L), log_softmax = x - L), not three times
+as the decomposed form reads it. Rows a persistent reduction holds take max and sum in
+registers, and log_softmax there is eager's (x - max) - log(sum): x - L rounds L, which
+for large logits is off by more than the tolerance near the row's max. Otherwise softmax
+is torch's decomposition, exp(x - max) / sum(exp(x - max)), in float32 for 16-bit inputs;
+where the backend says so (C++), exp(x - max) * (1 / sum), as eager's CPU kernel does.
 """
 
 from __future__ import annotations

@@ -67,9 +67,7 @@ def _at_rank(g: LoweringContext, node: Node, x: TensorValue, ranks: Any, dim: in
     lr, lx = ranks.loader(), x.loader()
 
     def pick(idx: Index) -> Any:
-        p, i = list(idx[:n]), idx[n]
-        q = list(p)
-        q[dim] = i
+        p, q, i = row_pair(idx, n, dim)
         want = ops.add(first(p), ops.index_expr(p[dim], I64))
         return ops.where(ops.eq(lr(q), want), ops.index_expr(i, I64), ops.constant(-1, I64))
 

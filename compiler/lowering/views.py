@@ -128,8 +128,12 @@ def slice_(g: LoweringContext, node: Node, x: TensorValue, dim: int = 0, start: 
 @register_lowering(aten.select.int)
 def select(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: int) -> TensorValue:
     dim = _norm_dim(dim, len(x.size))
-    index = index + x.size[dim] if index < 0 else index
-    size = _meta_size(node)
+    return _select(g, node, x, dim, index + x.size[dim] if index < 0 else index,
+                   _meta_size(node))
+
+
+def _select(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: int,
+            size: Sequence[int]) -> TensorValue:
     if isinstance(x, Stored):
         stride = list(x.view.stride)
         offset = x.view.offset + index * stride[dim]
@@ -184,7 +188,6 @@ def unfold(g: LoweringContext, node: Node, x: TensorValue, dim: int, size: int, 
     return remap(g, node, x, out, reindex)
 
 
-
 def _narrow(g: LoweringContext, node: Node, x: TensorValue, dim: int, start: int, length: int
             ) -> TensorValue:
     size = list(x.size)
@@ -224,18 +227,7 @@ def split(g: LoweringContext, node: Node, x: TensorValue, split_size: int, dim: 
 def unbind(g: LoweringContext, node: Node, x: TensorValue, dim: int = 0) -> tuple[TensorValue, ...]:
     dim = _norm_dim(dim, len(x.size))
     size = [s for k, s in enumerate(x.size) if k != dim]
-    out: list[TensorValue] = []
-    for i in range(x.size[dim]):
-        if isinstance(x, Stored):
-            stride = [st for k, st in enumerate(x.view.stride) if k != dim]
-            out.append(x.with_view(size, stride, x.view.offset + i * x.view.stride[dim]))
-        else:
-            out.append(remap(g, node, x, size, _select_at(dim, i)))
-    return tuple(out)
-
-
-def _select_at(dim: int, i: int) -> Callable[[Index], list[sympy.Expr]]:
-    return lambda idx: list(idx[:dim]) + [sympy.Integer(i)] + list(idx[dim:])
+    return tuple(_select(g, node, x, dim, i, size) for i in range(x.size[dim]))
 
 
 @register_lowering(aten.repeat)
