@@ -25,23 +25,18 @@ class CompileOptions:
     backend: str = "auto"  # a registered backend's name, or "auto" (codegen/backends.py)
     fusion: bool = True  # vertical and horizontal fusion in the scheduler
     memory_reuse: bool = True  # reuse dead buffers in the memory plan
-    # independent pointwise kernels in a row launched as one (an optimizer step's
-    # per-parameter updates: schedule/horizontal.py); needs fusion on
+    # an optimizer step's per-parameter updates, say (schedule/horizontal.py); needs fusion
     combo_kernels: bool = True  # horizontal fusion into combo (foreach) kernels
     split_reductions: bool = True  # two-kernel reductions when few outputs, long rows
     persistent_rblock: int = 4096  # rows up to this long run as persistent reductions
     inductor: bool = False  # also time torch.compile's own Inductor in `profile`
     profile: bool = True  # time eager and compiled code where that means something
-    # CPU threads the `profile` stage times with (torch's and OpenMP's), pinned to as many
-    # cores (compiler/runtime/slot.py); 0 keeps the process's own count (OMP_NUM_THREADS).
-    # One by default: on a shared host an OpenMP team waits at each barrier for a thread
-    # that another process preempted (a 7 us product measured at 150 ms with two threads).
+    # Torch's and OpenMP's, pinned to as many cores (compiler/runtime/slot.py). One by
+    # default: on a shared host an OpenMP team waits at each barrier for a preempted thread.
     threads: int = 1  # CPU threads the profile times with (0: the process's own)
     check: bool = True  # compare compiled outputs against eager in `run`
     atol: float = 1e-4  # absolute tolerance of the check against eager
     rtol: float = 1e-4  # relative tolerance of the check against eager
-    # On: the GPT-2 block error (4.5% off eager) was flash attention's output strides, now
-    # conformed to the planned layout (codegen/wrapper.py LAYOUT_AT_RUNTIME).
     attention_to_sdpa: bool = True  # naive attention -> scaled_dot_product_attention (CUDA)
     # "min_cut" recomputes cheap pointwise work in the backward (Inductor's rule), "default"
     # saves every intermediate the backward reads (capture/aot.py)
@@ -64,15 +59,11 @@ class CompileOptions:
     # measured it); 1 builds them one after another, in process
     compile_workers: int = 0  # threads that build a graph's GPU kernels in parallel
     cache_dir: str | None = None  # on-disk compile cache; None: ~/.cache/kernelscope
-    # your own run: write each compile's events here, one file per compile
-    # (compiler/trace/writer.py; `kernelscope open DIR` imports them)
     trace_dir: str | None = None  # write each compile's trace here (kernelscope open DIR)
     entry: str | None = None  # snippet entry point override
-    # False: an op without a lowering (or a case a lowering hands to ATen) makes the graph
-    # run eagerly with the reason, so coverage counts only what is lowered natively.
+    # False: so coverage counts only what is lowered natively
     fallback: bool = True  # an op without a lowering runs on ATen; False: the graph runs eagerly
-    # Triton kernels the interpreter ran on a CPU host are also compiled offline for this
-    # GPU (TTIR..PTX, SASS): never run here. "" turns it off.
+    # Triton kernels the interpreter ran on a CPU host, compiled offline (never run here)
     gpu_target: str = "sm_90"  # GPU target of the offline Triton stages (sm_80, sm_90, ...; "" off)
     debug_index_asserts: bool = False  # check every indirect index on the device (a debug aid)
     extra: Mapping[str, Any] = field(default_factory=dict)

@@ -38,9 +38,7 @@ from kernelscope.compiler.runtime.slot import timing_slot
 
 Inputs = list[list[Any]]
 # Seconds each side's rows may repeat for when their sum does not settle (a loaded host):
-# half the headline figures' budget. Rows are at least MIN_REPEATS repeats whatever this
-# is; at load 10-13 the 6-block training step's profile stage took 4.4-5.3 s, four
-# one-second budgets of it spent in full.
+# half the headline figures' budget (rows are at least MIN_REPEATS repeats whatever this is).
 ROWS_BUDGET_S = 0.5
 
 

@@ -263,7 +263,7 @@ def run_snippet(path: Path, device: str, entry_name: str | None = None) -> Entry
     except SnippetError:
         raise
     except BaseException as e:  # the user's code failed: say where
-        raise SnippetError("exception", f"{type(e).__name__}: {e}", _user_line(e, path),
+        raise SnippetError("exception", f"{type(e).__name__}: {e}", user_line_of(e, path),
                            traceback.format_exc(limit=-8)) from e
     entry = recorder.calls[0] if entry_name is None and recorder.calls else \
         _explicit_entry(scope, tree, entry_name)
@@ -302,7 +302,7 @@ def _last_definition(scope: dict[str, Any], tree: ast.Module) -> str | None:
     return found
 
 
-def _user_line(e: BaseException, path: Path) -> int | None:
+def user_line_of(e: BaseException, path: Path) -> int | None:
     line = None
     for frame in traceback.extract_tb(e.__traceback__):
         if frame.filename == str(path):
@@ -310,7 +310,3 @@ def _user_line(e: BaseException, path: Path) -> int | None:
     if line is None and isinstance(e, SyntaxError):
         line = e.lineno
     return line
-
-
-def user_line_of(e: BaseException, path: Path) -> int | None:
-    return _user_line(e, path)

@@ -130,7 +130,7 @@ def _graph_text(gm: torch.fx.GraphModule) -> list[Any]:
         if node.op == "call_module":
             raise NotCacheable(f"node {node.name} calls a module")
         if node.op == "get_attr":
-            parts.append([node.target, _constant(_attr(gm, str(node.target)))])
+            parts.append([node.target, _constant(operator.attrgetter(str(node.target))(gm))])
     return parts
 
 
@@ -237,11 +237,4 @@ def store(key: str, options: Any, entry: Entry, library: Path | None) -> None:
 def constant_values(gm: torch.fx.GraphModule, names: list[str]) -> list[Any]:
     """The tensors of the graph's get_attr nodes `names`, in that order."""
     nodes = {n.name: n for n in gm.graph.nodes if n.op == "get_attr"}
-    return [_attr(gm, str(nodes[name].target)) for name in names]
-
-
-def _attr(gm: torch.fx.GraphModule, target: str) -> Any:
-    obj: Any = gm
-    for part in target.split("."):
-        obj = getattr(obj, part)
-    return obj
+    return [operator.attrgetter(str(nodes[name].target))(gm) for name in names]

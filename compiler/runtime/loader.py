@@ -133,10 +133,8 @@ def _import(path: Path, name: str) -> ModuleType:
 def zeros_like_spec(t: Any) -> Any:
     if not isinstance(t, torch.Tensor):
         return t
-    return torch.zeros_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype,
-                               device=t.device) if hasattr(torch, "zeros_strided") else \
-        torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype,
-                            device=t.device).zero_()
+    return torch.empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype,
+                               device=t.device).zero_()
 
 
 def input_specs(args: list[Any]) -> list[dict[str, Any]] | None:

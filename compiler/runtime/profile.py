@@ -39,10 +39,6 @@ def bench_samples(fn: Callable[[], Any], cuda: bool,
                                                       return_mode="all")]
 
 
-def _bench_cuda(fn: Callable[[], Any]) -> float:
-    return statistics.median(bench_samples(fn, cuda=True))
-
-
 _PEAK: dict[str, float] = {}
 
 
@@ -52,7 +48,7 @@ def copy_bandwidth_gbps() -> float:
         n = 256 * 1024 * 1024 // 4
         src = torch.empty(n, device=CUDA)
         dst = torch.empty_like(src)
-        ms = _bench_cuda(lambda: dst.copy_(src))
+        ms = statistics.median(bench_samples(lambda: dst.copy_(src), cuda=True))
         _PEAK[CUDA] = 2 * src.numel() * 4 / (ms * 1e-3) / 1e9
         del src, dst
     return _PEAK[CUDA]
@@ -82,16 +78,8 @@ def _timed_inductor(out: dict[str, Any], fn: Callable[[], Any], modules: Any,
         peak = peak_bytes(fn, cuda)
     kernels = [{**k, "ms": times.get(k["name"])} for k in out["kernels"]]
     return {**out, "kernels": kernels, "measured": True, "reason": None,
-            "device": _device_name(cuda), "inductor_ms": spread["ms"], "inductor_time": spread,
-            "peak_bytes": peak}
-
-
-def _device_name(cuda: bool) -> str:
-    return torch.cuda.get_device_name() if cuda else CPU
-
-
-def _r(x: float | None) -> float | None:
-    return round(x, 4) if x is not None else None
+            "device": torch.cuda.get_device_name() if cuda else CPU,
+            "inductor_ms": spread["ms"], "inductor_time": spread, "peak_bytes": peak}
 
 
 def _kernel_times(modules: list[tuple[Any, list[str]]], fn: Callable[[], Any], cuda: bool,

@@ -11,9 +11,8 @@ import torch
 from kernelscope.compiler.devices import CPU, is_gpu
 
 device = torch.device
-# Inductor's allocation fast paths (no argument parsing, no device string): a few
-# microseconds per buffer on a one-kernel graph's call (CPU: 9.4 -> 3.4 us a buffer
-# under cProfile on this 2-core host).
+# Inductor's allocation fast paths (no argument parsing, no device string): microseconds a
+# buffer on every call.
 _empty_strided_cuda = getattr(torch._C._dynamo.guards, "_empty_strided_cuda", None)
 _empty_strided_cpu = getattr(torch._C._dynamo.guards, "_empty_strided_cpu", None)
 

@@ -11,9 +11,7 @@ In: a MatmulTemplate with its configs, the backend. Out: {"ms": name -> ms, "err
 name -> why a config was dropped}, what runtime/autotune.py caches.
 
 `precompile` builds the candidates of every product about to be measured at once, in the
-backend's compile pool, before any is timed: measured one after another, each config's
-first launch paid its own Triton build in a row (8 configs per product, a few dozen
-products in a transformer's training step).
+backend's compile pool, before any is timed, so no config's first launch builds alone.
 """
 
 from __future__ import annotations

@@ -281,20 +281,12 @@ def _outputs(graphs: list[tuple[LoggedCompile, str, int]]
              ) -> list[tuple[int, str, dict[str, Any] | None]]:
     """(graph id, output module, its node mapping): a compile's modules in the order
     Inductor wrote them, forward before backward."""
-    out = []
-    by_compile: dict[str, list[int]] = {}
+    by_compile: dict[str, tuple[LoggedCompile, list[int]]] = {}
     for one, _kind, gid in graphs:
-        by_compile.setdefault(one.compile_id, []).append(gid)
-    seen: set[str] = set()
-    for one, _kind, _gid in graphs:
-        if one.compile_id in seen:
-            continue
-        seen.add(one.compile_id)
-        ids = by_compile[one.compile_id]
-        for i, text in enumerate(one.output_code[:len(ids)]):
-            mapping = one.mappings[i] if i < len(one.mappings) else None
-            out.append((ids[i], text, mapping))
-    return out
+        by_compile.setdefault(one.compile_id, (one, []))[1].append(gid)
+    return [(ids[i], text, one.mappings[i] if i < len(one.mappings) else None)
+            for one, ids in by_compile.values()
+            for i, text in enumerate(one.output_code[:len(ids)])]
 
 
 def _codegen(graphs: list[tuple[LoggedCompile, str, int]]) -> dict[str, Any]:
