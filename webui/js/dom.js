@@ -83,18 +83,20 @@ export function badge(text, kind = "") {
   return h(`span.badge${kind ? "." + kind : ""}`, text);
 }
 
-// A long list drawn as it is read: `make(item)` for the first `chunk` items into `parent`,
-// then a row saying how many are left (`more(n)`), replaced by the next chunk when it
-// comes near the view; `drawn()` runs after each later chunk (a pane marks its selection).
+// A long list drawn as it is read: `make(item)` for the first `first` items (`chunk` unless
+// said) into `parent`, then a row saying how many are left (`more(n)`), replaced by the
+// next `chunk` when it comes near the view (a list in a closed <details> waits for its
+// opening); `drawn()` runs after each later chunk (a pane marks its selection).
 /**
  * @template T
  * @param {Element} parent @param {T[]} items @param {(item: T) => Element} make
  * @param {(left: number) => Element} more
  */
-export function growing(parent, items, make, more, { chunk = 60, drawn = () => {} } = {}) {
+export function growing(parent, items, make, more, { chunk = 60, first = chunk,
+  drawn = () => {} } = {}) {
   let at = 0;
-  const step = () => {
-    const end = Math.min(items.length, at + chunk);
+  const step = (count = chunk) => {
+    const end = Math.min(items.length, at + count);
     parent.append(...items.slice(at, end).map(make));
     at = end;
     if (at >= items.length || typeof IntersectionObserver !== "function") {
@@ -112,6 +114,32 @@ export function growing(parent, items, make, more, { chunk = 60, drawn = () => {
     }, { rootMargin: "600px 0px" });
     seen.observe(sentinel);
   };
-  step();
+  step(first);
   return parent;
+}
+
+// Resolves once the next frame is drawn (or after `ms` on a page that draws none, a hidden
+// one): what follows runs in a task of its own, after what came before has painted.
+export function afterFrame(ms = 250) {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    requestAnimationFrame(() => setTimeout(() => { clearTimeout(timer); resolve(); }, 0));
+  });
+}
+
+// `placeholder` until it comes near the view, then what `build()` makes in its place, and
+// `done()` after (at once where there is no IntersectionObserver).
+export function whenNear(placeholder, build, done = () => {}) {
+  if (typeof IntersectionObserver !== "function") {
+    queueMicrotask(done);
+    return build();
+  }
+  const seen = new IntersectionObserver((entries) => {
+    if (!entries.some((e) => e.isIntersecting)) return;
+    seen.disconnect();
+    placeholder.replaceWith(build());
+    done();
+  }, { rootMargin: "600px 0px" });
+  seen.observe(placeholder);
+  return placeholder;
 }

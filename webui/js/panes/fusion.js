@@ -8,6 +8,9 @@ import { Pane } from "./pane.js";
 /** @typedef {import("../trace.js").Trace} Trace */
 /** @typedef {import("../../types/events").StageName} StageName */
 
+// Rows of each table drawn with the pane: about a view's height of the first table.
+const FIRST_ROWS = 20;
+
 export class FusionPane extends Pane {
   id = "fusion";
   title = "Fusion";
@@ -40,7 +43,7 @@ export class FusionPane extends Pane {
         h("h3", `Graph ${g.id} · ${plural(g.kernels.length, "kernel")}`,
           h("span.hint", `${plural(g.decisions.length, "fusion")} tried: ${accepted} accepted, ` +
             `${g.decisions.length - accepted} refused`)),
-        h("h4", "Kernels, in execution order"), this.kernelTable(g),
+        h("h4", "Kernels, in execution order"), h("div.table-wrap", this.kernelTable(g)),
         h("h4", "Fusion decisions, in the order tried"), this.decisionTable(g),
         g.removed_buffers?.length
           ? h("p.note", `Never stored (produced and consumed inside one kernel): ${g.removed_buffers.join(", ")}`)
@@ -71,11 +74,12 @@ export class FusionPane extends Pane {
       this.tbody(g.kernels.map((k, i) => [k, i]), ([k, i]) => row(k, i), 6));
   }
 
-  // A model's tables have hundreds of rows: drawn in chunks as they are scrolled to.
-  tbody(items, make, columns) {
+  // A model's tables have hundreds of rows: drawn in chunks as they are scrolled to, the
+  // first FIRST_ROWS at once (none for a folded group, until it is opened).
+  tbody(items, make, columns, first = FIRST_ROWS) {
     return growing(h("tbody"), items, make,
       (left) => h("tr.more", h("td", { colspan: columns }, `${left} more rows…`)),
-      { drawn: () => this.select(this.ctx.current()) });
+      { first, drawn: () => this.select(this.ctx.current()) });
   }
 
   /** @param {import("../../types/events").SchedulingGraph} g */
@@ -85,16 +89,17 @@ export class FusionPane extends Pane {
     const accepted = numbered.filter(({ d }) => d.fused);
     const groups = refusalGroups(numbered.filter(({ d }) => !d.fused));
     return h("div.decisions",
-      accepted.length ? this.decisionRows(g, accepted, "table.grid.decisions") : null,
+      accepted.length
+        ? h("div.table-wrap", this.decisionRows(g, accepted, "table.grid.decisions")) : null,
       groups.map(({ reason, quiet, items }) => h(`details.refusals${quiet ? ".quiet" : ""}`,
         { open: !quiet, dataset: { count: items.length } },
         h("summary", badge(`${items.length} refused`, "bad"), " ", reason,
           quiet ? h("span.hint", " · folded: nothing to fuse into") : null),
-        this.decisionRows(g, items, "table.grid.decisions"))));
+        this.decisionRows(g, items, "table.grid.decisions", quiet ? 0 : FIRST_ROWS))));
   }
 
   /** @param {import("../../types/events").SchedulingGraph} g @param {{ d: import("../../types/events").FusionDecision, n: number }[]} items @param {string} tag */
-  decisionRows(g, items, tag) {
+  decisionRows(g, items, tag, first = FIRST_ROWS) {
     const row = ({ d, n }) => {
       const tr = h(`tr.${d.fused ? "accepted" : "refused"}`,
         h("td.num", n),
@@ -110,7 +115,7 @@ export class FusionPane extends Pane {
     return h(tag,
       h("thead", h("tr", ["#", "pair", "kind", "result", "reason", "saves"]
         .map((c) => h("th", c)))),
-      this.tbody(items, row, 6));
+      this.tbody(items, row, 6, first));
   }
 
   select(sel) {

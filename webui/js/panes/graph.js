@@ -7,7 +7,7 @@
 // coloured by the kernel that computes them; clicking a node shows its details and pins
 // its provenance.
 
-import { h, clear, empty, shape } from "../dom.js";
+import { h, clear, empty, shape, afterFrame } from "../dom.js";
 import { fromNode, fromKernel, fromBuffer, fromModule, union, emptySelection } from "../provenance.js";
 import { collapse, firstOpen } from "../collapse.js";
 import { Pane } from "./pane.js";
@@ -179,20 +179,25 @@ export class GraphPane extends Pane {
     this.fx?.destroy();
     this.fx = this.draw(cytoscape, this.fxEl, fxEls, fxAt);
     this.wire(this.fx, "fx", (node) => fromNode(this.ctx.index(), id, node.id()));
+    this.fit(this.fx);
     this.kg?.destroy();
     this.kg = null;
     clear(this.kEl);
     if (!kEls) {
       this.kEl.append(empty("Kernels appear here after scheduling."));
     } else {
+      // The kernel graph in a task of its own, once the FX graph has painted: a model's
+      // two graphs drawn and painted together held the page for over 200 ms.
+      await afterFrame();
+      if (run !== this.generation) return;
       this.kg = this.draw(cytoscape, this.kEl, kEls, kAt);
       this.wire(this.kg, "kg", (node) => node.data("kind") === "kernel"
         ? fromKernel(this.ctx.index(), id, node.id())
         : fromBuffer(this.ctx.index(), id, node.id()));
+      this.fit(this.kg);
     }
     this.setPending(false);
     this.select(this.ctx.current());
-    this.shown();
   }
 
   // Node positions from the page's layout worker, or null (lay out on the page).
@@ -405,26 +410,27 @@ export class GraphPane extends Pane {
   }
 
   shown() {
-    for (const cy of [this.fx, this.kg]) {
-      if (!cy) continue;
-      cy.resize();
-      cy.fit(undefined, 16);
-      if (cy.zoom() > MAX_FIT_ZOOM) {
-        cy.zoom(MAX_FIT_ZOOM);
-        cy.center();
-      } else if (cy.zoom() < MIN_FIT_ZOOM) {
-        // Readable zoom, from the graph's top row (the middle of a wide graph's bounding
-        // box may hold no node at all), and from the left edge that shows the most of the
-        // rows in view whole: a node's left side that cuts no other node in two.
-        const first = cy.nodes().min((n) => n.boundingBox().y1 * 1e6 + n.position().x).ele;
-        const top = first.boundingBox().y1;
-        const z = MIN_READABLE_ZOOM;
-        const rows = cy.nodes().filter((n) => n.boundingBox().y1 < top + cy.height() / z);
-        const left = readableLeft(first.boundingBox(), rows.map((n) => n.boundingBox()),
-          (cy.width() - 32) / z, 16 / z);
-        cy.zoom(z);
-        cy.pan({ x: 16 - left * z, y: 16 - top * z });
-      }
+    for (const cy of [this.fx, this.kg]) if (cy) this.fit(cy);
+  }
+
+  fit(cy) {
+    cy.resize();
+    cy.fit(undefined, 16);
+    if (cy.zoom() > MAX_FIT_ZOOM) {
+      cy.zoom(MAX_FIT_ZOOM);
+      cy.center();
+    } else if (cy.zoom() < MIN_FIT_ZOOM) {
+      // Readable zoom, from the graph's top row (the middle of a wide graph's bounding
+      // box may hold no node at all), and from the left edge that shows the most of the
+      // rows in view whole: a node's left side that cuts no other node in two.
+      const first = cy.nodes().min((n) => n.boundingBox().y1 * 1e6 + n.position().x).ele;
+      const top = first.boundingBox().y1;
+      const z = MIN_READABLE_ZOOM;
+      const rows = cy.nodes().filter((n) => n.boundingBox().y1 < top + cy.height() / z);
+      const left = readableLeft(first.boundingBox(), rows.map((n) => n.boundingBox()),
+        (cy.width() - 32) / z, 16 / z);
+      cy.zoom(z);
+      cy.pan({ x: 16 - left * z, y: 16 - top * z });
     }
   }
 

@@ -5,13 +5,41 @@
 // `blocks.1`) are rows of their own: the same source lines, told apart by path.
 
 import { h, clear, empty, badge } from "../dom.js";
-import { fromModule, fromNode, fromBuffer, fromKernel, inModule } from "../provenance.js";
+import { fromModule, fromNode, fromBuffer, fromKernel } from "../provenance.js";
 import { Pane } from "./pane.js";
 
 /** @typedef {import("../trace.js").Trace} Trace */
 /** @typedef {import("../../types/events").StageName} StageName */
 
 const ROOT = "";
+const NONE = { nodes: 0, buffers: 0, kernels: 0 };
+
+// Each module's count of nodes, buffers and kernels in it or in a module inside it (what
+// provenance.js's `inModule` says of each), in one pass over them: a path and every path
+// above it, up to the root (""), each counted once per item.
+export function countsByModule(index) {
+  const counts = new Map();
+  const within = (modules) => {
+    const paths = new Set();
+    for (const m of modules) {
+      if (m === null || m === undefined) continue;
+      paths.add(ROOT);
+      for (let at = m.indexOf("."); at >= 0; at = m.indexOf(".", at + 1)) paths.add(m.slice(0, at));
+      paths.add(m);
+    }
+    return paths;
+  };
+  const bump = (modules, what) => {
+    for (const path of within(modules)) {
+      if (!counts.has(path)) counts.set(path, { ...NONE });
+      counts.get(path)[what] += 1;
+    }
+  };
+  for (const n of index.nodes) bump([n.module], "nodes");
+  for (const b of index.buffers) bump(b.modules, "buffers");
+  for (const k of index.kernels) bump(k.modules, "kernels");
+  return counts;
+}
 
 export class ModulesPane extends Pane {
   id = "modules";
@@ -41,8 +69,9 @@ export class ModulesPane extends Pane {
       return false;
     }
     const entries = [[ROOT, trace.data("source")?.entry ?? "model"], ...index.modules];
+    const counts = countsByModule(index);
     this.tree = h("div.module-tree", { role: "tree" },
-      entries.map(([path, type]) => this.row(index, path, type)));
+      entries.map(([path, type]) => this.row(path, type, counts.get(path) ?? NONE)));
     this.details = h("div.module-details");
     clear(this.el, h("div.module-head", h("b", `${index.modules.size} modules`),
       h("span.hint", "click a module to list its nodes, buffers and kernels")),
@@ -52,12 +81,8 @@ export class ModulesPane extends Pane {
     return true;
   }
 
-  row(index, path, type) {
+  row(path, type, { nodes, buffers, kernels }) {
     const depth = path === ROOT ? 0 : path.split(".").length;
-    const count = (list, own) => list.filter(own).length;
-    const nodes = count(index.nodes, (n) => inModule(n.module, path));
-    const buffers = count(index.buffers, (b) => b.modules.some((m) => inModule(m, path)));
-    const kernels = count(index.kernels, (k) => k.modules.some((m) => inModule(m, path)));
     const name = path === ROOT ? type : path.slice(path.lastIndexOf(".") + 1);
     const el = h("div.module-row", { role: "treeitem", dataset: { module: path },
       style: { "--depth": depth }, title: path || "the compiled module" },
