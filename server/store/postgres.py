@@ -30,7 +30,7 @@ from typing import Any
 
 from kernelscope.compiler.events.read import envelope
 from kernelscope.server.store.parts import Split
-from kernelscope.server.store.rows import StoreUnavailable, TraceRows, prepared
+from kernelscope.server.store.rows import Prepared, StoreUnavailable, TraceRows, prepare
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS traces (
@@ -95,21 +95,24 @@ class PostgresTraceStore(TraceRows):
         self, code: str, options: dict[str, Any], events: list[dict[str, Any]] | Split,
         ok: bool,
     ) -> str:
-        ident, stored, parts = prepared(code, options, events)
+        return self.put_prepared(prepare(code, options, events, ok))
+
+    def put_prepared(self, trace: Prepared) -> str:
         try:
             with self._connect() as conn, conn.transaction():
                 conn.cursor().executemany(
                     "INSERT INTO trace_parts (trace_id, key, body) VALUES (%s, %s, %s)"
                     " ON CONFLICT (trace_id, key) DO NOTHING",
-                    [(ident, key, body) for key, body in parts.items()])
+                    [(trace.ident, key, body) for key, body in trace.parts.items()])
                 conn.execute(
                     "INSERT INTO traces (id, created, ok, code, options, events)"
                     " VALUES (%s, %s, %s, %s, %s::jsonb, %s) ON CONFLICT (id) DO NOTHING",
-                    (ident, datetime.now(UTC), ok, code, json.dumps(options), json.dumps(stored)),
+                    (trace.ident, datetime.now(UTC), trace.ok, trace.code,
+                     json.dumps(trace.options), trace.events),
                 )
         except (self._psycopg.OperationalError, self._psycopg.InterfaceError) as exc:
             raise StoreUnavailable(f"PostgreSQL: {str(exc).strip()[:200]}") from exc
-        return ident
+        return trace.ident
 
     def add_follow_up(self, ident: str, event: dict[str, Any]) -> None:
         try:

@@ -19,6 +19,7 @@ import hashlib
 import json
 import re
 import string
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kernelscope.compiler.events.read import envelope
@@ -80,6 +81,28 @@ def prepared(code: str, options: dict[str, Any], events: list[dict[str, Any]] | 
         raise ValueError(f"not a part key: {bad[0][:80]!r}")
     ident, head = stamped(code, options, parted.head, split_id(code, options, parted))
     return ident, head, parted.parts
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A finished trace as a store writes it: its id, its row's fields, its row's events as
+    JSON text (`done` stamped with the id) and its parts' texts. An upload's child process
+    makes it (server/web/upload_child.py), so the web tier stores the texts it never
+    decoded."""
+
+    ident: str
+    ok: bool
+    code: str
+    options: dict[str, Any]
+    events: str
+    parts: dict[str, str]
+
+
+def prepare(code: str, options: dict[str, Any], events: list[dict[str, Any]] | Split,
+            ok: bool) -> Prepared:
+    """`prepared`, its events serialised: what `put_prepared` takes."""
+    ident, stored, parts = prepared(code, options, events)
+    return Prepared(ident, ok, code, options, json.dumps(stored), parts)
 
 
 class TraceRows:
@@ -183,6 +206,10 @@ class Store(Protocol):
     ) -> str:
         """Store a finished trace: whole, or in parts when it is big (server/store/parts.py),
         or in the parts a `Split` already holds (an upload child's, never decoded here)."""
+        ...
+
+    def put_prepared(self, trace: Prepared) -> str:
+        """Store a trace `prepare` made (here or in another process), its texts as given."""
         ...
 
     def add_follow_up(self, ident: str, event: dict[str, Any]) -> None:

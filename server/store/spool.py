@@ -25,7 +25,13 @@ from typing import Any
 from kernelscope.compiler.events.read import envelope
 from kernelscope.server.store.parts import Split, assemble, valid_key
 from kernelscope.server.store.raw import StoredHead
-from kernelscope.server.store.rows import ID_PATTERN, Store, StoreUnavailable, prepared
+from kernelscope.server.store.rows import (
+    ID_PATTERN,
+    Prepared,
+    Store,
+    StoreUnavailable,
+    prepared,
+)
 
 log = logging.getLogger(__name__)
 RETRY_S = 2.0
@@ -58,11 +64,27 @@ class SpoolingStore:
             record = {"id": ident, "created": datetime.now(UTC).isoformat(timespec="seconds"),
                       "ok": ok, "code": code, "options": options, "events": stored,
                       "parts": parts, "raw_events": raw}  # fmt: skip
-            tmp = self.folder / f".{ident}.tmp"
-            tmp.write_text(json.dumps(record))
-            os.replace(tmp, self.folder / f"{ident}.json")
-            log.warning("trace %s spooled to %s: %s", ident, self.folder, exc)
+            self._spool(ident, json.dumps(record), exc)
             return ident
+
+    def put_prepared(self, trace: Prepared) -> str:
+        """As `put`; a spooled record holds the events' text as given, never decoded."""
+        self.flush()
+        try:
+            return self.inner.put_prepared(trace)
+        except StoreUnavailable as exc:
+            fields = json.dumps({
+                "id": trace.ident, "created": datetime.now(UTC).isoformat(timespec="seconds"),
+                "ok": trace.ok, "code": trace.code, "options": trace.options,
+                "parts": trace.parts})  # fmt: skip
+            self._spool(trace.ident, f'{fields[:-1]}, "events": {trace.events}}}', exc)
+            return trace.ident
+
+    def _spool(self, ident: str, text: str, why: Exception) -> None:
+        tmp = self.folder / f".{ident}.tmp"
+        tmp.write_text(text)
+        os.replace(tmp, self.folder / f"{ident}.json")
+        log.warning("trace %s spooled to %s: %s", ident, self.folder, why)
 
     def add_follow_up(self, ident: str, event: dict[str, Any]) -> None:
         """Like `put`: spooled to `<spool>/<id>-<stage>.followup` while the database is
@@ -160,6 +182,15 @@ class SpoolingStore:
             written += 1
         return written
 
+    def _write(self, record: dict[str, Any]) -> None:
+        """A spooled trace into the database: as `put` was given it (its `raw_events`),
+        or as `put_prepared` was."""
+        if "raw_events" in record:
+            self.inner.put(record["code"], record["options"], _raw(record["raw_events"]),
+                           bool(record["ok"]))
+        else:
+            self.inner.put_prepared(_prepared(record))
+
     def flush(self, force: bool = False) -> int:
         """Write spooled traces to the database; how many were written."""
         now = time.monotonic()
@@ -171,8 +202,7 @@ class SpoolingStore:
             self._next_try = now + RETRY_S
             written = self._drain(
                 self.folder.glob("*.json"), "trace",
-                lambda r: self.inner.put(r["code"], r["options"], _raw(r["raw_events"]),
-                                         bool(r["ok"])))
+                self._write)
             # A follow-up once its trace is in the database (one whose trace is still
             # spooled waits with it).
             self._drain(
@@ -184,6 +214,11 @@ class SpoolingStore:
         if written:
             log.info("wrote %d spooled traces to the database", written)
         return written
+
+
+def _prepared(record: dict[str, Any]) -> Prepared:
+    return Prepared(str(record["id"]), bool(record["ok"]), record["code"], record["options"],
+                    json.dumps(record["events"]), record["parts"])
 
 
 def _raw(raw: Any) -> list[dict[str, Any]] | Split:

@@ -24,7 +24,14 @@ from typing import Any
 from kernelscope.compiler.events.read import envelope
 from kernelscope.server.store.parts import Split
 from kernelscope.server.store.postgres import PostgresTraceStore
-from kernelscope.server.store.rows import ID_PATTERN, Store, TraceRows, prepared, trace_id
+from kernelscope.server.store.rows import (
+    ID_PATTERN,
+    Prepared,
+    Store,
+    TraceRows,
+    prepare,
+    trace_id,
+)
 
 __all__ = ["ID_PATTERN", "Store", "TraceStore", "is_url", "open_store", "trace_id"]
 
@@ -82,20 +89,23 @@ class TraceStore(TraceRows):
     ) -> str:
         """Store a finished trace. `events` ends with `done`, whose trace_id is filled in;
         a big one's parts are written first, in the same transaction."""
-        ident, stored, parts = prepared(code, options, events)
+        return self.put_prepared(prepare(code, options, events, ok))
+
+    def put_prepared(self, trace: Prepared) -> str:
         created = datetime.now(UTC).isoformat(timespec="seconds")
         with self._connect() as conn:
             conn.execute("BEGIN IMMEDIATE")
             conn.executemany(
                 "INSERT OR IGNORE INTO trace_parts (trace_id, key, body) VALUES (?, ?, ?)",
-                [(ident, key, body) for key, body in parts.items()])
+                [(trace.ident, key, body) for key, body in trace.parts.items()])
             conn.execute(
                 "INSERT OR IGNORE INTO traces (id, created, ok, code, options, events)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
-                (ident, created, int(ok), code, json.dumps(options), json.dumps(stored)),
+                (trace.ident, created, int(trace.ok), trace.code, json.dumps(trace.options),
+                 trace.events),
             )
             conn.execute("COMMIT")
-        return ident
+        return trace.ident
 
     def add_follow_up(self, ident: str, event: dict[str, Any]) -> None:
         with self._connect() as conn:

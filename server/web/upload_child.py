@@ -1,9 +1,11 @@
 """The child process that opens an upload (server/web/uploads.py starts it): stdin the raw
 body of `POST /api/traces`, as it arrives, never parsed by the server; stdout the opened and
-conformed trace `{"code", "options", "events", "notices", "parts"}` on its first line (a big
-trace's head, `parts` its part keys), then each part's JSON text on a line of its own, in
-that order; or `{"refused": reason}`. One file that is not a `.json` is a TORCH_TRACE log
-(compiler/trace/torch_trace_events.py).
+conformed trace as the store writes it (server/store/rows.py `prepare`): on its first line
+`{"id", "code", "options", "notices", "graphs", "parts"}` (`graphs` how many, `parts` the
+part keys), then the row's events as JSON text (a big trace's head), then each part's JSON
+text, each on a line of its own, in that order; or `{"refused": reason}` alone. The server
+stores those texts as they are, never decoding them. One file that is not a `.json` is a
+TORCH_TRACE log (compiler/trace/torch_trace_events.py).
 
 Everything an upload costs is paid here: decoding and checking the body (its shape
 refused with the same words the route used), opening the files, splitting a big trace
@@ -20,36 +22,38 @@ import json
 import sys
 from typing import Any
 
+from kernelscope.compiler.events.read import envelope
 from kernelscope.compiler.trace.reader import TraceRefused, open_files
 from kernelscope.compiler.trace.torch_trace_events import is_log_upload, open_log_bytes
 from kernelscope.server.jobs.inputs import BadInput, parse_request
-from kernelscope.server.store.parts import Split
+from kernelscope.server.store.rows import Prepared, prepare
 from kernelscope.server.web.uploads import checked_files, conformed, within_limit
 
 
-def opened(raw: bytes, limit: int) -> tuple[dict[str, Any], dict[str, str]]:
-    """The answer's first line, and the parts' texts by key."""
+def opened(raw: bytes, limit: int) -> tuple[dict[str, Any], Prepared | None]:
+    """The answer's first line, and the trace as the store writes it."""
     try:
         files = checked_files(parse_request(raw))
         read = conformed(open_log_bytes(*files[0]) if is_log_upload(files)
                          else open_files(files))
-        stored = within_limit(read, limit)
+        trace = prepare(read.code, read.options, within_limit(read, limit), True)
     except (TraceRefused, BadInput) as e:
-        return {"refused": str(e)}, {}
+        return {"refused": str(e)}, None
     except (ValueError, KeyError, TypeError, RecursionError) as e:
-        return {"refused": f"not a list of trace files ({type(e).__name__})"}, {}
-    parts = stored.parts if isinstance(stored, Split) else {}
-    events = stored.head if isinstance(stored, Split) else stored
-    return {"code": read.code, "options": read.options, "events": events,
-            "notices": read.notices, "parts": list(parts)}, parts
+        return {"refused": f"not a list of trace files ({type(e).__name__})"}, None
+    graphs = envelope(read.events[1]).data.get("graphs") or []  # trace_open checked it
+    return {"id": trace.ident, "code": read.code, "options": read.options,
+            "notices": read.notices, "graphs": len(graphs), "parts": list(trace.parts)}, trace
 
 
 def main() -> int:
     """Reads the body, writes the answer; exits 0 either way (the answer says which)."""
-    answer, parts = opened(sys.stdin.buffer.read(), int(sys.argv[1]))
+    answer, trace = opened(sys.stdin.buffer.read(), int(sys.argv[1]))
     sys.stdout.write(json.dumps(answer))
-    for text in parts.values():
-        sys.stdout.write("\n" + text)
+    if trace is not None:
+        sys.stdout.write("\n" + trace.events)
+        for text in trace.parts.values():
+            sys.stdout.write("\n" + text)
     return 0
 
 

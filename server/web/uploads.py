@@ -16,9 +16,11 @@ upload first takes one of `UPLOAD_SLOTS` (503 beyond), then its raw body is stre
 parsed here, to a child process (`python -m kernelscope.server.web.upload_child`) with a
 wall clock, CPU and memory limit, which decodes it, opens the files, caps the notices and
 splits a big trace into its head and one part per graph (server/store/parts.py), refusing
-a head or a part over `TRACE_LIMIT_MB`; the web tier, whose streams share one process,
-only waits, decodes the head and stores the parts' text as the child wrote it. Nothing
-stored before is touched: the store only ever inserts.
+a head or a part over `TRACE_LIMIT_MB`, and prepares the trace as the store writes it (its
+id, its events' text, its parts' texts); the web tier, whose streams share one process,
+only waits, decodes the answer's first line (the id, counts, notices) and stores the texts
+as the child wrote them, never decoding or encoding the events. Nothing stored before is
+touched: the store only ever inserts.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from kernelscope.server.jobs.inputs import loads_stepwise
 from kernelscope.server.jobs.relay import off_loop
 from kernelscope.server.jobs.trust import SNIPPET_STAGES, conform_data
 from kernelscope.server.store.parts import Split, split_if_big, valid_key
-from kernelscope.server.store.rows import Store
+from kernelscope.server.store.rows import ID_PATTERN, Prepared, Store
 from kernelscope.server.web.appstate import app_state
 from kernelscope.server.web.errors import ApiError
 
@@ -146,11 +148,19 @@ class ChildLimits:
 ANSWER_PARTS = 4  # an upload's trace: at most this many TRACE_LIMIT_MB in all
 
 
-def open_in_child(body: IO[bytes], limits: ChildLimits, repo_dir: str
-                  ) -> tuple[Opened, list[dict[str, Any]] | Split]:
+@dataclass(frozen=True)
+class Upload:
+    """An opened upload: the trace as the store writes it, and what the answer says."""
+
+    trace: Prepared
+    graphs: int
+    notices: list[str]
+
+
+def open_in_child(body: IO[bytes], limits: ChildLimits, repo_dir: str) -> Upload:
     """server/web/upload_child.py on the request body, streamed to it as it arrives (in a
     child process started in the checkout, whose kernelscope/ comes first on its path:
-    nothing else can shadow it): the opened trace, and what the store takes of it."""
+    nothing else can shadow it): the trace as the child prepared it for the store."""
     proc = subprocess.Popen([*OPENER, str(limits.trace_bytes)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=repo_dir,
                             preexec_fn=_limits(int(limits.timeout_s) + 1, limits.memory_mb))
@@ -165,19 +175,34 @@ def open_in_child(body: IO[bytes], limits: ChildLimits, repo_dir: str
                        413) from None
     finally:
         _end(proc)
+    return _answer(raw, proc.returncode)
+
+
+def _answer(raw: bytes, returncode: int | None) -> Upload:
+    """The child's answer read: only its first line (ids, counts, notices) is decoded; the
+    events and the parts stay the text the child wrote."""
     lines = raw.split(b"\n")
     try:
-        answer = off_loop(loads_stepwise, lines[0])  # up to TRACE_LIMIT_MB: off the event loop
-        keys = [str(k) for k in answer.get("parts", []) if valid_key(str(k))]
-        parts = {k: lines[i + 1].decode() for i, k in enumerate(keys)}
+        answer = off_loop(loads_stepwise, lines[0])  # small, but off the event loop all the same
+        refused = answer.get("refused")
     except (ValueError, IndexError, AttributeError):
-        why = "too large to open" if proc.returncode else "no answer"
+        answer, refused = None, None
+    if refused is not None:
+        raise TraceRefused(str(refused))
+    try:
+        keys = [str(k) for k in answer["parts"]]
+        events = lines[1].decode()
+        parts = {k: lines[i + 2].decode() for i, k in enumerate(keys)}
+        trace = Prepared(str(answer["id"]), True, str(answer["code"]), dict(answer["options"]),
+                         events, parts)
+        if not (ID_PATTERN.match(trace.ident) and all(map(valid_key, keys))
+                and events.startswith("[") and events.endswith("]")):
+            raise ValueError("not an answer")
+        return Upload(trace, int(answer["graphs"]), [str(n) for n in answer["notices"]])
+    except (ValueError, IndexError, KeyError, TypeError, AttributeError):
+        why = "too large to open" if returncode else "no answer"
         raise ApiError(f"cannot open this trace: {why} (the opener exited with "
-                       f"{proc.returncode})", 413 if proc.returncode else 500) from None
-    if "refused" in answer:
-        raise TraceRefused(str(answer["refused"]))
-    opened = Opened(answer["code"], answer["options"], answer["events"], answer["notices"])
-    return opened, Split(opened.events, parts) if parts else opened.events
+                       f"{returncode})", 413 if returncode else 500) from None
 
 
 class _TooLong(Exception):
@@ -252,16 +277,13 @@ def upload() -> tuple[Response, int]:
     if not slot.acquire(blocking=False):
         raise ApiError("busy opening another trace, try again", 503, retry_after_s=5)
     try:
-        opened, stored = open_in_child(request.stream, ChildLimits(
+        upload = open_in_child(request.stream, ChildLimits(
             float(cfg["UPLOAD_TIMEOUT_S"]), int(cfg["UPLOAD_MEMORY_MB"]),
             int(cfg["TRACE_LIMIT_MB"]) << 20), str(cfg["REPO_DIR"]))
-        store = app_state().store
-        ident = store.put(opened.code, opened.options, stored, True)
+        ident = app_state().store.put_prepared(upload.trace)
     except TraceRefused as exc:
         raise ApiError(f"cannot open this trace: {exc}") from None
     finally:
         slot.release()
-    capture = envelope(opened.events[1]).data  # trace_open checked its schema
-    graphs = len(capture.get("graphs") or [])
-    return jsonify({"id": ident, "url": f"/t/{ident}", "graphs": graphs,
-                    "notices": opened.notices}), 201
+    return jsonify({"id": ident, "url": f"/t/{ident}", "graphs": upload.graphs,
+                    "notices": upload.notices}), 201

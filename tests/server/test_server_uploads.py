@@ -258,3 +258,75 @@ def test_a_torch_trace_log_is_opened_by_the_upload_child(client: FlaskClient) ->
     assert kernel["name"] == "cpp_fused_sin_0" and kernel["bytes"] == 64
     assert data["capture"]["graphs"][0]["nodes"][1]["line"] == 4
     assert "the log holds its line numbers" in trace["code"]
+
+
+def test_the_web_tier_stores_an_uploads_texts_undecoded(
+        app: Any, files: list[dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The upload child prepares the trace as the store writes it (id, events' text, parts'
+    texts): the web tier, which serves every stream, neither decodes the events (they were
+    decoded there, 1.4 MB for 300 graphs) nor encodes them for the store (one json.dumps
+    of them whole, and again for the id), which put its health answers near 0.5 s."""
+    import kernelscope.server.store.rows as rows
+    import kernelscope.server.web.uploads as uploads
+
+    decoded: list[int] = []
+    real_loads = uploads.loads_stepwise
+
+    def loads(text: str | bytes) -> Any:
+        decoded.append(len(text))
+        return real_loads(text)
+
+    def never(*_: Any) -> Any:
+        raise AssertionError("the web tier prepared the upload's events itself")
+
+    monkeypatch.setattr(uploads, "loads_stepwise", loads)
+    monkeypatch.setattr(rows, "prepared", never)
+    client = app.test_client()
+    body = {"files": many_graphs(files, 300, 10)}
+    answer = client.post("/api/traces", json=body)
+    assert answer.status_code == 201, answer.get_json()
+    assert max(decoded) < 64 * 1024, decoded
+    ident = answer.get_json()["id"]
+    monkeypatch.undo()
+    trace = client.get(f"/api/traces/{ident}").get_json()
+    assert trace["events"][-1]["data"]["trace_id"] == ident
+    assert len(trace["events"][1]["data"]["graphs"]) == 300
+    # The same id as the trace stored in this process from the same files (a big trace in
+    # parts goes the same way: test_server_parts.py).
+    from kernelscope.server.web.uploads import store_files
+
+    again, _ = store_files(state(app).store, [(f["name"], f["text"].encode())
+                                              for f in body["files"]])
+    assert again == ident
+
+
+def test_a_prepared_trace_is_spooled_while_the_database_is_down(
+        tmp_path: Path, files: list[dict[str, str]]) -> None:
+    """An upload's prepared texts, spooled as given while the database is down, read back
+    at once and written to the database when it returns, under the same id."""
+    from kernelscope.compiler.trace.reader import open_files
+    from kernelscope.server.store.rows import StoreUnavailable, prepare
+    from kernelscope.server.store.spool import SpoolingStore
+    from kernelscope.server.store.sqlite import TraceStore
+    from kernelscope.server.web.uploads import conformed
+
+    class Down(TraceStore):
+        down = True
+
+        def put_prepared(self, trace: Any) -> str:
+            if self.down:
+                raise StoreUnavailable("down")
+            return super().put_prepared(trace)
+
+    read = conformed(open_files([(f["name"], f["text"].encode()) for f in files]))
+    trace = prepare(read.code, read.options, read.events, True)
+    inner = Down(tmp_path / "t.sqlite3")
+    spool = SpoolingStore(inner, tmp_path / "spool")
+    assert spool.put_prepared(trace) == trace.ident and spool.spooled() == [trace.ident]
+    stored = spool.get(trace.ident)
+    assert stored is not None and stored["events"] == json.loads(trace.events)
+    inner.down = False
+    assert spool.flush(force=True) == 1 and spool.spooled() == []
+    row = inner.get(trace.ident)
+    assert row is not None and row["events"] == json.loads(trace.events)
+    assert row["code"] == read.code and row["options"] == read.options
