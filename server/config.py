@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kernelscope.server.jobs.quiet import QUIET_S
+
 REPO_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -81,6 +83,9 @@ def default_config() -> dict[str, Any]:
         # A cold job (no warm worker) gets the server's own `source` from the snippet text
         # at once, before its worker has imported torch (server/jobs/early.py).
         "EARLY_SOURCE": True,
+        # A running job's stream quiet this long (seconds) gets the server's own `progress`
+        # (server/jobs/quiet.py; 0 turns it off).
+        "QUIET_S": QUIET_S,
         "KERNEL_CACHE": default_kernel_cache(),  # shared across jobs ("" turns it off)
         # A folder whose one file every worker flocks while it times, so one job times at
         # a time across the workers (compiler/runtime/slot.py; "" turns it off)

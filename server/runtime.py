@@ -134,6 +134,7 @@ def build_settings(cfg: dict[str, Any]) -> WorkerSettings:
         scratch_root=cfg["SCRATCH_ROOT"],
         back_command=tuple(cfg["BACK_CMD"]) if cfg["BACK_CMD"] else None,
         early_source=bool(cfg["EARLY_SOURCE"]),
+        quiet_s=float(cfg["QUIET_S"]),
     )
 
 

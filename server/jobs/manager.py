@@ -99,6 +99,7 @@ class Job:
     finished_at: float | None = None
     cancel_reason: str | None = None  # why it was stopped, if not by its own client
     following: bool = False  # `done` is out, its follow-ups still run (server/jobs/followups.py)
+    last_at: float = field(default_factory=time.monotonic)  # when an event was last published
     _events: list[dict[str, Any]] = field(default_factory=list, repr=False)
     _archive: tuple[TraceReader, str, int] | None = field(default=None, repr=False)
     _done: dict[str, Any] | None = field(default=None, repr=False)
@@ -165,6 +166,7 @@ class Job:
             if origin is not None:
                 event["origin"] = origin
             self._events.append(event)
+            self.last_at = time.monotonic()
             if stage == "done":
                 self.state = "finished"
                 self.finished_at = time.time()

@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from kernelscope.compiler.events.read import Event, envelope
 from kernelscope.server.jobs.inputs import parse_event_line
 from kernelscope.server.jobs.manager import Job
+from kernelscope.server.jobs.quiet import Quiet
 from kernelscope.server.sandbox.launch import Limits
 from kernelscope.server.store.parts import Tally, graph_bytes
 
@@ -99,13 +100,16 @@ class Relay:
         sink: Callable[[str, dict[str, Any], float], None],
         scratch_over: Callable[[], bool],
         until_done: bool = True,
+        quiet: Quiet | None = None,
     ) -> None:
         """`sink(stage, data, ms)` receives each accepted event (publishing it, or not).
 
         `until_done`: stop at the first `done`; otherwise (a process whose channel the
         snippet can write to) read on until the process closes it or a limit is hit.
+        `quiet`: the server's own `progress` while the worker says nothing (quiet.py).
         """
         self.job, self.limits, self.normalize, self.sink = job, limits, normalize, sink
+        self.quiet = quiet
         self.until_done = until_done
         self.scratch_over = scratch_over
         self.read_bytes = 0
@@ -140,6 +144,8 @@ class Relay:
                 result = self._read_events(events)
                 if result is not None:
                     return result
+            if self.quiet is not None:
+                self.quiet.check()
         return Outcome()
 
     def _read(self, channel: Channel) -> bytes | None:
@@ -195,5 +201,8 @@ class Relay:
                 return Outcome(reason="events")
             self.count += 1
             if event.stage != "done":
-                self.sink(event.stage, self.normalize(event, self.limits), event.ms)
+                data = self.normalize(event, self.limits)
+                if self.quiet is not None:
+                    self.quiet.heard(event.stage, data)
+                self.sink(event.stage, data, event.ms)
         return None

@@ -39,6 +39,7 @@ from kernelscope.server.jobs.kcache import KernelCache
 from kernelscope.server.jobs.manager import WAIT_TICK_S, Job
 from kernelscope.server.jobs.phase import LIVE_FRONT, PhasePolicy
 from kernelscope.server.jobs.pool import WARM_TIMEOUT_S, WarmPool, WarmWorker
+from kernelscope.server.jobs.quiet import QUIET_S, Quiet
 from kernelscope.server.jobs.relay import Outcome, Relay, parse_event
 from kernelscope.server.jobs.trust import conform_payload
 from kernelscope.server.jobs.warm import READY
@@ -83,6 +84,7 @@ class WorkerSettings:
     grace_s: float = 2.0  # how long a worker may linger after `done` before it is killed
     back_command: tuple[str, ...] | None = None  # the back half; None: one process
     early_source: bool = True  # a cold job's `source` from the server at once (early.py)
+    quiet_s: float = QUIET_S  # the server's `progress` for a worker this quiet (quiet.py)
 
 
 BUNDLE = "capture.ksb"
@@ -295,7 +297,8 @@ def run_phase(
         proc, stderr, events_r = _start(stack, settings, scratch, argv, group, warm)
         walk = not settings.isolation.tmpfs  # a tmpfs enforces the budget itself
         relay = Relay(job, limits, normalize, policy.take, lambda: walk and scratch_exceeded(
-            jobdir.path, limits.scratch_mb * MiB), until_done=policy.publish)
+            jobdir.path, limits.scratch_mb * MiB), until_done=policy.publish,
+            quiet=Quiet(job, settings.quiet_s, policy.trusted))
         policy.own_stdout = lambda: relay.stdout_tail
         outcome = Outcome()
         try:
@@ -417,6 +420,7 @@ def conclude(
         follow.end(stopped)
         return
     if phase.outcome.done is not None and job.events:
+        Quiet(job, settings.quiet_s).say("the result is complete; the server stores its trace")
         finish(job, store, phase.outcome.done, stdout, "compiler" if phase.trusted else "snippet")
         return
     # A compiler that reported its own error and then died already said what went wrong;

@@ -177,6 +177,9 @@ def make_app(tmp_path: Path, backend: str) -> Iterator[AppFactory]:
             # The fake worker has no warm pool (every job is cold): the stream tests read
             # the halves' own events; the server's early `source` has its own tests.
             "EARLY_SOURCE": False,
+            # The server's own `progress` for a quiet worker would land anywhere in streams
+            # these tests compare; test_server_quiet.py turns it on.
+            "QUIET_S": 0,
         }
         if backend != "embedded" and "DATABASE" not in overrides:
             config["DATABASE"] = database

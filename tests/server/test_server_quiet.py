@@ -1,0 +1,83 @@
+"""The server speaks for a quiet worker (server/jobs/quiet.py): a running job whose stream
+has been quiet for QUIET_S gets the server's own `progress`, naming the stage the job is in
+and quoting no worker (a front half's words are the snippet's)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from server_support import AppFactory, compile_events
+
+from kernelscope.compiler.events.check import event_errors
+from kernelscope.compiler.events.stage import STAGES
+from kernelscope.server.jobs.manager import Job, JobRequest
+from kernelscope.server.jobs.quiet import Quiet
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
+from ks_schema import check_parts  # noqa: E402 - tests/core's schema checks
+
+
+def _quiet_for(job: Job, seconds: float) -> None:
+    job.last_at -= seconds  # as if nothing had been published for that long
+
+
+def test_a_quiet_job_hears_from_the_server_and_a_busy_one_does_not() -> None:
+    job = Job("j", JobRequest("x = 1\n", {"device": "cpu"}))
+    quiet = Quiet(job, after_s=0.5)
+    quiet.check()
+    assert job.events == []  # just created: not quiet yet
+    _quiet_for(job, 1.0)
+    quiet.check()
+    [event] = job.events
+    assert event["stage"] == "progress" and event["origin"] == "server"
+    assert event["data"]["stage"] == "source" and event_errors(event) == []
+    quiet.check()
+    assert len(job.events) == 1  # the server's own word restarts the quiet time
+
+
+def test_the_server_quotes_no_front_and_names_the_back_halfs_stage() -> None:
+    job = Job("j", JobRequest("x = 1\n", {"device": "cpu"}))
+    front = Quiet(job)
+    job.publish("source", {"code": "x = 1\n"}, origin="snippet")
+    front.heard("source", {})
+    front.heard("progress", {"stage": "profile", "doing": "forged", "message": "forged"})
+    _quiet_for(job, 1.0)
+    front.check()
+    said = job.events[-1]["data"]
+    assert said["stage"] == "capture" and "forged" not in said["message"]
+    back = Quiet(job, trusted=True)
+    assert back.stage == "capture"  # the job's `source` is out: the back half rebuilds
+    back.heard("lowering", {})
+    _quiet_for(job, 1.0)
+    back.check()
+    assert job.events[-1]["data"]["stage"] == "scheduling"  # the one after lowering runs
+    back.heard("progress", {"stage": "compile", "doing": "builds", "message": "m"})
+    _quiet_for(job, 1.0)
+    back.check()
+    assert job.events[-1]["data"]["stage"] == "compile"
+
+
+def test_off_says_nothing() -> None:
+    job = Job("j", JobRequest("x = 1\n", {"device": "cpu"}))
+    _quiet_for(job, 10.0)
+    Quiet(job, after_s=0).check()
+    assert job.events == []
+
+
+def test_a_slow_job_streams_the_servers_progress_between_its_stages(
+        make_app: AppFactory) -> None:
+    # Every fake stage sleeps 0.5 s, more than the 0.2 s the server waits before it speaks.
+    client = make_app(QUIET_S=0.2).test_client()
+    events = compile_events(client, "# fake-sleep: 0.5\nx = 1\n")
+    ours = [e for e in events if e["stage"] == "progress" and e.get("origin") == "server"]
+    assert ours, [e["stage"] for e in events]
+    assert all(event_errors(e) == [] for e in ours)
+    assert all(e["data"]["stage"] in STAGES for e in ours)
+    assert {e["data"]["stage"] for e in ours} & {"lowering", "scheduling", "memory",
+                                                  "codegen", "compile", "run", "profile"}
+    check_parts(events)
+    assert events[-1]["stage"] == "done" and events[-1]["data"]["ok"] is True
+    # Before it stores the trace, the server says so (storing a model's trace takes time).
+    assert events[-2]["stage"] == "progress" and events[-2]["origin"] == "server"
+    assert events[-2]["data"]["stage"] == "profile" and "stores" in events[-2]["data"]["doing"]
