@@ -49,10 +49,8 @@ class LoweringBackend(Protocol):
 
 
 class LoweringContext(Protocol):
-    """The graph being lowered, as its lowerings see it. It does not say which node is being
-    lowered: a lowering, and each helper it calls, is handed that node (`out_meta(node)`,
-    `node.name`), and so is every builder here (`g.lazy(node, ...)`: the node a body or an
-    extern call is made for, its origin), so nothing depends on the walk's position."""
+    """The graph being lowered, as its lowerings see it. Every builder is handed the node a
+    body or an extern call is made for (`g.lazy(node, ...)`: its origin)."""
 
     layout: LayoutDecision  # the whole-graph layout (lowering/layout.py)
     features: Features  # what the graph's backend can do, less what the options turn off

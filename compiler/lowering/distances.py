@@ -16,7 +16,7 @@ from torch.fx import Node
 from kernelscope.compiler.ir.nodes import Index, TensorValue
 from kernelscope.compiler.ir.ops import ops
 from kernelscope.compiler.lowering.common import LoweringContext, out_meta
-from kernelscope.compiler.lowering.pointwise import upcast
+from kernelscope.compiler.lowering.pointwise import cast, upcast
 from kernelscope.compiler.lowering.reductions import _nan_aware, reduce
 from kernelscope.compiler.lowering.registry import aten, register_lowering
 
@@ -48,8 +48,7 @@ def cdist(g: LoweringContext, node: Node, x1: TensorValue, x2: TensorValue, p: f
     def diff(idx: Index) -> Any:
         batch, i, j, k = idx[:nb], idx[nb], idx[nb + 1], idx[nb + 2]
         a, b = l1(at(x1, batch, i, k)), l2(at(x2, batch, j, k))
-        a = ops.to_dtype(a, cd) if x1.dtype != cd else a
-        b = ops.to_dtype(b, cd) if x2.dtype != cd else b
+        a, b = cast(a, x1.dtype, cd), cast(b, x2.dtype, cd)
         d = ops.abs(ops.sub(a, b))
         if p == 0:
             return ops.to_dtype(ops.ne(d, ops.constant(0.0, cd)), cd)
@@ -70,8 +69,7 @@ def cdist(g: LoweringContext, node: Node, x1: TensorValue, x2: TensorValue, p: f
 
     def root(idx: Index) -> Any:
         v = lt(idx)
-        r = ops.sqrt(v) if p == 2 else ops.pow(v, ops.constant(1.0 / p, cd))
-        return ops.to_dtype(r, out) if cd != out else r
+        return cast(ops.sqrt(v) if p == 2 else ops.pow(v, ops.constant(1.0 / p, cd)), cd, out)
 
     return g.lazy(node, root, size, out, [total])
 

@@ -40,7 +40,7 @@ from kernelscope.compiler.ir.opnames import op_short
 from kernelscope.compiler.ir.ops import ops
 from kernelscope.compiler.ir.template import MatmulTemplate, Operand
 from kernelscope.compiler.lowering.common import LoweringContext, out_meta
-from kernelscope.compiler.lowering.pointwise import broadcast_loader, upcast
+from kernelscope.compiler.lowering.pointwise import broadcast_loader, cast, upcast
 from kernelscope.compiler.lowering.registry import aten, register_lowering
 
 PAD_DEVICES = (CUDA,)  # where the product runs in cuBLAS
@@ -190,7 +190,6 @@ def addmm(g: LoweringContext, node: Node, bias: Any, a: Any, b: Any, beta: Any =
         bv = lb(idx)
         if beta != 1:
             bv = ops.mul(bv, ops.constant(beta, cd))
-        r = ops.add(p, bv)
-        return ops.to_dtype(r, dtype) if dtype != cd else r
+        return cast(ops.add(p, bv), cd, dtype)
 
     return g.lazy(node, inner, size, dtype, [bias, prod])

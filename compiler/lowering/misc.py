@@ -16,7 +16,7 @@ from torch.fx import Node
 from kernelscope.compiler.ir.nodes import Index, TensorValue
 from kernelscope.compiler.ir.ops import ops
 from kernelscope.compiler.lowering.common import LoweringContext, out_meta
-from kernelscope.compiler.lowering.pointwise import upcast
+from kernelscope.compiler.lowering.pointwise import cast, upcast
 from kernelscope.compiler.lowering.reductions import reduce
 from kernelscope.compiler.lowering.registry import aten, prims, register_lowering
 
@@ -118,8 +118,7 @@ def cat(g: LoweringContext, node: Node, tensors: Sequence[Any], dim: int = 0) ->
             part_dtype = parts[k].dtype
 
             def body(load: Any = load, shifted: list[Any] = shifted, pd: Any = part_dtype) -> Any:
-                v = load(shifted)
-                return ops.to_dtype(v, dtype) if pd != dtype else v
+                return cast(load(shifted), pd, dtype)
 
             start, end = offsets[k], offsets[k] + parts[k].size[dim]
             conds = ([ops.ge(i, ops.constant(start, torch.int64))] if k > 0 else []) + \
@@ -208,8 +207,7 @@ def trilinear(g: LoweringContext, node: Node, i1: Any, i2: Any, i3: Any, expand1
     def product(idx: Index) -> Any:
         acc = None
         for load, kept, size in loaders:
-            v = load([0 if size[k] == 1 else idx[d] for k, d in enumerate(kept)])
-            v = ops.to_dtype(v, cd) if dtype != cd else v
+            v = cast(load([0 if size[k] == 1 else idx[d] for k, d in enumerate(kept)]), dtype, cd)
             acc = v if acc is None else ops.mul(acc, v)
         return acc
 

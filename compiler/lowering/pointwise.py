@@ -33,6 +33,11 @@ def upcast(dtype: torch.dtype) -> torch.dtype:
     return torch.float32 if dtype in LOW_PRECISION else dtype
 
 
+def cast(value: Any, have: torch.dtype, want: torch.dtype) -> Any:
+    """`value` (of dtype `have`) as `want`: a conversion only where the two differ."""
+    return ops.to_dtype(value, want) if have != want else value
+
+
 def compute_dtype(out: torch.dtype, args: Sequence[Any]) -> torch.dtype:
     if out != torch.bool:
         return upcast(out)
@@ -57,8 +62,7 @@ def broadcast_loader(
     def loader(idx: Index) -> Any:
         sub = [0 if vsize[k] == 1 and size[lead + k] != 1 else idx[lead + k]
                for k in range(len(vsize))]
-        x = load(sub)
-        return ops.to_dtype(x, dtype) if value.dtype != dtype else x
+        return cast(load(sub), value.dtype, dtype)
 
     return loader
 
@@ -75,8 +79,7 @@ def pointwise(g: LoweringContext, node: Node, fn: Callable[..., Any], *args: Any
     loaders = [broadcast_loader(a, size, cdtype) for a in args]
 
     def inner_fn(idx: Index) -> Any:
-        result = fn(*[ld(idx) for ld in loaders])
-        return ops.to_dtype(result, out_dtype) if out_dtype != cdtype else result
+        return cast(fn(*[ld(idx) for ld in loaders]), cdtype, out_dtype)
 
     return g.lazy(node, inner_fn, size, out_dtype, [a for a in args if isinstance(a, TensorValue)])
 
@@ -106,8 +109,7 @@ def _logical(name: str) -> LoweringFn:
         loaders = [broadcast_loader(a, size, torch.bool) for a in args]
 
         def inner_fn(idx: Index) -> Any:
-            r = getattr(ops, name)(*[ld(idx) for ld in loaders])
-            return ops.to_dtype(r, out) if out != torch.bool else r
+            return cast(getattr(ops, name)(*[ld(idx) for ld in loaders]), torch.bool, out)
 
         return g.lazy(node, inner_fn, size, out, [a for a in args if isinstance(a, TensorValue)])
 
@@ -271,8 +273,7 @@ def where(g: LoweringContext, node: Node, cond: Any, a: Any, b: Any) -> Any:
     la, lb = broadcast_loader(a, size, cd), broadcast_loader(b, size, cd)
 
     def inner_fn(idx: Index) -> Any:
-        r = ops.where(lc(idx), la(idx), lb(idx))
-        return ops.to_dtype(r, out) if out != cd else r
+        return cast(ops.where(lc(idx), la(idx), lb(idx)), cd, out)
 
     return g.lazy(node, inner_fn, size, out,
                   [v for v in (cond, a, b) if isinstance(v, TensorValue)])

@@ -32,7 +32,7 @@ from kernelscope.compiler.ir.indexing import FloorDiv, decompose
 from kernelscope.compiler.ir.nodes import Index, TensorValue
 from kernelscope.compiler.ir.ops import ops
 from kernelscope.compiler.lowering.common import LoweringContext, out_meta
-from kernelscope.compiler.lowering.pointwise import upcast
+from kernelscope.compiler.lowering.pointwise import cast, upcast
 from kernelscope.compiler.lowering.reductions import reduce
 from kernelscope.compiler.lowering.registry import aten, register_lowering
 from kernelscope.compiler.lowering.scatter import _gathered, too_costly
@@ -97,8 +97,8 @@ def _window_values(g: LoweringContext, node: Node, x: TensorValue, w: Windows, f
         ok = w.inside(outs, ks)
 
         def load() -> Any:
-            v = lx(list(batch) + [w.coord(d, outs[d], ks[d]) for d in range(n)])
-            return ops.to_dtype(v, dtype) if x.dtype != dtype else v
+            at = [w.coord(d, outs[d], ks[d]) for d in range(n)]
+            return cast(lx(list(batch) + at), x.dtype, dtype)
 
         return load() if ok is None else ops.masked(ok, load, fill)
 
@@ -132,8 +132,7 @@ def _avg(g: LoweringContext, node: Node, x: TensorValue, w: Windows,
     nb = len(x.size) - len(w.inputs)
 
     def inner(idx: Index) -> Any:
-        r = ops.truediv(lt(idx), ops.to_dtype(divisor(idx[nb:]), cd))
-        return ops.to_dtype(r, out) if cd != out else r
+        return cast(ops.truediv(lt(idx), ops.to_dtype(divisor(idx[nb:]), cd)), cd, out)
 
     return g.lazy(node, inner, total.size, out, [total])
 
@@ -148,8 +147,11 @@ def _fixed(x: TensorValue, n: int, kernel_size: Any, stride: Any, padding: Any,
                    lambda d, o: o * st[d] - pa[d], di)
 
 
-def _avg_pool(g: LoweringContext, node: Node, x: TensorValue, n: int, kernel_size: Any, stride: Any,
-              padding: Any, ceil_mode: bool, count_include_pad: bool, divisor_override: Any) -> Any:
+@register_lowering(aten.avg_pool2d, aten.avg_pool3d)
+def avg_pool(g: LoweringContext, node: Node, x: TensorValue, kernel_size: Any, stride: Any = (),
+             padding: Any = 0, ceil_mode: bool = False, count_include_pad: bool = True,
+             divisor_override: Any = None) -> Any:
+    n = 3 if node.target is aten.avg_pool3d.default else 2
     w = _fixed(x, n, kernel_size, stride, padding, 1, list(out_meta(node).shape))
     pa = _expand(padding, n)
 
@@ -169,15 +171,6 @@ def _avg_pool(g: LoweringContext, node: Node, x: TensorValue, n: int, kernel_siz
         return count
 
     return _avg(g, node, x, w, divisor)
-
-
-@register_lowering(aten.avg_pool2d, aten.avg_pool3d)
-def avg_pool(g: LoweringContext, node: Node, x: TensorValue, kernel_size: Any, stride: Any = (),
-             padding: Any = 0, ceil_mode: bool = False, count_include_pad: bool = True,
-             divisor_override: Any = None) -> Any:
-    n = 3 if node.target is aten.avg_pool3d.default else 2
-    return _avg_pool(g, node, x, n, kernel_size, stride, padding, ceil_mode, count_include_pad,
-                     divisor_override)
 
 
 def _adaptive(x: TensorValue, output_size: Sequence[int]) -> Windows:
@@ -359,8 +352,7 @@ def max_pool_backward(g: LoweringContext, node: Node, grad: TensorValue, x: Tens
         return ops.eq(li(at(p, j)), ops.index_expr(flat, I64))
 
     def source(p: Index, j: Any) -> Any:
-        v = lg(at(p, j))
-        return ops.to_dtype(v, cd) if grad.dtype != cd else v
+        return cast(lg(at(p, j)), grad.dtype, cd)
 
     return _gathered(g, node, zero, out, plane_out, match, source, "sum")
 
@@ -411,12 +403,11 @@ def _windowed_backward(g: LoweringContext, node: Node, grad: TensorValue, x: Ten
 
             def part(o: list[Any] = o) -> Any:
                 at = batch + o
-                v = lg(at)
-                v = ops.to_dtype(v, cd) if grad.dtype != cd else v
+                v = cast(lg(at), grad.dtype, cd)
                 return ops.where(ops.eq(li(at), ops.index_expr(flat, I64)), v,
                                  ops.constant(0, cd))
 
             total = ops.add(total, ops.masked(ok, part, 0))
-        return ops.to_dtype(total, out) if cd != out else total
+        return cast(total, cd, out)
 
     return g.lazy(node, inner, x.size, out, [grad, indices])

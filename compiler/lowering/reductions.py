@@ -23,7 +23,7 @@ from kernelscope.compiler.ir.nodes import Index, Stored, TensorValue
 from kernelscope.compiler.ir.ops import ops
 from kernelscope.compiler.ir.ops import reduction_identity as identity
 from kernelscope.compiler.lowering.common import LoweringContext, out_meta
-from kernelscope.compiler.lowering.pointwise import upcast
+from kernelscope.compiler.lowering.pointwise import cast, upcast
 from kernelscope.compiler.lowering.registry import aten, prims, register_lowering
 from kernelscope.compiler.lowering.views import remap
 
@@ -81,8 +81,7 @@ def reduce(g: LoweringContext, node: Node, x: TensorValue, dims: Any, keepdim: b
         return full
 
     def value(full: list[Any]) -> Any:
-        v = load(full)
-        return ops.to_dtype(v, src) if x.dtype != src else v
+        return cast(load(full), x.dtype, src)
 
     rnumel, numel = math.prod(rranges), math.prod(out_size)
     if rnumel == 0 or not rranges:
@@ -118,7 +117,7 @@ def _trivial(g: LoweringContext, node: Node, x: TensorValue, out_size: list[int]
         v = value(full)
         if rtype in ("any", "all"):
             v = ops.ne(v, ops.constant(0, src)) if src != torch.bool else v
-        return ops.to_dtype(v, out_dtype) if src != out_dtype else v
+        return cast(v, src, out_dtype)
 
     lazy = g.lazy(node, inner, out_size, out_dtype, [x])
     reason = "reduction over zero elements" if empty else "reduction over one element"
@@ -411,8 +410,7 @@ def _scale(g: LoweringContext, node: Node, total: Stored, factor: float, out: to
         factor = float("nan")
 
     def inner(idx: Index) -> Any:
-        v = ops.mul(load(idx), ops.constant(factor, cd))
-        return ops.to_dtype(v, out) if out != cd else v
+        return cast(ops.mul(load(idx), ops.constant(factor, cd)), cd, out)
 
     return g.lazy(node, inner, total.size, out, [])
 
@@ -424,8 +422,7 @@ def _divide(g: LoweringContext, node: Node, total: Stored, divisor: float, out: 
     cd = total.dtype
 
     def inner(idx: Index) -> Any:
-        v = ops.truediv(load(idx), ops.constant(divisor, cd))
-        return ops.to_dtype(v, out) if out != cd else v
+        return cast(ops.truediv(load(idx), ops.constant(divisor, cd)), cd, out)
 
     return g.lazy(node, inner, total.size, out, [])
 
@@ -443,8 +440,7 @@ def variance(g: LoweringContext, node: Node, x: TensorValue, dims: Any, correcti
 
     def sq_dev(idx: Index) -> Any:
         m_idx = [sympy.Integer(0) if k in rdims else i for k, i in enumerate(idx)]
-        xv = load_x(idx)
-        xv = ops.to_dtype(xv, acc) if x.dtype != acc else xv
+        xv = cast(load_x(idx), x.dtype, acc)
         d = ops.sub(xv, load_m(m_idx))
         return ops.mul(d, d)
 

@@ -1,11 +1,9 @@
 """The lowering table: `@register_lowering(aten.add)` maps ATen ops to IR builders.
 
-A lowering is `fn(g, node, *args, **kwargs)`: `g` is the graph being lowered, typed as
-the LoweringContext protocol (lowering/common.py; passed explicitly, there is no global
-graph), `node` the FX node it lowers; the node's arguments follow, tensors as
-`TensorValue`s, and it returns a TensorValue (or a tuple of them). Lowerings never emit
-code. Registering a function whose second parameter is not `node` fails at import, so a
-lowering written against another signature is found at once.
+A lowering is `fn(g, node, *args, **kwargs)` (lowering/common.py says what `g` offers); the
+node's arguments follow, tensors as `TensorValue`s, and it returns a TensorValue (or a
+tuple of them), never code. Registering a function whose second parameter is not `node`
+fails at import, so a lowering written against another signature is found at once.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from torch.fx import Node
 from kernelscope.compiler.ir.nodes import Index, TensorValue
 from kernelscope.compiler.ir.ops import ops
 from kernelscope.compiler.lowering.common import LoweringContext, compared, out_meta, row_pair
-from kernelscope.compiler.lowering.pointwise import upcast
+from kernelscope.compiler.lowering.pointwise import cast, upcast
 from kernelscope.compiler.lowering.reductions import _nan_aware, reduce
 from kernelscope.compiler.lowering.registry import aten, register_lowering
 from kernelscope.compiler.lowering.scatter import I64, too_costly
@@ -42,8 +42,7 @@ def _prefix(g: LoweringContext, node: Node, x: TensorValue, dim: int, cd: torch.
     def inner(idx: Index) -> Any:
         p, src, j = row_pair(idx, n, dim)
         keep = ops.le(ops.index_expr(j, I64), ops.index_expr(p[dim], I64))
-        v = lx(src)
-        v = ops.to_dtype(v, cd) if x.dtype != cd else v
+        v = cast(lx(src), x.dtype, cd)
         return ops.where(keep, v, ops.constant(other, cd))
 
     return g.lazy(node, inner, list(x.size) + [x.size[dim]], cd, [x])
@@ -58,8 +57,7 @@ def _early(g: LoweringContext, node: Node, x: TensorValue, dim: int) -> tuple[An
         lx = x.loader()
 
         def inner(idx: Index) -> Any:
-            v = lx([])
-            return ops.to_dtype(v, out.dtype) if x.dtype != out.dtype else v
+            return cast(lx([]), x.dtype, out.dtype)
 
         return g.lazy(node, inner, [], out.dtype, [x]), -1
     dim = dim % len(x.size)
@@ -105,8 +103,7 @@ def logcumsumexp(g: LoweringContext, node: Node, x: TensorValue, dim: int) -> An
 
     def terms(idx: Index) -> Any:
         p, src, j = row_pair(idx, n, dim)
-        v = lx(src)
-        v = ops.to_dtype(v, cd) if x.dtype != cd else v
+        v = cast(lx(src), x.dtype, cd)
         keep = ops.le(ops.index_expr(j, I64), ops.index_expr(p[dim], I64))
         return ops.where(keep, ops.exp(ops.sub(v, shift(lb(p)))), ops.constant(0.0, cd))
 
@@ -115,8 +112,7 @@ def logcumsumexp(g: LoweringContext, node: Node, x: TensorValue, dim: int) -> An
     lt = total.loader()
 
     def inner(idx: Index) -> Any:
-        r = ops.add(ops.log(lt(idx)), shift(lb(idx)))
-        return ops.to_dtype(r, out) if cd != out else r
+        return cast(ops.add(ops.log(lt(idx)), shift(lb(idx))), cd, out)
 
     return g.lazy(node, inner, x.size, out, [total, best])
 

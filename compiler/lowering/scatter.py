@@ -31,7 +31,7 @@ from kernelscope.compiler.ir.indexing import contiguous_strides, decompose
 from kernelscope.compiler.ir.nodes import Index, TensorValue
 from kernelscope.compiler.ir.ops import ops
 from kernelscope.compiler.lowering.common import LoweringContext, out_meta
-from kernelscope.compiler.lowering.pointwise import broadcast_loader, upcast
+from kernelscope.compiler.lowering.pointwise import broadcast_loader, cast, upcast
 from kernelscope.compiler.lowering.reductions import reduce
 from kernelscope.compiler.lowering.registry import aten, register_lowering
 
@@ -83,8 +83,7 @@ def _gathered(g: LoweringContext, node: Node, x: TensorValue, out: torch.dtype, 
     n = len(size)
 
     def self_value(p: Index) -> Any:
-        v = lx(p)
-        return ops.to_dtype(v, cd) if x.dtype != cd else v
+        return cast(lx(p), x.dtype, cd)
 
     def cand(body: Callable[[Index, Any], Any], dtype: torch.dtype) -> Any:
         return g.lazy(node, lambda idx: body(idx[:n], idx[n]), size + [candidates], dtype, [x])
@@ -101,7 +100,7 @@ def _gathered(g: LoweringContext, node: Node, x: TensorValue, out: torch.dtype, 
             js = ops.indirect_indexing(ops.maximum(jl, ops.constant(0, I64)), candidates)
             hit = ops.ge(jl, ops.constant(0, I64))
             v = ops.where(hit, ops.masked(hit, lambda: source(p, js), 0), self_value(p))
-            return ops.to_dtype(v, out) if cd != out else v
+            return cast(v, cd, out)
 
         return g.lazy(node, overwrite, size, out, [last])
     rtype = {"sum": "sum", "mean": "sum", "prod": "prod", "amax": "max", "amin": "min"}[mode]
@@ -149,7 +148,7 @@ def _gathered(g: LoweringContext, node: Node, x: TensorValue, out: torch.dtype, 
             acc = ops.where(bad, ops.constant(float("nan"), cd), acc)
         if lc is not None and not include_self:
             acc = ops.where(ops.gt(lc(p), ops.constant(0, I64)), acc, xv)
-        return ops.to_dtype(acc, out) if cd != out else acc
+        return cast(acc, cd, out)
 
     return g.lazy(node, inner, size, out, parts)
 
@@ -223,11 +222,9 @@ def _mask_put(g: LoweringContext, node: Node, x: TensorValue, mask: TensorValue,
 
     def inner(p: Index) -> Any:
         v = lv(list(p[:first]) + [sympy.Integer(0)] + list(p[first + m:]))
-        xv = lx(p)
-        xv = ops.to_dtype(xv, cd) if x.dtype != cd else xv
+        xv = cast(lx(p), x.dtype, cd)
         hit = ops.ne(ops.to_dtype(lm(p[first:first + m]), I64), ops.constant(0, I64))
-        r = ops.where(hit, ops.add(xv, v) if accumulate else v, xv)
-        return ops.to_dtype(r, x.dtype) if cd != x.dtype else r
+        return cast(ops.where(hit, ops.add(xv, v) if accumulate else v, xv), cd, x.dtype)
 
     return g.lazy(node, inner, x.size, x.dtype, [t for t in (x, mask, values)
                                           if isinstance(t, TensorValue)])
@@ -251,8 +248,7 @@ def put(g: LoweringContext, node: Node, x: TensorValue, index: TensorValue, sour
         return _is(flat, _wrap(li(decompose(j, list(index.size))), numel))
 
     def source_at(p: Index, j: Any) -> Any:
-        v = ls(decompose(j, list(source.size)))
-        return ops.to_dtype(v, cd) if source.dtype != cd else v
+        return cast(ls(decompose(j, list(source.size))), source.dtype, cd)
 
     return _gathered(g, node, x, x.dtype, k, match, source_at, "sum" if accumulate else "last")
 
@@ -277,8 +273,8 @@ def index_reduce(g: LoweringContext, node: Node, x: TensorValue, dim: int, index
         return _is(pd, _wrap(li([j] if index.size else []), size))
 
     def source(p: Index, j: Any) -> Any:
-        v = ls([j if q == dim else p[q] for q in range(n)] if src.size else [])
-        return ops.to_dtype(v, cd) if src.dtype != cd else v
+        at = [j if q == dim else p[q] for q in range(n)] if src.size else []
+        return cast(ls(at), src.dtype, cd)
 
     return _gathered(g, node, x, x.dtype, length, match, source, reduce_, include_self)
 
@@ -315,11 +311,9 @@ def masked_scatter(g: LoweringContext, node: Node, x: TensorValue, mask: TensorV
         def take() -> Any:
             pos = ops.sub(lc(p), ops.constant(1, I64))
             s = ops.indirect_indexing(ops.maximum(pos, ops.constant(0, I64)), source.numel())
-            v = ls(decompose(s, list(source.size)))
-            return ops.to_dtype(v, cd) if source.dtype != cd else v
+            return cast(ls(decompose(s, list(source.size))), source.dtype, cd)
 
-        r = ops.where(hit, ops.masked(hit, take, 0), lx(p))
-        return ops.to_dtype(r, x.dtype) if cd != x.dtype else r
+        return cast(ops.where(hit, ops.masked(hit, take, 0), lx(p)), cd, x.dtype)
 
     return g.lazy(node, inner, size, x.dtype, [x, mask, source, count])
 
@@ -368,8 +362,7 @@ def _scatter(g: LoweringContext, node: Node, x: TensorValue, dim: int, index: Te
     def source(p: Index, j: Any) -> Any:
         if ls is None:
             return ops.constant(src, cd)
-        v = ls(at(p, j, src))
-        return ops.to_dtype(v, cd) if src.dtype != cd else v
+        return cast(ls(at(p, j, src)), src.dtype, cd)
 
     return _gathered(g, node, x, x.dtype, length, match, source, mode, include_self)
 

@@ -21,7 +21,7 @@ from kernelscope.compiler.features import Feature
 from kernelscope.compiler.ir.nodes import Index, TensorValue
 from kernelscope.compiler.ir.ops import ops
 from kernelscope.compiler.lowering.common import LoweringContext, out_meta
-from kernelscope.compiler.lowering.pointwise import upcast
+from kernelscope.compiler.lowering.pointwise import cast, upcast
 from kernelscope.compiler.lowering.reductions import reduce
 from kernelscope.compiler.lowering.registry import aten, register_lowering
 
@@ -39,15 +39,14 @@ def _lowered(g: LoweringContext, node: Node, x: TensorValue, dim: int, log: bool
     load = x.loader()
 
     def xv(idx: Index) -> Any:
-        v = load(idx)
-        return ops.to_dtype(v, cd) if x.dtype != cd else v
+        return cast(load(idx), x.dtype, cd)
 
     def at_row(idx: Index) -> list[Any]:
         return [sympy.Integer(0) if k == d else i for k, i in enumerate(idx)] if x.size \
             else list(idx)
 
     def finish(v: Any) -> Any:
-        return ops.to_dtype(v, out) if out != cd else v
+        return cast(v, cd, out)
 
     online = g.online_softmax is not None and n > g.online_softmax
     if online and x.size:

@@ -22,6 +22,7 @@ from kernelscope.compiler.ir.indexing import decompose
 from kernelscope.compiler.ir.nodes import Index, TensorValue
 from kernelscope.compiler.ir.ops import ops
 from kernelscope.compiler.lowering.common import LoweringContext, compared, out_meta, row_pair
+from kernelscope.compiler.lowering.pointwise import cast
 from kernelscope.compiler.lowering.reductions import reduce
 from kernelscope.compiler.lowering.registry import aten, register_lowering
 from kernelscope.compiler.lowering.scatter import I64, too_costly
@@ -262,7 +263,7 @@ def searchsorted(g: LoweringContext, node: Node, seq: TensorValue, values: Any, 
         p, j = idx[:n], idx[n]
         b = ls(list(p[:len(seq.size) - 1]) + [j]) if seq.size else ls([])
         v = lv(list(p)) if lv is not None else ops.constant(values, cd)
-        b = ops.to_dtype(b, cd) if seq.dtype != cd else b
+        b = cast(b, seq.dtype, cd)
         if lv is not None and values.dtype != cd:
             v = ops.to_dtype(v, cd)
         keep = ops.gt(b, v) if upper else ops.ge(b, v)
