@@ -63,13 +63,9 @@ def identity_runtime(gm: torch.fx.GraphModule, dynamo_inputs: int) -> str:
     if meta is None:
         return "no AOTAutograd metadata"
     try:
-        return _first_failed(_checks(gm, meta, dynamo_inputs))
+        return next((why for ok, why in _checks(gm, meta, dynamo_inputs) if not ok), "")
     except Exception as e:  # noqa: BLE001 - metadata of another torch: take the safe path
         return f"could not read AOTAutograd's metadata: {type(e).__name__}: {e}"
-
-
-def _first_failed(checks: list[tuple[bool, str]]) -> str:
-    return next((why for ok, why in checks if not ok), "")
 
 
 def _checks(gm: torch.fx.GraphModule, meta: Any, dynamo_inputs: int) -> list[tuple[bool, str]]:
@@ -77,7 +73,7 @@ def _checks(gm: torch.fx.GraphModule, meta: Any, dynamo_inputs: int) -> list[tup
 
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     outputs = next(n for n in reversed(gm.graph.nodes) if n.op == "output").args[0]
-    checks = [
+    return [
         (len(meta.input_info) == len(placeholders) == dynamo_inputs,
          "AOTAutograd added or merged inputs"),
         # (an input's requires_grad does not matter: dynamo_key asks for grad mode off)
@@ -96,4 +92,3 @@ def _checks(gm: torch.fx.GraphModule, meta: Any, dynamo_inputs: int) -> list[tup
          "tensor subclasses"),
         (not any(n.op == "get_attr" for n in gm.graph.nodes), "the graph holds constants"),
     ]
-    return checks

@@ -42,16 +42,9 @@ class CompileOptions:
     # saves every intermediate the backward reads (capture/aot.py)
     partition: str = "min_cut"  # what a training forward saves for its backward
     cuda_graphs: bool = False  # replay each compiled graph from a CUDA graph (runtime/graphs.py)
-    # "auto" works channels-last where lowering/layout.py's rule says (CUDA graphs with
-    # convolutions, inference and training), "channels_last" wherever a convolution can,
-    # "contiguous" never.
+    # "auto": where lowering/layout.py's rule says; "channels_last": wherever it can
     conv_layout: str = "auto"  # convolution graphs' layout: auto, channels_last or contiguous
-    # mm/addmm/bmm on Triton: "heuristic" (as Inductor without max-autotune) times
-    # nothing: a choice measured before for the product (cached on disk, shared by the
-    # server across jobs) or else the extern call; "measure" ("auto", its old name) times
-    # the extern call against the GEMM template's configs on the real shapes (a GPU) and
-    # keeps the fastest; "extern" never offers the template; "template" takes its first
-    # config unmeasured (tests).
+    # mm/addmm/bmm on Triton, each value's rule in runtime/autotune.py ("auto": "measure")
     matmul: str = "heuristic"  # matrix products: heuristic, measure, extern or template
     # threads building a graph's Triton kernels ahead of its first launch (0: one per
     # CPU core, at most 16); set to 2 or more, as many spawned processes (at most 4)

@@ -472,10 +472,6 @@ def _cuda_graph(w: GraphWork, options: CompileOptions) -> ev.CudaGraphStatus | N
     return ev.CudaGraphStatus(s["recorded"], s["replays"], s["why_not"], s["plain_runs"])
 
 
-def _each(fns: list[Callable[..., Any]], run: _BackRun) -> Callable[[], None]:
-    return each(fns, [_fresh(w.example_inputs) for w in run.works])
-
-
 def _profile(run: _BackRun) -> ev.Profile:
     run.profile = profile_works(run.works, [_fresh(w.example_inputs) for w in run.works],
                                 run.options, run.beat.doing)
@@ -487,8 +483,8 @@ def _inductor(run: _BackRun) -> ev.Inductor:
     result to show in this event, never the job's error."""
     def build(graphs: Graphs) -> Callable[[], None]:
         torch._dynamo.reset()
-        return _each([torch.compile(w.gm, backend=graphs.backend(w.gid, w.gm))
-                      for w in run.works], run)
+        return each([torch.compile(w.gm, backend=graphs.backend(w.gid, w.gm))
+                     for w in run.works], [_fresh(w.example_inputs) for w in run.works])
 
     try:
         data = inductor_profile(build, run.options)

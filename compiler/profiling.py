@@ -40,6 +40,10 @@ Inputs = list[list[Any]]
 # Seconds each side's rows may repeat for when their sum does not settle (a loaded host):
 # half the headline figures' budget (rows are at least MIN_REPEATS repeats whatever this is).
 ROWS_BUDGET_S = 0.5
+# Rows read the wall clock, whatever the call's clock: a read of the thread's CPU time is a
+# system call whose cost inside a wrapper runs above its calibration, and a row is short
+# enough that the batch median keeps out the preemptions a whole call cannot escape.
+ROW_CLOCK = time.perf_counter_ns
 
 
 def each(fns: Sequence[Callable[..., Any]], inputs: Inputs) -> Callable[[], None]:
@@ -107,7 +111,7 @@ def _ours_rows(works: list[GraphWork], inputs: Inputs, call: ev.Spread, cuda: bo
               for w, args in zip(works, inputs) if w.compiled is not None]
     if cuda:
         return _device_rows(works, graphs, call)
-    measured = timed.measure_rows(graphs, ROWS_BUDGET_S, clock=_row_clock(clock),
+    measured = timed.measure_rows(graphs, ROWS_BUDGET_S, clock=ROW_CLOCK,
                                   plain=plain, plain_clock=clock)
     rows = [r for w in works for r in step_rows(w, measured.samples, cuda=False)]
     method = ("per-launch clock reads in an instrumented copy of the wrapper (the cost "
@@ -137,14 +141,6 @@ def _device_rows(works: list[GraphWork], graphs: list[timed.TimedGraph], call: e
                     "device's idle time inside the call", call, rows, works, [])
 
 
-def _row_clock(clock: stats.Clock) -> stats.Clock:
-    """Rows read the wall clock: a read of the thread's CPU time is a system call (0.6 us
-    here) whose cost inside a wrapper runs above its calibration (a 4-block model's rows
-    added up to 113% of its call), and a row is short enough that the batch median keeps
-    the preemptions a whole call cannot escape out of it."""
-    return time.perf_counter_ns
-
-
 def _repeat_medians(values: list[float], repeats: int = stats.MIN_REPEATS + 2) -> list[float]:
     """Per-call samples as `repeats` samples, each the median of its share of calls."""
     if len(values) <= repeats:
@@ -159,7 +155,7 @@ def _eager_rows(works: list[GraphWork], inputs: Inputs, call: ev.Spread, cuda: b
     clock reads (as ours); on a GPU each op's kernels' device time (CUPTI)."""
     if not cuda:
         graphs = [timed.eager_timed_graph(w.gid, w.gm, list(a)) for w, a in zip(works, inputs)]
-        measured = timed.measure_rows(graphs, ROWS_BUDGET_S, clock=_row_clock(clock),
+        measured = timed.measure_rows(graphs, ROWS_BUDGET_S, clock=ROW_CLOCK,
                                       plain=plain, plain_clock=clock)
         rows = [_eager_row(w, label, v) for w in works for (gid, label), v
                 in measured.samples.items() if gid == w.gid]

@@ -40,8 +40,7 @@ def _source(d: ev.Source) -> list[str]:
 
 
 def _capture_graph(g: ev.CaptureGraph) -> list[str]:
-    out: list[str] = []
-    out.append(f"-- {g.name} ({len(g.nodes)} nodes)")
+    out = [f"-- {g.name} ({len(g.nodes)} nodes)"]
     for n in g.nodes:
         if n.op == "call_function":
             where = f"  # line {n.line}" if n.line else ""
@@ -89,8 +88,7 @@ def _scheduling_graph(g: ev.SchedulingGraph) -> list[str]:
 
 
 def _memory_graph(g: ev.MemoryGraph) -> list[str]:
-    out: list[str] = []
-    out.append(f"{'buffer':10s} {'bytes':>12s} {'first':>5s} {'last':>5s}  reuses")
+    out = [f"{'buffer':10s} {'bytes':>12s} {'first':>5s} {'last':>5s}  reuses"]
     for b in g.buffers:
         out.append(f"{b.name:10s} {b.bytes:12d} {b.first:5d} {b.last:5d}  "
                    f"{b.reused_from or ''}{' (output)' if b.output else ''}")
@@ -99,19 +97,13 @@ def _memory_graph(g: ev.MemoryGraph) -> list[str]:
 
 
 def _codegen_graph(g: ev.CodegenGraph) -> list[str]:
-    out: list[str] = []
-    for k in g.kernels:
-        out.append(f"-- {k.name} ({k.language})")
-        out.append(k.source.rstrip())
-    out.append("-- wrapper")
-    out.append(g.wrapper.source.split("def call", 1)[-1].join(["def call", ""]).rstrip())
-    return out
+    out = [line for k in g.kernels for line in (f"-- {k.name} ({k.language})", k.source.rstrip())]
+    return out + ["-- wrapper",
+                  g.wrapper.source.split("def call", 1)[-1].join(["def call", ""]).rstrip()]
 
 
 def _compile_graph(g: ev.CompileGraph) -> list[str]:
-    out: list[str] = []
-    cache = "hit" if g.cache_hit else "miss"
-    out.append(f"graph {g.id}: {g.ms:.1f} ms, cache {cache}")
+    out = [f"graph {g.id}: {g.ms:.1f} ms, cache {'hit' if g.cache_hit else 'miss'}"]
     for k in g.kernels:
         extra = "".join(f", {name} {n}" for name, n in
                         (("registers", k.registers), ("spills", k.spills)) if n is not None)

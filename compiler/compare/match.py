@@ -20,8 +20,10 @@ functions over plain data; the UI only draws the result.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -100,27 +102,21 @@ def _group(items: list[tuple[str, KernelRef]]) -> Group:
     return Group(graph=items[0][1].graph, nodes=nodes, a=[k.name for k in side_a],
                  b=[k.name for k in side_b], how=relation(len(side_a), len(side_b)),
                  a_ms=_ms(k.ms for k in side_a), b_ms=_ms(k.ms for k in side_b),
-                 a_bytes=_bytes(k.bytes for k in side_a),
-                 b_bytes=_bytes(k.bytes for k in side_b))
+                 a_bytes=_total(k.bytes for k in side_a),
+                 b_bytes=_total(k.bytes for k in side_b))
+
+
+def _total(values: Iterable[Any]) -> Any:
+    """The sum, or None where a value is not known (or there is none)."""
+    xs = list(values)
+    return None if not xs or None in xs else sum(xs)
 
 
 def _ms(values: Iterable[float | None]) -> float | None:
-    xs = list(values)
-    if not xs or None in xs:
-        return None
-    return round(sum(x for x in xs if x is not None), 4)
-
-
-def _bytes(values: Iterable[int | None]) -> int | None:
-    xs = list(values)
-    if not xs or None in xs:
-        return None
-    return sum(x for x in xs if x is not None)
+    total = _total(values)
+    return None if total is None else round(total, 4)
 
 
 def summary(groups: Sequence[Group]) -> dict[str, int]:
     """How many groups of each relation (the page's one-line account)."""
-    out: dict[str, int] = {}
-    for g in groups:
-        out[g.how] = out.get(g.how, 0) + 1
-    return out
+    return dict(Counter(g.how for g in groups))

@@ -15,7 +15,7 @@ from typing import Any
 from kernelscope.compiler.compare.match import Group, KernelRef, match
 
 
-def _data(events: Sequence[dict[str, Any]], stage: str) -> dict[str, Any]:
+def stage_data(events: Sequence[dict[str, Any]], stage: str) -> dict[str, Any]:
     found = next((e.get("data") for e in events if e.get("stage") == stage), None)
     return found if isinstance(found, dict) else {}
 
@@ -24,9 +24,9 @@ def ours(events: Sequence[dict[str, Any]]) -> list[KernelRef]:
     """Our kernels of a trace, each graph's in order, with the FX nodes each fuses
     (scheduling) and its time and bytes where `profile` measured them."""
     timed = {(k.get("graph", 0), k.get("name")): k
-             for k in _data(events, "profile").get("kernels") or [] if isinstance(k, dict)}
+             for k in stage_data(events, "profile").get("kernels") or [] if isinstance(k, dict)}
     out = []
-    for g in _data(events, "scheduling").get("graphs") or []:
+    for g in stage_data(events, "scheduling").get("graphs") or []:
         for k in g.get("kernels") or []:
             t = timed.get((g.get("id"), k.get("name"))) or timed.get((0, k.get("name"))) or {}
             out.append(KernelRef(str(k.get("name")), g.get("id"), tuple(k.get("origins") or ()),
@@ -37,7 +37,7 @@ def ours(events: Sequence[dict[str, Any]]) -> list[KernelRef]:
 def inductor(events: Sequence[dict[str, Any]]) -> list[KernelRef]:
     """Inductor's calls from a trace's `inductor` event (older traces: `profile.inductor`),
     with no FX nodes nor graph where the trace predates Inductor's node mapping."""
-    event = _data(events, "inductor") or _data(events, "profile").get("inductor") or {}
+    event = stage_data(events, "inductor") or stage_data(events, "profile").get("inductor") or {}
     return [KernelRef(str(k.get("call") or k.get("name")), k.get("graph"),
                       tuple(k.get("nodes") or ()), k.get("ms"), k.get("bytes"),
                       str(k.get("kind", "")))

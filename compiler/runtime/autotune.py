@@ -1,22 +1,21 @@
 """Choosing what each matrix product runs as: the extern call or a GEMM template config.
 
 After lowering, every `MatmulTemplate` (ir/template.py) is decided here, before the
-scheduler sees it (a chosen template becomes a kernel its consumers fuse into). By
-default (`matmul="heuristic"`, as Inductor without max-autotune) nothing is timed: a
-choice measured before for the same product (this machine's cache, or the server's,
-which every measuring job fills: server/jobs/kcache.py) is taken as it was measured, and
-otherwise the extern call (cuBLAS), which a cold explorer job would spend seconds of GPU
-time to beat. With `matmul="measure"` ("auto" is its old name) and real kernels (a GPU),
-the extern call and each template
-config the backend offers are run once on random operands of the product's real shapes,
-strides and dtype (as Inductor's max-autotune does); a config whose values are not the
-extern call's (at the dtype's tolerance) or that fails to build is dropped, with why;
-the fastest stays. The times are kept on disk (runtime/results.py), keyed by the shapes,
-strides, dtype, device name, the template's source and the tool versions, so a product is
-measured once per machine; in the explorer the server shares them across jobs from the
-back half only (server/jobs/kcache.py). "template" takes the first config unmeasured and
-"extern" the extern call (deterministic, for tests); where kernels are emulated nothing is
-measured and the extern call stays.
+scheduler sees it (a chosen template becomes a kernel its consumers fuse into). By default
+(`matmul="heuristic"`, as Inductor without max-autotune) nothing is timed: a choice
+measured before for the same product (this machine's cache, or the server's, which every
+measuring job fills: server/jobs/kcache.py) is taken as it was measured, and otherwise the
+extern call (cuBLAS), which a cold explorer job would spend seconds of GPU time to beat.
+With `matmul="measure"` ("auto" is its old name) and real kernels (a GPU), the extern call
+and each template config the backend offers are run once on random operands of the
+product's real shapes, strides and dtype (as Inductor's max-autotune does); a config whose
+values are not the extern call's (at the dtype's tolerance) or that fails to build is
+dropped, with why; the fastest stays. The times are kept on disk (runtime/results.py),
+keyed by the shapes, strides, dtype, device name, the template's source and the tool
+versions, so a product is measured once per machine; in the explorer the server shares
+them across jobs from the back half only (server/jobs/kcache.py). "template" takes the
+first config unmeasured and "extern" the extern call (deterministic, for tests); where
+kernels are emulated nothing is measured and the extern call stays.
 
 In: a LoweredGraph and its backend. Out: `chosen` set on each template, and one
 TemplateSelection per product for the scheduling event.

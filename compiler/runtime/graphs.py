@@ -172,9 +172,7 @@ def _on_gpu(t: torch.Tensor) -> bool:
 
 
 def _copy(t: torch.Tensor) -> torch.Tensor:
-    out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
-    out.copy_(t)
-    return out
+    return torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device).copy_(t)
 
 
 def static_input_indices() -> list[int]:

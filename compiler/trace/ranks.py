@@ -48,9 +48,8 @@ def rank_dirs(root: Path) -> list[tuple[int, Path]]:
     """The rank folders of a trace directory, by rank (empty: a one-process trace)."""
     if not root.is_dir():
         return []
-    found = [(int(m.group(1)), p) for p in root.iterdir()
-             if p.is_dir() and (m := _RANK_DIR.fullmatch(p.name))]
-    return sorted(found)
+    return sorted((int(m.group(1)), p) for p in root.iterdir()
+                  if p.is_dir() and (m := _RANK_DIR.fullmatch(p.name)))
 
 
 def rank_zero_files(root: Path, ranks: list[tuple[int, Path]],
@@ -58,9 +57,7 @@ def rank_zero_files(root: Path, ranks: list[tuple[int, Path]],
     """Every rank but the first stored with `put` (which returns its trace's path), and the
     first rank's files, its run.json naming the others' traces (the run's own run.json,
     beside the rank folders, where the rank has none: a script that spawned its ranks)."""
-    links = []
-    for rank, folder in ranks[1:]:
-        links.append({"rank": rank, "url": put(read_dir(folder))})
+    links = [{"rank": rank, "url": put(read_dir(folder))} for rank, folder in ranks[1:]]
     first, folder = ranks[0]
     files = [(n, b) for n, b in read_dir(folder) if n != RUN_FILE]
     own = folder / RUN_FILE

@@ -26,7 +26,7 @@ from dataclasses import asdict
 from typing import Any
 
 from kernelscope.compiler.compare.match import match
-from kernelscope.compiler.compare.traces import inductor, ours
+from kernelscope.compiler.compare.traces import inductor, ours, stage_data
 from kernelscope.compiler.devices import CPU, CUDA
 
 HEADER = "# Rebuilt by Kernelscope from the TORCH_TRACE log of trace {trace}, graph {graph}"
@@ -149,11 +149,6 @@ def logged_names(code: str) -> dict[int, str]:
             if (m := _ASSIGN.match(lines[i])) is not None}
 
 
-def _data(events: Sequence[dict[str, Any]], stage: str) -> dict[str, Any]:
-    found = next((e.get("data") for e in events if e.get("stage") == stage), None)
-    return found if isinstance(found, dict) else {}
-
-
 def against_log(events: Sequence[dict[str, Any]], log_events: Sequence[dict[str, Any]],
                 log_id: str) -> dict[str, Any]:
     """A rebuilt graph's trace (our kernels) against Inductor's kernels for the same graph as
@@ -161,13 +156,13 @@ def against_log(events: Sequence[dict[str, Any]], log_events: Sequence[dict[str,
     for the logged graph, their nodes renamed to ours through the snippet's lines, as the
     trace's own `inductor` event would carry them, and the groups. ValueError: the trace is
     no rebuild of a graph of that log."""
-    code = str(_data(events, "source").get("code") or "")
+    code = str(stage_data(events, "source").get("code") or "")
     named = rebuilt_from(code)
     if named is None or named[0] != log_id:
         raise ValueError(f"this trace is no rebuild of a graph of trace {log_id!r}")
-    logged = _data(log_events, "capture").get("graphs") or []
+    logged = stage_data(log_events, "capture").get("graphs") or []
     graph = next((g for g in logged if g.get("id") == named[1]), None)
-    mine = (_data(events, "capture").get("graphs") or [None])[0]
+    mine = (stage_data(events, "capture").get("graphs") or [None])[0]
     if graph is None or mine is None:
         raise ValueError(f"trace {log_id!r} has no graph {named[1]}, or this trace no graph")
     names = logged_names(code)
@@ -175,13 +170,14 @@ def against_log(events: Sequence[dict[str, Any]], log_events: Sequence[dict[str,
     for n in mine.get("nodes") or []:
         if n.get("line") in names:
             ours_of.setdefault(names[n["line"]], []).append(str(n["name"]))
-    generated: dict[str, Any] = next((g for g in _data(log_events, "codegen").get("graphs") or []
-                      if g.get("id") == named[1]), {})
+    generated: dict[str, Any] = next(
+        (g for g in stage_data(log_events, "codegen").get("graphs") or []
+         if g.get("id") == named[1]), {})
     sources = {k.get("name"): k.get("source", "") for k in generated.get("kernels") or []}
     kernels = [{**k, "graph": mine["id"],
                 "source": k.get("source") or sources.get(k.get("name"), ""),
                 "nodes": [o for name in k.get("nodes") or [] for o in ours_of.get(name, [])]}
-               for k in _data(log_events, "inductor").get("kernels") or []
+               for k in stage_data(log_events, "inductor").get("kernels") or []
                if isinstance(k, dict) and k.get("graph") == named[1]]
     wrapper = (generated.get("wrapper") or {}).get("source", "")
     event = {"measured": False, "code": [wrapper] if wrapper else [], "kernels": kernels,
@@ -194,12 +190,12 @@ def against_log(events: Sequence[dict[str, Any]], log_events: Sequence[dict[str,
 
 def is_log_trace(events: Sequence[dict[str, Any]]) -> bool:
     """A trace opened from a TORCH_TRACE log (its capture says where it came from)."""
-    return bool(_data(events, "capture").get("log"))
+    return bool(stage_data(events, "capture").get("log"))
 
 
 def logged_graph(events: Sequence[dict[str, Any]], graph: int) -> dict[str, Any] | None:
     """Graph `graph` of a log's trace, or None (not a log's trace, or no such graph)."""
     if not is_log_trace(events):
         return None
-    return next((g for g in _data(events, "capture").get("graphs") or []
+    return next((g for g in stage_data(events, "capture").get("graphs") or []
                  if isinstance(g, dict) and g.get("id") == graph), None)

@@ -37,6 +37,7 @@ from kernelscope.compiler.devices import CPU
 from kernelscope.compiler.events import types as ev
 from kernelscope.compiler.events.stage import SCHEMA_VERSION
 from kernelscope.compiler.kernel_numbers import KernelNumbers, numbered_in
+from kernelscope.compiler.runtime.cache import write_atomic
 from kernelscope.compiler.trace.ranks import rank_dir
 from kernelscope.compiler.trace.reader import FORMAT, VERSION
 from kernelscope.compiler.versions import versions
@@ -275,7 +276,5 @@ class TraceDir:
         }
         safe = re.sub(r"[^0-9A-Za-z]+", "_", info.compile_id or "x")
         path = self.root / f"{seq}_{os.getpid()}_compile_{safe}_{kind or 'inference'}.json"
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(record))
-        os.replace(tmp, path)
+        write_atomic(path, json.dumps(record))
         return path
