@@ -33,7 +33,7 @@ class BadInput(ValueError):
     """A request body that is not acceptable; the message says why (a 400)."""
 
 
-def _no_constants(name: str) -> Any:
+def no_constants(name: str) -> Any:
     raise BadInput(f"the body contains {name}, which is not JSON")
 
 
@@ -44,19 +44,22 @@ def parse_request(raw: bytes) -> Any:
     except UnicodeDecodeError:
         raise BadInput("the body is not valid UTF-8") from None
     try:
-        value = json.loads(text, parse_constant=_no_constants)
+        value = json.loads(text, parse_constant=no_constants)
     except BadInput:
         raise
     except RecursionError:
         raise BadInput(f"the body is nested too deeply (limit {MAX_REQUEST_DEPTH})") from None
     except ValueError:
         raise BadInput("the body is not valid JSON") from None
-    _check(value, MAX_REQUEST_DEPTH)
+    check_request(value, MAX_REQUEST_DEPTH)
     return value
 
 
-def _check(value: Any, max_depth: int) -> None:
-    stack: list[tuple[Any, int]] = [(value, 1)]
+def check_request(value: Any, max_depth: int, depth: int = 1) -> None:
+    """BadInput unless `value` (itself `depth` deep) reaches at most `max_depth`, with no
+    lone surrogate and no number too large for a float (what parse_request checks of a
+    decoded body)."""
+    stack: list[tuple[Any, int]] = [(value, depth)]
     while stack:
         item, depth = stack.pop()
         if depth > max_depth:

@@ -330,3 +330,67 @@ def test_a_prepared_trace_is_spooled_while_the_database_is_down(
     row = inner.get(trace.ident)
     assert row is not None and row["events"] == json.loads(trace.events)
     assert row["code"] == read.code and row["options"] == read.options
+
+
+STREAM_BODIES = [
+    b'{"files": [{"name": "a.json", "text": "{\\"x\\": 1}"}, '
+    b'{"name": "b.json", "text": "\xc3\xa9\xe2\x82\xac"}]}',
+    b'  {"pad": [1, 2.5e3, true, null, {"k": "v"}], "files": [{"name": "a.json", "text": ""}]}  ',
+    b'{"files": [{"name": "a.json", "text": "x"}], "files": [{"name": "b.json", "text": "y"}]}',
+    b'{"files": [{"name": "a.json", "text": "x"},]}', b'{"files": [{"name": "a.json"},], }',
+    b'{"files": [], "n": 12345678}', b'{"n": 12345678, "files": []}', b'{}', b'{"files": {}}',
+    b'[]', b'12', b'', b'   ', b'"files"', b'{"files": [{"name": "a.json", "text": NaN}]}',
+    b'{"files": [{"name": "a.json", "text": "x"}]} extra', b'{"files": [1e400]}',
+    b'{"files": [{"name": "a.json", "text": "\\ud800"}]}', b'{"files": [{"name": "\xff"}]}',
+    b'{"files": [' + b'[' * 20 + b']' * 20 + b']}', b'{"x": ' + b'[' * 5000 + b']' * 5000 + b'}',
+    b'{"files": [{"name": "a.json", "text": "x"}]', b'{"files" [1]}', b'{1: 2}',
+    b'\xef\xbb\xbf{"files": []}', b'{"files": [{"name": "a.json", "text": "x"}]}\xff',
+]
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 7, 1 << 20])
+def test_the_upload_child_reads_a_body_as_it_arrives_as_parse_request_would(
+        monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    """The child takes each file as soon as it is in, never the body whole: the same files,
+    or the same refusal in the same words, as decoding the body whole, however the body's
+    bytes are cut (a multi-byte character or a number across two reads)."""
+    import io
+
+    from kernelscope.compiler.trace.reader import TraceRefused
+    from kernelscope.server.jobs.inputs import BadInput, parse_request
+    from kernelscope.server.web import upload_child
+    from kernelscope.server.web.uploads import checked_files
+
+    monkeypatch.setattr(upload_child, "CHUNK", chunk)
+
+    def outcome(read: Any) -> Any:
+        try:
+            return read()
+        except (BadInput, TraceRefused) as exc:
+            return type(exc).__name__, str(exc)
+
+    for body in STREAM_BODIES:
+        whole = outcome(lambda: checked_files(parse_request(body)))
+        streamed = outcome(lambda: upload_child.read_files(io.BytesIO(body)))
+        assert streamed == whole, body[:80]
+
+
+def test_the_upload_child_never_holds_the_body_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three 1 MiB files: the text held at once is about one file's (the body's, before)."""
+    import io
+
+    from kernelscope.server.web import upload_child
+
+    texts: list[int] = []
+    real = upload_child._Body.more
+
+    def more(self: Any, least: int = 1) -> bool:
+        found = real(self, least)
+        texts.append(len(self.text))
+        return bool(found)
+
+    monkeypatch.setattr(upload_child._Body, "more", more)
+    files = [{"name": f"{i}.json", "text": "x" * (1 << 20)} for i in range(3)]
+    body = json.dumps({"files": files}).encode()
+    assert [len(t) for _, t in upload_child.read_files(io.BytesIO(body))] == [1 << 20] * 3
+    assert max(texts) < 2.5 * (1 << 20) < len(body), (max(texts), len(body))
