@@ -118,6 +118,11 @@ export function growing(parent, items, make, more, { chunk = 60, first = chunk,
   return parent;
 }
 
+// Resolves in a task of its own: what follows does not lengthen the task that awaits it.
+export function nextTask() {
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
+
 // Resolves once the next frame is drawn (or after `ms` on a page that draws none, a hidden
 // one): what follows runs in a task of its own, after what came before has painted.
 export function afterFrame(ms = 250) {

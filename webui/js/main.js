@@ -14,6 +14,7 @@ import { Trace, graphView, graphLabels, loadStages, inductorOf, followUpsPending
 /** @typedef {import("../types/events").StageEvent} StageEvent */
 import { SelectionBus, buildIndex, fromSourceLine, isEmpty } from "./provenance.js";
 import { makeTabs, makeSplitter, makeMaximise, toast, initTheme, notFound } from "./layout.js";
+import { nextTask } from "./dom.js";
 import { OptionControls, fillChoices, fingerprint, unchangedNotes } from "./options.js";
 import { openDiff } from "./diffpage.js";
 import { StatusStrip } from "./panes/status.js";
@@ -401,12 +402,16 @@ async function openPermalink(id, fetched = null) {
     banner.show({ kind: err.kind ?? "client", message: err.message });
     return;
   }
+  // The page's own setup, the editor's text and the panes each in a task of their own: a
+  // trace that arrived before the page's modules ran would make them one long task.
+  await nextTask();
   editor.code = trace.code ?? "";
   setOptions(trace.options);
   $("permalink-info").textContent = `Read-only trace ${trace.id ?? id}` +
     `${trace.ok === false ? " (failed compile)" : ""}` +
     `${trace.created ? ` · created ${new Date(trace.created).toLocaleString()}` : ""}`;
   await openFirstGraph(id, trace, fetched ? firstPart : null);
+  await nextTask();
   handleAll(trace.events ?? [], false);
   const source = state.trace.data("source");
   if (source) setOptions({ device: source.device, backend: source.backend, ...source.options });
