@@ -17,6 +17,31 @@ export interface TracePart {
   graphs?: Record<string, Array<{ id: number }>>;
 }
 
+/**
+ * A payload as its JSON text. A model's trace is hundreds of thousands of small objects,
+ * which every hop between the extension host and the webview's frame copies one by one (and
+ * VS Code in a browser makes several); one string crosses them as one copy, and the webview
+ * parses it once (docs/perf.md, "The VS Code panel").
+ */
+export type Json = string;
+
+/** The value of `x`, parsed when it is JSON text (a `Json` payload). */
+export function fromJson<T>(x: T | Json): T {
+  return typeof x === "string" ? JSON.parse(x) as T : x;
+}
+
+/** A `trace` message's events, parsed and checked (null: not a list of events). */
+export function traceEvents(events: StageEvent[] | Json): StageEvent[] | null {
+  let list: unknown;
+  try {
+    list = fromJson<unknown>(events);
+  } catch {
+    return null;
+  }
+  return Array.isArray(list) && list.every((e) => isObject(e) && typeof e.stage === "string")
+    ? list as StageEvent[] : null;
+}
+
 /** What the panel shows above the panes: which file and region a trace came from. */
 export interface TraceTitle {
   file: string;
@@ -41,10 +66,12 @@ export type HostToWebview =
   | { type: "event"; event: StageEvent }
   /** A stored trace (a permalink, or a panel restored after a reload). A big one comes as
    * its head (docs/server.md, "A model's trace"): `stored` names it, and the webview asks
-   * for each graph's part (`part`) when that graph is shown. */
-  | { type: "trace"; title: TraceTitle; events: StageEvent[]; stored?: string }
-  /** The answer to a `part` request: the part, or why it could not be read. */
-  | { type: "part"; trace: string; key: string; part: TracePart | null; error?: string }
+   * for each graph's part (`part`) when that graph is shown. The host sends the events as
+   * their JSON text (`Json`). */
+  | { type: "trace"; title: TraceTitle; events: StageEvent[] | Json; stored?: string }
+  /** The answer to a `part` request: the part (as JSON text from the host), or why it could
+   * not be read. */
+  | { type: "part"; trace: string; key: string; part: TracePart | Json | null; error?: string }
   /** After `done`: each follow-up's state (running, done, lost) and the events the server
    * stored after `done` since the last such message (docs/server.md, "Follow-ups"). */
   | { type: "followUps"; states: Record<string, string>; events: StageEvent[] }
@@ -73,7 +100,7 @@ export type WebviewToHost =
   /** One part of the big stored trace `trace` (`GET /api/traces/<trace>/parts/<key>`). */
   | { type: "part"; trace: string; key: string }
   /** A panel restored after a reload hands its trace back, so the editor is decorated again. */
-  | { type: "restore"; title: TraceTitle; events: StageEvent[]; followUps?: Record<string, string>;
+  | { type: "restore"; title: TraceTitle; events: StageEvent[] | Json; followUps?: Record<string, string>;
       stored?: string };
 
 const isObject = (x: unknown): x is Record<string, unknown> =>
@@ -103,8 +130,8 @@ export function isWebviewToHost(m: unknown): m is WebviewToHost {
     case "highlight":
       return Number.isInteger(m.id) && typeof m.code === "string" && typeof m.language === "string";
     case "restore":
-      return isObject(m.title) && Array.isArray(m.events) && m.events.length < 10_000 &&
-        m.events.every((e) => isObject(e) && typeof e.stage === "string" && typeof e.seq === "number") &&
+      return isObject(m.title) && (typeof m.events === "string" || (Array.isArray(m.events) && m.events.length < 10_000 &&
+        m.events.every((e) => isObject(e) && typeof e.stage === "string" && typeof e.seq === "number"))) &&
         (m.followUps === undefined || isStates(m.followUps)) && (m.stored === undefined || isName(m.stored));
     default:
       return false;
@@ -120,9 +147,11 @@ export function isHostToWebview(m: unknown): m is HostToWebview {
     case "event":
       return isObject(m.event) && typeof m.event.stage === "string";
     case "trace":
-      return isObject(m.title) && Array.isArray(m.events) && (m.stored === undefined || typeof m.stored === "string");
+      return isObject(m.title) && (Array.isArray(m.events) || typeof m.events === "string") &&
+        (m.stored === undefined || typeof m.stored === "string");
     case "part":
-      return typeof m.trace === "string" && typeof m.key === "string" && (m.part === null || isObject(m.part));
+      return typeof m.trace === "string" && typeof m.key === "string" &&
+        (m.part === null || isObject(m.part) || typeof m.part === "string");
     case "followUps":
       return isStates(m.states) && Array.isArray(m.events) && m.events.every((e) => isObject(e) && typeof e.stage === "string");
     case "selectLines":
@@ -142,7 +171,9 @@ export function isHostToWebview(m: unknown): m is HostToWebview {
 /** What the webview keeps with setState, so a hidden or restored panel shows the same. */
 export interface WebviewState {
   title: TraceTitle | null;
-  events: StageEvent[];
+  /** The trace's events, as JSON text (what VS Code's setState stores is JSON: one string is
+   * one copy); a state saved by an older panel has the list. */
+  events: StageEvent[] | Json;
   /** Each follow-up's state as the host last said (a lost one has no event to show it). */
   followUps?: Record<string, string>;
   tab?: string;

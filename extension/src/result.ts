@@ -74,6 +74,23 @@ export class CompileResult {
     return added;
   }
 
+  /**
+   * The events as the panel is sent them: a `capture_graph` event whose graph is also in
+   * `capture` goes as a stub (its scalar fields, `part: "capture"`), as a big stored trace's
+   * head keeps it (docs/server.md): the panes read `capture`'s copy, and the second copy is a
+   * fifth of a model's trace, which the panel's transport pays for by the byte.
+   */
+  panelEvents(): StageEvent[] {
+    const captured = new Set((this.trace.data("capture")?.graphs ?? []).map((g) => g.id));
+    return this.events.map((e) => {
+      const data = e.data as { id?: number; part?: unknown };
+      if (e.stage !== "capture_graph" || !captured.has(data.id as number) || typeof data.part === "string") return e;
+      const small = Object.entries(data).filter(([, v]) => v === null || ["boolean", "number"].includes(typeof v) ||
+        (typeof v === "string" && v.length <= 200));
+      return { ...e, data: { ...Object.fromEntries(small), id: data.id, part: "capture" } } as unknown as StageEvent;
+    });
+  }
+
   /** A part read ahead of its first ask (the first graph's, beside the head). */
   readAhead(key: string, part: Promise<TracePart>): void {
     part.catch(() => this.parts.delete(key));

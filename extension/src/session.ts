@@ -14,6 +14,7 @@ import { watchFollowUps } from "./followups";
 import { askInputs } from "./inputs";
 import { KernelscopePanel } from "./panel";
 import type { HostToWebview, StageEvent, TraceTitle, TracePart, WebviewToHost } from "./protocol";
+import { traceEvents } from "./protocol";
 import { CompileResult } from "./result";
 import { ServerManager, ServerSettings, SetupError, chooseDevice } from "./server";
 import { Plan, buildSnippet, planFile, planSelection, remapLines } from "./snippet";
@@ -254,7 +255,10 @@ export class Session implements vscode.Disposable {
     first.catch(() => {});
     const trace = await client.head(id);
     const doc = await vscode.workspace.openTextDocument({ content: trace.code, language: "python" });
-    await vscode.window.showTextDocument(doc, vscode.ViewColumn.One);
+    // An open panel is sent the trace before the editor shows its code (the editor's marks
+    // follow it); a new one opens beside that editor.
+    const panel = KernelscopePanel.current;
+    if (!panel) await vscode.window.showTextDocument(doc, vscode.ViewColumn.One);
     const title: TraceTitle = { file: `trace ${trace.id}`, region: String(trace.options?.entry ?? "permalink"), traceId: trace.id,
       server: client.base, document: doc.uri.toString() };
     const result = new CompileResult(`r${++this.counter}`, doc.uri.toString(), title);
@@ -269,16 +273,17 @@ export class Session implements vscode.Disposable {
     this.status.finished(result.ok !== false, result.summary());
     this.client = client;
     this.follow(client, result);
+    if (panel) await vscode.window.showTextDocument(doc, vscode.ViewColumn.One);
   }
 
   private traceMessage(result: CompileResult): Extract<HostToWebview, { type: "trace" }> {
-    return { type: "trace", title: result.title, events: result.events, ...(result.stored ? { stored: result.stored } : {}) };
+    return { type: "trace", title: result.title, events: JSON.stringify(result.panelEvents()), ...(result.stored ? { stored: result.stored } : {}) };
   }
 
   /** A part of the current (big, stored) trace, for the panel; the editor's marks grow with it. */
   private async sendPart(trace: string, key: string): Promise<void> {
-    const answer = (part: TracePart | null, error?: string) =>
-      KernelscopePanel.current?.post({ type: "part", trace, key, part, ...(error ? { error } : {}) });
+    const answer = (part: TracePart | null, error?: string) => KernelscopePanel.current?.post(
+      { type: "part", trace, key, part: part && JSON.stringify(part), ...(error ? { error } : {}) });
     const result = this.result;
     if (!result || result.stored !== trace) return answer(null, "this trace is no longer the panel's");
     try {
@@ -383,8 +388,10 @@ export class Session implements vscode.Disposable {
         // After a reload the host has no result; the restored panel's trace decorates its file again.
         if (!this.result && m.title.document) {
           try {
+            const events = traceEvents(m.events);
+            if (!events || events.length >= 10_000) throw new Error("not a list of events");
             const result = new CompileResult(`r${++this.counter}`, m.title.document, m.title);
-            result.addAll(m.events);
+            result.addAll(events);
             result.setFollowUps(m.followUps ?? {});
             result.stored = m.stored ?? null;
             this.setResult(result);

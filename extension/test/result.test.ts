@@ -29,3 +29,19 @@ test("after profile, a compile that asked for Inductor is in the inductor stage"
   assert.equal(result(false, ours).stage(), "done");
   assert.equal(result(true, [...ours, "inductor", "done"]).stage(), "done");
 });
+
+test("the panel is sent a captured graph once: a capture_graph event that capture repeats goes as a stub", () => {
+  const r = new CompileResult("r1", null, { file: "f.py", region: "function f" });
+  const graph = (id: number) => ({ id, name: `g${id}`, kind: "forward", code: "x".repeat(300), nodes: [{ name: "a" }], edges: [] });
+  const events = [
+    { schema: 1, seq: 0, stage: "capture_graph", ms: 0, data: graph(0) },
+    { schema: 1, seq: 1, stage: "capture_graph", ms: 0, data: graph(1) },
+    { schema: 1, seq: 2, stage: "capture", ms: 0, data: { graphs: [graph(0)] } },
+  ] as unknown as StageEvent[];
+  r.addAll(events);
+  const sent = r.panelEvents();
+  assert.deepEqual(sent[0].data, { id: 0, name: "g0", kind: "forward", part: "capture" }, "scalars kept, the long code and lists left to capture's copy");
+  assert.deepEqual(sent[1].data, graph(1), "a graph capture does not list is sent whole");
+  assert.equal(sent[2], events[2]);
+  assert.deepEqual(r.events[0].data, graph(0), "the result keeps its own events whole");
+});

@@ -204,14 +204,15 @@ def test_webview_restores_its_state(open_panel: Any) -> None:
     wait_filled(page, ["timings"])
     page.click("button.tab[data-tab=memory]")
     state = page.evaluate("window.__state")
-    assert len(state["events"]) == 10 and state["tab"] == "memory"
+    # The events are saved as their JSON text (VS Code's setState stores JSON).
+    assert len(json.loads(state["events"])) == 10 and state["tab"] == "memory"
 
     # A restored panel (the serializer's getState) shows the same trace without any message.
     again = open_panel(state)
     assert posted(again, "ready") == [{"type": "ready", "restored": True}]
     # ...and hands it back, so the host can decorate the editor again after a reload.
     restore = posted(again, "restore")
-    assert len(restore) == 1 and len(restore[0]["events"]) == 10
+    assert len(restore) == 1 and len(json.loads(restore[0]["events"])) == 10
     wait_filled(again, PANES)
     assert again.locator("[data-pane=memory]").is_visible()
     assert again.locator("#ks-title").inner_text() == "block.py · function block"
@@ -221,7 +222,7 @@ def test_webview_restores_its_state(open_panel: Any) -> None:
 def _answer_part(page: Any, parts: dict[str, str], key: str) -> None:
     page.wait_for_function(
         "(k) => window.__posted.some((m) => m.type === 'part' && m.key === k)", arg=key)
-    post(page, {"type": "part", "trace": "t1", "key": key, "part": json.loads(parts[key])})
+    post(page, {"type": "part", "trace": "t1", "key": key, "part": parts[key]})  # JSON text
 
 
 def _code_graphs(page: Any) -> set[int]:
@@ -240,7 +241,7 @@ def test_webview_opens_a_big_stored_trace_one_graph_at_a_time(open_panel: Any) -
     parted = split(trace["events"])
     page = open_panel()
     post(page, {"type": "trace", "title": {"file": "trace t1", "region": "permalink"},
-                "events": parted.head, "stored": "t1"})
+                "events": json.dumps(parted.head), "stored": "t1"})  # as the host sends them
     _answer_part(page, parted.parts, "g0")
     page.wait_for_selector("[data-pane=code][data-filled=true]")
     assert _code_graphs(page) == {0}
@@ -263,7 +264,7 @@ def test_webview_opens_a_big_stored_trace_one_graph_at_a_time(open_panel: Any) -
     # What is saved is the head (its parts are asked for again), and the graphs shown.
     state = page.evaluate("window.__state")
     assert state["stored"] == "t1" and state["graphs"] is None
-    assert state["events"] == parted.head
+    assert json.loads(state["events"]) == parted.head
     page.click(".graph-tabs .gtab[data-graphs='1']")
     again = open_panel(page.evaluate("window.__state"))
     assert posted(again, "restore")[0]["stored"] == "t1"
@@ -358,7 +359,7 @@ def test_webview_shows_inductor_as_a_follow_up_running_filled_and_lost(open_pane
     assert row.inner_text() != "–"
     assert not pending.is_visible()
     assert "done" in (chip.get_attribute("class") or "")
-    assert page.evaluate("window.__state.events.at(-1).stage") == "inductor"
+    assert page.evaluate("JSON.parse(window.__state.events).at(-1).stage") == "inductor"
 
     # A follow-up the server lost: said in the strip and the pane, and after a restore.
     post(page, {"type": "reset", "title": title})

@@ -6,6 +6,7 @@
  */
 
 import type { HostToWebview, TracePart, WebviewToHost } from "../protocol";
+import { fromJson } from "../protocol";
 import { graphLabels } from "../../../webui/js/trace.js";
 
 type PartAnswer = Extract<HostToWebview, { type: "part" }>;
@@ -34,9 +35,14 @@ export class PartRequests {
     const id = `${m.trace}/${m.key}`;
     const waiters = this.waiting.get(id) ?? [];
     this.waiting.delete(id);
+    let part: TracePart | null = null;
+    try {
+      part = m.part === null ? null : fromJson<TracePart>(m.part);
+    } catch { /* not JSON: as if not read */ }
+    const error = new Error(m.error ?? `part ${m.key} could not be read`);
     for (const w of waiters) {
-      if (m.part) w.resolve(m.part);
-      else w.reject(new Error(m.error ?? `part ${m.key} could not be read`));
+      if (part && typeof part === "object") w.resolve(part);
+      else w.reject(error);
     }
   }
 }

@@ -8,7 +8,7 @@
  */
 
 import type { HostToWebview, TraceTitle, TracePart, WebviewState, WebviewToHost, StageEvent } from "../protocol";
-import { isHostToWebview } from "../protocol";
+import { isHostToWebview, traceEvents } from "../protocol";
 import { answerHighlight, connectHighlight, highlight } from "./highlight";
 import { GraphTabs, PartRequests } from "./graphs";
 import WORKER_SOURCE from "layout-worker-source";
@@ -75,7 +75,8 @@ declare function acquireVsCodeApi(): VsCodeApi;
 
 type Ctx = ReturnType<typeof makeContext>;
 type DiffMessage = Extract<HostToWebview, { type: "diff" }>;
-type TraceMessage = Extract<HostToWebview, { type: "trace" }>;
+/** A `trace` message with its events parsed (`text`: as the JSON text they came in). */
+type TraceMessage = { title: TraceTitle; events: StageEvent[]; stored?: string; text?: string };
 
 interface PanelState {
   trace: InstanceType<typeof Trace>;
@@ -174,6 +175,8 @@ class Panel {
   private lastHover: number[] = [];
   /** A big stored trace's head as it came, by seq: what is saved (its parts are asked again). */
   private head: Map<number, StageEvent> | null = null;
+  /** The saved events' JSON text, while the trace has `count` events. */
+  private text: { json: string; count: number } | null = null;
 
   constructor(private readonly vscode: VsCodeApi, paneClasses: PaneClass[], saved: WebviewState | undefined) {
     this.state = { trace: new Trace(), index: buildIndex(new Trace()), title: null, tab: saved?.tab,
@@ -240,9 +243,18 @@ class Panel {
   /** The state a hidden or restored panel comes back to; a big stored trace as its head. */
   save(): void {
     const { title, trace, tab, stored, graphs } = this.state;
-    const head = this.head;
-    const events = head ? trace.events.map((e) => head.get(e.seq) ?? e) : trace.events;
-    this.vscode.setState({ title, events, followUps: trace.followUps, tab, ...(stored ? { stored, graphs } : {}) });
+    this.vscode.setState({ title, events: this.eventsText(), followUps: trace.followUps, tab,
+      ...(stored ? { stored, graphs } : {}) });
+  }
+
+  /** The events to save as JSON text, made again only when events came since. */
+  private eventsText(): string {
+    const events = this.state.trace.events;
+    if (this.text?.count !== events.length) {
+      const head = this.head;
+      this.text = { json: JSON.stringify(head ? events.map((e) => head.get(e.seq) ?? e) : events), count: events.length };
+    }
+    return this.text.json;
   }
 
   setTitle(title: TraceTitle | null): void {
@@ -258,6 +270,7 @@ class Panel {
     this.state.stored = null;
     this.state.graphs = null;
     this.head = null;
+    this.text = null;
     this.graphTabs.render(this.state.trace, null);
     this.bus.clear();
     this.banner.reset();
@@ -312,6 +325,7 @@ class Panel {
       if (trace !== this.state.trace) return; // a newer trace came meanwhile
       for (const part of parts ?? []) mergePart(m.events, part);
     }
+    if (m.text) this.text = { json: m.text, count: m.events.length };
     this.handleAll(m.events, false);
     this.save();
   }
@@ -430,9 +444,12 @@ class Panel {
       case "event":
         this.handleAll([m.event], true);
         break;
-      case "trace":
-        void this.showTrace(m); // saves itself once drawn
+      case "trace": {
+        const events = traceEvents(m.events);
+        const text = typeof m.events === "string" ? m.events : undefined;
+        if (events) void this.showTrace({ title: m.title, events, stored: m.stored, text }); // saves itself once drawn
         return;
+      }
       case "part":
         this.parts.answer(m);
         return;
@@ -460,15 +477,17 @@ class Panel {
   /** A restored panel tells the host what it restored (first: a big stored trace's parts are
    * asked of the host, which must know the trace), and shows its saved trace. */
   restore(saved: WebviewState | undefined): void {
-    const restored = !!saved?.events?.length;
+    const events = saved ? traceEvents(saved.events) ?? [] : [];
+    const restored = events.length > 0;
     this.post({ type: "ready", restored });
-    if (saved?.events?.length && saved.title) {
+    if (restored && saved?.title) {
       this.post({ type: "restore", title: saved.title, events: saved.events,
         ...(saved.followUps ? { followUps: saved.followUps } : {}), ...(saved.stored ? { stored: saved.stored } : {}) });
     }
-    if (saved?.events?.length) {
+    if (restored && saved) {
       const title = saved.title ?? { file: "", region: "" };
-      const shown = this.showTrace({ type: "trace", title, events: saved.events, ...(saved.stored ? { stored: saved.stored } : {}) },
+      const text = typeof saved.events === "string" ? saved.events : undefined;
+      const shown = this.showTrace({ title, events, stored: saved.stored, text },
         saved.stored ? saved.graphs ?? null : undefined);
       const followUps = saved.followUps;
       if (followUps) void shown.then(() => this.onMessage({ type: "followUps", states: followUps, events: [] }));
