@@ -118,3 +118,39 @@ def test_the_memory_chart_fits_its_pane(new_page: Callable[[str], Page], stub: L
       [w.scrollWidth, w.clientWidth, w.querySelectorAll('g.step').length])""")
     assert [s[2] for s in sizes] == steps and min(steps) > 50
     assert all(scroll <= client + 1 for scroll, client, _ in sizes), sizes
+
+
+def test_the_memory_chart_draws_rows_as_read_and_keeps_them_in_view(
+        new_page: Callable[[str], Page], stub: LiveServer) -> None:
+    """The 6-block step's forward graph has 202 buffers: the rows near the chart's view are
+    drawn, the rest as they scroll near or when a selection marks them; the kernels' names
+    stay above the rows as they scroll, and a chart drawn again (a new width) keeps them."""
+    page = _open(new_page, stub, "llama6_train")
+    page.click("#tabs .tab[data-tab=memory]")
+    page.wait_for_selector("[data-pane=memory][data-filled=true]")
+    buffers = [b["name"] for b in _events("llama6_train")["memory"]["graphs"][0]["buffers"]]
+    wrap = page.locator(".chart-wrap").first
+    drawn = wrap.locator("g.mbar")
+    assert 0 < drawn.count() < len(buffers) / 2
+    last = wrap.locator(f"g.mbar[data-buffer={buffers[-1]}]")
+    expect(last).to_have_count(0)
+    wrap.scroll_into_view_if_needed()
+    wrap.evaluate("w => { w.scrollTop = w.scrollHeight; }")
+    expect(last).to_have_count(1)
+    offset = wrap.evaluate("""w => w.querySelector('.chart-head').getBoundingClientRect().top
+                              - w.getBoundingClientRect().top""")
+    assert abs(offset) <= 1, offset  # the head is at the top of the scrolled chart
+    top = wrap.evaluate("w => w.scrollTop")
+    assert top > 1000
+    page.evaluate("""() => { const m = window.kernelscope.panes.find((p) => p.id === 'memory');
+                             m.render(m.trace); }""")
+    page.wait_for_function("(top) => document.querySelector('.chart-wrap').scrollTop === top",
+                           arg=top)
+    expect(page.locator(f".chart-wrap g.mbar[data-buffer={buffers[-1]}]").first).to_be_attached()
+    # A selection of a row not drawn yet draws and marks it.
+    page.evaluate("document.querySelector('.chart-wrap').scrollTop = 0")
+    middle = buffers[len(buffers) // 2]
+    page.evaluate("""(key) => window.kernelscope.panes.find((p) => p.id === 'memory')
+                     .select({ buffers: new Set([key]) })""", f"0:{middle}")
+    expect(page.locator(f".chart-wrap g.mbar.hl[data-buffer={middle}]")).to_have_count(1)
+    assert page_errors(page) == []

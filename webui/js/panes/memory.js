@@ -31,6 +31,7 @@ export class MemoryPane extends Pane {
     this.bars = new Map(); // "gid:buffer" -> its drawn row
     this.rows = new Map(); // "gid:buffer" -> draws its row
     this.marked = new Set();
+    this.scrolled = new Map(); // graph id -> its chart's scrollTop
     this.reset();
   }
 
@@ -38,6 +39,7 @@ export class MemoryPane extends Pane {
     this.bars.clear();
     this.rows.clear();
     this.marked = new Set();
+    this.scrolled = new Map();
     this.trace = null;
     this.width = 0;
   }
@@ -52,9 +54,19 @@ export class MemoryPane extends Pane {
     // backward graph is below its forward one).
     clear(this.el, trace.graphs("memory").map((g, i) => (i === 0 ? this.section(trace, g)
       : whenNear(h("section.pending-graph", { dataset: { graph: g.id } }, this.heading(trace, g)),
-        () => this.section(trace, g), () => this.select(this.ctx.current())))));
-    this.select(this.ctx.current());
+        () => this.section(trace, g), () => this.drawn()))));
+    this.drawn();
     return true;
+  }
+
+  // Drawn again (a new width), a chart keeps the rows that were in view: each chart's
+  // scroll is noted as it scrolls and set again on its new wrap.
+  drawn() {
+    for (const wrap of this.el.querySelectorAll(".chart-wrap")) {
+      const top = this.scrolled.get(wrap.closest("section")?.dataset.graph);
+      if (top && wrap.scrollTop !== top) wrap.scrollTop = top;
+    }
+    this.select(this.ctx.current());
   }
 
   /** @param {Trace} trace @param {import("../../types/events").MemoryGraph} g */
@@ -165,7 +177,10 @@ export class MemoryPane extends Pane {
       const to = Math.min(g.buffers.length, Math.ceil((wrap.scrollTop + view + ROWS_NEAR) / ROW_H));
       for (let i = from; i < to; i++) draw(i);
     };
-    wrap.addEventListener("scroll", fill, { passive: true });
+    wrap.addEventListener("scroll", () => {
+      this.scrolled.set(String(g.id), wrap.scrollTop);
+      fill();
+    }, { passive: true });
     fill();
     g.buffers.forEach((b, i) => this.rows.set(`${g.id}:${b.name}`, () => draw(i)));
   }
