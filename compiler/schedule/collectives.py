@@ -1,13 +1,7 @@
-"""Which buffers each functional collective holds, over the kernel order, for the memory
-plan.
-
-A collective is asynchronous: it may read its input, and it writes its result, until the
-`wait_tensor` that waits on it has run; and `wait_tensor(t)` returns `t` itself, so its
-result is the collective's own buffer under another name. In: the scheduled steps (the
-extern call of each, where it is one). Out: a `CollectiveHolds`: every buffer a
-collective holds, until which step and why, and each wait's result with the buffer it
-aliases. schedule/memory.py extends lifetimes by it, so no buffer a collective holds is
-freed or reused before its wait.
+"""Which buffers each functional collective holds, for the memory plan: a collective may
+read its input and write its result until its `wait_tensor` runs, and `wait_tensor(t)`
+returns `t` itself. schedule/memory.py extends lifetimes by this, so nothing a collective
+holds is freed or reused before its wait.
 """
 
 from __future__ import annotations
@@ -34,13 +28,14 @@ class CollectiveHolds:
     aliases: dict[str, str] = field(default_factory=dict)  # a wait's result -> the result
 
 
-def _tensor_names(args: object) -> list[str]:
+def tensor_names(args: object) -> list[str]:
+    """The buffer names of the TensorArgs in an extern call's (nested) arguments."""
     if isinstance(args, TensorArg):
         return [args.name]
     if isinstance(args, (list, tuple)):
-        return [n for a in args for n in _tensor_names(a)]
+        return [n for a in args for n in tensor_names(a)]
     if isinstance(args, dict):
-        return _tensor_names(list(args.values()))
+        return tensor_names(list(args.values()))
     return []
 
 
@@ -60,7 +55,7 @@ def collective_holds(names: Sequence[str], externs: Sequence[ExternKernel | None
             continue
         w, result = waits.get(ext.name, (end, None))
         wait = names[w] if result is not None else ""
-        for name in _tensor_names((ext.args, ext.kwargs)):
+        for name in tensor_names((ext.args, ext.kwargs)):
             out.holds.append(Hold(name, names[i], wait, "input"))
             out.until[name] = max(out.until.get(name, w), w)
         out.holds.append(Hold(ext.name, names[i], wait, "result"))

@@ -1,11 +1,8 @@
 """How a node's loop nest maps onto a kernel's iteration space: one rule for all.
 
-A kernel iterates over `xnumel` outputs, each reducing `rnumel` elements. A pointwise
-node of `xnumel * rnumel` elements that joins a reduction kernel runs over the
-reduction's input: its leading dims (those whose product is `xnumel`) go to the output
-domain and the rest to the reduction domain. Fusion (schedule/fusion.py) decides with
-this rule whether a node reads a reduction at its own row; codegen (codegen/kernel.py)
-builds the node's index variables with it. Both must agree, so both call `split_point`.
+A pointwise node over a reduction's input runs its leading dims (whose product is
+`xnumel`) over the outputs, the rest over the reduction. Fusion and codegen must agree on
+that split, so both call `split_point`.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
 """Fusion: group scheduler nodes into kernels, recording every decision as data.
 
-A kernel iterates over `numel` x `rnumel` points. Pointwise nodes of `numel` N join a
-reduction kernel of (X, R) when N == X * R (they run over the reduction's input, as
-softmax's final divide does) or N == X (they run once per output, as an epilogue).
-Inside a kernel a node reads another node's pointwise result by recomputing it (CSE
-makes that free when the index matches); it reads a reduction's result from registers,
-so that read must be at the same output position.
-
-Candidates are pairs that share a buffer: vertical (one writes what the other reads,
-score 2x the bytes saved) or horizontal (both read the same buffer). They are tried best
-first; each try is recorded with its outcome and reason (decisions are what the UI shows).
-
-A GEMM template (a "template" node) takes pointwise consumers of its own size as its
-epilogue, when each reads the product at the element it computes (the accumulator is in
-registers there); nothing else joins a template, and a template joins nothing.
+Pointwise nodes of N elements join a reduction kernel of (X, R) when N is X * R (over its
+input) or X (an epilogue). A node recomputes another's pointwise result, but reads a
+reduction's result from registers, so only at its own output position. Candidate pairs
+share a buffer (vertical: score 2x the bytes saved; horizontal: both read it) and are
+tried best first. A GEMM template takes only pointwise consumers that read the product
+at the element it computes.
 """
 
 from __future__ import annotations
@@ -39,9 +31,8 @@ MAX_DECISIONS = 5000
 
 @dataclass
 class Group:
-    """Nodes fused into one kernel. A group is never changed once made (a merge makes a
-    new one), so what it reads and writes is computed once: fusion asks for them for
-    every pair of groups, after every merge."""
+    """Nodes fused into one kernel; never changed once made (a merge makes a new one), so
+    its reads and writes are computed once."""
 
     nodes: list[SchedNode]
     _writes: frozenset[str] = field(init=False, repr=False)
@@ -182,8 +173,7 @@ def _epilogue_ok(a: Group, b: Group, kind: str) -> tuple[bool, str]:
             if name not in mine:
                 continue
             src = mine[name]
-            want = canonical(src.write_index(), index_vars("i", len(src.ranges)),
-                             list(src.ranges))
+            want = _own_index(src)
             for index in indexes:
                 got = canonical(simplify_index(index, _bounds(reader)), variables,
                                 list(reader.ranges))
@@ -214,9 +204,7 @@ def _reduces(g: Group) -> bool:
 def _shapes_compatible(s1: tuple[int, int], s2: tuple[int, int]) -> tuple[bool, str]:
     if s1 == s2:
         return True, ""
-    (n1, r1), (n2, r2) = s1, s2
-    if r1 > 1 and r2 > 1:
-        return False, f"different reductions: {n1}x{r1} vs {n2}x{r2}"
+    (n1, r1), (n2, r2) = s1, s2  # two reductions were refused by can_fuse
     if r1 == 1 and r2 == 1:
         return False, f"different sizes: {n1} vs {n2} elements"
     (x, r), n = (s1, n2) if r1 > 1 else (s2, n1)
@@ -273,8 +261,7 @@ def _reduction_reads_ok(a: Group, b: Group) -> tuple[bool, str]:
             if name not in reductions or reader is reductions[name]:
                 continue
             red = reductions[name]
-            want = canonical(red.write_index(), index_vars("i", len(red.ranges)),
-                             list(red.ranges))
+            want = _own_index(red)
             for index in indexes:
                 got = _x_view(reader, index, x, r)
                 if got is None or got != want:
@@ -293,8 +280,7 @@ def _reduction_reads_ok(a: Group, b: Group) -> tuple[bool, str]:
                     red = reductions[red_name]
                     if reader is red:
                         continue
-                    want = canonical(red.write_index(), index_vars("i", len(red.ranges)),
-                                     list(red.ranges))
+                    want = _own_index(red)
                     got = None if composite is None else \
                         _x_view(reader, simplify_index(composite, _bounds(reader)), x, r)
                     if got is None or got != want:
@@ -331,11 +317,8 @@ def _through(pointwise: dict[str, SchedNode], reductions: dict[str, SchedNode], 
 
 def _coords(index: Any, size: list[int], stride: list[int], offset: Any) -> list[Any] | None:
     """The coordinates of storage position `index` in a buffer laid out densely in some
-    dim order (row-major, or channels-last: a batch norm backward's column sums over NHWC
-    values recompute them, and they read per-channel statistics), else None. Such a
-    kernel walks the NHWC values down the columns (codegen/reduction.py ReductionWalks,
-    tiling.column_walk): measured slow on the H200 before it did (the ResNet-50 step's
-    sums one channel a program, 0.8-1.8 ms each; docs/perf.md)."""
+    dim order (row-major, or channels-last: a batch norm backward's column sums over
+    NHWC values read per-channel statistics), else None."""
     if offset:
         return None
     if stride == contiguous_strides(size):
@@ -350,6 +333,11 @@ def _coords(index: Any, size: list[int], stride: list[int], offset: Any) -> list
     for d, part in zip(order, parts):
         coords[d] = part
     return coords
+
+
+def _own_index(node: SchedNode) -> Any:
+    """The node's write index, canonical: what a read at its own element must equal."""
+    return canonical(node.write_index(), index_vars("i", len(node.ranges)), list(node.ranges))
 
 
 def _bounds(node: SchedNode) -> dict[Any, int]:

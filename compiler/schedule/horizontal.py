@@ -1,22 +1,10 @@
-"""Horizontal fusion: independent pointwise kernels in a row become one combo kernel.
+"""Horizontal fusion: independent pointwise kernels in a row become one combo kernel, as
+Inductor's foreach kernels launch an optimizer's hundreds of tiny updates together. Each
+part runs the code it would run alone over its own program ids (C++: blocks).
 
-After vertical fusion an optimizer step is one kernel per parameter (AdamW's update of
-p, exp_avg and exp_avg_sq) and one per step count: hundreds of launches of a few
-microseconds of work each. Inductor's foreach / combo kernels launch them together; so
-does this pass. A combo kernel's program ids are split among its parts (Triton: `if pid
-< n0: part 0 elif pid < n0 + n1: part 1 ...`; C++: one OpenMP loop over every part's
-blocks), so each part runs exactly the code it would run alone.
-
-A run of consecutive steps joins one combo when every member is a pointwise kernel on
-the same device that the target can run as a part, and no member reads or writes what
-another writes. "Writes" counts the storage a kernel may be given by the memory plan:
-an output that is a mutated input's new value (AdamW's `step += 1`) may be written over
-that input (schedule/inplace.py), so its writer never joins a reader of that input.
-Only neighbours are combined, so no kernel moves past another: the program's order and
-the memory plan's lifetimes stay what they were.
-
-In: the steps' kernel plans (None for an extern call), in program order. Out: the runs
-to combine (step indices) and one decision per join or refusal, as data.
+Consecutive pointwise steps on one device join when the target can run each as a part
+and none reads or writes what another writes, counting the input an output may be
+written over (schedule/inplace.py). Only neighbours join, so order and lifetimes stay.
 """
 
 from __future__ import annotations
@@ -28,9 +16,8 @@ from kernelscope.compiler.events.types import FusionDecision
 from kernelscope.compiler.schedule.kinds import KernelKind
 from kernelscope.compiler.schedule.plan import KernelPlan
 
-# Pointer arguments of one combo kernel, at most. A CUDA kernel's parameters fit in 4 KB
-# (512 pointers); Inductor's foreach kernels stop at about 250 arguments, and so do we:
-# Triton's compile time grows with the signature too.
+# Pointer arguments of one combo kernel, at most (Inductor's foreach kernels stop there
+# too: Triton's compile time grows with the signature).
 MAX_ARGS = 250
 
 Refuses = Callable[[KernelPlan], "str | None"]  # why a plan cannot be a part (None: it can)

@@ -1,10 +1,6 @@
-"""What kind of kernel a scheduler node, a fused group, a kernel plan or a step is.
-
-The scheduler gives every node a kind (from its IR: a Reduction, a loop body, an extern
-call), a fused group takes the strongest of its nodes' kinds, and codegen dispatches on
-the plan's kind (compiler/codegen/kernel.py's bodies, the backends' signatures, block
-sizes and name prefixes). The questions those places ask are properties here, so a new
-kind of kernel is one member with its answers, not a branch at every place that asks.
+"""What kind of kernel a scheduler node, a fused group, a kernel plan or a step is. The
+questions codegen asks of a kind are properties here, so a new kind is one member with
+its answers, not a branch at every place that asks.
 """
 
 from __future__ import annotations
@@ -29,8 +25,7 @@ class KernelKind(StrEnum):
 
     @property
     def reduces(self) -> bool:
-        """It iterates over a reduced dimension (rnumel, RBLOCK, `rindex`) besides the
-        outputs."""
+        """It iterates over a reduced dimension (rnumel, `rindex`) besides the outputs."""
         return self is KernelKind.REDUCTION
 
     @property
@@ -40,9 +35,7 @@ class KernelKind(StrEnum):
 
     @staticmethod
     def of_group(kinds: Iterable[KernelKind]) -> KernelKind:
-        """The kind of a group of nodes: an extern call stays one, a reduction with the
-        pointwise nodes fused into it is a reduction kernel, and a template with its
-        epilogue a template kernel."""
+        """The kind of a group of nodes: the strongest of theirs (_RANK)."""
         return max(kinds, key=_RANK.__getitem__, default=KernelKind.POINTWISE)
 
 

@@ -1,9 +1,7 @@
 """Memory plan: buffer lifetimes over the kernel order, reuse of dead buffers, peak.
 
-In: the ordered kernels (each with the buffers it writes and reads), the graph outputs
-and the buffers fusion removed. Out: one `BufferPlan` per stored buffer (bytes, first
-and last step, which dead buffer's storage it takes) and the peak bytes with and
-without reuse. The wrapper allocates, reuses and frees exactly as this plan says.
+One `BufferPlan` per stored buffer (bytes, first and last step, whose storage it takes)
+and the peak bytes with and without reuse; the wrapper does exactly what it says.
 """
 
 from __future__ import annotations

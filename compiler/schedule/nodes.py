@@ -1,10 +1,7 @@
 """Scheduler nodes: one per buffer that a kernel (or an extern call) writes.
 
-Each node knows what it reads (buffer names and index expressions, from running its
-loop body under the dependency handler), what it writes, and its iteration space:
-`numel` output elements, each reducing `rnumel` inputs (1 for pointwise). A matrix
-product whose template was chosen (ir/template.py) is a "template" node: a kernel of its
-own that pointwise consumers may join as its epilogue.
+Each node knows what it reads (buffers and index expressions, from its loop body), what
+it writes, and its iteration space: `numel` outputs, each reducing `rnumel` inputs.
 """
 
 from __future__ import annotations
@@ -22,10 +19,10 @@ from kernelscope.compiler.ir.nodes import (
     ExternKernel,
     ExternOutput,
     Reduction,
-    TensorArg,
 )
 from kernelscope.compiler.ir.template import MatmulTemplate
 from kernelscope.compiler.lowering.graph import LoweredGraph
+from kernelscope.compiler.schedule.collectives import tensor_names
 from kernelscope.compiler.schedule.kinds import KernelKind
 
 
@@ -61,17 +58,14 @@ def build_nodes(graph: LoweredGraph) -> list[SchedNode]:
         if isinstance(buf, ExternOutput):
             by_parent[buf.parent].writes.append(buf.name)
             continue
-        if isinstance(buf, MatmulTemplate) and buf.is_template:
-            node = SchedNode(buf, len(nodes), KernelKind.TEMPLATE, buf.layout.numel(), 1)
-            node.reads = {name: [] for name in _extern_inputs(buf)}
+        if isinstance(buf, ExternKernel):  # a chosen GEMM template is a kernel of ours
+            template = isinstance(buf, MatmulTemplate) and buf.is_template
+            node = SchedNode(buf, len(nodes), KernelKind.TEMPLATE if template else
+                             KernelKind.EXTERN, buf.layout.numel(), 1)
+            node.reads = {name: [] for name in tensor_names((buf.args, buf.kwargs))}
             node.writes = [buf.name]
-            nodes.append(node)
-            continue
-        if isinstance(buf, ExternKernel):
-            node = SchedNode(buf, len(nodes), KernelKind.EXTERN, buf.layout.numel(), 1)
-            node.reads = {name: [] for name in _extern_inputs(buf)}
-            node.writes = [buf.name]
-            by_parent[buf.name] = node
+            if not template:
+                by_parent[buf.name] = node
             nodes.append(node)
             continue
         assert isinstance(buf, ComputedBuffer) and buf.data is not None
@@ -84,21 +78,6 @@ def build_nodes(graph: LoweredGraph) -> list[SchedNode]:
         node.writes = [buf.name]
         nodes.append(node)
     return nodes
-
-
-def _extern_inputs(buf: ExternKernel) -> list[str]:
-    names: list[str] = []
-
-    def visit(a: object) -> None:
-        if isinstance(a, TensorArg):
-            names.append(a.name)
-        elif isinstance(a, (list, tuple)):
-            for x in a:
-                visit(x)
-
-    visit(buf.args)
-    visit(list(buf.kwargs.values()))
-    return names
 
 
 def canonical(expr: sympy.Expr, variables: list[sympy.Symbol], sizes: list[int]

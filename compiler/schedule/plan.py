@@ -1,8 +1,5 @@
-"""The scheduler's output for one fused kernel, as codegen receives it.
-
-`KernelPlan` is a fused group: its nodes in program order, the buffers it must load
-(in_ptr0, ...) and store (out_ptr0, ...), and its iteration space (`xnumel` outputs,
-each reducing `rnumel` inputs). The scheduler builds it; codegen only reads it.
+"""The scheduler's output for one fused kernel, as codegen reads it: nodes in program
+order, the buffers it loads and stores, and its `xnumel` x `rnumel` iteration space.
 """
 
 from __future__ import annotations
@@ -58,9 +55,8 @@ class KernelPlan:
 
 @dataclass
 class ComboPlan(KernelPlan):
-    """Independent pointwise kernels launched as one (schedule/horizontal.py). Its nodes,
-    inputs and stores are its parts' together; each part keeps its own plan (its loop,
-    block sizes, its store list) and runs over its own range of program ids."""
+    """Independent pointwise kernels launched as one (schedule/horizontal.py): its nodes,
+    inputs and stores are its parts'; each part keeps its own plan."""
 
     parts: list[KernelPlan] = field(default_factory=list)
 

@@ -56,8 +56,7 @@ class Schedule:
 
 
 class KernelNamer(Protocol):
-    """What the scheduler asks of the target: the prefix of a kernel's name, and why a
-    kernel cannot be a part of a combo kernel (None: it can)."""
+    """What the scheduler asks of the target (codegen/backend.py Backend)."""
 
     device: str
 
@@ -70,12 +69,10 @@ def schedule(graph: LoweredGraph, target: KernelNamer, fusion: bool = True,
              op_names: dict[str, str] | None = None,
              by_device: Mapping[str, KernelNamer] | None = None, first: int = 0,
              combos: bool = False, aliases: Mapping[str, str] | None = None) -> Schedule:
-    """`target` names the kernels; in a graph with kernels on more than one device,
-    `by_device` names each device's (the backend that generates them). A kernel's name
-    ends in its step's number, counted from `first`: the graphs of one trace count on
-    from each other, so no two of their kernels share a name. With `combos` (and fusion
-    on), independent pointwise kernels in a row are launched as one
-    (schedule/horizontal.py; `aliases`: output -> the input it may be written over)."""
+    """`target` names the kernels (`by_device`: each device's, where there are several).
+    Kernel names end in their step's number counted from `first`, unique across a trace.
+    `combos`: neighbouring pointwise kernels launched as one (schedule/horizontal.py;
+    `aliases`: output -> the input it may be written over)."""
     nodes = build_nodes(graph)
     buffers = {b.name: b for b in graph.inputs + graph.buffers}
     sizes = {name: b.layout.nbytes() for name, b in buffers.items()}
