@@ -1,14 +1,8 @@
 """A code generation target: the one object asked everything that differs between targets.
 
-The driver chooses one `Backend` per graph (compiler/codegen/backends.py, from where the
-graph's tensors live) and carries it on the graph's work item. The scheduler asks it for
-kernel names, codegen for kernels (its kernel class holds the dtype-aware op table) and
-their launch lines, the wrapper for what the module must import first, the compile stage
-to build what codegen wrote, and afterwards what the build reports. Nothing outside the
-backend modules compares backend names.
-
-In: kernel plans (compiler/schedule/plan.py) and the graph's device. Out: generated
-kernels, wrapper prelude lines, built artifacts and their reports.
+The driver chooses one `Backend` per graph (codegen/backends.py); the scheduler, codegen,
+the wrapper and the compile stage ask it for names, kernels, prelude lines, builds and
+reports. Nothing outside the backend modules compares backend names.
 """
 
 from __future__ import annotations
@@ -61,16 +55,13 @@ class GeneratedKernel:
 
 
 class Backend:
-    """Base class; one subclass per target, registered in codegen/backends.py. Its name,
-    label, language and devices are its row of codegen/targets.py (torch-free, so a
-    process can ask them before it imports torch)."""
+    """One subclass per target (codegen/backends.py); its name, label and language are its
+    row of the torch-free codegen/targets.py (`target`)."""
 
     target: ClassVar[Target]
     name: ClassVar[str]  # what options and events call it ("triton")
     label: ClassVar[str]  # what the UI shows ("Triton")
     language: ClassVar[str]  # the highlighting language of its kernel sources
-    devices: ClassVar[tuple[str, ...]]  # where "auto" picks it
-    also_runs_on: ClassVar[tuple[str, ...]] = ()  # where it runs only when asked for
     source_suffix: ClassVar[str] = ""  # file suffix of what `build` compiles ("" = nothing)
     features: ClassVar[Features] = frozenset()  # what it can do (compiler/features.py)
 
@@ -78,7 +69,6 @@ class Backend:
         super().__init_subclass__(**kwargs)
         t = cls.target
         cls.name, cls.label, cls.language = t.name, t.label, t.language
-        cls.devices, cls.also_runs_on = t.devices, t.also_runs_on
 
     def __init__(self, device: str, options: CompileOptions) -> None:
         self.device = device
@@ -97,8 +87,7 @@ class Backend:
         return f"{self.name}_{kind.short}"
 
     def combo_refusal(self, plan: KernelPlan) -> str | None:
-        """Why a pointwise plan cannot be a part of a combo kernel (schedule/horizontal.py),
-        or None when it can."""
+        """Why a pointwise plan cannot be a combo kernel's part (None: it can)."""
         return f"the {self.label} backend makes no combo kernels"
 
     # -- lowering -------------------------------------------------------------------------
@@ -107,8 +96,7 @@ class Backend:
         raise NotImplementedError
 
     def refuses(self, op: str, dtype: torch.dtype) -> str | None:
-        """Why this backend cannot express `op` on `dtype` operands (lowering then leaves
-        the node to ATen and says so), or None when it can."""
+        """Why this backend cannot express `op` on `dtype` operands (None: it can)."""
         try:
             self.op_table().rule(op, dtype)
         except CodegenError as e:
@@ -125,8 +113,8 @@ class Backend:
         raise NotImplementedError
 
     def launch_facts(self, aligned: dict[str, tuple[int, ...]]) -> list[str]:
-        """Wrapper lines that tell the launch path, once, what it need not check per
-        launch (`aligned`: per kernel, the arguments the wrapper allocates itself)."""
+        """Wrapper lines that tell the launch path what it need not check per launch
+        (`aligned`: per kernel, the arguments the wrapper allocates itself)."""
         return []
 
     def build_source(self, kernels: list[GeneratedKernel]) -> str:
@@ -144,8 +132,7 @@ class Backend:
 
     def first_launch(self, wrapper: Path, inputs: list[dict[str, Any]] | None
                      ) -> AbstractContextManager[object]:
-        """What surrounds a graph's first launch (where kernels that build at their first
-        launch build); `inputs` describe its arguments (None: not describable)."""
+        """What surrounds a graph's first launch; `inputs` describe its arguments."""
         return nullcontext()
 
     def template_configs(self, m: int, n: int, k: int, dtype: torch.dtype) -> list[Any]:
@@ -154,50 +141,42 @@ class Backend:
 
     def template_kernel(self, plan: KernelPlan, header: list[str], config: Any
                         ) -> GeneratedKernel:
-        """A template plan's kernel with `config` (the chosen one, or one being measured)."""
+        """A template plan's kernel with `config`."""
         raise NotImplementedError(f"{self.label} has no GEMM template")
 
     def after_import(self, module: ModuleType, kernels: list[str]) -> None:
-        """What the backend does to a graph's module once it is imported, before any call
-        (`kernels`: the names of its kernels)."""
+        """What the backend does to a graph's module once imported, before any call."""
 
     def cache_identity(self) -> dict[str, str]:
-        """What, besides the graph and the options, decides the code this backend makes
-        and builds (its tools): part of the whole-graph cache's key."""
+        """What besides the graph and options decides the code (its tools): a cache key part."""
         return {"backend": self.name}
 
     def prebuild(self, module: ModuleType, kernels: list[GeneratedKernel],
                  dtypes: dict[str, torch.dtype], workers: int) -> dict[str, Any]:
-        """Build what the first launch would build, ahead and in parallel (`workers`, 0:
-        one per core); what was built, for the compile event ({} when nothing is)."""
+        """Build ahead, in parallel, what the first launch would; what was built ({}: none)."""
         return {}
 
     def pool_build(self, items: list[tuple[ModuleType, list[GeneratedKernel],
                                            dict[str, torch.dtype]]]) -> dict[str, Any]:
-        """Compile the kernels of several loaded modules in worker processes, into the
-        cache their first launch reads; what was built and what fell back, for the
-        compile event ({} when nothing is)."""
+        """Compile several modules' kernels in worker processes into the cache their first
+        launch reads; what was built and what fell back ({}: none)."""
         return {}
 
     def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
-        """What the build knows about one kernel after its first launch, as fields of the
-        kernel's `compile` event entry: `registers`, `spills`, `shared_bytes`, `ir`
-        (stage name -> text), `line_maps`; empty where nothing is known."""
+        """What the build knows of one kernel after its first launch (the `compile` event's
+        `registers`, `spills`, `shared_bytes`, `ir`, `line_maps`; {} where nothing is)."""
         return {}
 
     def report_facts(self, launch: Launch | None) -> Any:
-        """What of a kernel's first launch its report depends on (beside the wrapper, the
-        backend and its options): nothing, where the report reads the build alone."""
+        """What of a kernel's first launch its report depends on (None: nothing)."""
         return None
 
     def kernel_reports(self, module: ModuleType, launches: dict[str, Launch | None]
                        ) -> dict[str, dict[str, Any]]:
-        """`kernel_report` of each kernel; `launches` holds each one's first launch (its
-        arguments), for a backend that builds again from them."""
+        """`kernel_report` of each kernel (`launches`: each one's first launch)."""
         return {name: self.kernel_report(module, name) for name in launches}
 
     def reports_later(self) -> str | None:
-        """Where the kernels' reports take seconds and are not needed for the result (a
-        build for another target), the note a kernel carries until they come (the
-        `gpu_stages` follow-up); None: they come with the compile stage."""
+        """The note a kernel carries while its slow reports come later (the `gpu_stages`
+        follow-up); None: they come with the compile stage."""
         return None

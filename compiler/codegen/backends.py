@@ -1,10 +1,5 @@
-"""The registry of code generation targets: each target's row (codegen/targets.py, torch
-free) and the class that implements it.
-
-Adding a target is one module (a `Backend` subclass with its kernel class), its row in
-`targets.TARGETS` and one line in `REGISTRY`. The driver calls `choose_backend` once per
-graph, with the device the graph's tensors live on; "auto" is resolved by
-`targets.resolve`, nowhere else.
+"""The registry of code generation targets: each row of codegen/targets.py and its class.
+Adding a target is one `Backend` module, its row in `targets.TARGETS` and a `REGISTRY` line.
 """
 
 from __future__ import annotations
@@ -23,10 +18,6 @@ REGISTRY: dict[str, type[Backend]] = {
 }
 
 
-def backend_names() -> list[str]:
-    return list(REGISTRY)
-
-
 def choose_backend(requested: str, device: str, options: CompileOptions) -> Backend:
     """The backend for a graph whose tensors live on `device` (see targets.resolve)."""
     return REGISTRY[targets.resolve(requested, device).name](device, options)
@@ -34,10 +25,8 @@ def choose_backend(requested: str, device: str, options: CompileOptions) -> Back
 
 def kernel_backends(graph: Backend, devices: Iterable[str], options: CompileOptions
                     ) -> dict[str, Backend]:
-    """The backend of each device a graph's kernels run on: the graph's own backend for
-    its device, that device's own ("auto") for any other. A CUDA graph that also computes
-    on CPU tensors (a factory without a device) runs those kernels in C++, never Triton
-    kernels over host memory."""
+    """The backend of each device a graph's kernels run on: the graph's own for its device,
+    "auto" for any other (a CUDA graph's CPU kernels run in C++)."""
     chosen = {graph.device: graph}
     for device in sorted(set(devices)):
         if device not in chosen:

@@ -1,14 +1,9 @@
 """Bessel functions J0, J1, Y0, Y1 for Triton, evaluated as eager's kernels evaluate them.
 
-Eager's CPU and CUDA kernels (`bessel_j0_forward` ... in ATen/native/Math.h, and the same
-text jitted on CUDA) use the Cephes rational approximations in the input's dtype.
-libdevice's j0/y1 are other approximations: on float64 they differ from eager's by up to
-6e-7 where the functions cross zero. These helpers are the same polynomials, the same
-Horner order and the same final expressions over `tl` primitives (so they also run under
-the Triton interpreter). A kernel that calls one gets all four in its wrapper's prelude
-(Y0 and Y1 call J0 and J1).
-
-In: nothing (the coefficients are data). Out: `TRITON_BESSEL_HELPERS`, Triton source text.
+Eager's kernels (ATen/native/Math.h) use the Cephes rational approximations; libdevice's
+j0/y1 differ from them near the zeros. These helpers are the same polynomials in the same
+Horner order over `tl` primitives (so the interpreter runs them too); a kernel that calls
+one gets all four in its wrapper's prelude.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
 """Which kernel source lines each line of a kernel's lower stages comes from.
 
-After a build, the compile stage carries a kernel's lower stages as text (Triton's TTIR,
-TTGIR, LLVM IR, PTX and SASS; the C++ kernels' assembly). Each names, through its own
-debug locations, the file and line it was made from: MLIR's `loc(...)` attributes and
-`#loc` aliases, LLVM's `!dbg` / `!DILocation` metadata, PTX's `.file` / `.loc`
-directives, nvdisasm's `//## File "...", line N` comments (`-g`/`-gi`), objdump's
-`path:N` and `inlined by` lines (`-l --inlines`). The file is the module the kernel was
-compiled from, where the kernel's source starts at some line (`KernelFile`). Inlined
-library code (Triton's `tl.max` in `standard.py`, the C++ prelude's helpers) counts for
-the kernel line it was inlined into.
-
-Plain text in, plain data out (no torch, no Triton): `{stage line: [kernel lines]}`,
-then `spans` for the event (`compile.kernels[].line_maps`, docs/events.md).
+Each stage's own debug locations (MLIR `loc(...)`, LLVM `!dbg`, PTX `.loc`, nvdisasm's
+`//##` comments, objdump's `path:N` lines) name a line of the file the kernel was
+compiled from (`KernelFile`); inlined library code counts for the line it was inlined
+into. Plain text in, `{stage line: [kernel lines]}` out, then `spans` for the event.
 """
 
 from __future__ import annotations
@@ -29,8 +21,7 @@ Callees = dict[tuple[str, int], set[int]]  # (file name, line) inlined -> kernel
 class KernelFile:
     """Where a kernel's source sits in the file its debug locations name."""
 
-    name: str  # the file's base name (paths differ between a sandbox and the host), or
-    # "*.cpp": any file of that suffix
+    name: str  # the file's base name (paths differ in a sandbox), or "*.cpp": any such file
     first: int  # the file line of the kernel source's line 1
     count: int  # lines of kernel source
 

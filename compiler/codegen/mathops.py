@@ -1,11 +1,8 @@
 """Op-table rules for the math functions (ops.MATH_UNARY / MATH_BINARY), per backend.
 
-C++ calls the C++ standard library where it has the function and otherwise the header-only
-functions eager's own CPU kernels call (`ATen/native/Math.h`: `calc_digamma`, ...), so the
-values are eager's. Triton on a GPU calls libdevice (the functions of CUDA's math library,
-present in Triton 3.6 and 3.9); under the Triton interpreter libdevice does not run, so
-there only the functions with a formula over `tl` primitives have a rule. An op without a
-rule for a backend is left to ATen there (`Backend.refuses`), never miscompiled.
+C++ calls the standard library, else the functions eager's CPU kernels call
+(`ATen/native/Math.h`), so the values are eager's. Triton calls libdevice on a GPU; under
+the interpreter only formulas over `tl` primitives. An op without a rule goes to ATen.
 """
 
 from __future__ import annotations

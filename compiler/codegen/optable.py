@@ -1,13 +1,8 @@
-"""Op tables: how a backend spells each op, chosen by the operands' dtype.
+"""Op tables: how a backend spells each op, chosen by the operands' promoted dtype.
 
-A table maps an op name to a rule, or to rules per dtype kind ("bool", "int" for signed
-integers, "uint", "float", and "*" for any). A rule is a format string over the operands
-(`{0}`, `{1}`, ...) and `{t}`, the backend's name for the result type, or a function
-of the operand strings and the result type name. The kind is that of the operands'
-promoted dtype, so `fmod` of two int64 values finds its integer rule and never a
-floating-point function. An op or a dtype the table has no rule for is a
-`CodegenError` naming both: a kernel is never generated with a line that would compute
-something else.
+A table maps an op to a rule, or to rules per dtype kind ("bool", "int", "uint", "float",
+"*" for any); a rule formats the operands (`{0}`, ...) and `{t}`, the result type's name.
+An op or dtype without a rule is a `CodegenError`, never a line computing something else.
 """
 
 from __future__ import annotations

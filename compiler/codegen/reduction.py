@@ -1,12 +1,9 @@
-"""Where the nodes of a reduction kernel run: the half of the kernel skeleton
-(codegen/kernel.py) that only reduction kernels need.
+"""Where the nodes of a reduction kernel run, read from the plan alone.
 
-A reduction kernel runs in segments: consecutive nodes that can share one loop over the
-reduction dimension, split where a node needs a reduction result from the current loop,
-and per-output epilogues between them (`segments`). A pointwise node over the
-reduction's input is computed at the coordinates its readers read it at (`ReductionWalks`),
-so its loads are theirs and CSE computes it once. Both are read from the plan alone;
-the kernel turns them into blocks and lines.
+`segments`: runs of nodes that share one loop over the reduction, split where a node
+needs a result of the current loop, with per-output epilogues between. `ReductionWalks`:
+a pointwise node over the reduction's input walks as its readers read it, so CSE
+computes it once.
 """
 
 from __future__ import annotations
@@ -60,10 +57,8 @@ def reduction_deps(plan: KernelPlan) -> dict[str, set[str]]:
 
 @dataclass
 class ReductionWalks:
-    """The coordinates of the pointwise nodes over a reduction's input.
-
-    `output_vars` is the backend's coordinates of one output (the kernel's own method), so
-    a reduction node's variables are the ones the kernel generates it with."""
+    """The coordinates of the pointwise nodes over a reduction's input (`output_vars`:
+    the kernel's own coordinates of one output)."""
 
     plan: KernelPlan
     bounds: dict[sympy.Symbol, int]
@@ -71,12 +66,9 @@ class ReductionWalks:
 
     def walks(self) -> dict[str, list[Any]]:
         """Coordinates for the pointwise nodes over the reduction's input that read no
-        in-kernel reduction: the element a reader in this kernel (a reduction, or such a
-        node already walked) reads at each (xindex, rindex), where that read is a dense
-        walk of the node's elements. Any walk of such a node is correct (its readers
-        recompute it at their own index); this one makes its loads the ones its readers
-        make (CSE: computed once) and keeps them along the reduction's axes (a column sum
-        of a producer stored row-major reads and writes it column by column)."""
+        in-kernel reduction: the element a reader in this kernel reads at each (xindex,
+        rindex), where that read densely walks the node. Any walk is correct (readers
+        recompute at their own index); this one makes its loads its readers' (CSE)."""
         plan, deps = self.plan, reduction_deps(self.plan)
         nodes = {n.name: n for n in plan.nodes}
         walks: dict[str, list[Any]] = {}
@@ -116,11 +108,9 @@ class ReductionWalks:
         return walks
 
     def _walk_as_read(self, node: SchedNode) -> list[Any] | None:
-        """Coordinates for a node with no reader in the kernel: where a reduction reads a
-        buffer stored as this node is (same sizes and strides) through a dense walk, the
-        node's element at that storage position (a batch norm's input gradient over NHWC
-        beside its weight-gradient sums over N x H x W: its store and its loads walk as
-        the sums' loads do, so they are the same loads)."""
+        """Coordinates for a node with no reader in the kernel: where a reduction densely
+        walks a buffer stored as this node is, the node's element at that position (its
+        loads are then the reduction's)."""
         lay = node.buffer.layout
         for reader in self.plan.nodes:
             if not reader.kind.reduces:
@@ -142,8 +132,7 @@ class ReductionWalks:
         return None
 
     def _kernel_coords(self, node: SchedNode) -> dict[Any, Any]:
-        """A reduction node's body variables -> its coordinates in this kernel (those
-        KernelCodegen.node_vars gives it)."""
+        """A reduction node's body variables -> its coordinates in this kernel."""
         data = node.buffer.data  # type: ignore[attr-defined]
         assert isinstance(data, Reduction)
         variables, rvars = body_vars(data)

@@ -1,12 +1,6 @@
-"""What each code generation target is, without torch: the table the CLI, the server and
-the web UI ask, and the one place "auto" is resolved.
-
-Each row describes one backend (its class lives in its own module and is listed in
-codegen/backends.py): its name, label, highlighting language, the devices where "auto"
-picks it, the devices where it runs only when asked for (emulated), the environment
-its runtime needs when it runs emulated, and the devices where its convolution graphs go
-channels-last (the "auto" conv_layout). Torch-free, so a process can ask it before it
-imports torch (the interpreter must be chosen before Triton is first imported).
+"""What each code generation target is, without torch (a process asks before it imports
+Triton, whose interpreter is chosen at import): the table the CLI, the server and the web
+UI read, and the one place "auto" is resolved. Classes: codegen/backends.py.
 """
 
 from __future__ import annotations
@@ -27,11 +21,9 @@ class Target:
     language: str  # the highlighting language of its kernel sources
     devices: tuple[str, ...]  # where "auto" picks it
     also_runs_on: tuple[str, ...] = ()  # where it runs only when asked for, emulated
-    # What a process needs in its environment, before it imports the backend's runtime,
-    # to run this backend emulated.
+    # what a process's environment needs, before it imports the runtime, to run emulated
     emulator_env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-    # Where convolution graphs go channels-last end to end (the "auto" conv_layout,
-    # compiler/lowering/layout.py): cuDNN's fast convolutions are NHWC on the GPU.
+    # where "auto" conv_layout goes channels-last (cuDNN's fast convolutions are NHWC)
     channels_last_convs: tuple[str, ...] = ()
 
     def runs_on(self, device: str) -> bool:

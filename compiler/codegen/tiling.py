@@ -1,14 +1,10 @@
-"""2-D tiling for pointwise kernels that read (or write) an operand transposed.
+"""Loop shapes chosen from how a kernel's accesses walk memory, each with its reason.
 
-A 1-D block walks memory along one dimension; when one access is contiguous along the
-rows and another along the columns, half the loads are strided and uncoalesced. Such a
-kernel instead iterates over [YBLOCK, XBLOCK] tiles of a 2-D view (Y, X) of its
-iteration space, so that both accesses read whole runs of memory within a tile.
-
-`choose_tile` decides, and says why: the reason goes into the kernel's header comment.
-`choose_rows` is the C++ backend's 2-D shape: rows outside, one `omp simd` row inside.
-`column_walk` says whether a Triton reduction's loads run along its outputs (x.sum(0),
-a bias gradient): such a kernel takes column tiles (triton_rules.column_config).
+`choose_tile`: [YBLOCK, XBLOCK] tiles for a Triton pointwise kernel with one access
+contiguous along the rows and another along the columns (a transpose), so both read
+whole runs. `choose_rows`: C++'s rows outside, one `omp simd` row inside. `memory_order`:
+walk a permuted (NHWC) output in its memory order. `column_walk`: column tiles for a
+reduction whose loads run along its outputs (x.sum(0)).
 """
 
 from __future__ import annotations
@@ -45,10 +41,9 @@ class Tile:
 
 
 def choose_tile(plan: KernelPlan) -> Tile | None:
-    """Tiles for a kernel where some access is contiguous along the innermost (merged)
-    dim and another along an outer one, k: the rows are the dims up to k, the columns
-    those after it (x + y.t(): 2-D; a batch of them, NHWC read and NCHW written: rows
-    n*c, columns h*w). Broadcast accesses (stride 0 along the columns) do not count."""
+    """Tiles where some access is contiguous along the innermost (merged) dim and another
+    along an outer one, k: rows are the dims up to k, columns those after (x + y.t()).
+    Broadcast accesses (stride 0 along the columns) do not count."""
     if plan.kind is not KernelKind.POINTWISE:
         return None
     shape: tuple[int, ...] | None = None
@@ -93,10 +88,9 @@ def fits_grid(tile: Tile, yblock: int) -> bool:
 
 
 def choose_rows(plan: KernelPlan) -> tuple[int, int] | None:
-    """(rows, row length) for a pointwise kernel whose flat loop would need a division or
-    a modulo in some index (`x + b` with b broadcast along rows, a transposed operand):
-    it loops over rows outside and along each row inside, so the inner loop is an
-    `omp simd` loop of contiguous (or broadcast) loads and no index needs `%` or `/`."""
+    """(rows, row length) for a pointwise kernel whose flat loop would need a `/` or `%`
+    in some index (a broadcast bias, a transposed operand): the inner loop over a row
+    is then an `omp simd` loop with no division."""
     if plan.kind is not KernelKind.POINTWISE:
         return None
     for node in plan.nodes:
@@ -111,10 +105,8 @@ def choose_rows(plan: KernelPlan) -> tuple[int, int] | None:
 
 @dataclass(frozen=True)
 class Order:
-    """A kernel walks its outputs in this order of dims (outermost first) instead of the
-    logical one: the memory order of the buffer it stores, when that is a permutation
-    (NHWC between convolutions), so that neighbouring threads write, and read from
-    same-layout inputs, neighbouring elements."""
+    """A walk of the outputs in the memory order of the stored buffer (dims outermost
+    first) when that is a permutation (NHWC), so neighbouring threads touch neighbours."""
 
     size: tuple[int, ...]
     dims: tuple[int, ...]

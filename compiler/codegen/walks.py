@@ -1,7 +1,5 @@
-"""How a kernel's indices walk memory: the coordinates of a loop nest split in two, a
-buffer's coordinates of a storage position, whether an index visits a node's storage
-densely, and whether a reduction's loads walk columns (codegen/kernel.py and the
-backends decide loop orders and fused walks from these)."""
+"""How a kernel's indices walk memory: pure functions the kernel and backends choose
+loop orders and fused walks with."""
 
 from __future__ import annotations
 
@@ -61,11 +59,9 @@ def storage_coords(buf: ComputedBuffer, flat: sympy.Expr) -> list[Any]:
 
 def dense_walk(index: sympy.Expr, variables: Sequence[sympy.Symbol], sizes: Sequence[int],
                numel: int) -> bool:
-    """`index` over the loop nest (variables, sizes) visits the storage positions 0 ..
-    numel - 1 once each. A variable divided or taken modulo a divisor of its size (a view
-    that splits a dim) is split in two first; then, with contiguous dims merged, the index
-    must be linear and its strides sorted 1, then each the previous stride times the
-    previous size."""
+    """`index` over the loop nest (variables, sizes) visits storage positions 0 .. numel - 1
+    once each: after splitting variables a view divides, it is linear with strides 1,
+    then each the previous stride times the previous size."""
     names, extents = list(variables), [int(s) for s in sizes]
     expr = simplify_index(index, {v: n - 1 for v, n in zip(names, extents)})
     for step in range(16):
@@ -116,8 +112,7 @@ def _dividing_cut(expr: sympy.Expr, names: list[sympy.Symbol], extents: list[int
 
 def walks_columns(loads: Sequence[sympy.Expr]) -> bool:
     """Every load in a reduction loop steps 1 along the outputs and more along the
-    reduction (x.sum(0)): neighbouring outputs, not neighbouring reduction steps, share a
-    cache line, so both backends reorder such loops."""
+    reduction (x.sum(0)): both backends then reorder the loops."""
     if not loads:
         return False
     for index in loads:

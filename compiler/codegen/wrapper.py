@@ -1,9 +1,5 @@
-"""The Python wrapper: allocate, launch, free, return.
-
-The wrapper is built as a list of lines from the schedule and the memory plan, the way
-the plan says: `AllocLine`s before the kernel that first writes a buffer (or a reuse of
-a dead buffer's storage), the kernel or extern call, `del` after a buffer's last use.
-Each line remembers which kernel it launches, for the `codegen` event's line map.
+"""The Python wrapper: allocate, launch, free, return, as the memory plan says. Each line
+remembers which kernel it launches, for the `codegen` event's line map.
 """
 
 from __future__ import annotations
@@ -52,14 +48,9 @@ WrapperPart = tuple[Backend, list[GeneratedKernel], Path | None]
 def generate_wrapper(inputs: Sequence[str], outputs: Sequence[Any], sched: Schedule,
                      memory: MemoryPlan, parts: Sequence[WrapperPart],
                      input_dtypes: Sequence[str] = ()) -> tuple[str, list[dict[str, Any]]]:
-    """The wrapper of a graph whose kernels come from `parts` (one backend per device
-    its kernels run on: codegen/backends.py kernel_backends).
-
-    The first line names the inputs' dtypes. A wrapper's text is its cache key, and Triton
-    specializes a compiled kernel on the dtype its pointers point to, which the kernel's own
-    text may not say (`tl.load(in_ptr0 + x0).to(tl.float32)` reads int32 and int64 alike):
-    two graphs whose wrappers differed only there shared one module, and the second ran the
-    first's compiled kernels on its own data."""
+    """The wrapper of a graph whose kernels come from `parts` (one backend per device).
+    The first line names the inputs' dtypes: the text is the cache key, and Triton
+    specializes kernels on pointer dtypes their text may not name."""
     out = Lines()
     names = " + ".join(b.name for b, _, _ in parts)
     dtypes = f"; inputs {', '.join(input_dtypes)}" if input_dtypes else ""
@@ -98,8 +89,7 @@ def generate_wrapper(inputs: Sequence[str], outputs: Sequence[Any], sched: Sched
 
 
 def _own_allocations(memory: MemoryPlan) -> set[str]:
-    """Buffers in memory the wrapper allocates (`empty_strided`, or a reuse of such a
-    buffer at offset 0): aligned as the allocator aligns, whatever the call's inputs."""
+    """Buffers the wrapper allocates (or reuses at offset 0): aligned by the allocator."""
     mine = {p.name for p in memory.buffers if p.allocated_by == "wrapper" and not p.reused_from}
     return {p.name for p in memory.buffers if p.allocated_by == "wrapper" and p.storage in mine}
 
@@ -122,10 +112,8 @@ def _write_allocations(out: Lines, sched: Schedule, memory: MemoryPlan, writes: 
                       f"device={lay.device!r}, dtype={lay.dtype})")
 
 
-# ATen ops whose real output strides can differ from their meta function's (the planned
-# layout): the wrapper passes their outputs through `conform` (runtime/support.py).
-# Convolution lays its result out like its input (channels_last in, channels_last out);
-# its backward its gradients too.
+# ATen ops whose real output strides can differ from their meta function's (convolution
+# follows its input's layout): the wrapper passes them through `conform`.
 aten = torch.ops.aten
 LAYOUT_AT_RUNTIME = frozenset({
     aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_efficient_attention,
@@ -160,7 +148,4 @@ def _write_extern(out: Lines, sched: Schedule, step: Any) -> None:
 
 
 def _output(o: Any) -> str:
-    if isinstance(o, Stored):
-        arg = o.as_arg()
-        return _pyval(arg)
-    return _pyval(o)
+    return _pyval(o.as_arg() if isinstance(o, Stored) else o)

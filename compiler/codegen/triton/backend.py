@@ -1,9 +1,5 @@
-"""The Triton backend: the object the driver asks about Triton kernels (compiler/codegen/
-backend.py), on CUDA and, when asked for on a CPU-only host, under the Triton interpreter.
-
-It hands pointwise and reduction plans to compiler/codegen/triton/kernel.py and GEMM template
-plans to compiler/codegen/triton/template.py, and writes the wrapper's prelude (Triton's
-imports and the helpers the kernels call).
+"""The Triton backend (codegen/backend.py): on CUDA, or asked for on a CPU-only host, under
+the Triton interpreter. Kernels come from triton/kernel.py and triton/template.py.
 """
 
 from __future__ import annotations
@@ -91,10 +87,8 @@ class InterpreterUnavailable(RuntimeError):
 
 
 def check_interpreter() -> None:
-    """Triton kernels on the CPU run under the Triton interpreter, which Triton takes on
-    when it is imported (torch._dynamo imports it): the process must start with
-    TRITON_INTERPRET=1 (targets.emulator_env; the kernelscope command and the server's
-    workers set it from the job's options). Nothing here changes the environment."""
+    """Triton takes on its interpreter when imported, so the process must have started
+    with TRITON_INTERPRET=1 (targets.emulator_env); nothing here changes the environment."""
     import triton.language as tl
 
     if type(tl.sigmoid).__name__ != "InterpretedFunction":
@@ -105,8 +99,7 @@ def check_interpreter() -> None:
 
 
 def _interpreter_asserts() -> None:
-    """The interpreter runs `tl.device_assert` only when its builder is in debug mode
-    (compiled kernels take `debug=True` from their decorator; the interpreter ignores it)."""
+    """The interpreter runs `tl.device_assert` only in debug mode (it ignores `debug=True`)."""
     from triton.runtime import interpreter
 
     builder = interpreter.interpreter_builder
@@ -125,8 +118,6 @@ class TritonBackend(Backend):
     """Triton on CUDA; on a CPU-only host, when asked for, under the Triton interpreter."""
 
     target = targets.by_name("triton")
-    # Triton pointers may alias (an input's update in place); the "logsumexp" reduction is
-    # triton.py's reduce(); the GEMM template is codegen/triton/template.py.
     features = frozenset({Feature.SPLIT_REDUCTIONS, Feature.WRITES_OVER_INPUTS,
                           Feature.ONLINE_SOFTMAX, Feature.MATMUL_TEMPLATES})
 
@@ -182,9 +173,8 @@ class TritonBackend(Backend):
 
     def prebuild(self, module: ModuleType, kernels: list[GeneratedKernel],
                  dtypes: dict[str, torch.dtype], workers: int) -> dict[str, Any]:
-        # The graph's kernels go to the process pool first (workers != 1: the caller did
-        # not ask for one build in process) where its Triton cache is still empty: a
-        # wrapper built before is all cache hits, which starts no workers.
+        # The process pool first (unless one build in process was asked for), only for an
+        # empty cache: a wrapper built before is all hits.
         pool = {}
         if (workers != 1 and kernels and self._pool_capability() is not None
                 and fresh_cache(self._pool_cache_dir(module))):
@@ -223,11 +213,8 @@ class TritonBackend(Backend):
         return POOLS.get(workers).build(jobs) if jobs else {}
 
     def _pool_capability(self) -> int | None:
-        """The target the pool compiles for: the GPU's own, or under the interpreter
-        the gpu_target of the offline reports (None: no pool). The pool is asked for by
-        name (compile_workers >= 2) until a GPU measures it: on 2 shared CPU cores its
-        workers' start (each imports torch and Triton) cost more than they saved, and no
-        GPU has run it yet (docs/perf.md)."""
+        """The target the pool compiles for: the GPU's, or the interpreter's gpu_target
+        (None: no pool). Opt-in (compile_workers >= 2) until a GPU measures it (docs/perf.md)."""
         if self.options.compile_workers < 2:
             return None
         if self.emulated:
@@ -241,8 +228,7 @@ class TritonBackend(Backend):
             return None
 
     def _pool_cache_dir(self, module: ModuleType) -> str:
-        """The Triton cache the module's first build reads: the offline one under the
-        interpreter, else the one in effect (the graph's own inside `first_launch`)."""
+        """The Triton cache the module's first build reads (offline's, or the one in effect)."""
         target = self.options.gpu_target
         if self.emulated and target:
             return str(offline_cache_dir(Path(str(module.__file__)), target))
@@ -252,8 +238,7 @@ class TritonBackend(Backend):
 
     def wrapper_prelude(self, kernels: list[GeneratedKernel], artifact: Path | None
                         ) -> list[str]:
-        # A kernel whose body is another's (the same layer repeated) is that kernel under
-        # its own name: Triton compiles it once (Inductor's wrapper dedups the same way).
+        # A kernel whose body is another's is that kernel under its own name (built once).
         lines = TRITON_IMPORTS.splitlines()
         if any("_ks_bf16(" in k.source for k in kernels):
             lines += INTERPRET_BF16_HELPER.splitlines()
@@ -277,8 +262,6 @@ class TritonBackend(Backend):
         return [*lines, "}"]
 
     def build(self, source_path: Path | None) -> BuildResult:
-        # Triton compiles each kernel at its first launch; on the CPU the interpreter runs
-        # it, which the process must have started with.
         if self.emulated:
             check_interpreter()
             if self.options.debug_index_asserts:
@@ -294,8 +277,7 @@ class TritonBackend(Backend):
         return {} if self.emulated else compiled_report(getattr(module, kernel, None))
 
     def report_facts(self, launch: Launch | None) -> Any:
-        """A launch specializes Triton's build: each tensor's dtype and whether its
-        address is 16-byte aligned, every other argument's value."""
+        """What specializes Triton's build: tensors' dtypes and 16-byte alignment, values."""
         def fact(value: Any) -> Any:
             if isinstance(value, torch.Tensor):
                 return [str(value.dtype), value.data_ptr() % 16 == 0]
@@ -320,8 +302,7 @@ class TritonBackend(Backend):
             with ThreadPoolExecutor(max_workers=self.options.workers()) as pool:
                 return dict(zip(names, pool.map(
                     lambda name: self.kernel_report(module, name), names), strict=True))
-        # The interpreter builds nothing: Triton's stages come from compiling the kernels
-        # again for a GPU target, offline (never run here).
+        # The interpreter builds nothing: the stages come from an offline GPU-target build.
         target = self.options.gpu_target
         if not target:
             note = ("Triton's interpreter ran this kernel on the CPU and the gpu_target "

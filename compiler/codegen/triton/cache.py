@@ -1,20 +1,10 @@
 """Triton's own cache around one graph's first launch, shared across jobs per wrapper.
 
-The server's shared kernel cache (server/jobs/kcache.py, server/jobs/tcache.py) keeps, for each
-Triton wrapper it verified, a folder `triton_<key>` of Triton cache entries (cubins,
-their metadata and stages, the launchers) that the server built itself from that wrapper
-alone, in a sandbox no snippet ran in. A job sees those folders read-only, linked into its
-cache folder. For its first launch a graph's kernels compile with Triton pointed at a
-folder of this job's own for the wrapper, `triton/<key>/`, holding a link to each shared
-entry of `triton_<key>`: Triton finds those (its keys are its own hashes of the kernel
-source and specialization) and compiles only what is missing, into that folder. An entry
-built from another wrapper is never in reach.
-
-Beside the wrapper the graph leaves `graph_<key>.inputs.json`: the shapes, strides and
-dtypes of its inputs, which the server's rebuild launches the wrapper with (on zeros).
-
-In: the wrapper's path in the cache, its inputs as specs. Out: TRITON_CACHE_DIR for the
-duration of the `with` block.
+The server keeps, per verified wrapper, a folder `triton_<key>` of Triton cache entries it
+built from that wrapper alone (server/jobs/tcache.py). A job's first launch compiles into
+its own `triton/<key>/`, seeded with links to those entries, so Triton builds only what
+is missing and never reaches another wrapper's entries. `graph_<key>.inputs.json`
+describes the inputs the server's rebuild launches the wrapper with.
 """
 
 from __future__ import annotations

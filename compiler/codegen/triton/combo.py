@@ -1,17 +1,13 @@
 """A Triton combo kernel: independent pointwise kernels launched as one.
 
-Each part is generated as it would be alone (its block size, its masks, its loads), as a
-`@triton.jit` helper that takes its program id; the combo kernel splits its program ids
-among the parts, as Inductor's combo kernels do:
+Each part is generated as alone, as a `@triton.jit` helper that takes its program id;
+the combo kernel splits its program ids among the parts, as Inductor's do:
 
     pid = tl.program_id(0)
     if pid < 4:
         combo_part0(in_ptr0, out_ptr0, 4096, 1024, pid)
     elif pid < 5:
         combo_part1(in_ptr1, out_ptr1, 64, 64, pid - 4)
-
-In: a ComboPlan (schedule/horizontal.py). Out: one TritonKernel (its source holds the
-helpers and the kernel; its line map keeps every part's lines' origins).
 """
 
 from __future__ import annotations

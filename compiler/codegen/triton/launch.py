@@ -1,20 +1,8 @@
-"""The lean launch path for Triton kernels: after the first launch, call the compiled
-kernel's launcher directly instead of the JIT's per-call path.
-
-`kernel[grid](*args, XBLOCK=..., num_warps=...)` through `triton.JITFunction` binds the
-arguments, computes the specialization key and looks the kernel up on every call (tens of
-microseconds of Python). A wrapper's grid, block sizes and warps are fixed when it is
-generated, so after the first (JIT) launch the call site becomes a closure over the
-`CompiledKernel`'s C launcher, its grid, function handle, metadata and constexpr values:
-one dict lookup (`kernel[grid]`) and one Python call per launch. What is done once: the
-lookups, the decision to launch directly, and which tensor arguments need their 16-byte
-alignment checked per launch. The wrapper declares, per kernel, the arguments it
-allocates itself (`ALIGNED`: always aligned, never checked); the others (graph inputs,
-ATen results, which may be views) are checked, and a misaligned one takes the JIT path,
-as does any launch while a launch hook is set (a profiler wants launch metadata). The
-interpreter keeps the JIT path (it implements it).
-
-In: the module globals the wrapper launches through. Out: the same globals, wrapped.
+"""The lean launch path for Triton kernels: after the first launch, a call site calls the
+compiled kernel's C launcher directly instead of the JIT's per-call binding (tens of
+microseconds of Python). A wrapper's grids, blocks and warps are fixed, so only the
+16-byte alignment of arguments the wrapper did not allocate (`ALIGNED`) is checked per
+launch; a misaligned one, or a set launch hook, takes the JIT path.
 """
 
 from __future__ import annotations

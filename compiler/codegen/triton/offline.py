@@ -1,19 +1,10 @@
-"""Triton's own stages of a kernel that ran under the interpreter: compiled for a GPU
-target on a host without one.
+"""Triton's own stages of a kernel that ran under the interpreter, compiled for a GPU
+target on a host without one (the report triton/report.py makes, marked `gpu_target`).
 
-In: the wrapper module's file, a kernel's name and the arguments of its first launch (the
-interpreter ran it on the CPU). Out: the same report `triton_report.py` makes from a
-GPU's build (TTIR, TTGIR, LLVM IR, PTX, SASS where the tools Triton ships allow, their
-line maps; registers and shared memory as ptxas counts them), marked with the target it
-was compiled for, `gpu_target`: compiled, never run here.
-
-Triton compiles for a `GPUTarget` it is handed; only launching needs a driver. A child
-process without the interpreter (the interpreter patches `triton.language` in the job's
-own process) imports the wrapper file again, so its kernels are `JITFunction`s with the
-same file lines, and sends each kernel through the JIT's own binder for that target: the
-launch arguments (described as dtypes and addresses: `describe_launch`) specialize it
-(types, 16-byte alignment, divisibility, constexprs) exactly as a launch on the GPU
-would, and the line maps read the same file. Nothing is timed or run.
+A child process without the interpreter imports the wrapper file again (same lines, real
+`JITFunction`s) and binds each kernel's first launch, described by `describe_launch`,
+through the JIT's own binder for the target: the same specialization a GPU launch gets.
+Nothing is run.
 
     python -m kernelscope.compiler.codegen.triton.offline < request.json > reports.json
 """
@@ -32,12 +23,12 @@ from types import ModuleType
 from typing import Any
 
 from kernelscope.compiler.codegen.backend import Launch
+from kernelscope.compiler.codegen.triton.cache import CACHE_ENV
 from kernelscope.compiler.codegen.triton.report import bundled_tool, kernel_report_of, run_tool
 from kernelscope.compiler.devices import CUDA
 
 TARGET_RE = re.compile(r"sm_(\d+)a?")
 REG_RE = re.compile(r"\bREG:(\d+)")
-CACHE_ENV = "TRITON_CACHE_DIR"
 CHILD_TIMEOUT_S = 300
 
 

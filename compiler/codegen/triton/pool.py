@@ -1,19 +1,8 @@
-"""Building a graph's Triton kernels in parallel before its first launch (a compile pool,
-as Inductor's async compile builds kernels ahead of the run).
-
-Triton compiles a kernel at its first launch, and a wrapper launches its kernels one after
-another, so a graph of 30 kernels paid 30 builds in a row. Here every distinct kernel is
-handed to `JITFunction.warmup` in a thread pool first, with the launch's specialization:
-its arguments as Triton's warmup takes them (a torch dtype per buffer, which Triton wraps
-in its MockTensor: an address it takes as 16-byte aligned; the numels as ints), its grid
-and constexprs. A warmup compiles (frontend,
-LLVM, ptxas: a subprocess, so the builds overlap), fills Triton's caches and runs
-nothing; the launch then finds the kernel built. A warmup whose specialization differs
-from the real launch's (an input at an unaligned offset) only costs that launch its own
-build; a failed warmup is reported and left to the launch, which raises as before.
-
-In: the loaded wrapper module and each kernel's launch description. Out: what was built
-in how long, for the compile event.
+"""Building a graph's Triton kernels in parallel before its first launch, as Inductor's
+async compile does: each distinct kernel goes to `JITFunction.warmup` on a thread pool
+with its launch's specialization (a dtype per buffer, taken as 16-byte aligned), so the
+builds' ptxas runs overlap and the launches find them built. A failed or mismatched
+warmup only leaves that kernel to its launch.
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
-"""Building Triton kernels in worker processes that fill Triton's on-disk cache (a compile
-pool as Inductor's AsyncCompile/SubprocPool warms its cache).
+"""Building Triton kernels in spawned worker processes that fill Triton's on-disk cache
+(as Inductor's SubprocPool does): Triton's compile holds the GIL, so threads overlap only
+ptxas. A worker binds each launch as triton/offline.py does and compiles it into the
+parent's TRITON_CACHE_DIR, where the parent's own build then hits.
 
-Triton's compile (frontend, MLIR passes, LLVM) holds the GIL, so threads overlap only
-ptxas (docs/perf.md, Explorer latency). Here each kernel is compiled in one of a few
-spawned processes (never forked from a process that holds CUDA, started at the first
-build): the worker imports the kernel's wrapper file with the interpreter off, binds the
-launch's specialization for the target (triton_offline's binder: dtypes, 16-byte
-alignment, ints, constexprs) and compiles it into the same TRITON_CACHE_DIR the parent
-uses. The parent then loads each kernel itself (its warmup, its launch, or the offline
-child's compile), which Triton finds in its cache: a hit, not a build.
-
-The pool only warms a cache: a job that fails, a worker that dies or a build past the
-timeout leaves that kernel to the parent's own compile, as before the pool, and the
-result says so (`fallback`, per kernel). A worker that died or hung is killed and the
-pool starts again at the next build.
-
-In: jobs (wrapper file, kernel, launch as `describe_launch` writes it, target capability,
-cache folder). Out: what was built in how long, and what fell back and why.
+The pool only warms a cache: a failed job, a dead worker or a timeout leaves the kernel
+to the parent's compile, and the result says so (`fallback`); a broken pool restarts.
 """
 
 from __future__ import annotations
@@ -33,15 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelscope.compiler.codegen.triton.cache import CACHE_ENV
+
 JOB_TIMEOUT_S = 300.0
 INTERPRET_ENV = "TRITON_INTERPRET"
-CACHE_ENV = "TRITON_CACHE_DIR"
 
 
 @dataclass(frozen=True)
 class CompileJob:
-    """One kernel to compile: `launch` is {"args": [...], "kwargs": {...}}, a pointer as
-    {"dtype": "float32", "address": int} (triton_offline.describe_launch)."""
+    """One kernel to compile; `launch` as offline.describe_launch writes it."""
 
     wrapper: str
     kernel: str
@@ -136,8 +124,7 @@ class CompilePool:
 
 
 class Pools:
-    """The process's compile pools, one per size, closed at exit: a graph's backend is
-    made per graph, the workers (each a Python that imported Triton) outlive it."""
+    """The process's compile pools, one per size, closed at exit (they outlive backends)."""
 
     def __init__(self) -> None:
         self._pools: dict[int, CompilePool] = {}

@@ -1,10 +1,8 @@
 """What Triton's build of one kernel reports, for the compile event.
 
-In: the `@triton.jit` function of a wrapper module after its first launch on a GPU. Out:
-registers, spills, shared memory, num_warps and num_stages; Triton's own stages as text
-(TTIR, TTGIR, LLVM IR, PTX, and SASS from `nvdisasm` where it is on the host or ships
-with Triton); and for each stage the kernel source lines its lines come from
-(compiler/codegen/debuglines.py).
+In: a `@triton.jit` function after its first launch on a GPU. Out: registers, spills,
+shared memory, warps, stages; Triton's stages as text (SASS where `nvdisasm` is found)
+with their line maps (codegen/debuglines.py).
 """
 
 from __future__ import annotations

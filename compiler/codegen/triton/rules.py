@@ -1,10 +1,6 @@
-"""The Triton codegen's measured rules: block sizes and warps, and the shape of the code
-(the logsumexp step of looped reductions, masks that are true everywhere).
-
-Each rule was chosen from a sweep on the H200 (`python -m benchmarks.sweep`, which swaps
-one rule at a time here and times every variant, checked against eager); the numbers
-are in docs/perf.md ("Why the Triton rules are what they are"). Nothing here changes what a kernel
-computes, only how fast: the alternatives of a rule are all correct.
+"""The Triton codegen's measured rules: block sizes, warps and the shape of the code. Each
+was chosen by `python -m benchmarks.sweep` (numbers: docs/perf.md, "Why the Triton rules
+are what they are"); every alternative computes the same, only slower.
 """
 
 from __future__ import annotations
@@ -14,8 +10,7 @@ from typing import Any
 from kernelscope.compiler.codegen.common import next_power_of_2
 from kernelscope.compiler.schedule.plan import KernelPlan
 
-# Pointwise: 16 elements per thread on large tensors: fewer, larger programs amortise
-# each program's index setup (the measurements: docs/perf.md, "Why the Triton rules").
+# Pointwise: 16 elements per thread on large tensors amortise each program's setup.
 POINTWISE_WARPS = {4096: 8, 2048: 4}  # XBLOCK -> warps; smaller blocks: 4 warps at most
 MIN_PROGRAMS = 1024  # a large pointwise block only while the grid keeps this many programs
 # A pointwise kernel reading more values than this per element (a max-pool window chain)
@@ -26,15 +21,11 @@ HEAVY_READS = 16
 # read in wide, contiguous steps, and few rows still give one program each.
 LOOPED_RBLOCK, LOOPED_WARPS = 4096, 16
 
-# One step of the looped logsumexp, per lane: m the running max ({a}), s the sum of
-# exp(v - m) ({a}_sum), {a}_v the new element (-inf where masked); m starts at "init"
-# (-inf, or the dtype's lowest finite value). "two_exp" rescales s by exp(m_old - m_new)
-# and adds exp(v - m_new): two exps per element. In the others one of the two is
-# exp(0) = 1: when v raises the max, s = s * exp(m - v) + 1, else s = s + exp(v - m), one
-# exp per element of the same value. "diff" starts m at the lowest finite value, so that
-# v - m is never -inf - -inf and needs no guard. In every step a lane with only -inf seen
-# keeps s = 0, NaN makes m and s NaN, and a +inf makes the row's combine exp(inf - inf) =
-# NaN, as eager's softmax does. "*2": exp2 of a pre-multiplied log2(e).
+# One step of the looped logsumexp, per lane: m the running max ({a}) from "init", s the
+# sum of exp(v - m) ({a}_sum), {a}_v the new element (-inf where masked). "two_exp"
+# rescales s and adds exp(v - m_new); the "one" steps use exp(0) = 1 for one of the two;
+# "diff" starts m finite, so v - m needs no -inf guard; "*2": exp2 of v * log2(e). All
+# keep s = 0 for only -inf and give NaN where eager's softmax does.
 _ONE = "tl.where({a}_v > {a}, {a}_sum * {a}_e + 1.0, {a}_sum + {a}_e)"
 LSE_STEPS: dict[str, dict[str, Any]] = {
     "two_exp": {"init": "-inf", "lines": (
@@ -63,10 +54,8 @@ LSE_STEPS: dict[str, dict[str, Any]] = {
         "{a}_sum = tl.where({a}_d > 0, {a}_sum * {a}_e + 1.0, {a}_sum + {a}_e)",
         "{a} = tl.maximum({a}, {a}_v, tl.PropagateNan.ALL)")},
 }
-# diff_exp2 has the fewest instructions per element, and wins where the grid runs in
-# many waves. It needs more registers than two_exp, so an SM holds 3 programs of 512
-# threads instead of 4: grids of at most FEW_ROWS programs, which all fit at once at 4
-# per SM, keep two_exp (one wave instead of 1.3).
+# diff_exp2 has the fewest instructions, but needs more registers than two_exp: grids
+# that fit in one wave at 4 programs per SM (FEW_ROWS) keep two_exp.
 LSE_STEP = "diff_exp2"
 LSE_STEP_FEW_ROWS = "two_exp"
 FEW_ROWS = 4 * 132  # programs of 16 warps at <= 32 registers: 4 per SM, 132 SMs (H200)
@@ -77,12 +66,8 @@ def lse_step(programs: int) -> dict[str, Any]:
     return LSE_STEPS[LSE_STEP_FEW_ROWS if programs <= FEW_ROWS else LSE_STEP]
 
 
-# No cache hints (evict_first / evict_last), no backwards second loop and no pipelined
-# `tl.range(..., num_stages=N)` loop: each was measured slower or no faster (docs/perf.md).
-
-# Masks that are true everywhere are written as constants where the blocks tile the
-# numels exactly (xnumel a multiple of XBLOCK, rnumel of RBLOCK): Triton then drops them
-# from the loads and stores, fewer instructions for the same bytes.
+# Masks are constants where the blocks tile the numels exactly: Triton drops them.
+# (No cache hints, backwards loops or pipelined `tl.range`: none was faster, docs/perf.md.)
 FULL_BLOCK_MASKS = True
 
 
