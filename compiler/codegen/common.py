@@ -52,6 +52,15 @@ class Lines:
         finally:
             self.level -= n
 
+    @contextlib.contextmanager
+    def braced(self, header: str) -> Iterator[None]:
+        """A C block: `header`, then what the `with` body writes, indented in braces."""
+        self.write(header)
+        self.write("{")
+        with self.indent():
+            yield
+        self.write("}")
+
     def text(self) -> str:
         return "\n".join(line.text for line in self.lines) + "\n"
 

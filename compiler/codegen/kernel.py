@@ -1,22 +1,16 @@
 """The part of kernel generation that Triton and C++ share.
 
-A kernel is an ops handler: codegen installs it and calls each node's inner_fn, and the
-ops calls come back here as generated lines (CSE'd per block). Loads are resolved in
-three ways: a buffer from memory (an input pointer); a reduction computed earlier in
-this kernel (its register); or a pointwise buffer computed in this kernel, which is
-recomputed at the requested index by calling its inner_fn again (CSE makes that free
-when the index is the one just computed).
-
-Reduction kernels run in segments: consecutive nodes that can share one loop over the
-reduction dimension, split where a node needs a reduction result from the current loop
-(codegen/reduction.py says which nodes go where; this module writes the blocks).
+A kernel is an ops handler: each node's inner_fn runs under it and its ops calls come
+back as generated lines (CSE'd per block). A load reads memory, a reduction's register,
+or recomputes an in-kernel pointwise buffer at the index asked (CSE makes that free).
+Reduction kernels run in segments (codegen/reduction.py); this module writes the blocks.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,15 +38,9 @@ from kernelscope.compiler.schedule.plan import KernelPlan
 
 @dataclass
 class Block:
-    """Where the code of a run of nodes goes (one explicit object, no mode flags).
-
-    A straight block runs once per output element: a pointwise kernel, or the epilogue
-    of a reduction kernel. A loop block is one pass over the reduction dimension: `pre`
-    runs before the loop (accumulators), `index` at the top of each iteration (index
-    variables over rindex), `body` is the loop body and `post` runs after the loop
-    (final reductions and the stores of their results). A persistent block (a whole row
-    in registers) has `index` but no `pre`/`post`: it reduces in place.
-    """
+    """Where the code of a run of nodes goes. A straight block runs once per output; a
+    loop block is one pass over the reduction (`pre` before it, `index` atop each
+    iteration, `post` after it); a persistent block has `index` but no `pre`/`post`."""
 
     body: Lines
     scope: Scope  # CSE; its `lines` are `body` except inside a masked sub-block
@@ -122,9 +110,6 @@ class KernelCodegen(Handler):
         raise NotImplementedError
 
     def reduce(self, node: SchedNode, value: Var) -> Var:
-        raise NotImplementedError
-
-    def masked_body(self, mask: Var, body: Callable[[], Any], other: Any) -> Var:
         raise NotImplementedError
 
     def index_check(self, x: Var, size: int) -> str:
@@ -278,13 +263,10 @@ class KernelCodegen(Handler):
         by the dtypes of `operands` (all args unless given)."""
         text = self.table.render(name, [a.name for a in args],
                                  [a.dtype for a in (operands or args)], self.type_name(dtype))
-        return self.emit(self.finish_op(name, text, dtype), dtype, _domain(*args))
+        return self.emit(self.finish_op(name, text, dtype), dtype, var_domain(*args))
 
     def where(self, cond: Var, a: Var, b: Var) -> Var:
         return self.op("where", [cond, a, b], result_dtype("where", a.dtype, b.dtype), [a, b])
-
-    def masked(self, mask: Var, body: Callable[[], Any], other: float) -> Var:
-        return self.masked_body(mask, body, other)
 
     def indirect_indexing(self, x: Var, size: int) -> sympy.Symbol:
         if self.index_checks:
@@ -370,10 +352,8 @@ class KernelCodegen(Handler):
         return self.run(self.straight_block(Lines()), self.plan.nodes).body
 
     def reduction_body(self) -> Lines:
-        """Segments in order: epilogues straight into the body, each loop block as its
-        setup, its loop (the backend's syntax) and what runs after it. Every segment is
-        generated before any is written out, so a later loop can still add lines to an
-        earlier one (the C++ backend keeps a costly per-element value for the next loop)."""
+        """Segments in order, each loop as pre, loop, post. All are generated before any is
+        written out: a later loop may add lines to an earlier one (C++'s kept values)."""
         blocks = [self.run(self.straight_block(Lines()) if kind == "x" else self.loop_block(),
                            nodes) for kind, nodes in segments(self.plan)]
         out = Lines()
@@ -400,7 +380,7 @@ def cast_value(value: Any, dtype: torch.dtype) -> bool | int | float:
     return int(v) if math.isfinite(v) else 0
 
 
-def _domain(*vs: Var) -> str:
+def var_domain(*vs: Var) -> str:
     return "r" if any(v.domain == "r" for v in vs) else "x"
 
 

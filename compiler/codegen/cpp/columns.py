@@ -1,14 +1,7 @@
 """C++ reductions across rows with contiguous outputs (`x.sum(0)`), interchanged: blocks
-of outputs, and for each row one `omp simd` pass over a block's outputs into a per-block
-accumulator array (codegen/cpp/kernel.py decides when a reduction walks columns).
-
-Each output adds its rows in the same order whatever the block size, so one thread and
-two give the same bits. Float sums add their rows in blocks of COLUMN_SUM_ROWS into float
-lanes and each block's partial into a double total.
-
-Sums over many rows split the rows instead (`row_parts`): a part count fixed by the shape,
-never by the threads, each part's totals into a scratch array, then the parts added in
-order per output; each thread then streams whole rows of one part.
+of outputs, each row one `omp simd` pass over a block into accumulator arrays. Rows add
+in an order fixed by the shape, never the threads, so the bits do not depend on them;
+float sums go through double totals, and long ones split the rows (`row_parts`).
 """
 
 from __future__ import annotations
@@ -19,21 +12,17 @@ from dataclasses import dataclass, field
 
 from kernelscope.compiler.codegen.common import Lines
 
-# Outputs per block: at most this many, and at run time as many as leave each thread one
-# block (ks_column_block): one thread reads whole rows, not 512-byte pieces of each
-# (fewer, longer streams for the prefetcher).
+# Outputs per block at most; at run time one block per thread (ks_column_block), so a
+# thread streams whole rows.
 COLUMN_BLOCK = 2048
-# Rows per block of a float sum. Rows added in turn into one float per output: 2048 rows
-# were 7x as far from float64 as eager's cascade sum (8.5e-7 against 1.2e-7); blocks of
-# 64 rows into a double total 1.5e-7, of 32 1.1e-7, of 16 0.8e-7, each ~5% of the kernel
-# (2048x1024, one thread, docs/perf.md).
+# Rows per block of a float sum before it joins a double total: as accurate as eager's
+# cascade sum at ~5% of the kernel's time (docs/perf.md).
 COLUMN_SUM_ROWS = 32
 
 
 def lane_type(ctype: str) -> str:
     """The C type of an accumulator array: a flag (a max's any-NaN) in 32-bit lanes, as wide
-    as a float's, or g++ does not vectorize the walk (amax(0) 2048x1024: 12.8 ms, 20x
-    eager; with int32_t flags the loop vectorizes)."""
+    as a float's, or g++ does not vectorize the walk."""
     return "int32_t" if ctype == "bool" else ctype
 
 
@@ -58,18 +47,13 @@ def chunks(out: Lines, var: str, end: str, total: int | str, step: int | str,
            start: int | str = 0) -> Iterator[None]:
     """A loop over [start, total) in chunks of `step`: `var` the chunk's start, `end` its
     end; the body is what the `with` block writes."""
-    out.write(f"for (int64_t {var} = {start}; {var} < {total}; {var} += {step})")
-    out.write("{")
-    with out.indent():
+    with out.braced(f"for (int64_t {var} = {start}; {var} < {total}; {var} += {step})"):
         out.write(f"const int64_t {end} = std::min<int64_t>({var} + {step}, {total});")
         yield
-    out.write("}")
 
 
-# Rows per part of a row-split column sum, and the most parts (longer parts beyond that).
-# At 2 threads a 2048x1024 sum split by columns streamed 2 KB of each 4 KB row per thread
-# (1.35x eager's time, docs/perf.md); parts of 128 whole rows let each thread stream
-# 512 KB at a time.
+# Rows per part of a row-split column sum (each thread streams whole rows), and the most
+# parts (longer parts beyond that).
 ROW_PART = 128
 MAX_ROW_PARTS = 64
 
@@ -114,15 +98,7 @@ def column_body(c: Columns, parallel_min: int) -> Lines:
             _row_blocks(out, c, sums, 0, rn)
         else:
             _rows(out, c, "0", str(rn))
-        wide = {acc: f"{acc}_t[xindex - xblock]" for acc in sums}
-        refs = []
-        for acc, ctype, _ in c.accs:
-            value = wide.get(acc, f"{acc}_v[xindex - xblock]")
-            cast = f"static_cast<{ctype}>({value})" if acc in wide else value
-            refs.append(f"{ctype} {acc} = {cast};")
-            if acc in c.totals:
-                refs.append(f"double {acc}_total = {value};")
-        _over_outputs(out, c, refs, [c.post])
+        _over_outputs(out, c, _results(c, sums, "t"), [c.post])
     return out
 
 
@@ -142,9 +118,7 @@ def row_split_body(c: Columns, parts: int, per: int) -> Lines:
                   f"{parts * xn}));")
         out.write(f"if ({acc}_p == nullptr) std::abort();")
     out.write("#pragma omp parallel for")
-    out.write(f"for (int64_t item = 0; item < {parts * blocks}; item++)")
-    out.write("{")
-    with out.indent():
+    with out.braced(f"for (int64_t item = 0; item < {parts * blocks}; item++)"):
         out.write(f"const int64_t rpart = item / {blocks}, xblock = (item % {blocks}) * {cap};")
         out.write(f"const int64_t xend = std::min<int64_t>(xblock + {cap}, {xn});")
         out.write(f"const int64_t rstart = rpart * {per}, rstop = std::min<int64_t>(rstart + "
@@ -155,32 +129,34 @@ def row_split_body(c: Columns, parts: int, per: int) -> Lines:
             out.write(f"double* {acc}_t = {acc}_p + rpart * {xn} + xblock;")
             out.write(f"for (int64_t i = 0; i < xend - xblock; i++) {acc}_t[i] = 0;")
         _row_blocks(out, c, sums, "rstart", "rstop")
-    out.write("}")
-    # Each block of outputs adds its parts in order (0 + part 0 + part 1 + ...: the bits of
-    # an output's own loop over its parts), one `omp simd` pass over the block per part:
-    # a loop per output over the parts (stride xn) was one scalar add at a time, ~8% of
-    # a 2048x1024 sum's time at 2 threads.
+    # Each block of outputs adds its parts in order, one `omp simd` pass per part (a loop
+    # per output over the parts, stride xn, would be scalar).
     if xn >= 4096:
         out.write("#pragma omp parallel for")
     with chunks(out, "xblock", "xend", xn, cap):
         for acc in sums:
             out.write(f"double {acc}_s[{cap}];")
             out.write(f"for (int64_t i = 0; i < {cap}; i++) {acc}_s[i] = 0;")
-        out.write(f"for (int64_t rpart = 0; rpart < {parts}; rpart++)")
-        out.write("{")
-        with out.indent():
+        with out.braced(f"for (int64_t rpart = 0; rpart < {parts}; rpart++)"):
             _simd_over_block(out, [f"{acc}_s[i] += {acc}_p[rpart * {xn} + xblock + i];"
                                    for acc in sums])
-        out.write("}")
-        refs = []
-        for acc, ctype, _ in c.accs:
-            refs.append(f"{ctype} {acc} = static_cast<{ctype}>({acc}_s[xindex - xblock]);")
-            if acc in c.totals:
-                refs.append(f"double {acc}_total = {acc}_s[xindex - xblock];")
-        _over_outputs(out, c, refs, [c.post])
+        _over_outputs(out, c, _results(c, sums, "s"), [c.post])
     for acc in sums:
         out.write(f"std::free({acc}_p);")
     return out
+
+
+def _results(c: Columns, wide: list[str], suffix: str) -> list[str]:
+    """Each accumulator's value at its output: from its lane, or for the `wide` ones from
+    their double total (`{acc}_{suffix}`), cast back; and a `{acc}_total` where read."""
+    refs = []
+    for acc, ctype, _ in c.accs:
+        value = f"{acc}_{suffix if acc in wide else 'v'}[xindex - xblock]"
+        cast = f"static_cast<{ctype}>({value})" if acc in wide else value
+        refs.append(f"{ctype} {acc} = {cast};")
+        if acc in c.totals:
+            refs.append(f"double {acc}_total = {value};")
+    return refs
 
 
 def _row_blocks(out: Lines, c: Columns, sums: list[str], start: int | str,
@@ -196,33 +172,24 @@ def _row_blocks(out: Lines, c: Columns, sums: list[str], start: int | str,
 def _simd_over_block(out: Lines, body: list[str]) -> None:
     """One `omp simd` pass `i` over the block's outputs [xblock, xend)."""
     out.write("#pragma omp simd")
-    out.write("for (int64_t i = 0; i < xend - xblock; i++)")
-    out.write("{")
-    with out.indent():
+    with out.braced("for (int64_t i = 0; i < xend - xblock; i++)"):
         for line in body:
             out.write(line)
-    out.write("}")
 
 
 def _rows(out: Lines, c: Columns, start: str, end: str) -> None:
     """Rows start..end of a block, each one `omp simd` pass over the block's outputs."""
-    out.write(f"for (int64_t rindex = {start}; rindex < {end}; rindex++)")
-    out.write("{")
-    with out.indent():
+    with out.braced(f"for (int64_t rindex = {start}; rindex < {end}; rindex++)"):
         out.write("#pragma omp simd")
         _over_outputs(out, c, [f"{lane_type(ctype)}& {acc} = {acc}_v[xindex - xblock];"
                                for acc, ctype, _ in c.accs], [c.index, c.body])
-    out.write("}")
 
 
 def _over_outputs(out: Lines, c: Columns, refs: list[str], parts: list[Lines]) -> None:
     """One loop over a block's outputs: its accumulators, then `parts`."""
-    out.write("for (int64_t xindex = xblock; xindex < xend; xindex++)")
-    out.write("{")
-    with out.indent():
+    with out.braced("for (int64_t xindex = xblock; xindex < xend; xindex++)"):
         for ref in refs:
             out.write(ref)
         out.extend(c.prologue)
         for part in parts:
             out.extend(part)
-    out.write("}")

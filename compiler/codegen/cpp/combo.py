@@ -1,9 +1,7 @@
 """A C++ combo kernel: independent pointwise kernels as one function.
 
-Each part is generated as it would be alone, as a `static` function over a range
-[start, end) of its outer loop (its rows, or its flat elements); the combo function is
-one OpenMP loop over every part's blocks, so small parts share the threads that one
-large part would have had to itself, and the whole group starts threads once:
+Each part is a `static` function over [start, end) of its outer loop; the combo is one
+OpenMP loop over every part's blocks, so the group starts threads once:
 
     #pragma omp parallel for schedule(dynamic)
     for (int64_t block = 0; block < 7; block++)
@@ -11,9 +9,6 @@ large part would have had to itself, and the whole group starts threads once:
         if (block < 4) { combo_part0(in_ptr0, out_ptr0, block * 16384, ...); }
         else if ...
     }
-
-In: a ComboPlan (schedule/horizontal.py). Out: the kernel's lines (with every part's
-lines' origins).
 """
 
 from __future__ import annotations
@@ -21,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 
 from kernelscope.compiler.codegen.common import Lines
-from kernelscope.compiler.codegen.cpp.ops import C_TYPE
+from kernelscope.compiler.codegen.cpp.ops import pointer_params
 from kernelscope.compiler.codegen.kernel import part_header
 from kernelscope.compiler.schedule.plan import ComboPlan
 
@@ -30,8 +25,7 @@ BLOCK = 16384  # elements of one part that one iteration of the combo's loop com
 
 def combo_lines(plan: ComboPlan, header: list[str], parallel_min: int, codegen: type,
                 index_checks: bool = False) -> Lines:
-    """`codegen`: the C++ kernel generator (CppKernelCodegen), whose `span` parts this
-    combines."""
+    """`codegen`: CppKernelCodegen, whose `span` parts this combines."""
     out = Lines()
     names = plan.arg_names()
     calls: list[tuple[int, int, int, str, str]] = []  # blocks, block, outer, helper, args
@@ -45,17 +39,10 @@ def combo_lines(plan: ComboPlan, header: list[str], parallel_min: int, codegen: 
             (gen.rows[0], max(1, BLOCK // gen.rows[1]))
         args = ", ".join(names[b] for b in helper.inputs + helper.stores)
         calls.append((-(-outer // per), per, outer, helper.name, args))
-    params = [f"const {C_TYPE[plan.buffers[b].dtype]}* __restrict__ {names[b]}"
-              for b in plan.inputs]
-    params += [f"{C_TYPE[plan.buffers[b].dtype]}* __restrict__ {names[b]}"
-               for b in plan.stores]
-    out.write(f'extern "C" void {plan.name}({", ".join(params)})')
-    out.write("{")
-    with out.indent():
+    with out.braced(f'extern "C" void {plan.name}({", ".join(pointer_params(plan, names))})'):
         for h in header:
             out.write(f"// {h}")
         _dispatch(out, calls, plan.xnumel >= parallel_min)
-    out.write("}")
     return out
 
 
@@ -63,20 +50,14 @@ def _dispatch(out: Lines, calls: list[tuple[int, int, int, str, str]], parallel:
     total = sum(c[0] for c in calls)
     if parallel:
         out.write("#pragma omp parallel for schedule(dynamic)")
-    out.write(f"for (int64_t block = 0; block < {total}; block++)")
-    out.write("{")
     start = 0
-    with out.indent():
+    with out.braced(f"for (int64_t block = 0; block < {total}; block++)"):
         for i, (blocks, per, outer, helper, args) in enumerate(calls):
             end = start + blocks
             keyword = "if" if i == 0 else "else if"
             first = f"(block - {start}) * {per}" if start else f"block * {per}"
-            out.write(f"{keyword} (block < {end})")
-            out.write("{")
-            with out.indent():
+            with out.braced(f"{keyword} (block < {end})"):
                 out.write(f"const int64_t first = {first};")
                 out.write(f"{helper}({args}, first, std::min<int64_t>(first + {per}, "
                           f"{outer}));")
-            out.write("}")
             start = end
-    out.write("}")

@@ -1,11 +1,6 @@
-"""One build of each C++ kernel body: kernels that differ only in their names and comments
-(the same layer repeated: `blocks.0` .. `blocks.3` of a model) are compiled once.
-
-In: a graph's generated C++ kernels. Out: the kernels' part of the library's source, where
-a kernel whose body another kernel already has is a one-line forwarder to that kernel, so
-the library still exports every kernel under its own name (the wrapper and the event
-stream are unchanged) while g++ compiles each body once. `forwarded_to` tells the
-assembly view (cpp/asm.py) whose machine code a forwarder's is.
+"""One build of each C++ kernel body: a kernel that differs from an earlier one only in its
+name and comments (a repeated layer) becomes a one-line forwarder to it, so the library
+still exports every name. `forwarded_to` tells cpp/asm.py whose machine code it runs.
 """
 
 from __future__ import annotations

@@ -29,10 +29,17 @@ from kernelscope.compiler.codegen.cpp.asm import asm_report
 from kernelscope.compiler.codegen.cpp.columns import Columns, chunks, column_body
 from kernelscope.compiler.codegen.cpp.combo import combo_lines
 from kernelscope.compiler.codegen.cpp.dedup import library_kernels
-from kernelscope.compiler.codegen.cpp.ops import C_TYPE, NARROW_INTS, OPS, WRAPPED_OPS, compute_type
+from kernelscope.compiler.codegen.cpp.ops import (
+    C_TYPE,
+    NARROW_INTS,
+    OPS,
+    WRAPPED_OPS,
+    compute_type,
+    pointer_params,
+)
 from kernelscope.compiler.codegen.cpp.prefetch import Access, LaneAcc, next_row, write_chunked
 from kernelscope.compiler.codegen.cpp.prelude import PRELUDE
-from kernelscope.compiler.codegen.kernel import Block, KernelCodegen
+from kernelscope.compiler.codegen.kernel import Block, KernelCodegen, var_domain
 from kernelscope.compiler.codegen.mathops import (
     ATEN_INCLUDE,
     CPP_MATH_HELPERS,
@@ -195,12 +202,9 @@ class CppKernelCodegen(KernelCodegen):
         return slot
 
     def _output_slot(self, value: Var) -> str | None:
-        """The output element this loop's last node stores at (xindex, rindex), when the
-        kept value can wait there: the same C type (so nothing is rounded), an index of
-        xindex and rindex alone. That node's store is the last line of the loop, after
-        every read of the kept value; each (xindex, rindex) owns its element, so no other
-        iteration or thread touches it in between. The store's cache lines are then
-        fetched while the costly loop computes, not by the last loop's stores."""
+        """The output element this loop's last node stores at (xindex, rindex), where the
+        kept value can wait unrounded: that store comes after every read of it, and no
+        other iteration touches the element (its lines are fetched by the costly loop)."""
         node = self.block.nodes[-1] if self.block.nodes else None
         if node is None or node.name not in self.plan.stores or node.kind.reduces:
             return None
@@ -249,12 +253,12 @@ class CppKernelCodegen(KernelCodegen):
         return (f"if ({x.name} < 0 || {x.name} >= {size}) "
                 f"ks_index_error(\"{self.plan.name}\", {x.name}, {size});")
 
-    def masked_body(self, mask: Var, body: Callable[[], Any], other: Any) -> Var:
+    def masked(self, mask: Var, body: Callable[[], Any], other: Any) -> Var:
         with self.sub_scope() as inner_lines:
             value = body()
         if not isinstance(value, Var):
             value = self.constant(value, torch.float32)
-        var = Var(self.new_var(), value.dtype, "r" if "r" in (mask.domain, value.domain) else "x")
+        var = Var(self.new_var(), value.dtype, var_domain(mask, value))
         lines = self.block.scope.lines
         lines.write(f"{compute_type(value.dtype)} {var.name} = {literal(other, value.dtype)};",
                     self.origins())
@@ -308,39 +312,35 @@ class CppKernelCodegen(KernelCodegen):
     def assemble(self, header: list[str], body: Lines) -> Lines:
         plan = self.plan
         out = Lines()
-        params = [f"const {C_TYPE[plan.buffers[b].dtype]}* __restrict__ {self.args[b]}"
-                  for b in plan.inputs]
-        params += [f"{C_TYPE[plan.buffers[b].dtype]}* __restrict__ {self.args[b]}"
-                   for b in plan.stores]
+        params = pointer_params(plan, self.args)
         if self.span:
             params += ["int64_t start", "int64_t end"]
         linkage = "static void" if self.span else 'extern "C" void'
-        out.write(f'{linkage} {plan.name}({", ".join(params)})')
-        out.write("{")
-        with out.indent():
+        with out.braced(f'{linkage} {plan.name}({", ".join(params)})'):
             self.write_header(out, header)
             out.extend(body)
-        out.write("}")
         return out
 
     def pointwise_body(self) -> Lines:
+        """The flat loop, or rows outside and a row inside. A combo part (`span`) runs over
+        [start, end) of its outer loop; the combo's OpenMP loop (codegen/cpp/combo.py)
+        runs the parts in parallel, so none starts threads here."""
         parallel = self.plan.xnumel >= PARALLEL_MIN
-        if self.span:
-            return self._span_body(parallel)
+        threads = parallel and not self.span
+        span = ("start", "end") if self.span else None
         if self.rows is None:
-            return self._x_loop(super().pointwise_body(), "#pragma omp parallel for simd"
-                                if parallel else None)
+            pragma = "#pragma omp parallel for simd" if threads else "#pragma omp simd"
+            return self._x_loop(super().pointwise_body(), pragma if parallel else None,
+                                bounds=span)
         y, x = self.rows
-        outer = parallel and y >= OUTER_PARALLEL_MIN
+        outer = threads and y >= OUTER_PARALLEL_MIN
         out = Lines()
         if outer:
             out.write("#pragma omp parallel for")
-        out.write(f"for (int64_t yindex = 0; yindex < {y}; yindex++)")
-        out.write("{")
-        with out.indent():
-            out.extend(self._x_loop(super().pointwise_body(), "#pragma omp simd" if outer
-                                    or not parallel else "#pragma omp parallel for simd", x))
-        out.write("}")
+        lo, hi = span or ("0", str(y))
+        with out.braced(f"for (int64_t yindex = {lo}; yindex < {hi}; yindex++)"):
+            out.extend(self._x_loop(super().pointwise_body(), "#pragma omp parallel for simd"
+                                    if threads and not outer else "#pragma omp simd", x))
         return out
 
     def reduction_body(self) -> Lines:
@@ -354,34 +354,15 @@ class CppKernelCodegen(KernelCodegen):
             self.plan.xnumel * self.plan.rnumel >= PARALLEL_MIN
         return self._x_loop(inner, "#pragma omp parallel for" if parallel else None)
 
-    def _span_body(self, parallel: bool) -> Lines:
-        """A combo part's body over [start, end) of its outer loop (rows, or the flat
-        elements): the combo kernel's OpenMP loop runs the blocks in parallel
-        (codegen/cpp/combo.py), so no loop here starts threads."""
-        if self.rows is None:
-            return self._x_loop(super().pointwise_body(), "#pragma omp simd" if parallel
-                                else None, bounds=("start", "end"))
-        out = Lines()
-        out.write("for (int64_t yindex = start; yindex < end; yindex++)")
-        out.write("{")
-        with out.indent():
-            out.extend(self._x_loop(super().pointwise_body(), "#pragma omp simd",
-                                    self.rows[1]))
-        out.write("}")
-        return out
-
     def _x_loop(self, body: Lines, pragma: str | None, xnumel: int | None = None,
                 bounds: tuple[str, str] | None = None) -> Lines:
         out = Lines()
         if pragma:
             out.write(pragma)
         lo, hi = bounds or ("0", str(xnumel or self.plan.xnumel))
-        out.write(f"for (int64_t xindex = {lo}; xindex < {hi}; xindex++)")
-        out.write("{")
-        with out.indent():
+        with out.braced(f"for (int64_t xindex = {lo}; xindex < {hi}; xindex++)"):
             out.extend(self.prologue)
             out.extend(body)
-        out.write("}")
         return out
 
     def write_loop(self, out: Lines, block: Block) -> None:
@@ -421,14 +402,11 @@ class CppKernelCodegen(KernelCodegen):
     def _r_loop(self, out: Lines, block: Block, start: str, end: str,
                 refs: Sequence[str] = ()) -> None:
         assert block.index is not None
-        out.write(f"for (int64_t rindex = {start}; rindex < {end}; rindex++)")
-        out.write("{")
-        with out.indent():
+        with out.braced(f"for (int64_t rindex = {start}; rindex < {end}; rindex++)"):
             for ref in refs:
                 out.write(ref)
             out.extend(block.index)
             out.extend(block.body)
-        out.write("}")
 
     def _chunked_loop(self, out: Lines, block: CppLoop, clauses: list[str], parallel: bool,
                       simd: str | None) -> None:

@@ -12,6 +12,7 @@ import torch
 from kernelscope.compiler.codegen.mathops import CPP_MATH
 from kernelscope.compiler.codegen.optable import C_LIKE, OpTable, calls, float_only, merged, numeric
 from kernelscope.compiler.ir.ops import combine_op
+from kernelscope.compiler.schedule.plan import KernelPlan
 
 C_TYPE = {
     torch.float32: "float", torch.float64: "double", torch.float16: "_Float16",
@@ -66,3 +67,9 @@ WRAPPED_OPS = frozenset("add sub mul floordiv mod fmod pow neg abs bitwise_not s
 
 def compute_type(dtype: torch.dtype) -> str:
     return "float" if dtype in (torch.float16, torch.bfloat16) else C_TYPE[dtype]
+
+
+def pointer_params(plan: KernelPlan, names: dict[str, str]) -> list[str]:
+    """A kernel's pointer parameters: its inputs read-only, then its stores."""
+    return [f"{'const ' if b in plan.inputs else ''}{C_TYPE[plan.buffers[b].dtype]}* "
+            f"__restrict__ {names[b]}" for b in plan.inputs + plan.stores]

@@ -1,20 +1,11 @@
 """Software prefetch of the next row in C++ reduction kernels that loop over each row more
-than once (softmax, layer norm): the hardware prefetcher stops at every 4 KB page, so each
-row of a page or two starts with misses that the row's first loop waits for, and the
-output's lines are fetched for writing by the stores that need them.
+than once (softmax, layer norm): the hardware prefetcher stops at every 4 KB page.
 
-The second loop over the row is run in chunks of PREFETCH_CHUNK elements; before each chunk
-the matching lines of the next row are prefetched: what the first loop reads, and every
-output element a loop writes at (xindex, rindex). The fetch then overlaps the second loop's
-work (softmax's exp), a few lines at a time: a burst of a whole row's prefetches waits for
-the core's line-fill buffers (measured in docs/perf.md).
-
-That loop's accumulators (softmax's sum of exps, layer norm's sum of squares) live in
-LANES lanes across the chunks, one lane per element of a 16-wide group, and their lanes
-are combined pairwise once, after the row. An `omp simd` reduction per chunk would instead
-add its lanes one by one into the row's total after every chunk: a chain of 16 scalar
-adds every 128 elements (half the exp loop's time again), and a sum as accurate as a
-sequential one over 128 partial sums (softmax twice as far from float64 as eager's).
+The second loop runs in chunks of PREFETCH_CHUNK; before each, the matching lines of the
+next row (the first loop's reads, every loop's writes) are prefetched, so the fetch
+overlaps the work a few lines at a time (docs/perf.md). Its accumulators live in LANES
+lanes combined pairwise after the row: faster and more accurate than an `omp simd`
+reduction per chunk.
 """
 
 from __future__ import annotations
@@ -26,6 +17,7 @@ import sympy
 import torch
 
 from kernelscope.compiler.codegen.common import RINDEX, XINDEX, Lines
+from kernelscope.compiler.codegen.cpp.columns import chunks
 from kernelscope.compiler.ir.index_print import cexpr
 
 PREFETCH_ROW_MAX = 8192  # bytes of the widest prefetched row; longer rows are left alone
@@ -76,14 +68,10 @@ def write_chunked(out: Lines, accesses: Sequence[Access], xnumel: int, rnumel: i
     prefetched (`r_loop(start, end, refs)` writes the loop itself, `refs` first in its
     body). With accumulators, each chunk runs in groups of LANES elements, element i of
     a group adding into lane i; the lanes are combined pairwise after the row."""
-    ch = PREFETCH_CHUNK
     for acc in accs:
         out.write(f"{acc.ctype} {acc.name}_l[{LANES}];")
         out.write(f"for (int64_t l = 0; l < {LANES}; l++) {acc.name}_l[l] = {acc.init};")
-    out.write(f"for (int64_t rchunk = 0; rchunk < {rnumel}; rchunk += {ch})")
-    out.write("{")
-    with out.indent():
-        out.write(f"const int64_t rend = std::min<int64_t>(rchunk + {ch}, {rnumel});")
+    with chunks(out, "rchunk", "rend", rnumel, PREFETCH_CHUNK):
         for a in accesses:
             at = cexpr(a.index.xreplace({XINDEX: XINDEX + 1, RINDEX: sympy.Symbol("rp")}))
             out.write(f"if (xindex + 1 < {xnumel}) for (int64_t rp = rchunk; rp < rend; "
@@ -95,7 +83,6 @@ def write_chunked(out: Lines, accesses: Sequence[Access], xnumel: int, rnumel: i
             r_loop("rchunk", "rend", [])
         else:
             _lane_groups(out, rnumel, accs, r_loop)
-    out.write("}")
     for acc in accs:
         pair = acc.combine(f"{acc.name}_l[l]", f"{acc.name}_l[l + w]")
         out.write(f"for (int64_t w = {LANES // 2}; w > 0; w /= 2) "
@@ -108,9 +95,6 @@ def _lane_groups(out: Lines, rnumel: int, accs: Sequence[LaneAcc],
     """A chunk as groups of LANES elements, each group one `omp simd` loop in which the
     accumulators are references to their lanes (the last group may be short)."""
     end = f"rv + {LANES}" if rnumel % LANES == 0 else f"std::min<int64_t>(rv + {LANES}, rend)"
-    out.write(f"for (int64_t rv = rchunk; rv < rend; rv += {LANES})")
-    out.write("{")
-    with out.indent():
+    with out.braced(f"for (int64_t rv = rchunk; rv < rend; rv += {LANES})"):
         out.write("#pragma omp simd")
         r_loop("rv", end, [f"{a.ctype}& {a.name} = {a.name}_l[rindex - rv];" for a in accs])
-    out.write("}")

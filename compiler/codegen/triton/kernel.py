@@ -18,7 +18,7 @@ import sympy
 import torch
 
 from kernelscope.compiler.codegen.common import RINDEX, XINDEX, Lines, Scope, Var
-from kernelscope.compiler.codegen.kernel import Block, KernelCodegen
+from kernelscope.compiler.codegen.kernel import Block, KernelCodegen, var_domain
 from kernelscope.compiler.codegen.mathops import (
     TRITON_INTERPRET_DROPS,
     TRITON_INTERPRET_MATH,
@@ -248,10 +248,8 @@ class TritonKernelCodegen(KernelCodegen):
         return var
 
     def where(self, cond: Var, a: Var, b: Var) -> Var:
-        """where(c, load, b) right after that load: the load masked by c too, so that
-        lanes which take b fetch nothing (select_backward's `where(i == k, grad, 0)`
-        read each of q/k/v's gradients for all three thirds of the in-projection). The
-        unmasked load stays for any other use; unused, it is dropped (_drop_dead_loads)."""
+        """where(c, load, b) right after that load: the load masked by c too, so lanes that
+        take b fetch nothing; the unmasked load, if unused, is dropped (_drop_dead_loads)."""
         key = f"select:{cond.name}:{a.name}"
         seen = self.block.scope.get(key)
         if seen is not None:  # the same select again (a reader recomputing a producer)
@@ -287,10 +285,8 @@ class TritonKernelCodegen(KernelCodegen):
             f"{self._mask(domain)})"
 
     def _offset(self, index: sympy.Expr, domain: str) -> str:
-        """One element (a scalar result) is addressed through a block of pointers, as
-        the value and mask are: a scalar pointer with a block value does not compile.
-        An index made only of loaded values may be one element too (a 0-d index, or one
-        computed from constants, as bucketize's first probe is): it is broadcast."""
+        """A constant index, or one of loaded values only, is broadcast to a block of
+        pointers: a scalar pointer with a block value does not compile."""
         if not index.free_symbols:
             return f"tl.full({self._shape(domain)}, {pexpr(index)}, tl.int32)"
         if index.free_symbols <= self.loaded:
@@ -312,11 +308,9 @@ class TritonKernelCodegen(KernelCodegen):
         return super().op(name, args, dtype, operands)
 
     def _in_float32(self, name: str, args: Sequence[Var], dtype: torch.dtype) -> Var:
-        """Under the interpreter a bfloat16 value is its bits in a uint16 array (numpy has
-        no bfloat16): compared, negated or tested for NaN as such, every negative orders
-        above every positive and NaN equals itself. The op runs on the float32 values
-        (widening is exact) and a bfloat16 result is rounded back (to nearest even, as a
-        GPU computes bfloat16 ops)."""
+        """Under the interpreter a bfloat16 value is its bits as uint16 (numpy has no
+        bfloat16), so the op runs on exact float32 values and a bfloat16 result is
+        rounded back to nearest even, as on a GPU."""
         wide = [self.to_dtype(a, torch.float32) if a.dtype == torch.bfloat16 else a
                 for a in args]
         if dtype != torch.bfloat16:
@@ -334,7 +328,7 @@ class TritonKernelCodegen(KernelCodegen):
         return (f"tl.device_assert(((0 <= {x.name}) & ({x.name} < {size})) | "
                 f"~({self._mask(x.domain)}), \"index out of bounds: 0 <= {x.name} < {size}\")")
 
-    def masked_body(self, mask: Var, body: Callable[[], Any], other: Any) -> Var:
+    def masked(self, mask: Var, body: Callable[[], Any], other: Any) -> Var:
         self.masks.append(mask)
         try:
             value = body()
@@ -345,7 +339,7 @@ class TritonKernelCodegen(KernelCodegen):
         if value.is_literal:
             return value
         return self.emit(f"tl.where({mask.name}, {value.name}, {literal(other, value.dtype)})",
-                         value.dtype, _dom(mask, value))
+                         value.dtype, var_domain(mask, value))
 
     def reduce(self, node: SchedNode, value: Var) -> Var:
         data = node.buffer.data  # type: ignore[attr-defined]
@@ -393,10 +387,8 @@ class TritonKernelCodegen(KernelCodegen):
         return result
 
     def _logsumexp(self, node: SchedNode, value: Var, src: str, out_dtype: str) -> Var:
-        """log(sum(exp(v))) over the row in one pass: each lane keeps its running max m
-        and a sum s of exp(v - m), rescaled when the max grows (rules.LSE_STEPS); the
-        lanes are combined after the loop. A lane that has seen only -inf keeps s = 0.
-        NaN anywhere in the row makes s, and so the result, NaN (as eager's softmax)."""
+        """log(sum(exp(v))) in one pass: per lane a running max and a rescaled sum of
+        exps (rules.LSE_STEPS), the lanes combined after the loop."""
         block, lines = self.block, self.block.scope.lines
         result = Var(self.new_var(), node.buffer.dtype, "x")
         acc, inf = f"_{result.name}", "float('-inf')"
@@ -517,10 +509,6 @@ def _drop_dead_loads(out: Lines) -> None:
     uses = Counter(name for ln in out.lines for name in _TMP.findall(ln.text))
     out.lines = [ln for ln in out.lines
                  if not ((m := _LOAD_DEF.match(ln.text)) and uses[m.group(1)] == 1)]
-
-
-def _dom(*vs: Var) -> str:
-    return "r" if any(v.domain == "r" for v in vs) else "x"
 
 
 
