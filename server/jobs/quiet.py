@@ -15,6 +15,7 @@ only the stage the job is in (the back half's stage as the compiler said it).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +24,7 @@ from kernelscope.compiler.events.stage import STAGES
 from kernelscope.compiler.events.types import Progress
 from kernelscope.server.jobs.manager import Job
 
+Sink = Callable[[str, dict[str, Any], float], None]  # a relay's sink: stage, data, ms
 QUIET_S = 0.5  # the relay looks every 0.1 s: a quiet worker heard of within about 0.6 s
 
 
@@ -52,6 +54,14 @@ class Quiet:
             self.stage = said
         elif self.trusted or stage == "source":
             self._past(stage)
+
+    def hearing(self, sink: Sink) -> Sink:
+        """`sink`, after this watch has `heard` each event it is given."""
+        def heard_then(stage: str, data: dict[str, Any], ms: float) -> None:
+            self.heard(stage, data)
+            sink(stage, data, ms)
+
+        return heard_then
 
     def check(self) -> None:
         """The server's `progress` if the stream has been quiet for `after_s`."""

@@ -108,7 +108,8 @@ class Relay:
         snippet can write to) read on until the process closes it or a limit is hit.
         `quiet`: the server's own `progress` while the worker says nothing (quiet.py).
         """
-        self.job, self.limits, self.normalize, self.sink = job, limits, normalize, sink
+        self.job, self.limits, self.normalize = job, limits, normalize
+        self.sink = sink if quiet is None else quiet.hearing(sink)
         self.quiet = quiet
         self.until_done = until_done
         self.scratch_over = scratch_over
@@ -201,8 +202,5 @@ class Relay:
                 return Outcome(reason="events")
             self.count += 1
             if event.stage != "done":
-                data = self.normalize(event, self.limits)
-                if self.quiet is not None:
-                    self.quiet.heard(event.stage, data)
-                self.sink(event.stage, data, event.ms)
+                self.sink(event.stage, self.normalize(event, self.limits), event.ms)
         return None
