@@ -13,6 +13,7 @@ import logging
 import sys
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ class LiveServer:
     def __init__(self, app: Any) -> None:
         from werkzeug.serving import make_server
 
+        self.app = app
         logging.getLogger("werkzeug").setLevel(logging.ERROR)
         self.server = make_server("127.0.0.1", 0, app, threaded=True)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
@@ -57,6 +59,34 @@ class LiveServer:
     def close(self) -> None:
         self.server.shutdown()
         self.thread.join(timeout=5)
+
+
+# For pages that open stored or uploaded traces: no warm workers, no kernel cache (a job, if
+# one runs, starts cold).
+STORED_ONLY = {"WARM_POOL": 0, "KERNEL_CACHE": ""}
+
+
+@contextmanager
+def live_app(folder: Path, **config: Any) -> Iterator[LiveServer]:
+    """The real app (kernelscope.server.create_app) on a database and scratch root in
+    `folder`, with `config` on top, served on 127.0.0.1; its jobs are shut down after."""
+    from kernelscope.server import create_app
+
+    app = create_app({"DATABASE": str(folder / "traces.sqlite3"), "SCRATCH_ROOT": str(folder),
+                      **config})
+    live = LiveServer(app)
+    try:
+        yield live
+    finally:
+        live.close()
+        app.extensions["kernelscope"].jobs.shutdown()
+
+
+@pytest.fixture
+def live_server(tmp_path: Path) -> Iterator[LiveServer]:
+    """The real app for a test's stored and uploaded traces (`STORED_ONLY`)."""
+    with live_app(tmp_path, **STORED_ONLY) as live:
+        yield live
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -56,26 +56,14 @@ def ranks_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[LiveServer]:
-    from kernelscope.server import create_app
-
-    app = create_app({"DATABASE": str(tmp_path / "traces.sqlite3"), "WARM_POOL": 0,
-                      "KERNEL_CACHE": "", "SCRATCH_ROOT": str(tmp_path)})
-    live = LiveServer(app)
-    yield live
-    live.close()
-    app.extensions["kernelscope"].jobs.shutdown()
-
-
 def test_rank_zero_links_rank_one_and_shows_splits_collectives_and_holds(
-        new_page: Callable[[str], Page], server: LiveServer, ranks_dir: Path) -> None:
+        new_page: Callable[[str], Page], live_server: LiveServer, ranks_dir: Path) -> None:
     from kernelscope.server.open_cmd import upload
 
     files = rank_zero_files(ranks_dir, rank_dirs(ranks_dir),
-                            lambda fs: str(upload(server.url, fs)["url"]))
-    url = upload(server.url, files)["url"]
-    page = new_page(server.url)
+                            lambda fs: str(upload(live_server.url, fs)["url"]))
+    url = upload(live_server.url, files)["url"]
+    page = new_page(live_server.url)
     page.goto(url)
     page.wait_for_selector("body[data-ready=true]")
     wait_done(page)

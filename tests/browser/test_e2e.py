@@ -1,6 +1,6 @@
 """End to end in a real browser against the real server and compiler.
 
-Starts `server.create_app` on a temporary database (werkzeug on 127.0.0.1, in a thread),
+Starts the real app on a temporary database (`live_app`: werkzeug on 127.0.0.1, in a thread),
 loads the page, picks the GELU sample, compiles it on cpu with the C++ backend, waits for
 every pane, hovers a source line and checks that kernel lines light up, clicks Share and
 opens the permalink in a fresh page, which must show the same kernel source without
@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from browser_support import REPO, LiveServer, page_errors, screenshot
+from browser_support import REPO, LiveServer, live_app, page_errors, screenshot
 from playwright.sync_api import Page, expect
 from shared_snippets import recompiles
 from ui import (
@@ -35,25 +35,10 @@ COMPILE_TIMEOUT_S = 240
 
 @pytest.fixture
 def real_server(tmp_path: Path) -> Iterator[LiveServer]:
-    try:
-        from kernelscope.server import create_app
-    except ImportError as e:
-        pytest.skip(f"the server is not importable yet ({e})")
     if not (REPO / "compiler" / "__main__.py").exists():
         pytest.skip("the compiler CLI (python -m kernelscope.compiler) does not exist yet")
-    app = create_app(
-        {
-            "DATABASE": str(tmp_path / "traces.sqlite3"),
-            "JOB_TIMEOUT_S": COMPILE_TIMEOUT_S,
-            "SCRATCH_ROOT": str(tmp_path),
-        }
-    )
-    server = LiveServer(app)
-    yield server
-    server.close()
-    state = app.extensions.get("kernelscope")
-    if state is not None:
-        state.jobs.shutdown()
+    with live_app(tmp_path, JOB_TIMEOUT_S=COMPILE_TIMEOUT_S) as live:
+        yield live
 
 
 def pick_sample(page: Page) -> str:

@@ -8,7 +8,7 @@ up. Screenshots at 1440x900 and 1920x1080."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,18 +26,6 @@ UPLOAD_WAIT_MS = 60_000  # the server opens each upload in a process of its own
 @pytest.fixture(scope="module")
 def trace_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return record_run(tmp_path_factory.mktemp("browser-run"))
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[LiveServer]:
-    from kernelscope.server import create_app
-
-    app = create_app({"DATABASE": str(tmp_path / "traces.sqlite3"), "WARM_POOL": 0,
-                      "KERNEL_CACHE": "", "SCRATCH_ROOT": str(tmp_path)})
-    live = LiveServer(app)
-    yield live
-    live.close()
-    app.extensions["kernelscope"].jobs.shutdown()
 
 
 def _write(files: list[dict[str, str]], folder: Path) -> Path:
@@ -61,9 +49,9 @@ def _opened(page: Page, folder: Path) -> None:
 
 @pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
 def test_open_run_uploads_and_shows_the_recorded_run(
-        new_page: Callable[[str], Page], server: LiveServer, trace_dir: Path,
+        new_page: Callable[[str], Page], live_server: LiveServer, trace_dir: Path,
         size: tuple[int, int]) -> None:
-    page = new_page(server.url)
+    page = new_page(live_server.url)
     page.set_viewport_size({"width": size[0], "height": size[1]})
     open_explorer(page)
     (trace_dir / "older").mkdir(exist_ok=True)  # a subfolder's files are not this run's
@@ -96,10 +84,10 @@ def test_open_run_uploads_and_shows_the_recorded_run(
 
 @pytest.mark.parametrize("size", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
 def test_a_run_from_other_versions_says_so(
-        new_page: Callable[[str], Page], server: LiveServer, trace_dir: Path, tmp_path: Path,
+        new_page: Callable[[str], Page], live_server: LiveServer, trace_dir: Path, tmp_path: Path,
         size: tuple[int, int]) -> None:
     other = with_versions(files_of(trace_dir), torch="2.9.1+cu128", kernelscope="0.0.7")
-    page = new_page(server.url)
+    page = new_page(live_server.url)
     page.set_viewport_size({"width": size[0], "height": size[1]})
     open_explorer(page)
     _opened(page, _write(other, tmp_path / "other"))
@@ -115,9 +103,9 @@ def test_a_run_from_other_versions_says_so(
 
 
 def test_unknown_format_and_malformed_files_are_refused_in_the_banner(
-        new_page: Callable[[str], Page], server: LiveServer, trace_dir: Path,
+        new_page: Callable[[str], Page], live_server: LiveServer, trace_dir: Path,
         tmp_path: Path) -> None:
-    page = new_page(server.url)
+    page = new_page(live_server.url)
     page.set_viewport_size({"width": 1440, "height": 900})
     open_explorer(page)
     future = with_versions(files_of(trace_dir), version=2, kernelscope="0.3.0")

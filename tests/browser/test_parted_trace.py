@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_support import REPO, LiveServer, page_errors, screenshot
+from browser_support import REPO, STORED_ONLY, LiveServer, live_app, page_errors, screenshot
 from playwright.sync_api import Page, expect
 
 pytestmark = pytest.mark.browser
@@ -23,20 +23,13 @@ GPT2 = REPO / "tests" / "browser" / "fixtures" / "gpt2_train.json.gz"
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, str, Any]]:
-    from kernelscope.server import create_app
-
-    folder = tmp_path_factory.mktemp("parted")
-    app = create_app({"DATABASE": str(folder / "traces.sqlite3"), "WARM_POOL": 0,
-                      "KERNEL_CACHE": "", "SCRATCH_ROOT": str(folder)})
     trace = json.loads(gzip.open(GPT2).read())
     done = trace["events"][-1]
     done["data"].pop("trace_id", None)
-    state = app.extensions["kernelscope"]
-    ident = state.store.put(trace["code"], trace["options"], trace["events"], True)
-    live = LiveServer(app)
-    yield live, ident, {e["stage"]: e["data"] for e in trace["events"]}
-    live.close()
-    state.jobs.shutdown()
+    with live_app(tmp_path_factory.mktemp("parted"), **STORED_ONLY) as live:
+        store = live.app.extensions["kernelscope"].store
+        ident = store.put(trace["code"], trace["options"], trace["events"], True)
+        yield live, ident, {e["stage"]: e["data"] for e in trace["events"]}
 
 
 def _parts_asked(page: Page) -> list[str]:
