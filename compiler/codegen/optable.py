@@ -7,6 +7,7 @@ An op or dtype without a rule is a `CodegenError`, never a line computing someth
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 
 import torch
@@ -29,10 +30,7 @@ def kind_of(dtype: torch.dtype) -> str:
 
 
 def promoted(dtypes: Sequence[torch.dtype]) -> torch.dtype:
-    out = dtypes[0]
-    for d in dtypes[1:]:
-        out = promote_types(out, d)
-    return out
+    return functools.reduce(promote_types, dtypes)
 
 
 class OpTable:

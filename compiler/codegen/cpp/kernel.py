@@ -161,12 +161,9 @@ class CppKernelCodegen(KernelCodegen):
         loop over the same row computed (the same expression of the same values) reads it
         from the array that loop kept it in."""
         prev = self._previous_loop()
-        if prev is None:
-            return super().emit(expr, dtype, domain)
         key = f"{expr}::{dtype}"
-        hit = self.block.scope.get(key)
-        if hit is not None:
-            return hit
+        if prev is None or self.block.scope.get(key) is not None:  # the base's CSE hit
+            return super().emit(expr, dtype, domain)
         renamed = TMP.sub(lambda m: self.same_as.get(m.group(0), m.group(0)), expr)
         same = prev.scope.cache.get(f"{renamed}::{dtype}")
         if same is not None and same.domain == "r" and COSTLY.search(expr):

@@ -64,10 +64,8 @@ def next_row(accesses: Sequence[Access], rnumel: int) -> list[Access]:
 def write_chunked(out: Lines, accesses: Sequence[Access], xnumel: int, rnumel: int,
                   simd: str | None, accs: Sequence[LaneAcc],
                   r_loop: Callable[[str, str, list[str]], None]) -> None:
-    """The loop over the row in chunks, each after its lines of the next row are
-    prefetched (`r_loop(start, end, refs)` writes the loop itself, `refs` first in its
-    body). With accumulators, each chunk runs in groups of LANES elements, element i of
-    a group adding into lane i; the lanes are combined pairwise after the row."""
+    """The loop over the row in chunks, each after prefetching its lines of the next row
+    (`r_loop(start, end, refs)` writes the loop); accumulators go to lanes (_lane_groups)."""
     for acc in accs:
         out.write(f"{acc.ctype} {acc.name}_l[{LANES}];")
         out.write(f"for (int64_t l = 0; l < {LANES}; l++) {acc.name}_l[l] = {acc.init};")

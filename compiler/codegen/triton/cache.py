@@ -29,9 +29,8 @@ def inputs_path(wrapper: Path) -> Path:
 
 @contextmanager
 def graph_triton_cache(wrapper: Path, inputs: list[dict[str, Any]] | None) -> Iterator[Path]:
-    """Triton's cache is `<cache>/triton/<key>/` inside the block, seeded with links to
-    the shared entries built from this wrapper; `inputs` (None: not describable) are
-    written beside the wrapper for the server's rebuild."""
+    """TRITON_CACHE_DIR is `<cache>/triton/<key>/` inside the block; `inputs` (None: not
+    describable) are written beside the wrapper for the server's rebuild."""
     key = wrapper_key(wrapper)
     local = wrapper.parent / "triton" / key
     local.mkdir(parents=True, exist_ok=True)

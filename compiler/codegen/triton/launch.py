@@ -92,9 +92,8 @@ class _Launch:
 
 
 def direct(site: _Launch) -> Any:
-    """The call site's launch once its first direct launch worked: everything it needs in
-    the closure's cells, the checks that must run per launch inline (no generator, no
-    attribute lookups: this runs hundreds of times per training step)."""
+    """The call site's launch once its first direct launch worked: all it needs in closure
+    cells, the per-launch checks inline (it runs hundreds of times per training step)."""
     run, function, packed, constexprs = site.run, site.function, site.packed, site.constexprs
     g0, g1, g2 = site.grid
     nargs, checked, device, slow = site.nargs, site.aligned, site.device, site._slow
@@ -159,11 +158,8 @@ class FastKernel:
 
 
 def install(module: ModuleType, kernels: list[str]) -> None:
-    """Wrap the module's Triton kernels (once; TritonBackend.after_import calls it where
-    the kernels run natively: the interpreter keeps the JIT path, which it implements).
-    The module's `ALIGNED` (kernel -> argument positions the wrapper allocates) says which
-    arguments need no alignment check per launch. KERNELSCOPE_LAUNCH=jit keeps the JIT
-    path everywhere (to compare the two, as benchmarks' call_us probe does)."""
+    """Wrap the module's Triton kernels once (native runs only); `ALIGNED` says which
+    arguments need no check. KERNELSCOPE_LAUNCH=jit keeps the JIT path (to compare)."""
     jit = os.environ.get("KERNELSCOPE_LAUNCH") == "jit"
     aligned = getattr(module, "ALIGNED", {})
     for name in kernels:  # modules are shared by identical graphs: (un)wrap every load
