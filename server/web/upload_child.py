@@ -11,8 +11,8 @@ Everything an upload costs is paid here: decoding and checking the body as it ar
 file taken once its text is in, never the body whole beside what is decoded from it (its
 shape refused with the same words parse_request and checked_files use), opening the files,
 splitting a big trace into parts (server/store/parts.py) and the trace limit (a head or a
-part larger than the server's TRACE_LIMIT_MB is refused, saying so). A module of its own, never imported by the
-server, so `python -m` runs it without importing it twice.
+part larger than the server's TRACE_LIMIT_MB is refused, saying so). A module of its own,
+never imported by the server, so `python -m` runs it without importing it twice.
 
     python -m kernelscope.server.web.upload_child TRACE_LIMIT_BYTES
 """
