@@ -9,15 +9,14 @@ artifacts/screenshots/ (gitignored).
 
 from __future__ import annotations
 
-import logging
 import sys
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from live_support import LiveServer
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -41,24 +40,6 @@ window.__errors = [];
 addEventListener("error", (e) => window.__errors.push(String(e.message)));
 addEventListener("unhandledrejection", (e) => window.__errors.push(String(e.reason)));
 """
-
-
-class LiveServer:
-    """A WSGI app served on 127.0.0.1 from a background thread."""
-
-    def __init__(self, app: Any) -> None:
-        from werkzeug.serving import make_server
-
-        self.app = app
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
-        self.server = make_server("127.0.0.1", 0, app, threaded=True)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.thread.join(timeout=5)
 
 
 # For pages that open stored or uploaded traces: no warm workers, no kernel cache (a job, if

@@ -272,3 +272,18 @@ def wait_until(check: Callable[[], bool], timeout: float = 10.0) -> bool:
             return True
         time.sleep(0.1)
     return check()
+
+
+def relay_bytes(relay: Any, body: bytes, wait_s: float) -> Any:
+    """Run a server/jobs/relay.py `Relay` on a pipe that a thread fills with `body` (what a
+    worker writes) and closes; its Outcome."""
+    import threading
+
+    read, write = os.pipe()
+    writer = threading.Thread(target=lambda: (os.write(write, body), os.close(write)))
+    writer.start()
+    try:
+        return relay.run(read, None, time.monotonic() + wait_s)
+    finally:
+        os.close(read)
+        writer.join(wait_s / 4)

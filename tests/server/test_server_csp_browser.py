@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from live_support import LiveServer
 from server_support import REPO, AppFactory
-from werkzeug.serving import make_server
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 pytestmark = pytest.mark.browser
@@ -21,22 +21,6 @@ window.__csp = [];
 document.addEventListener("securitypolicyviolation",
   (e) => window.__csp.push(`${e.violatedDirective} ${e.blockedURI}`));
 """
-
-
-class LiveServer:
-    """The app on 127.0.0.1 from a background thread."""
-
-    def __init__(self, app: Any) -> None:
-        import threading
-
-        self.server = make_server("127.0.0.1", 0, app, threaded=True)
-        self.url = f"http://127.0.0.1:{self.server.server_port}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.thread.join(timeout=5)
 
 
 def open_page(chromium: Any, url: str, cdn_body: bytes | None, path: str = "/") -> Any:

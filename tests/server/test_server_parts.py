@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import gzip
 import json
-import os
 import sqlite3
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from server_support import REPO
+from server_support import REPO, relay_bytes
 
 from kernelscope.compiler.events.stage import SCHEMA_VERSION
 from kernelscope.compiler.trace.reader import FORMAT, VERSION
@@ -121,16 +118,7 @@ def _relay(events: list[dict[str, Any]], trace_mb: int = 8) -> tuple[Any, Job]:
     job = Job("j", JobRequest("x = 1", {}, None))
     relay = Relay(job, limits, lambda e, _: e.data,
                   lambda stage, data, ms: job.publish(stage, data, ms=ms), lambda: False)
-    read, write = os.pipe()
-    body = _lines(events)
-    writer = threading.Thread(target=lambda: (os.write(write, body), os.close(write)))
-    writer.start()
-    try:
-        outcome = relay.run(read, None, time.monotonic() + 120)
-    finally:
-        os.close(read)
-        writer.join(30)
-    return outcome, job
+    return relay_bytes(relay, _lines(events), 120), job
 
 
 def test_the_job_path_stores_a_big_trace_in_parts(make_app: Any, gpt2: dict[str, Any]) -> None:

@@ -6,13 +6,11 @@ scratch, and a supervisor's failure, on both tiers."""
 from __future__ import annotations
 
 import json
-import os
 import random
-import threading
-import time
 from typing import Any
 
 import pytest
+from server_support import relay_bytes
 
 from kernelscope.server.config import default_config
 from kernelscope.server.jobs import inputs
@@ -44,15 +42,8 @@ def test_ignored_done_lines_count_toward_the_trace_cap(monkeypatch: pytest.Monke
     sunk: list[str] = []
     relay = Relay(job, limits, lambda e, _: e.data, lambda stage, *_: sunk.append(stage),
                   lambda: False, until_done=False)  # a front: the snippet writes its channel
-    read, write = os.pipe()
     line = _done_line((4 << 20) - 4096)  # just under EVENT_LIMIT_KB
-    writer = threading.Thread(target=lambda: (os.write(write, line * 4), os.close(write)))
-    writer.start()
-    try:
-        outcome = relay.run(read, None, time.monotonic() + 60)
-    finally:
-        os.close(read)
-        writer.join(10)
+    outcome = relay_bytes(relay, line * 4, 60)
     assert outcome.reason == "trace", outcome
     assert len(parsed) <= 2 and sunk == []
 
