@@ -36,12 +36,8 @@ def split_vars(ranges: list[int], outer_numel: int, outer: sympy.Symbol,
 
 def suffix_point(ranges: list[int], inner_numel: int) -> int | None:
     """The k with prod(ranges[k:]) == inner_numel (the last such), if any."""
-    acc = 1
-    for k in range(len(ranges), 0, -1):
-        if acc == inner_numel:
-            return k
-        acc *= ranges[k - 1]
-    return 0 if acc == inner_numel else None
+    j = split_point(ranges[::-1], inner_numel)
+    return None if j is None else len(ranges) - j
 
 
 def storage_coords(buf: ComputedBuffer, flat: sympy.Expr) -> list[Any]:

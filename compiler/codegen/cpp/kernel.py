@@ -287,11 +287,10 @@ class CppKernelCodegen(KernelCodegen):
         self.write_for(block.pre, node, f"{ctype} {acc} = {init};")
         block.accs.append((acc, ctype, init))
         rule = self.table.render(combine_op(rtype), [acc, value.name], [src], ctype)
-        if rtype in ("argmax", "argmin"):
-            better = rule
+        if rtype in ("argmax", "argmin"):  # `rule`: the value is better than acc
             self.write_for(block.pre, node, f"int64_t {acc}_idx = 0;")
             self.write_for(lines, node,
-                           f"if ({better} || ({acc}_idx == 0 && rindex == 0)) "
+                           f"if ({rule} || ({acc}_idx == 0 && rindex == 0)) "
                            f"{{ {acc} = {value.name}; {acc}_idx = rindex; }}")
             self.write_for(block.post, node, f"auto {result.name} = {acc}_idx;")
             block.simd.append("")  # comparisons with a branch: no simd clause
