@@ -62,10 +62,22 @@ def page_fetches(trace_id: str | None) -> list[str]:
     return [*EXPLORER_FETCHES, *permalink]
 
 
+# Modules the page imports later (`import()`, which the list above does not follow), fetched
+# with the rest so they are here when asked for: CodeMirror, which a permalink runs once its
+# code pane is drawn (webui/js/editor.js).
+LATER = ("vendor/codemirror.js",)
+
+
+def preloaded_modules(webui_dir: Path) -> tuple[str, ...]:
+    """Every module the page's head preloads: main.js's closure, then LATER."""
+    found = module_closure(webui_dir)
+    return (*found, *(m for m in LATER if m not in found and (webui_dir / m).is_file()))
+
+
 def preload_links(webui_dir: Path, fetches: list[str] | tuple[str, ...] = ()) -> str:
     """The `<link>` tags for the page's head: its modules, and the API answers `fetches`."""
     links = [f'<link rel="modulepreload" href="/webui/{html.escape(m, quote=True)}">'
-             for m in module_closure(webui_dir)]
+             for m in preloaded_modules(webui_dir)]
     links += [f'<link rel="preload" as="fetch" crossorigin="anonymous" '
               f'href="{html.escape(url, quote=True)}">' for url in fetches]
     return "\n  ".join(links)

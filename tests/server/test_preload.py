@@ -10,7 +10,7 @@ from pathlib import Path
 from server_support import REPO, AppFactory
 
 from kernelscope.server.state import of
-from kernelscope.server.web.preload import module_closure, preload_links
+from kernelscope.server.web.preload import module_closure, preload_links, preloaded_modules
 
 FIXTURE = REPO / "tests" / "browser" / "fixtures" / "softmax_block.json"
 
@@ -48,11 +48,15 @@ def test_the_module_list_follows_static_imports_only(tmp_path: Path) -> None:
 def test_the_real_page_preloads_every_module_main_js_loads() -> None:
     found = module_closure(REPO / "webui")
     assert found[0] == "js/main.js"
-    for module in ("vendor/codemirror.js", "js/panes/pane.js", "js/panes/code.js", "js/dom.js"):
+    for module in ("js/editor.js", "js/panes/pane.js", "js/panes/code.js", "js/dom.js"):
         assert module in found
     assert all((REPO / "webui" / m).is_file() for m in found)
+    # CodeMirror is imported once the page has drawn (editor.js), and preloaded all the same.
+    assert "vendor/codemirror.js" not in found
+    assert preloaded_modules(REPO / "webui") == (*found, "vendor/codemirror.js")
     links = preload_links(REPO / "webui")
-    assert links.count('rel="modulepreload"') == len(found)
+    assert links.count('rel="modulepreload"') == len(found) + 1
+    assert 'href="/webui/vendor/codemirror.js"' in links
     assert 'as="fetch"' not in links
 
 

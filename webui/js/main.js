@@ -85,6 +85,9 @@ const editor = new Editor($("editor"), {
   onRun: () => compile(),
 });
 
+// CodeMirror loads at once, except on a permalink: there after its code pane is drawn.
+if (!PERMALINK) editor.load();
+
 const status = new StatusStrip({ onCancel: () => cancel() });
 const banner = new ErrorBanner({ onLine: (line) => editor.revealLine(line) });
 const graphTabs = document.createElement("nav");
@@ -413,6 +416,7 @@ async function openPermalink(id, fetched = null) {
   await openFirstGraph(id, trace, fetched ? firstPart : null);
   await nextTask();
   handleAll(trace.events ?? [], false);
+  editor.load();
   const source = state.trace.data("source");
   if (source) setOptions({ device: source.device, backend: source.backend, ...source.options });
   setShare(trace.id ?? id);
@@ -563,6 +567,7 @@ async function boot() {
     editor.code = first.code;
   }
   loadCytoscape().catch((err) => console.error("cytoscape failed to load", err));
+  await editor.load();
   document.body.dataset.ready = "true";
 }
 
