@@ -253,8 +253,7 @@ class CppKernelCodegen(KernelCodegen):
     def masked(self, mask: Var, body: Callable[[], Any], other: Any) -> Var:
         with self.sub_scope() as inner_lines:
             value = body()
-        if not isinstance(value, Var):
-            value = self.constant(value, torch.float32)
+        value = self._as_var(value, torch.float32)
         var = Var(self.new_var(), value.dtype, var_domain(mask, value))
         lines = self.block.scope.lines
         lines.write(f"{compute_type(value.dtype)} {var.name} = {literal(other, value.dtype)};",

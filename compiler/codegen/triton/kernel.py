@@ -334,8 +334,7 @@ class TritonKernelCodegen(KernelCodegen):
             value = body()
         finally:
             self.masks.pop()
-        if not isinstance(value, Var):
-            value = self.constant(value, torch.float32)
+        value = self._as_var(value, torch.float32)
         if value.is_literal:
             return value
         return self.emit(f"tl.where({mask.name}, {value.name}, {literal(other, value.dtype)})",
