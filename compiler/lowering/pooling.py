@@ -30,7 +30,7 @@ from torch.fx import Node
 
 from kernelscope.compiler.ir.indexing import FloorDiv, decompose
 from kernelscope.compiler.ir.nodes import Index, TensorValue
-from kernelscope.compiler.ir.ops import ops
+from kernelscope.compiler.ir.ops import ops, reduction_identity
 from kernelscope.compiler.lowering.common import LoweringContext, out_meta
 from kernelscope.compiler.lowering.pointwise import cast, upcast
 from kernelscope.compiler.lowering.reductions import reduce
@@ -210,8 +210,7 @@ def _max_pool(g: LoweringContext, node: Node, x: TensorValue, w: Windows) -> tup
     if dtype != torch.bool and w.end is None and math.prod(w.kernel) <= UNROLLED_WINDOW:
         return _max_pool_unrolled(g, node, x, w)
     floating = dtype.is_floating_point
-    fill = float("-inf") if floating else (False if dtype == torch.bool
-                                           else torch.iinfo(dtype).min)
+    fill = reduction_identity("max", dtype)
     win = _window_values(g, node, x, w, fill, dtype)
     dims = _sum_dims(x, w)
     best = reduce(g, node, win, dims, False, "max", dtype, dtype)
@@ -273,7 +272,7 @@ def _max_pool_unrolled(g: LoweringContext, node: Node, x: TensorValue, w: Window
     it is greater than the best so far or NaN (the first maximum, the last NaN); for the
     index, the first element inside the input is taken anyway (an all -inf window)."""
     dtype = x.dtype
-    fill = float("-inf") if dtype.is_floating_point else torch.iinfo(dtype).min
+    fill = reduction_identity("max", dtype)
     n = len(w.inputs)
     nb = len(x.size) - n
     lx = x.loader()

@@ -16,14 +16,12 @@ import torch
 from torch.fx import Node
 
 from kernelscope.compiler.ir.nodes import Index, TensorValue
-from kernelscope.compiler.ir.ops import ops
+from kernelscope.compiler.ir.ops import ops, reduction_identity
 from kernelscope.compiler.lowering.common import LoweringContext, compared, out_meta, row_pair
 from kernelscope.compiler.lowering.pointwise import cast, upcast
 from kernelscope.compiler.lowering.reductions import _nan_aware, reduce
 from kernelscope.compiler.lowering.registry import aten, register_lowering
 from kernelscope.compiler.lowering.scatter import I64, too_costly
-
-MASKED = {"sum": 0, "prod": 1, "max": float("-inf"), "min": float("inf")}
 
 
 def _prefix(g: LoweringContext, node: Node, x: TensorValue, dim: int, cd: torch.dtype,
@@ -31,13 +29,7 @@ def _prefix(g: LoweringContext, node: Node, x: TensorValue, dim: int, cd: torch.
     """A lazy [*x.size, n]: x[.., j, ..] at [.., i, .., j] for j <= i, else the identity."""
     n = len(x.size)
     lx = x.loader()
-    if cd == torch.bool:
-        other: Any = rtype in ("min", "prod")
-    elif rtype in ("max", "min") and not cd.is_floating_point:
-        info = torch.iinfo(cd)
-        other = info.min if rtype == "max" else info.max
-    else:
-        other = MASKED[rtype]
+    other = reduction_identity(rtype, cd)
 
     def inner(idx: Index) -> Any:
         p, src, j = row_pair(idx, n, dim)

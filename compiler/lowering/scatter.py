@@ -29,7 +29,7 @@ from torch.fx import Node
 
 from kernelscope.compiler.ir.indexing import contiguous_strides, decompose
 from kernelscope.compiler.ir.nodes import Index, TensorValue
-from kernelscope.compiler.ir.ops import ops
+from kernelscope.compiler.ir.ops import ops, reduction_identity
 from kernelscope.compiler.lowering.common import LoweringContext, out_meta
 from kernelscope.compiler.lowering.pointwise import broadcast_loader, cast, upcast
 from kernelscope.compiler.lowering.reductions import reduce
@@ -104,9 +104,7 @@ def _gathered(g: LoweringContext, node: Node, x: TensorValue, out: torch.dtype, 
 
         return g.lazy(node, overwrite, size, out, [last])
     rtype = {"sum": "sum", "mean": "sum", "prod": "prod", "amax": "max", "amin": "min"}[mode]
-    ident = {"sum": 0, "prod": 1, "max": float("-inf") if cd.is_floating_point else
-             torch.iinfo(cd).min, "min": float("inf") if cd.is_floating_point else
-             torch.iinfo(cd).max}[rtype]
+    ident = reduction_identity(rtype, cd)
 
     def masked_src(p: Index, j: Any) -> Any:
         hit = match(p, j)
