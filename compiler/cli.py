@@ -185,8 +185,6 @@ def _compile(args: argparse.Namespace) -> int:
     # Each captured graph is printed the moment Dynamo hands it over, mid-capture, and a
     # `progress` event whenever a stage has been quiet for a while.
     parts = _Printer(args)
-    if not args.bundle:
-        return _print(run_pipeline(code, options, path, parts=parts), args, parts)
     if args.front_only:
         return _print(run_front(code, options, args.bundle, path, parts=parts), args, parts)
     return _print(run_pipeline(code, options, path, bundle_path=args.bundle, parts=parts),
@@ -255,10 +253,8 @@ class _Printer:
             self.out.flush()
 
 
-def _print(events: Iterator[Any], args: argparse.Namespace,
-           printer: _Printer | None = None) -> int:
+def _print(events: Iterator[Any], args: argparse.Namespace, printer: _Printer) -> int:
     ok = True
-    printer = printer or _Printer(args)
     for event in events:
         printer(event)
         if event.stage == "done":

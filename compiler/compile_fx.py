@@ -22,6 +22,7 @@ from torch._functorch.aot_autograd import make_boxed_func
 from kernelscope.compiler import dynamo_cache, training
 from kernelscope.compiler.capture.aot import through_aot
 from kernelscope.compiler.capture.attention import rewrite_attention
+from kernelscope.compiler.capture.fxgraph import arg_text
 from kernelscope.compiler.codegen.backend import Backend, BuildResult, GeneratedKernel
 from kernelscope.compiler.codegen.backends import choose_backend, kernel_backends
 from kernelscope.compiler.codegen.wrapper import generate_wrapper
@@ -110,7 +111,7 @@ def _buffer_json(work: GraphWork, b: Any) -> ev.Buffer:
         out.realized = b.realized
     elif isinstance(b, ExternKernel):
         out.extern = {"op": op_name(b.op), "fallback": b.fallback,
-                      "args": [_arg_text(a) for a in b.args]}
+                      "args": [arg_text(a) for a in b.args]}
         call, waited = describe_collective(b), waited_buffer(b)
         if call is not None:
             out.extern["collective"] = call.as_json()
@@ -120,15 +121,6 @@ def _buffer_json(work: GraphWork, b: Any) -> ev.Buffer:
     elif isinstance(b, ExternOutput):
         out.extern_output = {"parent": b.parent, "item": b.item}
     return out
-
-
-def _arg_text(a: Any) -> str:
-    name = getattr(a, "name", None)
-    if name is not None and hasattr(a, "size"):
-        return name
-    if isinstance(a, (list, tuple)):
-        return "[" + ", ".join(_arg_text(x) for x in a) + "]"
-    return repr(a)
 
 
 def schedule_stage(work: GraphWork) -> ev.SchedulingGraph:

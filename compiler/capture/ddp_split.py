@@ -41,14 +41,6 @@ def _split_reason(gm: torch.fx.GraphModule) -> bool:
     return "DDPOptimizer" in str(getattr(reason, "reason", ""))
 
 
-def _frames(start: FrameType | None) -> list[FrameType]:
-    found = []
-    while start is not None:
-        found.append(start)
-        start = start.f_back
-    return found
-
-
 def ddp_bucket(gm: torch.fx.GraphModule) -> BucketSplit | None:
     """The DDP bucket `gm` is, read from DDPOptimizer on the call stack (None if none)."""
     if not _split_reason(gm):
@@ -56,14 +48,15 @@ def ddp_bucket(gm: torch.fx.GraphModule) -> BucketSplit | None:
     from torch._dynamo.backends.distributed import DDPOptimizer, SubmodCompiler
 
     target = optimizer = None
-    for frame in _frames(sys._getframe(1)):
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and optimizer is None:
         me = frame.f_locals.get("self")
         node = frame.f_locals.get("n")
         if target is None and isinstance(me, SubmodCompiler) and node is not None:
             target = str(node.target)
         if isinstance(me, DDPOptimizer):
             optimizer = me
-            break
+        frame = frame.f_back
     buckets = getattr(optimizer, "buckets", None)
     if optimizer is None or not buckets or target is None or not target.startswith("submod_"):
         return None

@@ -51,11 +51,14 @@ def _meta(node: torch.fx.Node) -> dict[str, Any]:
     return {"shape": None, "stride": None, "dtype": None}
 
 
-def _arg_text(a: Any) -> str:
-    if isinstance(a, torch.fx.Node):
-        return a.name
+def arg_text(a: Any) -> str:
+    """An argument as the events show it: an FX node or a tensor argument (an extern
+    call's TensorArg) by its name, a list item by item, anything else as repr."""
+    if isinstance(a, torch.fx.Node) or getattr(a, "name", None) is not None and \
+            hasattr(a, "size"):
+        return str(a.name)
     if isinstance(a, (list, tuple)):
-        return "[" + ", ".join(_arg_text(x) for x in a) + "]"
+        return "[" + ", ".join(arg_text(x) for x in a) + "]"
     return repr(a)
 
 
@@ -68,7 +71,7 @@ def graph_json(gm: torch.fx.GraphModule, gid: int, lines: dict[str, int | None],
             "name": n.name,
             "op": n.op,
             "target": op_name(n.target),
-            "args": [_arg_text(a) for a in n.args],
+            "args": [arg_text(a) for a in n.args],
             "line": line,
             "source": code_lines[line - 1].strip() if line and line <= len(code_lines) else None,
             **_meta(n),

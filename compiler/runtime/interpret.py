@@ -8,13 +8,15 @@ through this interpreter, independently of any code generator.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import sympy
 import torch
 
-from kernelscope.compiler.ir.indexing import FloorDiv, ModularIndexing, index_vars
+from kernelscope.compiler.ir.handlers import body_vars
+from kernelscope.compiler.ir.indexing import FloorDiv, ModularIndexing
 from kernelscope.compiler.ir.nodes import (
     ComputedBuffer,
     ExternKernel,
@@ -138,10 +140,7 @@ def _evaluate(expr: sympy.Expr, env: dict[Any, Any], device: str) -> torch.Tenso
     if isinstance(expr, sympy.Add):
         return sum(args[1:], args[0])
     if isinstance(expr, sympy.Mul):
-        out = args[0]
-        for a in args[1:]:
-            out = out * a
-        return out
+        return math.prod(args[1:], start=args[0])
     raise NotImplementedError(f"cannot evaluate index {expr}")
 
 
@@ -211,22 +210,15 @@ def _run_body(buf: ComputedBuffer, storages: dict[str, torch.Tensor], device: st
               ) -> torch.Tensor:
     data = buf.data
     assert data is not None
-    if isinstance(data, Reduction):
-        sizes = list(data.ranges) + list(data.reduction_ranges)
-        grid = _grid(sizes, device)
-        xs, rs = index_vars("i", len(data.ranges)), index_vars("r", len(data.reduction_ranges))
-        handler = TorchHandler(storages, dict(zip(xs + rs, grid)), device)
-        with use_handler(handler):
-            value = data.inner_fn(xs, rs)
-        value = torch.as_tensor(value, device=device).to(data.src_dtype)
-        value = value.expand(sizes) if value.dim() or sizes else value
-        return _reduce(value, data.reduction_type, len(data.reduction_ranges))
-    grid = _grid(list(data.ranges), device)
-    xs = index_vars("i", len(data.ranges))
-    handler = TorchHandler(storages, dict(zip(xs, grid)), device)
-    with use_handler(handler):
-        value = data.inner_fn(xs)
-    return torch.as_tensor(value, device=device).expand(list(data.ranges))
+    xs, rs = body_vars(data)
+    sizes = [*data.ranges, *(data.reduction_ranges if isinstance(data, Reduction) else ())]
+    with use_handler(TorchHandler(storages, dict(zip(xs + rs, _grid(sizes, device))), device)):
+        value = data.inner_fn(xs, rs) if isinstance(data, Reduction) else data.inner_fn(xs)
+    if not isinstance(data, Reduction):
+        return torch.as_tensor(value, device=device).expand(sizes)
+    value = torch.as_tensor(value, device=device).to(data.src_dtype)
+    value = value.expand(sizes) if value.dim() or sizes else value
+    return _reduce(value, data.reduction_type, len(data.reduction_ranges))
 
 
 def _args(v: Any, tensors: dict[str, torch.Tensor]) -> Any:
