@@ -69,10 +69,9 @@ class OpTable:
         return rule(*args, t=result_type)
 
 
-def calls(template: str, names: str, *, kinds: Sequence[str] = ("float",)
-          ) -> dict[str, dict[str, Rule]]:
-    """Rules for ops that are one function call each: `calls("std::{}({{0}})", "exp log")`."""
-    return {n: {k: template.format(n) for k in kinds} for n in names.split()}
+def calls(template: str, names: str) -> dict[str, dict[str, Rule]]:
+    """Float rules for ops that are one call each: `calls("std::{}({{0}})", "exp log")`."""
+    return {n: float_only(template.format(n)) for n in names.split()}
 
 
 _INTEGER_BITWISE = {f"bitwise_{n}": {"int": f"{{0}} {c} {{1}}", "uint": f"{{0}} {c} {{1}}"}

@@ -44,7 +44,7 @@ class _Run:
 
 
 def combo_runs(plans: list[KernelPlan | None], refuses: Mapping[str, Refuses],
-               aliases: Mapping[str, str] | None = None, max_args: int = MAX_ARGS
+               aliases: Mapping[str, str] | None = None
                ) -> tuple[list[list[int]], list[FusionDecision]]:
     """Runs of two or more consecutive steps to launch as one kernel each, and the
     decisions made on the way (`refuses`: per device, the target's refusal of a part;
@@ -62,7 +62,7 @@ def combo_runs(plans: list[KernelPlan | None], refuses: Mapping[str, Refuses],
             run = _Run()
             continue
         writes = _writes(plan, aliases or {})
-        why = _conflict(run, plan, writes, max_args) if run.plans else None
+        why = _conflict(run, plan, writes) if run.plans else None
         if why is not None:
             decisions.append(FusionDecision(run.label, plan.name, False, "combo", why, 0))
             _close(run, runs)
@@ -96,7 +96,7 @@ def _writes(plan: KernelPlan, aliases: Mapping[str, str]) -> set[str]:
     return out | {aliases[w] for w in out if w in aliases}
 
 
-def _conflict(run: _Run, plan: KernelPlan, writes: set[str], max_args: int) -> str | None:
+def _conflict(run: _Run, plan: KernelPlan, writes: set[str]) -> str | None:
     """Why `plan` cannot run beside the run's kernels (None: it can)."""
     if plan.device != run.plans[0].device:
         return "kernels on different devices"
@@ -106,6 +106,6 @@ def _conflict(run: _Run, plan: KernelPlan, writes: set[str], max_args: int) -> s
     shared = sorted(writes & (run.reads | run.writes))
     if shared:
         return f"{plan.name} writes {', '.join(shared[:3])}, which the run reads or writes"
-    if len(run.args | set(plan.inputs) | set(plan.stores)) > max_args:
-        return f"more than {max_args} pointer arguments in one kernel"
+    if len(run.args | set(plan.inputs) | set(plan.stores)) > MAX_ARGS:
+        return f"more than {MAX_ARGS} pointer arguments in one kernel"
     return None
