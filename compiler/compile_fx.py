@@ -45,7 +45,7 @@ from kernelscope.compiler.ir.opnames import op_name
 from kernelscope.compiler.kernel_numbers import KernelNumbers
 from kernelscope.compiler.lowering import layout
 from kernelscope.compiler.lowering.common import Unsupported
-from kernelscope.compiler.lowering.graph import GraphLowering, LoweredGraph
+from kernelscope.compiler.lowering.graph import GraphLowering
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.runtime import graph_cache, loader
 from kernelscope.compiler.runtime.autotune import select_templates
@@ -69,7 +69,8 @@ def lower(work: GraphWork) -> ev.LoweringGraph:
     lowering = GraphLowering(work.gm, work.example_inputs, work.lines, backend,
                              work.options, decision, work.free_outputs)
     work.lowered = lowered = lowering.run()
-    work.backends = kernel_backends(backend, _kernel_devices(lowered), work.options)
+    devices = {b.device for b in lowered.buffers if isinstance(b, ComputedBuffer)}
+    work.backends = kernel_backends(backend, devices, work.options)
     has_convs = decision is not layout.NO_CONVOLUTIONS
     return ev.LoweringGraph(
         id=work.gid, buffers=[_buffer_json(work, b) for b in lowered.buffers],
@@ -78,10 +79,6 @@ def lower(work: GraphWork) -> ev.LoweringGraph:
         outputs=sorted(lowered.output_names()), fallbacks=lowered.fallbacks,
         notes=work.notes + lowered.notes + ([decision.note()] if has_convs else []),
         layout=decision.to_event() if has_convs else None)
-
-
-def _kernel_devices(lowered: LoweredGraph) -> set[str]:
-    return {b.device for b in lowered.buffers if isinstance(b, ComputedBuffer)}
 
 
 def _builder(work: GraphWork) -> Backend:

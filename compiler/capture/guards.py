@@ -3,13 +3,7 @@ compiled a frame again (part of the `capture` stage).
 
 In: the snippet's calls of its compiled function (`snippet.Call`: arguments and grad mode as
 the snippet made them) and the user's file. Out: `capture.data.compiles`, one entry per
-Dynamo frame compile, in order:
-
-    {"compile_id": "0/1", "function": "f", "line": 4, "call": 1,
-     "inputs": [{"shape": [32], "dtype": "float32", ...}], "grad_mode": true,
-     "recompile": true, "reasons": ["tensor 'x' size mismatch at index 0. expected 16, actual 32"],
-     "guards": [{"kind": "TENSOR_MATCH", "text": "x: float32[32] ...", "line": 5}],
-     "raw": "TREE_GUARD_MANAGER: ..."}
+Dynamo frame compile, in order (docs/events.md shows one).
 
 Guard text comes from each cache entry's guard manager (what `TORCH_LOGS=guards` prints);
 recompile reasons from Dynamo's `guard_fail_fn` hook (what `TORCH_LOGS=recompiles` prints).

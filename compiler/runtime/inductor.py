@@ -6,14 +6,9 @@ Inductor generated for each, read through `torch._inductor.utils.run_and_get_cod
 Inductor's own tests use; the same text `TORCH_LOGS=output_code` prints). Inductor's
 provenance tracking is on while it compiles, and the node mapping it logs for each graph
 (`inductor_provenance_tracking_node_mappings`, as a TORCH_TRACE holds it) says which FX
-nodes each kernel covers. Out: the code and kernels of the `inductor` event
-(compiler/runtime/profile.py `inductor_profile` adds the times):
-
-    {"code": ["# AOT ID: ...\\n..."],            # one module per compiled graph
-     "kernels": [{"name": "cpp_fused_add_relu_0", "language": "cpp", "source": "...",
-                  "call": "cpp_fused_add_relu_0:1", "graph": 0, "nodes": ["add", "relu"],
-                  "bytes": 3072, "kind": ""}],
-     "error": null}
+nodes each kernel covers. Out: the code and kernels of the `inductor` event, one module
+per compiled graph (docs/events.md shows one; compiler/runtime/profile.py
+`inductor_profile` adds the times).
 
 Kernels and extern calls are read out of each module by compiler/compare/inductor_code.py
 (the reader a TORCH_TRACE's output code goes through too); the loaded modules are returned

@@ -33,12 +33,9 @@ class OpRows:
     timeline: list[dict[str, Any]] = field(default_factory=list)
 
 
-def _activities(cuda: bool) -> list[ProfilerActivity]:
-    return [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
-
-
 def _calls(fn: Callable[[], Any], n: int, cuda: bool, **kw: Any) -> Any:
-    with profile(activities=_activities(cuda), **kw) as prof:
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if cuda else [])]
+    with profile(activities=activities, **kw) as prof:
         for _ in range(n):
             with record_function(CALL):
                 fn()
