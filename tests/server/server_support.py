@@ -287,3 +287,25 @@ def relay_bytes(relay: Any, body: bytes, wait_s: float) -> Any:
     finally:
         os.close(read)
         writer.join(wait_s / 4)
+
+
+def down_store(path: Path) -> Any:
+    """A SQLite trace store whose writes raise StoreUnavailable while its `down` is True (it
+    starts down), as a PostgreSQL server that stopped: what the spooling store is for."""
+    from kernelscope.server.store.rows import StoreUnavailable
+    from kernelscope.server.store.sqlite import TraceStore
+
+    class Down(TraceStore):
+        down = True
+
+        def put_prepared(self, trace: Any) -> str:
+            if self.down:
+                raise StoreUnavailable("down")
+            return super().put_prepared(trace)
+
+        def add_follow_up(self, ident: str, event: dict[str, Any]) -> None:
+            if self.down:
+                raise StoreUnavailable("down")
+            super().add_follow_up(ident, event)
+
+    return Down(path)

@@ -173,23 +173,11 @@ def test_a_follow_up_past_its_time_without_its_event_reads_lost(tmp_path: Path) 
 def test_a_follow_up_is_spooled_while_the_database_is_down(tmp_path: Path) -> None:
     """Like a trace (server/store/spool.py): held on disk, served at once, written once the
     database answers again, after its trace."""
-    from kernelscope.server.store.rows import StoreUnavailable
+    from server_support import down_store
+
     from kernelscope.server.store.spool import SpoolingStore
 
-    class Flaky(TraceStore):
-        down = True
-
-        def put(self, *args: Any, **kwargs: Any) -> str:
-            if self.down:
-                raise StoreUnavailable("down")
-            return super().put(*args, **kwargs)
-
-        def add_follow_up(self, ident: str, event: dict[str, Any]) -> None:
-            if self.down:
-                raise StoreUnavailable("down")
-            super().add_follow_up(ident, event)
-
-    inner = Flaky(tmp_path / "t.sqlite3")
+    inner = down_store(tmp_path / "t.sqlite3")
     store = SpoolingStore(inner, tmp_path / "spool")
     done = {"schema": 1, "seq": 0, "stage": "done", "ms": 0.0,
             "data": {"ok": True, "follow_ups": ["inductor"], "follow_ups_until": 1e12}}

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from server_support import REPO, relay_bytes
+from server_support import REPO, down_store, relay_bytes
 
 from kernelscope.compiler.events.stage import SCHEMA_VERSION
 from kernelscope.compiler.trace.reader import FORMAT, VERSION
@@ -229,19 +229,9 @@ def test_split_keys_and_ids(make_app: Any, gpt2: dict[str, Any]) -> None:
 
 def test_a_big_trace_spooled_while_the_database_is_down_is_served_and_written_later(
         tmp_path: Path, gpt2: dict[str, Any]) -> None:
-    from kernelscope.server.store.rows import StoreUnavailable
     from kernelscope.server.store.spool import SpoolingStore
-    from kernelscope.server.store.sqlite import TraceStore
 
-    class Down(TraceStore):
-        down = True
-
-        def put(self, *args: Any, **kwargs: Any) -> str:
-            if self.down:
-                raise StoreUnavailable("down")
-            return super().put(*args, **kwargs)
-
-    inner = Down(tmp_path / "traces.sqlite3")
+    inner = down_store(tmp_path / "traces.sqlite3")
     store = SpoolingStore(inner, tmp_path / "spool")
     ident = store.put(gpt2["code"], gpt2["options"], gpt2["events"], True)
     assert store.spooled() == [ident] and not inner.exists(ident)

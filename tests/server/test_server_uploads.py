@@ -17,7 +17,7 @@ import pytest
 from attack_support import many_graphs
 from flask.testing import FlaskClient
 from own_run_support import files_of, record_run, with_versions
-from server_support import AppFactory, state
+from server_support import AppFactory, down_store, state
 
 
 @pytest.fixture(scope="module")
@@ -305,22 +305,13 @@ def test_a_prepared_trace_is_spooled_while_the_database_is_down(
     """An upload's prepared texts, spooled as given while the database is down, read back
     at once and written to the database when it returns, under the same id."""
     from kernelscope.compiler.trace.reader import open_files
-    from kernelscope.server.store.rows import StoreUnavailable, prepare
+    from kernelscope.server.store.rows import prepare
     from kernelscope.server.store.spool import SpoolingStore
-    from kernelscope.server.store.sqlite import TraceStore
     from kernelscope.server.web.uploads import conformed
-
-    class Down(TraceStore):
-        down = True
-
-        def put_prepared(self, trace: Any) -> str:
-            if self.down:
-                raise StoreUnavailable("down")
-            return super().put_prepared(trace)
 
     read = conformed(open_files([(f["name"], f["text"].encode()) for f in files]))
     trace = prepare(read.code, read.options, read.events, True)
-    inner = Down(tmp_path / "t.sqlite3")
+    inner = down_store(tmp_path / "t.sqlite3")
     spool = SpoolingStore(inner, tmp_path / "spool")
     assert spool.put_prepared(trace) == trace.ident and spool.spooled() == [trace.ident]
     stored = spool.get(trace.ident)
