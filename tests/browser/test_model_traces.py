@@ -154,3 +154,38 @@ def test_the_memory_chart_draws_rows_as_read_and_keeps_them_in_view(
                      .select({ buffers: new Set([key]) })""", f"0:{middle}")
     expect(page.locator(f".chart-wrap g.mbar.hl[data-buffer={middle}]")).to_have_count(1)
     assert page_errors(page) == []
+
+
+@pytest.mark.parametrize("name", ["llama6_train", "gpt2_train"])
+def test_hovering_a_line_of_every_block_never_zooms_the_graph_out_of_reading(
+        new_page: Callable[[str], Page], stub: LiveServer, name: str) -> None:
+    """A source line every block runs selects nodes across the whole graph: revealing them
+    never zooms below the readable minimum (graph.js, MIN_READABLE_ZOOM)."""
+    nodes = _events(name)["capture"]["graphs"][0]["nodes"]
+    blocks: dict[int, set[str]] = {}
+    for n in nodes:
+        if n.get("line") and n.get("module"):
+            blocks.setdefault(n["line"], set()).add(".".join(n["module"].split(".")[:3]))
+    line = max(blocks, key=lambda k: len(blocks[k]))
+    assert len(blocks[line]) >= 6, blocks[line]
+    page = _open(new_page, stub, name)
+    page.wait_for_selector("body[data-ready=true]")
+    page.click("#tabs .tab[data-tab=graph]")
+    page.wait_for_function(
+        "() => { const p = document.querySelector('[data-pane=graph]');"
+        " return p.dataset.filled === 'true' && !p.dataset.pending; }", timeout=60_000)
+    zoom = "window.kernelscope.panes.find((p) => p.id === 'graph').fx.zoom()"
+    for _ in range(6):
+        page.locator(".graph-col").first.locator(".zbtn", has_text="+").click()
+    before = page.evaluate(zoom)
+    assert before >= 0.8
+    page.evaluate("(n) => window.kernelscope.editor.revealLine(n)", line)
+    page.evaluate("""(n) => { const v = window.kernelscope.editor.view;
+      const at = v.coordsAtPos(v.state.doc.line(n).from);
+      const el = document.elementFromPoint(at.left + 8, (at.top + at.bottom) / 2);
+      el.dispatchEvent(new MouseEvent('mousemove', { bubbles: true, clientX: at.left + 8,
+        clientY: (at.top + at.bottom) / 2 })); }""", line)
+    page.wait_for_function("() => window.kernelscope.panes.find((p) => p.id === 'graph')"
+                           ".fx.nodes('.hl').length > 0")
+    assert page.evaluate(zoom) >= 0.8 - 1e-6
+    assert page_errors(page) == []
