@@ -10,13 +10,12 @@ from typing import Any
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from server_support import down_store
 
 from kernelscope.server.jobs.followups import states
 from kernelscope.server.store.parts import split
 from kernelscope.server.store.raw import StoredHead, last_element
-from kernelscope.server.store.rows import StoreUnavailable
 from kernelscope.server.store.spool import SpoolingStore
-from kernelscope.server.store.sqlite import TraceStore
 from kernelscope.server.web.appstate import app_state
 
 # Strings that look like an element's start from inside a string or a nested value.
@@ -97,11 +96,7 @@ def test_the_trace_route_answers_the_head_with_its_events_as_stored(
 
 
 def test_a_spooled_trace_is_served_as_a_stored_one(tmp_path: Any) -> None:
-    class Down(TraceStore):
-        def put(self, *args: Any, **kwargs: Any) -> str:
-            raise StoreUnavailable("down")
-
-    spool = SpoolingStore(Down(tmp_path / "t.sqlite3"), tmp_path / "spool")
+    spool = SpoolingStore(down_store(tmp_path / "t.sqlite3"), tmp_path / "spool")
     ident = spool.put("code = 1", {}, _events(), True)
     head = spool.head(ident)
     row = spool.stored_head(ident)
