@@ -20,21 +20,15 @@ from typing import Any, Literal
 from kernelscope.compiler.events.stage import FOLLOW_UPS, PARTS, SCHEMA_VERSION, STAGES, TERMINAL
 from kernelscope.compiler.events.types import PAYLOADS, EventOrigin
 
+_SCALARS = {type(None): "null", bool: "boolean", int: "integer", float: "number", str: "string"}
+
 
 def _type_schema(tp: Any, defs: dict[str, Any]) -> dict[str, Any]:
     origin = typing.get_origin(tp)
     if tp is Any:
         return {}
-    if tp is type(None):
-        return {"type": "null"}
-    if tp is bool:
-        return {"type": "boolean"}
-    if tp is int:
-        return {"type": "integer"}
-    if tp is float:
-        return {"type": "number"}
-    if tp is str:
-        return {"type": "string"}
+    if tp in _SCALARS:
+        return {"type": _SCALARS[tp]}
     if origin is Literal:
         return {"enum": list(typing.get_args(tp))}
     if origin in (typing.Union, types.UnionType):
