@@ -6,6 +6,8 @@ stream of StageEvents (SSE or NDJSON). docs/server.md documents every route.
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -286,9 +288,17 @@ def trace_graph_rebuild(trace_id: str, graph: int) -> Response:
 @bp.get("/schema")
 def schema() -> Response:
     """The event contract: stage names, schema version and the JSON Schema of an event."""
-    return jsonify({"version": SCHEMA_VERSION, "stages": list(STAGES), "parts": list(PARTS),
-                    "follow_ups": list(FOLLOW_UPS), "terminal": list(TERMINAL),
-                    "schema": json_schema()})
+    return Response(_schema_text(), mimetype="application/json")
+
+
+@lru_cache(maxsize=1)
+def _schema_text() -> str:
+    """/api/schema's answer, made once: it is made from the event types alone, and the page
+    waits for it before drawing anything (20-40 ms of the server's CPU per page on a loaded
+    host, among the page's twenty requests at once)."""
+    return json.dumps({"version": SCHEMA_VERSION, "stages": list(STAGES), "parts": list(PARTS),
+                       "follow_ups": list(FOLLOW_UPS), "terminal": list(TERMINAL),
+                       "schema": json_schema()})
 
 
 @bp.get("/samples")

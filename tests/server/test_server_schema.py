@@ -16,3 +16,10 @@ def test_schema_route_serves_the_checked_in_schema(client: FlaskClient) -> None:
     assert body["stages"] == list(STAGES)
     assert body["terminal"] == ["error", "done"]
     assert body["schema"] == json.loads(SCHEMA_PATH.read_text())
+
+
+def test_schema_route_answers_the_same_text_made_once(client: FlaskClient) -> None:
+    first = client.get("/api/schema")
+    assert first.status_code == 200 and first.mimetype == "application/json"
+    assert client.get("/api/schema").data == first.data
+    assert first.get_json()["follow_ups"] and first.get_json()["parts"]
