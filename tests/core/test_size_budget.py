@@ -1,6 +1,6 @@
 """A size budget that can fail, in the spirit of tinygrad's line count: no product file over
 600 lines, no Python function in compiler/ or server/ over 60 lines beyond a short list that
-says why, none in the server's jobs group (server/jobs/) over 40, and compiler/ at most 25,000
+says why, none in the server's jobs group (server/jobs/) over 40, and compiler/ at most 24,100
 lines.
 
 A file or function that grows past the budget is split where it has a seam; the allow-list
@@ -21,10 +21,11 @@ MAX_JOBS_FUNCTION_LINES = 40
 # 22,000 was the aim when the budget came (19,884 lines then). The round after added the
 # TORCH_TRACE reader, the Inductor matcher, the profile's rows, combo kernels, CUDA graphs
 # for training and the failure blame (23,425 lines); the next added collectives lowering,
-# progress events and the TORCH_TRACE rebuild (24,659), and a pass over duplicates found
-# 34 lines (one FX-node grouping, math.prod, one lowering registrar): 24,658 on
-# 2026-12-06. The budget is 25,000 until a pass finds real room; docs/architecture.md.
-MAX_COMPILER_LINES = 25_000
+# progress events and the TORCH_TRACE rebuild (24,670). A pass over all of compiler/ with no
+# behaviour change (dead code, one rule in one place, lab notes out of comments) brought it
+# to 24,009 on 2026-12-06; what is left to cut is features (the reference interpreter, the
+# TORCH_TRACE reader, the own-run recorder, the profile's rows): docs/architecture.md.
+MAX_COMPILER_LINES = 24_100
 MAX_ALLOWED = 5
 # The product: what ships and what a reader of the project reads (generated and vendored
 # code aside: webui/vendor, extension/dist and node_modules are not here).
