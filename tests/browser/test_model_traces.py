@@ -189,3 +189,28 @@ def test_hovering_a_line_of_every_block_never_zooms_the_graph_out_of_reading(
                            ".fx.nodes('.hl').length > 0")
     assert page.evaluate(zoom) >= 0.8 - 1e-6
     assert page_errors(page) == []
+
+
+def test_the_ir_pane_makes_cards_as_read_and_draws_a_selected_one(
+        new_page: Callable[[str], Page], stub: LiveServer) -> None:
+    """The GPT-2 step's forward graph has 400 buffers: their cards are made as they near the
+    view, and revealing a selection past them makes the rest and marks its card."""
+    page = _open(new_page, stub, "gpt2_train")
+    page.click("#tabs .tab[data-tab=ir]")
+    page.wait_for_selector("[data-pane=ir][data-filled=true]")
+    graphs = _events("gpt2_train")["lowering"]["graphs"]
+    buffers = [b["name"] for b in graphs[0]["buffers"]]
+    cards = page.locator("[data-pane=ir] .ir-card")
+    assert 0 < cards.count() < len(buffers) / 2
+    last = buffers[-1]
+    expect(page.locator(f"[data-pane=ir] .ir-card[data-buffer={last}]")).to_have_count(0)
+    page.evaluate("""(key) => {
+      const k = window.kernelscope;
+      const sel = { lines: new Set(), nodes: new Set(), buffers: new Set([key]),
+        kernels: new Set(), klines: new Set(), slines: new Set(), modules: new Set() };
+      k.bus.pin(sel);
+      k.panes.find((p) => p.id === 'ir').scrollToSelection();
+    }""", f"0:{last}")
+    expect(page.locator(f"[data-pane=ir] .ir-card.hl[data-buffer={last}]")).to_have_count(1)
+    assert cards.count() == sum(len(g["buffers"]) for g in graphs)  # every graph's, here
+    assert page_errors(page) == []

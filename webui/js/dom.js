@@ -86,19 +86,24 @@ export function badge(text, kind = "") {
 // A long list drawn as it is read: `make(item)` for the first `first` items (`chunk` unless
 // said) into `parent`, then a row saying how many are left (`more(n)`), replaced by the
 // next `chunk` when it comes near the view (a list in a closed <details> waits for its
-// opening); `drawn()` runs after each later chunk (a pane marks its selection).
+// opening); `drawn()` runs after each later chunk (a pane marks its selection). A given
+// `control` gets `all()`, which draws the rest at once (a selection past the drawn items).
 /**
  * @template T
  * @param {Element} parent @param {T[]} items @param {(item: T) => Element} make
  * @param {(left: number) => Element} more
+ * @param {{ chunk?: number, first?: number, drawn?: () => void, control?: { all?: () => void } }} [options]
  */
 export function growing(parent, items, make, more, { chunk = 60, first = chunk,
-  drawn = () => {} } = {}) {
+  drawn = () => {}, control = {} } = {}) {
   let at = 0;
-  const step = (count = chunk) => {
-    const end = Math.min(items.length, at + count);
+  let waiting = null; // { sentinel, seen } while items are left
+  const append = (end) => {
     parent.append(...items.slice(at, end).map(make));
     at = end;
+  };
+  const step = (count = chunk) => {
+    append(Math.min(items.length, at + count));
     if (at >= items.length || typeof IntersectionObserver !== "function") {
       if (at < items.length) step();
       return;
@@ -107,12 +112,23 @@ export function growing(parent, items, make, more, { chunk = 60, first = chunk,
     parent.append(sentinel);
     const seen = new IntersectionObserver((entries) => {
       if (!entries.some((e) => e.isIntersecting)) return;
-      seen.disconnect();
-      sentinel.remove();
+      stop();
       step();
       drawn();
     }, { rootMargin: "600px 0px" });
     seen.observe(sentinel);
+    waiting = { sentinel, seen };
+  };
+  const stop = () => {
+    waiting?.seen.disconnect();
+    waiting?.sentinel.remove();
+    waiting = null;
+  };
+  control.all = () => {
+    if (at >= items.length) return;
+    stop();
+    append(items.length);
+    drawn();
   };
   step(first);
   return parent;

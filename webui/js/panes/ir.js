@@ -2,7 +2,7 @@
 // expression tree drawn as a tree, its text form, the indices it reads and writes, and why
 // it was realized; plus the ops that fell back to ATen.
 
-import { h, clear, badge, shape } from "../dom.js";
+import { h, clear, badge, shape, growing } from "../dom.js";
 import { treeSvg } from "./irtree.js";
 import { lineColour, fromBuffer, fromNode } from "../provenance.js";
 import { Pane } from "./pane.js";
@@ -13,6 +13,8 @@ import { Pane } from "./pane.js";
 // A model has thousands of buffers: the first EAGER_CARDS cards are drawn whole at once,
 // the others as their head, with the body drawn when the card nears the view.
 const EAGER_CARDS = 12;
+// Cards made with the pane, of each graph; the rest as they near the view.
+const FIRST_CARDS = 40;
 
 export class IrPane extends Pane {
   id = "ir";
@@ -49,14 +51,22 @@ export class IrPane extends Pane {
       k.buffers.map((b) => [`${k.gid}:${b}`, k.name])));
     const removed = new Set(trace.graphs("scheduling").flatMap((g) =>
       (g.removed_buffers ?? []).map((b) => `${g.id}:${b}`)));
-    const sections = trace.graphs("lowering").map((g) => h("section.ir-graph",
-      h("h3", `Graph ${g.id}`, h("span.legend", h("i.load"), "load", h("i.const"), "constant",
-        h("i.op"), "op"), h("span.hint",
-        `inputs ${g.inputs.map((i) => `${i.name} ${shape(i.size)}`).join(", ")} · ` +
-        `outputs ${g.outputs.join(", ")}`)),
-      this.fallbacks(g),
-      g.buffers.map((b) => this.card(g.id, b, kernelOf.get(`${g.id}:${b.name}`),
-        removed.has(`${g.id}:${b.name}`)))));
+    this.lists = [];
+    const sections = trace.graphs("lowering").map((g) => {
+      const section = h("section.ir-graph",
+        h("h3", `Graph ${g.id}`, h("span.legend", h("i.load"), "load", h("i.const"), "constant",
+          h("i.op"), "op"), h("span.hint",
+          `inputs ${g.inputs.map((i) => `${i.name} ${shape(i.size)}`).join(", ")} · ` +
+          `outputs ${g.outputs.join(", ")}`)),
+        this.fallbacks(g));
+      // A model's graph has hundreds of buffers: their cards are made as they are read.
+      const control = {};
+      this.lists.push(control);
+      return growing(section, g.buffers, (b) => this.card(g.id, b,
+        kernelOf.get(`${g.id}:${b.name}`), removed.has(`${g.id}:${b.name}`)),
+      (left) => h("div.ir-more.hint", `${left} more buffers…`),
+      { first: FIRST_CARDS, drawn: () => this.select(this.ctx.current()), control });
+    });
     clear(this.el, sections);
     this.select(this.ctx.current());
     return true;
@@ -145,7 +155,9 @@ export class IrPane extends Pane {
   }
 
   scrollToSelection() {
-    const card = [...this.cards.values()].find((c) => c.classList.contains("hl"));
+    const marked = () => [...this.cards.values()].find((c) => c.classList.contains("hl"));
+    if (!marked()) for (const list of this.lists ?? []) list.all?.();  // past the drawn cards
+    const card = marked();
     card?.place?.();
     card?.scrollIntoView({ block: "nearest", behavior: "smooth" });
   }
