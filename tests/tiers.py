@@ -9,7 +9,7 @@ representative in the fast tier (tests/core/test_tiers.py checks that every fold
 
 Skips are not a tier: a test skips, saying why, where this machine lacks what it needs
 (`python -m pytest -rs` prints each reason). On a plain 2-core machine without the
-services (2026-12-06) the fast tier skipped 111:
+services (2026-12-06) the fast tier skipped 111 (118 at a06e8a8, the same kinds):
 - 103 are the `postgres` and `redis` cases of the modules that run every test on each job
   and store back-end (tests/server/server_support.py, BACKENDS): test_server_api (54),
   test_server_streams (24), test_server_follow_ups (14), test_server_concurrency (4),
