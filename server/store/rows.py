@@ -139,26 +139,15 @@ class TraceRows:
 
     def head(self, ident: str) -> dict[str, Any] | None:
         """The trace as stored in its row: a split trace's head, `parts` its part keys with
-        their sizes in bytes (empty for a trace stored whole)."""
-        if not ID_PATTERN.match(ident):
+        their sizes in bytes (empty for a trace stored whole); `stored_head` decoded."""
+        stored = self.stored_head(ident)
+        if stored is None:
             return None
-        row = self._row(f"SELECT id, created, ok, code, {self.options_column}, events "
-                        "FROM traces WHERE id = ?", (ident,))
-        if row is None:
-            return None
-        later = self._all("SELECT event FROM follow_ups WHERE trace_id = ? ORDER BY seq",
-                          (ident,))  # the follow-ups stored after `done`, in order
-        return {
-            "id": row[0],
-            "created": self._created(row[1]),
-            "ok": bool(row[2]),
-            "code": row[3],
-            "options": json.loads(row[4]),
-            "events": [*json.loads(row[5]), *(json.loads(r[0]) for r in later)],
-            "parts": {str(r[0]): int(r[1]) for r in self._all(
-                "SELECT key, length(body) FROM trace_parts WHERE trace_id = ? ORDER BY key",
-                (ident,))},
-        }
+        fields = stored.fields
+        return {**{k: fields[k] for k in ("id", "created", "ok", "code")},
+                "options": json.loads(stored.options),
+                "events": [*json.loads(stored.events), *(json.loads(t) for t in stored.later)],
+                "parts": fields["parts"]}
 
     def stored_head(self, ident: str) -> StoredHead | None:
         """`head`'s answer with the row's options and events as the text stored, not
@@ -170,7 +159,7 @@ class TraceRows:
         if row is None:
             return None
         later = self._all("SELECT event FROM follow_ups WHERE trace_id = ? ORDER BY seq",
-                          (ident,))
+                          (ident,))  # the follow-ups stored after `done`, in order
         parts = {str(r[0]): int(r[1]) for r in self._all(
             "SELECT key, length(body) FROM trace_parts WHERE trace_id = ? ORDER BY key",
             (ident,))}
