@@ -91,10 +91,11 @@ def is_stub(entry: Any) -> bool:
 
 
 def split(events: list[dict[str, Any]],
-          key: Callable[[Mapping[str, Any]], str] = by_graph) -> Split:
+          key: Callable[[Mapping[str, Any]], str] = by_graph,
+          text: Callable[[Any], str] = dumps) -> Split:
     """The trace in parts: each graph entry of a graph-carrying stage moved to the part
     `key(capture entry)` names (every stage's entry of one graph goes where its capture
-    entry went)."""
+    entry went), each part's `text` (by default `dumps`, the stored one)."""
     stages = {envelope(e).stage for e in events}
     keys: dict[Any, str] = {}
     for event in events:
@@ -129,7 +130,7 @@ def split(events: list[dict[str, Any]],
             parts.setdefault(part, {}).setdefault(stage, []).append(g)
             kept.append(_stub(g, part))
         head.append({**event, "data": {**envelope(event).data, "graphs": kept}})
-    return Split(head, {k: dumps(_part(v)) for k, v in parts.items()})
+    return Split(head, {k: text(_part(v)) for k, v in parts.items()})
 
 
 def _part(entries: dict[str, list[Any]]) -> dict[str, Any]:
@@ -159,12 +160,17 @@ def split_if_big(events: list[dict[str, Any]],
     None: stored whole."""
     if len(json.dumps(events)) <= WHOLE_BYTES:
         return None
-    parted = split(events, key or (by_compile if _is_log(events) else by_graph))
+    parted = split(events, key or key_for(events))
     return parted if parted.parts else None
 
 
+def key_for(events: list[dict[str, Any]]) -> Callable[[Mapping[str, Any]], str]:
+    """How a trace is parted unless told: a TORCH_TRACE log's (its capture says where it came
+    from) by compile id, any other by graph."""
+    return by_compile if _is_log(events) else by_graph
+
+
 def _is_log(events: list[dict[str, Any]]) -> bool:
-    """A TORCH_TRACE log's trace (its capture says where it came from)."""
     return any(envelope(e).stage == "capture" and bool(envelope(e).data.get("log"))
                for e in events)
 

@@ -186,8 +186,11 @@ def job_events_ndjson(job_id: str) -> Response:
 def trace(trace_id: str) -> Response:
     """The trace as stored in its row: whole, or a big trace's head with `parts` (each part's
     key and size; its graphs' entries are stubs naming their part), its events sent as the
-    text stored (server/store/raw.py)."""
-    found = app_state().store.stored_head(trace_id)
+    text stored (server/store/raw.py). With `?split=1`, a big trace stored whole answers as a
+    split one does (server/store/readsplit.py)."""
+    state = app_state()
+    found = (state.splits.head(state.store, trace_id) if request.args.get("split") == "1"
+             else state.store.stored_head(trace_id))
     if found is None:
         raise ApiError(f"no trace {trace_id!r}", 404)
     states = follow_up_states({"events": found.from_done()})
@@ -197,8 +200,12 @@ def trace(trace_id: str) -> Response:
 @bp.get("/traces/<trace_id>/parts/<key>")
 def trace_part(trace_id: str, key: str) -> Response:
     """One part of a big trace, `{"graphs": {stage: [entry, ...]}}`, as stored (never
-    decoded here); content-addressed, so it may be cached for good."""
-    text = app_state().store.part(trace_id, key)
+    decoded here); content-addressed, so it may be cached for good. With `?split=1`, a part
+    of a big trace stored whole (server/store/readsplit.py)."""
+    state = app_state()
+    text = state.store.part(trace_id, key)
+    if text is None and request.args.get("split") == "1":
+        text = state.splits.part(state.store, trace_id, key)
     if text is None:
         raise ApiError(f"trace {trace_id!r} has no part {key[:80]!r}", 404)
     return _part(text)

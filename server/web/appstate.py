@@ -19,6 +19,7 @@ from flask import Flask, current_app
 from kernelscope.server.jobs import info
 from kernelscope.server.jobs.manager import Jobs
 from kernelscope.server.jobs.worker import WorkerSettings
+from kernelscope.server.store.readsplit import ReadSplits
 from kernelscope.server.store.rows import Store
 from kernelscope.server.web.gates import StreamGate
 from kernelscope.server.web.headers import CdnScript
@@ -38,6 +39,8 @@ class AppState:
     streams: StreamGate = field(default_factory=lambda: StreamGate(8, 16))
     # /api/highlight's child processes (server/web/hlpool.py), started on first use.
     highlighter: HighlightPool | None = None
+    # Big traces stored whole, split when a client asks for parts (server/store/readsplit.py).
+    splits: ReadSplits = field(default_factory=ReadSplits)
     _devices: dict[str, Any] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
