@@ -28,7 +28,7 @@ from werkzeug.security import safe_join
 from kernelscope.server.web.appstate import app_state
 from kernelscope.server.web.errors import ApiError
 from kernelscope.server.web.headers import page_html
-from kernelscope.server.web.preload import page_fetches, preload_links
+from kernelscope.server.web.preload import DIFF_ENTRY, page_fetches, preload_links
 
 bp = Blueprint("pages", __name__)
 
@@ -80,15 +80,17 @@ def _send(path: Path, cache_control: str, status: int = 200) -> Response:
     return Response(body, status=status, mimetype=_mimetype(str(path)), headers=headers)
 
 
-def _index(status: int = 200, fetches: list[str] | None = None) -> Response:
-    """The page; `fetches`: the API answers it reads first, preloaded (server/web/preload.py)."""
+def _index(status: int = 200, fetches: list[str] | None = None,
+           entries: tuple[str, ...] = ()) -> Response:
+    """The page; `fetches`: the API answers it reads first, and `entries`: the modules it
+    imports beside main.js, both preloaded (server/web/preload.py)."""
     state = app_state()
     index = state.webui_dir / "index.html"
     if not index.is_file():
         raise ApiError(f"the web UI is missing: no index.html in {state.webui_dir}", 404)
     # Every answer carries its own CSP nonce (server/web/headers.py), so the page is rendered
     # per request and never cached (it is compressed all the same).
-    links = preload_links(state.webui_dir, fetches or [])
+    links = preload_links(state.webui_dir, fetches or [], entries)
     page = page_html(index.read_text(encoding="utf-8"), state.cdn, links).encode()
     headers = {"Cache-Control": "no-store", "Vary": "Accept-Encoding"}
     if "gzip" in request.headers.get("Accept-Encoding", "") and len(page) >= MIN_GZIP_BYTES:
@@ -112,7 +114,7 @@ def permalink(trace_id: str) -> Response:
 def diff(a: str, b: str) -> Response:
     store = app_state().store
     found = store.exists(a) and (b == "inductor" or store.exists(b))
-    return _index(200 if found else 404)
+    return _index(200 if found else 404, entries=(DIFF_ENTRY,) if found else ())
 
 
 @bp.get("/webui/<path:filename>")

@@ -51,6 +51,9 @@ def test_the_real_page_preloads_every_module_main_js_loads() -> None:
     for module in ("js/editor.js", "js/panes/pane.js", "js/panes/code.js", "js/dom.js"):
         assert module in found
     assert all((REPO / "webui" / m).is_file() for m in found)
+    # The analysis tabs' panes and the diff page are imported when needed, not at open.
+    for module in ("js/panes/graph.js", "js/panes/timings.js", "js/diffpage.js"):
+        assert module not in found
     # CodeMirror is imported once the page has drawn (editor.js), and preloaded all the same.
     assert "vendor/codemirror.js" not in found
     assert preloaded_modules(REPO / "webui") == (*found, "vendor/codemirror.js")
@@ -71,9 +74,23 @@ def test_a_permalink_page_preloads_its_trace(make_app: AppFactory) -> None:
                 "/api/samples", "/api/options"):
         assert fetch.format(url) in head, url
     assert '<link rel="modulepreload" href="/webui/js/main.js">' in head
+    # The trace first: the browser asks for six files at a time, in the head's order.
+    first_module = head.index('rel="modulepreload"')
+    assert head.index(f'href="/api/traces/{trace_id}"') < head.index("/api/schema") < first_module
     explorer = client.get("/").data.decode()
     assert fetch.format("/api/schema") in explorer and "/api/traces/" not in explorer
     for url in ("/t/AAAAAAAAAAAA", f"/diff/{trace_id}/inductor", "/typo"):
         other = client.get(url).data.decode()
         assert '<link rel="modulepreload" href="/webui/js/main.js">' in other, url
         assert 'as="fetch"' not in other, url
+
+
+def test_the_diff_page_preloads_its_own_modules(make_app: AppFactory) -> None:
+    app = make_app()
+    client = app.test_client()
+    trace_id = store_fixture(app)
+    page = client.get(f"/diff/{trace_id}/inductor").data.decode()
+    for module in ("js/main.js", "js/diffpage.js", "js/panes/diff.js", "js/diff.js"):
+        assert f'<link rel="modulepreload" href="/webui/{module}">' in page, module
+    assert page.count('href="/webui/js/dom.js"') == 1  # each module once
+    assert "js/diffpage.js" not in client.get(f"/t/{trace_id}").data.decode()

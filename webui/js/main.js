@@ -16,19 +16,33 @@ import { SelectionBus, buildIndex, fromSourceLine, isEmpty } from "./provenance.
 import { makeTabs, makeSplitter, makeMaximise, toast, initTheme, notFound } from "./layout.js";
 import { nextTask } from "./dom.js";
 import { OptionControls, fillChoices, fingerprint, unchangedNotes } from "./options.js";
-import { openDiff } from "./diffpage.js";
 import { StatusStrip } from "./panes/status.js";
 import { ErrorBanner } from "./panes/errors.js";
 import { CodePane } from "./panes/code.js";
-import { GraphPane } from "./panes/graph.js";
-import { IrPane } from "./panes/ir.js";
-import { FusionPane } from "./panes/fusion.js";
-import { MemoryPane } from "./panes/memory.js";
-import { TimingsPane } from "./panes/timings.js";
-import { GuardsPane } from "./panes/guards.js";
-import { OutputPane } from "./panes/output.js";
-import { ModulesPane } from "./panes/modules.js";
+import { LazyPane } from "./panes/lazy.js";
 import { RunPanel, mountUpload } from "./upload.js";
+
+// The analysis tabs, in order. Each pane's module is imported when its tab is first shown
+// (panes/lazy.js), and all of them once the page has opened: the open fetches and runs only
+// what the code pane needs. `id` and `title` are the pane class's own (checked on load).
+const TABS = [
+  { id: "graph", title: "Graph",
+    load: async () => (await import("./panes/graph.js")).GraphPane },
+  { id: "ir", title: "IR",
+    load: async () => (await import("./panes/ir.js")).IrPane },
+  { id: "modules", title: "Modules",
+    load: async () => (await import("./panes/modules.js")).ModulesPane },
+  { id: "fusion", title: "Fusion",
+    load: async () => (await import("./panes/fusion.js")).FusionPane },
+  { id: "memory", title: "Memory",
+    load: async () => (await import("./panes/memory.js")).MemoryPane },
+  { id: "timings", title: "Timings",
+    load: async () => (await import("./panes/timings.js")).TimingsPane },
+  { id: "guards", title: "Guards",
+    load: async () => (await import("./panes/guards.js")).GuardsPane },
+  { id: "output", title: "Output",
+    load: async () => (await import("./panes/output.js")).OutputPane },
+];
 
 // A permalink's trace is asked for at once, beside the schema, samples and options.
 const PERMALINK = location.pathname.match(/^\/t\/([^/]+)\/?$/);
@@ -73,7 +87,7 @@ const editor = new Editor($("editor"), {
     if (!line || !state.index.sourceLines.has(line) || state.stale) return;
     bus.pin(fromSourceLine(state.index, line));
     code.scrollToSelection();
-    ir.scrollToSelection();
+    ir.real?.scrollToSelection();
   },
   // The keyboard's way to the same selection: the cursor's line while the editor has focus.
   onCursorLine: (line) => {
@@ -98,11 +112,10 @@ $("status-host").append(status.el, graphTabs, banner.el, runPanel.el);
 mountUpload($("share"), { onError: (err) => banner.show(err) });
 
 const code = new CodePane(ctx);
-const ir = new IrPane(ctx);
-const timings = new TimingsPane(ctx);
-const tabPanes = [new GraphPane(ctx), ir, new ModulesPane(ctx), new FusionPane(ctx),
-  new MemoryPane(ctx), timings, new GuardsPane(ctx), new OutputPane(ctx)];
-const panes = [code, ...tabPanes];
+const tabPanes = TABS.map((spec) => new LazyPane(ctx, spec, () => tabs.refresh()));
+const ir = tabPanes.find((p) => p.id === "ir");
+// The built panes (a tab's stand-in until its pane is loaded), for tests and the console.
+const panes = () => [code, ...tabPanes.map((p) => p.real ?? p)];
 code.el.dataset.pane = "code";
 $("code-host").append(code.el);
 const tabs = makeTabs($("tabs"), $("tab-host"), tabPanes, (pane) => pane.shown?.());
@@ -550,6 +563,7 @@ async function boot() {
   showHealth();
   const diff = location.pathname.match(/^\/diff\/([^/]+)\/([^/]+)\/?$/);
   if (diff) {
+    const { openDiff } = await import("./diffpage.js");
     await openDiff(decodeURIComponent(diff[1]), decodeURIComponent(diff[2]), ctx);
     document.body.dataset.ready = "true";
     return;
@@ -568,9 +582,11 @@ async function boot() {
   }
   loadCytoscape().catch((err) => console.error("cytoscape failed to load", err));
   await editor.load();
+  // Every tab's module, now that the page has opened: a tab's first show need not wait.
+  for (const pane of tabPanes) pane.prefetch().catch(() => {});
   document.body.dataset.ready = "true";
 }
 
-window.kernelscope = { state, bus, editor, panes, libInfo, compile, cancel, openPermalink,
-  showGraphs };
+window.kernelscope = { state, bus, editor, get panes() { return panes(); }, libInfo, compile,
+  cancel, openPermalink, showGraphs };
 boot();
