@@ -45,7 +45,9 @@ class BodyTimeout(RequestTimeout):
 
 class DeadlineReader:
     """A gunicorn body reader that raises BodyTimeout once `deadline` (monotonic) passed,
-    however slowly its bytes trickle in."""
+    however slowly its bytes trickle in. A body read to its end reads as empty after the
+    deadline too: gunicorn reads it again before the connection's next request, and an
+    event stream that outlived the deadline must not cost the connection."""
 
     def __init__(self, reader: Any, deadline: float) -> None:
         self.reader, self.deadline = reader, deadline
@@ -58,6 +60,8 @@ class DeadlineReader:
     def read(self, size: int) -> bytes:
         import gevent
 
+        if self.finished:  # read to its end: nothing left to wait for, however late
+            return b""
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise BodyTimeout()
