@@ -71,6 +71,21 @@ def warm_up() -> None:
     import torch
 
     torch._dynamo.reset()  # the job starts with Dynamo's caches empty, as a cold one does
+    first_touches()
+
+
+# Modules a job would otherwise import on first use, in its own time. AOTAutograd's min-cut
+# partition (every training graph) imports Inductor's pattern matcher, and with it 167 more
+# modules, on its first call: 0.4 s of CPU inside a training step's capture (partition 1.0
+# -> 0.6 s of CPU on the 6-block Llama step, docs/perf.md). Imported after the warm-up's
+# compile, which made our decomposition table (capture/decompositions.py, once per process)
+# before them, as a cold job's capture does; the captured graphs are the same either way.
+FIRST_TOUCH_IMPORTS = ("torch._inductor.pattern_matcher",)
+
+
+def first_touches() -> None:
+    for name in FIRST_TOUCH_IMPORTS:
+        importlib.import_module(name)
 
 
 def full_priority() -> None:

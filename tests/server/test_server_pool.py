@@ -268,6 +268,43 @@ def test_the_warm_up_covers_the_gpu_where_there_is_one(monkeypatch: pytest.Monke
     assert compiled == ["cpu", "cuda"]
 
 
+_TABLE = """
+import sys
+from kernelscope.compiler.capture.decompositions import decomposition_table
+{before}
+print(json.dumps({{"table": sorted(str(k) for k in decomposition_table()),
+                  "pattern_matcher": "torch._inductor.pattern_matcher" in sys.modules}}))
+"""
+
+
+def _table_in_a_fresh_process(before: str, tmp_path: Path) -> dict[str, object]:
+    code = "import json, importlib.util\n" + _TABLE.format(before=before)
+    env = {**os.environ, "KERNELSCOPE_CACHE": str(tmp_path / "cache"), "PYTHONPATH": str(REPO)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         cwd=tmp_path, env=env, timeout=300, check=True).stdout
+    result: dict[str, object] = json.loads(out.strip().splitlines()[-1])
+    return result
+
+
+def test_the_warm_up_imports_what_a_training_capture_would_and_captures_the_same(
+    tmp_path: Path,
+) -> None:
+    # AOTAutograd's min-cut partition imported Inductor's pattern matcher (167 modules) in
+    # the job's own time on every training graph. The warm-up imports it now, after its
+    # compile has made our decomposition table, so the table (and every graph captured with
+    # it) is the one a cold job makes: importing it first would add 13 ops' rules.
+    warm = f"""
+spec = importlib.util.spec_from_file_location("warm", {str(REPO / "server/jobs/warm.py")!r})
+warm = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(warm)
+warm.warm_up()
+"""
+    warmed = _table_in_a_fresh_process(warm, tmp_path)
+    cold = _table_in_a_fresh_process("import kernelscope.compiler.pipeline", tmp_path)
+    assert warmed["pattern_matcher"] is True and cold["pattern_matcher"] is False
+    assert warmed["table"] == cold["table"]
+
+
 def test_a_cold_job_streams_source_before_its_worker_has_said_anything(
     make_app: AppFactory, tmp_path: Path
 ) -> None:
