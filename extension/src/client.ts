@@ -116,15 +116,17 @@ export class KernelscopeClient {
   /**
    * A stored trace as the server answers it: a big one is its head, each graph's entries a
    * stub naming its part, and `parts` (docs/server.md, "A model's trace and TRACE_LIMIT_MB").
+   * `split`: a trace stored whole over 1 MiB comes in parts too (`?split=1`; a server
+   * without it answers the trace whole).
    */
-  head(id: string): Promise<StoredTrace> {
-    return request<StoredTrace>(this.base, "GET", `/api/traces/${encodeURIComponent(id)}`);
+  head(id: string, split = false): Promise<StoredTrace> {
+    return request<StoredTrace>(this.base, "GET", `/api/traces/${encodeURIComponent(id)}${split ? "?split=1" : ""}`);
   }
 
-  /** One part of a big stored trace. */
+  /** One part of a big stored trace, stored in parts or split when read (`?split=1`). */
   part(id: string, key: string): Promise<TracePart> {
     return request<TracePart>(this.base, "GET",
-      `/api/traces/${encodeURIComponent(id)}/parts/${encodeURIComponent(key)}`, undefined, 120_000);
+      `/api/traces/${encodeURIComponent(id)}/parts/${encodeURIComponent(key)}?split=1`, undefined, 120_000);
   }
 
   /** A stored trace, whole: every part put back in place of its stubs (a diff reads every graph). */

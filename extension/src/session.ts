@@ -247,13 +247,14 @@ export class Session implements vscode.Disposable {
 
   /**
    * Shows a stored trace (a permalink): its code in a new editor, its events in the panel. A
-   * big one comes as its head; the panel asks for each graph's part when it shows that graph
-   * (`sendPart`), the first graph's read ahead beside the head, as the web UI reads it.
+   * big one (over 1 MiB, stored in parts or not) comes as its head; the panel asks for each
+   * graph's part when it shows that graph (`sendPart`), the first graph's read ahead beside
+   * the head, as the web UI reads a trace stored in parts.
    */
   async openTrace(client: KernelscopeClient, id: string): Promise<void> {
-    const first = client.part(id, "g0"); // a trace stored whole has none: 404, ignored
+    const first = client.part(id, "g0"); // a small trace has none: 404, ignored
     first.catch(() => {});
-    const trace = await client.head(id);
+    const trace = await client.head(id, true);
     const doc = await vscode.workspace.openTextDocument({ content: trace.code, language: "python" });
     // An open panel is sent the trace before the editor shows its code (the editor's marks
     // follow it); a new one opens beside that editor.

@@ -226,7 +226,7 @@ test("Open Permalink shows a stored trace; Compare With Previous opens the diff 
   assert.deepEqual(parsePermalink("abc123"), [null, "abc123"]);
   assert.equal(parsePermalink("javascript:alert(1)"), null);
   await vscode.commands.executeCommand("kernelscope.openPermalink", `${h.srv.url}/t/OLD1`);
-  assert.ok(h.srv.requests.some((r) => r.url === "/api/traces/OLD1"));
+  assert.ok(h.srv.requests.some((r) => r.url === "/api/traces/OLD1?split=1"));
   const untitled = stub.documents.find((d) => d.uri.scheme === "untitled")!;
   assert.equal(untitled.getText(), recorded().code);
   panel().webview.send({ type: "ready", restored: false });

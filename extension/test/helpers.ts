@@ -91,7 +91,7 @@ export function fakeServer(opts: { hang?: boolean; cuda?: boolean; cancel?: bool
       }
       if (req.url?.startsWith("/api/traces/")) {
         const stored = followUp ? { follow_ups: states(), events: [...trace.events, ...after()] } : {};
-        return json(200, { id: req.url.split("/").pop(), ok: true, ...trace, ...stored });
+        return json(200, { id: req.url.split("?")[0].split("/").pop(), ok: true, ...trace, ...stored });
       }
       if (req.url?.startsWith("/api/diff/")) return json(200, { groups: [] });
       if (req.url === "/api/schema" && opts.stages) return json(200, { version: 1, stages: opts.stages });

@@ -24,7 +24,7 @@ async function partedServer(head: object, part: (id: number) => object): Promise
   const asked: string[] = [];
   const server = createServer((req, res) => {
     asked.push(req.url ?? "");
-    const key = /\/parts\/g(\d)$/.exec(req.url ?? "");
+    const key = /\/parts\/g(\d)\?split=1$/.exec(req.url ?? "");
     res.writeHead(200, { "Content-Type": "application/json" });
     res.end(JSON.stringify(key ? part(Number(key[1])) : head));
   });
@@ -49,8 +49,9 @@ test("a big trace goes to the panel as its head; each part when the panel asks, 
     const [trace] = h.posted("trace") as unknown as Array<{ events: string; stored?: string }>;
     assert.equal(trace.stored, "abcdefabcdef");
     assert.deepEqual(JSON.parse(trace.events), head.events, "the head, as the server sent it, as JSON text");
-    // The first graph's part is read ahead, beside the head; no other.
-    assert.deepEqual(srv.asked.sort(), ["/api/traces/abcdefabcdef", "/api/traces/abcdefabcdef/parts/g0"]);
+    // The first graph's part is read ahead, beside the head; no other. Both ask for a trace
+    // stored whole in parts too.
+    assert.deepEqual(srv.asked.sort(), ["/api/traces/abcdefabcdef/parts/g0?split=1", "/api/traces/abcdefabcdef?split=1"]);
     const result = h.session.result!;
     assert.equal(result.code(0, "k0"), null, "a part is the result's once the panel has asked for it");
 
@@ -58,7 +59,7 @@ test("a big trace goes to the panel as its head; each part when the panel asks, 
     await until(() => h.posted("part").length === 3, 5000, "the parts answered");
     const answers = h.posted("part") as unknown as Array<{ key: string; part: string }>;
     assert.deepEqual(answers.map((a) => [a.key, JSON.parse(a.part).graphs.codegen]), [["g0", [generated(0)]], ["g1", [generated(1)]], ["g1", [generated(1)]]]);
-    assert.equal(srv.asked.filter((u) => u.endsWith("/parts/g1")).length, 1, "each part is read once");
+    assert.equal(srv.asked.filter((u) => u.endsWith("/parts/g1?split=1")).length, 1, "each part is read once");
     assert.equal(result.code(1, "k1")?.source, "// kernel 1", "the editor opens a shown graph's kernels");
 
     // A part of a trace the panel no longer shows is refused, not read.
@@ -84,7 +85,7 @@ test("a trace stored in parts comes back whole", async () => {
   const asked: string[] = [];
   const server = createServer((req, res) => {
     asked.push(req.url ?? "");
-    const part = /\/parts\/g(\d)$/.exec(req.url ?? "");
+    const part = /\/parts\/g(\d)\?split=1$/.exec(req.url ?? "");
     const body = part
       ? { graphs: { capture: [graph(Number(part[1]))], lowering: [lowered(Number(part[1]))] } }
       : head;
@@ -95,8 +96,8 @@ test("a trace stored in parts comes back whole", async () => {
   try {
     const port = (server.address() as AddressInfo).port;
     const trace = await new KernelscopeClient(`http://127.0.0.1:${port}`).trace("abcdefabcdef");
-    assert.deepEqual(asked.sort(), ["/api/traces/abcdefabcdef", "/api/traces/abcdefabcdef/parts/g0",
-      "/api/traces/abcdefabcdef/parts/g1"]);
+    assert.deepEqual(asked.sort(), ["/api/traces/abcdefabcdef", "/api/traces/abcdefabcdef/parts/g0?split=1",
+      "/api/traces/abcdefabcdef/parts/g1?split=1"]);
     assert.deepEqual(trace.events[0].data, graph(0));
     assert.deepEqual((trace.events[1].data as { graphs: unknown[] }).graphs, [graph(0), graph(1)]);
     assert.deepEqual((trace.events[2].data as { graphs: unknown[] }).graphs, [lowered(0), lowered(1)]);

@@ -42,7 +42,10 @@ window.__state = %s;
 window.acquireVsCodeApi = () => ({
   postMessage: (m) => window.__posted.push(JSON.parse(JSON.stringify(m))),
   getState: () => window.__state ?? undefined,
-  setState: (s) => { window.__state = JSON.parse(JSON.stringify(s)); },
+  setState: (s) => {
+    window.__state = JSON.parse(JSON.stringify(s));
+    (window.__saves ??= []).push(s.events.length);
+  },
 });
 """
 
@@ -377,6 +380,33 @@ def test_webview_shows_inductor_as_a_follow_up_running_filled_and_lost(open_pane
     assert again.locator(".status .follow-ups").inner_text() == "inductor did not finish"
     assert page.evaluate("window.__errors") == [] and again.evaluate("window.__errors") == []
     assert page.evaluate("window.__csp") == []
+
+
+def test_webview_saves_a_stream_once_not_per_event(open_panel: Any) -> None:
+    """A streamed compile is saved when it is done (and while it streams, at most every
+    half second), each save adding the new events to the text saved before: a save per
+    event sent the whole trace to the host each time, quadratic in a model's compile. The
+    events are posted in one task, so no put-off save can come between them."""
+    trace: dict[str, Any] = json.loads(FIXTURE.read_text())
+    events = trace["events"]
+    assert events[-1]["stage"] == "done"
+    dispatch = """(ms) => { for (const m of ms) window.dispatchEvent(
+        new MessageEvent("message", { data: m })); }"""
+    page = open_panel()
+    title = {"file": "block.py", "region": "function block"}
+    page.evaluate(dispatch, [{"type": "reset", "title": title},
+                             *({"type": "event", "event": e} for e in events[:5])])
+    assert page.evaluate("window.__saves") == [2]  # the reset's; the events' are put off
+    page.wait_for_function("() => window.__saves.length === 2")  # half a second later
+    assert json.loads(page.evaluate("window.__state.events")) == events[:5]
+    page.evaluate(dispatch, [{"type": "event", "event": e} for e in events[5:]])
+    saves = page.evaluate("window.__saves")
+    assert len(saves) == 3, saves  # `done`'s, at once
+    assert json.loads(page.evaluate("window.__state.events")) == events
+    page.click("button.tab[data-tab=memory]")  # a save with no new event: the same text
+    assert page.evaluate("window.__state.tab") == "memory"
+    assert json.loads(page.evaluate("window.__state.events")) == events
+    assert page.evaluate("window.__errors") == []
 
 
 def test_webview_opens_a_model_trace(open_panel: Any) -> None:

@@ -177,6 +177,8 @@ class Panel {
   private head: Map<number, StageEvent> | null = null;
   /** The saved events' JSON text, while the trace has `count` events. */
   private text: { json: string; count: number } | null = null;
+  /** A save put off while events stream (`saveSoon`). */
+  private saveTimer: ReturnType<typeof setTimeout> | null = null;
 
   constructor(private readonly vscode: VsCodeApi, paneClasses: PaneClass[], saved: WebviewState | undefined) {
     this.state = { trace: new Trace(), index: buildIndex(new Trace()), title: null, tab: saved?.tab,
@@ -242,19 +244,41 @@ class Panel {
 
   /** The state a hidden or restored panel comes back to; a big stored trace as its head. */
   save(): void {
+    if (this.saveTimer !== null) clearTimeout(this.saveTimer);
+    this.saveTimer = null;
     const { title, trace, tab, stored, graphs } = this.state;
     this.vscode.setState({ title, events: this.eventsText(), followUps: trace.followUps, tab,
       ...(stored ? { stored, graphs } : {}) });
   }
 
-  /** The events to save as JSON text, made again only when events came since. */
+  /**
+   * A save while events stream: at most one per SAVE_MS, as each sends the whole trace's
+   * text to the host (one per event was quadratic in a model's compile). `done`, any other
+   * message, and the panel being hidden or closed save at once.
+   */
+  saveSoon(): void {
+    this.saveTimer ??= setTimeout(() => this.save(), SAVE_MS);
+  }
+
+  /** A save put off by `saveSoon`, made now (the panel is being hidden or closed). */
+  flush(): void {
+    if (this.saveTimer !== null) this.save();
+  }
+
+  /** The events to save as JSON text: the events that came since the last save added to
+   * the text saved then (the trace's events are only ever appended). */
   private eventsText(): string {
     const events = this.state.trace.events;
-    if (this.text?.count !== events.length) {
-      const head = this.head;
-      this.text = { json: JSON.stringify(head ? events.map((e) => head.get(e.seq) ?? e) : events), count: events.length };
+    const head = this.head;
+    const json = (list: StageEvent[]) => JSON.stringify(head ? list.map((e) => head.get(e.seq) ?? e) : list);
+    const text = this.text;
+    if (!text || text.count > events.length) {
+      this.text = { json: json(events), count: events.length };
+    } else if (text.count < events.length) {
+      const added = json(events.slice(text.count)).slice(1);
+      this.text = { json: text.count ? `${text.json.slice(0, -1)},${added}` : `[${added}`, count: events.length };
     }
-    return this.text.json;
+    return this.text!.json;
   }
 
   setTitle(title: TraceTitle | null): void {
@@ -443,6 +467,7 @@ class Panel {
         break;
       case "event":
         this.handleAll([m.event], true);
+        if (m.event.stage !== "done") return this.saveSoon();
         break;
       case "trace": {
         const events = traceEvents(m.events);
@@ -498,6 +523,9 @@ class Panel {
   }
 }
 
+/** How long a save waits while events stream (`Panel.saveSoon`). */
+const SAVE_MS = 500;
+
 const sameLines = (a: number[], b: number[]) => a.length === b.length && a.every((x, i) => x === b[i]);
 /** A copy of an event that a part's merge leaves as it was (the merge sets `data` and
  * `data.graphs`). */
@@ -515,6 +543,8 @@ function start(paneClasses: PaneClass[]): void {
   window.addEventListener("message", (e: MessageEvent) => {
     if (isHostToWebview(e.data)) panel.onMessage(e.data);
   });
+  document.addEventListener("visibilitychange", () => panel.flush());
+  window.addEventListener("pagehide", () => panel.flush());
   panel.restore(saved);
   // For tests and debugging in the webview's developer tools.
   (window as unknown as { kernelscope: unknown }).kernelscope =
