@@ -66,9 +66,10 @@ export type HostToWebview =
   | { type: "event"; event: StageEvent }
   /** A stored trace (a permalink, or a panel restored after a reload). A big one comes as
    * its head (docs/server.md, "A model's trace"): `stored` names it, and the webview asks
-   * for each graph's part (`part`) when that graph is shown. The host sends the events as
-   * their JSON text (`Json`). */
-  | { type: "trace"; title: TraceTitle; events: StageEvent[] | Json; stored?: string }
+   * for each graph's part (`part`) when that graph is shown; `parts` are those the host
+   * read ahead (the first graph's), by key, which it need not ask for. The host sends the
+   * events and parts as their JSON text (`Json`). */
+  | { type: "trace"; title: TraceTitle; events: StageEvent[] | Json; stored?: string; parts?: Record<string, Json> }
   /** The answer to a `part` request: the part (as JSON text from the host), or why it could
    * not be read. */
   | { type: "part"; trace: string; key: string; part: TracePart | Json | null; error?: string }
@@ -148,7 +149,8 @@ export function isHostToWebview(m: unknown): m is HostToWebview {
       return isObject(m.event) && typeof m.event.stage === "string";
     case "trace":
       return isObject(m.title) && (Array.isArray(m.events) || typeof m.events === "string") &&
-        (m.stored === undefined || typeof m.stored === "string");
+        (m.stored === undefined || typeof m.stored === "string") &&
+        (m.parts === undefined || (isObject(m.parts) && Object.values(m.parts).every((p) => typeof p === "string")));
     case "part":
       return typeof m.trace === "string" && typeof m.key === "string" &&
         (m.part === null || isObject(m.part) || typeof m.part === "string");

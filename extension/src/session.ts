@@ -248,8 +248,10 @@ export class Session implements vscode.Disposable {
   /**
    * Shows a stored trace (a permalink): its code in a new editor, its events in the panel. A
    * big one (over 1 MiB, stored in parts or not) comes as its head; the panel asks for each
-   * graph's part when it shows that graph (`sendPart`), the first graph's read ahead beside
-   * the head, as the web UI reads a trace stored in parts.
+   * graph's part when it shows that graph (`sendPart`). The first graph's is read beside
+   * the head, as the web UI reads a trace stored in parts, and sent with it: the panel
+   * draws nothing before it has that part, and a round trip through the webview's frames
+   * costs 0.1-0.5 s on a loaded host.
    */
   async openTrace(client: KernelscopeClient, id: string): Promise<void> {
     const first = client.part(id, "g0"); // a small trace has none: 404, ignored
@@ -269,8 +271,10 @@ export class Session implements vscode.Disposable {
       result.stored = trace.id;
       result.readAhead("g0", first);
     }
+    const message = this.traceMessage(result); // the head, before the result merges a part
     this.setResult(result);
-    KernelscopePanel.createOrShow(this.context.extensionUri).post(this.traceMessage(result));
+    const parts = trace.parts?.g0 === undefined ? undefined : await this.firstPart(result);
+    KernelscopePanel.createOrShow(this.context.extensionUri).post(parts ? { ...message, parts } : message);
     this.status.finished(result.ok !== false, result.summary());
     this.client = client;
     this.follow(client, result);
@@ -279,6 +283,18 @@ export class Session implements vscode.Disposable {
 
   private traceMessage(result: CompileResult): Extract<HostToWebview, { type: "trace" }> {
     return { type: "trace", title: result.title, events: JSON.stringify(result.panelEvents()), ...(result.stored ? { stored: result.stored } : {}) };
+  }
+
+  /** The first graph's part (read ahead) as the trace message carries it, merged into the
+   * result; none when it cannot be read (the panel then asks for it, and is told why). */
+  private async firstPart(result: CompileResult): Promise<Record<string, string> | undefined> {
+    try {
+      const part = await result.part("g0", () => Promise.reject(new Error("not read ahead")));
+      if (this.result === result) this.decorations.show(result);
+      return { g0: JSON.stringify(part) };
+    } catch {
+      return undefined;
+    }
   }
 
   /** A part of the current (big, stored) trace, for the panel; the editor's marks grow with it. */

@@ -46,14 +46,18 @@ test("a big trace goes to the panel as its head; each part when the panel asks, 
     await vscode.commands.executeCommand("kernelscope.openPermalink", `${srv.url}/t/abcdefabcdef`);
     const webview = h.panel().webview;
     webview.send({ type: "ready", restored: false });
-    const [trace] = h.posted("trace") as unknown as Array<{ events: string; stored?: string }>;
+    const [trace] = h.posted("trace") as unknown as Array<{ events: string; stored?: string; parts?: Record<string, string> }>;
     assert.equal(trace.stored, "abcdefabcdef");
     assert.deepEqual(JSON.parse(trace.events), head.events, "the head, as the server sent it, as JSON text");
+    // The first graph's part comes with it (the panel draws nothing before it), as JSON text.
+    assert.deepEqual(Object.keys(trace.parts ?? {}), ["g0"]);
+    assert.deepEqual(JSON.parse(trace.parts!.g0).graphs.codegen, [generated(0)]);
     // The first graph's part is read ahead, beside the head; no other. Both ask for a trace
     // stored whole in parts too.
     assert.deepEqual(srv.asked.sort(), ["/api/traces/abcdefabcdef/parts/g0?split=1", "/api/traces/abcdefabcdef?split=1"]);
     const result = h.session.result!;
-    assert.equal(result.code(0, "k0"), null, "a part is the result's once the panel has asked for it");
+    assert.equal(result.code(0, "k0")?.source, "// kernel 0", "the part sent is the result's");
+    assert.equal(result.code(1, "k1"), null, "a part is the result's once the panel has asked for it");
 
     for (const key of ["g0", "g1", "g1"]) webview.send({ type: "part", trace: "abcdefabcdef", key });
     await until(() => h.posted("part").length === 3, 5000, "the parts answered");

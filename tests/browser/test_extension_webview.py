@@ -277,6 +277,20 @@ def test_webview_opens_a_big_stored_trace_one_graph_at_a_time(open_panel: Any) -
     assert [m["key"] for m in posted(again, "part")] == ["g1"]
     assert page.evaluate("window.__errors") == [] and again.evaluate("window.__errors") == []
 
+    # The host sends the part it read ahead with the head: nothing is asked for at open.
+    fresh = open_panel()
+    post(fresh, {"type": "trace", "title": {"file": "trace t1", "region": "permalink"},
+                 "events": json.dumps(parted.head), "stored": "t1",
+                 "parts": {"g0": parted.parts["g0"]}})
+    fresh.wait_for_selector("[data-pane=code][data-filled=true]")
+    assert _code_graphs(fresh) == {0} and posted(fresh, "part") == []
+    fresh.click(".graph-tabs .gtab[data-graphs='1']")  # one not sent: asked for
+    _answer_part(fresh, parted.parts, "g1")
+    fresh.wait_for_function(
+        "() => document.querySelector('.graph-tabs .gtab.active')?.dataset.graphs === '1'")
+    assert [m["key"] for m in posted(fresh, "part")] == ["g1"]
+    assert fresh.evaluate("window.__errors") == []
+
 
 def test_webview_shows_failures(open_panel: Any) -> None:
     page = open_panel()

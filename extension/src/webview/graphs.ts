@@ -5,7 +5,7 @@
  * webview asks the host for (the `part` messages of protocol.ts) when the graph is shown.
  */
 
-import type { HostToWebview, TracePart, WebviewToHost } from "../protocol";
+import type { HostToWebview, Json, TracePart, WebviewToHost } from "../protocol";
 import { fromJson } from "../protocol";
 import { graphLabels } from "../../../webui/js/trace.js";
 
@@ -15,10 +15,25 @@ type Waiter = { resolve: (part: TracePart) => void; reject: (err: Error) => void
 /** Parts asked of the host, each once while it is on its way. */
 export class PartRequests {
   private waiting = new Map<string, Waiter[]>();
+  /** Parts the host sent with the trace (JSON text), by `trace/key`, until asked for. */
+  private given = new Map<string, Json>();
 
   constructor(private readonly post: (m: WebviewToHost) => void) {}
 
+  /** The parts a `trace` message brought (they replace any a former trace brought). */
+  give(trace: string, parts: Record<string, Json>): void {
+    this.given = new Map(Object.entries(parts).map(([key, text]) => [`${trace}/${key}`, text]));
+  }
+
   ask(trace: string, key: string): Promise<TracePart> {
+    const text = this.given.get(`${trace}/${key}`);
+    this.given.delete(`${trace}/${key}`);
+    if (text !== undefined) {
+      try {
+        const part = fromJson<TracePart>(text);
+        if (part && typeof part === "object") return Promise.resolve(part);
+      } catch { /* not JSON: asked for as if not given */ }
+    }
     return new Promise((resolve, reject) => {
       const id = `${trace}/${key}`;
       const waiters = this.waiting.get(id);

@@ -76,7 +76,7 @@ declare function acquireVsCodeApi(): VsCodeApi;
 type Ctx = ReturnType<typeof makeContext>;
 type DiffMessage = Extract<HostToWebview, { type: "diff" }>;
 /** A `trace` message with its events parsed (`text`: as the JSON text they came in). */
-type TraceMessage = { title: TraceTitle; events: StageEvent[]; stored?: string; text?: string };
+type TraceMessage = { title: TraceTitle; events: StageEvent[]; stored?: string; text?: string; parts?: Record<string, string> };
 
 interface PanelState {
   trace: InstanceType<typeof Trace>;
@@ -340,6 +340,7 @@ class Panel {
     if (m.stored) {
       trace.stored = m.stored;
       this.state.stored = m.stored;
+      this.parts.give(m.stored, m.parts ?? {});
       this.head = new Map(m.events.map((e) => [e.seq, shallow(e)]));
       const first = (m.events.find((e) => e.stage === "capture")?.data as { graphs?: Array<{ id: number }> })?.graphs?.[0];
       this.state.graphs = graphs !== undefined ? graphs : first ? [first.id] : null;
@@ -472,7 +473,7 @@ class Panel {
       case "trace": {
         const events = traceEvents(m.events);
         const text = typeof m.events === "string" ? m.events : undefined;
-        if (events) void this.showTrace({ title: m.title, events, stored: m.stored, text }); // saves itself once drawn
+        if (events) void this.showTrace({ title: m.title, events, stored: m.stored, text, parts: m.parts }); // saves itself once drawn
         return;
       }
       case "part":
