@@ -29,6 +29,9 @@ class Feature(StrEnum):
     # mm / addmm / bmm may run as this backend's GEMM template, with an epilogue fused
     # (ir/template.py), where measurement or the `matmul` option chooses it.
     MATMUL_TEMPLATES = "matmul_templates"
+    # A value several consumers read is recomputed in each below Inductor's limits
+    # (lowering/realize.py): kernels compute an expression to the same bits wherever inlined.
+    INLINE_SHARED = "inline_shared"
 
 
 Features = frozenset[Feature]

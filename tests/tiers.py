@@ -103,6 +103,9 @@ SLOW: dict[str, str] = {
     "core/test_graph_cache.py::test_the_interpreter_path_hits_with_the_same_outputs":
         "the graph cache under the Triton interpreter, in a subprocess (the C++ hits stay)",
     "core/test_dead_kernel.py": "a training graph under the Triton interpreter, in a subprocess",
+    "core/test_realize_rule.py::test_triton_inline_rule_trains_as_eager":
+        "four training cases (GPT-2 and Mixtral's block) under the Triton interpreter, in a "
+        "subprocess (about 90 s; the rule's lowering tests stay)",
     "core/test_triton_offline.py::test_a_cpu_host_shows_a_triton_kernels_ptx_compiled_for_sm_90":
         "a sample compiled to PTX offline through the CLI",
     "core/test_trace_dir.py::test_trace_dir_records_every_compile_with_its_call_site":

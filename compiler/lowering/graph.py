@@ -23,7 +23,7 @@ from torch._library.fake_class_registry import FakeScriptObject
 from kernelscope.compiler.devices import CPU, device_type
 from kernelscope.compiler.events.types import Fallback
 from kernelscope.compiler.features import REFERENCE, Feature, enabled
-from kernelscope.compiler.ir.handlers import OpUseMemo, PrintHandler, call_body, op_uses
+from kernelscope.compiler.ir.handlers import OpUseMemo, op_uses
 from kernelscope.compiler.ir.indexing import contiguous_strides, dense_strides_like
 from kernelscope.compiler.ir.nodes import (
     Buffer,
@@ -50,10 +50,10 @@ from kernelscope.compiler.lowering.common import (
 from kernelscope.compiler.lowering.devices import on_device
 from kernelscope.compiler.lowering.extern_layout import restrided, stride_for
 from kernelscope.compiler.lowering.layout import NO_CONVOLUTIONS, LayoutDecision
+from kernelscope.compiler.lowering.realize import MAX_INLINE_ORIGINS, Body, rule_for, tensor_reader
 from kernelscope.compiler.lowering.registry import find_lowering, load_all
 from kernelscope.compiler.options import CompileOptions
 
-MAX_INLINE_ORIGINS = 24  # realize a value once this many FX nodes are inlined into it
 DEFAULT_OPTIONS = CompileOptions()
 
 
@@ -83,16 +83,11 @@ load_all()
 
 
 class GraphLowering:
-    def __init__(
-        self,
-        gm: torch.fx.GraphModule,
-        example_inputs: Sequence[Any],
-        lines: dict[str, int | None] | None = None,
-        backend: LoweringBackend | None = None,
-        options: CompileOptions = DEFAULT_OPTIONS,
-        layout: LayoutDecision = NO_CONVOLUTIONS,
-        free_outputs: frozenset[int] = frozenset(),
-    ) -> None:
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                 lines: dict[str, int | None] | None = None,
+                 backend: LoweringBackend | None = None, options: CompileOptions = DEFAULT_OPTIONS,
+                 layout: LayoutDecision = NO_CONVOLUTIONS,
+                 free_outputs: frozenset[int] = frozenset()) -> None:
         """`backend`: the graph's target, asked what it can do and which ops it refuses
         (None: the IR alone, for the reference interpreter and tests). `free_outputs`:
         the outputs (by position) that may keep the layout lowering gave them (a training
@@ -109,6 +104,8 @@ class GraphLowering:
         self.online_softmax = options.persistent_rblock \
             if Feature.ONLINE_SOFTMAX in self.features else None
         self.layout = layout  # the whole-graph layout (lowering/layout.py)
+        self.realize_rule = rule_for(options.realize, self.features)  # lowering/realize.py
+        self.inlined: list[str] = []  # shared values the rule left to their consumers
         self.free_outputs = free_outputs if layout.channels_last else frozenset()
         # Pointwise bodies of the nodes the layout stores channels-last -> their strides,
         # used wherever such a value is stored without strides asked for.
@@ -145,6 +142,8 @@ class GraphLowering:
                 outputs = [self._output(o, i in self.free_outputs) for i, o in enumerate(outs)]
             elif node.op == "get_attr":
                 self.env[node] = self._constant(node)
+        if self.inlined:
+            self.notes.append(self.realize_rule.inlined_note(self.inlined))
         return LoweredGraph(self.inputs + [b for b, _ in self.constants], self.buffers, outputs,
                             self.fallbacks, self.device, self.lines, self.notes,
                             [t for _, t in self.constants],
@@ -257,8 +256,15 @@ class GraphLowering:
         users = len(node.users)
         if len(value.origins) > MAX_INLINE_ORIGINS:
             return self.realize(value, f"{len(value.origins)} ops inlined; stored to bound size")
-        if users > 1 and not _is_cheap(value):
-            return self.realize(value, f"used by {users} consumers")
+        if users <= 1:
+            return value
+        body = Body.of(value)
+        why = self.realize_rule.stored_because(users, body, tensor_reader(node))
+        if why is not None:
+            return self.realize(value, why)
+        if not body.cheap():
+            self.inlined.append(f"{node.name} ({users} consumers, {body.reads} reads, "
+                                f"{body.ops} ops)")
         return value
 
     def _output(self, out: Any, free: bool = False) -> Any:
@@ -333,14 +339,8 @@ class GraphLowering:
         meta = out_meta(node)
         return device_type(meta) if isinstance(meta, torch.Tensor) else self.device
 
-    def lazy(
-        self,
-        node: torch.fx.Node,
-        inner_fn: Callable[..., Any],
-        size: Sequence[int],
-        dtype: torch.dtype,
-        inputs: Sequence[Any] = (),
-    ) -> Lazy:
+    def lazy(self, node: torch.fx.Node, inner_fn: Callable[..., Any], size: Sequence[int],
+             dtype: torch.dtype, inputs: Sequence[Any] = ()) -> Lazy:
         body = Pointwise(self._device(node, inputs), dtype, with_origin(inner_fn, node.name),
                          tuple(int(s) for s in size), _origins(node, inputs))
         return Lazy(body)
@@ -370,17 +370,10 @@ class GraphLowering:
         self.buffers.append(buf)
         return Stored(buf, layout)
 
-    def make_reduction(
-        self,
-        node: torch.fx.Node,
-        inner_fn: Callable[..., Any],
-        ranges: Sequence[int],
-        reduction_ranges: Sequence[int],
-        reduction_type: str,
-        dtype: torch.dtype,
-        src_dtype: torch.dtype,
-        inputs: Sequence[Any] = (),
-    ) -> Reduction:
+    def make_reduction(self, node: torch.fx.Node, inner_fn: Callable[..., Any],
+                       ranges: Sequence[int], reduction_ranges: Sequence[int],
+                       reduction_type: str, dtype: torch.dtype, src_dtype: torch.dtype,
+                       inputs: Sequence[Any] = ()) -> Reduction:
         return Reduction(self._device(node, inputs), dtype, with_origin(inner_fn, node.name),
                          tuple(int(r) for r in ranges),
                          tuple(int(r) for r in reduction_ranges),
@@ -529,20 +522,3 @@ def _origins(node: torch.fx.Node, inputs: Sequence[Any]) -> frozenset[str]:
 
 def _same_strides(size: Sequence[int], a: Sequence[int], b: Sequence[int]) -> bool:
     return all(s == 1 or x == y for s, x, y in zip(size, a, b))
-
-
-# A one-element value of at most this many ops is recomputed by each consumer rather than
-# stored (Inductor's realize_opcount_threshold is 30): a scalar that feeds a larger
-# kernel (AdamW's bias corrections, lerp's `abs(weight) >= 0.5`) cannot fuse with it
-# ("different sizes: 1 vs N elements") and took a one-element kernel of its own.
-SCALAR_RECOMPUTE_OPS = 30
-
-
-def _is_cheap(value: Lazy) -> bool:
-    """A value that is one load (or a constant), or a one-element value of a few ops, is
-    re-read or recomputed, never stored."""
-    printer = PrintHandler()
-    call_body(value.node, printer)
-    if len(printer.lines) <= 1:
-        return True
-    return all(r == 1 for r in value.size) and len(printer.lines) <= SCALAR_RECOMPUTE_OPS

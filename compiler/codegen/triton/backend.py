@@ -119,7 +119,8 @@ class TritonBackend(Backend):
 
     target = targets.by_name("triton")
     features = frozenset({Feature.SPLIT_REDUCTIONS, Feature.WRITES_OVER_INPUTS,
-                          Feature.ONLINE_SOFTMAX, Feature.MATMUL_TEMPLATES})
+                          Feature.ONLINE_SOFTMAX, Feature.MATMUL_TEMPLATES,
+                          Feature.INLINE_SHARED})
 
     def after_import(self, module: ModuleType, kernels: list[str]) -> None:
         if not self.emulated:  # the interpreter keeps the JIT path, which it implements
