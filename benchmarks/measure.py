@@ -180,6 +180,8 @@ def columns(settings: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
         if settings.get("reduce_overhead"):  # against Kernelscope's cuda_graphs
             cols.append(("inductor_ro", {"backend": "inductor", "mode": "reduce-overhead"}))
     cols.append(("kernelscope", {"backend": kernelscope(settings.get("ks_options"))}))
+    if settings.get("ks_options_b") is not None:  # --ks-options-b: an A/B in one process
+        cols.append(("kernelscope_b", {"backend": kernelscope(settings["ks_options_b"])}))
     if settings.get("reduce_overhead"):
         graphed = {**(settings.get("ks_options") or {}), "cuda_graphs": True}
         cols.append(("kernelscope_cg", {"backend": kernelscope(graphed)}))

@@ -198,9 +198,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--host", action="store_true",
                     help="training steps: also the host's CPU ops per call by self time, "
                     "and its Python functions by own time (cProfile)")
+    ap.add_argument("--ks-options", default="{}", help="Kernelscope compile options (JSON)")
+    ap.add_argument("--ks-options-b", default="",
+                    help="a second Kernelscope column (kernelscope_b) with these options")
     args = ap.parse_args(argv)
     settings = {"device": args.device, "size": args.size, "inductor": args.inductor,
-                "top": args.top, "host": args.host}
+                "top": args.top, "host": args.host, "ks_options": json.loads(args.ks_options),
+                "ks_options_b": json.loads(args.ks_options_b) if args.ks_options_b else None}
     gpu = torch.cuda.get_device_name() if args.device.startswith("cuda") else "none"
     result: dict[str, Any] = {"gpu": gpu, "torch": torch.__version__, "items": {}}
     todo: list[tuple[str, Callable[[], tuple[Any, tuple[Any, ...]]]]] = []

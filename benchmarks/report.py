@@ -53,7 +53,7 @@ def _cell_error(cell: dict[str, Any] | None, model: bool = False) -> str | None:
 
 
 # Columns whose check goes into the row's check text (what they compute is the same step).
-CHECKED = ("kernelscope", "inductor", "kernelscope_cg", "inductor_ro")
+CHECKED = ("kernelscope", "inductor", "kernelscope_cg", "inductor_ro", "kernelscope_b")
 
 
 def _is_model(row: dict[str, Any]) -> bool:
@@ -85,8 +85,9 @@ def check_text(row: dict[str, Any]) -> str:
 def is_ok(row: dict[str, Any]) -> bool:
     if str(row.get("item", "")).startswith("stages:"):  # compile times only: no check
         return "failed" not in row
+    ours = ["kernelscope"] + (["kernelscope_b"] if "kernelscope_b" in row else [])
     return "failed" not in row and (
-        "skipped" in row or _cell_error(row.get("kernelscope"), _is_model(row)) is None)
+        "skipped" in row or all(_cell_error(row.get(k), _is_model(row)) is None for k in ours))
 
 
 def _kernels(row: dict[str, Any]) -> str:
@@ -165,8 +166,10 @@ def _graphs_text(cell: dict[str, Any] | None) -> str:
 
 def train_table(rows: list[dict[str, Any]]) -> str:
     graphs = any("inductor_ro" in r or "kernelscope_cg" in r for r in rows)
+    b = any("kernelscope_b" in r for r in rows)  # --ks-options-b
     head = ("| model | input | eager ms | Inductor ms | Kernelscope ms | KS / Inductor "
             "| KS speedup over eager | "
+            + ("KS (options B) ms | KS B / Inductor | " if b else "")
             + ("Inductor reduce-overhead ms | KS CUDA graphs ms | KS graphs / Inductor "
                "reduce-overhead | KS CUDA graphs | " if graphs else "")
             + "cold compile s ind/ks | gradients vs eager |")
@@ -181,6 +184,9 @@ def train_table(rows: list[dict[str, Any]]) -> str:
             graph_ratios.append(cg / ro)
         cells = [row.get("what", row["case"]), row.get("shapes", ""), fmt_ms(eager),
                  fmt_ms(ind), fmt_ms(ks), _ratio(ks, ind), _ratio(eager, ks)]
+        if b:
+            kb = _ms(row.get("kernelscope_b"))
+            cells += [fmt_ms(kb), _ratio(kb, ind)]
         if graphs:
             cells += [fmt_ms(ro), fmt_ms(cg), _ratio(cg, ro),
                       _graphs_text(row.get("kernelscope_cg"))]

@@ -55,7 +55,8 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
     return {"device": args.device, "size": args.size, "warmup": args.warmup, "rep": args.rep,
             "inductor": args.inductor, "max_autotune": args.max_autotune,
             "reduce_overhead": args.reduce_overhead, "rounds": args.rounds,
-            "ks_options": json.loads(args.ks_options)}
+            "ks_options": json.loads(args.ks_options),
+            "ks_options_b": json.loads(args.ks_options_b) if args.ks_options_b else None}
 
 
 def items(args: argparse.Namespace) -> list[str]:
@@ -178,6 +179,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ks-options", default="{}",
                    help='Kernelscope compile options as JSON, e.g. \'{"conv_layout": '
                         '"contiguous"}\' (an A/B against the defaults)')
+    p.add_argument("--ks-options-b", default="",
+                   help="a second Kernelscope column (kernelscope_b) with these options, "
+                        "e.g. '{\"realize\": \"shared\"}': an A/B in one process")
     p.add_argument("--warmup", type=int, default=25, help="ms of warmup per timing")
     p.add_argument("--rep", type=int, default=100, help="ms of timed calls per timing")
     p.add_argument("--jobs", type=int, default=1, help="items compiling at once")

@@ -67,6 +67,22 @@ def test_kernelscope_options_reach_the_compile(tmp_path: Path) -> None:
     assert "error" in row["kernelscope"] and "ms" not in row["kernelscope"]
 
 
+def test_ks_options_b_is_a_second_kernelscope_column(tmp_path: Path) -> None:
+    """`--ks-options-b`: the case compiled again with a second option set in the same run
+    (column kernelscope_b), checked like the first; an unknown realize rule fails that
+    column only, so the options are what compiled it."""
+    out = tmp_path / "bench.json"
+    common = ["--device", "cpu", "--size", "smoke", "--only", "suite", "--cases",
+              "layernorm_backward", "--no-inductor", "--no-isolate", "--warmup", "1", "--rep",
+              "2", "--out", "-", "--json", str(out), "--ks-options", '{"realize": "inline-cheap"}']
+    assert main([*common, "--ks-options-b", '{"realize": "shared"}']) == 0
+    row = json.loads(out.read_text())["rows"][0]
+    assert "ms" in row["kernelscope"] and "ms" in row["kernelscope_b"], row
+    assert main([*common, "--ks-options-b", '{"realize": "always"}']) == 1
+    row = json.loads(out.read_text())["rows"][0]
+    assert "ms" in row["kernelscope"] and "error" in row["kernelscope_b"], row
+
+
 def test_stage_times_probe_reports_every_stage() -> None:
     """`--only stages`: an item per sample, run as the runner runs it (a process of its
     own, so the first compile is cold), with cold and warm ms for each stage."""

@@ -3,9 +3,10 @@ a layer norm's backward, the tiny GPT-2 training step of the benchmarks, and a m
 experts' router and block, each compiled and compared with eager (outputs and every
 gradient, float32), plus what the lowering events say the rule did.
 
-`python realize_cases.py BACKEND [RULE]` prints one `name result` line per case (RULE:
-the `realize` option, default "auto"): test_realize_rule.py runs it under the Triton
-interpreter, where TRITON_INTERPRET must be set before Triton is imported. A result is
+`python realize_cases.py BACKEND [RULE [DEVICE]]` prints one `name result` line per case
+(RULE: the `realize` option, default "auto"; DEVICE: cpu, or cuda on the GPU host):
+test_realize_rule.py runs it under the Triton interpreter, where TRITON_INTERPRET must be
+set before Triton is imported. A result is
 "ok inlined=N stored=M": N shared values recomputed by their consumers (the lowering
 notes), M stored for having several consumers.
 """
@@ -30,7 +31,7 @@ TOL = 2e-5  # float32 against eager, relative to each tensor's largest value
 Step = Callable[[torch.nn.Module], list[torch.Tensor]]
 
 
-def _layer_norm() -> tuple[torch.nn.Module, Step]:
+def _layer_norm(device: str) -> tuple[torch.nn.Module, Step]:
     model = torch.nn.LayerNorm(64)
     torch.nn.init.normal_(model.weight)
     torch.nn.init.normal_(model.bias)
@@ -44,10 +45,10 @@ def _layer_norm() -> tuple[torch.nn.Module, Step]:
     return model, step
 
 
-def _gpt2() -> tuple[torch.nn.Module, Step]:
+def _gpt2(device: str) -> tuple[torch.nn.Module, Step]:
     from benchmarks.training import by_name
 
-    model, (ids, target), loss_fn = by_name(["gpt2_small"])[0].make("cpu", True)
+    model, (ids, target), loss_fn = by_name(["gpt2_small"])[0].make(device, True)
 
     def step(m: torch.nn.Module) -> list[torch.Tensor]:
         loss = loss_fn(m(ids), target)
@@ -56,7 +57,7 @@ def _gpt2() -> tuple[torch.nn.Module, Step]:
     return model, step
 
 
-def _mixtral() -> tuple[torch.nn.Module, Step]:
+def _mixtral(device: str) -> tuple[torch.nn.Module, Step]:
     import transformers as tf
 
     cfg = tf.MixtralConfig(vocab_size=512, hidden_size=64, intermediate_size=128,
@@ -90,17 +91,17 @@ class _Routers(torch.nn.Module):
         return [w1, i1, w2, i2]
 
 
-def _routers() -> tuple[torch.nn.Module, Step]:
-    x = torch.randn(64, 32)
+def _routers(device: str) -> tuple[torch.nn.Module, Step]:
+    x, scale = torch.randn(64, 32), torch.arange(2.0)
 
     def step(m: torch.nn.Module) -> list[torch.Tensor]:
         w1, i1, w2, i2 = m(x)
-        (w1 * torch.arange(2.0) + w2).sum().backward()
+        (w1 * scale + w2).sum().backward()
         return [w1.detach(), i1, w2.detach(), i2]
     return _Routers(), step
 
 
-CASES: dict[str, Callable[[], tuple[torch.nn.Module, Step]]] = {
+CASES: dict[str, Callable[[str], tuple[torch.nn.Module, Step]]] = {
     "layer_norm_backward": _layer_norm, "gpt2_training_step": _gpt2,
     "moe_routers": _routers, "mixtral_block": _mixtral}
 
@@ -126,9 +127,10 @@ def _rule_counts(directory: Path) -> tuple[int, int]:
     return inlined, stored
 
 
-def check(name: str, backend_name: str, rule: str = "auto") -> str:
+def check(name: str, backend_name: str, rule: str = "auto", device: str = "cpu") -> str:
     torch.manual_seed(0)
-    eager, step = CASES[name]()
+    with torch.device(device):  # the model and the step's tensors
+        eager, step = CASES[name](device)
     ours = copy.deepcopy(eager)
     want = step(eager)
     with tempfile.TemporaryDirectory() as tmp:
@@ -147,5 +149,5 @@ def check(name: str, backend_name: str, rule: str = "auto") -> str:
 
 
 if __name__ == "__main__":
-    chosen = sys.argv[2] if len(sys.argv) > 2 else "auto"
-    print_results(CASES, lambda name, be: check(name, be, chosen), sys.argv[1])
+    rule, device = (sys.argv[2:] + ["auto", "cpu"][len(sys.argv) - 2:])[:2]
+    print_results(CASES, lambda name, be: check(name, be, rule, device), sys.argv[1])
