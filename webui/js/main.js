@@ -582,9 +582,12 @@ async function boot() {
   }
   loadCytoscape().catch((err) => console.error("cytoscape failed to load", err));
   await editor.load();
-  // Every tab's module, now that the page has opened: a tab's first show need not wait.
-  for (const pane of tabPanes) pane.prefetch().catch(() => {});
   document.body.dataset.ready = "true";
+  // Every tab's module once the page is idle (the shown tab drawn): a first show need not
+  // wait for the network.
+  const prefetch = () => tabPanes.forEach((pane) => pane.prefetch().catch(() => {}));
+  if (typeof requestIdleCallback === "function") requestIdleCallback(prefetch, { timeout: 3000 });
+  else setTimeout(prefetch, 1000);
 }
 
 window.kernelscope = { state, bus, editor, get panes() { return panes(); }, libInfo, compile,

@@ -32,6 +32,10 @@ const LOWER_STAGES = [
 const EAGER_LINES = 200;
 const LINE_PX = 19.375;
 const NEAR = "800px 0px";
+// Each section is skipped by style and layout while off screen (`content-visibility: auto`,
+// css/code.css), as tall as this estimate until it has been drawn once: a model's 400
+// sections made one layout of 100-280 ms (CDP trace, load 7-22) in the frame after the open.
+const HEAD_PX = 57; // a kernel's head (its meta wraps at the usual pane width), border and bar
 
 export class CodePane extends Pane {
   id = "code";
@@ -47,6 +51,7 @@ export class CodePane extends Pane {
     this.el.addEventListener("keydown", (e) => this.key(e));
     this.lines = new Map();   // "gid:kernel:line" / "gid:wrapper:line" -> element
     this.headers = new Map(); // "gid:kernel" -> header element
+    this.sections = new Map(); // "gid:kernel" -> its section (kernels with code only)
     this.cursor = -1;
     this.reset();
   }
@@ -79,6 +84,7 @@ export class CodePane extends Pane {
   forget() {
     this.lines.clear();
     this.headers.clear();
+    this.sections.clear();
     this.lazy = new Map(); // "gid:kernel" / "gid:wrapper" -> draws that section's code
     this.observer?.disconnect();
     this.observer = null;
@@ -108,6 +114,7 @@ export class CodePane extends Pane {
   drawKernels(trace) {
     this.lines.clear();
     this.headers.clear();
+    this.sections.clear();
     this.stageRows.clear();
     this.lazy.clear();
     this.observer?.disconnect();
@@ -178,9 +185,10 @@ export class CodePane extends Pane {
 
   header(gid, name, kind, extra) {
     const key = `${gid}:${name}`;
+    const perf = h("span.perf");
     const el = h("div.kernel-head", { style: { "--kc": this.ctx.kernelColour(gid, name) } },
-      h("span.swatch"), h("span.kname", name), kind && badge(kind), h("span.meta", extra),
-      h("span.perf"));
+      h("span.swatch"), h("span.kname", name), kind && badge(kind), h("span.meta", extra), perf);
+    el.perf = perf; // badges() writes it for every header, three times in an open
     el.addEventListener("mouseenter", () => this.ctx.hover(fromKernel(this.ctx.index(), gid, name)));
     el.addEventListener("mouseleave", () => this.ctx.unhover());
     el.addEventListener("click", () => this.ctx.pin(fromKernel(this.ctx.index(), gid, name)));
@@ -196,6 +204,7 @@ export class CodePane extends Pane {
     const meta = scheduled ? `lines ${scheduled.lines.join(", ") || "–"}${where}` : "";
     const section = h("section.kernel", { dataset: { kernel: kernel.name, graph: gid } },
       this.header(gid, kernel.name, kernel.target, meta), h("div.stage-bar"));
+    this.sections.set(`${gid}:${kernel.name}`, section);
     return this.withCode(section, `${gid}:${kernel.name}`, kernel.source,
       () => this.kernelBlock(gid, kernel, byLine));
   }
@@ -215,6 +224,7 @@ export class CodePane extends Pane {
     };
     const holder = h("div.code-lazy", { style: { height: `${lines * LINE_PX + 12}px` } });
     section.append(holder);
+    section.style.setProperty("--est", `${HEAD_PX + lines * LINE_PX + 12}px`);
     if (this.budget >= lines || !this.observer) {
       this.budget -= lines;
       place(false);
@@ -300,7 +310,8 @@ export class CodePane extends Pane {
       if (c?.registers !== undefined && c.registers !== null) parts.push(`${c.registers} regs`);
       if (c?.spills) parts.push(`${c.spills} spills`);
       if (p?.ms !== undefined && p.ms !== null) parts.push(`runs ${fmtMs(p.ms)}`);
-      el.querySelector(".perf").textContent = parts.join(" · ");
+      const text = parts.join(" · ");
+      if (el.perf.textContent !== text) el.perf.textContent = text;
     }
   }
 
@@ -313,8 +324,7 @@ export class CodePane extends Pane {
         const key = `${g.id}:${k.name}`;
         this.compiled.set(key, { gid: g.id, kernel: k });
         if (this.lazy.has(key)) continue; // its bar is made when its code is drawn
-        const section = this.el.querySelector(
-          `section.kernel[data-graph="${g.id}"][data-kernel="${CSS.escape(k.name)}"]`);
+        const section = this.sections.get(key);
         if (section) this.stageBar(g.id, k, section);
       }
     }
