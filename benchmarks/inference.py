@@ -32,6 +32,10 @@ import torch
 ROUNDS = 5
 MULTIPLE, FLOOR = 3.0, 1e-5  # tests/models/training_suite.py's rule
 ZOO_DIR = Path(__file__).resolve().parent.parent / "tests" / "models"
+ERROR_CHARS, TRACEBACK_CHARS = 2000, 8000  # what a row keeps of a compile's failure
+# the lines Dynamo appends to a backend's failure (advice, not the cause)
+DYNAMO_ADVICE = ("Set TORCHDYNAMO_VERBOSE", "For even more developer context",
+                 "You can suppress this exception")
 TIMM = ["resnet50", "vit_base_patch16_224", "convnext_tiny", "efficientnet_b0",
         "deit_small_patch16_224", "swin_tiny_patch4_window7_224", "mobilenetv3_large_100",
         "regnety_016"]
@@ -181,12 +185,21 @@ def measure_inference(name: str, settings: dict[str, Any]) -> dict[str, Any]:
                 cell["check"] = judge(out, eager_out, ref)
             calls[label] = _no_grad(compiled, inputs)
         except Exception as e:  # noqa: BLE001 - a failing backend is a cell, not a crash
-            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            cell["error"] = f"{type(e).__name__}: {first}"[:300]
+            cell["error"] = error_text(e)
+            cell["traceback"] = traceback.format_exc()[-TRACEBACK_CHARS:]
             print(f"[infer {label}] {traceback.format_exc()}", file=sys.stderr)
     for label, timed in _rounds(calls, device, settings).items():
         row[label].update(timed)
     return row
+
+
+def error_text(e: BaseException) -> str:
+    """The exception's type and its whole message on one line. Dynamo's
+    BackendCompilerFailed says "backend='...' raised:" on its first line and the cause on
+    the next ones, so every line is kept (the advice lines Dynamo appends are not)."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()
+             and not ln.strip().startswith(DYNAMO_ADVICE)]
+    return f"{type(e).__name__}: {' '.join(lines)}"[:ERROR_CHARS]
 
 
 def _no_grad(fn: Any, inputs: dict[str, Any]) -> Any:

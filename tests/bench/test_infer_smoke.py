@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from benchmarks.inference import by_name, judge
+from benchmarks.inference import by_name, error_text, judge
 from benchmarks.run import main
 
 
@@ -72,3 +72,17 @@ def test_a_wrong_output_fails_the_rule(tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(measure, "kernelscope", wrong)
     rc, row, _ = _run(tmp_path)
     assert rc == 1 and not row["kernelscope"]["check"]["ok"], row
+
+
+def test_a_backend_failure_keeps_its_cause_not_only_dynamos_first_line() -> None:
+    def broken(gm, inputs):  # type: ignore[no-untyped-def]
+        raise RuntimeError("the cause\nits second line")
+
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as info:
+        torch.compile(lambda x: x.sin() + 1, backend=broken)(torch.ones(3))
+    torch._dynamo.reset()
+    text = error_text(info.value)
+    assert text.startswith("BackendCompilerFailed: backend='broken' raised:"), text
+    assert "RuntimeError: the cause its second line" in text, text
+    assert "TORCHDYNAMO_VERBOSE" not in text, text
