@@ -48,6 +48,13 @@ export interface CompileRequest {
 
 async function request<T>(base: string, method: string, path: string, body?: unknown,
   timeoutMs = 30_000, signal?: AbortSignal): Promise<T> {
+  const text = await requestText(base, method, path, body, timeoutMs, signal);
+  try { return (text ? JSON.parse(text) : null) as T; } catch { return null as T; }
+}
+
+/** `request`'s answer as the text the server sent (a 2xx answer's; otherwise an ApiError). */
+async function requestText(base: string, method: string, path: string, body?: unknown,
+  timeoutMs = 30_000, signal?: AbortSignal): Promise<string> {
   let res: Response;
   const signals = [AbortSignal.timeout(timeoutMs), ...(signal ? [signal] : [])];
   try {
@@ -61,15 +68,14 @@ async function request<T>(base: string, method: string, path: string, body?: unk
     throw new ApiError(`cannot reach the Kernelscope server at ${base} (${(err as Error).message})`, 0, "network");
   }
   const text = await res.text();
-  let data: unknown = null;
-  try { data = text ? JSON.parse(text) : null; } catch { data = null; }
   if (!res.ok) {
-    const d = data as { error?: string } | null;
+    let d: { error?: string } | null = null;
+    try { d = text ? JSON.parse(text) : null; } catch { d = null; }
     const message = d?.error ?? (text.slice(0, 300) || res.statusText);
     throw new ApiError(`${message} (HTTP ${res.status})`, res.status,
       res.status === 503 || res.status === 429 ? "busy" : "server");
   }
-  return data as T;
+  return text;
 }
 
 export class KernelscopeClient {
@@ -124,8 +130,13 @@ export class KernelscopeClient {
   }
 
   /** One part of a big stored trace, stored in parts or split when read (`?split=1`). */
-  part(id: string, key: string): Promise<TracePart> {
-    return request<TracePart>(this.base, "GET",
+  async part(id: string, key: string): Promise<TracePart> {
+    return JSON.parse(await this.partText(id, key)) as TracePart;
+  }
+
+  /** `part` as the JSON text the server sent (what the panel is sent, parsed there only). */
+  partText(id: string, key: string): Promise<string> {
+    return requestText(this.base, "GET",
       `/api/traces/${encodeURIComponent(id)}/parts/${encodeURIComponent(key)}?split=1`, undefined, 120_000);
   }
 

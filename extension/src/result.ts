@@ -91,8 +91,8 @@ export class CompileResult {
     });
   }
 
-  /** A part read ahead of its first ask (the first graph's, beside the head). */
-  readAhead(key: string, part: Promise<TracePart>): void {
+  /** A part on its way, so that it is read once (a failed read is read again when asked). */
+  private readAhead(key: string, part: Promise<TracePart>): void {
     part.catch(() => this.parts.delete(key));
     this.parts.set(key, part);
   }

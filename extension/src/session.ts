@@ -254,7 +254,7 @@ export class Session implements vscode.Disposable {
    * costs 0.1-0.5 s on a loaded host.
    */
   async openTrace(client: KernelscopeClient, id: string): Promise<void> {
-    const first = client.part(id, "g0"); // a small trace has none: 404, ignored
+    const first = client.partText(id, "g0"); // a small trace has none: 404, ignored
     first.catch(() => {});
     const trace = await client.head(id, true);
     const doc = await vscode.workspace.openTextDocument({ content: trace.code, language: "python" });
@@ -267,14 +267,13 @@ export class Session implements vscode.Disposable {
     const result = new CompileResult(`r${++this.counter}`, doc.uri.toString(), title);
     result.addAll(trace.events);
     result.setFollowUps(trace.follow_ups ?? {});
-    if (Object.keys(trace.parts ?? {}).length) {
-      result.stored = trace.id;
-      result.readAhead("g0", first);
-    }
+    if (Object.keys(trace.parts ?? {}).length) result.stored = trace.id;
     const message = this.traceMessage(result); // the head, before the result merges a part
     this.setResult(result);
-    const parts = trace.parts?.g0 === undefined ? undefined : await this.firstPart(result);
-    KernelscopePanel.createOrShow(this.context.extensionUri).post(parts ? { ...message, parts } : message);
+    // The part goes to the panel as the server sent it; the host parses and merges it after.
+    const g0 = trace.parts?.g0 === undefined ? undefined : await first.catch(() => undefined);
+    KernelscopePanel.createOrShow(this.context.extensionUri).post(g0 ? { ...message, parts: { g0 } } : message);
+    if (g0) void this.mergeFirst(result, g0);
     this.status.finished(result.ok !== false, result.summary());
     this.client = client;
     this.follow(client, result);
@@ -285,15 +284,14 @@ export class Session implements vscode.Disposable {
     return { type: "trace", title: result.title, events: JSON.stringify(result.panelEvents()), ...(result.stored ? { stored: result.stored } : {}) };
   }
 
-  /** The first graph's part (read ahead) as the trace message carries it, merged into the
-   * result; none when it cannot be read (the panel then asks for it, and is told why). */
-  private async firstPart(result: CompileResult): Promise<Record<string, string> | undefined> {
+  /** The first graph's part, sent to the panel with the head, merged into the result (the
+   * editor's marks and kernel documents); one that is not JSON is read again when asked. */
+  private async mergeFirst(result: CompileResult, text: string): Promise<void> {
     try {
-      const part = await result.part("g0", () => Promise.reject(new Error("not read ahead")));
+      await result.part("g0", async () => JSON.parse(text) as TracePart);
       if (this.result === result) this.decorations.show(result);
-      return { g0: JSON.stringify(part) };
-    } catch {
-      return undefined;
+    } catch (err) {
+      this.log.appendLine(`part g0 of trace ${result.stored}: ${(err as Error).message}`);
     }
   }
 

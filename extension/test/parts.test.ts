@@ -56,7 +56,8 @@ test("a big trace goes to the panel as its head; each part when the panel asks, 
     // stored whole in parts too.
     assert.deepEqual(srv.asked.sort(), ["/api/traces/abcdefabcdef/parts/g0?split=1", "/api/traces/abcdefabcdef?split=1"]);
     const result = h.session.result!;
-    assert.equal(result.code(0, "k0")?.source, "// kernel 0", "the part sent is the result's");
+    await until(() => result.code(0, "k0") !== null, 5000, "the part sent is the result's");
+    assert.equal(result.code(0, "k0")?.source, "// kernel 0");
     assert.equal(result.code(1, "k1"), null, "a part is the result's once the panel has asked for it");
 
     for (const key of ["g0", "g1", "g1"]) webview.send({ type: "part", trace: "abcdefabcdef", key });
