@@ -214,3 +214,31 @@ def test_the_ir_pane_makes_cards_as_read_and_draws_a_selected_one(
     expect(page.locator(f"[data-pane=ir] .ir-card.hl[data-buffer={last}]")).to_have_count(1)
     assert cards.count() == sum(len(g["buffers"]) for g in graphs)  # every graph's, here
     assert page_errors(page) == []
+
+
+def test_the_guards_pane_draws_a_models_guards_as_read(
+        new_page: Callable[[str], Page], stub: LiveServer) -> None:
+    """The GPT-2 step's compiles have 200 guards each: 40 rows of each table at once, a row
+    saying how many are left, and the rest as it is scrolled to."""
+    page = _open(new_page, stub, "gpt2_train")
+    compiles = _events("gpt2_train")["capture"]["compiles"]
+    big = next(i for i, c in enumerate(compiles) if len(c["guards"]) == 200)
+    page.click("#tabs .tab[data-tab=guards]")
+    page.wait_for_selector("[data-pane=guards][data-filled=true]")
+    table = page.locator(".compile-card table.guards").nth(
+        sum(1 for c in compiles[:big] if c.get("guards")))
+    expect(table.locator("tbody > tr:not(.more)")).to_have_count(40)
+    more = table.locator("tr.more")
+    expect(more).to_have_text("160 more guards…")
+    more.scroll_into_view_if_needed()
+    expect(table.locator("tbody > tr:not(.more)")).not_to_have_count(40)
+    rows = table.locator("tbody > tr:not(.more)")
+    for _ in range(20):  # a chunk per scroll to the end
+        if rows.count() == 200:
+            break
+        if more.count():
+            more.scroll_into_view_if_needed()
+        page.wait_for_timeout(150)
+    expect(rows).to_have_count(200)
+    expect(more).to_have_count(0)
+    assert page_errors(page) == []
