@@ -168,13 +168,11 @@ class GraphLowering:
 
     def _constant(self, node: torch.fx.Node) -> Any:
         """A tensor the graph holds (`_tensor_constant0`): one more input of the wrapper,
-        passed by the compiled graph itself after the caller's arguments."""
+        passed by the compiled graph itself after the caller's arguments, on its own device
+        (a CUDA graph's CPU constant is read by CUDA ops through a copy: lowering/devices.py)."""
         value = operator.attrgetter(str(node.target))(self.gm)
         if not isinstance(value, torch.Tensor):
             raise Unsupported(f"graph constant {node.target!r} (get_attr) is not a tensor")
-        if self.inputs and device_type(value) != self.device:
-            raise Unsupported(f"graph constant {node.target!r} is on {value.device}, the "
-                              f"graph on {self.device}")
         layout = Layout(device_type(value), value.dtype, tuple(value.shape),
                         tuple(value.stride()), 0)
         buf = InputBuffer(node.name, layout)
