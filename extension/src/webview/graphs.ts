@@ -28,12 +28,22 @@ export class PartRequests {
   ask(trace: string, key: string): Promise<TracePart> {
     const text = this.given.get(`${trace}/${key}`);
     this.given.delete(`${trace}/${key}`);
-    if (text !== undefined) {
-      try {
-        const part = fromJson<TracePart>(text);
-        if (part && typeof part === "object") return Promise.resolve(part);
-      } catch { /* not JSON: asked for as if not given */ }
-    }
+    // A given part is parsed in a task of its own, as an answer message is: the trace
+    // message's task (the head) and this one (the part, then the panes) stay apart.
+    if (text !== undefined) return new Promise((resolve) => setTimeout(() => resolve(this.parsed(trace, key, text)), 0));
+    return this.asked(trace, key);
+  }
+
+  /** A given part's text parsed; one that is not a part is asked for as if not given. */
+  private parsed(trace: string, key: string, text: Json): TracePart | Promise<TracePart> {
+    try {
+      const part = fromJson<TracePart>(text);
+      if (part && typeof part === "object") return part;
+    } catch { /* asked for below */ }
+    return this.asked(trace, key);
+  }
+
+  private asked(trace: string, key: string): Promise<TracePart> {
     return new Promise((resolve, reject) => {
       const id = `${trace}/${key}`;
       const waiters = this.waiting.get(id);
