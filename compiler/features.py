@@ -30,7 +30,7 @@ class Feature(StrEnum):
     # (ir/template.py), where measurement or the `matmul` option chooses it.
     MATMUL_TEMPLATES = "matmul_templates"
     # A value several consumers read is recomputed in each below Inductor's limits
-    # (lowering/realize.py): kernels compute an expression to the same bits wherever inlined.
+    # (lowering/realize.py), as Inductor does on GPUs (not C++: vector and scalar libm differ).
     INLINE_SHARED = "inline_shared"
 
 

@@ -44,8 +44,8 @@ class CompileOptions:
     cuda_graphs: bool = False  # replay each compiled graph from a CUDA graph (runtime/graphs.py)
     # "auto": where lowering/layout.py's rule says; "channels_last": wherever it can
     conv_layout: str = "auto"  # convolution graphs' layout: auto, channels_last or contiguous
-    # a value several consumers read: "shared" stores it, "inline-cheap" recomputes it
-    realize: str = "auto"  # below Inductor's limits; auto: the backend's (lowering/realize.py)
+    # values several consumers read: stored, or recomputed in each (lowering/realize.py)
+    realize: str = "auto"  # realize rule: auto (the backend's), shared or inline-cheap
     # mm/addmm/bmm on Triton, each value's rule in runtime/autotune.py ("auto": "measure")
     matmul: str = "heuristic"  # matrix products: heuristic, measure, extern or template
     # threads building a graph's Triton kernels ahead of its first launch (0: one per
