@@ -6,10 +6,11 @@ and `parts` (as a trace stored in parts answers), and each part's text, the same
 `split` makes (server/store/parts.py), so a client opens it one graph at a time.
 
 Why on reading and not at storing: a trace between 1 and 4 MiB keeps its id and its row,
-and a reader that wants it whole (the page, the diff) reads it as before. A split costs its
+and a reader that wants it whole (the diff) reads it as before. A split costs its
 decode and the split itself (45-90 ms for the 6-block training step's 3.2 MB at load 6.6
-on this 2-core host; the head read again from the kept split, 5-11 ms), once per process: the result is kept, at most `budget` chars of
-text over every trace kept, the least recently read dropped first. A part's text keeps the
+on this 2-core host; the head read again from the kept split, 5-11 ms), once per process:
+the result is kept, at most `budget` chars of text over every trace kept, the least
+recently read dropped first. A part's text keeps the
 stored key order (not `dumps`'s sorted keys), so the parts merged back into the head give
 the row's events byte for byte. Two readers of one trace at once split it once: the
 split holds the lock, and it never yields (no I/O in it).

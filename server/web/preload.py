@@ -53,10 +53,11 @@ def _closure(root: str, entry: str, _stamp: tuple[tuple[str, int], ...]) -> tupl
 
 
 # What main.js fetches before the explorer can show anything (its top-level `await` of the
-# schema, boot's samples and options), and on a permalink its trace's head and first part
-# (a trace stored whole answers the part with a 404, which the page ignores).
+# schema, boot's samples and options), and on a permalink its trace's head and first part,
+# a big trace stored whole split as it is read (`split=1`, server/store/readsplit.py; a
+# small trace answers the part with a 404, which the page ignores).
 EXPLORER_FETCHES = ("/api/schema", "/api/samples", "/api/options")
-PERMALINK_FETCHES = ("/api/traces/{id}", "/api/traces/{id}/parts/g0")
+PERMALINK_FETCHES = ("/api/traces/{id}?split=1", "/api/traces/{id}/parts/g0?split=1")
 
 
 def page_fetches(trace_id: str | None) -> list[str]:

@@ -385,7 +385,7 @@ def test_figures_say_what_they_measure_and_bars_compare_with_eager(page: Page) -
                                        "repeats": 5, "noisy": False}
             e["data"]["kernelscope_time"] = {"ms": 9 * eager, "p10": 8.5 * eager,
                                              "p90": 9.5 * eager, "repeats": 5, "noisy": False}
-    page.route("**/api/traces/slow", lambda route: route.fulfill(json=stored))
+    page.route("**/api/traces/slow?split=1", lambda route: route.fulfill(json=stored))
     open_explorer(page, "/t/slow")
     wait_done(page)
     show_tab(page, "timings")

@@ -70,13 +70,14 @@ def test_a_permalink_page_preloads_its_trace(make_app: AppFactory) -> None:
     page = client.get(f"/t/{trace_id}").data.decode()
     head = page[:page.index("</head>")]
     fetch = '<link rel="preload" as="fetch" crossorigin="anonymous" href="{}">'
-    for url in (f"/api/traces/{trace_id}", f"/api/traces/{trace_id}/parts/g0", "/api/schema",
-                "/api/samples", "/api/options"):
+    for url in (f"/api/traces/{trace_id}?split=1", f"/api/traces/{trace_id}/parts/g0?split=1",
+                "/api/schema", "/api/samples", "/api/options"):
         assert fetch.format(url) in head, url
     assert '<link rel="modulepreload" href="/webui/js/main.js">' in head
     # The trace first: the browser asks for six files at a time, in the head's order.
     first_module = head.index('rel="modulepreload"')
-    assert head.index(f'href="/api/traces/{trace_id}"') < head.index("/api/schema") < first_module
+    trace = head.index(f'href="/api/traces/{trace_id}?split=1"')
+    assert trace < head.index("/api/schema") < first_module
     explorer = client.get("/").data.decode()
     assert fetch.format("/api/schema") in explorer and "/api/traces/" not in explorer
     for url in ("/t/AAAAAAAAAAAA", f"/diff/{trace_id}/inductor", "/typo"):

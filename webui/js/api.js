@@ -39,10 +39,14 @@ export const getOptions = () => request("GET", "/api/options");
 export const getSchema = () => request("GET", "/api/schema");
 export const cancelJob = (id) => request("POST", `/api/jobs/${encodeURIComponent(id)}/cancel`);
 // A stored trace as its row holds it: whole, or a big trace's head, whose `parts` names
-// the parts getPart fetches (docs/server.md, "A model's trace and TRACE_LIMIT_MB").
-export const getTrace = (id) => request("GET", `/api/traces/${encodeURIComponent(id)}`);
-export const getPart = (id, key) =>
-  request("GET", `/api/traces/${encodeURIComponent(id)}/parts/${encodeURIComponent(key)}`);
+// the parts getPart fetches (docs/server.md, "A model's trace and TRACE_LIMIT_MB"). With
+// `split`, a big trace stored whole answers in parts too (server/store/readsplit.py): the
+// page opens it one graph at a time. A part is asked for with `split=1` always: a stored
+// part is answered as before, a split one only so.
+export const getTrace = (id, { split = false } = {}) =>
+  request("GET", `/api/traces/${encodeURIComponent(id)}${split ? "?split=1" : ""}`);
+export const getPart = (id, key) => request("GET",
+  `/api/traces/${encodeURIComponent(id)}/parts/${encodeURIComponent(key)}?split=1`);
 // The whole trace: its head with every part put back (the diff page reads every graph).
 export async function getWholeTrace(id) {
   const stored = await getTrace(id);

@@ -46,7 +46,7 @@ const TABS = [
 
 // A permalink's trace is asked for at once, beside the schema, samples and options.
 const PERMALINK = location.pathname.match(/^\/t\/([^/]+)\/?$/);
-const fetching = PERMALINK ? getTrace(decodeURIComponent(PERMALINK[1])) : null;
+const fetching = PERMALINK ? getTrace(decodeURIComponent(PERMALINK[1]), { split: true }) : null;
 fetching?.catch(() => {}); // its error is read where it is awaited
 // A big trace's first graph is its part `g0` (docs/server.md, "A model's trace"): asked for
 // beside the head, not after it; a trace stored whole has none (404, ignored).
@@ -412,7 +412,7 @@ async function openPermalink(id, fetched = null) {
   reset();
   let trace;
   try {
-    trace = await (fetched ?? getTrace(id));
+    trace = await (fetched ?? getTrace(id, { split: true }));
   } catch (err) {
     if (err.status === 404) return notFound(`No stored trace has the id “${id}”.`);
     banner.show({ kind: err.kind ?? "client", message: err.message });
