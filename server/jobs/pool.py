@@ -36,7 +36,7 @@ from typing import IO, Any
 
 from kernelscope.compiler.codegen import targets
 from kernelscope.compiler.devices import CPU
-from kernelscope.server.jobs.warm import READY, autogroup_nice
+from kernelscope.server.jobs.warm import READY
 from kernelscope.server.sandbox.cgroups import JobCgroup
 from kernelscope.server.sandbox.launch import INNER_SCRATCH, event_channel, make_launch
 from kernelscope.server.sandbox.scratch import JobDir
@@ -394,7 +394,6 @@ def renice_group(pgid: int) -> None:
     the worker does this itself once it reads its job)."""
     if os.geteuid() != 0:
         return
-    autogroup_nice(pgid, 0)  # the worker leads its session (warm.py autogroup_nice)
     for stat in glob.glob("/proc/[0-9]*/stat"):
         try:
             fields = Path(stat).read_text().rsplit(")", 1)[1].split()
@@ -420,6 +419,5 @@ def _niced(preexec: Callable[[], None], host_renices: bool, nice: int = WARM_NIC
             can_return = host_renices
         if can_return:
             os.nice(nice)
-            autogroup_nice("self", nice)  # this new session's: see warm.py autogroup_nice
 
     return apply

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import errno
 import importlib
 import importlib.util
 import io
@@ -27,7 +26,6 @@ import json
 import os
 import sys
 import tempfile
-import time
 import traceback
 
 from kernelscope.compiler.devices import CPU, CUDA
@@ -102,28 +100,6 @@ def full_priority() -> None:
             os.setpriority(os.PRIO_PROCESS, int(tid), 0)
         except (OSError, ValueError):
             pass
-    autogroup_nice("self", 0)
-
-
-def autogroup_nice(pid: int | str, nice: int) -> None:
-    """Nice the scheduler's autogroup of `pid`'s session (`"self"`: this process's).
-
-    With autogrouping on (Linux's default: /proc/sys/kernel/sched_autogroup_enabled) each
-    session is one scheduling entity, and a process's own nice ranks it only inside its
-    session. Every worker has a session of its own, so a warm worker niced to 10 took as
-    much CPU as the running job (both about 30% of a core at load 8): the pool nices the
-    worker's autogroup too, and the job puts it back to 0. Best effort: without the file
-    (no autogroups) there is nothing to do; without CAP_SYS_ADMIN the kernel takes one
-    change a tenth of a second, host-wide (EAGAIN), so a refused change is tried again."""
-    for attempt in range(3):
-        try:
-            with open(f"/proc/{pid}/autogroup", "w", encoding="ascii") as f:
-                f.write(str(nice))
-            return
-        except OSError as e:
-            if e.errno != errno.EAGAIN or attempt == 2:
-                return
-            time.sleep(0.11)
 
 
 def run(events_fd: int, argv: list[str]) -> None:

@@ -305,26 +305,6 @@ warm.warm_up()
     assert warmed["table"] == cold["table"]
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/autogroup") or os.geteuid() != 0,
-                    reason="needs scheduler autogroups and root (the server renices)")
-def test_a_warm_worker_is_niced_as_a_session_and_its_job_is_not() -> None:
-    # With autogroups each session is one scheduling entity: a warm worker niced in a
-    # session of its own took as much CPU as the running job.
-    from kernelscope.server.jobs.pool import _niced, renice_group
-
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"],
-                            start_new_session=True,
-                            preexec_fn=_niced(lambda: None, True, 10))  # noqa: PLW1509
-    try:
-        group = Path(f"/proc/{proc.pid}/autogroup")
-        assert wait_until(lambda: group.read_text().split()[-1] == "10", 5), group.read_text()
-        renice_group(proc.pid)
-        assert group.read_text().split()[-1] == "0"
-    finally:
-        proc.kill()
-        proc.wait()
-
-
 def test_a_cold_job_streams_source_before_its_worker_has_said_anything(
     make_app: AppFactory, tmp_path: Path
 ) -> None:
