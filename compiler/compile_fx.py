@@ -45,6 +45,7 @@ from kernelscope.compiler.ir.opnames import op_name
 from kernelscope.compiler.kernel_numbers import KernelNumbers
 from kernelscope.compiler.lowering import layout
 from kernelscope.compiler.lowering.common import Unsupported
+from kernelscope.compiler.lowering.fold import fold_constants
 from kernelscope.compiler.lowering.graph import GraphLowering
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.runtime import graph_cache, loader
@@ -61,6 +62,7 @@ from kernelscope.compiler.trace.writer import TraceDir
 # -- stages ------------------------------------------------------------------------------
 def lower(work: GraphWork) -> ev.LoweringGraph:
     device = graph_device(work.example_inputs, work.gm)
+    work.notes.extend(fold_constants(work.gm, device))  # done already on the backend's path
     work.backend = backend = choose_backend(work.options.backend, device, work.options)
     decision = layout.decide(work.gm, work.kind, work.options.conv_layout,
                              device in backend.target.channels_last_convs,
@@ -384,6 +386,8 @@ def compile_fx(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
                      free_outputs=free_outputs)
     work.notes.extend(notes)
     work.mutations = dict(mutations or {})
+    # folded before the whole-graph cache's key: an entry names the folded constants
+    work.notes.extend(fold_constants(gm, graph_device(work.example_inputs, gm)))
     cached = _cached(work) if trace is None else None
     if cached is not None:
         return cached
