@@ -10,7 +10,7 @@ the outside, by Playwright's clock (polling every 20 ms, so each figure carries 
 much more):
 
 - `open`: Enter in the permalink box to the panel's code pane filled (the host reads the
-  trace, a big one's head and first graph, and posts it to the webview);
+  trace, one over 1 MiB as its head and first graph, and posts them to the webview);
 - each tab's first show: its click to its pane filled;
 - the longest main-thread task in the panel's webview during the visit (a buffered
   PerformanceObserver for `longtask` in its frame; the first visit's includes the panel's
