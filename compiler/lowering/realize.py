@@ -1,12 +1,15 @@
 """When a value several consumers read is stored: one rule per target, as data, chosen by
 the `realize` option ("auto": the backend's, `Feature.INLINE_SHARED`).
 
-"shared" (C++) stores it unless it is one load or one element of at most 30 ops: C++ may
-compute one expression to other bits in two kernels (vector exp against scalar expf), and
-consumers that must agree (a router's topk and its gathered weights) then do not.
-"inline-cheap" (Triton) is Inductor's GPU rule (ir.py `should_realize_on_reuse`): each
-consumer recomputes it unless it reads over 4 (buffer, index) pairs, has over 30 CSE'd ops,
-or a consumer (through views) reads it as a tensor (an extern call, the graph output)."""
+"shared" (the default on both backends) stores it unless it is one load or one element of at
+most 30 ops: C++ may compute one expression to other bits in two kernels (vector exp
+against scalar expf), and consumers that must agree (a router's topk and its gathered
+weights) then do not. "inline-cheap" (asked for, or a backend with that feature) is
+Inductor's GPU rule (ir.py `should_realize_on_reuse`): each consumer recomputes it unless it
+reads over 4 (buffer, index) pairs, has over 30 CSE'd ops, or a consumer (through views)
+reads it as a tensor (an extern call, the graph output). It stores less but was slower on
+the GPU for the GPT-2 step it was made for (recomputed bodies in reduction kernels), so no
+backend takes it by default."""
 
 from __future__ import annotations
 
