@@ -7,6 +7,7 @@
 
 import { lineColour } from "./provenance.js";
 import { BIDI, BIDI_NAMES } from "./bidi.js";
+import { nextTask } from "./dom.js";
 
 /** @typedef {typeof import("../vendor/codemirror.js")} CodeMirror */
 
@@ -110,9 +111,13 @@ export class Editor {
   }
 
   // Loads CodeMirror (once) and makes the view, with the text, marks and read-only flag
-  // set meanwhile.
+  // set meanwhile. The view is made in a task after the module's evaluation: the two made
+  // one long task.
   load() {
-    this.ready ??= import("../vendor/codemirror.js").then((cm) => this.build(cm));
+    this.ready ??= import("../vendor/codemirror.js").then(async (cm) => {
+      await nextTask();
+      this.build(cm);
+    });
     return this.ready;
   }
 

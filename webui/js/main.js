@@ -14,7 +14,7 @@ import { Trace, graphView, graphLabels, loadStages, inductorOf, followUpsPending
 /** @typedef {import("../types/events").StageEvent} StageEvent */
 import { SelectionBus, buildIndex, fromSourceLine, isEmpty } from "./provenance.js";
 import { makeTabs, makeSplitter, makeMaximise, toast, initTheme, notFound } from "./layout.js";
-import { nextTask } from "./dom.js";
+import { nextTask, afterFrame } from "./dom.js";
 import { OptionControls, fillChoices, fingerprint, unchangedNotes } from "./options.js";
 import { StatusStrip } from "./panes/status.js";
 import { ErrorBanner } from "./panes/errors.js";
@@ -429,6 +429,10 @@ async function openPermalink(id, fetched = null) {
   await openFirstGraph(id, trace, fetched ? firstPart : null);
   await nextTask();
   handleAll(trace.events ?? [], false);
+  // CodeMirror after the code pane has painted: preloaded, its import would end at once, and
+  // its evaluation and first text (the GPT-2 step's 465 ms task at load 15) came before the
+  // frame that shows the code.
+  await afterFrame();
   editor.load();
   const source = state.trace.data("source");
   if (source) setOptions({ device: source.device, backend: source.backend, ...source.options });
