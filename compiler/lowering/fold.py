@@ -82,7 +82,8 @@ def _move(gm: torch.fx.GraphModule, node: torch.fx.Node, device: str) -> str | N
         return None  # a CUDA graph traced on a host without one (it is never run here)
     if any(result_device(u.meta.get("val")) != device for u in node.users):
         return None
-    setattr(gm, str(node.target), value.to(device))
+    with unset_fake_temporarily():  # a real copy, also where a fake mode is active
+        setattr(gm, str(node.target), value.to(device))
     return (f"{node.name}: graph constant moved from {value.device} to {device} once, at "
             f"compile time: every op that reads it computes on {device}")
 
