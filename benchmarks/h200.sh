@@ -3,7 +3,7 @@
 # Markdown under OUT as it finishes (a call cut short keeps what it measured).
 #
 #   OUT=/tmp/out bash benchmarks/h200.sh [parts...]
-#   parts: all suite models overhead train trainprof latency pool gemm cpu
+#   parts: all suite models overhead train trainprof latency gemm cpu
 #   (all: the three GPU parts in one run, their compiles overlapping under --jobs)
 #
 # Environment: JOBS (items compiling at once, default 4), ITEM_TIMEOUT (s, default 240),
@@ -44,11 +44,6 @@ for part in ${parts[*]}; do
              python scripts/latency.py --runs 3 --sample "$sample" --device cuda \
                --backend triton --pool 1 --options "${KS_OPTIONS:-{\}}" \
                >> "$OUT/latency.txt" 2>&1
-           done ;;
-    # A new sample's compile stage with the Triton builds in processes against threads
-    pool) for mode in thread process; do
-             python scripts/compile_pool.py --sample "${SAMPLE:-transformer_block}" \
-               --device cuda --mode "$mode" --workers 4 >> "$OUT/pool.txt" 2>&1
            done ;;
     # The GEMM template: the matrix-product cases and models with the extern call only,
     # with the template forced everywhere (its values on the GPU: the check column), and

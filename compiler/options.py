@@ -49,9 +49,7 @@ class CompileOptions:
     # mm/addmm/bmm on Triton, each value's rule in runtime/autotune.py ("auto": "measure")
     matmul: str = "heuristic"  # matrix products: heuristic, measure, extern or template
     # threads building a graph's Triton kernels ahead of its first launch (0: one per
-    # CPU core, at most 16); set to 2 or more, as many spawned processes (at most 4)
-    # compile them first (codegen/triton/procpool.py: off by default until a GPU has
-    # measured it); 1 builds them one after another, in process
+    # CPU core, at most 16); 1 builds them one after another
     compile_workers: int = 0  # threads that build a graph's GPU kernels in parallel
     cache_dir: str | None = None  # on-disk compile cache; None: ~/.cache/kernelscope
     trace_dir: str | None = None  # write each compile's trace here (kernelscope open DIR)
@@ -75,12 +73,6 @@ class CompileOptions:
         """Threads that build or report a graph's kernels in parallel: compile_workers,
         where 0 means one per CPU core, at most 16."""
         return max(1, self.compile_workers or min(16, os.cpu_count() or 1))
-
-    def compile_processes(self) -> int:
-        """Processes of the compile pool (codegen/triton/procpool.py): workers(), at most
-        4: each holds about 340 MB (torch and Triton imported) and a server job's memory
-        limit is 4 GiB, which its own process shares."""
-        return min(self.workers(), 4)
 
     def to_json(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)

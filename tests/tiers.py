@@ -164,7 +164,6 @@ SLOW: dict[str, str] = {
         "a sandboxed job through the real compiler that forges events",
     # Pools of fresh interpreters, and the Triton interpreter's batch fixtures (6-11 s each
     # to start): the C++ cases of the same modules stay.
-    "core/test_triton_procpool.py": "the opt-in process compile pool, processes started per test",
     "core/test_lse_steps.py::test_many_rows_take_the_default_step_and_match_eager":
         "logsumexp's default step under the Triton interpreter",
     "core/test_column_reductions.py::test_triton_interpreter_matches_eager":

@@ -156,12 +156,6 @@ class Backend:
         """Build ahead, in parallel, what the first launch would; what was built ({}: none)."""
         return {}
 
-    def pool_build(self, items: list[tuple[ModuleType, list[GeneratedKernel],
-                                           dict[str, torch.dtype]]]) -> dict[str, Any]:
-        """Compile several modules' kernels in worker processes into the cache their first
-        launch reads; what was built and what fell back ({}: none)."""
-        return {}
-
     def kernel_report(self, module: ModuleType, kernel: str) -> dict[str, Any]:
         """What the build knows of one kernel after its first launch (the `compile` event's
         `registers`, `spills`, `shared_bytes`, `ir`, `line_maps`; {} where nothing is)."""

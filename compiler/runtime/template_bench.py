@@ -66,16 +66,12 @@ def _precompile(bufs: list[MatmulTemplate], backend: Backend, workers: int
                 continue
             modules[(buf.name, config.name)] = (kernel, module)
             jobs.append((module, kernel, dtypes))
-    # Triton's compile holds the GIL: the worker processes build first, then each
-    # candidate's own build on the threads below reads their cache.
-    processes = backend.pool_build([(m, [k], d) for m, k, d in jobs])
     workers = max(1, workers or backend.options.workers())
     with ThreadPoolExecutor(max_workers=workers) as pool:
         results = list(pool.map(lambda j: backend.prebuild(j[0], [j[1]], j[2], 1), jobs))
     errors = {k: v for r in results for k, v in r.get("errors", {}).items()}
     return modules, {"candidates": len(jobs), "workers": workers, "errors": errors,
-                     "ms": round((time.perf_counter() - start) * 1000, 3),
-                     **({"pool": processes} if processes else {})}
+                     "ms": round((time.perf_counter() - start) * 1000, 3)}
 
 
 def measure(buf: MatmulTemplate, backend: Backend, modules: Modules | None = None

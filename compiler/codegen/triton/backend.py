@@ -25,12 +25,9 @@ from kernelscope.compiler.codegen.triton.cache import graph_triton_cache
 from kernelscope.compiler.codegen.triton.combo import generate_triton_combo
 from kernelscope.compiler.codegen.triton.kernel import INTERPRET_OPS, OPS, generate_triton
 from kernelscope.compiler.codegen.triton.offline import (
-    capability,
-    offline_cache_dir,
     offline_reports,
 )
 from kernelscope.compiler.codegen.triton.pool import PoolKernel, prebuild
-from kernelscope.compiler.codegen.triton.procpool import POOLS, CompileJob, fresh_cache
 from kernelscope.compiler.codegen.triton.report import compiled_report
 from kernelscope.compiler.codegen.triton.template import (
     configs_for,
@@ -175,68 +172,14 @@ class TritonBackend(Backend):
 
     def prebuild(self, module: ModuleType, kernels: list[GeneratedKernel],
                  dtypes: dict[str, torch.dtype], workers: int) -> dict[str, Any]:
-        # The process pool first (unless one build in process was asked for), only for an
-        # empty cache: a wrapper built before is all hits.
-        pool = {}
-        if (workers != 1 and kernels and self._pool_capability() is not None
-                and fresh_cache(self._pool_cache_dir(module))):
-            pool = self.pool_build([(module, kernels, dtypes)])
         if self.emulated:  # the interpreter builds nothing
-            return {"pool": pool} if pool else {}
+            return {}
         launches = [PoolKernel(k.name, [("ptr", dtypes[a]) for a in k.args]
                                + [("int", n) for n in k.config.get("numels", [])],
                                tuple(k.config["grid"]),
                                {m: v for m, v in k.config.items() if m not in ("grid", "numels")})
                     for k in kernels]
-        out = prebuild(module, launches, workers or self.options.workers())
-        return {**out, "pool": pool} if pool else out
-
-    def pool_build(self, items: list[tuple[ModuleType, list[GeneratedKernel],
-                                           dict[str, torch.dtype]]]) -> dict[str, Any]:
-        workers = self.options.compile_processes()
-        cap = self._pool_capability()
-        if workers < 2 or cap is None:
-            return {}
-        jobs: list[CompileJob] = []
-        for module, kernels, dtypes in items:
-            seen: set[int] = set()
-            for k in kernels:
-                fn = getattr(module, k.name, None)
-                if fn is None or id(fn) in seen:  # an alias of a kernel is built once
-                    continue
-                seen.add(id(fn))
-                args: list[Any] = [{"dtype": str(dtypes[a]).removeprefix("torch."),
-                                    "address": 0} for a in k.args]  # 16-byte aligned
-                kwargs = {m: v for m, v in k.config.items() if m not in ("grid", "numels")}
-                jobs.append(CompileJob(str(module.__file__), k.name,
-                                       {"args": args + list(k.config.get("numels", [])),
-                                        "kwargs": kwargs},
-                                       cap, self._pool_cache_dir(module)))
-        return POOLS.get(workers).build(jobs) if jobs else {}
-
-    def _pool_capability(self) -> int | None:
-        """The target the pool compiles for: the GPU's, or the interpreter's gpu_target
-        (None: no pool). Opt-in (compile_workers >= 2) until a GPU measures it (docs/perf.md)."""
-        if self.options.compile_workers < 2:
-            return None
-        if self.emulated:
-            target = self.options.gpu_target
-            return capability(target) if target else None
-        from triton.runtime import driver
-
-        try:
-            return int(driver.active.get_current_target().arch)
-        except RuntimeError:  # no GPU driver: the launch's own build says why
-            return None
-
-    def _pool_cache_dir(self, module: ModuleType) -> str:
-        """The Triton cache the module's first build reads (offline's, or the one in effect)."""
-        target = self.options.gpu_target
-        if self.emulated and target:
-            return str(offline_cache_dir(Path(str(module.__file__)), target))
-        from triton import knobs
-
-        return str(knobs.cache.dir)
+        return prebuild(module, launches, workers or self.options.workers())
 
     def wrapper_prelude(self, kernels: list[GeneratedKernel], artifact: Path | None
                         ) -> list[str]:

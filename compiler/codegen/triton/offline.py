@@ -63,8 +63,7 @@ def describe_launch(launch: Launch) -> dict[str, Any]:
 
 
 def offline_cache_dir(wrapper: Path, target: str) -> Path:
-    """Triton's cache for the wrapper's kernels compiled for `target`, one per wrapper (the
-    compile pool fills it first: codegen/triton/procpool.py)."""
+    """Triton's cache for the wrapper's kernels compiled for `target`, one per wrapper."""
     return wrapper.parent / "triton_offline" / target / wrapper.stem
 
 
