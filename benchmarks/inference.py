@@ -23,6 +23,7 @@ import importlib.util
 import sys
 import time
 import traceback
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ import torch
 ROUNDS = 5
 MULTIPLE, FLOOR = 3.0, 1e-5  # tests/models/training_suite.py's rule
 ZOO_DIR = Path(__file__).resolve().parent.parent / "tests" / "models"
+RAN_EAGERLY = "kernelscope: running graph"  # compile_fx's warning for a graph run eagerly
 ERROR_CHARS, TRACEBACK_CHARS = 2000, 8000  # what a row keeps of a compile's failure
 # the lines Dynamo appends to a backend's failure (advice, not the cause)
 DYNAMO_ADVICE = ("Set TORCHDYNAMO_VERBOSE", "For even more developer context",
@@ -177,12 +179,16 @@ def measure_inference(name: str, settings: dict[str, Any]) -> dict[str, Any]:
         try:
             torch._dynamo.reset()
             compiled = torch.compile(model, **kw)
-            with compiling(), torch.no_grad():
+            with compiling(), torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
                 t0 = time.perf_counter()
                 out = compiled(**inputs)
                 sync(device)
                 cell["compile_s"] = round(time.perf_counter() - t0, 2)
                 cell["check"] = judge(out, eager_out, ref)
+            eager = [str(w.message) for w in caught if RAN_EAGERLY in str(w.message)]
+            if eager:  # a graph the backend could not compile ran op by op: timed as such
+                cell["ran_eagerly"] = eager[:5]
             calls[label] = _no_grad(compiled, inputs)
         except Exception as e:  # noqa: BLE001 - a failing backend is a cell, not a crash
             cell["error"] = error_text(e)

@@ -214,6 +214,15 @@ def _err(cell: dict[str, Any] | None) -> str:
     return "—" if err is None else f"{err:.2f}"
 
 
+def _eagerly(cell: dict[str, Any] | None) -> str:
+    """Kernelscope's graphs that ran op by op (a compile it refused), said beside the check."""
+    eager = (cell or {}).get("ran_eagerly") or []
+    if not eager:
+        return ""
+    why = eager[0].split("eagerly: ", 1)[-1][:120].replace("|", "\\|")
+    return f"; **{len(eager)} Kernelscope graph(s) ran eagerly**: {why}"
+
+
 def infer_table(rows: list[dict[str, Any]]) -> str:
     head = ("| model | family | input | eager ms (spread) | Inductor ms | Kernelscope ms "
             "| KS / eager | KS / Inductor | error / bound, ks/ind | compile s ind/ks | check |")
@@ -223,7 +232,7 @@ def infer_table(rows: list[dict[str, Any]]) -> str:
         lines.append("| " + " | ".join([
             row["case"], row.get("what", ""), row.get("shapes", ""), _spread(eager),
             _spread(ind), _spread(ks), _ratio(_ms(ks), _ms(eager)), _ratio(_ms(ks), _ms(ind)),
-            f"{_err(ks)}/{_err(ind)}", _compile(row), check_text(row)]) + " |")
+            f"{_err(ks)}/{_err(ind)}", _compile(row), check_text(row) + _eagerly(ks)]) + " |")
     timed = [r for r in rows if is_ok(r) and _ms(r.get("kernelscope")) and _ms(r.get("eager"))]
     slower = [r["case"] for r in timed if _ms(r["kernelscope"]) > _ms(r["eager"])]  # type: ignore[operator]
     ran = [r for r in rows if "skipped" not in r]

@@ -86,3 +86,22 @@ def test_a_backend_failure_keeps_its_cause_not_only_dynamos_first_line() -> None
     assert text.startswith("BackendCompilerFailed: backend='broken' raised:"), text
     assert "RuntimeError: the cause its second line" in text, text
     assert "TORCHDYNAMO_VERBOSE" not in text, text
+
+
+def test_a_graph_run_eagerly_is_said_in_the_row(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("transformers")
+    import warnings
+
+    import benchmarks.measure as measure
+
+    def refusing(options: object = None) -> object:
+        def backend(gm, inputs):  # type: ignore[no-untyped-def]
+            warnings.warn("kernelscope: running graph 0 eagerly: a reason", stacklevel=2)
+            return gm
+        return backend
+
+    monkeypatch.setattr(measure, "kernelscope", refusing)
+    _, row, md = _run(tmp_path)
+    assert row["kernelscope"]["ran_eagerly"] == ["kernelscope: running graph 0 eagerly: a reason"]
+    assert "1 Kernelscope graph(s) ran eagerly**: a reason" in md
