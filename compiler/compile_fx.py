@@ -291,8 +291,8 @@ def _prebuild(work: GraphWork, compiled: loader.CompiledGraph) -> dict[str, Any]
     assert work.sched is not None
     dtypes = {name: buf.dtype for name, buf in work.sched.buffers.items()}
     with compiled.backend.first_launch(compiled.path, None):
-        return compiled.backend.prebuild(compiled.module, work.kernels, dtypes,
-                                         work.options.compile_workers)
+        return compiled.backend.prebuild(compiled.module, work.kernels_of(compiled.backend),
+                                         dtypes, work.options.compile_workers)
 
 
 def _graph_key(work: GraphWork) -> str | None:

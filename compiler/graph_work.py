@@ -68,6 +68,14 @@ class GraphWork:
                          if n.op == "call_function"}
         self.position = {n.name: i for i, n in enumerate(self.gm.graph.nodes)}
 
+    def kernels_of(self, backend: Backend) -> list[GeneratedKernel]:
+        """The kernels `backend` generated: those whose buffers live on its device (a
+        mixed-device graph's CPU kernels are C++, built with the graph's library)."""
+        assert self.sched is not None
+        buffers = self.sched.buffers
+        return [k for k in self.kernels if all(buffers[a].device == backend.device
+                                               for a in k.args)]
+
     def describe_origins(self, origins: Sequence[str]) -> str:
         """FX nodes in program order, grouped by source line, each line quoted once:
         `mul, add (line 3: y = x * 2 + 1); relu (line 4: ...)`."""

@@ -99,6 +99,20 @@ def test_a_cuda_graph_runs_its_cpu_kernels_in_cpp() -> None:
     assert work.build_source.startswith("#include")  # the C++ kernels' library
 
 
+def test_the_graph_backend_builds_ahead_only_its_own_kernels() -> None:
+    # mpnet on an H100: the Triton backend's prebuild was handed the graph's C++ kernel too,
+    # which has no launch grid (KeyError 'grid'), and the model did not compile at all.
+    work = _cuda_work(_factory_then_copy, torch.empty(4, device=META))
+    assert work.backend is not None and work.sched is not None
+    own = work.kernels_of(work.backend)
+    assert [k.name for k in own] == [k.name for k in work.kernels if k.name.startswith("triton_")]
+    assert len(own) < len(work.kernels)
+    dtypes = {name: buf.dtype for name, buf in work.sched.buffers.items()}
+    assert work.backend.prebuild(None, own, dtypes, 1).get("errors", {}) == {}
+    with pytest.raises(KeyError, match="grid"):  # what the whole list did
+        work.backend.prebuild(None, work.kernels, dtypes, 1)
+
+
 def test_a_cpu_graph_constant_is_copied_not_a_reason_to_run_eagerly() -> None:
     # It raised Unsupported ("graph constant ... is on cpu, the graph on cuda"), and the
     # whole graph ran op by op: DeBERTa-v2 at 1.6x eager's time on an H100.
