@@ -24,8 +24,9 @@ MAX_JOBS_FUNCTION_LINES = 40
 # progress events and the TORCH_TRACE rebuild (24,670). A pass over all of compiler/ with no
 # behaviour change (dead code, one rule in one place, lab notes out of comments) brought it
 # to 24,009 on 2026-12-06; a realize rule and constant folding came, the process compile
-# pool (measured on an H100 not to pay) went: 23,982. What is left to cut is features (the reference interpreter, the
-# TORCH_TRACE reader, the own-run recorder, the profile's rows): docs/architecture.md.
+# pool (measured on an H100 not to pay) went: 23,982. What is left to cut is features (the
+# reference interpreter, the TORCH_TRACE reader, the own-run recorder, the profile's rows):
+# docs/architecture.md.
 MAX_COMPILER_LINES = 24_100
 MAX_ALLOWED = 5
 # The product: what ships and what a reader of the project reads (generated and vendored
