@@ -48,8 +48,10 @@ def wait_panes_filled(page: Page, panes: list[str] = PANES, timeout_s: float = 1
 
 
 def show_tab(page: Page, tab: str) -> None:
+    """Show a tab and wait for its pane: the real one, not the stand-in that imports its
+    module on the first show (webui/js/panes/lazy.js)."""
     page.click(f".tab[data-tab={tab}]")
-    page.wait_for_selector(f"[data-pane={tab}]:not([hidden])")
+    page.wait_for_selector(f"[data-pane={tab}]:not([hidden]):not([data-lazy])")
 
 
 def wait_graph_laid_out(page: Page, timeout_s: float = 30) -> None:

@@ -8,7 +8,8 @@
 // stand-in's place, and every call made meanwhile is replayed to it, in order. `select`
 // alone never starts the import (a hidden tab only keeps the selection for later).
 // `prefetch()` imports the module without building the pane, so a later first show does
-// not wait for the network.
+// not wait for the network. The stand-in's element says `data-lazy="loading"` (tests wait
+// for the real pane).
 
 export class LazyPane {
   /**
@@ -25,6 +26,7 @@ export class LazyPane {
     this.onReady = onReady;
     this.el = document.createElement("div");
     this.el.className = "pane-body";
+    this.el.dataset.lazy = "loading"; // until the real pane's element takes its place
     this.real = null;
     this.calls = [];
     this.building = null;
