@@ -27,7 +27,7 @@ os.environ.setdefault("TRITON_INTERPRET", "1")  # Triton on a CPU host: emulated
 
 import torch  # noqa: E402
 
-RULES = ("shared", "inline-cheap")
+from kernelscope.compiler.lowering.realize import RULES  # noqa: E402
 
 
 def _empty_like_outputs(gm: torch.fx.GraphModule) -> Callable[[list[Any]], list[Any]]:

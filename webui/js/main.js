@@ -49,7 +49,7 @@ const PERMALINK = location.pathname.match(/^\/t\/([^/]+)\/?$/);
 const fetching = PERMALINK ? getTrace(decodeURIComponent(PERMALINK[1]), { split: true }) : null;
 fetching?.catch(() => {}); // its error is read where it is awaited
 // A big trace's first graph is its part `g0` (docs/server.md, "A model's trace"): asked for
-// beside the head, not after it; a trace stored whole has none (404, ignored).
+// beside the head, not after it; a small trace has none (404, ignored).
 const firstPart = PERMALINK
   ? getPart(decodeURIComponent(PERMALINK[1]), "g0").catch(() => null) : null;
 await loadStages(getSchema); // before any pane is built: they lay out one chip per stage
