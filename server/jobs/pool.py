@@ -10,11 +10,14 @@ process is supervised exactly like a cold one (server/jobs/worker.py), and it ex
 job. A process is never given a second job.
 
 The pool keeps `size` workers started (ready or still warming). A background thread starts
-a replacement the moment one is taken, without waiting for the last one to warm up, so
-after a burst of jobs every missing worker warms at once (each warm-up is watched by a
-thread of its own). Warming workers run niced, so starting the next one never slows the
-job that is running; the job itself runs at normal priority. When no worker is there
-(pool empty, size 0, a command the pool cannot pre-start) the job starts cold.
+a replacement once one is taken, without waiting for the last one to warm up, so after a
+burst of jobs every missing worker warms at once (each warm-up is watched by a thread of
+its own). While a taken worker's job runs and another worker is ready for the next job, the
+replacement waits for the job to end: a warm-up beside it took a third of its CPU on a
+2-core host, whatever its nice level (each worker leads a session of its own, and the
+kernel's autogroups rank nice levels only inside a session). Warming workers run niced;
+the job itself runs at normal priority. When no worker is there (pool empty, size 0, a
+command the pool cannot pre-start) the job starts cold.
 """
 
 from __future__ import annotations
@@ -160,6 +163,7 @@ class WarmPool:
         self.handed = 0
         self.cold = 0
         self._groups: set[int] = set()  # process groups started and not given to a job
+        self._running: list[WarmWorker] = []  # taken, front or back half still alive
 
     # -- public -------------------------------------------------------------------------
     @property
@@ -199,6 +203,7 @@ class WarmPool:
             worker.taken = True
             self._groups.discard(worker.proc.pid)
             self.workers.remove(worker)
+            self._running.append(worker)
             self.handed += 1
             self._cond.notify_all()
             return worker
@@ -252,8 +257,9 @@ class WarmPool:
     def _refill_loop(self) -> None:
         while True:
             with self._cond:
-                while not self._closed and len(self.workers) >= self.size:
-                    self._cond.wait(1.0)
+                while not self._closed and (len(self.workers) >= self.size
+                                            or self._defer_locked()):
+                    self._cond.wait(0.2 if self._running else 1.0)
                     self._reap_locked()
                 if self._closed:
                     return
@@ -287,6 +293,14 @@ class WarmPool:
     def _failed(self) -> None:
         with self._cond:
             self._backoff = min(max(1.0, self._backoff * 2), MAX_BACKOFF_S)
+
+    def _defer_locked(self) -> bool:
+        """Whether a replacement waits: while a job runs and another worker is ready for
+        the next one. On a small host a warm-up beside the job takes the job's CPU (each
+        worker leads a session of its own, so its nice level ranks it only there)."""
+        self._running = [w for w in self._running
+                         if any(p.poll() is None for p in _procs(w))]
+        return bool(self._running) and any(w.ready_at is not None for w in self.workers)
 
     def _reap_locked(self) -> None:
         for worker in [w for w in self.workers if w.proc.poll() is not None]:
@@ -387,6 +401,10 @@ class WarmPool:
             with self._cond:
                 self._groups.add(proc.pid)
         return WarmWorker(proc, jobdir, group, view, stderr, events_r)
+
+
+def _procs(worker: WarmWorker) -> list[subprocess.Popen[bytes]]:
+    return [worker.proc] + ([worker.back.proc] if worker.back is not None else [])
 
 
 def renice_group(pgid: int) -> None:

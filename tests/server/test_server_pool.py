@@ -375,6 +375,24 @@ def test_the_pool_warms_its_replacements_at_once(make_app: AppFactory) -> None:
                 w.discard()
 
 
+def test_a_replacement_waits_while_a_job_runs_and_another_worker_is_ready(
+        make_app: AppFactory) -> None:
+    """A replacement warming beside the job took a third of the job's CPU on 2 cores (the
+    4-block GPT done in 3.8-4.8 s against 2.1 s, docs/perf/model-compile-latency.md). While the taken
+    worker lives and another is ready, nothing starts; once it is gone the pool refills."""
+    app = make_app(WARM_POOL=2, MAX_JOBS=2)
+    pool = state(app).jobs.pool
+    assert pool is not None and pool.wait_ready(2, timeout=60)
+    taken = pool.take({"device": "cpu", "backend": "cpp"})
+    assert taken is not None
+    try:
+        time.sleep(1.5)  # the refill loop looks every 0.2 s while a job runs
+        assert pool.spawned == 2 and pool.stats()["ready"] == 1
+    finally:
+        taken.discard()
+    assert wait_until(lambda: pool.spawned == 3, 30)
+
+
 def test_a_job_given_a_warming_worker_hears_so_at_once(make_app: AppFactory) -> None:
     """A job handed a worker still warming up used to wait in silence for its warm-up (10.8 s
     for a third quick compile); now the server's `source` comes at once and a `waiting`
