@@ -172,7 +172,11 @@ class Job:
                 self.finished_at = time.time()
                 self._done = event
             self._cond.notify_all()
-            return event
+        # Under gevent (`kernelscope serve`) every job and stream is a greenlet of one
+        # thread: let the woken streams send the event now, before the publisher's next
+        # work (storing the trace, sharing its kernels) holds the loop for tenths of a second.
+        time.sleep(0)
+        return event
 
     @property
     def finished(self) -> bool:

@@ -4,6 +4,7 @@ and quoting no worker (a front half's words are the snippet's)."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -81,3 +82,36 @@ def test_a_slow_job_streams_the_servers_progress_between_its_stages(
     # Before it stores the trace, the server says so (storing a model's trace takes time).
     assert events[-2]["stage"] == "progress" and events[-2]["origin"] == "server"
     assert events[-2]["data"]["stage"] == "profile" and "stores" in events[-2]["data"]["doing"]
+
+
+# Under gevent, as `kernelscope serve` runs: a stream subscribed to a job, then an event
+# published and the publisher busy (no yield) for 0.3 s, as storing a trace is.
+GEVENT_PUBLISH = """from gevent import monkey
+monkey.patch_all()
+import threading, time
+from kernelscope.server.jobs.manager import Job, JobRequest
+job = Job("j", JobRequest("x = 1\\n", {"device": "cpu"}))
+got = []
+def read():
+    for event in job.subscribe(0, 5.0):
+        if event is not None:
+            got.append((event["stage"], time.perf_counter()))
+threading.Thread(target=read, daemon=True).start()
+time.sleep(0.05)
+published = time.perf_counter()
+job.publish("source", {})
+end = published + 0.3
+while time.perf_counter() < end:
+    pass
+time.sleep(0.05)
+print(got[0][0], round(got[0][1] - published, 3))
+"""
+
+
+def test_under_gevent_a_stream_sends_an_event_before_its_publisher_goes_on() -> None:
+    """The stream got `done` only after the runner had stored the trace and shared its
+    kernels (0.3 s for the 6-block step at load 10): one loop, and no yield between."""
+    out = subprocess.run([sys.executable, "-c", GEVENT_PUBLISH], capture_output=True,
+                         text=True, timeout=120, check=True, cwd=Path(__file__).parents[2])
+    stage, after_s = out.stdout.split()
+    assert stage == "source" and float(after_s) < 0.25, out.stdout
