@@ -32,6 +32,9 @@ class Feature(StrEnum):
     # A value several consumers read is recomputed in each below Inductor's limits
     # (lowering/realize.py), as Inductor does on GPUs (not C++: vector and scalar libm differ).
     INLINE_SHARED = "inline_shared"
+    # Of those, one that reads one element of one buffer in a few ops is recomputed: it
+    # costs its consumers no more bytes than the stored value (lowering/realize.py).
+    RECOMPUTE_ONE_READ = "recompute_one_read"
 
 
 Features = frozenset[Feature]

@@ -45,7 +45,7 @@ class CompileOptions:
     # "auto": where lowering/layout.py's rule says; "channels_last": wherever it can
     conv_layout: str = "auto"  # convolution graphs' layout: auto, channels_last or contiguous
     # values several consumers read: stored, or recomputed in each (lowering/realize.py)
-    realize: str = "auto"  # realize rule: auto (the backend's), shared or inline-cheap
+    realize: str = "auto"  # realize rule: auto (the backend's), shared, one-read or inline-cheap
     # mm/addmm/bmm on Triton, each value's rule in runtime/autotune.py ("auto": "measure")
     matmul: str = "heuristic"  # matrix products: heuristic, measure, extern or template
     # threads building a graph's Triton kernels ahead of its first launch (0: one per

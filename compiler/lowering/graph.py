@@ -256,7 +256,7 @@ class GraphLowering:
             return self.realize(value, f"{len(value.origins)} ops inlined; stored to bound size")
         if users <= 1:
             return value
-        body = Body.of(value)
+        body = Body.of(value, self._dtype_of)
         why = self.realize_rule.stored_because(users, body, tensor_reader(node))
         if why is not None:
             return self.realize(value, why)

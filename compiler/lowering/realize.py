@@ -9,11 +9,16 @@ Inductor's GPU rule (ir.py `should_realize_on_reuse`): each consumer recomputes 
 reads over 4 (buffer, index) pairs, has over 30 CSE'd ops, or a consumer (through views)
 reads it as a tensor (an extern call, the graph output). It stores less but was slower on
 the GPU for the GPT-2 step it was made for (recomputed bodies in reduction kernels), so no
-backend takes it by default."""
+backend takes it by default. "one-read" (Triton's, `Feature.RECOMPUTE_ONE_READ`) stores like
+"shared" but recomputes a value that loads one element of one buffer no wider than itself
+(the rest broadcast: per-row statistics, a weight) in at most 8 ops: a consumer then reads
+no more bytes than the stored value would cost it, and the store is saved (the layer-norm
+backward's x_hat = (x - mean) * rstd and grad * weight)."""
 
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +26,7 @@ import torch
 import torch.fx
 
 from kernelscope.compiler.features import Feature, Features
-from kernelscope.compiler.ir.handlers import PrintHandler, call_body
+from kernelscope.compiler.ir.handlers import PrintHandler, body_vars, call_body, reads_of
 from kernelscope.compiler.ir.nodes import Lazy
 from kernelscope.compiler.ir.opnames import op_short
 from kernelscope.compiler.lowering.misc import ATTENTION, GROUPED_MM
@@ -45,13 +50,27 @@ class Body:
     ops: int
     reads: int  # distinct (buffer, index) loads
     one_element: bool
+    # Loads that read a new element for every element of the value (the others are
+    # broadcast), and whether each is of a buffer no wider than the value's dtype.
+    element_reads: int = 0
+    narrow: bool = False
 
     @classmethod
-    def of(cls, value: Lazy) -> Body:
+    def of(cls, value: Lazy, dtype_of: Callable[[str], torch.dtype] | None = None) -> Body:
         printer = PrintHandler()
         call_body(value.node, printer)
         reads = sum(1 for expr in printer.cache if expr.startswith("load("))
-        return cls(len(printer.lines), reads, all(r == 1 for r in value.size))
+        idx, _ = body_vars(value.node)
+        dims = {v for v, n in zip(idx, value.size) if n != 1}
+        full = {(r.buffer, r.index) for r in reads_of(value.node)
+                if dims <= r.index.free_symbols}
+        size = value.dtype.itemsize
+        try:
+            narrow = dtype_of is not None and all(dtype_of(b).itemsize <= size for b, _ in full)
+        except KeyError:  # a buffer the graph does not know the dtype of: stored
+            narrow = False
+        return cls(len(printer.lines), reads, all(r == 1 for r in value.size), len(full),
+                   narrow)
 
     def cheap(self) -> bool:  # re-read or recomputed under every rule
         return self.ops <= 1 or (self.one_element and self.ops <= SCALAR_RECOMPUTE_OPS)
@@ -63,11 +82,15 @@ class RealizeRule:
     inline_shared: bool  # False: every shared value that is not cheap is stored
     max_reads: int = 0
     max_ops: int = 0
+    one_read_ops: int = 0  # not 0: a value of one narrow element read, at most this many ops
 
     def stored_because(self, users: int, body: Body, tensor_reader: str | None) -> str | None:
         """The buffer's reason for a value `users` consumers read, or None: recomputed."""
         used = f"used by {users} consumers"
         if body.cheap():
+            return None
+        if self.one_read_ops and tensor_reader is None and body.element_reads == 1 \
+                and body.narrow and body.ops <= self.one_read_ops:
             return None
         if not self.inline_shared:
             return used
@@ -80,18 +103,23 @@ class RealizeRule:
         return None
 
     def inlined_note(self, inlined: list[str]) -> str:
+        limits = f"at most {self.max_reads} reads and {self.max_ops} ops" \
+            if self.inline_shared else \
+            f"one element read of one buffer, at most {self.one_read_ops} ops"
         return (f"realize rule {self.name}: {len(inlined)} values read by several consumers "
-                f"are recomputed in each rather than stored (at most {self.max_reads} reads "
-                f"and {self.max_ops} ops, no consumer reading a tensor): {', '.join(inlined)}")
+                f"are recomputed in each rather than stored ({limits}, no consumer reading "
+                f"a tensor): {', '.join(inlined)}")
 
 
 RULES = {r.name: r for r in (RealizeRule("shared", False),
+                             RealizeRule("one-read", False, one_read_ops=8),
                              RealizeRule("inline-cheap", True, max_reads=4, max_ops=30))}
 
 
 def rule_for(requested: str, features: Features) -> RealizeRule:
     if requested == "auto":
-        return RULES["inline-cheap" if Feature.INLINE_SHARED in features else "shared"]
+        return RULES["inline-cheap" if Feature.INLINE_SHARED in features else
+                     "one-read" if Feature.RECOMPUTE_ONE_READ in features else "shared"]
     if requested not in RULES:
         raise ValueError(f"realize must be one of auto, {', '.join(RULES)}, not {requested!r}")
     return RULES[requested]

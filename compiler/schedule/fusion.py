@@ -105,15 +105,25 @@ def _candidates(groups: list[Group], sizes: dict[str, int]
         partners = {id(b): b for name in wa | ra for b in readers.get(name, ())
                     if pos[id(b)] > i}
         for b in partners.values():
-            shared_dep = wa & b.reads()
-            if shared_dep:
-                out.append((a, b, "vertical", 2 * sum(sizes.get(n, 0) for n in shared_dep)))
-                continue
-            shared_in = ra & b.reads()
-            if shared_in:
-                out.append((a, b, "horizontal", sum(sizes.get(n, 0) for n in shared_in)))
+            # Bytes saved: an intermediate neither stored nor loaded, an input loaded once.
+            shared_dep, shared_in = wa & b.reads(), ra & b.reads()
+            saved = 2 * sum(sizes.get(n, 0) for n in shared_dep) + \
+                sum(sizes.get(n, 0) for n in shared_in)
+            if shared_dep or shared_in:
+                out.append((a, b, "vertical" if shared_dep else "horizontal", saved))
+        out.extend((b, c, "siblings", 0) for b, c in _siblings(a, readers, pos))
     out.sort(key=lambda c: (-c[3], c[0].order, c[1].order))
     return out
+
+
+def _siblings(a: Group, readers: dict[str, list[Group]], pos: dict[int, int]
+              ) -> list[tuple[Group, Group]]:
+    """Pairs of reductions of one shape that read only what `a` writes (the second passes
+    of split reductions whose first passes share a kernel): one launch for both."""
+    only = [b for b in {id(b): b for w in a.writes() for b in readers.get(w, ())}.values()
+            if _reduces(b) and b.reads() <= a.writes()]
+    only.sort(key=lambda b: pos[id(b)])
+    return [(b, c) for i, b in enumerate(only) for c in only[i + 1:] if b.shape == c.shape]
 
 
 def can_fuse(a: Group, b: Group, kind: str, consumers: dict[int, list[Group]]
@@ -146,6 +156,8 @@ def can_fuse(a: Group, b: Group, kind: str, consumers: dict[int, list[Group]]
     ok, why = _reduction_reads_ok(a, b)
     if not ok:
         return False, why
+    if kind == "siblings":
+        return True, f"{a.label} and {b.label} reduce only what one kernel writes: one launch"
     if kind == "vertical":
         shared = sorted(a.writes() & b.reads())
         if a.kind is KernelKind.TEMPLATE:

@@ -221,3 +221,56 @@ def test_nhwc_batch_norm_backward_sums_take_column_tiles_at_resnet_shapes(
     stores = re.findall(r"tl\.store\(out_ptr2 \+ \(([^)]*)\)", src)
     assert stores == loads[0], src  # the conv's input gradient: the loads' positions
     assert all("column tiles" in k.source for k in second)
+
+
+def _triton_steps(fn: Callable[..., Any], *args: Any) -> list[Any]:
+    """fn's one graph lowered and scheduled for Triton with the backend's own options (its
+    realize rule), as the compiler does: the schedule's generated kernels."""
+    from torch._functorch.aot_autograd import aot_module_simplified, make_boxed_func
+
+    from kernelscope.compiler.capture.decompositions import decomposition_table
+    from kernelscope.compiler.compile_fx import lower, schedule_stage
+    from kernelscope.compiler.graph_work import GraphWork
+
+    works: list[GraphWork] = []
+
+    def fw(gm: Any, inputs: Any) -> Any:
+        work = GraphWork(0, gm, list(inputs), CompileOptions(backend="triton"))
+        lower(work)
+        schedule_stage(work)
+        works.append(work)
+        return make_boxed_func(gm.forward)
+
+    torch._dynamo.reset()
+    with torch.no_grad():
+        torch.compile(fn, backend=lambda gm, inputs: aot_module_simplified(
+            gm, inputs, fw_compiler=fw, decompositions=decomposition_table()))(*args)
+    (work,) = works
+    assert work.sched is not None
+    return [s for s in work.sched.steps if s.plan is not None]
+
+
+def test_layer_norm_backward_is_three_kernels_as_inductors() -> None:
+    """GPT-2's layer-norm backward (4096 tokens x 768) on Triton: the row kernel computes
+    the input gradient from its row sums (x_hat and grad * weight recomputed, not stored:
+    realize rule one-read); the weight and bias gradients' first passes are one column
+    kernel that recomputes x_hat from x, mean and rstd, their second passes one launch. It
+    was four kernels and stored x_hat (a float32 tensor written once, read again); with
+    x_hat recomputed, the input gradient joined the column kernel, gathering per-row
+    statistics along its column tiles (a vertical pair also sharing the inputs scored only
+    its per-row sums)."""
+    from benchmarks.cases import layernorm_backward
+
+    t, c = 4096, 768
+    x = torch.randn(t, c)
+    mean = x.mean(-1, keepdim=True)
+    rstd = torch.rsqrt(x.var(-1, keepdim=True, unbiased=False) + 1e-5)
+    steps = _triton_steps(layernorm_backward, torch.randn(t, c), x, mean, rstd,
+                          torch.randn(c), torch.randn(c))
+    assert [(s.plan.xnumel, s.plan.rnumel) for s in steps] == [(t, c), (16 * c, t // 16),
+                                                               (c, 16)], steps
+    row, first, second = (s.plan for s in steps)
+    assert len(row.stores) == 1  # the input gradient alone
+    assert len(first.stores) == 2 and len(second.stores) == 2
+    shapes = {tuple(row.buffers[n].layout.size) for n in row.inputs}
+    assert shapes == {(t, c), (t, 1), (c,)}, shapes  # grad, x; mean, rstd; weight

@@ -118,7 +118,8 @@ class TritonBackend(Backend):
     # Not Feature.INLINE_SHARED: on an H100 the GPT-2 small step took 20.7 ms with
     # Inductor's realize rule against 18.7 ms storing shared values (docs/perf/training-steps.md).
     features = frozenset({Feature.SPLIT_REDUCTIONS, Feature.WRITES_OVER_INPUTS,
-                          Feature.ONLINE_SOFTMAX, Feature.MATMUL_TEMPLATES})
+                          Feature.ONLINE_SOFTMAX, Feature.MATMUL_TEMPLATES,
+                          Feature.RECOMPUTE_ONE_READ})
 
     def after_import(self, module: ModuleType, kernels: list[str]) -> None:
         if not self.emulated:  # the interpreter keeps the JIT path, which it implements
