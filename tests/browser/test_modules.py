@@ -12,7 +12,7 @@ import pytest
 from browser_support import LiveServer, page_errors, screenshot
 from playwright.sync_api import Page, expect
 from stub_server import load_fixture
-from ui import open_explorer, show_tab, wait_done
+from ui import hover_steady, open_explorer, show_tab, wait_done
 
 pytestmark = pytest.mark.browser
 
@@ -157,7 +157,7 @@ def test_code_pane_groups_kernels_by_module_and_tells_blocks_apart(
         expect(head.locator(".meta")).to_contain_text(k["module"])
     # Hovering a module heading marks that module's row in the tree.
     show_tab(page, "modules")
-    page.hover(".code-pane .module-group[data-module='blocks.2.attn']")
+    hover_steady(page, ".code-pane .module-group[data-module='blocks.2.attn']")
     expect(page.locator(".module-row[data-module='blocks.2.attn']")).to_have_class(
         "module-row hl")
     screenshot(page, "modules-code-groups-1440x900")

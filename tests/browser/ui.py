@@ -54,6 +54,30 @@ def show_tab(page: Page, tab: str) -> None:
     page.wait_for_selector(f"[data-pane={tab}]:not([hidden]):not([data-lazy])")
 
 
+def hover_steady(page: Page, selector: str) -> None:
+    """Hover an element once it has stopped moving. The code pane lays out an off-screen
+    section only when it nears the viewport (content-visibility), so scrolling one into
+    view can move what is below it for a few frames; a hover aimed before that lands on
+    another heading (a loaded CI run hovered blocks.2.attn.qkv for blocks.2.attn)."""
+    target = page.locator(selector)
+    target.scroll_into_view_if_needed()
+    page.wait_for_function(
+        """sel => new Promise((done) => {
+             let last = null, still = 0;
+             const tick = () => {
+               const r = document.querySelector(sel).getBoundingClientRect();
+               const at = `${r.x},${r.y},${r.width},${r.height}`;
+               still = at === last ? still + 1 : 0;
+               last = at;
+               if (still >= 5) done(true); else requestAnimationFrame(tick);
+             };
+             tick();
+           })""",
+        arg=selector,
+    )
+    target.hover()
+
+
 def wait_graph_laid_out(page: Page, timeout_s: float = 30) -> None:
     """The graph pane has drawn its graphs (their layout runs in a worker)."""
     page.wait_for_function(
