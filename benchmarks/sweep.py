@@ -134,7 +134,17 @@ SHAPE_SWEEPS: list[tuple[str, str, list[dict[str, Any] | None], dict[str, Any]]]
     ("softmax", "persistent_config", [None, _OLD_SHAPE], {}),
     ("cos_sin", "block_config", [None, {"FULL_BLOCK_MASKS": False}], {}),
 ]
-SETS = {"blocks": SWEEPS, "shapes": SHAPE_SWEEPS, "all": SWEEPS + SHAPE_SWEEPS}
+# The training steps' backward kernels: column tiles of the split first passes (a bf16
+# tile of 16 columns reads 32 bytes a row) and the layer-norm backward's row kernel.
+BACKWARD_SWEEPS: list[tuple[str, str, list[dict[str, Any] | None], dict[str, Any]]] = [
+    ("gelu_bias_grad", "column_config", [None, _red(32, 128, 4), _red(32, 128, 8),
+                                         _red(64, 64, 8), _red(8, 512, 8)], {}),
+    ("layernorm_backward", "column_config", [None, _red(32, 128, 4), _red(32, 128, 8),
+                                             _red(64, 64, 8)], {}),
+    ("layernorm_backward", "persistent_config", [None, _pw(1, 4), _pw(1, 8), _pw(4, 8)], {}),
+]
+SETS = {"blocks": SWEEPS, "shapes": SHAPE_SWEEPS, "backward": BACKWARD_SWEEPS,
+        "all": SWEEPS + SHAPE_SWEEPS}
 
 
 def _variant(case: case_table.Case, rule: str, override: dict[str, Any] | None,

@@ -3,9 +3,11 @@
 Pointwise nodes of N elements join a reduction kernel of (X, R) when N is X * R (over its
 input) or X (an epilogue). A node recomputes another's pointwise result, but reads a
 reduction's result from registers, so only at its own output position. Candidate pairs
-share a buffer (vertical: score 2x the bytes saved; horizontal: both read it) and are
-tried best first. A GEMM template takes only pointwise consumers that read the product
-at the element it computes.
+share a buffer (vertical: one writes what the other reads; horizontal: both read it), are
+scored by the bytes saved (twice an intermediate's, once each shared input's) and tried
+best first; reductions of one shape that read only what one kernel writes pair as
+siblings. A GEMM template takes only pointwise consumers that read the product at the
+element it computes.
 """
 
 from __future__ import annotations
