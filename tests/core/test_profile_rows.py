@@ -13,7 +13,7 @@ import pytest
 from kernelscope.compiler.events import types as ev
 from kernelscope.compiler.options import CompileOptions
 from kernelscope.compiler.pipeline import run_pipeline
-from kernelscope.compiler.runtime import rows, stats
+from kernelscope.compiler.runtime import rows, slot, stats
 from kernelscope.compiler.runtime.slot import timing_slot
 
 MLP = """
@@ -202,6 +202,17 @@ def test_timing_slot_takes_the_lock_and_pins(tmp_path: Path,
     with timing_slot(1, cpu=True, wait_s=0.1) as facts:
         assert facts["slot"].startswith("not held")
     os.close(other)
+
+
+def test_the_idlest_cpus_are_looked_for_only_when_there_is_a_choice(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Timing with as many threads as there are CPUs used to wait 0.1 s of every job's
+    profile to read which CPUs were idle, then take them all."""
+    reads: list[dict[int, int]] = []
+    ticks = iter([{0: 5, 1: 9}, {0: 6, 1: 20}])  # CPU 1 idle longer over the window
+    monkeypatch.setattr(slot, "_idle_ticks", lambda: reads.append(next(ticks)) or reads[-1])
+    assert slot.idlest([1, 0], 2) == [0, 1] and reads == []
+    assert slot.idlest([0, 1], 1, window_s=0.0) == [1] and len(reads) == 2
 
 
 def test_the_gpu_variant_runs_each_launch_in_a_profiler_range() -> None:
