@@ -46,6 +46,9 @@ class CompileOptions:
     conv_layout: str = "auto"  # convolution graphs' layout: auto, channels_last or contiguous
     # values several consumers read: stored, or recomputed in each (lowering/realize.py)
     realize: str = "auto"  # realize rule: auto (the backend's), shared, one-read or inline-cheap
+    # float16/bfloat16 results inside a Triton kernel: "round" each op's as eager does,
+    # "fused" only where stored (Inductor's default; fewer conversions, not eager's bits)
+    low_precision: str = "round"  # low-precision intermediates in Triton kernels
     # mm/addmm/bmm on Triton, each value's rule in runtime/autotune.py ("auto": "measure")
     matmul: str = "heuristic"  # matrix products: heuristic, measure, extern or template
     # threads building a graph's Triton kernels ahead of its first launch (0: one per

@@ -155,16 +155,20 @@ class TritonBackend(Backend):
                                {"grid": list(t.grid), **config.to_json()})
 
     def generate(self, plan: KernelPlan, header: list[str]) -> GeneratedKernel:
+        if self.options.low_precision not in ("round", "fused"):
+            raise ValueError("low_precision must be round or fused, not "
+                             f"{self.options.low_precision!r}")
+        fused = self.options.low_precision == "fused"
         if plan.kind is KernelKind.TEMPLATE:
             config = template_node(plan).chosen
             assert config is not None, "a template plan without a chosen config"
             return self.template_kernel(plan, header, config)
         if isinstance(plan, ComboPlan):
             k = generate_triton_combo(plan, header, self.options.persistent_rblock,
-                                      self.emulated, self.options.debug_index_asserts)
+                                      self.emulated, self.options.debug_index_asserts, fused)
         else:
             k = generate_triton(plan, header, self.options.persistent_rblock, self.emulated,
-                                self.options.debug_index_asserts)
+                                self.options.debug_index_asserts, fused_casts=fused)
         args = [*k.args, *map(str, k.numels), *(f"{m}={v}" for m, v in k.meta.items())]
         launch = f"{k.name}[{k.grid}]({', '.join(args)}, num_warps={k.num_warps})"
         return GeneratedKernel(k.name, k.source, k.line_map, k.args, launch,

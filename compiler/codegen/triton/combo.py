@@ -22,7 +22,8 @@ from kernelscope.compiler.schedule.plan import ComboPlan
 
 
 def generate_triton_combo(plan: ComboPlan, header: list[str], persistent_limit: int,
-                          interpret: bool = False, index_checks: bool = False) -> TritonKernel:
+                          interpret: bool = False, index_checks: bool = False,
+                          fused_casts: bool = False) -> TritonKernel:
     out = Lines()
     names = plan.arg_names()
     calls: list[tuple[int, str, str]] = []  # (programs, helper, its arguments)
@@ -30,7 +31,7 @@ def generate_triton_combo(plan: ComboPlan, header: list[str], persistent_limit: 
     for i, part in enumerate(plan.parts):
         helper = dataclasses.replace(part, name=f"{plan.name}_part{i}")
         k = generate_triton(helper, part_header(part, i), persistent_limit, interpret,
-                            index_checks, part=True)
+                            index_checks, part=True, fused_casts=fused_casts)
         _extend(out, k)
         out.write("")
         out.write("")

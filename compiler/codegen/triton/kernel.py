@@ -180,6 +180,10 @@ class TritonKernelCodegen(KernelCodegen):
                  ) -> None:
         super().__init__(plan, index_checks)
         self.full = full  # (x, r): the blocks tile xnumel / rnumel exactly (rules.full_blocks)
+        # Option low_precision "fused": a float16/bfloat16 value read back as float32 in
+        # the kernel that rounded it is the unrounded value (rounded only where stored).
+        self.fused_casts = False
+        self.unrounded: dict[str, Var] = {}
         self.order = order  # a pointwise walk in a stored buffer's memory order
         self.persistent = persistent  # the whole row in registers: no loop over RBLOCK
         self.r_loads: list[sympy.Expr] = []  # indices (before naming) of loads along rindex
@@ -211,7 +215,13 @@ class TritonKernelCodegen(KernelCodegen):
     def to_dtype(self, x: Var, dtype: torch.dtype) -> Var:
         if x.dtype != dtype and x.value is not None:
             return self.constant(x.value, dtype)
-        return super().to_dtype(x, dtype)
+        if dtype == torch.float32 and x.name in self.unrounded:
+            return self.unrounded[x.name]
+        out = super().to_dtype(x, dtype)
+        if self.fused_casts and x.dtype == torch.float32 and \
+                dtype in (torch.float16, torch.bfloat16):
+            self.unrounded[out.name] = x
+        return out
 
     def fmt_index(self, expr: sympy.Expr) -> str:
         return pexpr(expr)
@@ -499,12 +509,14 @@ class TritonKernelCodegen(KernelCodegen):
         return out
 
 
-_LOAD_DEF = re.compile(r"^\s*(tmp\d+) = tl\.load\(")
+# A load, or a conversion left unused by low_precision "fused" (TritonKernelCodegen.to_dtype)
+_LOAD_DEF = re.compile(r"^\s*(tmp\d+) = (tl\.load\(|tmp\d+\.to\(tl\.\w+\)$|_ks_bf16\()")
 _TMP = re.compile(r"\btmp\d+\b")
 
 
 def _drop_dead_loads(out: Lines) -> None:
-    """Drop loads whose value no line uses (one replaced by its masked form in where)."""
+    """Drop loads and conversions whose value no line uses (a load replaced by its masked
+    form in where)."""
     uses = Counter(name for ln in out.lines for name in _TMP.findall(ln.text))
     out.lines = [ln for ln in out.lines
                  if not ((m := _LOAD_DEF.match(ln.text)) and uses[m.group(1)] == 1)]
@@ -512,15 +524,17 @@ def _drop_dead_loads(out: Lines) -> None:
 
 
 def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
-                    interpret: bool = False, index_checks: bool = False, part: bool = False
-                    ) -> TritonKernel:
+                    interpret: bool = False, index_checks: bool = False, part: bool = False,
+                    fused_casts: bool = False) -> TritonKernel:
     """The kernel of `plan`; with `part`, a pointwise plan as a combo kernel's part (a
-    1-D helper that takes its program id: codegen/triton/combo.py)."""
+    1-D helper that takes its program id: codegen/triton/combo.py); `fused_casts`: the
+    option low_precision "fused" (TritonKernelCodegen.to_dtype)."""
     cfg = rules.block_config(plan, persistent_limit)
     tile = None if part else choose_tile(plan)
     if tile is not None and fits_grid(tile, tile_config(tile)["YBLOCK"]):
         tcfg = tile_config(tile)
         gen = TritonKernelCodegen(plan, True, interpret, tile, index_checks)
+        gen.fused_casts = fused_casts
         lines = gen.generate(header + [tile.reason])
         grid = (-(-tile.x // tcfg["XBLOCK"]), -(-tile.y // tcfg["YBLOCK"]))
         return TritonKernel(plan.name, lines.text(), lines.line_map(), grid,
@@ -531,13 +545,14 @@ def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
     full = rules.full_blocks(plan, cfg)
     gen = TritonKernelCodegen(plan, cfg["persistent"], interpret, None, index_checks, order,
                               full)
-    gen.part = part
+    gen.part, gen.fused_casts = part, fused_casts
     lines = gen.generate(notes)
     columns = column_walk(gen.r_loads, plan.xnumel, plan.rnumel) if plan.kind.reduces else None
     if columns is not None:
         cfg = rules.column_config(plan)
         gen = TritonKernelCodegen(plan, cfg["persistent"], interpret, None, index_checks, order,
                                   rules.full_blocks(plan, cfg))
+        gen.fused_casts = fused_casts
         lines = gen.generate([*notes, f"{columns}: {cfg['XBLOCK']} x {cfg['RBLOCK']}"])
     meta = {"XBLOCK": cfg["XBLOCK"]}
     numels = [plan.xnumel]
