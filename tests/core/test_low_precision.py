@@ -45,3 +45,21 @@ def test_the_option_is_checked() -> None:
 def test_both_are_as_close_to_float64_as_eager(mode: str) -> None:
     results = interpreter_case_results(HERE / "low_precision_cases.py", "triton", mode)
     assert results == {"gelu_new": "ok", "gelu_new_grad": "ok"}, results
+
+
+def test_a_stored_value_is_read_back_as_stored() -> None:
+    """h = x + b saved (a forward's activation) and GELU(h) beside it: with "fused", GELU
+    reads h rounded, as the backward that loads h does."""
+    def fn(x: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h = x + b
+        return h, gelu_new(h)
+
+    (_, lowered), = lower_fn(fn, torch.randn(64, 96).to(torch.bfloat16),
+                             torch.randn(96).to(torch.bfloat16))
+    (step,) = schedule(lowered, choose_backend("triton", "cpu", CompileOptions())).steps
+    assert step.plan is not None
+    src = generate_triton(step.plan, [], 4096, fused_casts=True).source
+    stored = re.search(r"tl\.store\(out_ptr0 \+ \(xindex\), (tmp\d+)", src)
+    assert stored is not None, src
+    assert re.search(rf"= {stored.group(1)}\.to\(tl\.float32\)\n", src), src
+    assert len(re.findall(r"\.to\(tl\.bfloat16\)", src)) == 2, src

@@ -181,9 +181,10 @@ class TritonKernelCodegen(KernelCodegen):
         super().__init__(plan, index_checks)
         self.full = full  # (x, r): the blocks tile xnumel / rnumel exactly (rules.full_blocks)
         # Option low_precision "fused": a float16/bfloat16 value read back as float32 in
-        # the kernel that rounded it is the unrounded value (rounded only where stored).
+        # the kernel that rounded it is the unrounded value, until it is stored.
         self.fused_casts = False
         self.unrounded: dict[str, Var] = {}
+        self.stored: set[str] = set()  # values stored: read back rounded
         self.order = order  # a pointwise walk in a stored buffer's memory order
         self.persistent = persistent  # the whole row in registers: no loop over RBLOCK
         self.r_loads: list[sympy.Expr] = []  # indices (before naming) of loads along rindex
@@ -218,8 +219,8 @@ class TritonKernelCodegen(KernelCodegen):
         if dtype == torch.float32 and x.name in self.unrounded:
             return self.unrounded[x.name]
         out = super().to_dtype(x, dtype)
-        if self.fused_casts and x.dtype == torch.float32 and \
-                dtype in (torch.float16, torch.bfloat16):
+        if self.fused_casts and x.dtype == torch.float32 and out.name not in self.stored \
+                and dtype in (torch.float16, torch.bfloat16):
             self.unrounded[out.name] = x
         return out
 
@@ -288,6 +289,10 @@ class TritonKernelCodegen(KernelCodegen):
         return expr + ".to(tl.int1)" if dtype == torch.bool else expr
 
     def store_line(self, name: str, index: sympy.Expr, value: Var, domain: str) -> str:
+        # A stored value is read back as stored, here as in the kernels that load it (a
+        # forward's saved activation and its backward see the same bits).
+        self.unrounded.pop(value.name, None)
+        self.stored.add(value.name)
         v = value.name
         if value.is_literal:
             v = f"tl.full({self._shape(domain)}, {value.name}, {TL_DTYPE[value.dtype]})"
