@@ -85,7 +85,7 @@ def test_a_slow_job_streams_the_servers_progress_between_its_stages(
 
 
 # Under gevent, as `kernelscope serve` runs: a stream subscribed to a job, then an event
-# published and the publisher busy (no yield) for 0.3 s, as storing a trace is.
+# published and the publisher going on with its own work (storing a trace, say).
 GEVENT_PUBLISH = """from gevent import monkey
 monkey.patch_all()
 import threading, time
@@ -95,16 +95,13 @@ got = []
 def read():
     for event in job.subscribe(0, 5.0):
         if event is not None:
-            got.append((event["stage"], time.perf_counter()))
+            got.append(event["stage"])
 threading.Thread(target=read, daemon=True).start()
 time.sleep(0.05)
-published = time.perf_counter()
 job.publish("source", {})
-end = published + 0.3
-while time.perf_counter() < end:
-    pass
+got.append("publisher")  # the publisher's next work, which yields nowhere
 time.sleep(0.05)
-print(got[0][0], round(got[0][1] - published, 3))
+print(" ".join(got))
 """
 
 
@@ -113,5 +110,4 @@ def test_under_gevent_a_stream_sends_an_event_before_its_publisher_goes_on() -> 
     kernels (0.3 s for the 6-block step at load 10): one loop, and no yield between."""
     out = subprocess.run([sys.executable, "-c", GEVENT_PUBLISH], capture_output=True,
                          text=True, timeout=120, check=True, cwd=Path(__file__).parents[2])
-    stage, after_s = out.stdout.split()
-    assert stage == "source" and float(after_s) < 0.25, out.stdout
+    assert out.stdout.split() == ["source", "publisher"], out.stdout
