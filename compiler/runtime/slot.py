@@ -84,8 +84,8 @@ def _idle_ticks() -> dict[int, int]:
 def idlest(allowed: list[int], n: int, window_s: float = 0.1) -> list[int]:
     """The `n` CPUs of `allowed` that were idle longest over the last `window_s`: where
     the timing is pinned, away from the cores other jobs keep busy. When `n` takes them
-    all there is no choice to make, and no window to wait (0.1 s of every job's profile
-    on a 2-core host timing with 2 threads)."""
+    all there is no choice to make, and no window to wait (0.1 s of a profile that times
+    with every CPU; a job's default of 1 thread on 2 CPUs still chooses)."""
     if n >= len(allowed):
         return sorted(allowed)
     before = _idle_ticks()
