@@ -176,13 +176,13 @@ class TritonKernelCodegen(KernelCodegen):
 
     def __init__(self, plan: KernelPlan, persistent: bool, interpret: bool = False,
                  tile: Tile | None = None, index_checks: bool = False,
-                 order: Order | None = None, full: tuple[bool, bool] = (False, False)
-                 ) -> None:
+                 order: Order | None = None, full: tuple[bool, bool] = (False, False),
+                 fused_casts: bool = False) -> None:
         super().__init__(plan, index_checks)
         self.full = full  # (x, r): the blocks tile xnumel / rnumel exactly (rules.full_blocks)
         # Option low_precision "fused": a float16/bfloat16 value read back as float32 in
         # the kernel that rounded it is the unrounded value, until it is stored.
-        self.fused_casts = False
+        self.fused_casts = fused_casts
         self.unrounded: dict[str, Var] = {}
         self.stored: set[str] = set()  # values stored: read back rounded
         self.order = order  # a pointwise walk in a stored buffer's memory order
@@ -538,8 +538,8 @@ def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
     tile = None if part else choose_tile(plan)
     if tile is not None and fits_grid(tile, tile_config(tile)["YBLOCK"]):
         tcfg = tile_config(tile)
-        gen = TritonKernelCodegen(plan, True, interpret, tile, index_checks)
-        gen.fused_casts = fused_casts
+        gen = TritonKernelCodegen(plan, True, interpret, tile, index_checks,
+                                  fused_casts=fused_casts)
         lines = gen.generate(header + [tile.reason])
         grid = (-(-tile.x // tcfg["XBLOCK"]), -(-tile.y // tcfg["YBLOCK"]))
         return TritonKernel(plan.name, lines.text(), lines.line_map(), grid,
@@ -549,15 +549,14 @@ def generate_triton(plan: KernelPlan, header: list[str], persistent_limit: int,
     notes = header + ([order.reason] if order is not None else [])
     full = rules.full_blocks(plan, cfg)
     gen = TritonKernelCodegen(plan, cfg["persistent"], interpret, None, index_checks, order,
-                              full)
-    gen.part, gen.fused_casts = part, fused_casts
+                              full, fused_casts)
+    gen.part = part
     lines = gen.generate(notes)
     columns = column_walk(gen.r_loads, plan.xnumel, plan.rnumel) if plan.kind.reduces else None
     if columns is not None:
         cfg = rules.column_config(plan)
         gen = TritonKernelCodegen(plan, cfg["persistent"], interpret, None, index_checks, order,
-                                  rules.full_blocks(plan, cfg))
-        gen.fused_casts = fused_casts
+                                  rules.full_blocks(plan, cfg), fused_casts)
         lines = gen.generate([*notes, f"{columns}: {cfg['XBLOCK']} x {cfg['RBLOCK']}"])
     meta = {"XBLOCK": cfg["XBLOCK"]}
     numels = [plan.xnumel]
