@@ -93,7 +93,7 @@ class FloorDiv(_IndexFunction):
             return sympy.Integer(int(base) // int(divisor))
         if isinstance(base, FloorDiv):
             return FloorDiv(base.args[0], base.args[1] * divisor)
-        if divisor.is_Integer and _bounded_below(base, int(divisor)):
+        if divisor.is_Integer and _within(base, int(divisor)):
             return sympy.Integer(0)
         if isinstance(base, ModularIndexing) and divisor.is_Integer and \
                 base.args[2].is_Integer and int(base.args[2]) % int(divisor) == 0:
@@ -119,6 +119,19 @@ def _split_multiples(expr: Expr, k: int) -> tuple[Expr, Expr]:
         (whole if c.is_Integer and int(c) % k == 0 else rest).append(t)
     # one Add each: adding the terms one at a time re-flattens the sum at every step
     return sympy.Add(*whole), sympy.Add(*rest)
+
+
+def _nonnegative_rest(base: Expr, span: int) -> Expr | None:
+    """`base` less its terms that are multiples of `span` and its constant reduced modulo
+    `span`, where that changes it and leaves a sum that cannot go negative; else None."""
+    whole, rest = _split_multiples(base, span)
+    const, terms = rest.as_coeff_Add()
+    if const.is_Integer and int(const) % span != int(const):
+        rest = terms + int(const) % span
+    elif whole == 0:
+        return None
+    low = _min_value(rest)
+    return rest if low is not None and low >= 0 else None
 
 
 def _max_value(expr: Expr, bounds: dict[sympy.Symbol, int] | None = None) -> int | None:
@@ -167,11 +180,6 @@ def _min_value(expr: Expr) -> int | None:
     return None
 
 
-def _bounded_below(expr: Expr, k: int) -> bool:
-    v = _max_value(expr)
-    return v is not None and v < k
-
-
 def _within(expr: Expr, k: int, bounds: dict[sympy.Symbol, int] | None = None) -> bool:
     """0 <= expr < k, where easy to tell."""
     lo, hi = _min_value(expr), _max_value(expr, bounds)
@@ -213,12 +221,15 @@ class ModularIndexing(_IndexFunction):
             b, d, _ = base.args
             return ModularIndexing(b, d * divisor, modulus)
         if isinstance(base, sympy.Add) and divisor.is_Integer and modulus.is_Integer:
-            # Terms that are multiples of divisor*modulus do not change the result.
-            whole, rest = _split_multiples(base, int(divisor) * int(modulus))
-            if whole != 0:
+            # Terms that are multiples of divisor*modulus do not change the result, and a
+            # constant counts by its remainder. What is left must stay non-negative: the
+            # kernels' `//` and `%` truncate (C's and Triton's), so a negative base would
+            # print wrong where the whole sum, being non-negative, printed right.
+            span = int(divisor) * int(modulus)
+            rest = _nonnegative_rest(base, span)
+            if rest is not None:
                 return ModularIndexing(rest, divisor, modulus)
-        if divisor == 1 and modulus.is_Integer and (v := _max_value(base)) is not None \
-                and v < int(modulus):
+        if divisor == 1 and modulus.is_Integer and _within(base, int(modulus)):
             return base
         if divisor.is_Integer and (f := _factor_out(base, int(divisor))) is not None:
             return ModularIndexing(f[0], f[1], modulus)
@@ -447,10 +458,12 @@ def _bounded(expr: Expr, bounds: dict[sympy.Symbol, int] | None) -> Expr:
         return expr
     if (f := _factor_out(base, int(div), bounds)) is not None:
         return simplify_index(ModularIndexing(f[0], f[1], mod), bounds)
-    top = _max_value(base, bounds)
-    if top is not None and top < int(div):
+    top, low = _max_value(base, bounds), _min_value(base)
+    if top is None or low is None or low < 0:  # a negative base wraps below zero
+        return expr
+    if top < int(div):
         return sympy.Integer(0)
-    if top is not None and top // int(div) < int(mod):  # the modulo never wraps
+    if top // int(div) < int(mod):  # the modulo never wraps
         return FloorDiv(base, div)
     return expr
 

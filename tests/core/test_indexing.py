@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import random
 
 import sympy
@@ -185,3 +186,79 @@ def test_whole_multiples_leave_a_division_whatever_the_rest() -> None:
     assert simplify_index(401408 * n + 512 * hw + c) == 802816 * p + 512 * r + c
     # a rest that may be negative keeps it whole (r - 5 // 784 would be -1 at r < 5)
     assert FloorDiv(1568 * p + r - 5, 784) != 2 * p + FloorDiv(r - 5, 784)
+
+
+def _value(e: sympy.Expr, env: dict[sympy.Symbol, int], truncating: bool) -> int:
+    """e at env: Python's floor `//` and `%` (what the index functions mean), or C's and
+    Triton's truncating ones (what the kernels print)."""
+    def div(a: int, b: int) -> int:
+        q = abs(a) // abs(b)
+        return (q if (a >= 0) == (b > 0) else -q) if truncating else a // b
+
+    def go(x: sympy.Expr) -> int:
+        if isinstance(x, (FloorDiv, ModularIndexing)):
+            a, b = go(x.args[0]), go(x.args[1])
+            q = div(a, b)
+            if isinstance(x, FloorDiv):
+                return q
+            m = go(x.args[2])
+            return q - div(q, m) * m if truncating else q % m
+        if x.is_Symbol:
+            return env[x]
+        if x.is_Integer:
+            return int(x)
+        vals = [go(a) for a in x.args]
+        return sum(vals) if x.is_Add else math.prod(vals)
+
+    return go(e)
+
+
+def test_a_dropped_multiple_never_leaves_a_negative_base() -> None:
+    # Swin's patch merging after a channels-last convolution (a cat of 1::2 slices of a
+    # transposed view) read (8*c + 2*j - 255) % 8 as (2*j - 255) % 8: right by floor
+    # division, wrong by the kernels' truncating `%` (a NaN from out-of-bounds loads on
+    # the H100, wrong values in C++). The constant now counts by its remainder.
+    c, j = index_vars("i", 2)
+    jj = ModularIndexing(j, 1, 4)
+    assert ModularIndexing(1024 * c + 8 * c + 2 * jj - 255, 1, 8) == 2 * jj + 1
+    assert ModularIndexing(16 * c + jj - 17, 4, 4) == ModularIndexing(jj + 15, 4, 4)
+    # a rest with a term that may be negative keeps the whole base
+    kept = ModularIndexing(16 * c - jj, 1, 16)
+    assert isinstance(kept, ModularIndexing) and kept.args[0] == 16 * c - jj
+    # and so does a division: a negative base is not "below the divisor"
+    assert FloorDiv(jj - 5, 8) != 0
+    assert simplify_index(ModularIndexing(c - 3, 1, 16), {c: 10}) != c - 3
+
+
+def test_simplified_indices_print_the_value_they_stand_for() -> None:
+    """Random sums of the forms views build (offsets of cat branches and slices included),
+    divided and wrapped: wherever the original base is non-negative (the contract of
+    FloorDiv and ModularIndexing), the simplified expression read with truncating `//`
+    and `%` equals the original read with floor ones."""
+    rng = random.Random(1)
+    i, j, k = index_vars("i", 3)
+
+    def atom() -> sympy.Expr:
+        s = rng.choice([i, j, k])
+        r = rng.random()
+        if r < 0.3:
+            return ModularIndexing(s, rng.choice([1, 2, 4]), rng.choice([4, 8, 16]))
+        if r < 0.5:
+            return FloorDiv(s, rng.choice([2, 4, 16]))
+        return s
+
+    for _ in range(400):
+        base = sympy.Add(*[rng.choice([1, 2, 8, 16, 32, 128, 256, 1024]) * atom()
+                           for _ in range(rng.randint(1, 4))], rng.randint(-300, 300))
+        d, m = rng.choice([1, 2, 8, 16]), rng.choice([4, 8, 16, 64])
+        bounds = {i: rng.choice([7, 63]), j: 15, k: 3}
+        for fn, args in ((FloorDiv, (base, d)), (ModularIndexing, (base, d, m))):
+            with sympy.evaluate(False):
+                raw = fn(*args)  # as written, for its value
+            got = simplify_index(fn(*args), bounds)
+            for _ in range(20):
+                env = {s: rng.randint(0, bounds[s]) for s in (i, j, k)}
+                if _value(base, env, truncating=False) < 0:
+                    continue
+                want = _value(raw, env, truncating=False)
+                assert _value(got, env, truncating=True) == want, (raw, got, env)
