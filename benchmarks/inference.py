@@ -30,7 +30,6 @@ from typing import Any
 
 import torch
 
-ROUNDS = 5
 MULTIPLE, FLOOR = 3.0, 1e-5  # tests/models/training_suite.py's rule
 ZOO_DIR = Path(__file__).resolve().parent.parent / "tests" / "models"
 RAN_EAGERLY = "kernelscope: running graph"  # compile_fx's warning for a graph run eagerly
@@ -141,15 +140,11 @@ def judge(got: Any, eager: Any, ref: Any) -> dict[str, Any]:
 
 def _rounds(calls: dict[str, Any], device: str, settings: dict[str, Any]) -> dict[str, Any]:
     from benchmarks.measure import timing_lock
-    from benchmarks.timing import median_ms
+    from benchmarks.timing import ROUNDS, interleaved
 
-    times: dict[str, list[float]] = {label: [] for label in calls}
     with timing_lock():
-        for _ in range(settings.get("rounds", ROUNDS)):
-            for label, fn in calls.items():
-                times[label].append(median_ms(fn, device, settings["warmup"], settings["rep"]))
-    return {label: {"ms": sorted(ts)[len(ts) // 2], "spread": [min(ts), max(ts)]}
-            for label, ts in times.items()}
+        return interleaved(calls, device, settings["warmup"], settings["rep"],
+                           settings.get("rounds", ROUNDS))
 
 
 def measure_inference(name: str, settings: dict[str, Any]) -> dict[str, Any]:

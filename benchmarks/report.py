@@ -167,7 +167,7 @@ def _graphs_text(cell: dict[str, Any] | None) -> str:
 def train_table(rows: list[dict[str, Any]]) -> str:
     graphs = any("inductor_ro" in r or "kernelscope_cg" in r for r in rows)
     b = any("kernelscope_b" in r for r in rows)  # --ks-options-b
-    head = ("| model | input | eager ms | Inductor ms | Kernelscope ms | KS / Inductor "
+    head = ("| model | input | eager ms (spread) | Inductor ms | Kernelscope ms | KS / Inductor "
             "| KS speedup over eager | "
             + ("KS (options B) ms | KS B / Inductor | " if b else "")
             + ("Inductor reduce-overhead ms | KS CUDA graphs ms | KS graphs / Inductor "
@@ -182,13 +182,15 @@ def train_table(rows: list[dict[str, Any]]) -> str:
             ratios.append(ks / ind)
         if ro and cg and is_ok(row):
             graph_ratios.append(cg / ro)
-        cells = [row.get("what", row["case"]), row.get("shapes", ""), fmt_ms(eager),
-                 fmt_ms(ind), fmt_ms(ks), _ratio(ks, ind), _ratio(eager, ks)]
+        cells = [row.get("what", row["case"]), row.get("shapes", ""), _spread(row.get("eager")),
+                 _spread(row.get("inductor")), _spread(row.get("kernelscope")), _ratio(ks, ind),
+                 _ratio(eager, ks)]
         if b:
             kb = _ms(row.get("kernelscope_b"))
-            cells += [fmt_ms(kb), _ratio(kb, ind)]
+            cells += [_spread(row.get("kernelscope_b")), _ratio(kb, ind)]
         if graphs:
-            cells += [fmt_ms(ro), fmt_ms(cg), _ratio(cg, ro),
+            cells += [_spread(row.get("inductor_ro")), _spread(row.get("kernelscope_cg")),
+                      _ratio(cg, ro),
                       _graphs_text(row.get("kernelscope_cg"))]
         lines.append("| " + " | ".join(cells + [_compile(row), check_text(row)]) + " |")
     g = geomean(ratios)

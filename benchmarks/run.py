@@ -44,6 +44,7 @@ from benchmarks import training as train_table
 from benchmarks.measure import LOCK_ENV, measure
 from benchmarks.report import is_ok, section
 from benchmarks.stages import sample_names
+from benchmarks.timing import ROUNDS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -164,8 +165,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--infer-models", default="",
                    help="bf16 inference (--only infer): zoo and timm models, or the words "
                         "zoo / zoo1 / zoo2 (its halves) / timm (default: all)")
-    p.add_argument("--rounds", type=int, default=5,
-                   help="--only infer: interleaved timing rounds per column")
+    p.add_argument("--rounds", type=int, default=ROUNDS,
+                   help="--only infer, train: interleaved timing rounds per column")
     p.add_argument("--out", default=str(ROOT / "docs" / "perf.md"),
                    help="Markdown file to append the dated section to; '-' for none")
     p.add_argument("--json", default=None, help="raw results, rewritten after every item")

@@ -15,6 +15,8 @@ from typing import Any
 
 import torch
 
+ROUNDS = 5  # interleaved timing rounds per column (run.py's --rounds default)
+
 
 def median_ms(fn: Callable[[], Any], device: str, warmup: int = 25, rep: int = 100) -> float:
     """Median milliseconds per call; warmup and rep are milliseconds, as in do_bench."""
@@ -23,6 +25,19 @@ def median_ms(fn: Callable[[], Any], device: str, warmup: int = 25, rep: int = 1
 
         return float(do_bench(fn, warmup=warmup, rep=rep, return_mode="median"))
     return _cpu_median_ms(fn, warmup, rep)
+
+
+def interleaved(calls: dict[str, Callable[[], Any]], device: str, warmup: int, rep: int,
+                rounds: int) -> dict[str, dict[str, Any]]:
+    """Each call timed once per round (median_ms), in turn, `rounds` times: per call the
+    median of its rounds as "ms", the fastest and slowest round as "spread", the count as
+    "rounds". A host that moves shows in every column's spread, not in one column."""
+    times: dict[str, list[float]] = {label: [] for label in calls}
+    for _ in range(rounds):
+        for label, fn in calls.items():
+            times[label].append(median_ms(fn, device, warmup, rep))
+    return {label: {"ms": sorted(ts)[len(ts) // 2], "spread": [min(ts), max(ts)],
+                    "rounds": len(ts)} for label, ts in times.items()}
 
 
 def _cpu_median_ms(fn: Callable[[], Any], warmup: int, rep: int) -> float:

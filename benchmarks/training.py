@@ -10,7 +10,10 @@ the CPU runs in seconds: CI's check that the section works end to end.
 One step is: gradients cleared, the loss under autocast (bfloat16 on the device), its
 backward. Each column trains its own copy of the same module; its loss and every
 parameter's gradient are compared with eager's (the worst relative L2 error over the
-parameters, at bf16's tolerance), then the step is timed (median).
+parameters, at bf16's tolerance). Once every column is compiled and checked, the steps are
+timed interleaved (benchmarks/timing.py `interleaved`): ROUNDS rounds, each timing every
+column once; a column's figure is the median of its rounds, with the fastest and slowest
+as its spread.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from benchmarks.cases import pick
+from benchmarks.timing import ROUNDS
 
 Batch = tuple[torch.Tensor, torch.Tensor]  # (input, target)
 GRAD_TOL = 5e-2  # relative L2 error of a gradient: bf16 autocast through a whole model
@@ -210,7 +214,7 @@ def graph_summary(before: set[int]) -> dict[str, Any]:
 def measure_training(name: str, settings: dict[str, Any]) -> dict[str, Any]:
     from benchmarks.measure import columns, compiling, timing_lock
     from benchmarks.models import available
-    from benchmarks.timing import median_ms, sync
+    from benchmarks.timing import interleaved, sync
 
     entry = by_name([name])[0]
     smoke = settings["size"] == "smoke"
@@ -228,11 +232,12 @@ def measure_training(name: str, settings: dict[str, Any]) -> dict[str, Any]:
     eager_params = list(base.parameters())
     names = [n for n, _ in base.named_parameters()]
     eager = step_fn(base, batch, loss_fn, device, eager_params)
+    graphs: dict[str, set[int]] = {}  # CUDA-graphed columns: the runners alive before them
     with compiling():
         ref_loss = eager()
         ref_grads = [None if p.grad is None else p.grad.clone() for p in eager_params]
-    with timing_lock():
-        row["eager"] = {"ms": median_ms(eager, device, settings["warmup"], settings["rep"])}
+    row["eager"] = {}
+    steps: dict[str, Any] = {"eager": eager}
     for label, kw in columns(settings):
         cell: dict[str, Any] = {}
         try:
@@ -248,13 +253,18 @@ def measure_training(name: str, settings: dict[str, Any]) -> dict[str, Any]:
                 cell["compile_s"] = round(time.perf_counter() - t0, 2)
                 cell["check"] = grad_check(loss, list(zip(names, params)), ref_loss,
                                            ref_grads)
-            with timing_lock():
-                cell["ms"] = median_ms(step, device, settings["warmup"], settings["rep"])
-            if label == "kernelscope_cg":
-                cell["cuda_graphs"] = graph_summary(before)
+            steps[label] = step
+            graphs[label] = before
         except Exception as e:  # noqa: BLE001 - a failing backend is a cell, not a crash
             first = str(e).strip().splitlines()[0] if str(e).strip() else ""
             cell["error"] = f"{type(e).__name__}: {first}"[:300]
             print(f"[train {label}] {traceback.format_exc()}", file=sys.stderr)
         row[label] = cell
+    with timing_lock():  # every step compiled: timed in turn, round after round
+        timed = interleaved(steps, device, settings["warmup"], settings["rep"],
+                            settings.get("rounds", ROUNDS))
+    for label, t in timed.items():
+        row[label].update(t)
+    if "kernelscope_cg" in graphs:  # after the timing: its replays counted too
+        row["kernelscope_cg"]["cuda_graphs"] = graph_summary(graphs["kernelscope_cg"])
     return row

@@ -14,6 +14,7 @@ import pytest
 
 from benchmarks.report import is_ok
 from benchmarks.run import main
+from benchmarks.timing import ROUNDS
 from benchmarks.training import TRAIN_MODELS
 
 
@@ -44,6 +45,10 @@ def test_cpu_smoke_training_steps_match_eager(tmp_path: Path) -> None:
         check = r["kernelscope"]["check"]
         assert check["ok"] and check["grads"] > 0  # every parameter's gradient compared
         assert r["eager"]["ms"] > 0 and r["kernelscope"]["ms"] > 0
+        for label in ("eager", "kernelscope"):  # interleaved rounds, median and spread
+            cell = r[label]
+            lo, hi = cell["spread"]
+            assert cell["rounds"] == ROUNDS and lo <= cell["ms"] <= hi, cell
 
 
 def test_a_wrong_gradient_is_reported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
