@@ -122,8 +122,8 @@ def _split_multiples(expr: Expr, k: int) -> tuple[Expr, Expr]:
 
 
 def _nonnegative_rest(base: Expr, span: int) -> Expr | None:
-    """`base` less its terms that are multiples of `span` and its constant reduced modulo
-    `span`, where that changes it and leaves a sum that cannot go negative; else None."""
+    """`base` less its multiples of `span`, its constant modulo `span`; None if unchanged
+    or possibly negative."""
     whole, rest = _split_multiples(base, span)
     const, terms = rest.as_coeff_Add()
     if const.is_Integer and int(const) % span != int(const):
@@ -221,13 +221,9 @@ class ModularIndexing(_IndexFunction):
             b, d, _ = base.args
             return ModularIndexing(b, d * divisor, modulus)
         if isinstance(base, sympy.Add) and divisor.is_Integer and modulus.is_Integer:
-            # Terms that are multiples of divisor*modulus do not change the result, and a
-            # constant counts by its remainder. What is left must stay non-negative: the
-            # kernels' `//` and `%` truncate (C's and Triton's), so a negative base would
-            # print wrong where the whole sum, being non-negative, printed right.
-            span = int(divisor) * int(modulus)
-            rest = _nonnegative_rest(base, span)
-            if rest is not None:
+            # Multiples of divisor*modulus change nothing (a constant counts by its rest), if
+            # what is left stays >= 0: the kernels' `//` and `%` truncate (C's, Triton's).
+            if (rest := _nonnegative_rest(base, int(divisor) * int(modulus))) is not None:
                 return ModularIndexing(rest, divisor, modulus)
         if divisor == 1 and modulus.is_Integer and _within(base, int(modulus)):
             return base

@@ -23,6 +23,20 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from kernelscope.compiler.ir.nodes import TensorArg
 
+# Kernels that read their inputs' last dim as contiguous whatever the strides: CPU flash
+# attention's results are wrong for a strided head dim (a ViT's, stored NHWC downstream of
+# its patch embedding), CUDA's refuse it. Such an input is copied into eager's dim order.
+LAST_DIM_CONTIGUOUS = frozenset(getattr(torch.ops.aten, f"_scaled_dot_product_{k}") for k in (
+    "flash_attention_for_cpu", "flash_attention", "efficient_attention", "cudnn_attention",
+    "flash_attention_for_cpu_backward", "flash_attention_backward",
+    "efficient_attention_backward", "cudnn_attention_backward"))
+
+
+def needs_contiguous_last_dim(op: Any, size: tuple[int, ...], stride: tuple[int, ...]) -> bool:
+    """`op`'s kernel would misread an input stored with these strides."""
+    return getattr(op, "overloadpacket", op) in LAST_DIM_CONTIGUOUS and len(size) > 0 and \
+        size[-1] > 1 and stride[-1] != 1
+
 
 def restrided(op: Any, args: Any, kwargs: dict[str, Any],
               facts: dict[int, tuple[torch.dtype, str]], mode: FakeTensorMode) -> Any:

@@ -41,6 +41,7 @@ from kernelscope.compiler.ir.nodes import (
 )
 from kernelscope.compiler.ir.opnames import op_name
 from kernelscope.compiler.ir.ops import combine_op, with_origin
+from kernelscope.compiler.lowering import extern_layout
 from kernelscope.compiler.lowering.common import (
     LoweringBackend,
     Unsupported,
@@ -48,7 +49,6 @@ from kernelscope.compiler.lowering.common import (
     out_meta,
 )
 from kernelscope.compiler.lowering.devices import on_device
-from kernelscope.compiler.lowering.extern_layout import restrided, stride_for
 from kernelscope.compiler.lowering.layout import NO_CONVOLUTIONS, LayoutDecision
 from kernelscope.compiler.lowering.realize import MAX_INLINE_ORIGINS, Body, rule_for, tensor_reader
 from kernelscope.compiler.lowering.registry import find_lowering, load_all
@@ -403,6 +403,19 @@ class GraphLowering:
         return self._extern(node, out_meta(node), op, args, kwargs, fallback, reason,
                             out_stride, out_size)
 
+    def _extern_input(self, node: torch.fx.Node, op: Any, v: TensorValue,
+                      meta: torch.Tensor | None) -> Stored:
+        """`v` stored for `op`: in eager's dim order if computed here or misread as is."""
+        stride = None
+        if meta is not None and tuple(meta.shape) == tuple(v.size):
+            stride = dense_strides_like(meta.shape, meta.stride())
+        stored = self.realize(v, f"input to extern {op_name(op)}", stride=stride)
+        if extern_layout.needs_contiguous_last_dim(op, stored.size, stored.view.stride):
+            copy = self.lazy(node, stored.loader(), stored.size, stored.dtype, [stored])
+            order = stride if stride and stride[-1] == 1 else None
+            stored = self.realize(copy, f"{op_name(op)} reads a contiguous last dim", order)
+        return stored
+
     def _extern(self, node: torch.fx.Node, meta: Any, op: Any, args: Any,
                 kwargs: dict[str, Any], fallback: bool, reason: str = "",
                 out_stride: Sequence[int] | None = None,
@@ -412,26 +425,22 @@ class GraphLowering:
         facts: dict[int, tuple[torch.dtype, str]] = {}
 
         def as_arg(v: Any) -> Any:
-            if isinstance(v, TensorValue):
-                meta = read.get(id(v))
-                stride = None
-                if meta is not None and tuple(meta.shape) == tuple(v.size):
-                    stride = dense_strides_like(meta.shape, meta.stride())
-                stored = self.realize(v, f"input to extern {op_name(op)}", stride=stride)
-                arg = stored.as_arg()
-                facts[id(arg)] = (stored.view.dtype, stored.view.device)
-                return arg
-            return v
+            if not isinstance(v, TensorValue):
+                return v
+            stored = self._extern_input(node, op, v, read.get(id(v)))
+            arg = stored.as_arg()
+            facts[id(arg)] = (stored.view.dtype, stored.view.device)
+            return arg
 
         if fallback and not self.allow_fallback:
             raise Unsupported(f"ATen fallback is off: {op_name(op)} ({reason})")
         targs = tuple(torch.fx.node.map_aggregate(args, as_arg))
         tkwargs = dict(torch.fx.node.map_aggregate(kwargs, as_arg))
-        actual = restrided(op, targs, tkwargs, facts, self._fake_mode)
+        actual = extern_layout.restrided(op, targs, tkwargs, facts, self._fake_mode)
         name = self.new_name()
         origins = frozenset([node.name])
         if isinstance(meta, torch.Tensor):
-            layout = _layout_of(meta, stride_for(meta, actual))
+            layout = _layout_of(meta, extern_layout.stride_for(meta, actual))
             if out_size is not None:
                 size = tuple(int(s) for s in out_size)
                 stride = out_stride if out_stride is not None else contiguous_strides(size)
@@ -451,7 +460,7 @@ class GraphLowering:
             items: list[Any] = []
             for i, (m, a) in enumerate(zip(metas, actuals)):
                 if isinstance(m, torch.Tensor):
-                    lay = _layout_of(m, stride_for(m, a))
+                    lay = _layout_of(m, extern_layout.stride_for(m, a))
                     child = ExternOutput(self.new_name(), lay, origins, name, i)
                     buf.outputs.append(child.name)
                     self.buffers.append(child)

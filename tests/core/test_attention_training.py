@@ -10,6 +10,10 @@ bugs that made every gradient of Hugging Face GPT-2 and BERT below their last la
    output, where eager has a strided view of the qkv projection) got an output buffer
    planned with eager's strides, and everything after read it transposed. Extern output
    strides are now the op's meta on the inputs as stored (lowering/extern_layout.py).
+3. The op reads its inputs' last dim as contiguous whatever their strides. A convolution
+   graph laid out channels-last stores every 4-D value downstream of the convolution NHWC,
+   attention's (batch, heads, tokens, head dim) among them: a ViT's loss and every gradient
+   were wrong. Such inputs are now copied into eager's dim order first.
 """
 
 from __future__ import annotations
@@ -57,3 +61,25 @@ def test_flash_attention_cpu_output_follows_the_stored_query() -> None:
     for g, e in zip(got, expected):
         assert g.shape == e.shape and g.dtype == e.dtype
         torch.testing.assert_close(g, e, atol=1e-5, rtol=1e-5)
+
+
+def test_flash_attention_cpu_inputs_after_a_channels_last_convolution() -> None:
+    """A patch embedding (the convolution makes the graph channels-last) before attention:
+    q, k and v are 4-D values downstream of it, once stored NHWC (head dim strided)."""
+    torch.manual_seed(0)
+    conv_w, conv_b = torch.randn(32, 3, 4, 4, requires_grad=True), torch.randn(32)
+    w, bias = torch.randn(96, 32, requires_grad=True), torch.randn(96)
+    images = torch.randn(2, 3, 16, 16)
+
+    def loss(conv_w: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        tokens = F.conv2d(images, conv_w, conv_b, stride=4).flatten(2).transpose(1, 2)
+        return (_attention(tokens, w, bias)[0] ** 2).sum()
+
+    want = loss(conv_w, w)
+    want.backward()
+    cw, w2 = conv_w.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    got = compiled(loss, conv_layout="channels_last", backend="cpp")(cw, w2)
+    got.backward()
+    torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-4)
+    torch.testing.assert_close(cw.grad, conv_w.grad, atol=1e-3, rtol=1e-4)
+    torch.testing.assert_close(w2.grad, w.grad, atol=1e-3, rtol=1e-4)
