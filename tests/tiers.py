@@ -66,6 +66,9 @@ SLOW: dict[str, str] = {
         "kernelscope run --nproc 2 (two processes compile) and kernelscope open",
     "models/test_zoo.py::test_step_within_the_rule_no_new_fallbacks":
         "42 Hugging Face architectures, a training step each (about 30 s each)",
+    "models/test_zoo_channels_last.py":
+        "six vision zoo models trained channels-last (the fast tier keeps "
+        "core/test_attention_training.py's pattern)",
     "bench/test_bench_smoke.py": "every benchmark case at smoke size",
     "bench/test_train_smoke.py": "five architectures, a training step each",
     "core/test_eager_formulas.py::test_cpp_follows_eager":
