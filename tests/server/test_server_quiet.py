@@ -78,7 +78,9 @@ def test_a_slow_job_streams_the_servers_progress_between_its_stages(
     assert {e["data"]["stage"] for e in ours} & {"lowering", "scheduling", "memory",
                                                   "codegen", "compile", "run", "profile"}
     check_parts(events)
-    assert events[-1]["stage"] == "done" and events[-1]["data"]["ok"] is True
+    # Failed once in CI (f4d6634, 2 loaded cores): `done` not ok, cause unknown. Say why.
+    assert events[-1]["stage"] == "done" and events[-1]["data"]["ok"] is True, \
+        [(e["stage"], e.get("origin"), str(e.get("data"))[:300]) for e in events[-4:]]
     # Before it stores the trace, the server says so (storing a model's trace takes time).
     assert events[-2]["stage"] == "progress" and events[-2]["origin"] == "server"
     assert events[-2]["data"]["stage"] == "profile" and "stores" in events[-2]["data"]["doing"]
