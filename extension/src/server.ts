@@ -82,6 +82,11 @@ export class ServerManager {
     return this.child && this.child.exitCode === null ? this.started?.url ?? null : null;
   }
 
+  /** The process id of that server (the leader of its process group), if it is running. */
+  get startedPid(): number | null {
+    return this.child && this.child.exitCode === null ? this.child.pid ?? null : null;
+  }
+
   /** A client for a server that answers health: the configured one, or one started now. */
   ensure(settings: ServerSettings): Promise<KernelscopeClient> {
     this.pending ??= this.attachOrStart(settings).finally(() => { this.pending = null; });
