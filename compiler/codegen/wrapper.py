@@ -12,6 +12,7 @@ import torch
 
 from kernelscope.compiler.codegen.backend import Backend, GeneratedKernel
 from kernelscope.compiler.codegen.common import Lines
+from kernelscope.compiler.ir import nodes
 from kernelscope.compiler.ir.nodes import ExternKernel, ExternOutput, OpaqueArg, Stored, TensorArg
 from kernelscope.compiler.ir.opnames import op_call
 from kernelscope.compiler.schedule.memory import MemoryPlan
@@ -115,14 +116,8 @@ def _write_allocations(out: Lines, sched: Schedule, memory: MemoryPlan, writes: 
 # ATen ops whose real output strides can differ from their meta function's (convolution
 # follows its input's layout): the wrapper passes them through `conform`.
 aten = torch.ops.aten
-LAYOUT_AT_RUNTIME = frozenset({
-    aten._scaled_dot_product_flash_attention, aten._scaled_dot_product_efficient_attention,
-    aten._scaled_dot_product_cudnn_attention, aten._scaled_dot_product_flash_attention_for_cpu,
-    aten._scaled_dot_product_flash_attention_backward,
-    aten._scaled_dot_product_efficient_attention_backward,
-    aten._scaled_dot_product_cudnn_attention_backward,
-    aten._scaled_dot_product_flash_attention_for_cpu_backward,
-    aten.convolution, aten._convolution, aten.convolution_backward})
+LAYOUT_AT_RUNTIME = nodes.ATTENTION_OPS | {aten.convolution, aten._convolution,
+                                           aten.convolution_backward}
 
 
 def _conformed(ext: ExternKernel, text: str, buf: Any) -> str:

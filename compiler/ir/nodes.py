@@ -154,6 +154,15 @@ class ExternKernel(Buffer):
         return True
 
 
+# ATen's attention kernels, forward and backward. They read an input's last dim as
+# contiguous whatever its strides (lowering/extern_layout.py copies such an input) and lay
+# their results out like their inputs (codegen/wrapper.py conforms them at run time).
+ATTENTION_OPS = frozenset(getattr(torch.ops.aten, f"_scaled_dot_product_{k}{end}")
+                          for k in ("flash_attention_for_cpu", "flash_attention",
+                                    "efficient_attention", "cudnn_attention")
+                          for end in ("", "_backward"))
+
+
 @dataclass
 class ExternOutput(Buffer):
     """One tensor of a multi-output extern call (`buf5 = buf4[1]`)."""

@@ -21,20 +21,14 @@ import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from kernelscope.compiler.ir.nodes import TensorArg
-
-# Kernels that read their inputs' last dim as contiguous whatever the strides: CPU flash
-# attention's results are wrong for a strided head dim (a ViT's, stored NHWC downstream of
-# its patch embedding), CUDA's refuse it. Such an input is copied into eager's dim order.
-LAST_DIM_CONTIGUOUS = frozenset(getattr(torch.ops.aten, f"_scaled_dot_product_{k}") for k in (
-    "flash_attention_for_cpu", "flash_attention", "efficient_attention", "cudnn_attention",
-    "flash_attention_for_cpu_backward", "flash_attention_backward",
-    "efficient_attention_backward", "cudnn_attention_backward"))
+from kernelscope.compiler.ir.nodes import ATTENTION_OPS, TensorArg
 
 
 def needs_contiguous_last_dim(op: Any, size: tuple[int, ...], stride: tuple[int, ...]) -> bool:
-    """`op`'s kernel would misread an input stored with these strides."""
-    return getattr(op, "overloadpacket", op) in LAST_DIM_CONTIGUOUS and len(size) > 0 and \
+    """`op`'s kernel would misread an input stored with these strides: an attention
+    kernel's, for a strided last dim (CPU flash attention's results are wrong, a ViT's head
+    dim stored NHWC downstream of its patch embedding; CUDA's refuse it)."""
+    return getattr(op, "overloadpacket", op) in ATTENTION_OPS and len(size) > 0 and \
         size[-1] > 1 and stride[-1] != 1
 
 
