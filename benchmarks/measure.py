@@ -126,11 +126,14 @@ def _error(e: BaseException) -> str:
 
 
 def kernelscope(options: dict[str, Any] | None = None) -> Any:
+    """Kernelscope's backend with `options`: a new object each call, so columns compiled
+    in one process without a Dynamo reset between them keep their frames apart (Dynamo
+    matches a cached frame to the backend object that compiled it)."""
     from kernelscope.compiler import backend
 
-    if not options:
-        return backend
-    return lambda gm, inputs: backend(gm, inputs, options=options)
+    def kernelscope_backend(gm: Any, inputs: Any) -> Any:
+        return backend(gm, inputs, options=options) if options else backend(gm, inputs)
+    return kernelscope_backend
 
 
 def compile_and_time(label: str, fn: Any, inputs: tuple[Any, ...], ref: Any, tol: float,

@@ -238,10 +238,10 @@ def measure_training(name: str, settings: dict[str, Any]) -> dict[str, Any]:
         ref_grads = [None if p.grad is None else p.grad.clone() for p in eager_params]
     row["eager"] = {}
     steps: dict[str, Any] = {"eager": eager}
+    torch._dynamo.reset()  # once: a reset drops the frames of the columns compiled before it
     for label, kw in columns(settings):
         cell: dict[str, Any] = {}
         try:
-            torch._dynamo.reset()
             before = {id(o) for o in cuda_graphed()}
             model = copy.deepcopy(base)
             params = list(model.parameters())

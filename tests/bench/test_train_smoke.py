@@ -97,3 +97,37 @@ def _render(path: Path) -> str:
     with contextlib.redirect_stdout(buf):
         assert main(["--render", str(path)]) == 0
     return buf.getvalue()
+
+
+def test_no_column_is_compiled_again_while_the_columns_are_timed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every column is compiled, then all are timed. A Dynamo reset before each column
+    dropped the frames of the columns compiled before it, so each of those was compiled
+    again inside its first timed round (and, with CUDA graphs, recorded again)."""
+    pytest.importorskip("transformers")
+    import benchmarks.timing as timing
+    import kernelscope.compiler as ks
+
+    events: list[str] = []
+    compile_graph, time_columns = ks.backend, timing.interleaved
+
+    def counted(gm: object, inputs: object, **kw: object) -> object:
+        events.append("compile")
+        return compile_graph(gm, inputs, **kw)  # type: ignore[arg-type]
+
+    def timed(*args: object, **kw: object) -> object:
+        events.append("timing")
+        try:
+            return time_columns(*args, **kw)  # type: ignore[arg-type]
+        finally:
+            events.append("timed")
+
+    monkeypatch.setattr(ks, "backend", counted)
+    monkeypatch.setattr(timing, "interleaved", timed)
+    argv = ["--device", "cpu", "--size", "smoke", "--only", "train", "--train-models",
+            "gpt2_small", "--no-inductor", "--no-isolate", "--warmup", "1", "--rep", "3",
+            "--rounds", "2", "--reduce-overhead", "--out", "-"]
+    assert main(argv) == 0
+    start = events.index("timing")
+    assert events[start:events.index("timed")] == ["timing"], events
+    assert events[:start].count("compile") >= 2, events  # both Kernelscope columns compiled
