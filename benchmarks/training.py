@@ -13,7 +13,8 @@ parameter's gradient are compared with eager's (the worst relative L2 error over
 parameters, at bf16's tolerance). Once every column is compiled and checked, the steps are
 timed interleaved (benchmarks/timing.py `interleaved`): ROUNDS rounds, each timing every
 column once; a column's figure is the median of its rounds, with the fastest and slowest
-as its spread.
+as its spread. Dynamo is reset once per model, before the first column: a reset between
+columns would drop the frames compiled before it, and the timing would compile them again.
 """
 
 from __future__ import annotations
