@@ -52,6 +52,20 @@ def _pgid(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[2])
 
 
+def _ppid(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    """`pid` was started, through any chain of parents, by `ancestor` (a job's processes
+    lead sessions of their own, but their parents stay the server's)."""
+    while pid > 1:
+        pid = _ppid(pid)
+        if pid == ancestor:
+            return True
+    return False
+
+
 def _cmd(pid: int) -> str:
     return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
 
@@ -68,7 +82,8 @@ def test_kill_9_of_a_local_worker_fails_that_job_and_the_next_works(
     job_id = submit(client, "# fake-sleep: 2\nx = 'kill-me-4242'\n")
     # The Python process inside the sandbox that runs this job (the front half, where the
     # snippet sleeps; not bubblewrap around it, not an idle warm worker, not another
-    # checkout's).
+    # checkout's, and not another server's: the server runs in this process, and a test
+    # beside this one under pytest-xdist had its job's back half killed).
     victims: list[int] = []
 
     def find() -> bool:
@@ -78,7 +93,8 @@ def test_kill_9_of_a_local_worker_fails_that_job_and_the_next_works(
             try:
                 cmd = _cmd(pid)
                 worker = "worker_entry.py" in cmd or "warm.py" in cmd
-                if worker and "bwrap" not in cmd and _pgid(pid) not in idle:
+                if worker and "bwrap" not in cmd and _pgid(pid) not in idle and \
+                        _descends_from(pid, os.getpid()):
                     victims.append(pid)
             except OSError:
                 continue

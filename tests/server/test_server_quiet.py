@@ -70,9 +70,7 @@ def test_off_says_nothing() -> None:
 def test_a_slow_job_streams_the_servers_progress_between_its_stages(
         make_app: AppFactory) -> None:
     # Every fake stage sleeps 0.5 s, more than the 0.2 s the server waits before it speaks.
-    # Seven of them are 3.5 s of the 5 s job limit the tests run under, and two processes'
-    # starts on 2 loaded cores can take the rest: this test is about progress, not limits.
-    client = make_app(QUIET_S=0.2, JOB_TIMEOUT_S=60).test_client()
+    client = make_app(QUIET_S=0.2).test_client()
     events = compile_events(client, "# fake-sleep: 0.5\nx = 1\n")
     ours = [e for e in events if e["stage"] == "progress" and e.get("origin") == "server"]
     assert ours, [e["stage"] for e in events]
@@ -81,7 +79,9 @@ def test_a_slow_job_streams_the_servers_progress_between_its_stages(
     assert {e["data"]["stage"] for e in ours} & {"lowering", "scheduling", "memory",
                                                   "codegen", "compile", "run", "profile"}
     check_parts(events)
-    # Failed once in CI (f4d6634, 2 loaded cores): `done` not ok, cause unknown. Say why.
+    # Failed in CI twice (f4d6634, 4ffb246): test_server_crash.py, run beside it by
+    # pytest-xdist, SIGKILLed every worker process of the checkout, this job's back half
+    # among them. A failure here says why.
     assert events[-1]["stage"] == "done" and events[-1]["data"]["ok"] is True, \
         " | ".join(json.dumps(e.get("data"))[:400] for e in events if e["stage"] == "error")
     # Before it stores the trace, the server says so (storing a model's trace takes time).
