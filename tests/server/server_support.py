@@ -5,6 +5,11 @@
 - the real compiler CLI (`python -m kernelscope.compiler compile`), used by the end-to-end tests
   and,
   once it exists, by the hostile-snippet corpus.
+
+The tests run side by side under pytest-xdist, each with servers of its own: a test that
+looks for or signals processes finds only its own (a marker of its own in the command line,
+or descent from this process, where its server runs), never every worker of the checkout
+(test_server_crash.py killed the job of the test beside it).
 """
 
 from __future__ import annotations
