@@ -25,6 +25,7 @@ collectives those graphs hold and the DDP bucket each graph is (its record's spl
 from __future__ import annotations
 
 import copy
+import gc
 import json
 import os
 import sys
@@ -239,6 +240,14 @@ def worker(rank: int, wrap: str, model: str, backend_name: str, out: str, port: 
         Path(out).write_text(json.dumps({
             "rows": judge(eager, ours, ref), "handed": handed[0], **trace_summary(trace_dir)},
             default=float))
+    # Shutdown as torch documents it: every rank done before any tears down, and what holds
+    # collectives' work (the steps' tensors, the compiled graphs) freed while the interpreter
+    # is whole. Once in CI, rank 1 of an aot_eager FSDP2 step died at its exit with SIGABRT
+    # ("terminate called without an active exception"), after its step was done.
+    del ref, eager, ours
+    torch._dynamo.reset()
+    gc.collect()
+    dist.barrier()
     dist.destroy_process_group()
 
 
