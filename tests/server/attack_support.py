@@ -5,9 +5,9 @@ per-address cap on the attacker's 127.0.0.1 is not its cap) and records how long
 answer took; a request that fails or takes past 2 s counts as 2 s. Every loop is bounded.
 
 The attack holds when every request is answered 200 within 2 s and at most SLOW_SHARE of
-them take over 0.5 s: a web tier the attack reaches stalls for seconds (20-75 s before the
-fixes), while a probe on a 2-core host shared with other test workers sees a rare 0.5-0.6 s
-answer with no attack at all (one of 276 in a CI run at load 10-20).
+them (at least one) take over 0.5 s: a web tier the attack reaches stalls for seconds
+(20-75 s before the fixes), while a probe on a 2-core host shared with other test workers
+sees a rare 0.5-0.6 s answer with no attack at all (one of 276 in a CI run at load 10-20).
 """
 
 from __future__ import annotations
@@ -71,10 +71,12 @@ class HealthWatch:
 
     def held(self) -> bool:
         """Every health request answered 200 within GIVE_UP_S, and all but SLOW_SHARE of
-        them within LIMIT_S."""
+        them (one, however few there were) within LIMIT_S: a short attack's 13 requests
+        allowed none, and one 0.56 s answer, the host's own noise, failed a CI run."""
         slow = sum(t > LIMIT_S for t in self.times)
         return bool(self.times) and self.worst < GIVE_UP_S and \
-            slow <= SLOW_SHARE * len(self.times) and all(s == 200 for s in self.statuses)
+            slow <= max(1.0, SLOW_SHARE * len(self.times)) and \
+            all(s == 200 for s in self.statuses)
 
 
 def many_graphs(files: list[dict[str, str]], count: int, long_name: int

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attack_support import HealthWatch, many_graphs
+from attack_support import GIVE_UP_S, HealthWatch, many_graphs
 from own_run_support import files_of, record_run
 from server_support import (
     POSTGRES_URL,
@@ -222,3 +222,17 @@ def test_a_front_writing_big_done_lines_never_stalls_health(deployed: LiveServer
         time.sleep(0.5)
     assert watch.held(), watch.summary()
     assert state == "finished"
+
+
+def test_the_health_rule_allows_one_slow_answer_never_a_stall() -> None:
+    """The probe's rule itself: one answer over LIMIT_S is the host's noise however few
+    requests a short attack saw; two of 13, or one past GIVE_UP_S, is not."""
+    def watch(times: list[float]) -> HealthWatch:
+        w = HealthWatch(0)
+        w.times, w.statuses = times, [200] * len(times)
+        return w
+
+    assert watch([0.05] * 12 + [0.56]).held()
+    assert not watch([0.05] * 11 + [0.56, 0.6]).held()
+    assert not watch([0.05] * 12 + [GIVE_UP_S]).held()
+    assert not watch([]).held()
