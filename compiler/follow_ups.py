@@ -11,12 +11,15 @@ from kernelscope.compiler.options import CompileOptions
 
 
 def follow_ups(options: CompileOptions) -> list[str]:
-    """`inductor` when asked for; `gpu_stages` where Triton runs under its interpreter here
-    and a gpu_target is set (compiling its kernels for that GPU offline takes seconds, so it
-    never holds back `done`)."""
+    """`inductor` when asked for; `gpu_stages` where Triton's kernels have stages to report:
+    on a GPU (nvdisasm's SASS of each kernel: most of a second), and where Triton runs
+    under its interpreter here with a gpu_target set (compiling its kernels for that GPU
+    offline: seconds). Neither holds back `done`."""
     out = ["inductor"] if options.inductor else []
     try:
-        emulated = targets.resolve(options.backend, options.device).emulated_on(options.device)
+        target = targets.resolve(options.backend, options.device)
     except ValueError:
-        emulated = False
-    return out + (["gpu_stages"] if emulated and options.gpu_target else [])
+        return out
+    later = (target.emulated_on(options.device) and bool(options.gpu_target)) or \
+        options.device in target.reports_after
+    return out + (["gpu_stages"] if later else [])

@@ -85,8 +85,7 @@ def profile_works(works: list[GraphWork], inputs: Inputs, options: CompileOption
         eager = _eager_rows(works, inputs, eager_t, cuda, clock, eager_call)
         doing("peak memory, ours and eager")
         memory = ev.PeakMemory(
-            method=("torch.profiler's allocator records (profile_memory): bytes in use at "
-                    "one call's peak above those in use when it began"),
+            method=torch_profile.peak_method(cuda),
             kernelscope=torch_profile.peak_bytes(ours_call, cuda),
             eager=torch_profile.peak_bytes(eager_call, cuda),
             plan=max((w.memory.peak_bytes for w in works if w.memory), default=None))

@@ -25,6 +25,8 @@ class Target:
     emulator_env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # where "auto" conv_layout goes channels-last (cuDNN's fast convolutions are NHWC)
     channels_last_convs: tuple[str, ...] = ()
+    # where its kernels' reports come after the result (gpu_stages: nvdisasm is slow)
+    reports_after: tuple[str, ...] = ()
 
     def runs_on(self, device: str) -> bool:
         return device in self.devices + self.also_runs_on
@@ -36,7 +38,8 @@ class Target:
 # In order of preference: "auto" takes the first one native to the device.
 TARGETS: tuple[Target, ...] = (
     Target("triton", "Triton", "python", (CUDA,), (CPU,),
-           MappingProxyType({"TRITON_INTERPRET": "1"}), channels_last_convs=(CUDA,)),
+           MappingProxyType({"TRITON_INTERPRET": "1"}), channels_last_convs=(CUDA,),
+           reports_after=(CUDA,)),
     Target("cpp", "C++", "cpp", (CPU,)),
 )
 

@@ -26,8 +26,9 @@ MAX_JOBS_FUNCTION_LINES = 40
 # to 24,009 on 2026-12-06; a realize rule and constant folding came, the process compile
 # pool (measured on an H100 not to pay) went: 23,982. What is left to cut is features (the
 # reference interpreter, the TORCH_TRACE reader, the own-run recorder, the profile's rows):
-# docs/architecture.md.
-MAX_COMPILER_LINES = 24_100
+# docs/architecture.md. 24,150 on 2026-12-07 for the GPU explorer's latency (the pool loads
+# kernels and builds their launchers; their reports come after the result: 30 lines).
+MAX_COMPILER_LINES = 24_150
 MAX_ALLOWED = 5
 # The product: what ships and what a reader of the project reads (generated and vendored
 # code aside: webui/vendor, extension/dist and node_modules are not here).

@@ -78,6 +78,7 @@ def test_a_cpu_host_shows_a_triton_kernels_ptx_compiled_for_sm_90() -> None:
 
 
 def test_the_offline_stages_are_a_follow_up_where_triton_is_interpreted() -> None:
+    from kernelscope.compiler.codegen.triton.backend import TritonBackend
     from kernelscope.compiler.follow_ups import follow_ups
     from kernelscope.compiler.options import CompileOptions
 
@@ -88,7 +89,12 @@ def test_the_offline_stages_are_a_follow_up_where_triton_is_interpreted() -> Non
     assert asked(backend="triton", inductor=True) == ["inductor", "gpu_stages"]
     assert asked(backend="triton", gpu_target="") == []
     assert asked(backend="cpp") == [] and asked(backend="auto") == []
-    assert follow_ups(CompileOptions.from_mapping({"device": "cuda", "backend": "triton"})) == []
+    # On a GPU the build's own stages and nvdisasm's SASS come after the result too.
+    on_gpu = CompileOptions.from_mapping({"device": "cuda", "backend": "triton"})
+    assert follow_ups(on_gpu) == ["gpu_stages"]
+    assert "gpu_stages follow-up" in str(TritonBackend("cuda", on_gpu).reports_later())
+    assert TritonBackend("cpu", CompileOptions(backend="triton", gpu_target="")
+                         ).reports_later() is None
 
 
 def test_gpu_target_off_says_why_there_are_no_stages() -> None:

@@ -46,3 +46,31 @@ def test_an_emulated_backend_builds_nothing_ahead() -> None:
 
     backend = TritonBackend("cpu", CompileOptions(backend="triton"))
     assert backend.emulated and backend.prebuild(types.ModuleType("m"), [], {}, 0) == {}
+
+
+class FakeCompiled:
+    """What Triton's warmup returns: loaded (and its launcher built) on first use."""
+
+    def __init__(self) -> None:
+        self.loaded_on: list[int] = []
+
+    def _init_handles(self) -> None:
+        self.loaded_on.append(threading.get_ident())
+
+
+def test_the_pool_loads_each_kernel_and_builds_its_launcher_off_the_launch_path() -> None:
+    """Triton builds a kernel's C launcher (a C compiler run) at its first launch, one
+    kernel after another, unless the kernel was loaded before: the pool does it, on its
+    threads, for each kernel it built."""
+    compiled = FakeCompiled()
+
+    class Returning(FakeKernel):
+        def warmup(self, *args: Any, grid: Any, **kwargs: Any) -> Any:
+            super().warmup(*args, grid=grid, **kwargs)
+            return compiled
+
+    module = types.SimpleNamespace(k0=Returning())
+    report = prebuild(module, [PoolKernel("k0", [("int", 8)], (1,))],  # type: ignore[arg-type]
+                      workers=2)
+    assert report["errors"] == {} and set(report["built_ms"]) == {"k0"}
+    assert len(compiled.loaded_on) == 1 and compiled.loaded_on[0] != threading.get_ident()

@@ -239,8 +239,11 @@ class TritonBackend(Backend):
         return [[fact(a) for a in args], {k: fact(v) for k, v in sorted(kwargs.items())}]
 
     def reports_later(self) -> str | None:
+        # On a GPU: the build's own stages, but SASS is an nvdisasm run per kernel.
+        if self.device in self.target.reports_after:
+            return "Triton's stages and SASS come after the result (the gpu_stages follow-up)"
         target = self.options.gpu_target
-        if not (self.emulated and target):
+        if not target:
             return None
         return (f"Triton's stages compiled for {target} come after the result "
                 "(the gpu_stages follow-up)")
