@@ -5,7 +5,7 @@
 # --json of python -m benchmarks renders with `python -m benchmarks --render FILE`).
 #
 #   . benchmarks/device_env.sh && OUT=/tmp/out bash benchmarks/train_gpu.sh [parts...]
-#   parts: check optimizer host graphs gemm infer timm dtype
+#   parts: check optimizer host graphs gemm infer timm dtype explorer
 #          (default: check optimizer host graphs gemm; each part is bounded by PART_S)
 #
 # MODELS: the training models (default gpt2_small,resnet50: the two host-bound ones).
@@ -57,6 +57,16 @@ for part in ${parts[*]}; do
             python -c "import sys; print(sys.argv[1], round(float(sys.argv[3]) - float(sys.argv[2]), 2), 's')" \
               "$m" "$start" "$(date +%s.%N)" >> "$OUT/gemm_wall.txt"
           done ;;
+    # The explorer's GPU latency for a new transformer block: the job's parts in a warm
+    # worker's process (the compile pool, first launch, reports, the profile's parts), then
+    # click-to-result through the real server (needs flask, gunicorn, gevent: carried wheels),
+    # then the launch path's and the pool's tests on this GPU.
+    explorer) timeout $((PART_S / 3)) python scripts/job_parts.py --device cuda --backend triton \
+             --runs 3 > "$OUT/job_parts.txt" 2>&1
+          timeout $((PART_S / 3)) python scripts/latency.py --runs 3 --sample transformer_block \
+             --device cuda --backend triton --log "$OUT/server.log" > "$OUT/latency.txt" 2>&1
+          timeout $((PART_S / 3)) python -m pytest -q -p no:xdist tests/core/test_triton_pool.py \
+             tests/core/test_launch_path.py tests/core/test_kept_reports.py > "$OUT/explorer_tests.txt" 2>&1 ;;
     # bf16 inference: the model zoo's architectures (or timm's models), eager, Inductor
     # and ours interleaved (medians of rounds, with their spread), each judged against
     # eager float32 by the 3x rule; one process per model, rows in infer.json as they come.
