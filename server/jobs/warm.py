@@ -34,15 +34,29 @@ from kernelscope.compiler.devices import CPU, CUDA
 
 READY = b'{"warm": "ready"}\n'
 
+# A module with what most snippets have (a linear layer, a norm, a matrix product, softmax,
+# GELU, a reduction): the job's first nn.Module capture, and on a GPU its first cuBLAS
+# handle, happen here. A new transformer block's capture took 1.08 s on an H100 after the
+# old warm-up (a pointwise function) and 0.52 s for the same snippet again (2026-12-06).
 WARMUP_SNIPPET = '''import torch
+from torch import nn
 
 
-@torch.compile
-def warmup(x, y):
-    return torch.relu(x * 2 + y).sum(dim=-1)
+class Warm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(32)
+        self.proj = nn.Linear(32, 32)
+
+    def forward(self, x):
+        h = self.proj(self.norm(x))
+        a = torch.softmax(h @ h.transpose(-2, -1) / 4.0, dim=-1) @ h
+        return torch.relu(x * 2 + nn.functional.gelu(a)).sum(dim=-1)
 
 
-warmup(torch.randn(4, 32), torch.randn(4, 32))
+warm = torch.compile(Warm().eval())
+with torch.no_grad():
+    warm(torch.randn(2, 4, 32))
 '''
 
 
