@@ -11,12 +11,11 @@ the graph's memory and are overwritten by the next call: clone what you keep.
 
 Training (`GraphPair`, as Inductor's cudagraph trees do for one forward and backward):
 the forward and backward graphs of one step record into one private memory pool, in the
-order they run; the backward takes what it reads of the forward's outputs (the saved
-activations, which live in the forward graph's memory, and slices of them) and of its
-static inputs (a weight) in place, as static inputs, not as copies; a forward whose
-previous replay's activations still wait for their backward runs without replay (a replay
-would overwrite them), as does a graph that mutates an input it would only see a private
-copy of.
+order they run; the backward takes the forward's outputs that it reads (the saved
+activations, which live in the forward graph's memory) in place, as static inputs, not as
+copies; a forward whose previous replay's activations still wait for their backward runs
+without replay (a replay would overwrite them), as does a graph that mutates an input it
+would only see a private copy of.
 
 A static input that moved, an input on the CPU or a non-tensor argument (a symbolic size)
 makes the graph run without replay, and a recording that fails does too; `why_not` says
@@ -36,12 +35,12 @@ cuda: Any = torch.cuda  # what records and replays (tests on a CPU host stand in
 
 class GraphPair:
     """The forward and backward graphs of one training step: one memory pool, the
-    storages of the forward's outputs and static inputs (by address) for the backward to
-    take in place, and how many forward replays still wait for their backward."""
+    forward's outputs (by address) for the backward to take in place, and how many
+    forward replays still wait for their backward."""
 
     def __init__(self) -> None:
         self.pool: Any = None  # torch.cuda.graph_pool_handle(), at the first recording
-        self.forward_storages: set[int] = set()  # of the forward's outputs and statics
+        self.forward_outputs: set[int] = set()  # data_ptr of the forward graph's outputs
         self.pending = 0  # forward replays whose backward has not run
 
 
@@ -126,12 +125,11 @@ class CudaGraphed:
         return self.why_not is None
 
     def _taken_in_place(self, args: Sequence[Any]) -> set[int]:
-        """The backward's inputs in the storage of a forward graph's output (saved
-        activations in the forward's graph memory, slices of them: k and v of one qkv
-        product) or of a forward's static input (a weight): static, not copied."""
+        """The backward's inputs that are the forward graph's outputs (saved activations
+        in the forward's graph memory): static, not copied."""
         if self.pair is None or self.role != "backward":
             return set()
-        return {i for i, a in enumerate(args) if _storage(a) in self.pair.forward_storages}
+        return {i for i, a in enumerate(args) if a.data_ptr() in self.pair.forward_outputs}
 
     def _record(self, args: Sequence[Any]) -> list[Any]:
         self.recordings += 1
@@ -153,9 +151,8 @@ class CudaGraphed:
         self.graph, self.inputs, self.outputs = graph, inputs, list(outputs)
         self.static_ptrs = {i: args[i].data_ptr() for i in self.static}
         if self.pair is not None and self.role == "forward":
-            self.pair.forward_storages = {_storage(t) for t in (
-                *(o for o in self.outputs if isinstance(o, torch.Tensor)),
-                *(args[i] for i in self.static))}
+            self.pair.forward_outputs = {o.data_ptr() for o in self.outputs
+                                         if isinstance(o, torch.Tensor)}
         graph.replay()
         self.replays += 1
         self._ran(replayed=True)
@@ -172,10 +169,6 @@ class CudaGraphed:
 
 def _on_gpu(t: torch.Tensor) -> bool:
     return t.is_cuda
-
-
-def _storage(t: torch.Tensor) -> int:
-    return t.untyped_storage().data_ptr()
 
 
 def _copy(t: torch.Tensor) -> torch.Tensor:

@@ -143,30 +143,3 @@ def test_the_run_event_says_whether_each_graph_replays_and_why_not(
     assert replays.plain_runs == {"first call (kernels build)": 1}
     assert never is not None and not never.recorded and "mutated" in (never.why_not or "")
     assert pipeline._cuda_graph(works[0], CompileOptions()) is None  # type: ignore[arg-type]
-
-
-def test_the_backward_takes_slices_of_saved_outputs_and_the_weights_in_place(
-        fake: FakeCuda) -> None:
-    """A backward reads k and v as slices of the forward's one qkv output (their addresses
-    are not the output's) and a weight the forward took as static: each replay copied them
-    into private buffers (gigabytes a step on Llama) where they can be read where they are."""
-    weight = torch.ones(4)
-    qkv = torch.zeros(12)  # the forward's graph output
-
-    def forward(w: torch.Tensor, x: torch.Tensor) -> list[Any]:
-        return [qkv, (w * x).sum()]
-
-    def backward(k: torch.Tensor, v: torch.Tensor, w: torch.Tensor, grad: torch.Tensor
-                 ) -> list[Any]:
-        return [(k + v) * w * grad]
-
-    pair = graphs.GraphPair()
-    fw = graphs.CudaGraphed(forward, static=[0], pair=pair, role="forward")
-    bw = graphs.CudaGraphed(backward, static=[], pair=pair, role="backward")
-    x, g = torch.ones(4), torch.ones(())
-    for _ in range(3):
-        out, _loss = fw(weight, x)
-        bw(out[4:8], out[8:12], weight, g)
-    assert bw.status()["recorded"] and bw.replays == 2
-    assert bw.static == {0, 1, 2}  # k, v and the weight in place; the gradient copied
-    assert bw.inputs[2] is weight and bw.inputs[0].data_ptr() == qkv[4:8].data_ptr()
