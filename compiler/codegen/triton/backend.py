@@ -243,7 +243,7 @@ class TritonBackend(Backend):
         if self.device in self.target.reports_after:
             return "Triton's stages and SASS come after the result (the gpu_stages follow-up)"
         target = self.options.gpu_target
-        if not target:
+        if not (self.emulated and target):
             return None
         return (f"Triton's stages compiled for {target} come after the result "
                 "(the gpu_stages follow-up)")
