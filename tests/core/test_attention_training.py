@@ -18,6 +18,8 @@ bugs that made every gradient of Hugging Face GPT-2 and BERT below their last la
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from ks_helpers import compiled
@@ -71,11 +73,16 @@ def test_flash_attention_cpu_inputs_after_a_channels_last_convolution() -> None:
     w, bias = torch.randn(96, 32, requires_grad=True), torch.randn(96)
     images = torch.randn(2, 3, 16, 16)
 
-    def loss(conv_w: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        tokens = F.conv2d(images, conv_w, conv_b, stride=4).flatten(2).transpose(1, 2)
+    def loss(conv_w: torch.Tensor, w: torch.Tensor, layout: Any = None) -> torch.Tensor:
+        x = images if layout is None else images.contiguous(memory_format=layout)
+        tokens = F.conv2d(x, conv_w, conv_b, stride=4).flatten(2).transpose(1, 2)
         return (_attention(tokens, w, bias)[0] ** 2).sum()
 
-    want = loss(conv_w, w)
+    # The reference is eager in the layout the compiler picks: ATen's kernels sum in
+    # another order on channels-last tensors (on an AVX2 host the gradients, about 3e4,
+    # moved by 16 from eager's contiguous run), where the bug this guards against misread
+    # whole heads.
+    want = loss(conv_w, w, torch.channels_last)
     want.backward()
     cw, w2 = conv_w.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
     got = compiled(loss, conv_layout="channels_last", backend="cpp")(cw, w2)
