@@ -138,3 +138,30 @@ def test_column_row_blocks_of_any_length(rows: int) -> None:
     assert ("rblock" in _cpp_source(lambda t: t.sum(0), x)) == (rows > 32)
     for g, r in zip(_compiled(fn)(x), fn(x)):
         torch.testing.assert_close(g, r, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(2, 48, 32, 32), (4, 8, 64, 64)])
+def test_batch_norm_statistics_add_in_double(shape: tuple[int, ...]) -> None:
+    """A float sum in a loop over the row adds in double, as eager's CPU batch norm does
+    (WIDE_SUM). The zoo's MobileNetV2 found it: its expand layers' inputs have channel means
+    of ~1e-9 in values of ~0.03, 8 float lanes got those means 35% wrong (2048 elements,
+    the plain loop) where eager's are exact, and one activation near a ReLU6 kink went the
+    other way: 122 of 317 tensors past the training rule on an AVX2 host. 4096 elements
+    and more: the chunked loop, whose chunks add in double too."""
+    from kernelscope.compiler.codegen.cpp.kernel import SUM_CHUNK, WIDE_SUM
+
+    torch.manual_seed(0)
+    x = torch.randn(shape) * 0.03
+    x = x - x.mean(dim=(0, 2, 3), keepdim=True)  # channel means left at rounding noise
+    fn = lambda t: torch.var_mean(t, dim=(0, 2, 3), correction=0)  # noqa: E731
+    src = _cpp_source(fn, x)
+    assert f"{WIDE_SUM} acc_tmp" in src, src
+    assert ("rchunk" in src) == (x.numel() // x.shape[1] > SUM_CHUNK), src
+    var, mean = _compiled(fn)(x)
+    assert var.dtype == mean.dtype == torch.float32 and mean.shape == (shape[1],)
+    exact = x.double().mean(dim=(0, 2, 3))
+    # the only error left: rounding the double sum to float (and the exact 1/n)
+    assert ((mean.double() - exact).abs() <= 2 * torch.finfo(torch.float32).eps *
+            exact.abs()).all(), (mean.double() - exact).abs().max()
+    exact_var = x.double().var(dim=(0, 2, 3), correction=0)
+    assert _rel(var, exact_var) < 1e-6

@@ -106,3 +106,26 @@ def test_a_step_near_eps_moved_beyond_its_allowance_fails() -> None:
     # The accepted gradient error (3 x eager's largest + 1e-5 x rms: 1e-9) allows 2.2e-5.
     o["param:b"][5] += 2e-4
     assert not _ok(judge(_results(eager), o, _results(ref)), "param:b")
+
+
+def test_a_gradient_zero_in_exact_arithmetic_is_judged_as_noise() -> None:
+    """Attention's key bias: softmax ignores a per-row constant, so the float64 gradient is
+    ~1e-19 and eager's and ours are rounding noise of ~1e-10, whose size depends on the
+    order of the sums that cancel (the tiny ViT's: ours 4x eager's on one layer). Held to
+    NOISE_MULTIPLE x eager's noise; a gradient that is not noise fails."""
+    from training_suite import NOISE_MULTIPLE
+
+    torch.manual_seed(1)
+    ref = 1e-19 * torch.randn(64, dtype=torch.float64)
+    eager = 3e-11 * torch.randn(64, dtype=torch.float64)
+    ours = 4 * 3e-11 * torch.randn(64, dtype=torch.float64)
+    rows = judge({"grad:k": eager}, {"grad:k": ours}, {"grad:k": ref})
+    assert rows[0]["ok"] and rows[0]["noise"], rows
+    wrong = {"grad:k": 2 * NOISE_MULTIPLE * 3e-11 * torch.randn(64, dtype=torch.float64)}
+    assert not judge({"grad:k": eager}, wrong, {"grad:k": ref})[0]["ok"]
+    # a tensor eager gets digits of is held to MULTIPLE, not NOISE_MULTIPLE
+    real = torch.randn(64, dtype=torch.float64)
+    e = real + 1e-5 * torch.randn(64, dtype=torch.float64)
+    o = real + 6e-5 * torch.randn(64, dtype=torch.float64)
+    row = judge({"grad:k": e}, {"grad:k": o}, {"grad:k": real})[0]
+    assert not row["ok"] and "noise" not in row, row

@@ -9,7 +9,7 @@ import copy
 
 import pytest
 import torch
-from training_suite import TINY, check, tiny
+from training_suite import FLOOR, LR, MULTIPLE, TINY, check, rms, tiny
 
 pytest.importorskip("transformers")
 
@@ -23,11 +23,15 @@ def test_training_step_matches_fp64_as_eager_does(name: str) -> None:
 
 
 def test_compiled_loop_with_adamw_step() -> None:
-    """optimizer.step() compiled inside the loop: three steps, parameters as eager's."""
+    """optimizer.step() compiled inside the loop: three steps, run beside eager and a
+    float64 loop; each parameter after them as near the float64 one as the training rule
+    asks (MULTIPLE x eager's rms error + FLOOR). Closeness to eager alone failed on an AVX2
+    host where ours was the nearer one: an element 1.02e-5 from eager's, 3.5e-6 from
+    float64's, eager's 1.4e-5 from it."""
     case = tiny("gpt2")
     eager, ours = case.model.train(), copy.deepcopy(case.model).train()
-    opt_e = torch.optim.AdamW(eager.parameters(), lr=1e-3)
-    opt_o = torch.optim.AdamW(ours.parameters(), lr=1e-3)
+    wide = copy.deepcopy(case.model).double().train()
+    opts = {id(m): torch.optim.AdamW(m.parameters(), lr=LR) for m in (eager, ours, wide)}
 
     def step(model: torch.nn.Module, opt: torch.optim.Optimizer) -> torch.Tensor:
         opt.zero_grad()
@@ -39,20 +43,26 @@ def test_compiled_loop_with_adamw_step() -> None:
     torch._dynamo.reset()
     compiled = torch.compile(step, backend="kernelscope")
     for _ in range(3):
-        le, lo = step(eager, opt_e), compiled(ours, opt_o)
+        le, lo = step(eager, opts[id(eager)]), compiled(ours, opts[id(ours)])
+        step(wide, opts[id(wide)])
+        assert lo.dtype == torch.float32 and lo.shape == ()
         torch.testing.assert_close(lo, le, atol=1e-5, rtol=1e-5)
     width = case.model.config.n_embd
-    for (n, pe), (_, po) in zip(eager.named_parameters(), ours.named_parameters()):
+    named = zip(eager.named_parameters(), ours.named_parameters(), wide.named_parameters(),
+                strict=True)
+    for (n, pe), (_, po), (_, pw) in named:
+        assert po.dtype == torch.float32 and po.shape == pe.shape, n
+        pe, po = pe.detach().double(), po.detach().double()
         if n.endswith("attn.c_attn.bias"):
             # The key projection's bias (the middle third): softmax ignores a per-row
-            # constant, so its gradient is rounding noise on both sides, and Adam steps
+            # constant, so its gradient is rounding noise on every side, and Adam steps
             # each element by about +-lr whichever way the noise points. Its steps are
-            # bounded by 2 * lr each; the query and value thirds are compared as the rest.
+            # bounded by 2 * lr each; the query and value thirds are judged as the rest.
             key = slice(width, 2 * width)
-            assert ((po[key] - pe[key]).abs() <= 3 * 2 * 1e-3 * (1 + 1e-6)).all(), n
-            po, pe = torch.cat([po[:width], po[2 * width:]]), \
-                torch.cat([pe[:width], pe[2 * width:]])
-        torch.testing.assert_close(po, pe, atol=1e-5, rtol=1e-4, msg=n)
+            assert ((po[key] - pw[key]).abs() <= 3 * 2 * LR * (1 + 1e-6)).all(), n
+            pe, po, pw = (torch.cat([t[:width], t[2 * width:]]) for t in (pe, po, pw))
+        bound = MULTIPLE * rms(pe - pw) + FLOOR * rms(pw)
+        assert rms(po - pw) <= bound, (n, rms(po - pw), bound)
 
 
 def test_dropout_in_train_mode_runs() -> None:

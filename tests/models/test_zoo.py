@@ -10,7 +10,6 @@ one worker, so the zoo spreads over the workers (a module would go to one).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,25 +22,8 @@ SHARDS = 4
 NAMES = list(MODELS)
 
 
-def _avx512() -> bool:
-    try:
-        return "avx512f" in Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-
-
-# Open (docs/correctness.md, "Known wrong results"): on hosts without AVX-512 (znver3,
-# 2026-12-07) the C++ backend's efficientnet step has 2-5 of 193 tensors at 1.2-1.9x the
-# rule's bound (BN bias gradients, absolute errors near 1e-5); the Triton interpreter's
-# are all within it. Expected to fail there until found, not skipped: a pass is reported.
-OPEN_WITHOUT_AVX512 = {"efficientnet"}
-
-
-def _shard(k: int) -> list[Any]:
-    mark = pytest.mark.xfail(not _avx512(), reason="open on hosts without AVX-512: "
-                             "docs/correctness.md", strict=False)
-    return [pytest.param(n, marks=mark) if n in OPEN_WITHOUT_AVX512 else n
-            for n in NAMES[k::SHARDS]]
+def _shard(k: int) -> list[str]:
+    return NAMES[k::SHARDS]
 
 
 def _check(name: str) -> None:

@@ -57,9 +57,16 @@ from kernelscope.compiler.schedule.nodes import SchedNode
 from kernelscope.compiler.schedule.plan import ComboPlan, KernelPlan
 
 PARALLEL_MIN = 65536  # below this many elements, threads cost more than they save
-# Float sums longer than this run in chunks: each chunk in `omp simd` lanes, the chunk
-# totals in double, so 16M-element sums stay within float rounding of the true sum.
+# Float sums longer than this run in chunks (the threads' unit of work when one long sum
+# is all the kernel does): each chunk in `omp simd` lanes, the chunk totals in double.
 SUM_CHUNK = 4096
+# The type a float sum adds in, in a loop over the row: double, as eager's CPU kernels do
+# for float32 (ATen's acc_type<float> on the CPU; batch norm's statistics add so). With float lanes
+# a 2048-element batch-norm mean is off by ~1e-9 where eager's is exact, and in a model
+# whose activations sit near a ReLU6 kink that decides which way one element goes: the
+# zoo's MobileNetV2 step had 122 of 317 tensors past the training rule on an AVX2 host
+# (docs/correctness.md). Column walks keep float lanes with double totals (columns.py).
+WIDE_SUM = "double"
 OUTER_PARALLEL_MIN = 16  # fewer rows than this: the threads split each row instead
 # Rows up to this long keep a costly per-element value (a libm call: softmax's exp) that
 # the next loop over the row needs again in a stack array, instead of computing it twice.
@@ -275,6 +282,7 @@ class CppKernelCodegen(KernelCodegen):
         acc = f"acc_{result.name}"
         init = literal(reduction_identity(rtype, src), src)
         lines = block.scope.lines
+        wide = rtype == "sum" and ctype == "float"  # adds in WIDE_SUM in a row loop
         if rtype == "sum" and src.is_floating_point and self.plan.rnumel > SUM_CHUNK:
             self.write_for(block.pre, node, f"double {acc}_total = 0;")
             block.chunked.append((acc, ctype, init))
@@ -283,7 +291,9 @@ class CppKernelCodegen(KernelCodegen):
                            f"auto {result.name} = static_cast<{ctype}>({acc}_total);")
             block.simd.append(f"reduction(+:{acc})")
             return result
-        self.write_for(block.pre, node, f"{ctype} {acc} = {init};")
+        # The plain loop's accumulator is wide; lanes (columns, prefetch) keep `ctype`.
+        self.write_for(block.pre, node,
+                       f"{WIDE_SUM} {acc} = 0;" if wide else f"{ctype} {acc} = {init};")
         block.accs.append((acc, ctype, init))
         rule = self.table.render(combine_op(rtype), [acc, value.name], [src], ctype)
         if rtype in ("argmax", "argmin"):  # `rule`: the value is better than acc
@@ -295,8 +305,9 @@ class CppKernelCodegen(KernelCodegen):
             block.simd.append("")  # comparisons with a branch: no simd clause
             return result
         self.write_for(lines, node, f"{acc} = {rule};")
-        self.write_for(block.post, node, f"auto {result.name} = {acc};")
-        if rtype == "sum" and ctype == "float":
+        self.write_for(block.post, node, f"auto {result.name} = static_cast<{ctype}>({acc});"
+                       if wide else f"auto {result.name} = {acc};")
+        if wide:
             block.float_sums.add(acc)
         block.combine[acc] = lambda a, b: self.table.render(combine_op(rtype), [a, b], [src],
                                                             ctype)
@@ -415,7 +426,8 @@ class CppKernelCodegen(KernelCodegen):
             out.write(f"#pragma omp parallel for {' '.join(outer)}")
         with chunks(out, "rchunk", "rend", rn, SUM_CHUNK):
             for acc, ctype, init in block.chunked:
-                out.write(f"{ctype} {acc} = {init};")
+                out.write(f"{WIDE_SUM} {acc} = 0;" if ctype == "float"
+                          else f"{ctype} {acc} = {init};")
             if simd:
                 out.write(simd)
             self._r_loop(out, block, "rchunk", "rend")
@@ -463,9 +475,12 @@ CXX = os.environ.get("CXX", "g++")
 # -g: the line table that maps each kernel's assembly to its source (it changes no code).
 # -mprefer-vector-width=512: where the CPU has AVX-512, 16-lane loops and libmvec calls
 # (g++ prefers 8 lanes otherwise); a preference only, so other CPUs build as before.
+# -fno-trapping-math: no value changes, only floating-point exceptions no one reads; without
+# it g++ 12 leaves a float select feeding a double sum (relu(x).sum(), WIDE_SUM) scalar,
+# with a branch. Inductor's C++ flags include it too (by -ffast-math).
 FLAGS = ["-O3", "-g", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-shared",
-         "-fPIC", "-std=c++17", "-fno-math-errno", "-Wno-unused-variable",
-         "-I", TORCH_INCLUDE_DIR]
+         "-fPIC", "-std=c++17", "-fno-math-errno", "-fno-trapping-math",
+         "-Wno-unused-variable", "-I", TORCH_INCLUDE_DIR]
 
 
 class CppBackend(Backend):
