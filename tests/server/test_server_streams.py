@@ -122,10 +122,12 @@ def test_trace_survives_a_restart(make_app: AppFactory) -> None:
 
 def test_failed_jobs_are_stored_too(client: FlaskClient) -> None:
     events = compile_events(client, "raise ValueError('nope')\n")
-    assert [e["stage"] for e in events] == ["source", "error", "done"]
+    # a job queued behind another (a worker's warm-up on a loaded host) waits first
+    assert pipeline(events) == ["source", "error", "done"]
     ident = events[-1]["data"]["trace_id"]
     trace = client.get(f"/api/traces/{ident}").get_json()
-    assert trace["ok"] is False and trace["events"][1]["data"]["kind"] == "exception"
+    errors = [e for e in trace["events"] if e["stage"] == "error"]
+    assert trace["ok"] is False and [e["data"]["kind"] for e in errors] == ["exception"]
 
 
 def test_store_ids_are_content_derived_and_inserts_never_overwrite(tmp_path) -> None:
