@@ -106,7 +106,7 @@ class GraphLowering:
         self.layout = layout  # the whole-graph layout (lowering/layout.py)
         self.realize_rule = rule_for(options.realize, self.features)  # lowering/realize.py
         self.inlined: list[str] = []  # shared values the rule left to their consumers
-        self.free_outputs = free_outputs if layout.channels_last else frozenset()
+        self.free_outputs = free_outputs
         # Pointwise bodies of the nodes the layout stores channels-last -> their strides,
         # used wherever such a value is stored without strides asked for.
         self._preferred: dict[int, tuple[Pointwise, tuple[int, ...]]] = {}

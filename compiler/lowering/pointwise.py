@@ -295,8 +295,16 @@ def _register_copy(op: Any) -> None:
 
 
 for _op in (aten._to_copy, aten.clone, aten.lift_fresh_copy, prims.convert_element_type,
-            aten.alias, aten.detach, aten.contiguous):
+            aten.contiguous):
     _register_copy(_op)
+
+
+@register_lowering(aten.alias, aten.detach)
+def same_value(g: LoweringContext, node: Node, a: Any, *args: Any, **kwargs: Any) -> Any:
+    """A view of `a` with every element where it was: `a` itself. As a copy, an output or a
+    saved activation that is one (attention's output, saved for its backward) was stored
+    a second time."""
+    return a
 
 
 @register_lowering(aten.copy.default)

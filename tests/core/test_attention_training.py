@@ -18,6 +18,8 @@ bugs that made every gradient of Hugging Face GPT-2 and BERT below their last la
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -90,3 +92,31 @@ def test_flash_attention_cpu_inputs_after_a_channels_last_convolution() -> None:
     torch.testing.assert_close(got, want, atol=1e-3, rtol=1e-4)
     torch.testing.assert_close(cw.grad, conv_w.grad, atol=1e-3, rtol=1e-4)
     torch.testing.assert_close(w2.grad, w.grad, atol=1e-3, rtol=1e-4)
+
+
+def test_saved_attention_inputs_and_output_are_not_copied_back(tmp_path: Path) -> None:
+    """A training forward saves q, k, v and the attention's output for the backward. q, k
+    and v are stored contiguous for the attention kernel; eager's strides (views of the
+    qkv projection) cost a second copy of each, and the output (saved through `alias`) a
+    copy of its own. Saved activations now keep the layout they were stored in and the
+    backward is compiled for it (compiler/training.py), `alias` is its input: the forward
+    allocates q, k and v once. The gradients still match eager's."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 16, 32, requires_grad=True)
+    w = torch.randn(96, 32, requires_grad=True)
+    bias = torch.randn(96)
+
+    def loss(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return (_attention(x, w, bias)[0] ** 2).sum()
+
+    loss(x, w).backward()
+    x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
+    compiled(loss, cache_dir=str(tmp_path))(x2, w2).backward()
+    assert x2.grad is not None and w2.grad is not None
+    torch.testing.assert_close(x2.grad, x.grad, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(w2.grad, w.grad, atol=1e-4, rtol=1e-4)
+    forwards = [p.read_text() for p in tmp_path.rglob("graph_*.py")
+                if "OUTPUT_STRIDES" in p.read_text()]
+    assert len(forwards) == 1, [p.name for p in tmp_path.rglob("graph_*.py")]
+    heads = re.findall(r"empty_strided\(\(2, 4, 16, 8\), \(([\d, ]+)\)", forwards[0])
+    assert heads == ["512, 128, 8, 1"] * 3, heads
