@@ -172,9 +172,10 @@ example_inputs = (torch.randn(64, 256),)
 def test_a_cpp_kernels_assembly_maps_to_its_lines_and_back(
     new_page: Callable[[str], Page], real_server: LiveServer
 ) -> None:
-    """The real g++ -g build: the assembly opens beside the kernel; hovering the store's
-    kernel line marks its instructions, and an instruction marks its kernel line and the
-    user's line (compile.kernels[].line_maps.asm)."""
+    """The real g++ -g build: the assembly opens beside the kernel; hovering the line that
+    casts the sum's double accumulator to the float it stores marks its instructions (g++
+    files the conversion and the store under it), and an instruction marks its kernel line
+    and the user's line (compile.kernels[].line_maps.asm)."""
     page = new_page(real_server.url)
     open_explorer(page)
     page.evaluate(f"window.kernelscope.editor.code = {REDUCTION!r}")
@@ -187,7 +188,7 @@ def test_a_cpp_kernels_assembly_maps_to_its_lines_and_back(
     section.locator(".stage-bar button[data-stage=asm]").click()
     asm = section.locator(".stage-code")
     expect(asm).to_contain_text("<cpp_red_")
-    store = section.locator(".stage-src .cl", has_text="out_ptr0[xindex]")
+    store = section.locator(".stage-src .cl", has_text="static_cast<float>(acc_")
     store.hover()
     expect(asm.locator(".cl.hl").first).to_be_attached()
     assert any("mov" in t for t in asm.locator(".cl.hl .ct").all_text_contents())
@@ -195,7 +196,7 @@ def test_a_cpp_kernels_assembly_maps_to_its_lines_and_back(
     page.mouse.move(0, 0)
     asm.locator(f".cl[data-line='{line}']").hover()
     expect(section.locator(".stage-src .cl.hl")).to_have_count(1)
-    expect(section.locator(".stage-src .cl.hl")).to_contain_text("out_ptr0[xindex]")
+    expect(section.locator(".stage-src .cl.hl")).to_contain_text("static_cast<float>(acc_")
     expect(page.locator(".cm-line.ks-hl")).to_have_count(1)  # the user's line 5
     screenshot(page, "e2e-cpp-asm-lines")
     assert page_errors(page) == []
