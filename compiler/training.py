@@ -7,9 +7,8 @@ values (same node names) as its first inputs, then one tangent per output that n
 gradient (`tangents_1`, ...). A forward and a backward graph pair up by the Dynamo graph
 they came from (`dynamo_graph`, one per compile).
 
-The activations a training forward saves keep the strides lowering gave them (NHWC where
-the graph works channels-last, lowering/layout.py; attention's query as the attention
-kernel read it), and the forward reports its output strides to AOTAutograd
+The activations a training forward saves keep the strides lowering gave them (NHWC in a
+channels-last graph), and the forward reports its output strides to AOTAutograd
 (`TracingContext.report_output_strides`), which restrides the backward's example inputs
 before compiling it: the backward's lowering reads its inputs' strides from them.
 """

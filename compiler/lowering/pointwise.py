@@ -301,9 +301,8 @@ for _op in (aten._to_copy, aten.clone, aten.lift_fresh_copy, prims.convert_eleme
 
 @register_lowering(aten.alias, aten.detach)
 def same_value(g: LoweringContext, node: Node, a: Any, *args: Any, **kwargs: Any) -> Any:
-    """A view of `a` with every element where it was: `a` itself. As a copy, an output or a
-    saved activation that is one (attention's output, saved for its backward) was stored
-    a second time."""
+    """A view of `a` with every element where it was: `a` itself (as a copy, a saved
+    activation that is one, as attention's output, was stored twice)."""
     return a
 
 

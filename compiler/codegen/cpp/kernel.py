@@ -60,12 +60,8 @@ PARALLEL_MIN = 65536  # below this many elements, threads cost more than they sa
 # Float sums longer than this run in chunks (the threads' unit of work when one long sum
 # is all the kernel does): each chunk in `omp simd` lanes, the chunk totals in double.
 SUM_CHUNK = 4096
-# The type a float sum adds in, in a loop over the row: double, as eager's CPU kernels do
-# for float32 (ATen's acc_type<float> on the CPU; batch norm's statistics add so). With float lanes
-# a 2048-element batch-norm mean is off by ~1e-9 where eager's is exact, and in a model
-# whose activations sit near a ReLU6 kink that decides which way one element goes: the
-# zoo's MobileNetV2 step had 122 of 317 tensors past the training rule on an AVX2 host
-# (docs/correctness.md). Column walks keep float lanes with double totals (columns.py).
+# What a float sum adds in, in a loop over the row: double, as eager's CPU batch norm does
+# (float lanes tipped the zoo's MobileNetV2 step on an AVX2 host: docs/correctness.md).
 WIDE_SUM = "double"
 OUTER_PARALLEL_MIN = 16  # fewer rows than this: the threads split each row instead
 # Rows up to this long keep a costly per-element value (a libm call: softmax's exp) that
@@ -475,9 +471,8 @@ CXX = os.environ.get("CXX", "g++")
 # -g: the line table that maps each kernel's assembly to its source (it changes no code).
 # -mprefer-vector-width=512: where the CPU has AVX-512, 16-lane loops and libmvec calls
 # (g++ prefers 8 lanes otherwise); a preference only, so other CPUs build as before.
-# -fno-trapping-math: no value changes, only floating-point exceptions no one reads; without
-# it g++ 12 leaves a float select feeding a double sum (relu(x).sum(), WIDE_SUM) scalar,
-# with a branch. Inductor's C++ flags include it too (by -ffast-math).
+# -fno-trapping-math (values unchanged, as in Inductor's flags): else g++ 12 leaves a float
+# select feeding a WIDE_SUM (relu(x).sum()) scalar, with a branch.
 FLAGS = ["-O3", "-g", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-shared",
          "-fPIC", "-std=c++17", "-fno-math-errno", "-fno-trapping-math",
          "-Wno-unused-variable", "-I", TORCH_INCLUDE_DIR]
