@@ -249,8 +249,8 @@ def test_a_worker_that_dies_after_its_own_error_gets_one_error_and_done(
         "os._exit(3)\n"
     )
     events = compile_events(client, code)
-    assert [e["stage"] for e in events] == ["source", "error", "done"]
-    assert events[1]["data"]["message"] == "mine"
+    assert pipeline(events) == ["source", "error", "done"]
+    assert next(e for e in events if e["stage"] == "error")["data"]["message"] == "mine"
     assert events[2]["data"]["ok"] is False and events[2]["data"]["trace_id"]
 
 
