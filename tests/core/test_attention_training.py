@@ -36,7 +36,8 @@ def _attention(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor
     return y.transpose(1, 2).reshape(b, t, d), q
 
 
-def test_flash_attention_cpu_gradients_match_eager() -> None:
+def _gradients_match_eager(**options: Any) -> None:
+    """The attention's x and w gradients, compiled with `options`, against eager's."""
     torch.manual_seed(0)
     x = torch.randn(2, 16, 32, requires_grad=True)
     w = torch.randn(96, 32, requires_grad=True)
@@ -46,12 +47,15 @@ def test_flash_attention_cpu_gradients_match_eager() -> None:
         return (_attention(x, w, bias)[0] ** 2).sum()
 
     loss(x, w).backward()
-    gx, gw = x.grad, w.grad
     x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
-    compiled(loss)(x2, w2).backward()
+    compiled(loss, **options)(x2, w2).backward()
     assert x2.grad is not None and w2.grad is not None
-    torch.testing.assert_close(x2.grad, gx, atol=1e-4, rtol=1e-4)
-    torch.testing.assert_close(w2.grad, gw, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(x2.grad, x.grad, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(w2.grad, w.grad, atol=1e-4, rtol=1e-4)
+
+
+def test_flash_attention_cpu_gradients_match_eager() -> None:
+    _gradients_match_eager()
 
 
 def test_flash_attention_cpu_output_follows_the_stored_query() -> None:
@@ -101,20 +105,7 @@ def test_saved_attention_inputs_and_output_are_not_copied_back(tmp_path: Path) -
     copy of its own. Saved activations now keep the layout they were stored in and the
     backward is compiled for it (compiler/training.py), `alias` is its input: the forward
     allocates q, k and v once. The gradients still match eager's."""
-    torch.manual_seed(0)
-    x = torch.randn(2, 16, 32, requires_grad=True)
-    w = torch.randn(96, 32, requires_grad=True)
-    bias = torch.randn(96)
-
-    def loss(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        return (_attention(x, w, bias)[0] ** 2).sum()
-
-    loss(x, w).backward()
-    x2, w2 = x.detach().clone().requires_grad_(), w.detach().clone().requires_grad_()
-    compiled(loss, cache_dir=str(tmp_path))(x2, w2).backward()
-    assert x2.grad is not None and w2.grad is not None
-    torch.testing.assert_close(x2.grad, x.grad, atol=1e-4, rtol=1e-4)
-    torch.testing.assert_close(w2.grad, w.grad, atol=1e-4, rtol=1e-4)
+    _gradients_match_eager(cache_dir=str(tmp_path))
     forwards = [p.read_text() for p in tmp_path.rglob("graph_*.py")
                 if "OUTPUT_STRIDES" in p.read_text()]
     assert len(forwards) == 1, [p.name for p in tmp_path.rglob("graph_*.py")]
